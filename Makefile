@@ -1,0 +1,47 @@
+# dxpu: everything a fresh machine needs is in these targets.
+GO        ?= go
+PKGS      ?= ./...
+FUZZTIME  ?= 15s
+BENCHTIME ?= 1s
+
+.PHONY: all build demo test bench generate check-generate lint fuzz ci clean
+
+all: build
+
+build:
+	$(GO) build -o bin/dxpu ./cmd/dxpu
+
+## demo: the main job: a small emulated datacenter, native against fabric (no root).
+demo:
+	$(GO) run ./cmd/dxpu demo
+
+## test: every package's tests (privileged ones skip unless DXPU_REQUIRE_PRIVILEGED=1).
+test:
+	$(GO) test -count=1 -timeout 20m $(PKGS)
+
+## bench: Go benchmarks with allocation figures.
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) $(PKGS)
+
+## generate: regenerate bpf2go output and testdata captures.
+generate:
+	$(GO) generate ./...
+
+## check-generate: fail if `go generate` changes any committed file.
+check-generate:
+	scripts/check-generate.sh
+
+## lint: gofmt and go vet.
+lint:
+	@bad=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$bad" ]; then echo "gofmt would change:"; echo "$$bad"; exit 1; fi
+	$(GO) vet $(PKGS)
+
+## fuzz: every fuzz target for FUZZTIME each.
+fuzz:
+	FUZZTIME=$(FUZZTIME) scripts/fuzz-all.sh
+
+ci:
+	bash .ci/run
+
+clean:
+	rm -rf bin

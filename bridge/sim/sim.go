@@ -1,0 +1,147 @@
+// Package sim is dxpu's discrete-event, virtual-time simulator: bridges,
+// links, switches and PCIe models schedule callbacks at virtual instants and
+// the simulator runs them in time order. Runs are deterministic: events at the
+// same instant run in the order they were scheduled, and all randomness comes
+// from the simulator's seeded source, so any failing run replays exactly from
+// its seed.
+package sim
+
+import (
+	"container/heap"
+	"math/rand/v2"
+	"time"
+)
+
+// Sim is a virtual clock and event queue. It is not safe for concurrent use:
+// everything in a simulation runs on the goroutine that calls Run.
+type Sim struct {
+	now    time.Duration
+	seq    uint64
+	events eventHeap
+	rng    *rand.Rand
+	seed   uint64
+	steps  uint64
+}
+
+// New returns a simulator at virtual time 0 whose random source is seeded
+// with seed.
+func New(seed uint64) *Sim {
+	return &Sim{rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), seed: seed}
+}
+
+// Seed returns the seed the simulator was created with.
+func (s *Sim) Seed() uint64 { return s.seed }
+
+// Now returns the current virtual time since the start of the simulation.
+func (s *Sim) Now() time.Duration { return s.now }
+
+// Rand returns the simulation's deterministic random source.
+func (s *Sim) Rand() *rand.Rand { return s.rng }
+
+// Steps returns how many events have run.
+func (s *Sim) Steps() uint64 { return s.steps }
+
+// Timer is a handle to a scheduled event.
+type Timer struct{ ev *event }
+
+// Stop cancels the event; it reports whether it was still pending.
+func (t Timer) Stop() bool {
+	if t.ev == nil || t.ev.fn == nil {
+		return false
+	}
+	t.ev.fn = nil
+	return true
+}
+
+// At schedules fn at virtual time t (or now, if t is in the past).
+func (s *Sim) At(t time.Duration, fn func()) Timer {
+	if t < s.now {
+		t = s.now
+	}
+	ev := &event{at: t, seq: s.seq, fn: fn}
+	s.seq++
+	heap.Push(&s.events, ev)
+	return Timer{ev}
+}
+
+// After schedules fn d after now.
+func (s *Sim) After(d time.Duration, fn func()) Timer { return s.At(s.now+d, fn) }
+
+// Pending reports the number of scheduled events (cancelled ones included
+// until they are reached).
+func (s *Sim) Pending() int { return len(s.events) }
+
+// Step runs the next event and reports whether there was one.
+func (s *Sim) Step() bool {
+	for len(s.events) > 0 {
+		ev := heap.Pop(&s.events).(*event)
+		if ev.fn == nil {
+			continue
+		}
+		s.now = ev.at
+		fn := ev.fn
+		ev.fn = nil
+		s.steps++
+		fn()
+		return true
+	}
+	return false
+}
+
+// Run runs events until none are left or the next one is after until; the
+// clock then stands at until (or at the last event, if the queue drained
+// earlier and until is negative). It returns the number of events run.
+func (s *Sim) Run(until time.Duration) uint64 {
+	start := s.steps
+	for len(s.events) > 0 {
+		if until >= 0 && s.events[0].at > until {
+			break
+		}
+		s.Step()
+	}
+	if until >= 0 && until > s.now {
+		s.now = until
+	}
+	return s.steps - start
+}
+
+// RunWhile runs events while cond holds and events remain, with maxSteps as a
+// guard against livelock (0: no guard). It reports whether cond became false.
+func (s *Sim) RunWhile(cond func() bool, maxSteps uint64) bool {
+	start := s.steps
+	for cond() {
+		if maxSteps > 0 && s.steps-start >= maxSteps {
+			return false
+		}
+		if !s.Step() {
+			return !cond()
+		}
+	}
+	return true
+}
+
+type event struct {
+	at  time.Duration
+	seq uint64
+	fn  func()
+}
+
+type eventHeap []*event
+
+func (h eventHeap) Len() int { return len(h) }
+func (h eventHeap) Less(i, j int) bool {
+	if h[i].at != h[j].at {
+		return h[i].at < h[j].at
+	}
+	return h[i].seq < h[j].seq
+}
+func (h eventHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *eventHeap) Push(x any)   { *h = append(*h, x.(*event)) }
+func (h *eventHeap) Pop() any {
+	old := *h
+	n := len(old)
+	ev := old[n-1]
+	old[n-1] = nil
+	*h = old[:n-1]
+	return ev
+}

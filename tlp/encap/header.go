@@ -1,0 +1,137 @@
+package encap
+
+import "encoding/binary"
+
+// EtherType is the EtherType of dxpu frames on raw Ethernet (IEEE 802
+// local experimental EtherType 1).
+const EtherType = 0x88B5
+
+// DefaultUDPPort is the UDP destination port of dxpu frames on routed
+// networks; configurable per deployment.
+const DefaultUDPPort = 8855
+
+// Version is the encapsulation version this package writes.
+const Version = 1
+
+// HeaderLen is the size of the fixed dxpu header in bytes.
+const HeaderLen = 40
+
+// MaxTLPs is the largest number of TLPs one frame can carry.
+const MaxTLPs = 255
+
+// MsgType is the dxpu message type (byte 1).
+type MsgType uint8
+
+// Message types.
+const (
+	MsgTLP     MsgType = 1 // TLPs, numbered from Seq
+	MsgAck     MsgType = 2 // acknowledgement only
+	MsgNak     MsgType = 3 // gap detected: resend from Ack
+	MsgCredit  MsgType = 4 // credit update only
+	MsgControl MsgType = 5 // link control: body is a control message
+)
+
+// Flag bits (low nibble of byte 0).
+const (
+	FlagAck    uint8 = 1 << 0 // Ack field valid
+	FlagCredit uint8 = 1 << 1 // credit limit fields valid
+	FlagSack   uint8 = 1 << 2 // Sack bitmap valid
+)
+
+// CreditType indexes the six credit limits.
+type CreditType uint8
+
+// Credit types, in header order of the infinite mask bits.
+const (
+	CreditPH CreditType = iota
+	CreditPD
+	CreditNPH
+	CreditNPD
+	CreditCplH
+	CreditCplD
+	NumCreditTypes
+)
+
+// Header is a zero-copy view of a dxpu frame starting at its fixed header
+// (the UDP payload, or what follows the EtherType). Accessors assume
+// len(h) >= HeaderLen; Parse checks that and the body.
+type Header []byte
+
+func (h Header) Version() uint8      { return h[0] >> 4 }
+func (h Header) Flags() uint8        { return h[0] & 0xf }
+func (h Header) Type() MsgType       { return MsgType(h[1]) }
+func (h Header) PairID() uint32      { return uint32(h[2])<<16 | uint32(h[3])<<8 | uint32(h[4]) }
+func (h Header) Count() int          { return int(h[5]) }
+func (h Header) BodyLen() int        { return int(binary.BigEndian.Uint16(h[6:])) }
+func (h Header) Seq() uint32         { return binary.BigEndian.Uint32(h[8:]) }
+func (h Header) Ack() uint32         { return binary.BigEndian.Uint32(h[12:]) }
+func (h Header) Sack() uint32        { return binary.BigEndian.Uint32(h[16:]) }
+func (h Header) InfiniteMask() uint8 { return h[26] }
+
+// CreditLimit returns the cumulative limit advertised for credit type t:
+// header limits are 16-bit, data limits (16-byte units) 32-bit, both modular.
+func (h Header) CreditLimit(t CreditType) uint32 {
+	switch t {
+	case CreditPH:
+		return uint32(binary.BigEndian.Uint16(h[20:]))
+	case CreditNPH:
+		return uint32(binary.BigEndian.Uint16(h[22:]))
+	case CreditCplH:
+		return uint32(binary.BigEndian.Uint16(h[24:]))
+	case CreditPD:
+		return binary.BigEndian.Uint32(h[28:])
+	case CreditNPD:
+		return binary.BigEndian.Uint32(h[32:])
+	case CreditCplD:
+		return binary.BigEndian.Uint32(h[36:])
+	}
+	return 0
+}
+
+// Infinite reports whether credit type t is advertised as infinite.
+func (h Header) Infinite(t CreditType) bool { return h[26]&(1<<t) != 0 }
+
+func (h Header) SetVersionFlags(ver, flags uint8) { h[0] = ver<<4 | flags&0xf }
+func (h Header) SetType(t MsgType)                { h[1] = byte(t) }
+func (h Header) SetPairID(id uint32)              { h[2], h[3], h[4] = byte(id>>16), byte(id>>8), byte(id) }
+func (h Header) SetCount(n int)                   { h[5] = byte(n) }
+func (h Header) SetBodyLen(n int)                 { binary.BigEndian.PutUint16(h[6:], uint16(n)) }
+func (h Header) SetSeq(s uint32)                  { binary.BigEndian.PutUint32(h[8:], s) }
+func (h Header) SetAck(a uint32)                  { binary.BigEndian.PutUint32(h[12:], a) }
+func (h Header) SetSack(m uint32)                 { binary.BigEndian.PutUint32(h[16:], m) }
+
+// SetCreditLimit writes the cumulative limit for t (header limits keep their
+// low 16 bits) and its infinite bit.
+func (h Header) SetCreditLimit(t CreditType, limit uint32, infinite bool) {
+	switch t {
+	case CreditPH:
+		binary.BigEndian.PutUint16(h[20:], uint16(limit))
+	case CreditNPH:
+		binary.BigEndian.PutUint16(h[22:], uint16(limit))
+	case CreditCplH:
+		binary.BigEndian.PutUint16(h[24:], uint16(limit))
+	case CreditPD:
+		binary.BigEndian.PutUint32(h[28:], limit)
+	case CreditNPD:
+		binary.BigEndian.PutUint32(h[32:], limit)
+	case CreditCplD:
+		binary.BigEndian.PutUint32(h[36:], limit)
+	default:
+		return
+	}
+	if infinite {
+		h[26] |= 1 << t
+	} else {
+		h[26] &^= 1 << t
+	}
+}
+
+// TLPLen returns the length in bytes of the i-th TLP of a MsgTLP frame, from
+// the length table that starts the body.
+func (h Header) TLPLen(i int) int {
+	return int(binary.BigEndian.Uint16(h[HeaderLen+2*i:]))
+}
+
+// Body returns the bytes after the fixed header, BodyLen long (padding
+// excluded).
+func (h Header) Body() []byte { return h[HeaderLen : HeaderLen+h.BodyLen()] }
