@@ -96,3 +96,16 @@ func (c Class) String() string {
 	}
 	return fmt.Sprintf("Class(%d)", uint8(c))
 }
+
+// MarshalText writes the ID as "bb:dd.f".
+func (id ID) MarshalText() ([]byte, error) { return []byte(id.String()), nil }
+
+// UnmarshalText reads "bb:dd.f".
+func (id *ID) UnmarshalText(b []byte) error {
+	v, err := ParseID(string(b))
+	if err != nil {
+		return err
+	}
+	*id = v
+	return nil
+}

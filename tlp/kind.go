@@ -133,6 +133,15 @@ func KindOf(fmtField, typ uint8) Kind {
 	return KindInvalid
 }
 
+// kindByByte0 caches KindOf for every value of header byte 0 (Fmt and
+// Type): the hot path reads the kind with one load.
+var kindByByte0 = func() (t [256]Kind) {
+	for i := range t {
+		t[i] = KindOf(uint8(i>>5), uint8(i&0x1f))
+	}
+	return t
+}()
+
 func pick(cond bool, a, b Kind) Kind {
 	if cond {
 		return a
@@ -180,3 +189,21 @@ func (k Kind) IsIO() bool { return k == IORd || k == IOWr }
 
 // IsMessage reports whether k is Msg or MsgD.
 func (k Kind) IsMessage() bool { return k == Msg || k == MsgD }
+
+// MarshalText writes the kind's name ("MRd", "CplD", ...).
+func (k Kind) MarshalText() ([]byte, error) {
+	if k == KindInvalid || k >= kindCount {
+		return nil, fmt.Errorf("tlp: cannot marshal %v", k)
+	}
+	return []byte(k.String()), nil
+}
+
+// UnmarshalText reads a kind's name.
+func (k *Kind) UnmarshalText(b []byte) error {
+	v, ok := ParseKind(string(b))
+	if !ok {
+		return fmt.Errorf("tlp: unknown TLP kind %q", b)
+	}
+	*k = v
+	return nil
+}

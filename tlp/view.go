@@ -24,7 +24,7 @@ func (v View) Fmt() uint8 { return v[0] >> 5 }
 func (v View) Type() uint8 { return v[0] & 0x1f }
 
 // Kind returns the TLP kind from Fmt and Type.
-func (v View) Kind() Kind { return KindOf(v.Fmt(), v.Type()) }
+func (v View) Kind() Kind { return kindByByte0[v[0]] }
 
 // Is4DW reports whether the header is four DWs long.
 func (v View) Is4DW() bool { return v[0]&0x20 != 0 }
@@ -45,7 +45,7 @@ func (v View) TC() uint8 { return (v[1] >> 4) & 7 }
 
 // Attr returns the attributes as one 3-bit number: bit 0 NS, bit 1 RO,
 // bit 2 IDO.
-func (v View) Attr() uint8 { return (v[1]>>2)&4 | (v[2]>>4)&3 }
+func (v View) Attr() uint8 { return v[1]&0x04 | (v[2]>>4)&3 }
 
 // Relaxed ordering, ID-based ordering and no-snoop attribute bits.
 const (

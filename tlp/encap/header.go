@@ -54,18 +54,37 @@ const (
 
 // Header is a zero-copy view of a dxpu frame starting at its fixed header
 // (the UDP payload, or what follows the EtherType). Accessors assume
-// len(h) >= HeaderLen; Parse checks that and the body.
+// len(h) >= HeaderLen; ParseHeader and ParseFrame check that and the body.
 type Header []byte
 
-func (h Header) Version() uint8      { return h[0] >> 4 }
-func (h Header) Flags() uint8        { return h[0] & 0xf }
-func (h Header) Type() MsgType       { return MsgType(h[1]) }
-func (h Header) PairID() uint32      { return uint32(h[2])<<16 | uint32(h[3])<<8 | uint32(h[4]) }
-func (h Header) Count() int          { return int(h[5]) }
-func (h Header) BodyLen() int        { return int(binary.BigEndian.Uint16(h[6:])) }
-func (h Header) Seq() uint32         { return binary.BigEndian.Uint32(h[8:]) }
-func (h Header) Ack() uint32         { return binary.BigEndian.Uint32(h[12:]) }
-func (h Header) Sack() uint32        { return binary.BigEndian.Uint32(h[16:]) }
+// Version returns the format version (byte 0 bits 7:4); 1 for this package.
+func (h Header) Version() uint8 { return h[0] >> 4 }
+
+// Flags returns FlagAck, FlagCredit and FlagSack bits (byte 0 bits 3:0).
+func (h Header) Flags() uint8 { return h[0] & 0xf }
+
+// Type returns the message type (byte 1).
+func (h Header) Type() MsgType { return MsgType(h[1]) }
+
+// PairID returns the 24-bit host-GPU pair ID (bytes 2..4).
+func (h Header) PairID() uint32 { return uint32(h[2])<<16 | uint32(h[3])<<8 | uint32(h[4]) }
+
+// Count returns N, the number of TLPs (byte 5).
+func (h Header) Count() int { return int(h[5]) }
+
+// BodyLen returns the body length in bytes (bytes 6..7), padding excluded.
+func (h Header) BodyLen() int { return int(binary.BigEndian.Uint16(h[6:])) }
+
+// Seq returns the sequence number of the first TLP (bytes 8..11).
+func (h Header) Seq() uint32 { return binary.BigEndian.Uint32(h[8:]) }
+
+// Ack returns the cumulative acknowledgement (bytes 12..15).
+func (h Header) Ack() uint32 { return binary.BigEndian.Uint32(h[12:]) }
+
+// Sack returns the selective-ack bitmap (bytes 16..19): bit i = TLP Ack+1+i received.
+func (h Header) Sack() uint32 { return binary.BigEndian.Uint32(h[16:]) }
+
+// InfiniteMask returns byte 26: bit t set = credit type t is infinite.
 func (h Header) InfiniteMask() uint8 { return h[26] }
 
 // CreditLimit returns the cumulative limit advertised for credit type t:
@@ -91,14 +110,31 @@ func (h Header) CreditLimit(t CreditType) uint32 {
 // Infinite reports whether credit type t is advertised as infinite.
 func (h Header) Infinite(t CreditType) bool { return h[26]&(1<<t) != 0 }
 
+// SetVersionFlags writes byte 0. The setters below write in place and,
+// like the accessors, need len(h) >= HeaderLen (SetCount and SetBodyLen do
+// not move the body).
 func (h Header) SetVersionFlags(ver, flags uint8) { h[0] = ver<<4 | flags&0xf }
-func (h Header) SetType(t MsgType)                { h[1] = byte(t) }
-func (h Header) SetPairID(id uint32)              { h[2], h[3], h[4] = byte(id>>16), byte(id>>8), byte(id) }
-func (h Header) SetCount(n int)                   { h[5] = byte(n) }
-func (h Header) SetBodyLen(n int)                 { binary.BigEndian.PutUint16(h[6:], uint16(n)) }
-func (h Header) SetSeq(s uint32)                  { binary.BigEndian.PutUint32(h[8:], s) }
-func (h Header) SetAck(a uint32)                  { binary.BigEndian.PutUint32(h[12:], a) }
-func (h Header) SetSack(m uint32)                 { binary.BigEndian.PutUint32(h[16:], m) }
+
+// SetType writes the message type.
+func (h Header) SetType(t MsgType) { h[1] = byte(t) }
+
+// SetPairID writes the 24-bit pair ID (higher bits dropped).
+func (h Header) SetPairID(id uint32) { h[2], h[3], h[4] = byte(id>>16), byte(id>>8), byte(id) }
+
+// SetCount writes N, the number of TLPs.
+func (h Header) SetCount(n int) { h[5] = byte(n) }
+
+// SetBodyLen writes the body length.
+func (h Header) SetBodyLen(n int) { binary.BigEndian.PutUint16(h[6:], uint16(n)) }
+
+// SetSeq writes the sequence number of the first TLP.
+func (h Header) SetSeq(s uint32) { binary.BigEndian.PutUint32(h[8:], s) }
+
+// SetAck writes the cumulative acknowledgement.
+func (h Header) SetAck(a uint32) { binary.BigEndian.PutUint32(h[12:], a) }
+
+// SetSack writes the selective-ack bitmap.
+func (h Header) SetSack(m uint32) { binary.BigEndian.PutUint32(h[16:], m) }
 
 // SetCreditLimit writes the cumulative limit for t (header limits keep their
 // low 16 bits) and its infinite bit.
@@ -127,11 +163,14 @@ func (h Header) SetCreditLimit(t CreditType, limit uint32, infinite bool) {
 }
 
 // TLPLen returns the length in bytes of the i-th TLP of a MsgTLP frame, from
-// the length table that starts the body.
+// the length table that starts the body. h must hold that table entry: use
+// it on headers from ParseHeader or Frame.Header of frames that are not
+// truncated, or check len(h) first.
 func (h Header) TLPLen(i int) int {
 	return int(binary.BigEndian.Uint16(h[HeaderLen+2*i:]))
 }
 
 // Body returns the bytes after the fixed header, BodyLen long (padding
-// excluded).
+// excluded). h must hold the whole body (see Frame.Body for truncated
+// frames).
 func (h Header) Body() []byte { return h[HeaderLen : HeaderLen+h.BodyLen()] }

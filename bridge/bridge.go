@@ -1,0 +1,662 @@
+package bridge
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/dxpu/dxpu/tlp"
+	"github.com/dxpu/dxpu/tlp/encap"
+)
+
+// State is the link state of a bridge.
+type State uint8
+
+// Link states.
+const (
+	// StateInit: never up yet; HELLOs go out, HandleTLP answers ErrNotUp.
+	StateInit State = iota
+	// StateUp: the handshake completed, TLPs flow.
+	StateUp
+	// StateDown: the link was up and went down; HELLOs go out, new
+	// non-posted requests get UR, new posted TLPs are reported lost.
+	StateDown
+)
+
+func (s State) String() string {
+	switch s {
+	case StateInit:
+		return "init"
+	case StateUp:
+		return "up"
+	case StateDown:
+		return "down"
+	}
+	return fmt.Sprintf("State(%d)", uint8(s))
+}
+
+// ErrNotUp is returned by HandleTLP before the link first came up.
+var ErrNotUp = errors.New("bridge: link not up yet")
+
+// NoDeadline is what Deadline returns when no timer is armed.
+const NoDeadline = time.Duration(math.MaxInt64)
+
+const noDeadline = NoDeadline
+
+// ClassMask selects flow-control classes the local side can accept now.
+type ClassMask uint8
+
+// Class masks.
+const (
+	AcceptPosted     ClassMask = 1 << tlp.Posted
+	AcceptNonPosted  ClassMask = 1 << tlp.NonPosted
+	AcceptCompletion ClassMask = 1 << tlp.Completion
+	AcceptAll                  = AcceptPosted | AcceptNonPosted | AcceptCompletion
+)
+
+// replayEntry is one sent, unacknowledged TLP.
+type replayEntry struct {
+	meta
+	sentAt   time.Duration
+	txOrder  uint64
+	txCount  uint16
+	sacked   bool
+	needRetx bool
+}
+
+// synthCpl is a completion the bridge answers a request with itself.
+type synthCpl struct {
+	req, completer tlp.ID
+	tag            uint16
+	status         tlp.Status
+	bc             int
+	la             uint8
+}
+
+// Credit type of the header and data credits of a class.
+func hdrType(c tlp.Class) encap.CreditType  { return encap.CreditType(2 * c) }
+func dataType(c tlp.Class) encap.CreditType { return encap.CreditType(2*c + 1) }
+
+// Bridge is the state machine of one end of a host-GPU pair. It is not safe
+// for concurrent use; drivers call it from one goroutine. See the package
+// documentation for the protocol.
+type Bridge struct {
+	cfg  Config
+	tr   translator
+	rng  uint64
+	now  time.Duration
+	mask uint32 // Window-1
+
+	state                State
+	session, peerSession uint32
+	peer                 encap.Control // the peer's HELLO of the current session
+	peerKnown            bool
+	helloDue             time.Duration
+	helloAckPending      bool
+	kaAckPending         bool
+	resetPending         bool
+	resetReason          uint8
+	resetEcho            uint32
+	lastResetSent        time.Duration
+	lastRecv, lastSent   time.Duration
+	lastProbe            time.Duration
+
+	// Transmit side.
+	txPool          pool
+	pending         [3]fifo[meta]
+	arrival         uint64
+	replay          []replayEntry
+	sndUna, sndNxt  uint32
+	effWindow       uint32
+	txOrder         uint64
+	maxAckedTxOrder uint64
+	retxCount       int
+	rtt             rttEstimator
+	rtoDeadline     time.Duration
+	peerLimit       [encap.NumCreditTypes]uint32
+	peerInf         uint8
+	consumed        [encap.NumCreditTypes]uint32
+	stalled         [3]bool
+	txTags          tagTable
+
+	// Receive side.
+	rxPool        pool
+	reorder       []int32
+	reorderN      []uint16
+	rcvNext       uint32
+	deliver       [3]fifo[meta]
+	rxOrder       uint64
+	rxTags        []tagEntry
+	rxEpoch       uint32
+	ackPending    bool
+	ackNow        bool
+	nakPending    bool
+	nakSent       bool
+	nakFor        uint32
+	ackDeadline   time.Duration
+	framesUnacked int
+	creditDirty   bool
+	creditDue     time.Duration
+	advBase       [encap.NumCreditTypes]uint32
+	released      [encap.NumCreditTypes]uint32
+	advInf        uint8
+	capHdr        [3]int
+	capData       [3]int // 0: infinite
+	heldHdr       [3]int
+	heldData      [3]int
+	outHdr        [3]int
+	outData       [3]int
+	synthOut      int
+
+	synth    fifo[synthCpl]
+	synthBuf [tlp.Header3DW]byte
+
+	events  []Event
+	evHead  int
+	lostBuf []uint64
+
+	ctr Counters
+}
+
+// New returns a bridge for cfg (defaults applied) in StateInit.
+func New(cfg Config) (*Bridge, error) {
+	cfg = cfg.Defaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	w := cfg.Window
+	b := &Bridge{
+		cfg:  cfg,
+		tr:   translator{m: append([]IDMapping(nil), cfg.IDMap...), convertType1: cfg.ConvertType1, downstreamBus: cfg.DownstreamBus},
+		rng:  cfg.Seed ^ 0x6a09e667f3bcc909 ^ uint64(cfg.Role)<<56 ^ uint64(cfg.PairID)<<32,
+		mask: uint32(w - 1),
+	}
+	b.txPool = newPool(3*cfg.TxQueue+w, cfg.maxTLP())
+	for c := range b.pending {
+		b.pending[c] = newFifo[meta](cfg.TxQueue)
+	}
+	b.replay = make([]replayEntry, w)
+	b.rtt = newRTT(cfg.InitialRTO, cfg.MinRTO, cfg.MaxRTO)
+	b.txTags = newTagTable(8, cfg.MaxOutstanding)
+	rxSlots := w
+	for c, cc := range cfg.Credits {
+		depth := cc.Headers
+		if depth == 0 {
+			depth = cfg.InfiniteQueue
+			b.advInf |= 1 << hdrType(tlp.Class(c))
+		}
+		if cc.Data == 0 {
+			b.advInf |= 1 << dataType(tlp.Class(c))
+		}
+		b.capHdr[c], b.capData[c] = depth, cc.Data
+		b.deliver[c] = newFifo[meta](depth)
+		rxSlots += depth
+	}
+	b.rxPool = newPool(rxSlots, cfg.maxTLP())
+	b.reorder = make([]int32, w)
+	b.reorderN = make([]uint16, w)
+	for i := range b.reorder {
+		b.reorder[i] = -1
+	}
+	b.rxTags = make([]tagEntry, 1024)
+	b.synth = newFifo[synthCpl](2048 + cfg.TxQueue)
+	b.newSession(0)
+	return b, nil
+}
+
+// Config returns the configuration in use, defaults applied.
+func (b *Bridge) Config() Config { return b.cfg }
+
+// State returns the link state.
+func (b *Bridge) State() State { return b.state }
+
+// Session returns the current session nonce.
+func (b *Bridge) Session() uint32 { return b.session }
+
+// Counters returns a snapshot of the statistics.
+func (b *Bridge) Counters() Counters {
+	c := b.ctr
+	c.TagsInUse = uint64(b.txTags.active)
+	c.SRTT, c.RTO = b.rtt.srtt, b.rtt.rto
+	return c
+}
+
+// Outstanding returns the number of requests forwarded and not yet
+// completed.
+func (b *Bridge) Outstanding() int { return b.txTags.active }
+
+// Pending returns the TLPs accepted from the local side and not yet
+// acknowledged by the peer (queued or in flight).
+func (b *Bridge) Pending() int {
+	return b.pending[0].len() + b.pending[1].len() + b.pending[2].len() + int(b.sndNxt-b.sndUna)
+}
+
+// Queued returns the TLPs (synthesized completions included) waiting for
+// NextTLP.
+func (b *Bridge) Queued() int {
+	return b.deliver[0].len() + b.deliver[1].len() + b.deliver[2].len() + b.synth.len()
+}
+
+func (b *Bridge) random() uint32 {
+	b.rng += 0x9e3779b97f4a7c15
+	z := b.rng
+	z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
+	z = (z ^ z>>27) * 0x94d049bb133111eb
+	return uint32(z ^ z>>31)
+}
+
+// newSession starts a fresh session: nonce, initial sequence number, and
+// the credits the receive buffers have room for now.
+func (b *Bridge) newSession(now time.Duration) {
+	for b.session = b.random(); b.session == 0 || b.session == b.peerSession; b.session = b.random() {
+	}
+	b.peerSession, b.peerKnown = 0, false
+	isn := b.random()
+	b.sndUna, b.sndNxt = isn, isn
+	b.rtoDeadline = noDeadline
+	b.retxCount = 0
+	b.txOrder, b.maxAckedTxOrder = 0, 0
+	b.rxEpoch++
+	for c := range b.capHdr {
+		cl := tlp.Class(c)
+		b.advBase[hdrType(cl)] = uint32(b.capHdr[c] - b.heldHdr[c])
+		b.advBase[dataType(cl)] = uint32(max(b.capData[c]-b.heldData[c], 0))
+		b.released[hdrType(cl)], b.released[dataType(cl)] = 0, 0
+	}
+	b.helloDue = now
+	b.helloAckPending, b.kaAckPending = false, false
+	b.ackPending, b.ackNow, b.nakPending, b.creditDirty = false, false, false, false
+}
+
+func (b *Bridge) advLimit(t encap.CreditType) uint32 { return b.advBase[t] + b.released[t] }
+
+func (b *Bridge) pushEvent(e Event) {
+	if b.evHead == len(b.events) {
+		b.events, b.evHead = b.events[:0], 0
+	}
+	e.At = b.now
+	b.events = append(b.events, e)
+}
+
+// NextEvent returns the next event, if any.
+func (b *Bridge) NextEvent() (Event, bool) {
+	if b.evHead == len(b.events) {
+		return Event{}, false
+	}
+	e := b.events[b.evHead]
+	b.events[b.evHead] = Event{}
+	b.evHead++
+	return e, true
+}
+
+// Deadline returns when HandleTimeout (or NextFrame) must next be called;
+// NoDeadline when nothing is armed.
+func (b *Bridge) Deadline() time.Duration {
+	d := b.txTags.nextCheck
+	if b.state != StateUp {
+		return min(d, b.helloDue)
+	}
+	if b.ackPending {
+		d = min(d, b.ackDeadline)
+	}
+	if b.creditDirty {
+		d = min(d, b.creditDue)
+	}
+	d = min(d, b.rtoDeadline, b.lastSent+b.cfg.Keepalive, b.lastRecv+b.cfg.DeadAfter)
+	if b.probing() {
+		d = min(d, b.lastProbe+b.rtt.rto)
+	}
+	return d
+}
+
+// probing: TLPs wait for credits while nothing is in flight to bring an
+// update, so KEEPALIVEs probe for one every RTO.
+func (b *Bridge) probing() bool {
+	return b.sndUna == b.sndNxt && (b.stalled[0] || b.stalled[1] || b.stalled[2])
+}
+
+// HandleTimeout runs the timers due at now: silence detection, completion
+// timeouts, retransmission timeout. NextFrame, HandleFrame and HandleTLP
+// call it too.
+func (b *Bridge) HandleTimeout(now time.Duration) {
+	if now > b.now {
+		b.now = now
+	}
+	now = b.now
+	if b.state == StateUp && now-b.lastRecv >= b.cfg.DeadAfter {
+		b.goDown(now, fmt.Sprintf("peer silent for %v", now-b.lastRecv), encap.ResetLinkDown)
+	}
+	if now >= b.txTags.nextCheck {
+		b.scanTags(now)
+	}
+	if b.state == StateUp && b.rtoDeadline != noDeadline && now >= b.rtoDeadline {
+		b.onRTO(now)
+	}
+}
+
+// scanTags synthesizes CA for requests past the completion timeout and ends
+// the quarantine of stale tags.
+func (b *Bridge) scanTags(now time.Duration) {
+	t := &b.txTags
+	next := noDeadline
+	ct := b.cfg.CompletionTimeout
+	for w := int(t.base); w < int(t.base)+len(t.free.buf); w++ {
+		e := &t.entries[w]
+		switch e.state {
+		case tagActive:
+			if now-e.start >= ct {
+				b.ctr.CompletionTimeouts++
+				b.ctr.SynthesizedCA++
+				b.pushSynth(synthCpl{req: e.origReq, completer: e.completer, tag: e.origTag, status: tlp.StatusCA, bc: e.remaining, la: e.nextLA})
+				b.pushEvent(Event{Kind: EventCompletionTimeout, RequesterID: e.origReq, Tag: e.origTag})
+				e.state = tagStale
+				t.active--
+				e.start = now
+			}
+			next = min(next, e.start+ct)
+		case tagStale:
+			if now-e.start >= ct {
+				t.release(uint16(w))
+				continue
+			}
+			next = min(next, e.start+ct)
+		}
+	}
+	t.nextCheck = next
+}
+
+func (b *Bridge) pushSynth(s synthCpl) {
+	if !b.synth.push(s) {
+		// Cannot happen with the sizes New picks; never drop silently.
+		b.ctr.CompletionsLost++
+	}
+}
+
+func (b *Bridge) onRTO(now time.Duration) {
+	b.ctr.RTOs++
+	// Probe with the oldest outstanding TLP only: if the tail was merely
+	// delayed this costs one TLP, not a window; if it was lost, the ack of
+	// the probe shows (through SACK and the transmission order) which
+	// others to send again.
+	for s := b.sndUna; s != b.sndNxt; s++ {
+		e := &b.replay[s&b.mask]
+		if !e.sacked {
+			if !e.needRetx {
+				e.needRetx = true
+				b.retxCount++
+			}
+			break
+		}
+	}
+	b.rtt.backoff()
+	b.rtoDeadline = now + b.rtt.rto
+}
+
+// goDown ends the session: every forwarded request gets UR, unacknowledged
+// posted TLPs are reported lost, unacknowledged completions dropped (their
+// requester's bridge answers them), and a new session starts handshaking.
+// TLPs already received and queued for the local side stay deliverable.
+func (b *Bridge) goDown(now time.Duration, reason string, resetReason uint8) {
+	wasUp := b.state == StateUp
+	b.state = StateDown
+	if wasUp {
+		b.ctr.LinkDowns++
+		b.pushEvent(Event{Kind: EventLinkDown, Session: b.session, Reason: reason})
+		if b.cfg.Role == RoleHost {
+			b.pushEvent(Event{Kind: EventSurpriseRemoval, Session: b.session, Reason: reason})
+		}
+	}
+	// Requests in flight or queued.
+	t := &b.txTags
+	for w := int(t.base); w < int(t.base)+len(t.free.buf); w++ {
+		e := &t.entries[w]
+		switch e.state {
+		case tagActive:
+			b.ctr.SynthesizedUR++
+			b.pushSynth(synthCpl{req: e.origReq, completer: e.completer, tag: e.origTag, status: tlp.StatusUR, bc: e.remaining, la: e.nextLA})
+			t.release(uint16(w))
+		case tagStale:
+			t.release(uint16(w))
+		}
+	}
+	t.nextCheck = noDeadline
+	lost := b.lostBuf[:0]
+	nLost := 0
+	drop := func(m *meta) {
+		switch m.class {
+		case tlp.Posted:
+			nLost++
+			if m.hasAddr {
+				lost = append(lost, m.addr)
+			}
+		case tlp.Completion:
+			b.ctr.CompletionsLost++
+		}
+		b.txPool.put(m.slot)
+	}
+	for s := b.sndUna; s != b.sndNxt; s++ {
+		e := &b.replay[s&b.mask]
+		drop(&e.meta)
+		*e = replayEntry{}
+	}
+	// Queued TLPs after those in flight, in arrival order per class.
+	for c := range b.pending {
+		for b.pending[c].len() > 0 {
+			m := b.pending[c].pop()
+			drop(&m)
+		}
+		b.stalled[c] = false
+	}
+	if nLost > 0 {
+		b.ctr.PostedLost += uint64(nLost)
+		b.pushEvent(Event{Kind: EventPostedLost, Count: nLost, Addrs: append([]uint64(nil), lost...)})
+	}
+	b.lostBuf = lost[:0]
+	for i, s := range b.reorder {
+		if s >= 0 {
+			b.rxPool.put(s)
+			b.reorder[i] = -1
+		}
+	}
+	if wasUp && resetReason != 0 {
+		b.resetPending, b.resetReason, b.resetEcho = true, resetReason, b.peerSession
+	}
+	b.newSession(now)
+}
+
+// Reset tears the session down on purpose (as if the link had gone down)
+// and tells the peer with a RESET; both sides then handshake a new session.
+func (b *Bridge) Reset(now time.Duration) {
+	b.HandleTimeout(now)
+	if b.state == StateUp {
+		b.goDown(b.now, "reset requested", encap.ResetAdmin)
+	}
+}
+
+// HandleTLP takes a TLP from the local PCIe side. The bytes are copied. It
+// returns ErrBusy when the class queue (or, for a non-posted request, the
+// tag table) is full: offer it again after the bridge made progress; and
+// ErrNotUp before the link first came up. While the link is down a
+// non-posted request is answered with UR, a posted one reported lost.
+func (b *Bridge) HandleTLP(now time.Duration, t []byte) error {
+	b.HandleTimeout(now)
+	v, err := tlp.Parse(t)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrMalformedTLP, err)
+	}
+	if len(t) > b.cfg.maxTLP() {
+		return fmt.Errorf("%w: %d bytes exceed the %d-byte maximum (MaxPayload %d)", ErrMalformedTLP, len(t), b.cfg.maxTLP(), b.cfg.MaxPayload)
+	}
+	k := v.Kind()
+	c := k.Class()
+	switch b.state {
+	case StateInit:
+		return ErrNotUp
+	case StateDown:
+		return b.refuseDown(v, k)
+	}
+	if b.pending[c].full() {
+		return ErrBusy
+	}
+	var w uint16
+	if c == tlp.NonPosted {
+		var ok bool
+		if w, ok = b.txTags.alloc(); !ok {
+			b.ctr.TagStalls++
+			return ErrBusy
+		}
+		b.ctr.TagsHighWater = max(b.ctr.TagsHighWater, uint64(b.txTags.active))
+	}
+	slot := b.txPool.get()
+	buf := b.txPool.bytes(slot, len(t))
+	copy(buf, t)
+	tv := tlp.View(buf)
+	origReq, origTag := tv.RequesterID(), tv.Tag()
+	var origTarget tlp.ID
+	if k.IsConfig() {
+		origTarget = tv.TargetID()
+	}
+	b.tr.outbound(tv)
+	m := metaOf(tv, slot)
+	switch c {
+	case tlp.Completion:
+		e := &b.rxTags[tv.Tag()]
+		r := cplNoMatch
+		if e.epoch == b.rxEpoch {
+			r = account(e, tv, e.wireReq, &b.ctr.ByteCountMismatches)
+		}
+		if r != cplMore && r != cplLast {
+			b.ctr.UnmatchedCompletions++
+			b.txPool.put(slot)
+			return nil
+		}
+		if r == cplLast {
+			e.state = tagFree
+		}
+	case tlp.NonPosted:
+		e := &b.txTags.entries[w]
+		setRequest(e, tv)
+		e.origReq, e.origTag = origReq, origTag
+		e.wireReq = tv.RequesterID()
+		e.completer = b.cfg.PeerID
+		if k.IsConfig() {
+			e.completer = origTarget
+		}
+		e.start = now
+		b.txTags.nextCheck = min(b.txTags.nextCheck, now+b.cfg.CompletionTimeout)
+		tv.SetTag(w)
+		m.wireTag, m.gen = int32(w), e.gen
+	}
+	m.order = b.arrival
+	b.arrival++
+	b.pending[c].push(m)
+	b.ctr.TLPsFromLocal++
+	return nil
+}
+
+func (b *Bridge) refuseDown(v tlp.View, k tlp.Kind) error {
+	switch k.Class() {
+	case tlp.NonPosted:
+		e := tagEntry{}
+		setRequest(&e, v)
+		comp := b.cfg.PeerID
+		if k.IsConfig() {
+			comp = v.TargetID()
+		}
+		if b.synth.full() {
+			return ErrBusy
+		}
+		b.ctr.SynthesizedUR++
+		b.pushSynth(synthCpl{req: v.RequesterID(), completer: comp, tag: v.Tag(), status: tlp.StatusUR, bc: e.remaining, la: e.nextLA})
+	case tlp.Posted:
+		b.ctr.PostedLost++
+		ev := Event{Kind: EventPostedLost, Count: 1, Reason: "link down"}
+		if k == tlp.MWr {
+			ev.Addrs = []uint64{v.Address()}
+		}
+		b.pushEvent(ev)
+	case tlp.Completion:
+		b.ctr.CompletionsLost++
+	}
+	return nil
+}
+
+// hasCredits reports whether the peer advertised room for m.
+func (b *Bridge) hasCredits(m *meta) bool {
+	ht, dt := hdrType(m.class), dataType(m.class)
+	if b.peerInf&(1<<ht) == 0 && uint16(b.peerLimit[ht]-b.consumed[ht]-1) > 0x8000 {
+		return false
+	}
+	dc := uint32(dataUnits(m))
+	if dc > 0 && b.peerInf&(1<<dt) == 0 && b.peerLimit[dt]-b.consumed[dt]-dc > 1<<31 {
+		return false
+	}
+	return true
+}
+
+func dataUnits(m *meta) int {
+	if !m.data {
+		return 0
+	}
+	return (int(m.payload) + 15) / 16
+}
+
+// pickNext returns the class whose head goes next, and its index in that
+// queue: the oldest head that has credits and may pass everything queued
+// before it; -1 if none. Posted requests and completions thereby pass
+// non-posted requests stalled on credits, and nothing passes a posted
+// request it must not. A completion queue whose head is held behind a
+// posted request lets a later completion with RO (or IDO, or for an
+// IO/config write) go first.
+func (b *Bridge) pickNext() (int, int) {
+	best, bestIdx := -1, 0
+	for c := range b.pending {
+		q := &b.pending[c]
+		for c == int(tlp.NonPosted) && q.len() > 0 {
+			h := q.peek()
+			e := &b.txTags.entries[h.wireTag]
+			if e.state == tagActive && e.gen == h.gen {
+				break
+			}
+			// Timed out while queued: its CA is delivered, never send it.
+			m := q.pop()
+			b.txPool.put(m.slot)
+			b.ctr.StaleRequestsDropped++
+		}
+		if q.len() == 0 {
+			continue
+		}
+		h := q.peek()
+		idx := 0
+		if mustWait(h, &b.pending[tlp.Posted]) {
+			if c != int(tlp.Completion) {
+				continue
+			}
+			if idx = passingCompletion(q, &b.pending[tlp.Posted], b.hasCredits); idx < 0 {
+				continue
+			}
+			h = q.at(idx)
+		}
+		if best >= 0 && b.pending[best].at(bestIdx).order < h.order {
+			continue
+		}
+		if !b.hasCredits(h) {
+			if !b.stalled[c] {
+				b.stalled[c] = true
+				b.ctr.CreditStalls[c]++
+			}
+			continue
+		}
+		best, bestIdx = c, idx
+	}
+	return best, bestIdx
+}
+
+// DebugString describes the internal state, for logs of failing runs.
+func (b *Bridge) DebugString() string {
+	return fmt.Sprintf("%v session %#x peer %#x snd una %#x nxt %#x win %d retx %d rto@%v pending %d/%d/%d stalled %v limit %v consumed %v inf %#x | rcv next %#x sack %#x deliver %d/%d/%d held %v/%v adv %v+%v cap %v/%v synth %d tags %d",
+		b.state, b.session, b.peerSession, b.sndUna, b.sndNxt, b.effWindow, b.retxCount, b.rtoDeadline,
+		b.pending[0].len(), b.pending[1].len(), b.pending[2].len(), b.stalled, b.peerLimit, b.consumed, b.peerInf,
+		b.rcvNext, b.sackBits(), b.deliver[0].len(), b.deliver[1].len(), b.deliver[2].len(), b.heldHdr, b.heldData, b.advBase, b.released, b.capHdr, b.capData, b.synth.len(), b.txTags.active)
+}

@@ -1,0 +1,194 @@
+package bridge
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/dxpu/dxpu/tlp"
+	"github.com/dxpu/dxpu/tlp/encap"
+)
+
+// Role is the side of the pair a bridge sits on; the same code runs on both.
+type Role = encap.Role
+
+// The two roles.
+const (
+	RoleHost = encap.RoleHost
+	RoleGPU  = encap.RoleGPU
+)
+
+// ClassCredits sizes the receive buffer of one flow-control class: how many
+// TLP headers and how many 16-byte data units it holds. A zero field is
+// advertised as infinite (the local PCIe side promises to drain it).
+type ClassCredits struct {
+	Headers int
+	Data    int
+}
+
+// IDMapping maps one routing ID between the local PCIe numbering and the
+// numbering used on the wire (the host's view of the pair).
+type IDMapping struct {
+	Local tlp.ID
+	Wire  tlp.ID
+}
+
+// Config parameterizes a Bridge. The zero value of every field but Role and
+// PairID has a working default (see Defaults).
+type Config struct {
+	Role   Role
+	PairID uint32 // 24 bits
+
+	// MTU is the largest frame in bytes from the dxpu header on (the UDP
+	// payload, or what follows the EtherType). Default 1472.
+	MTU int
+	// MaxPayload is the largest TLP payload in bytes (the MPS). Default 512.
+	MaxPayload int
+	// Window is the number of TLPs in flight (replay buffer, and the reorder
+	// window offered to the peer); rounded up to a power of two. Default 256.
+	Window int
+	// TxQueue is the depth of each class's queue of TLPs from the local PCIe
+	// side waiting for credits, ordering or window. Default 64.
+	TxQueue int
+	// Credits are the receive buffers per class (index tlp.Posted,
+	// tlp.NonPosted, tlp.Completion), advertised to the peer. Default 64
+	// headers and 64*MaxPayload/16 data units each.
+	Credits [3]ClassCredits
+	// InfiniteQueue is the depth of a class whose header credits are
+	// infinite. Default 64.
+	InfiniteQueue int
+	// TagBits is the tag space requests delivered to the local side may use
+	// (8 or 10), announced to the peer, whose bridge assigns wire tags in it.
+	// Default 8.
+	TagBits int
+	// MaxOutstanding caps the non-posted requests this bridge forwards at
+	// once (default: the peer's whole tag space).
+	MaxOutstanding int
+
+	// CompletionTimeout: a forwarded request not completed in time gets a
+	// CA completion from the bridge. Default 50 ms.
+	CompletionTimeout time.Duration
+	// AckDelay: the longest a received TLP waits for a piggybacked ack
+	// before a standalone ACK goes out. Default 20 us.
+	AckDelay time.Duration
+	// InitialRTO, MinRTO, MaxRTO bound the retransmission timeout. Defaults
+	// 1 ms, 100 us, 20 ms.
+	InitialRTO, MinRTO, MaxRTO time.Duration
+	// Keepalive: the longest the bridge stays silent while up. Default 1 ms.
+	Keepalive time.Duration
+	// DeadAfter: silence from the peer after which the link is declared
+	// down. Default 10 ms.
+	DeadAfter time.Duration
+	// HelloInterval: how often HELLO is repeated while the link is not up.
+	// Default 1 ms.
+	HelloInterval time.Duration
+
+	// IDMap translates routing IDs; unmapped IDs pass unchanged.
+	IDMap []IDMapping
+	// DownstreamBus, when ConvertType1 is set, is the secondary bus of the
+	// virtual downstream port: type 1 config requests from the local side
+	// targeting it become type 0.
+	ConvertType1  bool
+	DownstreamBus uint8
+	// PeerID is the completer ID of completions the bridge synthesizes (the
+	// local view of the device on the far side).
+	PeerID tlp.ID
+
+	// AutoRelease returns a TLP's credits as soon as NextTLP hands it out,
+	// for local sides that consume instantly.
+	AutoRelease bool
+	// Seed seeds session nonces and initial sequence numbers.
+	Seed uint64
+}
+
+// Defaults returns c with every zero field set to its default.
+func (c Config) Defaults() Config {
+	def := func(p *time.Duration, d time.Duration) {
+		if *p == 0 {
+			*p = d
+		}
+	}
+	defi := func(p *int, d int) {
+		if *p == 0 {
+			*p = d
+		}
+	}
+	defi(&c.MTU, 1472)
+	defi(&c.MaxPayload, 512)
+	defi(&c.Window, 256)
+	defi(&c.TxQueue, 64)
+	defi(&c.InfiniteQueue, 64)
+	defi(&c.TagBits, 8)
+	var zero ClassCredits
+	for i := range c.Credits {
+		if c.Credits[i] == zero {
+			c.Credits[i] = ClassCredits{Headers: 64, Data: 64 * c.MaxPayload / 16}
+		}
+	}
+	def(&c.CompletionTimeout, 50*time.Millisecond)
+	def(&c.AckDelay, 20*time.Microsecond)
+	def(&c.InitialRTO, time.Millisecond)
+	def(&c.MinRTO, 100*time.Microsecond)
+	def(&c.MaxRTO, 20*time.Millisecond)
+	def(&c.Keepalive, time.Millisecond)
+	def(&c.DeadAfter, 10*time.Millisecond)
+	def(&c.HelloInterval, time.Millisecond)
+	w := 1
+	for w < c.Window {
+		w <<= 1
+	}
+	c.Window = w
+	return c
+}
+
+// maxTLP is the largest TLP accepted: 4-DW header, payload, digest.
+func (c *Config) maxTLP() int { return tlp.Header4DW + c.MaxPayload + 4 }
+
+// Validate reports the first field that makes no sense, after defaults.
+func (c *Config) Validate() error {
+	bad := func(field string, format string, args ...any) error {
+		return fmt.Errorf("%w: %s: %s", ErrConfig, field, fmt.Sprintf(format, args...))
+	}
+	switch {
+	case c.Role != RoleHost && c.Role != RoleGPU:
+		return bad("Role", "%d is neither RoleHost nor RoleGPU", c.Role)
+	case c.PairID >= 1<<24:
+		return bad("PairID", "%#x does not fit 24 bits", c.PairID)
+	case c.MaxPayload < 4 || c.MaxPayload > 4096 || c.MaxPayload%4 != 0:
+		return bad("MaxPayload", "%d: want a multiple of 4 in 4..4096", c.MaxPayload)
+	case c.MTU < encap.HeaderLen+2+c.maxTLP() || c.MTU > 65535:
+		return bad("MTU", "%d cannot carry one %d-byte TLP (need %d..65535)", c.MTU, c.maxTLP(), encap.HeaderLen+2+c.maxTLP())
+	case c.Window > 1<<15:
+		return bad("Window", "%d above 32768", c.Window)
+	case c.TxQueue < 1 || c.TxQueue > 1<<16:
+		return bad("TxQueue", "%d: want 1..65536", c.TxQueue)
+	case c.InfiniteQueue < 1 || c.InfiniteQueue > 1<<16:
+		return bad("InfiniteQueue", "%d: want 1..65536", c.InfiniteQueue)
+	case c.TagBits != 8 && c.TagBits != 10:
+		return bad("TagBits", "%d: want 8 or 10", c.TagBits)
+	case c.MaxOutstanding < 0:
+		return bad("MaxOutstanding", "%d is negative", c.MaxOutstanding)
+	case c.MinRTO <= 0 || c.MaxRTO < c.MinRTO || c.InitialRTO < c.MinRTO:
+		return bad("RTO", "want 0 < MinRTO <= InitialRTO and MinRTO <= MaxRTO")
+	case c.DeadAfter <= c.Keepalive:
+		return bad("DeadAfter", "%v must exceed Keepalive %v", c.DeadAfter, c.Keepalive)
+	case c.CompletionTimeout <= 0 || c.AckDelay < 0 || c.HelloInterval <= 0:
+		return bad("timers", "CompletionTimeout and HelloInterval must be positive, AckDelay not negative")
+	}
+	for i, cc := range c.Credits {
+		if cc.Headers < 0 || cc.Headers > 1<<15 || cc.Data < 0 || cc.Data > 1<<30 {
+			return bad("Credits", "class %v: %+v out of range (headers 0..32768, data 0..2^30)", tlp.Class(i), cc)
+		}
+		if cc.Data != 0 && cc.Data < (c.MaxPayload+15)/16 {
+			return bad("Credits", "class %v: %d data units cannot hold one %d-byte payload", tlp.Class(i), cc.Data, c.MaxPayload)
+		}
+	}
+	seen := map[tlp.ID]bool{}
+	seenW := map[tlp.ID]bool{}
+	for i, m := range c.IDMap {
+		if seen[m.Local] || seenW[m.Wire] {
+			return bad("IDMap", "entry %d maps %v<->%v twice", i, m.Local, m.Wire)
+		}
+		seen[m.Local], seenW[m.Wire] = true, true
+	}
+	return nil
+}

@@ -1,0 +1,46 @@
+package bridge
+
+import "time"
+
+// Counters are the bridge's statistics, a plain struct that drivers export
+// (for example to Prometheus). Totals only grow; the gauges (TagsInUse,
+// SRTT, RTO) are current values.
+type Counters struct {
+	FramesSent, FramesReceived uint64
+	BytesSent, BytesReceived   uint64
+	// FramesDropped: received frames dropped as malformed, for another pair
+	// or version, or out of protocol (HandleFrame returned an error).
+	FramesDropped uint64
+
+	TLPsFromLocal  uint64 // accepted by HandleTLP
+	TLPsSent       uint64 // first transmissions
+	Retransmits    uint64 // TLP retransmissions
+	RTOs           uint64 // retransmission timeouts fired
+	TLPsReceived   uint64 // new TLPs accepted from the fabric
+	TLPsDelivered  uint64 // handed to the local side by NextTLP
+	PayloadBytesRx uint64 // payload bytes of TLPs accepted from the fabric
+	PayloadBytesTx uint64 // payload bytes of first transmissions
+
+	AcksSent, NaksSent, NaksReceived uint64 // standalone ACK/NAK frames
+	KeepalivesSent                   uint64
+	Duplicates                       uint64 // TLPs received again (already acked)
+	OutOfWindow                      uint64 // TLPs beyond the reorder window
+	RxOverruns                       uint64 // TLPs refused for a full class buffer (peer overran credits)
+
+	CreditStalls [3]uint64 // per class: times the head waited for peer credits
+	TagStalls    uint64    // HandleTLP refused a request for want of a tag
+
+	TagsInUse, TagsHighWater uint64
+	CompletionTimeouts       uint64
+	UnmatchedCompletions     uint64 // completions matching no request, dropped
+	LateCompletions          uint64 // completions for a request already timed out, dropped
+	ByteCountMismatches      uint64 // completions whose Byte Count disagreed with the request
+
+	SynthesizedUR, SynthesizedCA uint64
+	PostedLost                   uint64
+	CompletionsLost              uint64 // outbound completions dropped on link down
+	StaleRequestsDropped         uint64 // queued requests dropped after their timeout
+
+	LinkUps, LinkDowns uint64
+	SRTT, RTO          time.Duration
+}

@@ -1,0 +1,306 @@
+package harness
+
+import (
+	"encoding/binary"
+	"fmt"
+	"time"
+
+	"github.com/dxpu/dxpu/bridge"
+	"github.com/dxpu/dxpu/tlp"
+)
+
+// Mix is the traffic a stub Endpoint issues: relative weights of posted
+// memory writes, memory reads and config reads, and their sizes.
+type Mix struct {
+	Write, Read, Config float64
+	WriteBytes          int // payload of each write (multiple of 4, <= MaxPayload)
+	ReadBytes           int // bytes of each read (multiple of 4, <= 4096)
+}
+
+// DefaultMix is 60% 256-byte writes, 35% 512-byte reads, 5% config reads.
+var DefaultMix = Mix{Write: 0.6, Read: 0.35, Config: 0.05, WriteBytes: 256, ReadBytes: 512}
+
+// writeBase is where stub writes go; write n targets writeBase + n*4096, so
+// the address names the write in loss reports.
+const writeBase = 0x10_0000_0000
+
+// Endpoint is a stub PCIe function on one side of a Pair: a requester that
+// issues Count TLPs of Mix every Interval, and a completer that answers
+// memory reads with completions split at RCB and MPS, and config reads with
+// one DW. It checks what it receives: posted writes from the peer in order
+// and exactly once, one final completion per request.
+type Endpoint struct {
+	Side     *Side
+	ID       tlp.ID
+	Mix      Mix
+	Count    int
+	Interval time.Duration
+	MPS, RCB int
+	// ServiceTime delays every completion the completer sends.
+	ServiceTime time.Duration
+
+	issued   int
+	freeTags []uint16
+	out      [256]outReq
+	scratch  []byte
+
+	// Requester results.
+	WritesSent   int
+	ReadsSent    int
+	Completed    int // requests that got their final successful completion
+	Failed       int // requests ended by UR or CA
+	ExtraCpls    int // completions for a tag with no request outstanding (a duplicate answer)
+	BadCpls      int // completions whose byte count or data disagree
+	LostReported map[uint64]bool
+
+	// Completer / receiver results.
+	WritesRecv  int
+	lastWrite   int64
+	Misordered  int
+	Duplicated  int
+	seenWrites  map[int64]int
+	WritesOrder []int64
+	ReadsServed int
+	Events      []bridge.Event
+}
+
+type outReq struct {
+	active bool
+	kind   tlp.Kind
+	bytes  int
+	got    int
+	addr   uint64
+}
+
+// NewEndpoint attaches a stub endpoint to sd, replacing its callbacks.
+func NewEndpoint(sd *Side, id tlp.ID, mix Mix, count int, interval time.Duration) *Endpoint {
+	e := &Endpoint{Side: sd, ID: id, Mix: mix, Count: count, Interval: interval, MPS: 256, RCB: 64,
+		LostReported: map[uint64]bool{}, seenWrites: map[int64]int{}, lastWrite: -1}
+	if e.Mix.WriteBytes == 0 {
+		e.Mix.WriteBytes = 256
+	}
+	if e.Mix.ReadBytes == 0 {
+		e.Mix.ReadBytes = 512
+	}
+	for t := 255; t >= 0; t-- {
+		e.freeTags = append(e.freeTags, uint16(t))
+	}
+	sd.OnTLP = e.receive
+	sd.OnEvent = e.event
+	return e
+}
+
+// Start schedules the first request at the simulator's current time.
+func (e *Endpoint) Start() {
+	if e.Count > 0 {
+		e.Side.s.After(0, e.tick)
+	}
+}
+
+// Done reports whether every request was issued and answered.
+func (e *Endpoint) Done() bool { return e.issued >= e.Count && e.Outstanding() == 0 }
+
+// Outstanding returns the requests still waiting for their final completion.
+func (e *Endpoint) Outstanding() int { return 256 - len(e.freeTags) }
+
+func (e *Endpoint) tick() {
+	if e.issued >= e.Count {
+		return
+	}
+	m := e.Mix
+	total := m.Write + m.Read + m.Config
+	r := e.Side.s.Rand().Float64() * total
+	var err error
+	switch {
+	case r < m.Write || total == 0:
+		err = e.write()
+	case r < m.Write+m.Read:
+		err = e.read(tlp.MRd)
+	default:
+		err = e.read(tlp.CfgRd0)
+	}
+	if err != nil {
+		panic(fmt.Sprintf("harness: stub built a bad TLP: %v", err)) // a harness bug, not input
+	}
+	if e.issued < e.Count {
+		e.Side.s.After(e.Interval, e.tick)
+	}
+}
+
+func (e *Endpoint) write() error {
+	n := e.WritesSent
+	data := make([]byte, e.Mix.WriteBytes)
+	binary.BigEndian.PutUint64(data, uint64(n))
+	p := tlp.Packet{Kind: tlp.MWr, Addr64: true, RequesterID: e.ID, FirstBE: 0xf, LastBE: 0xf,
+		Address: writeBase + uint64(n)*4096, Data: data}
+	b, err := p.AppendTo(e.scratch[:0])
+	if err != nil {
+		return err
+	}
+	e.scratch = b
+	e.WritesSent++
+	e.issued++
+	return e.Side.Send(b)
+}
+
+func (e *Endpoint) read(k tlp.Kind) error {
+	if len(e.freeTags) == 0 {
+		return nil // all tags busy: skip this slot
+	}
+	tag := e.freeTags[len(e.freeTags)-1]
+	p := tlp.Packet{Kind: k, RequesterID: e.ID, Tag: tag, FirstBE: 0xf}
+	o := outReq{active: true, kind: k}
+	if k == tlp.MRd {
+		p.Addr64 = true
+		p.Address = 0x20_0000_0000 + uint64(e.ReadsSent%1024)*4096
+		p.Length = uint16(e.Mix.ReadBytes / 4)
+		if p.Length > 1 {
+			p.LastBE = 0xf
+		}
+		o.bytes, o.addr = e.Mix.ReadBytes, p.Address
+	} else {
+		p.Length = 1
+		p.TargetID = tlp.NewID(1, 0, 0)
+		p.Register = 0x10
+		o.bytes = 4
+	}
+	b, err := p.AppendTo(e.scratch[:0])
+	if err != nil {
+		return err
+	}
+	e.scratch = b
+	e.freeTags = e.freeTags[:len(e.freeTags)-1]
+	e.out[tag] = o
+	e.ReadsSent++
+	e.issued++
+	return e.Side.Send(b)
+}
+
+func (e *Endpoint) event(ev bridge.Event) {
+	e.Events = append(e.Events, ev)
+	if ev.Kind == bridge.EventPostedLost {
+		for _, a := range ev.Addrs {
+			e.LostReported[a] = true
+		}
+	}
+}
+
+func (e *Endpoint) receive(v tlp.View) {
+	k := v.Kind()
+	switch {
+	case k == tlp.MWr:
+		n := int64((v.Address() - writeBase) / 4096)
+		e.WritesRecv++
+		e.seenWrites[n]++
+		if e.seenWrites[n] > 1 {
+			e.Duplicated++
+		}
+		if n <= e.lastWrite {
+			e.Misordered++
+		}
+		if p := v.Payload(); len(p) < 8 || int64(binary.BigEndian.Uint64(p)) != n {
+			e.Misordered++ // payload and address disagree: damaged write
+		}
+		e.lastWrite = max(e.lastWrite, n)
+		e.WritesOrder = append(e.WritesOrder, n)
+	case k == tlp.MRd:
+		e.serveRead(v)
+	case k == tlp.CfgRd0 || k == tlp.CfgRd1:
+		e.serveConfig(v)
+	case k.IsCompletion():
+		e.completion(v)
+	}
+}
+
+func (e *Endpoint) serveRead(v tlp.View) {
+	e.ReadsServed++
+	sp, err := tlp.SplitterFor(v, e.MPS, e.RCB)
+	if err != nil {
+		return
+	}
+	req, tag := v.RequesterID(), v.Tag()
+	var tlps [][]byte
+	for {
+		part, ok := sp.Next()
+		if !ok {
+			break
+		}
+		data := make([]byte, part.Length*4)
+		for i := range data {
+			data[i] = byte(part.Address&^3) + byte(i)
+		}
+		p := tlp.Packet{Kind: tlp.CplD, CompleterID: e.ID, RequesterID: req, Tag: tag,
+			ByteCount: uint16(part.ByteCount), LowerAddress: part.LowerAddress, Data: data}
+		b, err := p.AppendTo(nil)
+		if err != nil {
+			return
+		}
+		tlps = append(tlps, b)
+	}
+	e.reply(tlps)
+}
+
+func (e *Endpoint) serveConfig(v tlp.View) {
+	p := tlp.Packet{Kind: tlp.CplD, CompleterID: e.ID, RequesterID: v.RequesterID(), Tag: v.Tag(),
+		ByteCount: 4, Data: []byte{0xde, 0x10, 0x00, 0x20}}
+	b, err := p.AppendTo(nil)
+	if err != nil {
+		return
+	}
+	e.reply([][]byte{b})
+}
+
+func (e *Endpoint) reply(tlps [][]byte) {
+	send := func() {
+		for _, b := range tlps {
+			_ = e.Side.Send(b)
+		}
+	}
+	if e.ServiceTime > 0 {
+		e.Side.s.After(e.ServiceTime, send)
+	} else {
+		send()
+	}
+}
+
+func (e *Endpoint) completion(v tlp.View) {
+	tag := v.Tag()
+	if tag >= 256 || !e.out[tag].active {
+		e.ExtraCpls++
+		return
+	}
+	o := &e.out[tag]
+	done := func(ok bool) {
+		if ok {
+			e.Completed++
+		} else {
+			e.Failed++
+		}
+		o.active = false
+		e.freeTags = append(e.freeTags, tag)
+	}
+	if v.Status() != tlp.StatusSC {
+		done(false)
+		return
+	}
+	if o.kind != tlp.MRd {
+		if v.PayloadLen() != 4 {
+			e.BadCpls++
+		}
+		done(true)
+		return
+	}
+	bc := v.ByteCount()
+	if bc != o.bytes-o.got {
+		e.BadCpls++
+	}
+	carried := v.PayloadLen() - int(v.LowerAddress()&3)
+	addr := o.addr + uint64(o.got)
+	if pl := v.Payload(); len(pl) > 0 && pl[0] != byte(addr&^3) {
+		e.BadCpls++
+	}
+	o.got += carried
+	if carried >= bc {
+		done(true)
+	}
+}

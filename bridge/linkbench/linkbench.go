@@ -1,0 +1,493 @@
+// Package linkbench measures a bridge pair on real time: two bridges joined
+// by UDP sockets on loopback (or an in-memory link), faults injected in
+// code, a host-side stub requester issuing a TLP mix as fast as the bridges
+// take it, and a GPU-side stub completer. It reports goodput, latency
+// percentiles, retransmissions, and the delivery invariants it checked.
+// `dxpu bench link` is its command line.
+package linkbench
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/netip"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/dxpu/dxpu/bridge"
+	"github.com/dxpu/dxpu/bridge/driver"
+	"github.com/dxpu/dxpu/bridge/memlink"
+	"github.com/dxpu/dxpu/bridge/udp"
+	"github.com/dxpu/dxpu/tlp"
+)
+
+// Options configures a run.
+type Options struct {
+	Faults memlink.Faults
+	// Write, Read, Config are the weights of the TLP mix.
+	Write, Read, Config float64
+	WriteBytes          int // payload per posted write (multiple of 4, <= MaxPayload)
+	ReadBytes           int // bytes per read (multiple of 4, <= 4096)
+	Duration            time.Duration
+	// Outstanding caps the reads in flight (default 64).
+	Outstanding int
+	MTU         int
+	MaxPayload  int
+	Window      int
+	Seed        uint64
+}
+
+func (o *Options) defaults() {
+	if o.Write+o.Read+o.Config == 0 {
+		o.Write, o.Read = 0.7, 0.3
+	}
+	if o.WriteBytes == 0 {
+		o.WriteBytes = 256
+	}
+	if o.ReadBytes == 0 {
+		o.ReadBytes = 512
+	}
+	if o.Duration == 0 {
+		o.Duration = 2 * time.Second
+	}
+	if o.Outstanding == 0 {
+		o.Outstanding = 64
+	}
+	if o.MaxPayload == 0 {
+		o.MaxPayload = 512
+	}
+	if o.MTU == 0 {
+		o.MTU = 9000
+	}
+	if o.Window == 0 {
+		o.Window = 1024
+	}
+	if o.Seed == 0 {
+		o.Seed = 1
+	}
+}
+
+// Percentiles of a latency distribution in microseconds.
+type Percentiles struct {
+	Count int     `json:"count"`
+	P50   float64 `json:"p50_us"`
+	P90   float64 `json:"p90_us"`
+	P99   float64 `json:"p99_us"`
+	P999  float64 `json:"p999_us"`
+	Max   float64 `json:"max_us"`
+}
+
+func percentiles(d []time.Duration) Percentiles {
+	if len(d) == 0 {
+		return Percentiles{}
+	}
+	slices.Sort(d)
+	at := func(q float64) float64 {
+		i := int(q * float64(len(d)-1))
+		return float64(d[i]) / 1e3
+	}
+	return Percentiles{Count: len(d), P50: at(0.5), P90: at(0.9), P99: at(0.99), P999: at(0.999), Max: float64(d[len(d)-1]) / 1e3}
+}
+
+// Result is what a run measured. The invariant keys: Delivered (posted
+// writes that arrived), Lost (posted writes that did not), Duplicated
+// (arrived more than once), Misordered (arrived after a later one),
+// Unanswered (non-posted requests left without a final completion).
+type Result struct {
+	Seconds     float64 `json:"seconds"`
+	GoodputGbps float64 `json:"goodput_gbps"`
+	WritesSent  int     `json:"writes_sent"`
+	Delivered   int     `json:"delivered"`
+	Lost        int     `json:"lost"`
+	Duplicated  int     `json:"duplicated"`
+	Misordered  int     `json:"misordered"`
+	ReadsSent   int     `json:"reads_sent"`
+	Completed   int     `json:"reads_completed"`
+	Failed      int     `json:"reads_failed"`
+	Unanswered  int     `json:"unanswered"`
+	BadCpls     int     `json:"bad_completions"`
+	// WriteLatency is the one-way time of a posted write from the host
+	// side's Send to the GPU side's delivery; ReadLatency the round trip
+	// of a read to its last completion.
+	WriteLatency Percentiles     `json:"write_latency"`
+	ReadLatency  Percentiles     `json:"read_latency"`
+	Retransmits  uint64          `json:"retransmits"`
+	RTOs         uint64          `json:"rtos"`
+	Host         bridge.Counters `json:"host_counters"`
+	GPU          bridge.Counters `json:"gpu_counters"`
+	Link         [2]memlink.Stats `json:"link_stats"`
+	// Events lists link events (up, down with reason, losses) of both sides.
+	Events []string `json:"events,omitempty"`
+}
+
+// OK reports whether every invariant held.
+func (r *Result) OK() bool {
+	return r.Lost == 0 && r.Duplicated == 0 && r.Misordered == 0 && r.Unanswered == 0 && r.BadCpls == 0
+}
+
+type readReq struct {
+	active bool
+	bytes  int
+	got    int
+	start  time.Duration
+}
+
+type state struct {
+	mu         sync.Mutex
+	seen       map[uint64]int
+	last       int64
+	delivered  int
+	dup, mis   int
+	wlat, rlat []time.Duration
+	reads      []readReq
+	freeTags   []uint16
+	completed  int
+	failed     int
+	bad        int
+	bytesDone  int64
+	reqs       chan []byte
+	lostAddrs  map[uint64]bool
+	writesSent int
+	readsSent  int
+	events     []string
+}
+
+const writeBase = 0x10_0000_0000
+
+// Run performs one measurement.
+func Run(ctx context.Context, o Options) (Result, error) {
+	o.defaults()
+	if o.WriteBytes%4 != 0 || o.WriteBytes > o.MaxPayload || o.WriteBytes < 16 {
+		return Result{}, fmt.Errorf("linkbench: write size %d: want a multiple of 4 in 16..%d", o.WriteBytes, o.MaxPayload)
+	}
+	if o.ReadBytes%4 != 0 || o.ReadBytes > 4096 || o.ReadBytes < 4 {
+		return Result{}, fmt.Errorf("linkbench: read size %d: want a multiple of 4 in 4..4096", o.ReadBytes)
+	}
+	lo := netip.MustParseAddr("127.0.0.1")
+	hc, err := udp.Listen(netip.AddrPortFrom(lo, 0), netip.AddrPort{})
+	if err != nil {
+		return Result{}, err
+	}
+	gc, err := udp.Listen(netip.AddrPortFrom(lo, 0), netip.AddrPort{})
+	if err != nil {
+		hc.Close()
+		return Result{}, err
+	}
+	hc.SetPeer(gc.LocalAddr())
+	gc.SetPeer(hc.LocalAddr())
+	var ht, gt driver.Transport = hc, gc
+	var hf, gf *driver.Faulty
+	if o.Faults != (memlink.Faults{}) {
+		hf = driver.NewFaulty(hc, o.Faults, o.Seed)
+		gf = driver.NewFaulty(gc, o.Faults, o.Seed+7)
+		ht, gt = hf, gf
+	}
+	cfg := bridge.Config{MTU: o.MTU, MaxPayload: o.MaxPayload, Window: o.Window, TxQueue: 256,
+		MinRTO: 200 * time.Microsecond, InitialRTO: 2 * time.Millisecond, AckDelay: 10 * time.Microsecond,
+		DeadAfter: 200 * time.Millisecond, Keepalive: 5 * time.Millisecond}
+	for i := range cfg.Credits {
+		cfg.Credits[i] = bridge.ClassCredits{Headers: 512, Data: 512 * o.MaxPayload / 16}
+	}
+	hcfg, gcfg := cfg, cfg
+	hcfg.Role, gcfg.Role = bridge.RoleHost, bridge.RoleGPU
+	hcfg.Seed, gcfg.Seed = o.Seed, o.Seed+1
+	hb, err := bridge.New(hcfg)
+	if err != nil {
+		return Result{}, err
+	}
+	gb, err := bridge.New(gcfg)
+	if err != nil {
+		return Result{}, err
+	}
+	host, gpu := driver.New(hb, ht), driver.New(gb, gt)
+	st := &state{seen: map[uint64]int{}, last: -1, reads: make([]readReq, 256), reqs: make(chan []byte, 8192), lostAddrs: map[uint64]bool{}}
+	for t := 255; t >= 0; t-- {
+		st.freeTags = append(st.freeTags, uint16(t))
+	}
+	t0 := time.Now()
+	now := func() time.Duration { return time.Since(t0) }
+	gpu.OnTLP = func(v tlp.View) { st.gpuTLP(v, now()) }
+	host.OnTLP = func(v tlp.View) { st.hostTLP(v, now()) }
+	gpu.OnEvent = func(e bridge.Event) {
+		st.mu.Lock()
+		st.events = append(st.events, "gpu: "+e.String())
+		st.mu.Unlock()
+	}
+	host.OnEvent = func(e bridge.Event) {
+		st.mu.Lock()
+		st.events = append(st.events, "host: "+e.String())
+		st.mu.Unlock()
+		if e.Kind == bridge.EventPostedLost {
+			st.mu.Lock()
+			for _, a := range e.Addrs {
+				st.lostAddrs[a] = true
+			}
+			st.mu.Unlock()
+		}
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, r := range []*driver.Runner{host, gpu} {
+		wg.Add(1)
+		go func() { defer wg.Done(); _ = r.Run(rctx) }()
+	}
+	defer wg.Wait()
+	wg.Add(1)
+	go func() { defer wg.Done(); st.completer(rctx, gpu, o.MaxPayload) }()
+
+	// Link up.
+	for host.State() != bridge.StateUp || gpu.State() != bridge.StateUp {
+		if time.Since(t0) > 3*time.Second {
+			return Result{}, errors.New("linkbench: the bridges did not come up within 3 s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	start := time.Now()
+	st.produce(rctx, host, o, now)
+	// Drain: everything acknowledged and answered.
+	drainEnd := time.Now().Add(2 * time.Second)
+	for time.Now().Before(drainEnd) {
+		st.mu.Lock()
+		out := 256 - len(st.freeTags)
+		st.mu.Unlock()
+		if out == 0 && host.Pending() == 0 && gpu.Pending() == 0 {
+			break
+		}
+		time.Sleep(200 * time.Microsecond)
+	}
+	elapsed := time.Since(start)
+	cancel()
+
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	res := Result{
+		Seconds:      elapsed.Seconds(),
+		GoodputGbps:  float64(st.bytesDone) * 8 / elapsed.Seconds() / 1e9,
+		WritesSent:   st.writesSent,
+		Delivered:    st.delivered,
+		Duplicated:   st.dup,
+		Misordered:   st.mis,
+		ReadsSent:    st.readsSent,
+		Completed:    st.completed,
+		Failed:       st.failed,
+		Unanswered:   256 - len(st.freeTags),
+		BadCpls:      st.bad,
+		WriteLatency: percentiles(st.wlat),
+		ReadLatency:  percentiles(st.rlat),
+		Events:       append(st.events, fmt.Sprintf("host last frame error: %v", host.FrameError()), fmt.Sprintf("gpu last frame error: %v", gpu.FrameError())),
+		Host:         host.Counters(),
+		GPU:          gpu.Counters(),
+	}
+	for n := 0; n < st.writesSent; n++ {
+		if st.seen[uint64(n)] == 0 {
+			res.Lost++
+		}
+	}
+	res.Retransmits = res.Host.Retransmits + res.GPU.Retransmits
+	res.RTOs = res.Host.RTOs + res.GPU.RTOs
+	if hf != nil {
+		res.Link = [2]memlink.Stats{hf.Stats(), gf.Stats()}
+	}
+	return res, nil
+}
+
+// produce issues the mix until the duration is over.
+func (st *state) produce(ctx context.Context, host *driver.Runner, o Options, now func() time.Duration) {
+	rng := rand.New(rand.NewPCG(o.Seed, 99))
+	end := time.Now().Add(o.Duration)
+	wbuf := make([]byte, 0, 16+o.WriteBytes)
+	data := make([]byte, o.WriteBytes)
+	total := o.Write + o.Read + o.Config
+	send := func(b []byte) bool {
+		for {
+			err := host.Send(b)
+			if err == nil {
+				return true
+			}
+			if !errors.Is(err, bridge.ErrBusy) || time.Now().After(end) || ctx.Err() != nil {
+				return false
+			}
+			select {
+			case <-host.Progress:
+			case <-time.After(100 * time.Microsecond):
+			}
+		}
+	}
+	for i := 0; time.Now().Before(end) && ctx.Err() == nil; i++ {
+		r := rng.Float64() * total
+		if r < o.Write {
+			n := st.writesSent
+			binary.BigEndian.PutUint64(data, uint64(n))
+			binary.BigEndian.PutUint64(data[8:], uint64(now()))
+			p := tlp.Packet{Kind: tlp.MWr, Addr64: true, RequesterID: 0, FirstBE: 0xf, LastBE: 0xf,
+				Address: writeBase + uint64(n)*4096, Data: data}
+			b, _ := p.AppendTo(wbuf[:0])
+			st.mu.Lock()
+			st.writesSent++
+			st.mu.Unlock()
+			if !send(b) {
+				st.mu.Lock()
+				st.writesSent--
+				st.mu.Unlock()
+				return
+			}
+			continue
+		}
+		cfg := r >= o.Write+o.Read
+		st.mu.Lock()
+		if len(st.freeTags) <= 256-o.Outstanding {
+			st.mu.Unlock()
+			select {
+			case <-host.Progress:
+			case <-time.After(50 * time.Microsecond):
+			}
+			continue
+		}
+		tag := st.freeTags[len(st.freeTags)-1]
+		st.freeTags = st.freeTags[:len(st.freeTags)-1]
+		rq := readReq{active: true, start: now()}
+		var p tlp.Packet
+		if cfg {
+			p = tlp.Packet{Kind: tlp.CfgRd0, Tag: tag, FirstBE: 0xf, Length: 1, TargetID: tlp.NewID(1, 0, 0)}
+			rq.bytes = 4
+		} else {
+			p = tlp.Packet{Kind: tlp.MRd, Addr64: true, Tag: tag, FirstBE: 0xf, LastBE: 0xf,
+				Address: 0x20_0000_0000 + uint64(i%4096)*4096, Length: uint16(o.ReadBytes / 4)}
+			if p.Length == 1 {
+				p.LastBE = 0
+			}
+			rq.bytes = o.ReadBytes
+		}
+		st.reads[tag] = rq
+		st.readsSent++
+		st.mu.Unlock()
+		b, _ := p.AppendTo(wbuf[:0])
+		if !send(b) {
+			st.mu.Lock()
+			st.reads[tag].active = false
+			st.freeTags = append(st.freeTags, tag)
+			st.readsSent--
+			st.mu.Unlock()
+			return
+		}
+	}
+}
+
+func (st *state) gpuTLP(v tlp.View, now time.Duration) {
+	switch k := v.Kind(); {
+	case k == tlp.MWr:
+		n := (v.Address() - writeBase) / 4096
+		pl := v.Payload()
+		st.mu.Lock()
+		st.seen[n]++
+		if st.seen[n] > 1 {
+			st.dup++
+		} else {
+			st.delivered++
+			st.bytesDone += int64(len(pl))
+		}
+		if int64(n) <= st.last {
+			st.mis++
+		}
+		st.last = max(st.last, int64(n))
+		if len(pl) >= 16 {
+			st.wlat = append(st.wlat, now-time.Duration(binary.BigEndian.Uint64(pl[8:])))
+		}
+		st.mu.Unlock()
+	case k == tlp.MRd || k == tlp.CfgRd0:
+		select {
+		case st.reqs <- append([]byte(nil), v...):
+		default:
+			// The completer is behind: the request stays unanswered and
+			// the requester's bridge times it out with CA.
+		}
+	}
+}
+
+// completer answers reads with completions split at MPS and a 64-byte RCB.
+func (st *state) completer(ctx context.Context, gpu *driver.Runner, mps int) {
+	buf := make([]byte, 0, 4200)
+	data := make([]byte, 4096)
+	send := func(b []byte) {
+		for {
+			err := gpu.Send(b)
+			if err == nil || !errors.Is(err, bridge.ErrBusy) || ctx.Err() != nil {
+				return
+			}
+			select {
+			case <-gpu.Progress:
+			case <-time.After(100 * time.Microsecond):
+			}
+		}
+	}
+	for {
+		var req tlp.View
+		select {
+		case <-ctx.Done():
+			return
+		case b := <-st.reqs:
+			req = b
+		}
+		if req.Kind() == tlp.CfgRd0 {
+			p := tlp.Packet{Kind: tlp.CplD, CompleterID: tlp.NewID(1, 0, 0), RequesterID: req.RequesterID(), Tag: req.Tag(), ByteCount: 4, Data: data[:4]}
+			b, _ := p.AppendTo(buf[:0])
+			send(b)
+			continue
+		}
+		sp, err := tlp.SplitterFor(req, min(mps, 4096), 64)
+		if err != nil {
+			continue
+		}
+		for {
+			part, ok := sp.Next()
+			if !ok {
+				break
+			}
+			p := tlp.Packet{Kind: tlp.CplD, CompleterID: tlp.NewID(1, 0, 0), RequesterID: req.RequesterID(), Tag: req.Tag(),
+				ByteCount: uint16(part.ByteCount), LowerAddress: part.LowerAddress, Data: data[:part.Length*4]}
+			b, _ := p.AppendTo(buf[:0])
+			send(b)
+		}
+	}
+}
+
+func (st *state) hostTLP(v tlp.View, now time.Duration) {
+	if !v.Kind().IsCompletion() {
+		return
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	tag := v.Tag()
+	if tag >= 256 || !st.reads[tag].active {
+		st.bad++
+		return
+	}
+	r := &st.reads[tag]
+	fin := func(ok bool) {
+		r.active = false
+		st.freeTags = append(st.freeTags, tag)
+		if ok {
+			st.completed++
+			st.rlat = append(st.rlat, now-r.start)
+		} else {
+			st.failed++
+		}
+	}
+	if v.Status() != tlp.StatusSC {
+		fin(false)
+		return
+	}
+	carried := v.PayloadLen() - int(v.LowerAddress()&3)
+	if v.ByteCount() != r.bytes-r.got {
+		st.bad++
+	}
+	r.got += carried
+	st.bytesDone += int64(carried)
+	if carried >= v.ByteCount() {
+		fin(true)
+	}
+}

@@ -1,0 +1,168 @@
+// Package memlink is an in-memory, one-way link between two bridges with
+// fault injection: loss, duplication, reordering, corruption, delay,
+// bandwidth limit, and link down/up. It runs on any clock: the virtual-time
+// simulator (bridge/sim) for deterministic tests, or wall-clock time.
+//
+// This kernel has no netem; this link is how the bridge's fault handling is
+// tested.
+package memlink
+
+import (
+	"hash/crc32"
+	"math/rand/v2"
+	"time"
+)
+
+// Clock schedules callbacks; *sim.Sim satisfies it through SimClock, and
+// WallClock runs on real time.
+type Clock interface {
+	Now() time.Duration
+	After(d time.Duration, fn func())
+}
+
+// Faults configures a link. Probabilities are per frame, in [0, 1].
+type Faults struct {
+	Loss      float64
+	Duplicate float64
+	// Reorder holds a frame back by ReorderDelay so that later frames
+	// overtake it.
+	Reorder      float64
+	ReorderDelay time.Duration // default Delay + 5 us
+	// Corrupt flips one random bit. The receiving NIC's frame check
+	// sequence catches it and the frame is dropped, as on real Ethernet,
+	// unless PassCorrupt is set.
+	Corrupt     float64
+	PassCorrupt bool
+	// Delay is the one-way propagation delay.
+	Delay time.Duration
+	// Bandwidth in bits per second serializes frames (0: unlimited);
+	// QueueBytes bounds the transmit queue (default 4 MiB), beyond which
+	// frames are tail-dropped.
+	Bandwidth  float64
+	QueueBytes int
+}
+
+// Stats counts what the link did.
+type Stats struct {
+	Sent, Delivered, Lost, Duplicated, Reordered, Corrupted, QueueDrops, DownDrops uint64
+	Bytes                                                                         uint64
+}
+
+// Link is a one-way link. Send never blocks; frames arrive through the
+// deliver callback on the clock's goroutine.
+type Link struct {
+	clk       Clock
+	rng       *rand.Rand
+	f         Faults
+	deliver   func([]byte)
+	down      bool
+	busyUntil time.Duration
+	queued    int
+	free      [][]byte
+	Stats     Stats
+}
+
+// New returns a link that hands frames to deliver. rng drives the faults
+// (use the simulator's source for reproducible runs).
+func New(clk Clock, rng *rand.Rand, f Faults, deliver func([]byte)) *Link {
+	if f.ReorderDelay == 0 {
+		f.ReorderDelay = f.Delay + 5*time.Microsecond
+	}
+	if f.QueueBytes == 0 {
+		f.QueueBytes = 4 << 20
+	}
+	return &Link{clk: clk, rng: rng, f: f, deliver: deliver}
+}
+
+// SetFaults changes the faults from now on.
+func (l *Link) SetFaults(f Faults) {
+	if f.ReorderDelay == 0 {
+		f.ReorderDelay = f.Delay + 5*time.Microsecond
+	}
+	if f.QueueBytes == 0 {
+		f.QueueBytes = 4 << 20
+	}
+	l.f = f
+}
+
+// SetDown takes the link down (every frame is lost, frames in flight
+// included) or brings it back up.
+func (l *Link) SetDown(down bool) { l.down = down }
+
+// Down reports whether the link is down.
+func (l *Link) Down() bool { return l.down }
+
+func (l *Link) chance(p float64) bool { return p > 0 && l.rng.Float64() < p }
+
+func (l *Link) buffer(b []byte) []byte {
+	var c []byte
+	if n := len(l.free); n > 0 {
+		c = l.free[n-1][:0]
+		l.free = l.free[:n-1]
+	}
+	return append(c, b...)
+}
+
+// Send puts a copy of frame on the link.
+func (l *Link) Send(frame []byte) {
+	l.Stats.Sent++
+	l.Stats.Bytes += uint64(len(frame))
+	if l.down {
+		l.Stats.DownDrops++
+		return
+	}
+	if l.chance(l.f.Loss) {
+		l.Stats.Lost++
+		return
+	}
+	now := l.clk.Now()
+	start := now
+	var ser time.Duration
+	if l.f.Bandwidth > 0 {
+		if l.queued+len(frame) > l.f.QueueBytes {
+			l.Stats.QueueDrops++
+			return
+		}
+		if l.busyUntil > start {
+			start = l.busyUntil
+		}
+		ser = time.Duration(float64(len(frame)*8) / l.f.Bandwidth * 1e9)
+		l.busyUntil = start + ser
+	}
+	copies := 1
+	if l.chance(l.f.Duplicate) {
+		copies = 2
+		l.Stats.Duplicated++
+	}
+	for i := 0; i < copies; i++ {
+		at := start + ser + l.f.Delay
+		if l.chance(l.f.Reorder) {
+			at += l.f.ReorderDelay
+			l.Stats.Reordered++
+		}
+		c := l.buffer(frame)
+		bad := false
+		if l.chance(l.f.Corrupt) && len(c) > 0 {
+			sum := crc32.ChecksumIEEE(c)
+			bit := l.rng.IntN(len(c) * 8)
+			c[bit/8] ^= 1 << (bit % 8)
+			bad = crc32.ChecksumIEEE(c) != sum
+			l.Stats.Corrupted++
+		}
+		n := len(c)
+		l.queued += n
+		l.clk.After(at-now, func() {
+			l.queued -= n
+			switch {
+			case l.down:
+				l.Stats.DownDrops++
+			case bad && !l.f.PassCorrupt:
+				// Dropped by the receiver's FCS check.
+			default:
+				l.Stats.Delivered++
+				l.deliver(c)
+			}
+			l.free = append(l.free, c)
+		})
+	}
+}

@@ -1,0 +1,155 @@
+package bridge
+
+import (
+	"time"
+
+	"github.com/dxpu/dxpu/tlp"
+)
+
+// Tag entry states.
+const (
+	tagFree uint8 = iota
+	tagActive
+	// tagStale: the bridge answered the request itself (timeout); the tag
+	// stays out of use until the real completion shows up or a quarantine
+	// of one more completion timeout passes, so a late completion can never
+	// be matched to a newer request.
+	tagStale
+)
+
+// tagEntry tracks one non-posted request by the tag it carries on the wire.
+type tagEntry struct {
+	state     uint8
+	gen       uint32
+	kind      tlp.Kind
+	origTag   uint16 // tag the local requester used (tx table)
+	origReq   tlp.ID // requester ID as the local side knows it (tx table)
+	wireReq   tlp.ID // requester ID on the wire
+	completer tlp.ID // completer ID for synthesized completions
+	remaining int    // bytes still to be returned
+	nextLA    uint8  // Lower Address of the next completion
+	start     time.Duration
+	epoch     uint32 // rx table: session the request arrived in
+}
+
+// tagTable indexes requests by wire tag. The tx table assigns wire tags to
+// requests the local side sends (from the peer's tag space), the rx table
+// records requests delivered to the local side (tags chosen by the peer).
+type tagTable struct {
+	entries []tagEntry
+	base    uint16 // first usable tag: 0, or 256 for 10-bit tag spaces
+	free    fifo[uint16]
+	active  int
+	limit   int // most entries in use at once
+	// nextCheck is a lower bound on the earliest deadline of an entry.
+	nextCheck time.Duration
+}
+
+// tagSpace returns the first tag and the number of tags of a space: 8-bit
+// tags 0..255; 10-bit tags 256..1023 (values with Tag[9:8] = 00 are left to
+// 8-bit requesters, hence 768).
+func tagSpace(bits int) (base, n int) {
+	if bits == 10 {
+		return 256, 768
+	}
+	return 0, 256
+}
+
+func newTagTable(bits, limit int) tagTable {
+	base, n := tagSpace(bits)
+	if limit <= 0 || limit > n {
+		limit = n
+	}
+	t := tagTable{entries: make([]tagEntry, 1024), base: uint16(base), free: newFifo[uint16](n), limit: limit, nextCheck: noDeadline}
+	for i := 0; i < n; i++ {
+		t.free.push(uint16(base + i))
+	}
+	return t
+}
+
+// alloc takes the least recently used free tag; ok false if none or the
+// limit is reached. Stale entries count against the limit.
+func (t *tagTable) alloc() (uint16, bool) {
+	if t.free.len() == 0 || t.inUse() >= t.limit {
+		return 0, false
+	}
+	w := t.free.pop()
+	e := &t.entries[w]
+	e.gen++
+	e.state = tagActive
+	t.active++
+	return w, true
+}
+
+func (t *tagTable) inUse() int { return len(t.free.buf) - t.free.len() }
+
+func (t *tagTable) release(w uint16) {
+	e := &t.entries[w]
+	if e.state == tagActive {
+		t.active--
+	}
+	e.state = tagFree
+	t.free.push(w)
+}
+
+// Completion accounting results.
+const (
+	cplMore   = iota // matched, more completions to come
+	cplLast          // matched, the request is complete
+	cplNoMatch       // no request with this tag and requester
+	cplLate          // the request was already answered by the bridge
+)
+
+// account matches completion c against entry e and updates the bytes still
+// expected. A completion whose status is not SC, a completion without
+// data, or one carrying the last bytes ends the request.
+func account(e *tagEntry, c tlp.View, wireReq tlp.ID, mism *uint64) int {
+	switch e.state {
+	case tagFree:
+		return cplNoMatch
+	}
+	if c.RequesterID() != wireReq {
+		return cplNoMatch
+	}
+	if e.state == tagStale {
+		return cplLate
+	}
+	if c.Status() != tlp.StatusSC || !c.HasData() {
+		return cplLast
+	}
+	bc := c.ByteCount()
+	if bc != e.remaining {
+		*mism++
+	}
+	carried := c.PayloadLen()
+	if e.kind == tlp.MRd || e.kind == tlp.MRdLk {
+		carried -= int(c.LowerAddress() & 3)
+	}
+	if carried >= bc {
+		return cplLast
+	}
+	e.remaining = bc - carried
+	e.nextLA = uint8((int(c.LowerAddress()) + carried) & 0x7f)
+	return cplMore
+}
+
+// setRequest fills the byte accounting of e from request v.
+func setRequest(e *tagEntry, v tlp.View) {
+	k := v.Kind()
+	e.kind = k
+	switch {
+	case k.IsAtomic():
+		n := v.PayloadLen()
+		if k == tlp.CAS {
+			n /= 2
+		}
+		e.remaining = n
+		e.nextLA = uint8(v.Address() & 0x7f)
+	case k == tlp.MRd || k == tlp.MRdLk:
+		e.remaining = v.RequestBytes()
+		e.nextLA = v.RequestLowerAddress()
+	default: // IO and config: one DW
+		e.remaining = 4
+		e.nextLA = 0
+	}
+}

@@ -1,0 +1,153 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/dxpu/dxpu/fabric/manager"
+	"github.com/dxpu/dxpu/fabric/store"
+)
+
+var managerFlags struct {
+	store      string
+	etcd       string
+	etcdPrefix string
+	leaseTTL   int
+	listen     string
+	advertise  string
+	tokenFile  string
+	noAuth     bool
+	reconcile  time.Duration
+}
+
+var managerCmd = &cobra.Command{
+	Use:   "manager",
+	Short: "Run the control plane: GPU pool, allocation sagas, HTTP API",
+	Long: `Manager runs dxpu's control plane. It keeps the pool of GPU boxes and
+hosts, lends GPUs to hosts (reserve, program the GPU-side bridge, the switch
+table and the host-side bridge, hot-add), and serves the HTTP+JSON API under
+/v1, Prometheus metrics on /metrics and /healthz.
+
+State lives in a bbolt file (--store, the default) or, with several managers,
+in etcd (--etcd): the managers elect a leader through etcd, the others stand
+by and answer 503 not_leader, and a standby takes over within the lease TTL
+when the leader dies (at once when it stops cleanly).
+
+Every call that changes state needs "Authorization: Bearer <token>" with the
+token read from --token-file; --no-auth turns that off (for a lab only).
+
+The switch follows GET /v1/table?watch=1&version=N. Exit status: 0 on
+SIGINT/SIGTERM, 2 for usage errors or when the store cannot be opened.`,
+	Args: cobra.NoArgs,
+	RunE: runManager,
+}
+
+func init() {
+	f := managerCmd.Flags()
+	f.StringVar(&managerFlags.store, "store", "dxpu-manager.db", "bbolt file holding the pool (ignored with --etcd)")
+	f.StringVar(&managerFlags.etcd, "etcd", "", "comma-separated etcd v3 endpoints; enables leader election")
+	f.StringVar(&managerFlags.etcdPrefix, "etcd-prefix", "/dxpu/", "key prefix in etcd")
+	f.IntVar(&managerFlags.leaseTTL, "lease-ttl", 3, "leader lease in seconds (etcd): how long a dead leader is waited for")
+	f.StringVar(&managerFlags.listen, "listen", "127.0.0.1:7700", "HTTP listen address")
+	f.StringVar(&managerFlags.advertise, "advertise", "", "URL other managers and clients should use for this one (default http://<listen>)")
+	f.StringVar(&managerFlags.tokenFile, "token-file", "", "file holding the bearer token for mutating calls")
+	f.BoolVar(&managerFlags.noAuth, "no-auth", false, "accept mutating calls without a token (lab only)")
+	f.DurationVar(&managerFlags.reconcile, "reconcile-interval", 30*time.Second, "how often to reconcile agents with the journal (negative: only at start-up)")
+	rootCmd.AddCommand(managerCmd)
+}
+
+func readToken(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	tok := strings.TrimSpace(string(b))
+	if tok == "" {
+		return "", fmt.Errorf("token file %s is empty", path)
+	}
+	if strings.ContainsAny(tok, " \t\r\n") {
+		return "", fmt.Errorf("token file %s: the token must be one word", path)
+	}
+	return tok, nil
+}
+
+func runManager(cmd *cobra.Command, _ []string) error {
+	fl := managerFlags
+	var token string
+	switch {
+	case fl.tokenFile != "" && fl.noAuth:
+		return exitCodeError{2, errors.New("--token-file and --no-auth exclude each other")}
+	case fl.tokenFile != "":
+		t, err := readToken(fl.tokenFile)
+		if err != nil {
+			return exitCodeError{2, err}
+		}
+		token = t
+	case !fl.noAuth:
+		return exitCodeError{2, errors.New("--token-file is required (or --no-auth for a lab)")}
+	default:
+		slog.Warn("authentication disabled: anyone who reaches the API can change the pool")
+	}
+
+	var st store.Store
+	var err error
+	if fl.etcd != "" {
+		st, err = store.OpenEtcd(store.EtcdConfig{Endpoints: strings.Split(fl.etcd, ","), Prefix: fl.etcdPrefix, LeaseTTL: fl.leaseTTL})
+	} else {
+		st, err = store.OpenBolt(fl.store, 5*time.Second)
+	}
+	if err != nil {
+		return exitCodeError{2, err}
+	}
+	defer st.Close()
+
+	ln, err := net.Listen("tcp", fl.listen)
+	if err != nil {
+		return exitCodeError{2, err}
+	}
+	advertise := fl.advertise
+	if advertise == "" {
+		advertise = "http://" + ln.Addr().String()
+	}
+	m, err := manager.New(manager.Config{Store: st, Token: token, ID: advertise, Logger: slog.Default(), ReconcileInterval: fl.reconcile})
+	if err != nil {
+		ln.Close()
+		return exitCodeError{2, err}
+	}
+	srv := &http.Server{Handler: m.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	slog.Info("manager serving", "listen", ln.Addr().String(), "advertise", advertise, "store", storeName(fl.etcd, fl.store))
+
+	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	select {
+	case <-ctx.Done():
+	case err := <-errc:
+		m.Close()
+		return exitCodeError{2, err}
+	}
+	slog.Info("shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	srv.Shutdown(sctx)
+	return m.Close()
+}
+
+func storeName(etcd, path string) string {
+	if etcd != "" {
+		return "etcd " + etcd
+	}
+	return "bbolt " + path
+}

@@ -1,0 +1,184 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/dxpu/dxpu/bridge/nettlp"
+	"github.com/dxpu/dxpu/tlp"
+)
+
+var nettlpCmd = &cobra.Command{
+	Use:   "nettlp",
+	Short: "Interoperate with NetTLP: serve emulated host memory to libtlp and NetTLP devices",
+}
+
+var nettlpServeFlags struct {
+	addr      string
+	tags      int
+	memSize   string
+	base      string
+	mps, rcb  int
+	completer string
+	fill      string
+	rcvbuf    string
+	every     time.Duration
+}
+
+var nettlpServeCmd = &cobra.Command{
+	Use:   "serve",
+	Short: "Run a NetTLP-compatible DMA target over an emulated host memory",
+	Long: `serve stands where a NetTLP adapter stands: it binds UDP ports 0x3000+tag
+(tags 0..N-1) on --addr and answers the DMA reads (MRd, with CplDs) and
+writes (MWr) that NetTLP's libtlp tools or a device behind a NetTLP adapter
+send, out of a sparse memory of --mem-size bytes from --base.
+
+Completions follow the rules a real root complex uses (at most --mps bytes,
+split on --rcb boundaries, completer ID --completer), with libtlp's limits
+kept: a read that fits in MPS gets one CplD. libtlp cannot reassemble an
+unaligned read split in several CplDs, so with the default MPS 256 keep
+unaligned libtlp reads to MRRS 128 (--mps 2048 or 4096 lifts that).
+Addresses outside the memory are answered with UR. Stop with Ctrl-C.
+
+Example, libtlp on the same machine:
+  dxpu nettlp serve --addr 127.0.0.2 --tags 16 --mem-size 64M
+  dma_write -r 127.0.0.2 -l 127.0.0.1 -a 0x1000 ...   (libtlp apps)
+  dma_read  -r 127.0.0.2 -l 127.0.0.1 -a 0x1000 -s 64 -m 256`,
+	Args: cobra.NoArgs,
+	RunE: runNettlpServe,
+}
+
+func init() {
+	f := nettlpServeCmd.Flags()
+	f.StringVar(&nettlpServeFlags.addr, "addr", "127.0.0.2", "IPv4 address to bind (not 0.0.0.0: replies must leave from the address requests went to)")
+	f.IntVar(&nettlpServeFlags.tags, "tags", nettlp.MaxTags, "number of tag ports, 0x3000.. (1-16)")
+	f.StringVar(&nettlpServeFlags.memSize, "mem-size", "64M", "memory size in bytes (suffixes K, M, G, T: powers of 1024)")
+	f.StringVar(&nettlpServeFlags.base, "base", "0", "lowest memory address (0x... for hex; suffixes as --mem-size)")
+	f.IntVar(&nettlpServeFlags.mps, "mps", 256, "Max Payload Size: largest CplD payload (128-4096)")
+	f.IntVar(&nettlpServeFlags.rcb, "rcb", 64, "Read Completion Boundary: split points of larger reads (64 or 128)")
+	f.StringVar(&nettlpServeFlags.completer, "completer", "00:00.0", "completer ID in completions (bb:dd.f)")
+	f.StringVar(&nettlpServeFlags.fill, "fill", "zero", "content of never-written memory: zero, or pattern (each byte the XOR of its address bytes)")
+	f.StringVar(&nettlpServeFlags.rcvbuf, "rcvbuf", "8M", "receive buffer per socket (posted writes lost to a full buffer are lost silently)")
+	f.DurationVar(&nettlpServeFlags.every, "stats-every", 0, "log the counters at this interval (0: only at exit)")
+	nettlpCmd.AddCommand(nettlpServeCmd)
+	rootCmd.AddCommand(nettlpCmd)
+}
+
+// nettlpPattern is the --fill pattern content of address a.
+func nettlpPattern(a uint64) byte {
+	return byte(a) ^ byte(a>>8) ^ byte(a>>16) ^ byte(a>>24) ^ byte(a>>32) ^ byte(a>>40) ^ byte(a>>48) ^ byte(a>>56)
+}
+
+// nettlpParseSize reads 64M, 1G, 4096, 0x1000, 512K.
+func nettlpParseSize(flag, s string) (uint64, error) {
+	t := strings.TrimSpace(s)
+	shift := 0
+	if n := len(t); n > 0 {
+		switch strings.ToUpper(t[n-1:]) {
+		case "K":
+			shift = 10
+		case "M":
+			shift = 20
+		case "G":
+			shift = 30
+		case "T":
+			shift = 40
+		}
+		if shift > 0 {
+			t = t[:n-1]
+		}
+	}
+	v, err := strconv.ParseUint(t, 0, 64)
+	if err != nil || (shift > 0 && v > (1<<64-1)>>shift) {
+		return 0, fmt.Errorf("--%s %q: want a byte count like 64M, 4096 or 0x1000", flag, s)
+	}
+	return v << shift, nil
+}
+
+func runNettlpServe(cmd *cobra.Command, _ []string) error {
+	fl := &nettlpServeFlags
+	usage := func(err error) error { return exitCodeError{2, err} }
+	addr, err := netip.ParseAddr(fl.addr)
+	if err != nil {
+		return usage(fmt.Errorf("--addr %q: %w", fl.addr, err))
+	}
+	size, err := nettlpParseSize("mem-size", fl.memSize)
+	if err != nil {
+		return usage(err)
+	}
+	base, err := nettlpParseSize("base", fl.base)
+	if err != nil {
+		return usage(err)
+	}
+	rcvbuf, err := nettlpParseSize("rcvbuf", fl.rcvbuf)
+	if err != nil || rcvbuf > 1<<30 {
+		return usage(fmt.Errorf("--rcvbuf %q: want up to 1G", fl.rcvbuf))
+	}
+	completer, err := tlp.ParseID(fl.completer)
+	if err != nil {
+		return usage(fmt.Errorf("--completer: %w", err))
+	}
+	var fill func(uint64) byte
+	switch fl.fill {
+	case "zero":
+	case "pattern":
+		fill = nettlpPattern
+	default:
+		return usage(fmt.Errorf("--fill %q: want zero or pattern", fl.fill))
+	}
+	mem, err := nettlp.NewSparseMemory(base, size, fill)
+	if err != nil {
+		return usage(err)
+	}
+	target, err := nettlp.NewTarget(nettlp.TargetConfig{
+		Addr: addr, Tags: fl.tags, RecvBuffer: int(rcvbuf),
+		Completer: nettlp.CompleterConfig{MPS: fl.mps, RCB: fl.rcb, CompleterID: completer},
+	}, mem)
+	if err != nil {
+		return usage(err)
+	}
+	tr := target.Transport()
+	slog.Info("nettlp target serving",
+		"addr", addr, "ports", fmt.Sprintf("%#x-%#x", nettlp.Port(0), nettlp.Port(uint16(tr.Tags()-1))),
+		"memory", fmt.Sprintf("[%#x, %#x)", base, base+size), "mps", fl.mps, "rcb", fl.rcb,
+		"completer", completer, "rcvbuf", tr.RecvBuffer(0))
+
+	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if fl.every > 0 {
+		go func() {
+			tick := time.NewTicker(fl.every)
+			defer tick.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-tick.C:
+					nettlpLogStats("nettlp target", target.Stats().Snapshot(), mem.Pages())
+				}
+			}
+		}()
+	}
+	err = target.Serve(ctx)
+	nettlpLogStats("nettlp target stopped", target.Stats().Snapshot(), mem.Pages())
+	if err != nil {
+		return exitCodeError{1, err}
+	}
+	return nil
+}
+
+func nettlpLogStats(msg string, s nettlp.StatsSnapshot, pages int) {
+	slog.Info(msg, "datagrams", s.Datagrams, "reads", s.Reads, "writes", s.Writes,
+		"bytes_read", s.BytesRead, "bytes_written", s.BytesWritten, "completions", s.Completions,
+		"ur", s.UR, "malformed", s.Malformed, "ignored", s.Ignored, "writes_lost", s.WritesLost,
+		"send_errors", s.SendErrors, "pages", pages)
+}

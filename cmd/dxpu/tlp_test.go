@@ -1,0 +1,191 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// runTLPCmd runs the command tree in-process and returns stdout, stderr and
+// the exit status main would use.
+func runTLPCmd(t *testing.T, stdin string, args ...string) (string, string, int) {
+	t.Helper()
+	tlpDecodePcap = ""
+	var out, errb bytes.Buffer
+	rootCmd.SetArgs(args)
+	rootCmd.SetIn(strings.NewReader(stdin))
+	rootCmd.SetOut(&out)
+	rootCmd.SetErr(&errb)
+	defer func() {
+		rootCmd.SetIn(nil)
+		rootCmd.SetOut(nil)
+		rootCmd.SetErr(nil)
+	}()
+	err := rootCmd.Execute()
+	code := 0
+	if err != nil {
+		var ec exitCodeError
+		if errors.As(err, &ec) {
+			code = ec.code
+		} else {
+			code = 2
+		}
+	}
+	return out.String(), errb.String(), code
+}
+
+func TestTLPDecodeStdin(t *testing.T) {
+	in := strings.Join([]string{
+		"# a comment, then a blank line",
+		"",
+		"00000001 0100050f fedc0010",         // line 3: MRd
+		"0x4a000001030000040100051011223344", // line 4: CplD
+		"00000000 00000000 00000000",         // line 5: all-zero MRd, zero BEs
+		"zz",                                 // line 6: not hex
+		"a0007b00000000000000000000000000",   // line 7: Fmt 101
+	}, "\n")
+	out, _, code := runTLPCmd(t, in, "tlp", "decode")
+	if code != 1 {
+		t.Errorf("exit %d, want 1", code)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 5 {
+		t.Fatalf("%d lines:\n%s", len(lines), out)
+	}
+	want0 := `{"kind":"MRd","fmt":0,"type":0,"tc":0,"attr":0,"th":false,"td":false,"ep":false,"ln":false,"at":0,"length":1,"requester_id":"01:00.0","tag":5,"first_be":15,"last_be":0,"address":"0xfedc0010","ph":0}`
+	if lines[0] != want0 {
+		t.Errorf("line 3:\n got %s\nwant %s", lines[0], want0)
+	}
+	objs := make([]map[string]any, len(lines))
+	for i, l := range lines {
+		if err := json.Unmarshal([]byte(l), &objs[i]); err != nil {
+			t.Fatalf("output %d is not JSON: %v\n%s", i, err, l)
+		}
+	}
+	if objs[1]["kind"] != "CplD" || objs[1]["data"] != "11223344" || objs[1]["byte_count"] != 4.0 {
+		t.Errorf("CplD: %v", objs[1])
+	}
+	for i, w := range []struct {
+		line float64
+		rule string
+	}{{5, "zero-be-with-length-over-1"}, {6, "hex"}, {7, "reserved-fmt"}} {
+		o := objs[2+i]
+		if o["line"] != w.line || o["rule"] != w.rule || !strings.Contains(o["error"].(string), w.rule) {
+			t.Errorf("error object %d: %v, want line %v rule %s", i, o, w.line, w.rule)
+		}
+	}
+	// The fields that could be read come with the error.
+	if objs[2]["kind"] != "MRd" || objs[2]["length"] != 1024.0 || objs[4]["fmt"] != 5.0 {
+		t.Errorf("readable fields missing: %v / %v", objs[2], objs[4])
+	}
+}
+
+func TestTLPDecodeArgsExitZero(t *testing.T) {
+	out, _, code := runTLPCmd(t, "", "tlp", "decode", "0a000000 00002004 00f80700")
+	if code != 0 || !strings.Contains(out, `"status":"UR"`) {
+		t.Errorf("exit %d, out %s", code, out)
+	}
+}
+
+func TestTLPEncodeRoundTrip(t *testing.T) {
+	hexes := []string{
+		"000000010100050ffedc0010",
+		"20b030201a08a5ff0000001234567800",
+		"400c40020011003c00001004deadbeef01020304",
+		"72000001 0100007f 02008086 00000001 cafef00d",
+		"4a800001030060000100ff0000000000",
+		"6e000008 01000d00 00000001 00000010" + strings.Repeat("00", 32),
+	}
+	dec, _, code := runTLPCmd(t, strings.Join(hexes, "\n"), "tlp", "decode")
+	if code != 0 {
+		t.Fatalf("decode exit %d:\n%s", code, dec)
+	}
+	enc, errs, code := runTLPCmd(t, dec, "tlp", "encode")
+	if code != 0 {
+		t.Fatalf("encode exit %d: %s", code, errs)
+	}
+	got := strings.Split(strings.TrimSpace(enc), "\n")
+	for i, h := range hexes {
+		want := strings.ReplaceAll(h, " ", "")
+		if i >= len(got) || got[i] != want {
+			t.Errorf("line %d: encode(decode(x)) = %q, want %q", i+1, got[min(i, len(got)-1)], want)
+		}
+	}
+	// A TD TLP: encode computes the ECRC and checks a given one.
+	td := `{"kind":"MRd","td":true,"length":1,"requester_id":"01:00.0","tag":5,"first_be":15,"address":"0xfedc0010"}`
+	enc, _, code = runTLPCmd(t, td, "tlp", "encode")
+	if code != 0 || strings.TrimSpace(enc) != "000080010100050ffedc0010ba2b1e6e" {
+		t.Errorf("TD encode: exit %d %q", code, enc)
+	}
+	bad := strings.Replace(td, `"td":true`, `"td":true,"ecrc":"0x12345678"`, 1)
+	_, errs, code = runTLPCmd(t, bad+"\n"+td+"\n{\"kind\":\"Nope\"}\n", "tlp", "encode")
+	if code != 1 || !strings.Contains(errs, "line 1") || !strings.Contains(errs, "ecrc") || !strings.Contains(errs, "line 3") {
+		t.Errorf("bad ecrc / kind: exit %d, stderr %s", code, errs)
+	}
+}
+
+func sharedCapture(t *testing.T, rel string) string {
+	t.Helper()
+	p, err := filepath.Abs(filepath.Join("..", "..", "..", "shared", "testdata", "nettlp", "nic-and-nvme", rel))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(p); err != nil {
+		t.Skipf("capture absent: %v", err)
+	}
+	return p
+}
+
+func TestTLPDecodePcap(t *testing.T) {
+	out, _, code := runTLPCmd(t, "", "tlp", "decode", "--pcap", sharedCapture(t, "pm1725/pm1725-read-8blk.pcap"))
+	if code != 1 {
+		t.Errorf("exit %d, want 1 (the capture holds spec-breaking TLPs)", code)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 167 {
+		t.Fatalf("%d lines, want 167", len(lines))
+	}
+	rules := map[string]int{}
+	truncated := 0
+	for i, l := range lines {
+		var o map[string]any
+		if err := json.Unmarshal([]byte(l), &o); err != nil {
+			t.Fatal(err)
+		}
+		if o["frame"] != float64(i+1) || o["encap"] != "nettlp" {
+			t.Fatalf("line %d: frame %v encap %v", i, o["frame"], o["encap"])
+		}
+		if r, ok := o["rule"].(string); ok {
+			rules[r]++
+		}
+		if o["truncated"] == true {
+			truncated++
+		}
+	}
+	if rules["zero-be-with-length-over-1"] != 39 || rules["reserved-fmt"] != 2 || len(rules) != 2 {
+		t.Errorf("rules %v", rules)
+	}
+	if truncated != 126 {
+		t.Errorf("%d truncated MWr, want 126", truncated)
+	}
+	out, _, code = runTLPCmd(t, "", "tlp", "decode", "--pcap", sharedCapture(t, "x520/x520-64B-1pkt.pcap"))
+	if code != 0 || strings.Count(out, "\n") != 2 {
+		t.Errorf("x520 64B: exit %d\n%s", code, out)
+	}
+}
+
+func TestTLPDecodeUsage(t *testing.T) {
+	if _, _, code := runTLPCmd(t, "", "tlp", "decode", "--pcap", "/nonexistent.pcap"); code != 2 {
+		t.Errorf("missing capture: exit %d, want 2", code)
+	}
+	if _, _, code := runTLPCmd(t, "", "tlp", "decode", "--pcap", "x.pcap", "0000"); code != 2 {
+		t.Errorf("hex and --pcap: exit %d, want 2", code)
+	}
+	if _, _, code := runTLPCmd(t, "", "tlp", "encode", "extra"); code != 2 {
+		t.Errorf("encode with an argument: exit %d, want 2", code)
+	}
+}

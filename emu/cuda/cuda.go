@@ -1,0 +1,441 @@
+// Package cuda is a driver-like API on an emulated host. Every call turns
+// into the PCIe traffic a real CUDA driver causes:
+//
+//   - work goes into a pushbuffer in host memory (CPU stores, no PCIe), a
+//     GPFIFO entry points at it, and a posted MMIO write to the channel's
+//     GP_PUT register in BAR0 rings the doorbell;
+//   - the GPU fetches the GPFIFO entry and the pushbuffer by DMA reads;
+//   - every submission ends with a semaphore release: a posted DMA write of
+//     the submission's sequence number into host memory, which the CPU spins
+//     on (SyncSpin) or waits for through an MSI (SyncBlocking);
+//   - events are semaphore releases with a GPU timestamp, and
+//     cudaStreamWaitEvent is a semaphore acquire in the waiting channel.
+//
+// The API has two layers: Stream.Submit and Stream.OnDone are asynchronous
+// and usable from simulator callbacks (the replay engine drives them); the
+// methods of Context block the calling host thread by running the
+// simulation, for workloads written as straight-line Go.
+package cuda
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/dxpu/dxpu/bridge/sim"
+	"github.com/dxpu/dxpu/emu/gpu"
+	"github.com/dxpu/dxpu/emu/host"
+)
+
+// SyncMode says how a host thread waits for the GPU.
+type SyncMode int
+
+const (
+	// SyncSpin polls the semaphore in host memory (cudaDeviceScheduleSpin).
+	SyncSpin SyncMode = iota
+	// SyncBlocking sleeps until the GPU's MSI arrives
+	// (cudaDeviceScheduleBlockingSync).
+	SyncBlocking
+)
+
+// Config tunes the driver.
+type Config struct {
+	Sync SyncMode
+	// PollDelay is how long after a semaphore write lands a spinning CPU
+	// sees it; InterruptLatency how long an MSI takes to wake a thread.
+	PollDelay        time.Duration
+	InterruptLatency time.Duration
+	// LaunchCPU and CallCPU are the CPU time of a launch and of any other
+	// API call in the blocking API.
+	LaunchCPU time.Duration
+	CallCPU   time.Duration
+	// RingEntries is the GPFIFO size of each stream; PushbufferBytes the
+	// size of its pushbuffer ring.
+	RingEntries     int
+	PushbufferBytes uint64
+}
+
+func (c *Config) defaults() {
+	if c.PollDelay == 0 {
+		c.PollDelay = 50 * time.Nanosecond
+	}
+	if c.InterruptLatency == 0 {
+		c.InterruptLatency = 4 * time.Microsecond
+	}
+	if c.LaunchCPU == 0 {
+		c.LaunchCPU = 2500 * time.Nanosecond
+	}
+	if c.CallCPU == 0 {
+		c.CallCPU = 500 * time.Nanosecond
+	}
+	if c.RingEntries == 0 {
+		c.RingEntries = 4096
+	}
+	if c.PushbufferBytes == 0 {
+		c.PushbufferBytes = 4 << 20
+	}
+}
+
+// Errors.
+var (
+	ErrDeviceLost = errors.New("cuda: device was removed")
+	ErrRingFull   = errors.New("cuda: GPFIFO ring full")
+)
+
+// Context is the driver on one host, over the GPUs it enumerated.
+type Context struct {
+	rc      *host.RootComplex
+	s       *sim.Sim
+	cfg     Config
+	Devices []*Device
+	msiWait []func()
+}
+
+// Device is one GPU as the driver sees it.
+type Device struct {
+	ctx     *Context
+	Info    *host.Device
+	bar0    uint64
+	streams []*Stream
+	vram    uint64
+	lost    bool
+}
+
+// Stream is a CUDA stream: one GPFIFO channel of its device.
+type Stream struct {
+	d       *Device
+	ch      int
+	gpBase  uint64
+	entries uint32
+	put     uint32
+	pbBase  uint64
+	pbOff   uint64
+	sem     uint64
+	seq     uint64
+	buf     []byte
+	vsem    uint64 // VRAM semaphore for cross-stream ordering
+}
+
+// Event is a CUDA event: a host semaphore (value then GPU timestamp) and a
+// VRAM mirror that other streams acquire.
+type Event struct {
+	host  uint64
+	vram  uint64
+	dev   *Device
+	value uint64
+}
+
+// New opens the driver on the enumerated GPUs of rc. It routes the host's
+// MSIs to waiting threads.
+func New(rc *host.RootComplex, devs []*host.Device, cfg Config) (*Context, error) {
+	cfg.defaults()
+	c := &Context{rc: rc, s: rc.Sim(), cfg: cfg}
+	prev := rc.OnMSI
+	rc.OnMSI = func(data uint32) {
+		if prev != nil {
+			prev(data)
+		}
+		c.s.After(cfg.InterruptLatency, c.wakeMSI)
+	}
+	prevRm := rc.OnRemove
+	rc.OnRemove = func(hd *host.Device) {
+		if prevRm != nil {
+			prevRm(hd)
+		}
+		for _, d := range c.Devices {
+			if d.Info == hd {
+				d.lost = true
+			}
+		}
+		c.wakeMSI()
+	}
+	for _, hd := range devs {
+		if hd.Vendor != 0x10de {
+			continue
+		}
+		b0, ok := hd.BAR(0)
+		if !ok || b0.Addr == 0 {
+			return nil, fmt.Errorf("cuda: GPU %v has no BAR0", hd.ID)
+		}
+		d := &Device{ctx: c, Info: hd, bar0: b0.Addr, vram: 1 << 20}
+		boot, err := rc.MMIORead32(d.bar0 + gpu.RegBoot0)
+		if err != nil {
+			return nil, fmt.Errorf("cuda: GPU %v: reading BOOT_0: %w", hd.ID, err)
+		}
+		if boot == 0 || boot == 0xffffffff {
+			return nil, fmt.Errorf("cuda: GPU %v: BOOT_0 reads %#x", hd.ID, boot)
+		}
+		c.Devices = append(c.Devices, d)
+	}
+	return c, nil
+}
+
+// Sim returns the simulator the host runs on.
+func (c *Context) Sim() *sim.Sim { return c.s }
+
+// Host returns the root complex.
+func (c *Context) Host() *host.RootComplex { return c.rc }
+
+func (c *Context) wakeMSI() {
+	w := c.msiWait
+	c.msiWait = nil
+	for _, fn := range w {
+		fn()
+	}
+}
+
+// NewStream creates a channel on d: a GPFIFO ring and a pushbuffer in host
+// memory, a tracking semaphore, and the MMIO writes that tell the GPU.
+func (d *Device) NewStream() (*Stream, error) {
+	c := d.ctx
+	if len(d.streams) >= gpu.MaxChannels {
+		return nil, fmt.Errorf("cuda: device %v: out of channels", d.Info.ID)
+	}
+	st := &Stream{d: d, ch: len(d.streams), entries: uint32(c.cfg.RingEntries)}
+	st.gpBase = c.rc.Alloc(uint64(st.entries)*gpu.GPEntrySize, 4096)
+	st.pbBase = c.rc.Alloc(c.cfg.PushbufferBytes, 4096)
+	st.sem = c.rc.Alloc(64, 64)
+	st.vsem = d.alloc(64)
+	for _, w := range []struct {
+		reg uint64
+		v   uint32
+	}{{gpu.ChGPBaseLo, uint32(st.gpBase)}, {gpu.ChGPBaseHi, uint32(st.gpBase >> 32)}, {gpu.ChGPEntries, st.entries}} {
+		if err := c.rc.MMIOWrite32(d.bar0+gpu.ChannelReg(st.ch, w.reg), w.v); err != nil {
+			return nil, fmt.Errorf("cuda: device %v: channel setup: %w", d.Info.ID, err)
+		}
+	}
+	d.streams = append(d.streams, st)
+	return st, nil
+}
+
+func (d *Device) alloc(n uint64) uint64 {
+	a := (d.vram + 255) &^ 255
+	d.vram = a + n
+	return a
+}
+
+// Malloc reserves n bytes of VRAM.
+func (d *Device) Malloc(n uint64) uint64 { return d.alloc(n) }
+
+// BAR0 returns the address of the device's register BAR.
+func (d *Device) BAR0() uint64 { return d.bar0 }
+
+// Lost reports whether the device was surprise-removed.
+func (d *Device) Lost() bool { return d.lost }
+
+// Device returns the stream's device.
+func (st *Stream) Device() *Device { return st.d }
+
+// Completed returns the last sequence number the GPU released to host memory.
+func (st *Stream) Completed() uint64 { return st.d.ctx.rc.Mem.Uint64(st.sem) }
+
+// Submitted returns the last sequence number submitted.
+func (st *Stream) Submitted() uint64 { return st.seq }
+
+// Submit writes cmds and a tracking semaphore release into the pushbuffer,
+// appends a GPFIFO entry and rings the doorbell. It returns the sequence
+// number the GPU releases when the work is done.
+func (st *Stream) Submit(cmds ...gpu.Command) (uint64, error) {
+	c := st.d.ctx
+	if st.d.lost {
+		return 0, ErrDeviceLost
+	}
+	if st.seq-st.Completed() >= uint64(st.entries)-1 {
+		return 0, ErrRingFull
+	}
+	st.seq++
+	b := st.buf[:0]
+	for _, cmd := range cmds {
+		b = gpu.AppendCommand(b, cmd)
+	}
+	flags := gpu.SemHost
+	if c.cfg.Sync == SyncBlocking {
+		flags |= gpu.SemMSI
+	}
+	b = gpu.AppendCommand(b, gpu.Command{Op: gpu.OpSemRelease, Addr: st.sem, Value: st.seq, Flags: flags})
+	st.buf = b
+	if st.pbOff+uint64(len(b)) > c.cfg.PushbufferBytes {
+		st.pbOff = 0
+	}
+	addr := st.pbBase + st.pbOff
+	st.pbOff += uint64(len(b)+63) &^ 63
+	c.rc.Mem.Write(addr, b)
+	var e [gpu.GPEntrySize]byte
+	gpu.AppendGPEntry(e[:0], addr, uint32(len(b)))
+	c.rc.Mem.Write(st.gpBase+uint64(st.put)*gpu.GPEntrySize, e[:])
+	st.put = (st.put + 1) % st.entries
+	if err := c.rc.MMIOWrite32(st.d.bar0+gpu.ChannelReg(st.ch, gpu.ChGPPut), st.put); err != nil {
+		return st.seq, err
+	}
+	return st.seq, nil
+}
+
+// OnDone calls fn once the host has seen the stream reach seq: when a
+// spinning CPU sees the semaphore write, or when the MSI wakes the thread.
+// fn runs in simulator context.
+func (st *Stream) OnDone(seq uint64, fn func()) {
+	c := st.d.ctx
+	var check func()
+	check = func() {
+		if st.Completed() >= seq || st.d.lost {
+			fn()
+			return
+		}
+		if c.cfg.Sync == SyncBlocking {
+			c.msiWait = append(c.msiWait, check)
+			return
+		}
+		c.rc.Watch(st.sem, func() { c.s.After(c.cfg.PollDelay, check) })
+	}
+	check()
+}
+
+// wait blocks the host thread until *done.
+func (c *Context) wait(done *bool) error {
+	if !c.s.RunWhile(func() bool { return !*done }, 0) || !*done {
+		return fmt.Errorf("cuda: simulation stalled waiting for the GPU")
+	}
+	return nil
+}
+
+// CPU lets d of host CPU time pass.
+func (c *Context) CPU(d time.Duration) { c.rc.Advance(d) }
+
+// Now returns the virtual time.
+func (c *Context) Now() time.Duration { return c.s.Now() }
+
+func (c *Context) submit(st *Stream, cpu time.Duration, cmds ...gpu.Command) error {
+	c.CPU(cpu)
+	_, err := st.Submit(cmds...)
+	return err
+}
+
+// Launch launches a kernel that runs for dur.
+func (c *Context) Launch(st *Stream, dur time.Duration) error {
+	return c.submit(st, c.cfg.LaunchCPU, gpu.Command{Op: gpu.OpKernel, Duration: uint64(dur)})
+}
+
+// MemcpyHtoDAsync copies n bytes of pinned host memory at src to VRAM dst.
+func (c *Context) MemcpyHtoDAsync(st *Stream, dst, src, n uint64) error {
+	return c.submit(st, c.cfg.CallCPU, gpu.Command{Op: gpu.OpCopy, Dir: gpu.DirH2D, Src: src, Dst: dst, Len: n})
+}
+
+// MemcpyDtoHAsync copies n bytes of VRAM at src to pinned host memory dst.
+func (c *Context) MemcpyDtoHAsync(st *Stream, dst, src, n uint64) error {
+	return c.submit(st, c.cfg.CallCPU, gpu.Command{Op: gpu.OpCopy, Dir: gpu.DirD2H, Src: src, Dst: dst, Len: n})
+}
+
+// MemcpyHtoD is the synchronous copy: async, then wait for the stream.
+func (c *Context) MemcpyHtoD(st *Stream, dst, src, n uint64) error {
+	if err := c.MemcpyHtoDAsync(st, dst, src, n); err != nil {
+		return err
+	}
+	return c.StreamSynchronize(st)
+}
+
+// MemcpyDtoH is the synchronous copy.
+func (c *Context) MemcpyDtoH(st *Stream, dst, src, n uint64) error {
+	if err := c.MemcpyDtoHAsync(st, dst, src, n); err != nil {
+		return err
+	}
+	return c.StreamSynchronize(st)
+}
+
+// MemsetAsync sets n bytes of VRAM at dst to v.
+func (c *Context) MemsetAsync(st *Stream, dst uint64, v byte, n uint64) error {
+	return c.submit(st, c.cfg.CallCPU, gpu.Command{Op: gpu.OpMemset, Dst: dst, Value: uint64(v), Len: n})
+}
+
+// StreamSynchronize blocks until all work submitted to st is done.
+func (c *Context) StreamSynchronize(st *Stream) error {
+	c.CPU(c.cfg.CallCPU)
+	var done bool
+	st.OnDone(st.seq, func() { done = true })
+	if err := c.wait(&done); err != nil {
+		return err
+	}
+	if st.d.lost {
+		return ErrDeviceLost
+	}
+	return nil
+}
+
+// DeviceSynchronize blocks until every stream of d is done.
+func (c *Context) DeviceSynchronize(d *Device) error {
+	for _, st := range d.streams {
+		if err := c.StreamSynchronize(st); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// NewEvent creates an event on d.
+func (d *Device) NewEvent() *Event {
+	return &Event{host: d.ctx.rc.Alloc(64, 64), vram: d.alloc(64), dev: d}
+}
+
+// EventRecord records ev on st: the GPU releases the event's semaphores,
+// with a timestamp, once earlier work on st is done.
+func (c *Context) EventRecord(ev *Event, st *Stream) error {
+	ev.value++
+	return c.submit(st, c.cfg.CallCPU,
+		gpu.Command{Op: gpu.OpSemRelease, Addr: ev.vram, Value: ev.value},
+		gpu.Command{Op: gpu.OpSemRelease, Addr: ev.host, Value: ev.value, Flags: gpu.SemHost | gpu.SemTime})
+}
+
+// StreamWaitEvent makes later work on st wait for ev's last record (a
+// semaphore acquire executed by st's channel; no host round trip).
+func (c *Context) StreamWaitEvent(st *Stream, ev *Event) error {
+	if ev.dev != st.d {
+		return fmt.Errorf("cuda: cross-device event waits are not emulated")
+	}
+	return c.submit(st, c.cfg.CallCPU, gpu.Command{Op: gpu.OpSemAcquire, Addr: ev.vram, Value: ev.value})
+}
+
+// EventSynchronize blocks until ev's last record is done.
+func (c *Context) EventSynchronize(ev *Event) error {
+	c.CPU(c.cfg.CallCPU)
+	var done bool
+	var check func()
+	check = func() {
+		if c.rc.Mem.Uint64(ev.host) >= ev.value || ev.dev.lost {
+			done = true
+			return
+		}
+		if c.cfg.Sync == SyncBlocking {
+			c.msiWait = append(c.msiWait, check)
+			return
+		}
+		c.rc.Watch(ev.host, func() { c.s.After(c.cfg.PollDelay, check) })
+	}
+	check()
+	if err := c.wait(&done); err != nil {
+		return err
+	}
+	if ev.dev.lost {
+		return ErrDeviceLost
+	}
+	return nil
+}
+
+// EventElapsed returns the GPU time between two completed events.
+func (c *Context) EventElapsed(start, end *Event) (time.Duration, error) {
+	var a, b [8]byte
+	c.rc.Mem.Read(start.host+8, a[:])
+	c.rc.Mem.Read(end.host+8, b[:])
+	if c.rc.Mem.Uint64(start.host) < start.value || c.rc.Mem.Uint64(end.host) < end.value {
+		return 0, fmt.Errorf("cuda: event not yet completed")
+	}
+	return time.Duration(binary.LittleEndian.Uint64(b[:]) - binary.LittleEndian.Uint64(a[:])), nil
+}
+
+// MallocHost reserves n bytes of pinned host memory.
+func (c *Context) MallocHost(n uint64) uint64 { return c.rc.Alloc(n, 4096) }
+
+// ReadRegister performs an MMIO read of a BAR0 register of d (a full round
+// trip: reads are non-posted).
+func (c *Context) ReadRegister(d *Device, off uint64) (uint32, error) {
+	return c.rc.MMIORead32(d.bar0 + off)
+}

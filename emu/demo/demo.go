@@ -1,0 +1,498 @@
+// Package demo is `dxpu demo`: in one process and without root it builds a
+// small datacenter (4 hosts, 2 GPU boxes of 8 GPUs), registers it with the
+// control plane (fabric/manager, in memory, through its HTTP API), lets the
+// hosts ask for different numbers of GPUs, hot-adds the GPUs each host got
+// behind the virtual switch of its host-side bridge and enumerates them
+// through the fabric, then runs bundled workloads and the shared profiler
+// traces natively and over the fabric in virtual time, with the
+// performance model's prediction beside each trace.
+package demo
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/dxpu/dxpu/emu/cuda"
+	"github.com/dxpu/dxpu/emu/gpu"
+	"github.com/dxpu/dxpu/emu/host"
+	"github.com/dxpu/dxpu/emu/replay"
+	"github.com/dxpu/dxpu/emu/topo"
+	"github.com/dxpu/dxpu/fabric/manager"
+	"github.com/dxpu/dxpu/fabric/pool"
+	"github.com/dxpu/dxpu/model"
+	"github.com/dxpu/dxpu/model/trace"
+)
+
+// Config of a demo run.
+type Config struct {
+	// RTT overrides the network round trip between bridges (0: the RTTs
+	// registered with the control plane: 3us in the same rack, 6us across).
+	RTT time.Duration
+	// BytesPerSec is the fabric rate of one pair (default 100 Gbit/s).
+	BytesPerSec float64
+	// TracesDir holds the shared profiler traces ("" : none).
+	TracesDir string
+	// Log receives progress lines (nil: discarded).
+	Log io.Writer
+	// Progress, when set, is told how many runs finished of how many.
+	Progress func(done, total int, what string)
+	// Workers bounds parallel runs (default: number of CPUs).
+	Workers int
+	// Bridge runs the workloads' fabric side through real bridge pairs too
+	// (slower); by default they use the latency and bandwidth pipe, while
+	// enumeration always goes through real bridge pairs.
+	Bridge bool
+}
+
+// Row is one workload's result.
+type Row struct {
+	Workload    string   `json:"workload"`
+	Host        string   `json:"host"`
+	GPUs        int      `json:"gpus"`
+	RTTus       float64  `json:"rtt_us"`
+	NativeS     float64  `json:"native_s"`
+	FabricS     float64  `json:"fabric_s"`
+	OverheadPct float64  `json:"overhead_pct"`
+	ModelPct    *float64 `json:"model_overhead_pct,omitempty"`
+	Note        string   `json:"note,omitempty"`
+}
+
+// HostSummary says what one host got and found.
+type HostSummary struct {
+	Host       string   `json:"host"`
+	Asked      int      `json:"asked"`
+	Allocation string   `json:"allocation"`
+	GPUs       []string `json:"gpus"`
+	Enumerated int      `json:"enumerated"`
+	ConfigSame bool     `json:"config_identical"`
+	RTTus      float64  `json:"rtt_us"`
+}
+
+// Report is a demo's outcome.
+type Report struct {
+	Hosts []HostSummary `json:"hosts"`
+	Rows  []Row         `json:"workloads"`
+	Notes []string      `json:"notes,omitempty"`
+}
+
+type hostPlan struct {
+	id    string
+	rack  string
+	asks  int
+	alloc pool.Allocation
+	world *topo.World
+	rtt   time.Duration
+	model gpu.Model
+}
+
+// recorder is the host-bridge agent: it remembers which pairs the control
+// plane hot-added, and the demo plugs those GPUs into the emulated host.
+type recorder struct {
+	manager.Noop
+	mu    sync.Mutex
+	added []manager.Pair
+}
+
+func (r *recorder) HotAdd(_ context.Context, p manager.Pair) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.added = append(r.added, p)
+	return nil
+}
+
+func (c *Config) logf(format string, args ...any) {
+	if c.Log != nil {
+		fmt.Fprintf(c.Log, format+"\n", args...)
+	}
+}
+
+// api calls the manager's HTTP handler in process.
+func api(h http.Handler, method, path string, body, out any) error {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req := httptest.NewRequest(method, path, rd)
+	req.Header.Set("Authorization", "Bearer demo-token")
+	req.Header.Set("Content-Type", "application/json")
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	if rec.Code >= 300 {
+		return fmt.Errorf("demo: %s %s: %d %s", method, path, rec.Code, bytes.TrimSpace(rec.Body.Bytes()))
+	}
+	if out != nil {
+		return json.Unmarshal(rec.Body.Bytes(), out)
+	}
+	return nil
+}
+
+// Run runs the demo.
+func Run(ctx context.Context, cfg Config) (*Report, error) {
+	if cfg.BytesPerSec == 0 {
+		cfg.BytesPerSec = 100e9 / 8
+	}
+	if cfg.Workers <= 0 {
+		cfg.Workers = runtime.NumCPU()
+	}
+	rep := &Report{}
+	plans, err := datacenter(ctx, &cfg, rep)
+	if err != nil {
+		return nil, err
+	}
+	if err := runWorkloads(ctx, &cfg, plans, rep); err != nil {
+		return nil, err
+	}
+	return rep, nil
+}
+
+func datacenter(ctx context.Context, cfg *Config, rep *Report) ([]*hostPlan, error) {
+	agent := &recorder{}
+	m, err := manager.New(manager.Config{HostBridge: agent, Token: "demo-token", ReconcileInterval: -1,
+		Logger: discardLogger()})
+	if err != nil {
+		return nil, fmt.Errorf("demo: control plane: %w", err)
+	}
+	defer m.Close()
+	h := m.Handler()
+	models := []gpu.Model{gpu.H100SXM, gpu.A100SXM}
+	for b := 0; b < 2; b++ {
+		box := pool.Box{ID: fmt.Sprintf("box-%d", b+1), Location: pool.Location{Pod: "pod-1", Rack: fmt.Sprintf("rack-%d", b+1)},
+			Bridge: pool.Endpoint{SwitchPort: fmt.Sprintf("sw0/%d", 40+b), MAC: fmt.Sprintf("02:dd:00:00:01:%02x", b+1)}}
+		for i := 0; i < 8; i++ {
+			box.GPUs = append(box.GPUs, pool.GPU{ID: fmt.Sprintf("box-%d-gpu%d", b+1, i), Model: models[b].Name,
+				MemoryMiB: models[b].MemBytes >> 20, BDF: fmt.Sprintf("0000:%02x:00.0", 0x18+i), Switch: i / 4, Port: i % 4})
+		}
+		if err := api(h, "POST", "/v1/boxes", box, nil); err != nil {
+			return nil, err
+		}
+	}
+	plans := []*hostPlan{{id: "host-a", rack: "rack-1", asks: 1}, {id: "host-b", rack: "rack-2", asks: 2},
+		{id: "host-c", rack: "rack-1", asks: 4}, {id: "host-d", rack: "rack-2", asks: 8}}
+	for i, p := range plans {
+		hst := pool.Host{ID: p.id, Ports: 32, Location: pool.Location{Pod: "pod-1", Rack: p.rack},
+			Bridge: pool.Endpoint{SwitchPort: fmt.Sprintf("sw0/%d", i), MAC: fmt.Sprintf("02:dd:00:00:00:%02x", i+1)}}
+		if err := api(h, "POST", "/v1/hosts", hst, nil); err != nil {
+			return nil, err
+		}
+		for b := 1; b <= 2; b++ {
+			rtt := 6 * time.Microsecond
+			if p.rack == fmt.Sprintf("rack-%d", b) {
+				rtt = 3 * time.Microsecond
+			}
+			if err := api(h, "PUT", "/v1/rtt", pool.RTT{Host: p.id, Box: fmt.Sprintf("box-%d", b), RTT: pool.Duration(rtt)}, nil); err != nil {
+				return nil, err
+			}
+		}
+	}
+	rtts := map[string]time.Duration{}
+	for _, r := range m.Pool().RTTs() {
+		rtts[r.Host+"/"+r.Box] = time.Duration(r.RTT)
+	}
+	for _, p := range plans {
+		if err := api(h, "POST", "/v1/allocations", pool.Request{Host: p.id, Count: p.asks}, &p.alloc); err != nil {
+			return nil, err
+		}
+		cfg.logf("control plane: %s asked for %d GPUs, got allocation %s: %s", p.id, p.asks, p.alloc.ID, gpuList(p.alloc))
+	}
+	// A fifth request larger than what is left is refused and changes nothing.
+	if err := api(h, "POST", "/v1/allocations", pool.Request{Host: "host-a", Count: 8}, nil); err != nil {
+		cfg.logf("control plane: host-a asking for 8 more: refused (%v)", shortErr(err))
+		rep.Notes = append(rep.Notes, "an over-large request was refused by the control plane and changed nothing")
+	}
+	byPort := map[string]map[int]manager.Pair{}
+	for _, pr := range agent.added {
+		if byPort[pr.Host] == nil {
+			byPort[pr.Host] = map[int]manager.Pair{}
+		}
+		byPort[pr.Host][pr.HostPort] = pr
+	}
+	for _, p := range plans {
+		// The host's RTT is the worst of its boxes' (what its slowest GPU sees).
+		for _, a := range p.alloc.GPUs {
+			p.rtt = max(p.rtt, rtts[p.id+"/"+a.Box])
+		}
+		if cfg.RTT > 0 {
+			p.rtt = cfg.RTT
+		}
+		f := &topo.Fabric{RTT: p.rtt, BytesPerSec: cfg.BytesPerSec}
+		w, err := topo.Build(topo.Options{Fabric: f, Ports: 32, Path: topo.BridgePaths(*f), Enum: host.EnumConfig{TenBitTags: true}})
+		if err != nil {
+			return nil, err
+		}
+		p.world = w
+		if _, err := w.Host.Enumerate(host.EnumConfig{TenBitTags: true}); err != nil {
+			return nil, fmt.Errorf("demo: %s: enumeration: %w", p.id, err)
+		}
+		sum := HostSummary{Host: p.id, Asked: p.asks, Allocation: p.alloc.ID, RTTus: float64(p.rtt) / 1e3, ConfigSame: true}
+		ports := make([]int, 0, len(byPort[p.id]))
+		for port := range byPort[p.id] {
+			ports = append(ports, port)
+		}
+		sort.Ints(ports)
+		for _, port := range ports {
+			pr := byPort[p.id][port]
+			mdl, ok := gpu.ModelByName(pr.Model)
+			if !ok {
+				mdl = gpu.H100SXM
+			}
+			if p.model.DeviceID == 0 {
+				p.model = mdl
+			}
+			g, dev, err := w.HotAddModel(port, mdl)
+			if err != nil {
+				return nil, fmt.Errorf("demo: %s: hot-add of %s on port %d: %w", p.id, pr.GPU, port, err)
+			}
+			sum.GPUs = append(sum.GPUs, pr.GPU)
+			same, err := configIdentical(w.Host, dev, g)
+			if err != nil {
+				return nil, err
+			}
+			sum.ConfigSame = sum.ConfigSame && same
+		}
+		sum.Enumerated = len(w.Devices)
+		cfg.logf("%s: %d GPUs hot-added behind its bridge and enumerated through dxpu bridge pairs (network RTT %v), config space identical: %v",
+			p.id, sum.Enumerated, p.rtt, sum.ConfigSame)
+		rep.Hosts = append(rep.Hosts, sum)
+	}
+	return plans, ctx.Err()
+}
+
+func gpuList(a pool.Allocation) string {
+	var b bytes.Buffer
+	for i, g := range a.GPUs {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%s@port%d", g.GPU, g.HostPort)
+	}
+	return b.String()
+}
+
+func shortErr(err error) string {
+	s := err.Error()
+	if len(s) > 120 {
+		s = s[:120] + "..."
+	}
+	return s
+}
+
+// configIdentical reads the GPU's whole config space through the fabric
+// and compares it with the model's own bytes.
+func configIdentical(rc *host.RootComplex, d *host.Device, g *gpu.GPU) (bool, error) {
+	want := g.ConfigBytes()
+	for off := 0; off < 4096; off += 4 {
+		v, err := rc.CfgRead32(d.ID, uint16(off))
+		if err != nil {
+			return false, fmt.Errorf("demo: config read %v+%#x: %w", d.ID, off, err)
+		}
+		if v != binary.LittleEndian.Uint32(want[off:]) {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// job is one workload run natively and over the fabric.
+type job struct {
+	name   string
+	plan   *hostPlan
+	gpus   int
+	bundle *Bundled
+	graph  *model.Graph
+	row    Row
+	err    error
+}
+
+func runWorkloads(ctx context.Context, cfg *Config, plans []*hostPlan, rep *Report) error {
+	var jobs []*job
+	pick := func(n int) *hostPlan {
+		for _, p := range plans {
+			if len(p.world.Devices) >= n {
+				return p
+			}
+		}
+		return nil
+	}
+	bundled := BundledWorkloads()
+	for i := range bundled {
+		b := &bundled[i]
+		p := pick(b.GPUs)
+		if b.GPUs == 1 {
+			p = plans[i%2] // spread the single-GPU ones over host-a and host-b
+		}
+		if p == nil {
+			rep.Notes = append(rep.Notes, fmt.Sprintf("%s skipped: no host got %d GPUs", b.Name, b.GPUs))
+			continue
+		}
+		jobs = append(jobs, &job{name: b.Name, plan: p, gpus: b.GPUs, bundle: b})
+	}
+	traces, err := filepath.Glob(filepath.Join(cfg.TracesDir, "*.json.gz"))
+	if cfg.TracesDir == "" || err != nil || len(traces) == 0 {
+		rep.Notes = append(rep.Notes, fmt.Sprintf("shared traces skipped: none found in %q", cfg.TracesDir))
+	}
+	sort.Strings(traces)
+	for i, path := range traces {
+		w, err := trace.DecodeFile(path)
+		if err != nil {
+			rep.Notes = append(rep.Notes, fmt.Sprintf("%s skipped: %v", filepath.Base(path), err))
+			continue
+		}
+		g, err := model.Build(w)
+		if err != nil {
+			rep.Notes = append(rep.Notes, fmt.Sprintf("%s skipped: %v", filepath.Base(path), err))
+			continue
+		}
+		p := plans[len(plans)-1-i%2] // host-d and host-c
+		devs := map[int64]bool{}
+		for _, s := range g.Streams {
+			devs[s.Device] = true
+		}
+		jobs = append(jobs, &job{name: trace.TraceName(path) + " (trace)", plan: p, gpus: max(1, len(devs)), graph: g})
+	}
+	total := 2 * len(jobs)
+	var mu sync.Mutex
+	finished := 0
+	progress := func(what string) {
+		mu.Lock()
+		finished++
+		n := finished
+		mu.Unlock()
+		if cfg.Progress != nil {
+			cfg.Progress(n, total, what)
+		}
+	}
+	type task struct {
+		j      *job
+		fabric bool
+	}
+	tasks := make(chan task)
+	results := make(map[*job][2]time.Duration)
+	var wg sync.WaitGroup
+	for k := 0; k < cfg.Workers; k++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for t := range tasks {
+				d, err := runOne(ctx, cfg, t.j, t.fabric)
+				mu.Lock()
+				r := results[t.j]
+				if t.fabric {
+					r[1] = d
+				} else {
+					r[0] = d
+				}
+				results[t.j] = r
+				if err != nil && t.j.err == nil {
+					t.j.err = err
+				}
+				mu.Unlock()
+				progress(t.j.name)
+			}
+		}()
+	}
+	for _, j := range jobs {
+		tasks <- task{j, false}
+		tasks <- task{j, true}
+	}
+	close(tasks)
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	for _, j := range jobs {
+		if j.err != nil {
+			return fmt.Errorf("demo: %s: %w", j.name, j.err)
+		}
+		r := results[j]
+		fab := fabricOf(cfg, j.plan)
+		row := Row{Workload: j.name, Host: j.plan.id, GPUs: j.gpus, RTTus: float64(fab.AddedRoundTrip()) / 1e3,
+			NativeS: r[0].Seconds(), FabricS: r[1].Seconds(), OverheadPct: 100 * (r[1].Seconds()/r[0].Seconds() - 1)}
+		if j.graph != nil {
+			mf := model.Fabric{RTT: fab.AddedRoundTrip(), Bandwidth: fab.BytesPerSec, Tags: 768, MRRS: 512}
+			pct := j.graph.Predict(mf).OverheadPct
+			row.ModelPct = &pct
+		}
+		rep.Rows = append(rep.Rows, row)
+	}
+	return nil
+}
+
+func fabricOf(cfg *Config, p *hostPlan) topo.Fabric {
+	return topo.Fabric{RTT: p.rtt, BytesPerSec: cfg.BytesPerSec}
+}
+
+func runOne(ctx context.Context, cfg *Config, j *job, fabric bool) (time.Duration, error) {
+	var f *topo.Fabric
+	if fabric {
+		ff := fabricOf(cfg, j.plan)
+		f = &ff
+	}
+	mdl := j.plan.model
+	if mdl.DeviceID == 0 {
+		mdl = gpu.H100SXM
+	}
+	if j.graph != nil {
+		res, err := replay.Run(ctx, j.graph, replay.Options{Fabric: f, TenBitTags: true, Bridge: cfg.Bridge})
+		if err != nil {
+			return 0, err
+		}
+		return res.Span, nil
+	}
+	var path topo.PathFactory
+	if cfg.Bridge && f != nil {
+		path = topo.BridgePaths(*f)
+	}
+	w, err := topo.Build(topo.Options{GPUs: j.gpus, Model: mdl, Fabric: f, Path: path, Enum: host.EnumConfig{TenBitTags: true},
+		GPU: gpu.Config{MaxSimBytes: 1 << 20}})
+	if err != nil {
+		return 0, err
+	}
+	c, err := cuda.New(w.Host, w.Devices, cuda.Config{})
+	if err != nil {
+		return 0, err
+	}
+	t0 := c.Now()
+	if err := j.bundle.Run(c); err != nil {
+		return 0, err
+	}
+	return c.Now() - t0, nil
+}
+
+// DefaultTracesDir returns ../shared/traces relative to the module root
+// found from the working directory, or "" when it is absent.
+func DefaultTracesDir() string {
+	dir, err := os.Getwd()
+	if err != nil {
+		return ""
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			p := filepath.Join(dir, "..", "shared", "traces")
+			if _, err := os.Stat(p); err == nil {
+				return p
+			}
+			return ""
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return ""
+		}
+		dir = parent
+	}
+}

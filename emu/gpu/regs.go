@@ -1,0 +1,25 @@
+package gpu
+
+// BAR0 register map. Offsets are bytes from the start of BAR0; every
+// register is 32 bits, little-endian.
+const (
+	RegBoot0   = 0x000000 // PMC_BOOT_0, read-only: architecture/implementation
+	RegScratch = 0x000400 // read/write scratch register (MMIO latency probes)
+
+	// Channel (stream) registers: ChannelBase + ch*ChannelStride + reg.
+	ChannelBase   = 0x800000
+	ChannelStride = 0x40
+	MaxChannels   = 512
+
+	ChGPBaseLo  = 0x00 // GPFIFO ring address in host memory, low 32 bits
+	ChGPBaseHi  = 0x04 // high 32 bits
+	ChGPEntries = 0x08 // ring size in entries
+	ChGPGet     = 0x0c // read-only: entries fetched
+	ChGPPut     = 0x10 // doorbell: the host writes its put index here
+	ChErrors    = 0x14 // read-only: pushbuffer decode errors on this channel
+)
+
+// ChannelReg returns the BAR0 offset of register reg of channel ch.
+func ChannelReg(ch int, reg uint64) uint64 {
+	return ChannelBase + uint64(ch)*ChannelStride + reg
+}

@@ -1,0 +1,461 @@
+package host
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/dxpu/dxpu/bridge/sim"
+	"github.com/dxpu/dxpu/emu/pcie"
+	"github.com/dxpu/dxpu/tlp"
+)
+
+// Errors the host returns to callers.
+var (
+	ErrUR      = errors.New("host: unsupported request (no device answered)")
+	ErrCA      = errors.New("host: completer abort")
+	ErrNoRoute = errors.New("host: no root port routes this request")
+	ErrTimeout = errors.New("host: completion timeout")
+	ErrNoTags  = errors.New("host: all request tags in use")
+)
+
+// MSI address range on x86: writes there are interrupts, not memory.
+const (
+	MSIBase  = 0xfee00000
+	MSILimit = 0xfeefffff
+)
+
+// Config tunes the root complex.
+type Config struct {
+	// MemLatency is how long a DMA read waits for host DRAM before its
+	// completions leave the root complex.
+	MemLatency time.Duration
+	// RCB is the root complex's read completion boundary (64 or 128).
+	RCB int
+	// CompletionTimeout bounds how long a CPU request waits.
+	CompletionTimeout time.Duration
+}
+
+// Stats counts the root complex's traffic.
+type Stats struct {
+	DMAReads, DMAReadBytes   uint64
+	DMAWrites, DMAWriteBytes uint64
+	MSIs                     uint64
+	CfgRequests              uint64
+	MMIOReads, MMIOWrites    uint64
+	URs                      uint64
+}
+
+// RootComplex is an emulated host: DRAM, root ports, and the CPU's view of
+// PCIe (config and MMIO accesses, interrupts).
+type RootComplex struct {
+	s     *sim.Sim
+	cfg   Config
+	Mem   *pcie.Memory
+	Ports []*RootPortFn
+	tags  [256]*request
+	next  uint8
+	watch map[uint64][]func()
+	// OnMSI is called for every MSI write with its data.
+	OnMSI func(data uint32)
+	// OnRemove is called when a device disappears (surprise removal).
+	OnRemove func(d *Device)
+	// Devices are the endpoints found by the last enumeration, plus
+	// hot-added ones.
+	Devices []*Device
+	enum    *enumState
+	Stats   Stats
+	buf     []byte
+	brk     uint64
+}
+
+type request struct {
+	cb    func(v tlp.View)
+	timer sim.Timer
+}
+
+// RootPortFn is a root port of the root complex (bus 0) and the link below it.
+type RootPortFn struct {
+	*Port
+	rc   *RootComplex
+	down pcie.Sender
+	dev  uint8
+}
+
+// New returns a root complex with no root ports.
+func New(s *sim.Sim, cfg Config) *RootComplex {
+	if cfg.MemLatency == 0 {
+		cfg.MemLatency = 250 * time.Nanosecond
+	}
+	if cfg.RCB == 0 {
+		cfg.RCB = 64
+	}
+	if cfg.CompletionTimeout == 0 {
+		cfg.CompletionTimeout = 50 * time.Millisecond
+	}
+	return &RootComplex{s: s, cfg: cfg, Mem: pcie.NewMemory(), watch: map[uint64][]func(){}}
+}
+
+// Sim returns the simulator the host runs on.
+func (rc *RootComplex) Sim() *sim.Sim { return rc.s }
+
+// AddRootPort adds a root port (00:NN.0) connected through path to dev, and
+// returns the sender dev uses towards the host.
+func (rc *RootComplex) AddRootPort(path pcie.Path, dev pcie.Receiver) (pcie.Sender, error) {
+	if len(rc.Ports) >= 31 {
+		return nil, fmt.Errorf("host: at most 31 root ports")
+	}
+	n := len(rc.Ports) + 1
+	rp := &RootPortFn{Port: NewPort(RootPort, RootPortVendor, RootPortDevice, n, true), rc: rc, dev: uint8(n)}
+	down, up := path.Connect(rp, dev)
+	rp.down = down
+	rp.SetLinkUp(true)
+	rc.Ports = append(rc.Ports, rp)
+	return up, nil
+}
+
+// ReceiveTLP handles a TLP arriving at the root port from below.
+func (rp *RootPortFn) ReceiveTLP(v tlp.View) {
+	rc := rp.rc
+	if len(v) < tlp.Header3DW {
+		return
+	}
+	switch k := v.Kind(); {
+	case k == tlp.MRd:
+		rc.dmaRead(rp, v)
+	case k == tlp.MWr:
+		rc.dmaWrite(v)
+	case k.IsCompletion():
+		rc.completion(v)
+	case k.IsNonPosted():
+		rc.Stats.URs++
+		out := pcie.AppendCpl(nil, 0, v.RequesterID(), v.Tag(), tlp.StatusUR, 4)
+		rp.down.SendTLP(out)
+	}
+}
+
+func (rc *RootComplex) dmaRead(rp *RootPortFn, v tlp.View) {
+	addr, n := pcie.RequestBytes(v)
+	req, tag := v.RequesterID(), v.Tag()
+	rc.Stats.DMAReads++
+	rc.Stats.DMAReadBytes += uint64(n)
+	mps := 128 << (rp.Cfg.Get16(PortCapPCIe+8) >> 5 & 7)
+	rc.s.After(rc.cfg.MemLatency, func() {
+		var data [4096]byte
+		rc.Mem.Read(addr, data[:n])
+		pcie.SplitCompletion(addr, n, mps, rc.cfg.RCB, func(a uint64, k int) {
+			rest := int(addr + uint64(n) - a)
+			rc.buf = pcie.AppendCplD(rc.buf[:0], 0, req, tag, rest, a, data[a-addr:a-addr+uint64(k)])
+			rp.down.SendTLP(rc.buf)
+		})
+	})
+}
+
+func (rc *RootComplex) dmaWrite(v tlp.View) {
+	addr, n := pcie.RequestBytes(v)
+	p := v.Payload()
+	lead := int(addr & 3)
+	if lead+n > len(p) {
+		return
+	}
+	if addr >= MSIBase && addr <= MSILimit {
+		rc.Stats.MSIs++
+		if rc.OnMSI != nil && n >= 2 {
+			var d [4]byte
+			copy(d[:], p[lead:lead+n])
+			rc.OnMSI(binary.LittleEndian.Uint32(d[:]))
+		}
+		return
+	}
+	rc.Stats.DMAWrites++
+	rc.Stats.DMAWriteBytes += uint64(n)
+	rc.Mem.Write(addr, p[lead:lead+n])
+	if len(rc.watch) > 0 {
+		for a := addr &^ 7; a < addr+uint64(n); a += 8 {
+			if fns, ok := rc.watch[a]; ok {
+				delete(rc.watch, a)
+				for _, fn := range fns {
+					fn()
+				}
+			}
+		}
+	}
+}
+
+// Watch calls fn once, at the next DMA write that touches the 8-byte word
+// at addr: it stands for a CPU spinning on that word, without simulating
+// every poll.
+func (rc *RootComplex) Watch(addr uint64, fn func()) {
+	a := addr &^ 7
+	rc.watch[a] = append(rc.watch[a], fn)
+}
+
+func (rc *RootComplex) completion(v tlp.View) {
+	tag := v.Tag()
+	if tag > 255 || rc.tags[tag] == nil || v.RequesterID() != 0 {
+		return
+	}
+	r := rc.tags[tag]
+	last := !v.HasData() || v.ByteCount() <= len(v.Payload())-int(v.LowerAddress()&3)
+	if last {
+		rc.tags[tag] = nil
+		r.timer.Stop()
+	}
+	r.cb(v)
+}
+
+// issue sends a non-posted request built by build (given the tag) through
+// the root port that routes it; cb gets each completion, or nil on timeout.
+func (rc *RootComplex) issue(rp *RootPortFn, build func(tag uint16) []byte, cb func(v tlp.View)) error {
+	for i := 0; i < 256; i++ {
+		tag := uint16(rc.next)
+		rc.next++
+		if rc.tags[tag] != nil {
+			continue
+		}
+		r := &request{cb: cb}
+		rc.tags[tag] = r
+		r.timer = rc.s.After(rc.cfg.CompletionTimeout, func() {
+			if rc.tags[tag] == r {
+				rc.tags[tag] = nil
+				cb(nil)
+			}
+		})
+		rp.down.SendTLP(build(tag))
+		return nil
+	}
+	return ErrNoTags
+}
+
+func (rc *RootComplex) portForBus(bus uint8) *RootPortFn {
+	for _, rp := range rc.Ports {
+		if rp.BusBehind(bus) {
+			return rp
+		}
+	}
+	return nil
+}
+
+func (rc *RootComplex) portForAddr(addr uint64) *RootPortFn {
+	for _, rp := range rc.Ports {
+		if rp.ClaimsAddress(addr) {
+			return rp
+		}
+	}
+	return nil
+}
+
+func statusErr(v tlp.View) error {
+	if v == nil {
+		return ErrTimeout
+	}
+	switch v.Status() {
+	case tlp.StatusSC:
+		return nil
+	case tlp.StatusCA:
+		return ErrCA
+	}
+	return ErrUR
+}
+
+// CfgReadAsync reads the config DW at off of function id; cb gets the
+// value or an error.
+func (rc *RootComplex) CfgReadAsync(id tlp.ID, off uint16, cb func(uint32, error)) {
+	rc.Stats.CfgRequests++
+	if id.Bus() == 0 {
+		d := int(id.Device())
+		if id.Function() != 0 || d < 1 || d > len(rc.Ports) {
+			rc.s.After(100*time.Nanosecond, func() { cb(0xffffffff, ErrUR) })
+			return
+		}
+		v := rc.Ports[d-1].Cfg.Read32(off)
+		rc.s.After(100*time.Nanosecond, func() { cb(v, nil) })
+		return
+	}
+	rp := rc.portForBus(id.Bus())
+	if rp == nil {
+		rc.s.After(100*time.Nanosecond, func() { cb(0xffffffff, ErrNoRoute) })
+		return
+	}
+	type1 := id.Bus() != rp.Secondary()
+	err := rc.issue(rp, func(tag uint16) []byte {
+		return pcie.AppendCfg(nil, type1, 0, tag, id, off, 0xf, nil)
+	}, func(v tlp.View) {
+		if err := statusErr(v); err != nil {
+			cb(0xffffffff, err)
+			return
+		}
+		p := v.Payload()
+		if len(p) < 4 {
+			cb(0xffffffff, fmt.Errorf("host: config read completion without data"))
+			return
+		}
+		cb(binary.LittleEndian.Uint32(p), nil)
+	})
+	if err != nil {
+		cb(0xffffffff, err)
+	}
+}
+
+// CfgWriteAsync writes a config DW (byte enables be) and calls cb when the
+// write has completed.
+func (rc *RootComplex) CfgWriteAsync(id tlp.ID, off uint16, be uint8, val uint32, cb func(error)) {
+	rc.Stats.CfgRequests++
+	var d [4]byte
+	binary.LittleEndian.PutUint32(d[:], val)
+	if id.Bus() == 0 {
+		dev := int(id.Device())
+		if id.Function() != 0 || dev < 1 || dev > len(rc.Ports) {
+			rc.s.After(100*time.Nanosecond, func() { cb(ErrUR) })
+			return
+		}
+		rc.Ports[dev-1].Cfg.Write(off, be, d)
+		rc.s.After(100*time.Nanosecond, func() { cb(nil) })
+		return
+	}
+	rp := rc.portForBus(id.Bus())
+	if rp == nil {
+		rc.s.After(100*time.Nanosecond, func() { cb(ErrNoRoute) })
+		return
+	}
+	type1 := id.Bus() != rp.Secondary()
+	err := rc.issue(rp, func(tag uint16) []byte {
+		return pcie.AppendCfg(nil, type1, 0, tag, id, off, be, d[:])
+	}, func(v tlp.View) { cb(statusErr(v)) })
+	if err != nil {
+		cb(err)
+	}
+}
+
+// MMIOReadAsync reads n (<= 64) bytes at a device address.
+func (rc *RootComplex) MMIOReadAsync(addr uint64, n int, cb func([]byte, error)) {
+	rc.Stats.MMIOReads++
+	rp := rc.portForAddr(addr)
+	if rp == nil {
+		rc.s.After(100*time.Nanosecond, func() { cb(nil, ErrNoRoute) })
+		return
+	}
+	data := make([]byte, 0, n)
+	err := rc.issue(rp, func(tag uint16) []byte {
+		return pcie.AppendMRd(nil, 0, tag, addr, n)
+	}, func(v tlp.View) {
+		if err := statusErr(v); err != nil {
+			cb(nil, err)
+			return
+		}
+		p := v.Payload()
+		lead := int(v.LowerAddress() & 3)
+		k := min(v.ByteCount(), len(p)-lead)
+		data = append(data, p[lead:lead+k]...)
+		if len(data) >= n {
+			cb(data, nil)
+		}
+	})
+	if err != nil {
+		cb(nil, err)
+	}
+}
+
+// MMIOWrite posts a write to a device address (split at 4 KiB, at most
+// 256 bytes per TLP, as CPU write-combining does).
+func (rc *RootComplex) MMIOWrite(addr uint64, data []byte) error {
+	rp := rc.portForAddr(addr)
+	if rp == nil {
+		return ErrNoRoute
+	}
+	for len(data) > 0 {
+		k := min(len(data), 256, int(4096-addr%4096))
+		rc.Stats.MMIOWrites++
+		rc.buf = pcie.AppendMWr(rc.buf[:0], 0, addr, data[:k])
+		rp.down.SendTLP(rc.buf)
+		addr += uint64(k)
+		data = data[k:]
+	}
+	return nil
+}
+
+// MMIOWrite32 posts a 32-bit register write.
+func (rc *RootComplex) MMIOWrite32(addr uint64, v uint32) error {
+	var d [4]byte
+	binary.LittleEndian.PutUint32(d[:], v)
+	return rc.MMIOWrite(addr, d[:])
+}
+
+// wait runs the simulation until *done; the host CPU is blocked meanwhile.
+func (rc *RootComplex) wait(done *bool) error {
+	if !rc.s.RunWhile(func() bool { return !*done }, 0) {
+		return fmt.Errorf("host: simulation stalled")
+	}
+	if !*done {
+		return fmt.Errorf("host: simulation ran out of events before the request completed")
+	}
+	return nil
+}
+
+// CfgRead32 is the blocking form of CfgReadAsync, for CPU-side code that
+// drives the simulation (enumeration, drivers, workloads).
+func (rc *RootComplex) CfgRead32(id tlp.ID, off uint16) (uint32, error) {
+	var done bool
+	var val uint32
+	var err error
+	rc.CfgReadAsync(id, off, func(v uint32, e error) { val, err, done = v, e, true })
+	if werr := rc.wait(&done); werr != nil {
+		return 0xffffffff, werr
+	}
+	return val, err
+}
+
+// CfgWrite32 is the blocking form of CfgWriteAsync.
+func (rc *RootComplex) CfgWrite32(id tlp.ID, off uint16, val uint32) error {
+	return rc.CfgWrite(id, off, 0xf, val)
+}
+
+// CfgWrite writes with byte enables and waits for the completion.
+func (rc *RootComplex) CfgWrite(id tlp.ID, off uint16, be uint8, val uint32) error {
+	var done bool
+	var err error
+	rc.CfgWriteAsync(id, off, be, val, func(e error) { err, done = e, true })
+	if werr := rc.wait(&done); werr != nil {
+		return werr
+	}
+	return err
+}
+
+// MMIORead32 reads a 32-bit register and waits for it.
+func (rc *RootComplex) MMIORead32(addr uint64) (uint32, error) {
+	var done bool
+	var val []byte
+	var err error
+	rc.MMIOReadAsync(addr, 4, func(b []byte, e error) { val, err, done = b, e, true })
+	if werr := rc.wait(&done); werr != nil {
+		return 0xffffffff, werr
+	}
+	if err != nil {
+		return 0xffffffff, err
+	}
+	return binary.LittleEndian.Uint32(val), nil
+}
+
+// Advance lets d of virtual time pass on the host CPU (events run meanwhile).
+func (rc *RootComplex) Advance(d time.Duration) {
+	rc.s.Run(rc.s.Now() + d)
+}
+
+// DRAMBase is where host allocations start (above 4 GiB, so DMA to them
+// uses 64-bit addresses as on real servers).
+const DRAMBase = 0x100000000
+
+// Alloc reserves n bytes of host DRAM aligned to align (a power of two) and
+// returns its address. Memory is never freed: emulated runs are short.
+func (rc *RootComplex) Alloc(n, align uint64) uint64 {
+	if rc.brk == 0 {
+		rc.brk = DRAMBase
+	}
+	if align == 0 {
+		align = 64
+	}
+	a := alignUp(rc.brk, align)
+	rc.brk = a + n
+	return a
+}

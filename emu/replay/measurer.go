@@ -1,0 +1,42 @@
+package replay
+
+import (
+	"context"
+	"time"
+
+	"github.com/dxpu/dxpu/emu/topo"
+	"github.com/dxpu/dxpu/model"
+)
+
+// Measurer implements model.Measurer: it replays the graph on the emulator
+// in virtual time, natively when the fabric adds nothing, otherwise over a
+// fabric whose added round trip, bandwidth, tag limit and MRRS are the
+// model's.
+type Measurer struct {
+	// Base holds the options every measurement starts from.
+	Base Options
+}
+
+func init() {
+	model.RegisterMeasurer("dxpu emulator (virtual time)", Measurer{})
+}
+
+// Measure implements model.Measurer.
+func (m Measurer) Measure(ctx context.Context, g *model.Graph, f model.Fabric) (time.Duration, error) {
+	if err := f.Validate(); err != nil {
+		return 0, err
+	}
+	o := m.Base
+	if f.RTT > 0 || f.Bandwidth > 0 {
+		fab := topo.AddedRTT(f.RTT, f.Bandwidth)
+		o.Fabric = &fab
+	}
+	o.TenBitTags = f.Tags > 256
+	o.MaxOutstanding = f.Tags
+	o.MRRS = f.MRRS
+	res, err := Run(ctx, g, o)
+	if err != nil {
+		return 0, err
+	}
+	return res.Span, nil
+}

@@ -1,0 +1,84 @@
+package replay
+
+import (
+	"context"
+	"math"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/dxpu/dxpu/emu/topo"
+	"github.com/dxpu/dxpu/model"
+	"github.com/dxpu/dxpu/model/trace"
+)
+
+// sharedTrace returns the path of a trace in ../shared/traces (relative to
+// the module root), skipping the test when it is absent.
+func sharedTrace(t testing.TB, name string) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			break
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Skip("module root not found")
+		}
+		dir = parent
+	}
+	p := filepath.Join(dir, "..", "shared", "traces", name)
+	if _, err := os.Stat(p); err != nil {
+		t.Skipf("shared trace %s absent: %v", name, err)
+	}
+	return p
+}
+
+func loadGraph(t testing.TB, name string) *model.Graph {
+	t.Helper()
+	w, err := trace.DecodeFile(sharedTrace(t, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := model.Build(w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+func TestAlexnetNativeWithin5Percent(t *testing.T) {
+	g := loadGraph(t, "alexnet-forward-a100.json.gz")
+	res, err := Run(context.Background(), g, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	diff := math.Abs(float64(res.Span-g.Baseline)) / float64(g.Baseline)
+	t.Logf("alexnet: measured span %v, native replay %v (%.3f%%), %d nodes, %d events", g.Baseline, res.Span, 100*diff, res.Nodes, res.Events)
+	if diff > 0.05 {
+		t.Fatalf("native replay %v vs measured %v: %.2f%% off, want within 5%%", res.Span, g.Baseline, 100*diff)
+	}
+	if res.Stats[0].ReadRequests == 0 || res.Stats[0].Kernels == 0 {
+		t.Fatalf("replay moved no TLPs: %+v", res.Stats[0])
+	}
+}
+
+func TestAlexnetFabricCostsMore(t *testing.T) {
+	g := loadGraph(t, "alexnet-forward-a100.json.gz")
+	nat, err := Run(context.Background(), g, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fab, err := Run(context.Background(), g, Options{Fabric: &topo.Fabric{RTT: 20 * time.Microsecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("native %v fabric %v (+%.2f%%)", nat.Span, fab.Span, 100*(float64(fab.Span)/float64(nat.Span)-1))
+	if fab.Span <= nat.Span {
+		t.Fatalf("fabric %v not slower than native %v", fab.Span, nat.Span)
+	}
+}

@@ -1,0 +1,281 @@
+// Package ctlclient is the Go client of the manager's HTTP API (/v1), used
+// by `dxpu ctl`, the bridges and the demo.
+//
+// Every call returns *APIError for an error response, carrying the HTTP
+// status and the stable code of the body
+//
+//	{"error": {"code": "insufficient_gpus", "message": "..."}}
+package ctlclient
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/dxpu/dxpu/fabric/pool"
+	"github.com/dxpu/dxpu/fabric/table"
+)
+
+// APIError is an error response of the manager.
+type APIError struct {
+	Status  int    `json:"-"`
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+func (e *APIError) Error() string {
+	return fmt.Sprintf("%s (HTTP %d): %s", e.Code, e.Status, e.Message)
+}
+
+// IsCode reports whether err is an APIError with the code.
+func IsCode(err error, code string) bool {
+	var ae *APIError
+	return errors.As(err, &ae) && ae.Code == code
+}
+
+// Client talks to one manager.
+type Client struct {
+	// Base is the manager's URL, e.g. http://127.0.0.1:7700.
+	Base string
+	// Token is sent as a bearer token on every call.
+	Token string
+	// HTTP defaults to a client with a 60s timeout.
+	HTTP *http.Client
+}
+
+// New returns a client for base with token.
+func New(base, token string) *Client {
+	return &Client{Base: strings.TrimRight(base, "/"), Token: token, HTTP: &http.Client{Timeout: 60 * time.Second}}
+}
+
+func (c *Client) do(ctx context.Context, method, path string, in, out any) error {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return err
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(c.Base, "/")+path, body)
+	if err != nil {
+		return err
+	}
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.Token)
+	}
+	hc := c.HTTP
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return fmt.Errorf("%s %s: reading response: %w", method, path, err)
+	}
+	if resp.StatusCode >= 300 {
+		var env struct {
+			Error *APIError `json:"error"`
+		}
+		if json.Unmarshal(data, &env) == nil && env.Error != nil {
+			env.Error.Status = resp.StatusCode
+			return env.Error
+		}
+		return &APIError{Status: resp.StatusCode, Code: "http_" + strconv.Itoa(resp.StatusCode), Message: strings.TrimSpace(string(data))}
+	}
+	if out == nil {
+		return nil
+	}
+	if err := json.Unmarshal(data, out); err != nil {
+		return fmt.Errorf("%s %s: decoding response: %w", method, path, err)
+	}
+	return nil
+}
+
+// Health is the body of /healthz.
+type Health struct {
+	Status string `json:"status"`
+	Role   string `json:"role"`
+	ID     string `json:"id"`
+}
+
+// Healthz asks whether the manager is up and whether it leads.
+func (c *Client) Healthz(ctx context.Context) (Health, error) {
+	var h Health
+	err := c.do(ctx, http.MethodGet, "/healthz", nil, &h)
+	return h, err
+}
+
+// Stats returns GPU counts.
+func (c *Client) Stats(ctx context.Context) (pool.Stats, error) {
+	var s pool.Stats
+	err := c.do(ctx, http.MethodGet, "/v1/stats", nil, &s)
+	return s, err
+}
+
+// Boxes lists boxes.
+func (c *Client) Boxes(ctx context.Context) ([]pool.Box, error) {
+	var out struct{ Boxes []pool.Box }
+	err := c.do(ctx, http.MethodGet, "/v1/boxes", nil, &out)
+	return out.Boxes, err
+}
+
+// Box returns one box.
+func (c *Client) Box(ctx context.Context, id string) (pool.Box, error) {
+	var b pool.Box
+	err := c.do(ctx, http.MethodGet, "/v1/boxes/"+url.PathEscape(id), nil, &b)
+	return b, err
+}
+
+// RegisterBox adds or replaces a box.
+func (c *Client) RegisterBox(ctx context.Context, b pool.Box) (pool.Box, error) {
+	var out pool.Box
+	err := c.do(ctx, http.MethodPost, "/v1/boxes", b, &out)
+	return out, err
+}
+
+// RemoveBox removes a box with no GPU lent.
+func (c *Client) RemoveBox(ctx context.Context, id string) (pool.Box, error) {
+	var out pool.Box
+	err := c.do(ctx, http.MethodDelete, "/v1/boxes/"+url.PathEscape(id), nil, &out)
+	return out, err
+}
+
+// DrainResult is the answer to Drain.
+type DrainResult struct {
+	Box         pool.Box `json:"box"`
+	Allocations []string `json:"allocations"`
+}
+
+// Drain stops (on) or resumes (off) allocations on a box.
+func (c *Client) Drain(ctx context.Context, box string, on bool) (DrainResult, error) {
+	verb := "drain"
+	if !on {
+		verb = "undrain"
+	}
+	var out DrainResult
+	err := c.do(ctx, http.MethodPost, "/v1/boxes/"+url.PathEscape(box)+"/"+verb, nil, &out)
+	return out, err
+}
+
+// Hosts lists hosts.
+func (c *Client) Hosts(ctx context.Context) ([]pool.Host, error) {
+	var out struct{ Hosts []pool.Host }
+	err := c.do(ctx, http.MethodGet, "/v1/hosts", nil, &out)
+	return out.Hosts, err
+}
+
+// RegisterHost adds or replaces a host.
+func (c *Client) RegisterHost(ctx context.Context, h pool.Host) (pool.Host, error) {
+	var out pool.Host
+	err := c.do(ctx, http.MethodPost, "/v1/hosts", h, &out)
+	return out, err
+}
+
+// RemoveHost removes a host holding no GPUs.
+func (c *Client) RemoveHost(ctx context.Context, id string) (pool.Host, error) {
+	var out pool.Host
+	err := c.do(ctx, http.MethodDelete, "/v1/hosts/"+url.PathEscape(id), nil, &out)
+	return out, err
+}
+
+// GPUs lists GPUs, optionally of one box and in one state (free, used,
+// unhealthy).
+func (c *Client) GPUs(ctx context.Context, box, state string) ([]pool.GPU, error) {
+	q := url.Values{}
+	if box != "" {
+		q.Set("box", box)
+	}
+	if state != "" {
+		q.Set("state", state)
+	}
+	path := "/v1/gpus"
+	if len(q) > 0 {
+		path += "?" + q.Encode()
+	}
+	var out struct{ GPUs []pool.GPU }
+	err := c.do(ctx, http.MethodGet, path, nil, &out)
+	return out.GPUs, err
+}
+
+// SetGPUHealth marks a GPU healthy or unhealthy.
+func (c *Client) SetGPUHealth(ctx context.Context, gpu string, h pool.Health) (pool.HealthChange, error) {
+	var out pool.HealthChange
+	err := c.do(ctx, http.MethodPost, "/v1/gpus/"+url.PathEscape(gpu)+"/health", map[string]pool.Health{"health": h}, &out)
+	return out, err
+}
+
+// SetRTT records a measured RTT.
+func (c *Client) SetRTT(ctx context.Context, r pool.RTT) error {
+	return c.do(ctx, http.MethodPut, "/v1/rtt", r, nil)
+}
+
+// Allocate asks for GPUs.
+func (c *Client) Allocate(ctx context.Context, req pool.Request) (pool.Allocation, error) {
+	var out pool.Allocation
+	err := c.do(ctx, http.MethodPost, "/v1/allocations", req, &out)
+	return out, err
+}
+
+// Free releases an allocation.
+func (c *Client) Free(ctx context.Context, id string) (pool.Allocation, error) {
+	var out pool.Allocation
+	err := c.do(ctx, http.MethodDelete, "/v1/allocations/"+url.PathEscape(id), nil, &out)
+	return out, err
+}
+
+// Allocations lists allocations, of one host if host is set.
+func (c *Client) Allocations(ctx context.Context, host string) ([]pool.Allocation, error) {
+	path := "/v1/allocations"
+	if host != "" {
+		path += "?host=" + url.QueryEscape(host)
+	}
+	var out struct{ Allocations []pool.Allocation }
+	err := c.do(ctx, http.MethodGet, path, nil, &out)
+	return out.Allocations, err
+}
+
+// Allocation returns one allocation.
+func (c *Client) Allocation(ctx context.Context, id string) (pool.Allocation, error) {
+	var out pool.Allocation
+	err := c.do(ctx, http.MethodGet, "/v1/allocations/"+url.PathEscape(id), nil, &out)
+	return out, err
+}
+
+// Table returns the forwarding table.
+func (c *Client) Table(ctx context.Context) (table.Table, error) {
+	var t table.Table
+	err := c.do(ctx, http.MethodGet, "/v1/table", nil, &t)
+	return t, err
+}
+
+// WatchTable long-polls until the table's version differs from version, or
+// timeout passes (then it returns the unchanged table).
+func (c *Client) WatchTable(ctx context.Context, version uint64, timeout time.Duration) (table.Table, error) {
+	var t table.Table
+	path := fmt.Sprintf("/v1/table?watch=1&version=%d&timeout=%s", version, timeout)
+	err := c.do(ctx, http.MethodGet, path, nil, &t)
+	return t, err
+}
+
+// RTTs lists measured RTTs.
+func (c *Client) RTTs(ctx context.Context) ([]pool.RTT, error) {
+	var out struct{ RTT []pool.RTT }
+	err := c.do(ctx, http.MethodGet, "/v1/rtt", nil, &out)
+	return out.RTT, err
+}

@@ -1,0 +1,73 @@
+package manager
+
+import (
+	"context"
+
+	"github.com/dxpu/dxpu/fabric/pool"
+)
+
+// Pair is everything an agent needs to program one host-GPU pair.
+type Pair struct {
+	ID         uint32        `json:"id"` // 24-bit pair ID carried by every frame
+	Allocation string        `json:"allocation"`
+	Host       string        `json:"host"`
+	HostPort   int           `json:"host_port"` // virtual downstream port on the host bridge
+	HostBridge pool.Endpoint `json:"host_bridge"`
+	Box        string        `json:"box"`
+	GPU        string        `json:"gpu"`
+	GPUBridge  pool.Endpoint `json:"gpu_bridge"`
+	BDF        string        `json:"bdf"` // the GPU's BDF inside its box
+	Model      string        `json:"model"`
+	MemoryMiB  uint64        `json:"memory_mib"`
+}
+
+// GPUBridgeProgrammer programs the GPU-side bridge of a box: which pair ID
+// maps to which local GPU and which host it may talk to. Both calls are
+// idempotent: programming a programmed pair, or removing an absent one,
+// succeeds.
+type GPUBridgeProgrammer interface {
+	ProgramPair(ctx context.Context, p Pair) error
+	RemovePair(ctx context.Context, p Pair) error
+}
+
+// SwitchProgrammer programs the fabric switch for a pair. The manager also
+// keeps the versioned forwarding table (GET /v1/table) that `dxpu switch`
+// follows, so this is needed only for switches driven directly (in-process
+// emulation). Idempotent like GPUBridgeProgrammer.
+type SwitchProgrammer interface {
+	ProgramPair(ctx context.Context, p Pair) error
+	RemovePair(ctx context.Context, p Pair) error
+}
+
+// HostBridgeProgrammer programs the host-side bridge: the pair behind a
+// virtual downstream port, then the hot-plug events the host's OS sees.
+// All calls are idempotent.
+type HostBridgeProgrammer interface {
+	ProgramPair(ctx context.Context, p Pair) error
+	RemovePair(ctx context.Context, p Pair) error
+	// HotAdd presents the GPU on the pair's virtual port (presence detect,
+	// link up) so the host enumerates it.
+	HotAdd(ctx context.Context, p Pair) error
+	// HotRemove is an orderly removal (attention button, then power off).
+	HotRemove(ctx context.Context, p Pair) error
+	// SurpriseRemove tells the host that the GPU is gone (link down
+	// without warning), as when the GPU fails.
+	SurpriseRemove(ctx context.Context, p Pair) error
+}
+
+// PairLister is implemented by agents that can report what they actually
+// hold; reconciliation then removes pairs the manager does not know and
+// re-programs pairs the agent lost.
+type PairLister interface {
+	ListPairs(ctx context.Context) ([]Pair, error)
+}
+
+// Noop is a programmer that does nothing, for a manager that only publishes
+// its forwarding table.
+type Noop struct{}
+
+func (Noop) ProgramPair(context.Context, Pair) error    { return nil }
+func (Noop) RemovePair(context.Context, Pair) error     { return nil }
+func (Noop) HotAdd(context.Context, Pair) error         { return nil }
+func (Noop) HotRemove(context.Context, Pair) error      { return nil }
+func (Noop) SurpriseRemove(context.Context, Pair) error { return nil }

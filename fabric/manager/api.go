@@ -1,0 +1,343 @@
+package manager
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/dxpu/dxpu/fabric/pool"
+)
+
+// maxBody bounds a request body.
+const maxBody = 1 << 20
+
+// maxWatch bounds one table long-poll.
+const maxWatch = 5 * time.Minute
+
+func (m *Manager) routes() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", m.healthz)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(m.cfg.Registry, promhttp.HandlerOpts{}))
+
+	v1 := func(pattern string, h func(w http.ResponseWriter, r *http.Request) (any, error)) {
+		mux.HandleFunc(pattern, m.v1(h))
+	}
+	v1("GET /v1/stats", func(w http.ResponseWriter, r *http.Request) (any, error) {
+		return m.Pool().Stats(), nil
+	})
+	v1("GET /v1/boxes", func(w http.ResponseWriter, r *http.Request) (any, error) {
+		return map[string]any{"boxes": m.Pool().Boxes()}, nil
+	})
+	v1("GET /v1/boxes/{id}", func(w http.ResponseWriter, r *http.Request) (any, error) {
+		return m.Pool().Box(r.PathValue("id"))
+	})
+	v1("POST /v1/boxes", func(w http.ResponseWriter, r *http.Request) (any, error) {
+		var b pool.Box
+		if err := decode(r, &b); err != nil {
+			return nil, err
+		}
+		return m.RegisterBox(r.Context(), b)
+	})
+	v1("DELETE /v1/boxes/{id}", func(w http.ResponseWriter, r *http.Request) (any, error) {
+		return m.RemoveBox(r.Context(), r.PathValue("id"))
+	})
+	drain := func(on bool) func(w http.ResponseWriter, r *http.Request) (any, error) {
+		return func(w http.ResponseWriter, r *http.Request) (any, error) {
+			b, allocs, err := m.Drain(r.Context(), r.PathValue("id"), on)
+			if err != nil {
+				return nil, err
+			}
+			if allocs == nil {
+				allocs = []string{}
+			}
+			return map[string]any{"box": b, "allocations": allocs}, nil
+		}
+	}
+	v1("POST /v1/boxes/{id}/drain", drain(true))
+	v1("POST /v1/boxes/{id}/undrain", drain(false))
+	v1("GET /v1/hosts", func(w http.ResponseWriter, r *http.Request) (any, error) {
+		return map[string]any{"hosts": m.Pool().Hosts()}, nil
+	})
+	v1("GET /v1/hosts/{id}", func(w http.ResponseWriter, r *http.Request) (any, error) {
+		return m.Pool().Host(r.PathValue("id"))
+	})
+	v1("POST /v1/hosts", func(w http.ResponseWriter, r *http.Request) (any, error) {
+		var h pool.Host
+		if err := decode(r, &h); err != nil {
+			return nil, err
+		}
+		return m.RegisterHost(r.Context(), h)
+	})
+	v1("DELETE /v1/hosts/{id}", func(w http.ResponseWriter, r *http.Request) (any, error) {
+		return m.RemoveHost(r.Context(), r.PathValue("id"))
+	})
+	v1("GET /v1/gpus", m.listGPUs)
+	v1("GET /v1/gpus/{id}", func(w http.ResponseWriter, r *http.Request) (any, error) {
+		return m.Pool().GPU(r.PathValue("id"))
+	})
+	v1("POST /v1/gpus/{id}/health", func(w http.ResponseWriter, r *http.Request) (any, error) {
+		var body struct {
+			Health pool.Health `json:"health"`
+		}
+		if err := decode(r, &body); err != nil {
+			return nil, err
+		}
+		if body.Health == "" {
+			return nil, badRequest("field health is required")
+		}
+		ch, err := m.SetGPUHealth(r.Context(), r.PathValue("id"), body.Health)
+		if err != nil {
+			return nil, err
+		}
+		return ch, nil
+	})
+	v1("GET /v1/rtt", func(w http.ResponseWriter, r *http.Request) (any, error) {
+		return map[string]any{"rtt": m.Pool().RTTs()}, nil
+	})
+	v1("PUT /v1/rtt", func(w http.ResponseWriter, r *http.Request) (any, error) {
+		var rt pool.RTT
+		if err := decode(r, &rt); err != nil {
+			return nil, err
+		}
+		if rt.Host == "" || rt.Box == "" {
+			return nil, badRequest("fields host and box are required")
+		}
+		return rt, m.SetRTT(r.Context(), rt)
+	})
+	v1("GET /v1/allocations", func(w http.ResponseWriter, r *http.Request) (any, error) {
+		all := m.Pool().Allocations()
+		if h := r.URL.Query().Get("host"); h != "" {
+			out := all[:0]
+			for _, a := range all {
+				if a.Host == h {
+					out = append(out, a)
+				}
+			}
+			all = out
+		}
+		return map[string]any{"allocations": all}, nil
+	})
+	v1("GET /v1/allocations/{id}", func(w http.ResponseWriter, r *http.Request) (any, error) {
+		return m.Pool().Allocation(r.PathValue("id"))
+	})
+	v1("POST /v1/allocations", func(w http.ResponseWriter, r *http.Request) (any, error) {
+		var req pool.Request
+		if err := decode(r, &req); err != nil {
+			return nil, err
+		}
+		if req.Host == "" {
+			return nil, badRequest("field host is required")
+		}
+		if req.Count == 0 {
+			return nil, badRequest("field count is required (at least 1)")
+		}
+		a, err := m.Allocate(r.Context(), req)
+		if err != nil {
+			return nil, err
+		}
+		w.WriteHeader(http.StatusCreated)
+		return a, nil
+	})
+	v1("DELETE /v1/allocations/{id}", func(w http.ResponseWriter, r *http.Request) (any, error) {
+		return m.Release(r.Context(), r.PathValue("id"))
+	})
+	v1("GET /v1/table", m.getTable)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, &APIError{Status: http.StatusNotFound, Code: CodeNotFound, Message: fmt.Sprintf("no route %s %s", r.Method, r.URL.Path)})
+	})
+	return mux
+}
+
+func mutating(method string) bool {
+	return method != http.MethodGet && method != http.MethodHead && method != http.MethodOptions
+}
+
+// v1 wraps a handler with authentication, the leader check and JSON
+// encoding. A handler that has written a status (201) leaves it in place.
+func (m *Manager) v1(h func(w http.ResponseWriter, r *http.Request) (any, error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if mutating(r.Method) && !m.authorized(r) {
+			m.metrics.unauthorized.Inc()
+			w.Header().Set("WWW-Authenticate", `Bearer realm="dxpu"`)
+			writeError(w, &APIError{Status: http.StatusUnauthorized, Code: CodeUnauthorized, Message: "this call changes state and needs a valid bearer token (Authorization: Bearer ...)"})
+			return
+		}
+		if !m.Leading() {
+			msg := "this manager is a standby"
+			if l := m.leaderHint(r.Context()); l != "" {
+				msg += "; the leader is " + l
+			}
+			writeError(w, &APIError{Status: http.StatusServiceUnavailable, Code: CodeNotLeader, Message: msg})
+			return
+		}
+		sw := &statusWriter{ResponseWriter: w}
+		v, err := h(sw, r)
+		if err != nil {
+			writeError(w, apiErrorOf(err))
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		if sw.status == 0 {
+			w.WriteHeader(http.StatusOK)
+		}
+		json.NewEncoder(w).Encode(v)
+	}
+}
+
+// statusWriter delays WriteHeader so handlers may choose 201 before the body.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (s *statusWriter) WriteHeader(code int) {
+	s.status = code
+	s.ResponseWriter.Header().Set("Content-Type", "application/json")
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (m *Manager) authorized(r *http.Request) bool {
+	if m.cfg.Token == "" {
+		return true
+	}
+	auth := r.Header.Get("Authorization")
+	tok, ok := strings.CutPrefix(auth, "Bearer ")
+	if !ok {
+		return false
+	}
+	return subtle.ConstantTimeCompare([]byte(strings.TrimSpace(tok)), []byte(m.cfg.Token)) == 1
+}
+
+func writeError(w http.ResponseWriter, e *APIError) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(e.Status)
+	json.NewEncoder(w).Encode(map[string]*APIError{"error": e})
+}
+
+// decode reads one JSON object into v, refusing unknown fields and trailing
+// data, and names the field or offset that is wrong.
+func decode(r *http.Request, v any) error {
+	dec := json.NewDecoder(http.MaxBytesReader(nil, r.Body, maxBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var syn *json.SyntaxError
+		var typ *json.UnmarshalTypeError
+		var tooBig *http.MaxBytesError
+		var dur *pool.DurationError
+		switch {
+		case errors.Is(err, io.EOF):
+			return badRequest("request body is empty; want a JSON object")
+		case errors.As(err, &syn):
+			return badRequest(fmt.Sprintf("malformed JSON at byte %d: %v", syn.Offset, syn))
+		case errors.As(err, &typ):
+			return badRequest(fmt.Sprintf("field %s: got JSON %s, want %s", typ.Field, typ.Value, typ.Type))
+		case errors.As(err, &tooBig):
+			return badRequest(fmt.Sprintf("request body larger than %d bytes", maxBody))
+		case strings.HasPrefix(err.Error(), "json: unknown field "):
+			return badRequest("unknown field " + strings.TrimPrefix(err.Error(), "json: unknown field "))
+		case errors.As(err, &dur):
+			field := "duration"
+			switch v.(type) {
+			case *pool.Request:
+				field = "max_rtt"
+			case *pool.RTT:
+				field = "rtt"
+			}
+			return badRequest(fmt.Sprintf("field %s: %v", field, dur))
+		case errors.Is(err, io.ErrUnexpectedEOF):
+			return badRequest("malformed JSON: body ends in the middle of a value")
+		default:
+			return badRequest("malformed JSON: " + err.Error())
+		}
+	}
+	if dec.More() {
+		return badRequest("trailing data after the JSON object")
+	}
+	return nil
+}
+
+func (m *Manager) healthz(w http.ResponseWriter, r *http.Request) {
+	role := "standby"
+	if m.Leading() {
+		role = "leader"
+	}
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(map[string]string{"status": "ok", "role": role, "id": m.cfg.ID})
+}
+
+func (m *Manager) listGPUs(w http.ResponseWriter, r *http.Request) (any, error) {
+	q := r.URL.Query()
+	box, state := q.Get("box"), q.Get("state")
+	switch state {
+	case "", "free", "used", "unhealthy":
+	default:
+		return nil, badRequest(fmt.Sprintf("parameter state %q: want free, used or unhealthy", state))
+	}
+	p := m.Pool()
+	var draining map[string]bool
+	if state == "free" {
+		draining = map[string]bool{}
+		for _, b := range p.Boxes() {
+			draining[b.ID] = b.Draining
+		}
+	}
+	out := []pool.GPU{}
+	for _, g := range p.GPUs() {
+		if box != "" && g.Box != box {
+			continue
+		}
+		switch state {
+		case "free":
+			if g.Allocation != "" || g.Health != pool.Healthy || draining[g.Box] {
+				continue
+			}
+		case "used":
+			if g.Allocation == "" {
+				continue
+			}
+		case "unhealthy":
+			if g.Health != pool.Unhealthy {
+				continue
+			}
+		}
+		out = append(out, g)
+	}
+	return map[string]any{"gpus": out}, nil
+}
+
+// getTable serves the forwarding table; with watch=1 it long-polls until
+// the version differs from the version parameter (or timeout passes).
+func (m *Manager) getTable(w http.ResponseWriter, r *http.Request) (any, error) {
+	q := r.URL.Query()
+	if q.Get("watch") == "" || q.Get("watch") == "0" {
+		t, _ := m.table.snapshot()
+		return t, nil
+	}
+	vs := q.Get("version")
+	if vs == "" {
+		return nil, badRequest("parameter version is required with watch=1")
+	}
+	version, err := strconv.ParseUint(vs, 10, 64)
+	if err != nil {
+		return nil, badRequest(fmt.Sprintf("parameter version %q is not an unsigned integer", vs))
+	}
+	timeout := 30 * time.Second
+	if ts := q.Get("timeout"); ts != "" {
+		if timeout, err = time.ParseDuration(ts); err != nil || timeout <= 0 {
+			return nil, badRequest(fmt.Sprintf("parameter timeout %q: want a positive Go duration such as 30s", ts))
+		}
+		timeout = min(timeout, maxWatch)
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), timeout)
+	defer cancel()
+	return m.table.wait(ctx, version), nil
+}

@@ -1,0 +1,109 @@
+// Package manager is dxpu's control plane: it owns the GPU pool
+// (fabric/pool), persists it (fabric/store), lends GPUs to hosts through a
+// hot-plug saga, publishes the switch's forwarding table, and serves an
+// HTTP+JSON API. Build one in-process with New(Config) and serve Handler();
+// `dxpu manager` is the daemon around it.
+//
+// # The allocation saga
+//
+// Allocate(host, count, constraints) runs, for every GPU of the request:
+//
+//	reserve       pool.Reserve picks GPUs, pair IDs and host ports (all or nothing)
+//	journal       alloc/<id> = {"state":"pending", ...} written to the store
+//	gpu_bridge    GPUBridgeProgrammer.ProgramPair   (box bridge: pair -> local GPU)
+//	switch        forwarding table + SwitchProgrammer.ProgramPair
+//	host_bridge   HostBridgeProgrammer.ProgramPair  (host bridge: vDSP -> pair)
+//	hot_add       HostBridgeProgrammer.HotAdd       (the host enumerates the GPU)
+//	activate      alloc/<id> = {"state":"active", ...}
+//
+// A failed step undoes the steps started, in reverse (HotRemove, RemovePair
+// on host bridge, switch, GPU bridge), deletes the journal entry and frees
+// the GPUs; the caller gets 502 agent_failed naming the step and pair. If an
+// undo itself fails, the allocation stays journaled as "releasing" and the
+// reconciler finishes it. Every agent call is idempotent.
+//
+// Release journals "releasing", undoes every step, deletes the entry. GPU
+// failure (POST /v1/gpus/{id}/health {"health":"unhealthy"}) takes only that
+// GPU out of its allocation: the host bridge gets SurpriseRemove for that
+// pair, the pair is removed from host bridge, switch and GPU bridge, and the
+// allocation records the GPU under "lost".
+//
+// # Crash recovery and reconciliation
+//
+// The journal is written before any agent is touched, so after a crash
+// (SIGKILL included) every programmed pair belongs to a journaled
+// allocation. At start-up, and whenever a manager becomes leader, it loads
+// the store and reconciles: pending allocations (the saga was cut short)
+// are rolled back, releasing ones are finished, active ones are re-applied
+// (idempotent steps fill in whatever an agent lost), and the forwarding
+// table is rebuilt. Agents that implement PairLister are also swept: pairs
+// no allocation holds are removed, active pairs they lost are programmed
+// again; the sweep repeats every ReconcileInterval.
+//
+// # High availability
+//
+// With an etcd store the managers campaign for leadership; the leader loads
+// the pool and serves, standbys answer /v1 calls with 503 not_leader (naming
+// the leader) and /healthz with "role":"standby". Writes are fenced on the
+// leader's election key, so a deposed leader cannot write. A leader that
+// dies is replaced after its lease TTL; one that stops cleanly resigns and
+// is replaced at once.
+//
+// # HTTP API
+//
+// Every mutating call (POST, PUT, DELETE) needs "Authorization: Bearer
+// <token>"; without it: 401 unauthorized, nothing changed. Bodies are JSON;
+// unknown fields, malformed JSON and missing fields are 400 bad_request,
+// with the field or byte offset named. Errors are
+//
+//	{"error": {"code": "insufficient_gpus", "message": "not enough free GPUs: host \"h1\" asked for 5, 1 free and eligible"}}
+//
+// with the stable codes of the Code* constants. Routes:
+//
+//	GET    /healthz                     {"status":"ok","role":"leader","id":"http://10.0.0.5:7700"}
+//	GET    /metrics                     Prometheus text format
+//	GET    /v1/stats                    GPU counts by state
+//	GET    /v1/boxes                    {"boxes":[Box...]}
+//	GET    /v1/boxes/{id}               Box
+//	POST   /v1/boxes                    register or replace a box (bridge or operator)
+//	DELETE /v1/boxes/{id}               remove (409 in_use while a GPU is lent)
+//	POST   /v1/boxes/{id}/drain         {"box":Box,"allocations":["a-..."]}
+//	POST   /v1/boxes/{id}/undrain
+//	GET    /v1/hosts, /v1/hosts/{id}
+//	POST   /v1/hosts                    register or replace a host
+//	DELETE /v1/hosts/{id}
+//	GET    /v1/gpus?box=B&state=free|used|unhealthy
+//	GET    /v1/gpus/{id}
+//	POST   /v1/gpus/{id}/health         {"health":"unhealthy"|"healthy"}
+//	GET    /v1/rtt, PUT /v1/rtt         {"host":"h1","box":"b1","rtt":"12µs"}
+//	GET    /v1/allocations?host=H       {"allocations":[Allocation...]}
+//	POST   /v1/allocations              Request -> 201 Allocation
+//	GET    /v1/allocations/{id}
+//	DELETE /v1/allocations/{id}         release
+//	GET    /v1/table                    table.Table
+//	GET    /v1/table?watch=1&version=N&timeout=30s
+//	                                    returns when the version differs from N
+//	                                    (at once if it already does), or after
+//	                                    timeout with the unchanged table
+//
+// A worked allocation:
+//
+//	POST /v1/allocations
+//	{"host":"h1","count":2,"model":"H100","min_memory_mib":81920,"max_rtt":"20us"}
+//
+//	201 Created
+//	{"id":"a-3f9c0b6e21d4","host":"h1","state":"active",
+//	 "gpus":[{"gpu":"box7-g0","box":"box7","pair":41,"host_port":0},
+//	         {"gpu":"box7-g1","box":"box7","pair":42,"host_port":1}],
+//	 "request":{"host":"h1","count":2,"model":"H100","min_memory_mib":81920,"max_rtt":"20µs"}}
+//
+// A box registration:
+//
+//	{"id":"box7","location":{"pod":"p1","rack":"r3"},
+//	 "bridge":{"switch_port":"eth3","mac":"02:00:00:00:07:00","ip":"10.1.0.7","udp_port":4791},
+//	 "gpus":[{"id":"box7-g0","model":"H100","memory_mib":81920,"bdf":"0000:18:00.0","pcie_switch":0,"pcie_port":0}]}
+//
+// The table version starts, for each leader term, at the wall clock in
+// microseconds, and grows by one per change, so a switch following an old
+// leader's version sees a change when a new leader takes over.
+package manager

@@ -1,0 +1,80 @@
+package manager
+
+import (
+	"context"
+	"errors"
+	"net/http"
+
+	"github.com/dxpu/dxpu/fabric/pool"
+	"github.com/dxpu/dxpu/fabric/store"
+)
+
+// Stable error codes of the API.
+const (
+	CodeBadRequest   = "bad_request"      // malformed JSON, unknown field, bad parameter
+	CodeInvalid      = "invalid_argument" // well-formed but not acceptable
+	CodeUnauthorized = "unauthorized"
+	CodeNotFound     = "not_found"
+	CodeExists       = "already_exists"
+	CodeInsufficient = "insufficient_gpus"
+	CodeNoHostPorts  = "no_host_ports"
+	CodeInUse        = "in_use"
+	CodeConflict     = "conflict"
+	CodeBusy         = "busy"
+	CodeNotLeader    = "not_leader"
+	CodeAgentFailed  = "agent_failed" // a saga step failed; rolled back
+	CodeUnavailable  = "unavailable"  // store unreachable, deadline passed
+	CodeInternal     = "internal"
+	CodeMethod       = "method_not_allowed"
+)
+
+// APIError is the body of every error response:
+//
+//	{"error": {"code": "insufficient_gpus", "message": "..."}}
+type APIError struct {
+	Status  int    `json:"-"`
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+func (e *APIError) Error() string { return e.Code + ": " + e.Message }
+
+func badRequest(msg string) *APIError {
+	return &APIError{Status: http.StatusBadRequest, Code: CodeBadRequest, Message: msg}
+}
+
+// apiErrorOf maps an error to its status and stable code.
+func apiErrorOf(err error) *APIError {
+	var ae *APIError
+	if errors.As(err, &ae) {
+		return ae
+	}
+	var se *StepError
+	table := []struct {
+		target error
+		status int
+		code   string
+	}{
+		{pool.ErrInvalid, http.StatusBadRequest, CodeInvalid},
+		{pool.ErrNotFound, http.StatusNotFound, CodeNotFound},
+		{pool.ErrExists, http.StatusConflict, CodeExists},
+		{pool.ErrInsufficient, http.StatusConflict, CodeInsufficient},
+		{pool.ErrNoHostPorts, http.StatusConflict, CodeNoHostPorts},
+		{pool.ErrNoPairIDs, http.StatusConflict, CodeInsufficient},
+		{pool.ErrInUse, http.StatusConflict, CodeInUse},
+		{pool.ErrConflict, http.StatusConflict, CodeConflict},
+		{ErrBusy, http.StatusConflict, CodeBusy},
+		{errNotLeader, http.StatusServiceUnavailable, CodeNotLeader},
+		{store.ErrNotLeader, http.StatusServiceUnavailable, CodeNotLeader},
+		{context.DeadlineExceeded, http.StatusServiceUnavailable, CodeUnavailable},
+	}
+	for _, t := range table {
+		if errors.Is(err, t.target) {
+			return &APIError{Status: t.status, Code: t.code, Message: err.Error()}
+		}
+	}
+	if errors.As(err, &se) {
+		return &APIError{Status: http.StatusBadGateway, Code: CodeAgentFailed, Message: err.Error() + " (rolled back)"}
+	}
+	return &APIError{Status: http.StatusInternalServerError, Code: CodeInternal, Message: err.Error()}
+}

@@ -1,0 +1,229 @@
+package manager
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/dxpu/dxpu/fabric/pool"
+	"github.com/dxpu/dxpu/fabric/store"
+)
+
+// Inventory changes apply to the pool, then to the store; if the store
+// fails, the pool change is undone, so the two never disagree.
+
+// RegisterBox adds or replaces a box (a GPU-side bridge reporting itself, or
+// an operator).
+func (m *Manager) RegisterBox(ctx context.Context, b pool.Box) (pool.Box, error) {
+	p, err := m.livePool()
+	if err != nil {
+		return pool.Box{}, err
+	}
+	m.inv.Lock()
+	defer m.inv.Unlock()
+	old, oldErr := p.Box(b.ID)
+	nb, err := p.AddBox(b)
+	if err != nil {
+		return pool.Box{}, err
+	}
+	if err := m.cfg.Store.Apply(ctx, putJSON(boxKey(nb.ID), storedBox(nb))); err != nil {
+		if oldErr == nil {
+			p.AddBox(old)
+		} else {
+			p.RemoveBox(nb.ID)
+		}
+		return pool.Box{}, fmt.Errorf("manager: persist box: %w", err)
+	}
+	return nb, nil
+}
+
+// RemoveBox forgets a box whose GPUs are all free.
+func (m *Manager) RemoveBox(ctx context.Context, id string) (pool.Box, error) {
+	p, err := m.livePool()
+	if err != nil {
+		return pool.Box{}, err
+	}
+	m.inv.Lock()
+	defer m.inv.Unlock()
+	var ops []store.Op
+	var rtts []pool.RTT
+	for _, r := range p.RTTs() {
+		if r.Box == id {
+			rtts = append(rtts, r)
+			ops = append(ops, store.Delete(rttKey(r.Host, r.Box)))
+		}
+	}
+	b, err := p.RemoveBox(id)
+	if err != nil {
+		return pool.Box{}, err
+	}
+	if err := m.cfg.Store.Apply(ctx, append(ops, store.Delete(boxKey(id)))...); err != nil {
+		p.AddBox(b)
+		for _, r := range rtts {
+			p.SetRTT(r)
+		}
+		return pool.Box{}, fmt.Errorf("manager: persist box removal: %w", err)
+	}
+	return b, nil
+}
+
+// RegisterHost adds or replaces a host.
+func (m *Manager) RegisterHost(ctx context.Context, h pool.Host) (pool.Host, error) {
+	p, err := m.livePool()
+	if err != nil {
+		return pool.Host{}, err
+	}
+	m.inv.Lock()
+	defer m.inv.Unlock()
+	old, oldErr := p.Host(h.ID)
+	nh, err := p.AddHost(h)
+	if err != nil {
+		return pool.Host{}, err
+	}
+	if err := m.cfg.Store.Apply(ctx, putJSON(hostKey(nh.ID), storedHost(nh))); err != nil {
+		if oldErr == nil {
+			p.AddHost(old)
+		} else {
+			p.RemoveHost(nh.ID)
+		}
+		return pool.Host{}, fmt.Errorf("manager: persist host: %w", err)
+	}
+	return nh, nil
+}
+
+// RemoveHost forgets a host that holds no GPUs.
+func (m *Manager) RemoveHost(ctx context.Context, id string) (pool.Host, error) {
+	p, err := m.livePool()
+	if err != nil {
+		return pool.Host{}, err
+	}
+	m.inv.Lock()
+	defer m.inv.Unlock()
+	var ops []store.Op
+	var rtts []pool.RTT
+	for _, r := range p.RTTs() {
+		if r.Host == id {
+			rtts = append(rtts, r)
+			ops = append(ops, store.Delete(rttKey(r.Host, r.Box)))
+		}
+	}
+	h, err := p.RemoveHost(id)
+	if err != nil {
+		return pool.Host{}, err
+	}
+	if err := m.cfg.Store.Apply(ctx, append(ops, store.Delete(hostKey(id)))...); err != nil {
+		p.AddHost(h)
+		for _, r := range rtts {
+			p.SetRTT(r)
+		}
+		return pool.Host{}, fmt.Errorf("manager: persist host removal: %w", err)
+	}
+	return h, nil
+}
+
+// SetRTT records a measured RTT between a host bridge and a box bridge.
+func (m *Manager) SetRTT(ctx context.Context, r pool.RTT) error {
+	p, err := m.livePool()
+	if err != nil {
+		return err
+	}
+	m.inv.Lock()
+	defer m.inv.Unlock()
+	if err := p.SetRTT(r); err != nil {
+		return err
+	}
+	if err := m.cfg.Store.Apply(ctx, putJSON(rttKey(r.Host, r.Box), r)); err != nil {
+		return fmt.Errorf("manager: persist rtt: %w", err)
+	}
+	return nil
+}
+
+// Drain stops (on) or resumes (off) new allocations on a box and lists the
+// allocations that still hold its GPUs.
+func (m *Manager) Drain(ctx context.Context, box string, on bool) (pool.Box, []string, error) {
+	p, err := m.livePool()
+	if err != nil {
+		return pool.Box{}, nil, err
+	}
+	m.inv.Lock()
+	defer m.inv.Unlock()
+	old, err := p.Box(box)
+	if err != nil {
+		return pool.Box{}, nil, err
+	}
+	b, allocs, err := p.SetDraining(box, on)
+	if err != nil {
+		return pool.Box{}, nil, err
+	}
+	if err := m.cfg.Store.Apply(ctx, putJSON(boxKey(box), storedBox(b))); err != nil {
+		p.SetDraining(box, old.Draining)
+		return pool.Box{}, nil, fmt.Errorf("manager: persist drain: %w", err)
+	}
+	return b, allocs, nil
+}
+
+// SetGPUHealth marks a GPU healthy or unhealthy. A failed GPU that was lent
+// leaves its allocation; its host gets a surprise-removal event and the
+// pair is torn down. No other GPU is touched.
+func (m *Manager) SetGPUHealth(ctx context.Context, gpu string, h pool.Health) (pool.HealthChange, error) {
+	p, err := m.livePool()
+	if err != nil {
+		return pool.HealthChange{}, err
+	}
+	m.inv.Lock()
+	defer m.inv.Unlock()
+	before, err := p.GPU(gpu)
+	if err != nil {
+		return pool.HealthChange{}, err
+	}
+	var pair []Pair
+	if before.Allocation != "" && h == pool.Unhealthy {
+		a, err := p.Allocation(before.Allocation)
+		if err != nil {
+			return pool.HealthChange{}, err
+		}
+		all, err := pairsOf(p, a)
+		if err != nil {
+			return pool.HealthChange{}, err
+		}
+		for _, pr := range all {
+			if pr.GPU == gpu {
+				pair = append(pair, pr)
+			}
+		}
+	}
+	ch, err := p.SetHealth(gpu, h)
+	if err != nil {
+		return pool.HealthChange{}, err
+	}
+	ops := []store.Op{putJSON(boxKey(ch.Box.ID), storedBox(ch.Box))}
+	if ch.Alloc != nil {
+		ops = append(ops, putJSON(allocKey(ch.Alloc.ID), *ch.Alloc))
+	}
+	if err := m.cfg.Store.Apply(ctx, ops...); err != nil {
+		// The GPU is broken whatever the store says; keep the pool's view
+		// and let the error surface. A restart re-reads the store.
+		return ch, fmt.Errorf("manager: persist gpu health: %w", err)
+	}
+	if h == pool.Unhealthy {
+		m.metrics.gpuFailures.Inc()
+	}
+	if len(pair) == 1 {
+		pr := pair[0]
+		uctx := context.WithoutCancel(ctx)
+		sctx, cancel := context.WithTimeout(uctx, m.cfg.StepTimeout)
+		serr := m.cfg.HostBridge.SurpriseRemove(sctx, pr)
+		cancel()
+		// The host already knows; tear down the rest of the pair so no
+		// frame reaches the dead GPU's slot. HotRemove is skipped: the
+		// surprise removal replaced it.
+		var terr error
+		for _, s := range []Step{StepHostBridge, StepSwitch, StepGPUBridge} {
+			terr = errors.Join(terr, m.undo(uctx, s, pr))
+		}
+		if err := errors.Join(serr, terr); err != nil {
+			m.log.Warn("gpu failure: tearing down its pair left errors; the reconciler will retry", "gpu", gpu, "pair", pr.ID, "err", err)
+		}
+	}
+	return ch, nil
+}

@@ -1,0 +1,418 @@
+package manager
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/dxpu/dxpu/fabric/pool"
+	"github.com/dxpu/dxpu/fabric/store"
+)
+
+// Step names one saga step; they run in this order and are undone in
+// reverse.
+type Step string
+
+const (
+	StepGPUBridge  Step = "gpu_bridge"
+	StepSwitch     Step = "switch"
+	StepHostBridge Step = "host_bridge"
+	StepHotAdd     Step = "hot_add"
+)
+
+var steps = []Step{StepGPUBridge, StepSwitch, StepHostBridge, StepHotAdd}
+
+// StepError says which saga step failed for which pair.
+type StepError struct {
+	Step Step
+	Pair uint32
+	Err  error
+}
+
+func (e *StepError) Error() string {
+	return fmt.Sprintf("saga step %s for pair %d: %v", e.Step, e.Pair, e.Err)
+}
+func (e *StepError) Unwrap() error { return e.Err }
+
+// ErrBusy is returned for an allocation that is inside a saga already.
+var ErrBusy = errors.New("allocation busy")
+
+func (m *Manager) do(ctx context.Context, s Step, p Pair) error {
+	ctx, cancel := context.WithTimeout(ctx, m.cfg.StepTimeout)
+	defer cancel()
+	switch s {
+	case StepGPUBridge:
+		return m.cfg.GPUBridge.ProgramPair(ctx, p)
+	case StepSwitch:
+		if err := m.table.ProgramPair(ctx, p); err != nil {
+			return err
+		}
+		if m.cfg.Switch != nil {
+			return m.cfg.Switch.ProgramPair(ctx, p)
+		}
+		return nil
+	case StepHostBridge:
+		return m.cfg.HostBridge.ProgramPair(ctx, p)
+	case StepHotAdd:
+		return m.cfg.HostBridge.HotAdd(ctx, p)
+	}
+	return fmt.Errorf("unknown step %q", s)
+}
+
+func (m *Manager) undo(ctx context.Context, s Step, p Pair) error {
+	ctx, cancel := context.WithTimeout(ctx, m.cfg.StepTimeout)
+	defer cancel()
+	switch s {
+	case StepGPUBridge:
+		return m.cfg.GPUBridge.RemovePair(ctx, p)
+	case StepSwitch:
+		var err error
+		if m.cfg.Switch != nil {
+			err = m.cfg.Switch.RemovePair(ctx, p)
+		}
+		return errors.Join(err, m.table.RemovePair(ctx, p))
+	case StepHostBridge:
+		return m.cfg.HostBridge.RemovePair(ctx, p)
+	case StepHotAdd:
+		return m.cfg.HostBridge.HotRemove(ctx, p)
+	}
+	return fmt.Errorf("unknown step %q", s)
+}
+
+// pairs expands an allocation into agent pairs.
+func pairsOf(p *pool.Pool, a pool.Allocation) ([]Pair, error) {
+	h, err := p.Host(a.Host)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Pair, 0, len(a.GPUs))
+	for _, as := range a.GPUs {
+		b, err := p.Box(as.Box)
+		if err != nil {
+			return nil, err
+		}
+		g, err := p.GPU(as.GPU)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, Pair{
+			ID: as.Pair, Allocation: a.ID, Host: h.ID, HostPort: as.HostPort, HostBridge: h.Bridge,
+			Box: b.ID, GPU: g.ID, GPUBridge: b.Bridge, BDF: g.BDF, Model: g.Model, MemoryMiB: g.MemoryMiB,
+		})
+	}
+	return out, nil
+}
+
+func (m *Manager) claim(id string) bool {
+	m.busyMu.Lock()
+	defer m.busyMu.Unlock()
+	if m.busy[id] {
+		return false
+	}
+	m.busy[id] = true
+	return true
+}
+
+func (m *Manager) unclaim(id string) {
+	m.busyMu.Lock()
+	delete(m.busy, id)
+	m.busyMu.Unlock()
+}
+
+// Allocate lends req.Count GPUs to req.Host: it reserves them, journals the
+// allocation, programs GPU bridges, switch and host bridge, hot-adds the
+// GPUs and marks the allocation active. Any failure undoes what was done
+// and leaves the pool as it was.
+func (m *Manager) Allocate(ctx context.Context, req pool.Request) (pool.Allocation, error) {
+	start := time.Now()
+	a, err := m.allocate(ctx, req)
+	m.metrics.observeAlloc(time.Since(start), err)
+	return a, err
+}
+
+func (m *Manager) allocate(ctx context.Context, req pool.Request) (pool.Allocation, error) {
+	p, err := m.livePool()
+	if err != nil {
+		return pool.Allocation{}, err
+	}
+	id := "a-" + randomID(6)
+	m.claim(id)
+	defer m.unclaim(id)
+	a, err := p.Reserve(id, req)
+	if err != nil {
+		return pool.Allocation{}, err
+	}
+	// The journal entry: after a crash a pending allocation is rolled back.
+	if err := m.cfg.Store.Apply(ctx, putJSON(allocKey(id), a)); err != nil {
+		p.Remove(id)
+		return pool.Allocation{}, fmt.Errorf("manager: journal allocation: %w", err)
+	}
+	pairs, err := pairsOf(p, a)
+	undone := false
+	if err == nil {
+		err, undone = m.program(ctx, pairs)
+	}
+	if err == nil {
+		var active pool.Allocation
+		if active, err = p.Activate(id); err == nil {
+			if err = m.cfg.Store.Apply(ctx, putJSON(allocKey(id), active)); err == nil {
+				m.teardownGone(ctx, pairs, active)
+				return active, nil
+			}
+			err = fmt.Errorf("manager: journal activation: %w", err)
+		}
+	}
+	m.metrics.sagaFailures.WithLabelValues(stepOf(err)).Inc()
+	m.log.Warn("allocation failed; rolling back", "id", id, "host", req.Host, "err", err)
+	if undone {
+		pairs = []Pair{} // program undid its own steps
+	}
+	if rerr := m.finishRelease(context.WithoutCancel(ctx), p, id, pairs); rerr != nil {
+		m.log.Error("rollback incomplete; the reconciler will retry", "id", id, "err", rerr)
+	}
+	return pool.Allocation{}, err
+}
+
+func stepOf(err error) string {
+	var se *StepError
+	if errors.As(err, &se) {
+		return string(se.Step)
+	}
+	return "store"
+}
+
+// program runs the saga steps for every pair; on failure it undoes the
+// steps started (the failed one included, since it may have half-applied)
+// in reverse order, and reports whether that undo was complete.
+func (m *Manager) program(ctx context.Context, pairs []Pair) (err error, undone bool) {
+	type done struct {
+		s Step
+		p Pair
+	}
+	var log []done
+	for _, s := range steps {
+		for _, p := range pairs {
+			log = append(log, done{s, p})
+			if err := m.do(ctx, s, p); err != nil {
+				uctx := context.WithoutCancel(ctx)
+				var uerr error
+				for i := len(log) - 1; i >= 0; i-- {
+					uerr = errors.Join(uerr, m.undo(uctx, log[i].s, log[i].p))
+				}
+				if uerr != nil {
+					m.log.Warn("undo after failed step left errors", "err", uerr)
+				}
+				return &StepError{Step: s, Pair: p.ID, Err: err}, uerr == nil
+			}
+		}
+	}
+	return nil, false
+}
+
+// teardown undoes every step for the pairs, in reverse order, and reports
+// every failure. Removals are idempotent, so it is safe on pairs that were
+// never (or only partly) programmed.
+func (m *Manager) teardown(ctx context.Context, pairs []Pair) error {
+	var err error
+	for i := len(steps) - 1; i >= 0; i-- {
+		for _, p := range pairs {
+			if e := m.undo(ctx, steps[i], p); e != nil {
+				err = errors.Join(err, &StepError{Step: steps[i], Pair: p.ID, Err: e})
+			}
+		}
+	}
+	return err
+}
+
+// teardownGone removes pairs that left the allocation while its saga ran
+// (a GPU failed meanwhile).
+func (m *Manager) teardownGone(ctx context.Context, pairs []Pair, a pool.Allocation) {
+	var gone []Pair
+	for _, p := range pairs {
+		if !slices.ContainsFunc(a.GPUs, func(as pool.Assignment) bool { return as.Pair == p.ID }) {
+			gone = append(gone, p)
+		}
+	}
+	if len(gone) > 0 {
+		m.teardown(context.WithoutCancel(ctx), gone)
+	}
+}
+
+// finishRelease tears an allocation down and forgets it. If an agent fails,
+// the allocation stays (journaled as releasing) for the reconciler.
+func (m *Manager) finishRelease(ctx context.Context, p *pool.Pool, id string, pairs []Pair) error {
+	a, err := p.BeginRelease(id)
+	if err != nil {
+		return err
+	}
+	if pairs == nil {
+		if pairs, err = pairsOf(p, a); err != nil {
+			return err
+		}
+	}
+	if terr := m.teardown(ctx, pairs); terr != nil {
+		if err := m.cfg.Store.Apply(ctx, putJSON(allocKey(id), a)); err != nil {
+			terr = errors.Join(terr, err)
+		}
+		return terr
+	}
+	if err := m.cfg.Store.Apply(ctx, store.Delete(allocKey(id))); err != nil {
+		return fmt.Errorf("manager: delete journal of %s: %w", id, err)
+	}
+	p.Remove(id)
+	return nil
+}
+
+// Release gives an allocation's GPUs back: hot-remove on the host, then
+// host bridge, switch and GPU bridge, then the pool.
+func (m *Manager) Release(ctx context.Context, id string) (pool.Allocation, error) {
+	p, err := m.livePool()
+	if err != nil {
+		return pool.Allocation{}, err
+	}
+	if !m.claim(id) {
+		return pool.Allocation{}, fmt.Errorf("%w: %s is being allocated or released", ErrBusy, id)
+	}
+	defer m.unclaim(id)
+	a, err := p.Allocation(id)
+	if err != nil {
+		return pool.Allocation{}, err
+	}
+	a.State = pool.StateReleasing
+	if err := m.cfg.Store.Apply(ctx, putJSON(allocKey(id), a)); err != nil {
+		return pool.Allocation{}, fmt.Errorf("manager: journal release: %w", err)
+	}
+	if err := m.finishRelease(context.WithoutCancel(ctx), p, id, nil); err != nil {
+		return pool.Allocation{}, err
+	}
+	m.metrics.releases.Inc()
+	return a, nil
+}
+
+// reconcile makes agents match the journal. At start-up (full) it rolls
+// back pending allocations, finishes releasing ones and re-applies every
+// active one; periodically it finishes releases and, with agents that can
+// list their pairs, removes unknown pairs and restores lost ones.
+func (m *Manager) reconcile(ctx context.Context, full bool) {
+	p, err := m.livePool()
+	if err != nil {
+		return
+	}
+	m.metrics.reconciles.Inc()
+	for _, a := range p.Allocations() {
+		if ctx.Err() != nil {
+			return
+		}
+		if !m.claim(a.ID) {
+			continue
+		}
+		switch {
+		case a.State == pool.StatePending && full, a.State == pool.StateReleasing:
+			if err := m.finishRelease(ctx, p, a.ID, nil); err != nil {
+				m.log.Warn("reconcile: release incomplete", "id", a.ID, "err", err)
+			} else {
+				m.log.Info("reconcile: rolled back", "id", a.ID, "was", a.State)
+			}
+		case a.State == pool.StateActive && full:
+			pairs, err := pairsOf(p, a)
+			if err == nil {
+				err = m.reapply(ctx, pairs)
+			}
+			if err != nil {
+				m.metrics.reconcileErrors.Inc()
+				m.log.Warn("reconcile: re-applying allocation failed", "id", a.ID, "err", err)
+			}
+		}
+		m.unclaim(a.ID)
+	}
+	m.sweep(ctx, p)
+}
+
+// reapply runs every step again for an active allocation; steps are
+// idempotent, so this only fills in what an agent lost.
+func (m *Manager) reapply(ctx context.Context, pairs []Pair) error {
+	for _, s := range steps {
+		for _, pr := range pairs {
+			if err := m.do(ctx, s, pr); err != nil {
+				return &StepError{Step: s, Pair: pr.ID, Err: err}
+			}
+		}
+	}
+	return nil
+}
+
+// sweep asks listing agents for their actual pairs, removes the ones no
+// allocation holds, and re-programs active pairs they lost.
+func (m *Manager) sweep(ctx context.Context, p *pool.Pool) {
+	type agent struct {
+		name   string
+		lister PairLister
+		remove func(context.Context, Pair) error
+		add    func(context.Context, Pair) error
+	}
+	var agents []agent
+	if l, ok := m.cfg.GPUBridge.(PairLister); ok {
+		agents = append(agents, agent{"gpu_bridge", l, m.cfg.GPUBridge.RemovePair, m.cfg.GPUBridge.ProgramPair})
+	}
+	if l, ok := m.cfg.Switch.(PairLister); ok && m.cfg.Switch != nil {
+		agents = append(agents, agent{"switch", l, m.cfg.Switch.RemovePair, m.cfg.Switch.ProgramPair})
+	}
+	if l, ok := m.cfg.HostBridge.(PairLister); ok {
+		hb := m.cfg.HostBridge
+		agents = append(agents, agent{"host_bridge", l,
+			func(ctx context.Context, pr Pair) error { return errors.Join(hb.HotRemove(ctx, pr), hb.RemovePair(ctx, pr)) },
+			func(ctx context.Context, pr Pair) error {
+				if err := hb.ProgramPair(ctx, pr); err != nil {
+					return err
+				}
+				return hb.HotAdd(ctx, pr)
+			}})
+	}
+	for _, ag := range agents {
+		lctx, cancel := context.WithTimeout(ctx, m.cfg.StepTimeout)
+		actual, err := ag.lister.ListPairs(lctx)
+		cancel()
+		if err != nil {
+			m.log.Warn("reconcile: listing pairs failed", "agent", ag.name, "err", err)
+			continue
+		}
+		// Desired is read after actual: a pair programmed by a saga that
+		// started meanwhile was reserved before it was programmed, so it
+		// is already in the pool here.
+		desired := map[uint32]Pair{}
+		busy := map[string]bool{}
+		for _, a := range p.Allocations() {
+			m.busyMu.Lock()
+			busy[a.ID] = m.busy[a.ID]
+			m.busyMu.Unlock()
+			if ps, err := pairsOf(p, a); err == nil {
+				for _, pr := range ps {
+					desired[pr.ID] = pr
+				}
+			}
+		}
+		have := map[uint32]bool{}
+		for _, pr := range actual {
+			have[pr.ID] = true
+			if d, ok := desired[pr.ID]; ok && d.Allocation == pr.Allocation {
+				continue
+			}
+			m.log.Info("reconcile: removing unknown pair", "agent", ag.name, "pair", pr.ID)
+			if err := ag.remove(ctx, pr); err != nil {
+				m.log.Warn("reconcile: removing pair failed", "agent", ag.name, "pair", pr.ID, "err", err)
+			}
+		}
+		for id, d := range desired {
+			a, err := p.Allocation(d.Allocation)
+			if have[id] || busy[d.Allocation] || err != nil || a.State != pool.StateActive {
+				continue
+			}
+			m.log.Info("reconcile: restoring lost pair", "agent", ag.name, "pair", id)
+			if err := ag.add(ctx, d); err != nil {
+				m.log.Warn("reconcile: restoring pair failed", "agent", ag.name, "pair", id, "err", err)
+			}
+		}
+	}
+}

@@ -1,0 +1,43 @@
+// Package pool is dxpu's GPU inventory and allocator: boxes of GPUs, hosts
+// with virtual downstream ports, where each sits in the network, the measured
+// round-trip time between bridges, and the allocations that lend GPUs to
+// hosts. It is pure logic: no I/O, no clocks, no goroutines. The manager
+// (fabric/manager) persists what it returns and drives the hot-plug saga.
+//
+// # Model
+//
+// A Box is a GPU-side bridge with GPUs behind its PCIe switch(es); each GPU
+// has a model, memory size, local BDF, and a position (PCIe switch index and
+// downstream port) behind the box switch. A Host is a host-side bridge that
+// exposes Ports virtual downstream ports (at least 32); every GPU lent to the
+// host occupies one of them. Every lent GPU is one host-GPU pair with a 24-bit
+// pair ID that is unique in the pool and tags every frame of that pair.
+//
+// # Allocation
+//
+// Reserve(id, Request) is all or nothing under one lock, so concurrent
+// requests never hand out one GPU twice. Candidates are healthy, free GPUs of
+// boxes that are not draining and match the model, memory and max-RTT
+// constraints. Boxes are ranked by RTT to the host (measured, or estimated
+// from rack and pod). The allocator takes the smallest RTT radius whose boxes
+// hold enough GPUs, then inside it:
+//
+//   - one box fits: the best fit (fewest free GPUs that still fit), so that
+//     large boxes stay whole for large requests;
+//   - otherwise (or with Spread): boxes largest first, or round-robin one
+//     GPU per box with Spread, so as few boxes as possible are touched;
+//   - inside a box the same best-fit rule picks the PCIe switch, so that
+//     peer-to-peer traffic stays under one switch.
+//
+// SameBox requires every GPU from one box. An allocation that cannot be met
+// returns ErrInsufficient and changes nothing.
+//
+// # Life of an allocation
+//
+//	Reserve -> StatePending -> Activate -> StateActive -> BeginRelease ->
+//	StateReleasing -> Remove
+//
+// A pending allocation whose saga fails is removed with Remove. GPU failure
+// (SetHealth unhealthy) takes the GPU out of its allocation, records it in
+// Lost, and leaves every other GPU alone.
+package pool

@@ -1,0 +1,219 @@
+package pool
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/netip"
+	"strconv"
+	"time"
+)
+
+// MinHostPorts is the least number of virtual downstream ports a host bridge
+// must expose.
+const MinHostPorts = 32
+
+// MaxPairID is the largest 24-bit pair ID; 0 is never used.
+const MaxPairID = 1<<24 - 1
+
+// Endpoint is where a bridge is reached on the fabric: the switch port it is
+// cabled to, its MAC and IPv4 address, and the UDP port it listens on for
+// routed encapsulation (0 for raw EtherType only).
+type Endpoint struct {
+	SwitchPort string `json:"switch_port"`
+	MAC        string `json:"mac"`
+	IP         string `json:"ip,omitempty"`
+	UDPPort    uint16 `json:"udp_port,omitempty"`
+}
+
+// Validate reports what is wrong with e; field names the JSON path.
+func (e Endpoint) Validate(field string) error {
+	if e.SwitchPort == "" {
+		return invalidf("%s.switch_port is required", field)
+	}
+	if e.MAC == "" {
+		return invalidf("%s.mac is required", field)
+	}
+	hw, err := net.ParseMAC(e.MAC)
+	if err != nil || len(hw) != 6 {
+		return invalidf("%s.mac %q is not an Ethernet MAC address", field, e.MAC)
+	}
+	if e.IP != "" {
+		a, err := netip.ParseAddr(e.IP)
+		if err != nil || !a.Is4() {
+			return invalidf("%s.ip %q is not an IPv4 address", field, e.IP)
+		}
+	}
+	return nil
+}
+
+// Location is where a bridge sits in the datacenter network.
+type Location struct {
+	Pod  string `json:"pod,omitempty"`
+	Rack string `json:"rack,omitempty"` // the rack, or equally its ToR switch
+}
+
+// Health of a GPU.
+type Health string
+
+const (
+	Healthy   Health = "healthy"
+	Unhealthy Health = "unhealthy"
+)
+
+// GPU is one GPU behind a box's PCIe switch.
+type GPU struct {
+	ID        string `json:"id"`
+	Model     string `json:"model"`
+	MemoryMiB uint64 `json:"memory_mib"`
+	BDF       string `json:"bdf"`           // bus/device/function inside the box, e.g. 0000:41:00.0
+	Switch    int    `json:"pcie_switch"`   // which PCIe switch of the box it sits behind
+	Port      int    `json:"pcie_port"`     // downstream port of that switch
+	Health    Health `json:"health,omitempty"`
+	Box       string `json:"box,omitempty"` // filled in by the pool
+	// Allocation holds the allocation the GPU is lent to; filled in by the
+	// pool on read, never stored with the box.
+	Allocation string `json:"allocation,omitempty"`
+}
+
+// Box is a GPU-side bridge and the GPUs behind it.
+type Box struct {
+	ID       string   `json:"id"`
+	Bridge   Endpoint `json:"bridge"`
+	Location Location `json:"location"`
+	GPUs     []GPU    `json:"gpus"`
+	Draining bool     `json:"draining,omitempty"`
+}
+
+// Host is a host-side bridge.
+type Host struct {
+	ID       string   `json:"id"`
+	Bridge   Endpoint `json:"bridge"`
+	Location Location `json:"location"`
+	Ports    int      `json:"ports"` // virtual downstream ports, at least MinHostPorts
+	// UsedPorts is filled in by the pool on read.
+	UsedPorts int `json:"used_ports,omitempty"`
+}
+
+// RTT is a measured round-trip time between a host bridge and a box bridge.
+type RTT struct {
+	Host string   `json:"host"`
+	Box  string   `json:"box"`
+	RTT  Duration `json:"rtt"`
+}
+
+// Request asks for Count GPUs for Host.
+type Request struct {
+	Host         string   `json:"host"`
+	Count        int      `json:"count"`
+	Model        string   `json:"model,omitempty"`
+	MinMemoryMiB uint64   `json:"min_memory_mib,omitempty"`
+	SameBox      bool     `json:"same_box,omitempty"`
+	MaxRTT       Duration `json:"max_rtt,omitempty"`
+	Spread       bool     `json:"spread,omitempty"`
+}
+
+// Validate checks the request on its own, without the pool.
+func (r Request) Validate() error {
+	if r.Host == "" {
+		return invalidf("host is required")
+	}
+	if r.Count <= 0 {
+		return invalidf("count must be at least 1, got %d", r.Count)
+	}
+	if r.SameBox && r.Spread {
+		return invalidf("same_box and spread exclude each other")
+	}
+	if r.MaxRTT < 0 {
+		return invalidf("max_rtt must not be negative")
+	}
+	return nil
+}
+
+// State of an allocation.
+type State string
+
+const (
+	StatePending   State = "pending"   // reserved; saga in progress
+	StateActive    State = "active"    // every pair programmed and hot-added
+	StateReleasing State = "releasing" // being torn down
+)
+
+// Assignment is one GPU lent to a host: one host-GPU pair.
+type Assignment struct {
+	GPU      string `json:"gpu"`
+	Box      string `json:"box"`
+	Pair     uint32 `json:"pair"`      // 24-bit pair ID
+	HostPort int    `json:"host_port"` // virtual downstream port on the host bridge
+}
+
+// Allocation is a set of GPUs lent to one host.
+type Allocation struct {
+	ID      string       `json:"id"`
+	Host    string       `json:"host"`
+	State   State        `json:"state"`
+	GPUs    []Assignment `json:"gpus"`
+	Request Request      `json:"request"`
+	// Lost lists GPUs that failed while lent; their pairs are gone.
+	Lost []string `json:"lost,omitempty"`
+}
+
+// GPUIDs returns the IDs of the allocation's GPUs.
+func (a Allocation) GPUIDs() []string {
+	ids := make([]string, len(a.GPUs))
+	for i, g := range a.GPUs {
+		ids[i] = g.GPU
+	}
+	return ids
+}
+
+// Stats counts the pool's GPUs.
+type Stats struct {
+	GPUs      int `json:"gpus"`
+	Free      int `json:"free"`      // healthy, not lent, box not draining
+	Used      int `json:"used"`      // lent (any state)
+	Unhealthy int `json:"unhealthy"` // not lent and unhealthy
+	Draining  int `json:"draining"`  // healthy, not lent, box draining
+	Boxes     int `json:"boxes"`
+	Hosts     int `json:"hosts"`
+	Allocs    int `json:"allocations"`
+}
+
+// Duration is a time.Duration that reads and writes JSON as a Go duration
+// string ("25µs", "1.5ms"); it also reads a bare number as nanoseconds.
+type Duration time.Duration
+
+func (d Duration) MarshalJSON() ([]byte, error) {
+	return json.Marshal(time.Duration(d).String())
+}
+
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	if len(b) > 0 && b[0] == '"' {
+		var s string
+		if err := json.Unmarshal(b, &s); err != nil {
+			return err
+		}
+		v, err := time.ParseDuration(s)
+		if err != nil {
+			return &DurationError{Text: string(b)}
+		}
+		*d = Duration(v)
+		return nil
+	}
+	n, err := strconv.ParseInt(string(b), 10, 64)
+	if err != nil {
+		return &DurationError{Text: string(b)}
+	}
+	*d = Duration(n)
+	return nil
+}
+
+// DurationError is a JSON value that is not a duration.
+type DurationError struct{ Text string }
+
+func (e *DurationError) Error() string {
+	return fmt.Sprintf("duration %s: want a string such as \"20us\" or \"1.5ms\", or integer nanoseconds", e.Text)
+}
+
+// String formats d like time.Duration.
+func (d Duration) String() string { return time.Duration(d).String() }

@@ -1,0 +1,88 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+var bucket = []byte("dxpu")
+
+// Bolt is a Store in one bbolt file. bbolt locks the file, so at most one
+// manager opens it at a time.
+type Bolt struct {
+	db *bolt.DB
+}
+
+// OpenBolt opens or creates the store file at path. It waits up to timeout
+// for another process to release the file lock.
+func OpenBolt(path string, timeout time.Duration) (*Bolt, error) {
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: timeout})
+	if err != nil {
+		return nil, fmt.Errorf("store: open %s: %w", path, err)
+	}
+	if err := db.Update(func(tx *bolt.Tx) error {
+		_, err := tx.CreateBucketIfNotExists(bucket)
+		return err
+	}); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("store: %s: %w", path, err)
+	}
+	db.MaxBatchDelay = 2 * time.Millisecond
+	return &Bolt{db: db}, nil
+}
+
+func (s *Bolt) Get(_ context.Context, key string) ([]byte, error) {
+	var out []byte
+	err := s.db.View(func(tx *bolt.Tx) error {
+		v := tx.Bucket(bucket).Get([]byte(key))
+		if v == nil {
+			return ErrNotFound
+		}
+		out = bytes.Clone(v)
+		return nil
+	})
+	return out, err
+}
+
+func (s *Bolt) List(_ context.Context, prefix string) ([]KV, error) {
+	var out []KV
+	err := s.db.View(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucket).Cursor()
+		p := []byte(prefix)
+		for k, v := c.Seek(p); k != nil && bytes.HasPrefix(k, p); k, v = c.Next() {
+			out = append(out, KV{string(k), bytes.Clone(v)})
+		}
+		return nil
+	})
+	return out, err
+}
+
+func (s *Bolt) Apply(_ context.Context, ops ...Op) error {
+	if err := checkOps(ops); err != nil {
+		return err
+	}
+	// Batch lets concurrent Apply calls share one transaction and one
+	// fsync; the function may run again if a batch is retried, which is
+	// harmless for puts and deletes.
+	return s.db.Batch(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucket)
+		for _, op := range ops {
+			var err error
+			if op.Delete {
+				err = b.Delete([]byte(op.Key))
+			} else {
+				err = b.Put([]byte(op.Key), op.Value)
+			}
+			if err != nil {
+				return fmt.Errorf("store: %s: %w", op.Key, err)
+			}
+		}
+		return nil
+	})
+}
+
+func (s *Bolt) Close() error { return s.db.Close() }

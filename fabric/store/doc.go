@@ -1,0 +1,26 @@
+// Package store persists the manager's state as keys and values: bbolt (one
+// file, no set-up) by default, etcd v3 when several managers share one pool,
+// and an in-memory store for tests and the demo.
+//
+// # Keys
+//
+// Keys are slash-separated strings; the manager uses
+//
+//	box/<id>          JSON pool.Box (GPUs with health, no allocation fields)
+//	host/<id>         JSON pool.Host
+//	rtt/<host>/<box>  JSON pool.RTT
+//	alloc/<id>        JSON pool.Allocation: the saga journal (state pending,
+//	                  active or releasing, with the GPUs, pair IDs and ports)
+//
+// bbolt keeps them in one bucket "dxpu"; etcd under a prefix (default
+// "/dxpu/"), so that one etcd cluster can hold several pools.
+//
+// # Atomicity and fencing
+//
+// Apply writes a batch of puts and deletes atomically (one bbolt transaction,
+// one etcd Txn). With etcd, a store that has won the election (Elector)
+// fences every Apply on its leadership: the Txn only succeeds while the
+// election key this manager created still exists with the same create
+// revision, so a manager that lost its lease (partition, pause) cannot
+// overwrite its successor's state; such writes fail with ErrNotLeader.
+package store

@@ -1,0 +1,54 @@
+package switching
+
+import "net/netip"
+
+// ForwardDatagram is the decision of a switch that is a UDP socket (mode
+// "udp": no raw sockets, no root): payload is a received UDP payload that
+// should start with a dxpu header, from its sender. The rules are those of
+// Forward with addresses in place of ports and MACs: a frame of pair P is
+// accepted only from P.Host's IP and UDP port (8855 when the table gives
+// none), and then goes to P.GPU's, or the other way round; endpoints
+// without an IP address never match. The payload is not modified. Counters
+// are kept on the pair and on port index udpIndex.
+func (f *Forwarder) ForwardDatagram(payload []byte, from netip.AddrPort, udpIndex uint32) (netip.AddrPort, Result) {
+	n := len(payload)
+	res := Result{}
+	inCtr := f.portCounters(udpIndex)
+	if n < dxpuHeaderLen || payload[0]>>4 != dxpuVersion {
+		return netip.AddrPort{}, f.finish(res, VerdictDrop, ReasonMalformed, nil, inCtr, n)
+	}
+	res.PairID = pairID(payload)
+	if payload[1] == msgControl {
+		return netip.AddrPort{}, f.finish(res, VerdictSlowPath, ReasonControl, nil, inCtr, n)
+	}
+	r := f.rules.Load().byID[res.PairID]
+	if r == nil {
+		return netip.AddrPort{}, f.finish(res, VerdictSlowPath, ReasonUnknownPair, nil, inCtr, n)
+	}
+	src := from.Addr().Unmap()
+	var d *Direction
+	var reason Reason
+	switch {
+	case datagramFrom(&r.Dir[0], src, from.Port()):
+		d, reason = &r.Dir[0], ReasonToGPU
+	case datagramFrom(&r.Dir[1], src, from.Port()):
+		d, reason = &r.Dir[1], ReasonToHost
+	default:
+		return netip.AddrPort{}, f.finish(res, VerdictDrop, ReasonSpoofed, r.counters, inCtr, n)
+	}
+	if r.DropPPM != 0 && f.Rand()%million < r.DropPPM {
+		return netip.AddrPort{}, f.finish(res, VerdictDrop, ReasonFault, r.counters, inCtr, n)
+	}
+	if d.NewDstIP == [4]byte{} {
+		return netip.AddrPort{}, f.finish(res, VerdictDrop, ReasonNoRoom, r.counters, inCtr, n)
+	}
+	tx := reason + ReasonTxToGPU
+	inCtr.Add(tx, n)
+	r.counters.Add(tx, n)
+	res.Egress = udpIndex
+	return netip.AddrPortFrom(netip.AddrFrom4(d.NewDstIP), d.DstUDPPort), f.finish(res, VerdictForward, reason, r.counters, inCtr, n)
+}
+
+func datagramFrom(d *Direction, src netip.Addr, port uint16) bool {
+	return d.SrcIP != [4]byte{} && src.Is4() && src.As4() == d.SrcIP && port == d.SrcUDPPort
+}

@@ -1,0 +1,321 @@
+package switching
+
+import (
+	"encoding/binary"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+)
+
+// Frame layout constants.
+const (
+	ethHeaderLen  = 14
+	vlanTagLen    = 4
+	etherTypeVLAN = 0x8100
+	etherTypeIPv4 = 0x0800
+	etherTypeDXPU = 0x88B5
+	dxpuHeaderLen = 40
+	dxpuVersion   = 1
+	msgControl    = 5
+	ipProtoUDP    = 17
+	udpHeaderLen  = 8
+	minIPv4Header = 20
+	million       = 1_000_000
+	// Headroom is what Forward needs in front of a frame to push a VLAN tag.
+	Headroom = vlanTagLen
+)
+
+// Result is the decision for one frame.
+type Result struct {
+	Verdict Verdict
+	Reason  Reason
+	PairID  uint32 // 0 when the frame carried none
+	Egress  uint32 // ifindex, for VerdictForward
+	Off     int    // the (rewritten) frame is now buf[Off:]
+}
+
+type compiled struct {
+	Rule
+	counters *Counters
+}
+
+type ruleSet struct {
+	byID map[uint32]*compiled
+}
+
+// Forwarder is the userspace switch: Forward decides and rewrites one frame
+// at a time, Update swaps in a new rule set atomically. It does no I/O;
+// drivers (AF_PACKET, AF_XDP, tests) feed it.
+type Forwarder struct {
+	rules   atomic.Pointer[ruleSet]
+	udpPort uint16
+	// Rand returns uniform 32-bit numbers for DropPPM; replaceable in tests.
+	Rand func() uint32
+
+	mu       sync.Mutex // serialises Update and counter export
+	pairCtrs map[uint32]*Counters
+	portCtrs map[uint32]*Counters // by ifindex; 0 collects unmanaged ports
+	// portCtrsPtr publishes portCtrs to Forward, which takes no lock.
+	portCtrsPtr atomic.Pointer[map[uint32]*Counters]
+	portNames   map[uint32]string
+}
+
+// NewForwarder returns a forwarder with an empty table, recognising UDP
+// frames sent to udpPort (0: DefaultUDPPort).
+func NewForwarder(udpPort uint16) *Forwarder {
+	if udpPort == 0 {
+		udpPort = DefaultUDPPort
+	}
+	f := &Forwarder{
+		udpPort:   udpPort,
+		Rand:      rand.Uint32,
+		pairCtrs:  map[uint32]*Counters{},
+		portNames: map[uint32]string{0: ""},
+	}
+	f.setPortCtrs(map[uint32]*Counters{0: {}})
+	f.rules.Store(&ruleSet{byID: map[uint32]*compiled{}})
+	return f
+}
+
+// UDPPort returns the UDP port dxpu frames are recognised by.
+func (f *Forwarder) UDPPort() uint16 { return f.udpPort }
+
+// SetPorts declares the switch's ports, for per-port counters.
+func (f *Forwarder) SetPorts(ports map[string]Port) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	names := map[uint32]string{0: ""}
+	ctrs := map[uint32]*Counters{0: f.portCtrs[0]}
+	for name, p := range ports {
+		names[p.Index] = name
+		if c, ok := f.portCtrs[p.Index]; ok {
+			ctrs[p.Index] = c
+		} else {
+			ctrs[p.Index] = &Counters{}
+		}
+	}
+	f.portNames = names
+	// Forward reads portCtrs without the lock: publish a new map.
+	f.setPortCtrs(ctrs)
+}
+
+// Update replaces the rules. Frames decided after Update returns use the
+// new rules only: a removed pair never forwards again.
+func (f *Forwarder) Update(rules []Rule) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	rs := &ruleSet{byID: make(map[uint32]*compiled, len(rules))}
+	ctrs := make(map[uint32]*Counters, len(rules))
+	for _, r := range rules {
+		c := f.pairCtrs[r.ID]
+		if c == nil {
+			c = &Counters{}
+		}
+		ctrs[r.ID] = c
+		rs.byID[r.ID] = &compiled{Rule: r, counters: c}
+	}
+	f.pairCtrs = ctrs
+	f.rules.Store(rs)
+}
+
+// Forward decides what happens to the frame buf[off:], received on port
+// ingress (ifindex), and rewrites it in place when it is forwarded. Pushing
+// a VLAN tag moves the frame's start Headroom bytes earlier, so off should
+// be at least Headroom; Result.Off says where the frame now starts.
+// Forward does not allocate and is safe for concurrent use.
+func (f *Forwarder) Forward(buf []byte, off int, ingress uint32) Result {
+	if off < 0 || off > len(buf) {
+		return Result{Verdict: VerdictDrop, Reason: ReasonMalformed, Off: off}
+	}
+	frame := buf[off:]
+	n := len(frame)
+	res := Result{Off: off}
+	inCtr := f.portCounters(ingress)
+
+	if n < ethHeaderLen {
+		return f.notDXPU(res, inCtr, n)
+	}
+	proto := binary.BigEndian.Uint16(frame[12:])
+	l3 := ethHeaderLen
+	tagged := false
+	if proto == etherTypeVLAN {
+		if n < ethHeaderLen+vlanTagLen {
+			return f.notDXPU(res, inCtr, n)
+		}
+		proto = binary.BigEndian.Uint16(frame[16:])
+		l3 += vlanTagLen
+		tagged = true
+	}
+	ip, udp, h := -1, -1, -1
+	switch proto {
+	case etherTypeDXPU:
+		h = l3
+	case etherTypeIPv4:
+		ip = l3
+		if n < ip+minIPv4Header {
+			return f.notDXPU(res, inCtr, n)
+		}
+		ihl := int(frame[ip]&0x0f) * 4
+		if frame[ip]>>4 != 4 || ihl < minIPv4Header || frame[ip+9] != ipProtoUDP {
+			return f.notDXPU(res, inCtr, n)
+		}
+		if binary.BigEndian.Uint16(frame[ip+6:])&0x3fff != 0 {
+			return f.notDXPU(res, inCtr, n)
+		}
+		udp = ip + ihl
+		if n < udp+udpHeaderLen || binary.BigEndian.Uint16(frame[udp+2:]) != f.udpPort {
+			return f.notDXPU(res, inCtr, n)
+		}
+		h = udp + udpHeaderLen
+	default:
+		return f.notDXPU(res, inCtr, n)
+	}
+
+	if n < h+dxpuHeaderLen || frame[h]>>4 != dxpuVersion {
+		return f.finish(res, VerdictDrop, ReasonMalformed, nil, inCtr, n)
+	}
+	if frame[h+1] == msgControl {
+		res.PairID = pairID(frame[h:])
+		return f.finish(res, VerdictSlowPath, ReasonControl, nil, inCtr, n)
+	}
+	res.PairID = pairID(frame[h:])
+	r := f.rules.Load().byID[res.PairID]
+	if r == nil {
+		return f.finish(res, VerdictSlowPath, ReasonUnknownPair, nil, inCtr, n)
+	}
+
+	var srcIP [4]byte
+	if ip >= 0 {
+		copy(srcIP[:], frame[ip+12:ip+16])
+	}
+	var d *Direction
+	var reason Reason
+	switch {
+	case accepts(&r.Dir[0], ingress, frame, ip >= 0, srcIP):
+		d, reason = &r.Dir[0], ReasonToGPU
+	case accepts(&r.Dir[1], ingress, frame, ip >= 0, srcIP):
+		d, reason = &r.Dir[1], ReasonToHost
+	default:
+		return f.finish(res, VerdictDrop, ReasonSpoofed, r.counters, inCtr, n)
+	}
+	if r.DropPPM != 0 && f.Rand()%million < r.DropPPM {
+		return f.finish(res, VerdictDrop, ReasonFault, r.counters, inCtr, n)
+	}
+
+	if ip >= 0 {
+		rewriteUDP(frame[ip:], udp-ip, d, f.udpPort)
+	}
+	switch {
+	case tagged && r.VLAN != 0:
+		frame[14] = frame[14]&0xf0 | byte(r.VLAN>>8)
+		frame[15] = byte(r.VLAN)
+	case tagged: // pop
+		off += vlanTagLen
+	case r.VLAN != 0: // push
+		if off < vlanTagLen {
+			return f.finish(res, VerdictDrop, ReasonNoRoom, r.counters, inCtr, n)
+		}
+		off -= vlanTagLen
+		frame = buf[off:]
+		binary.BigEndian.PutUint16(frame[12:], etherTypeVLAN)
+		binary.BigEndian.PutUint16(frame[14:], r.VLAN)
+	}
+	frame = buf[off:]
+	copy(frame[0:6], d.DstMAC[:])
+	copy(frame[6:12], d.PortMAC[:])
+	res.Off = off
+	res.Egress = d.OutPort
+	tx := reason + ReasonTxToGPU // ReasonToHost+ReasonTxToGPU == ReasonTxToHost
+	f.portCounters(d.OutPort).Add(tx, len(frame))
+	r.counters.Add(tx, len(frame))
+	return f.finish(res, VerdictForward, reason, r.counters, inCtr, n)
+}
+
+func (f *Forwarder) notDXPU(res Result, inCtr *Counters, n int) Result {
+	return f.finish(res, VerdictPass, ReasonNotDXPU, nil, inCtr, n)
+}
+
+func (f *Forwarder) finish(res Result, v Verdict, r Reason, pair, port *Counters, n int) Result {
+	res.Verdict, res.Reason = v, r
+	pair.Add(r, n)
+	port.Add(r, n)
+	return res
+}
+
+func pairID(h []byte) uint32 { return uint32(h[2])<<16 | uint32(h[3])<<8 | uint32(h[4]) }
+
+func accepts(d *Direction, ingress uint32, frame []byte, isUDP bool, srcIP [4]byte) bool {
+	if d.InPort != ingress || [6]byte(frame[6:12]) != d.SrcMAC {
+		return false
+	}
+	return !isUDP || d.SrcIP == [4]byte{} || d.SrcIP == srcIP
+}
+
+// rewriteUDP rewrites addresses, ports and checksums of the IPv4 packet ip
+// whose UDP header starts at ip[udp:].
+func rewriteUDP(ip []byte, udp int, d *Direction, udpPort uint16) {
+	le := binary.LittleEndian
+	oldSrc, oldDst := le.Uint32(ip[12:]), le.Uint32(ip[16:])
+	newSrc, newDst := oldSrc, oldDst
+	if d.NewSrcIP != [4]byte{} {
+		newSrc = le.Uint32(d.NewSrcIP[:])
+	}
+	if d.NewDstIP != [4]byte{} {
+		newDst = le.Uint32(d.NewDstIP[:])
+	}
+	// Ports as the XDP program holds them: wire order loaded little-endian.
+	var sp, dp [2]byte
+	binary.BigEndian.PutUint16(sp[:], udpPort)
+	binary.BigEndian.PutUint16(dp[:], d.DstUDPPort)
+	newSport, newDport := le.Uint16(sp[:]), le.Uint16(dp[:])
+	oldSport, oldDport := le.Uint16(ip[udp:]), le.Uint16(ip[udp+2:])
+
+	// One RFC 1624 update per checksum: ~HC + sum(~old) + sum(new).
+	delta := notWords(oldSrc) + notWords(oldDst) + words(newSrc) + words(newDst)
+	le.PutUint16(ip[10:], ^csumFold(uint32(^le.Uint16(ip[10:]))+delta))
+	le.PutUint32(ip[12:], newSrc)
+	le.PutUint32(ip[16:], newDst)
+	le.PutUint16(ip[udp:], newSport)
+	le.PutUint16(ip[udp+2:], newDport)
+	if c := le.Uint16(ip[udp+6:]); c != 0 { // 0: no UDP checksum, keep it that way
+		delta += uint32(^oldSport) + uint32(^oldDport) + uint32(newSport) + uint32(newDport)
+		c = ^csumFold(uint32(^c) + delta)
+		if c == 0 {
+			c = 0xffff
+		}
+		le.PutUint16(ip[udp+6:], c)
+	}
+}
+
+func (f *Forwarder) portCounters(ifindex uint32) *Counters {
+	m := *f.portCtrsPtr.Load()
+	if c, ok := m[ifindex]; ok {
+		return c
+	}
+	return m[0]
+}
+
+func (f *Forwarder) setPortCtrs(m map[uint32]*Counters) {
+	f.portCtrs = m
+	f.portCtrsPtr.Store(&m)
+}
+
+// PairCounters implements CounterSource.
+func (f *Forwarder) PairCounters(fn func(id uint32, c Counters)) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for id, c := range f.pairCtrs {
+		fn(id, c.Snapshot())
+	}
+	return nil
+}
+
+// PortCounters implements CounterSource.
+func (f *Forwarder) PortCounters(fn func(port string, c Counters)) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for idx, c := range f.portCtrs {
+		fn(f.portNames[idx], c.Snapshot())
+	}
+	return nil
+}

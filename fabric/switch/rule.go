@@ -1,0 +1,101 @@
+package switching
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+
+	"github.com/dxpu/dxpu/fabric/table"
+)
+
+// DefaultUDPPort is the UDP port of dxpu frames (encap.DefaultUDPPort).
+const DefaultUDPPort = 8855
+
+// Port is one switch port: an interface and the addresses the switch uses
+// as source when it transmits on it.
+type Port struct {
+	Name  string
+	Index uint32 // ifindex (any unique non-zero number for the userspace path)
+	MAC   net.HardwareAddr
+	IP    netip.Addr // IPv4 source for UDP frames; invalid: keep the sender's
+}
+
+// Direction is one direction of a pair, compiled: what is accepted and how
+// it is rewritten. It mirrors struct direction in xdp/switch.c.
+type Direction struct {
+	InPort, OutPort uint32  // ifindexes
+	SrcMAC          [6]byte // accepted only from this MAC
+	DstMAC          [6]byte // new destination MAC (far endpoint)
+	PortMAC         [6]byte // new source MAC (egress port)
+	DstUDPPort      uint16  // new UDP destination port
+	SrcUDPPort      uint16  // UDP socket mode: accepted only from this port (Go path only)
+	SrcIP           [4]byte // UDP: accepted only from this address (zero: any)
+	NewSrcIP        [4]byte // UDP: new source (zero: keep)
+	NewDstIP        [4]byte // UDP: new destination (zero: keep)
+}
+
+// Rule is a compiled pair: Dir[0] host -> GPU, Dir[1] GPU -> host.
+type Rule struct {
+	ID      uint32
+	Dir     [2]Direction
+	VLAN    uint16
+	DropPPM uint32
+}
+
+// ErrUnknownPort is returned (wrapped) when a pair names a port the switch
+// does not have.
+var ErrUnknownPort = errors.New("switch: unknown port")
+
+// Compile turns a table into rules for the given ports (by name). Pairs
+// with an endpoint behind a port that is not in ports are left out, each
+// with an error in skipped; an invalid table is an error.
+func Compile(t *table.Table, ports map[string]Port, udpPort uint16) (rules []Rule, skipped []error, err error) {
+	if err := t.Validate(); err != nil {
+		return nil, nil, err
+	}
+	if udpPort == 0 {
+		udpPort = DefaultUDPPort
+	}
+	rules = make([]Rule, 0, len(t.Pairs))
+	for i, p := range t.Pairs {
+		hp, ok1 := ports[p.Host.Port]
+		gp, ok2 := ports[p.GPU.Port]
+		if !ok1 || !ok2 {
+			missing := p.Host.Port
+			if ok1 {
+				missing = p.GPU.Port
+			}
+			skipped = append(skipped, fmt.Errorf("%w: pairs[%d] (id %d) uses port %q", ErrUnknownPort, i, p.ID, missing))
+			continue
+		}
+		r := Rule{ID: p.ID, VLAN: p.VLAN, DropPPM: p.DropPPM}
+		r.Dir[0] = direction(p.Host, p.GPU, hp, gp, udpPort)
+		r.Dir[1] = direction(p.GPU, p.Host, gp, hp, udpPort)
+		rules = append(rules, r)
+	}
+	return rules, skipped, nil
+}
+
+func direction(from, to table.Endpoint, in, out Port, udpPort uint16) Direction {
+	d := Direction{InPort: in.Index, OutPort: out.Index, DstUDPPort: to.UDPPort, SrcUDPPort: from.UDPPort}
+	copy(d.SrcMAC[:], from.MAC)
+	copy(d.DstMAC[:], to.MAC)
+	copy(d.PortMAC[:], out.MAC)
+	if d.DstUDPPort == 0 {
+		d.DstUDPPort = udpPort
+	}
+	if d.SrcUDPPort == 0 {
+		d.SrcUDPPort = udpPort
+	}
+	if from.IP.Is4() {
+		d.SrcIP = from.IP.As4()
+	}
+	if out.IP.Is4() {
+		d.NewSrcIP = out.IP.As4()
+	}
+	if to.IP.Is4() {
+		d.NewDstIP = to.IP.As4()
+	}
+	return d
+}

@@ -1,0 +1,98 @@
+package model
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"time"
+)
+
+// FabricFromProfile reads the fabric from the JSON of `dxpu bench fabric
+// --json`, starting from base for anything the profile does not say.
+//
+// It takes, at the top level or inside an object named "fabric" or
+// "config":
+//
+//	"rtt_us" or "added_rtt_us"  added round trip, microseconds
+//	"bandwidth_gbps" or "link_gbps"  link rate, Gbit/s
+//	"tags", "mrrs"  read-request limits
+//
+// and, when no RTT is given, derives it from the measured MMIO read latency,
+// {"mmio_read_us": {"native": N, "fabric": F}}: a read is one round trip, so
+// the added RTT is F-N.
+func FabricFromProfile(r io.Reader, base Fabric) (Fabric, error) {
+	var doc map[string]any
+	dec := json.NewDecoder(r)
+	dec.UseNumber()
+	if err := dec.Decode(&doc); err != nil {
+		return base, fmt.Errorf("model: fabric profile: %w", err)
+	}
+	f := base
+	scopes := []map[string]any{doc}
+	for _, k := range []string{"fabric", "config"} {
+		if m, ok := doc[k].(map[string]any); ok {
+			scopes = append(scopes, m)
+		}
+	}
+	num := func(keys ...string) (float64, bool, error) {
+		for _, s := range scopes {
+			for _, k := range keys {
+				v, ok := s[k]
+				if !ok {
+					continue
+				}
+				n, isNum := v.(json.Number)
+				if !isNum {
+					return 0, false, fmt.Errorf("model: fabric profile: %q is not a number", k)
+				}
+				x, err := n.Float64()
+				if err != nil || x < 0 || math.IsInf(x, 0) {
+					return 0, false, fmt.Errorf("model: fabric profile: %q = %s is not a non-negative number", k, n)
+				}
+				return x, true, nil
+			}
+		}
+		return 0, false, nil
+	}
+	rtt, ok, err := num("rtt_us", "added_rtt_us")
+	if err != nil {
+		return base, err
+	}
+	if ok {
+		f.RTT = time.Duration(rtt * float64(time.Microsecond))
+	} else if m, isObj := doc["mmio_read_us"].(map[string]any); isObj {
+		nat, ok1 := m["native"].(json.Number)
+		fab, ok2 := m["fabric"].(json.Number)
+		if !ok1 || !ok2 {
+			return base, fmt.Errorf("model: fabric profile: mmio_read_us needs numbers native and fabric")
+		}
+		a, err1 := nat.Float64()
+		b, err2 := fab.Float64()
+		if err1 != nil || err2 != nil || b < a {
+			return base, fmt.Errorf("model: fabric profile: mmio_read_us fabric %s below native %s", fab, nat)
+		}
+		f.RTT = time.Duration((b - a) * float64(time.Microsecond))
+	} else {
+		return base, fmt.Errorf("model: fabric profile: no rtt_us and no mmio_read_us")
+	}
+	if bw, ok, err := num("bandwidth_gbps", "link_gbps"); err != nil {
+		return base, err
+	} else if ok {
+		f.Bandwidth = bw * 1e9 / 8
+	}
+	if v, ok, err := num("tags"); err != nil {
+		return base, err
+	} else if ok {
+		f.Tags = int(v)
+	}
+	if v, ok, err := num("mrrs"); err != nil {
+		return base, err
+	} else if ok {
+		f.MRRS = int(v)
+	}
+	if err := f.Validate(); err != nil {
+		return base, fmt.Errorf("model: fabric profile: %w", err)
+	}
+	return f, nil
+}

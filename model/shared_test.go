@@ -1,0 +1,53 @@
+package model
+
+import (
+	"path/filepath"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/dxpu/dxpu/model/trace"
+)
+
+// sharedGraphs builds the graph of every trace in ../shared/traces, or skips.
+func sharedGraphs(tb testing.TB) []*Graph {
+	tb.Helper()
+	_, file, _, _ := runtime.Caller(0)
+	dir := filepath.Join(filepath.Dir(file), "..", "..", "shared", "traces")
+	paths, _ := filepath.Glob(filepath.Join(dir, "*.json.gz"))
+	if len(paths) == 0 {
+		tb.Skipf("no shared traces under %s", dir)
+	}
+	var gs []*Graph
+	for _, p := range paths {
+		w, err := trace.DecodeFile(p)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		g, err := Build(w)
+		if err != nil {
+			tb.Fatalf("%s: %v", p, err)
+		}
+		g.workload = w
+		gs = append(gs, g)
+	}
+	return gs
+}
+
+func TestSharedNativeReproducesSpan(t *testing.T) {
+	for _, g := range sharedGraphs(t) {
+		p := g.Predict(Native)
+		t.Logf("%s: nodes=%d edges=%d stats=%+v dropped=%d baseline=%v predicted=%v overhead=%.4f%%",
+			g.Name, len(g.Nodes), len(g.Edges), g.Stats, g.DroppedEdges, g.Baseline, p.Predicted, p.OverheadPct)
+		if p.OverheadPct != 0 {
+			t.Errorf("%s: native overhead %v%%, want exactly 0", g.Name, p.OverheadPct)
+		}
+		if d := p.Predicted - g.Baseline; d < -g.Baseline/50 || d > g.Baseline/50 {
+			t.Errorf("%s: native span %v, measured %v: off by more than 2%%", g.Name, p.Predicted, g.Baseline)
+		}
+		for _, rtt := range []time.Duration{2e3, 5e3, 10e3, 20e3} {
+			q := g.Predict(Native.WithRTT(rtt))
+			t.Logf("  rtt=%v overhead=%.2f%% breakdown=%v", rtt, q.OverheadPct, q.Breakdown)
+		}
+	}
+}

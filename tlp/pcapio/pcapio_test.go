@@ -1,0 +1,161 @@
+package pcapio_test
+
+import (
+	"bytes"
+	"compress/gzip"
+	"errors"
+	"io"
+	"testing"
+	"time"
+
+	"github.com/google/gopacket"
+
+	"github.com/dxpu/dxpu/tlp/pcapio"
+)
+
+func frames() [][]byte {
+	var out [][]byte
+	for i := 0; i < 5; i++ {
+		f := make([]byte, 60+i*37)
+		for j := range f {
+			f[j] = byte(i*7 + j)
+		}
+		out = append(out, f)
+	}
+	return out
+}
+
+// TestRoundTrip writes frames in each format and resolution and reads them
+// back: same bytes, same lengths, timestamps at the written resolution.
+func TestRoundTrip(t *testing.T) {
+	base := time.Unix(1700000000, 123456789).UTC()
+	for _, opt := range []pcapio.WriterOptions{
+		{}, {Nanos: true}, {PcapNG: true}, {PcapNG: true, Nanos: true}, {Snaplen: 100},
+	} {
+		var buf bytes.Buffer
+		w, err := pcapio.NewWriter(&buf, opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		in := frames()
+		for i, f := range in {
+			ci := gopacket.CaptureInfo{Timestamp: base.Add(time.Duration(i) * 1001 * time.Nanosecond), CaptureLength: len(f), Length: len(f)}
+			if err := w.WritePacket(ci, f); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		r, err := pcapio.NewReader(bytes.NewReader(buf.Bytes()))
+		if err != nil {
+			t.Fatalf("%+v: %v", opt, err)
+		}
+		wantFormat := pcapio.FormatPcap
+		if opt.PcapNG {
+			wantFormat = pcapio.FormatPcapNG
+		}
+		if r.Format() != wantFormat || r.Nanos() != (opt.Nanos || opt.PcapNG) {
+			t.Errorf("%+v: read as %v nanos=%v", opt, r.Format(), r.Nanos())
+		}
+		for i, f := range in {
+			data, ci, err := r.Next()
+			if err != nil {
+				t.Fatalf("%+v record %d: %v", opt, i, err)
+			}
+			want := f
+			if opt.Snaplen != 0 && len(want) > int(opt.Snaplen) {
+				want = want[:opt.Snaplen]
+			}
+			if !bytes.Equal(data, want) || ci.Length != len(f) || ci.CaptureLength != len(want) {
+				t.Errorf("%+v record %d: got %d/%d bytes, want %d/%d", opt, i, ci.CaptureLength, ci.Length, len(want), len(f))
+			}
+			ts := base.Add(time.Duration(i) * 1001 * time.Nanosecond)
+			if !opt.Nanos {
+				ts = ts.Truncate(time.Microsecond)
+			}
+			if !ci.Timestamp.Equal(ts) {
+				t.Errorf("%+v record %d: timestamp %v, want %v", opt, i, ci.Timestamp, ts)
+			}
+		}
+		if _, _, err := r.Next(); err != io.EOF {
+			t.Errorf("%+v: after the last record got %v, want io.EOF", opt, err)
+		}
+	}
+}
+
+// TestGzip reads a gzip-compressed pcapng.
+func TestGzip(t *testing.T) {
+	var raw bytes.Buffer
+	w, _ := pcapio.NewWriter(&raw, pcapio.WriterOptions{PcapNG: true})
+	w.WritePacket(gopacket.CaptureInfo{CaptureLength: 60, Length: 60}, make([]byte, 60))
+	w.Close()
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	zw.Write(raw.Bytes())
+	zw.Close()
+	r, err := pcapio.NewReader(&gz)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, _, err := r.Next(); err != nil || len(d) != 60 {
+		t.Fatalf("got %d bytes, %v", len(d), err)
+	}
+}
+
+// TestBadInput checks that malformed captures give errors that say what and
+// where, never a panic or a huge allocation.
+func TestBadInput(t *testing.T) {
+	var good bytes.Buffer
+	w, _ := pcapio.NewWriter(&good, pcapio.WriterOptions{})
+	w.WritePacket(gopacket.CaptureInfo{CaptureLength: 60, Length: 60}, make([]byte, 60))
+	w.Close()
+	var ng bytes.Buffer
+	w, _ = pcapio.NewWriter(&ng, pcapio.WriterOptions{PcapNG: true})
+	w.WritePacket(gopacket.CaptureInfo{CaptureLength: 60, Length: 60}, make([]byte, 60))
+	w.Close()
+	ngb := ng.Bytes()
+	// locate the EPB (type 6) to corrupt its captured length
+	epb := bytes.Index(ngb, []byte{6, 0, 0, 0})
+
+	cases := []struct {
+		name string
+		in   []byte
+		open error // expected error from NewReader
+		next error // expected error from Next
+	}{
+		{"empty", nil, pcapio.ErrFormat, nil},
+		{"bad magic", []byte("hello world, not a capture file"), pcapio.ErrFormat, nil},
+		{"cut header", good.Bytes()[:10], pcapio.ErrCorrupt, nil},
+		{"cut record", good.Bytes()[:24+16+30], nil, io.ErrUnexpectedEOF},
+		{"huge caplen", patch(good.Bytes(), 24+8, 0xff, 0xff, 0xff, 0x7f), nil, pcapio.ErrCorrupt},
+		{"ng huge caplen", patch(ngb, epb+20, 0xff, 0xff, 0xff, 0x7f), nil, pcapio.ErrCorrupt},
+		{"ng huge block", patch(ngb, epb+4, 0xf0, 0xff, 0xff, 0x7f), nil, pcapio.ErrCorrupt},
+		{"ng cut", ngb[:len(ngb)-10], nil, io.ErrUnexpectedEOF},
+	}
+	for _, c := range cases {
+		r, err := pcapio.NewReader(bytes.NewReader(c.in))
+		if c.open != nil {
+			if !errors.Is(err, c.open) {
+				t.Errorf("%s: NewReader error %v, want %v", c.name, err, c.open)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s: NewReader: %v", c.name, err)
+			continue
+		}
+		_, _, err = r.Next()
+		if !errors.Is(err, c.next) {
+			t.Errorf("%s: Next error %v, want %v", c.name, err, c.next)
+		} else {
+			t.Logf("%s: %v", c.name, err)
+		}
+	}
+}
+
+func patch(b []byte, at int, v ...byte) []byte {
+	out := append([]byte(nil), b...)
+	copy(out[at:], v)
+	return out
+}

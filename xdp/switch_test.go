@@ -1,0 +1,138 @@
+package xdp_test
+
+import (
+	"bytes"
+	"fmt"
+	"testing"
+
+	switching "github.com/dxpu/dxpu/fabric/switch"
+	"github.com/dxpu/dxpu/fabric/switch/switchtest"
+	"github.com/dxpu/dxpu/internal/privtest"
+	"github.com/dxpu/dxpu/xdp"
+	"github.com/dxpu/dxpu/xdp/xdptest"
+)
+
+// fixture loads the program in a scratch namespace with dummy ports named
+// as switchtest's, and a Go forwarder over the same table and ifindexes.
+type fixture struct {
+	ns    xdptest.NS
+	sw    *xdp.Switch
+	fwd   *switching.Forwarder
+	ports map[string]switching.Port
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	privtest.BPF(t)
+	privtest.NetNS(t)
+	ns := xdptest.NewNS(t, "xdp-testrun")
+	ifs := xdptest.AddPorts(t, ns, switchtest.PortNames, nil)
+	index := map[string]uint32{}
+	for _, i := range ifs {
+		index[i.Name] = uint32(i.Index)
+	}
+	ports := switchtest.Ports(index)
+	sw, err := xdp.Load(xdp.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sw.Close() })
+	// Devmap entries name interfaces of the caller's namespace.
+	if err := ns.Do(func() error {
+		skipped, err := sw.Reconcile(switchtest.Table(), ports)
+		if err == nil && len(skipped) != 0 {
+			err = fmt.Errorf("skipped %v", skipped)
+		}
+		return err
+	}); err != nil {
+		t.Fatalf("Reconcile: %v", err)
+	}
+	fwd := switching.NewForwarder(0)
+	fwd.SetPorts(ports)
+	rules, _, err := switching.Compile(switchtest.Table(), ports, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fwd.Update(rules)
+	return &fixture{ns: ns, sw: sw, fwd: fwd, ports: ports}
+}
+
+// compare runs every case through both paths and reports disagreements.
+func (f *fixture) compare(t *testing.T, cases []switchtest.Case) {
+	t.Helper()
+	err := f.ns.Do(func() error {
+		for _, c := range cases {
+			in := f.ports[c.Port].Index
+			if len(c.Frame) < 14 {
+				// BPF_PROG_TEST_RUN refuses frames shorter than an
+				// Ethernet header, and no NIC delivers them; the Go
+				// path must leave them to the stack.
+				buf := append([]byte(nil), c.Frame...)
+				if r := switching.NewForwarder(0).Forward(buf, 0, in); r.Verdict != switching.VerdictPass {
+					t.Errorf("%s: runt got %v", c.Name, r.Verdict)
+				}
+				continue
+			}
+			act, out, err := f.sw.TestRun(c.Frame, in)
+			if err != nil {
+				return fmt.Errorf("%s: %w", c.Name, err)
+			}
+			buf := append(make([]byte, switching.Headroom), c.Frame...)
+			res := f.fwd.Forward(buf, switching.Headroom, in)
+			goOut := buf[res.Off:]
+			if want := res.Verdict.XDPAction(); act != want {
+				t.Errorf("%s: XDP action %d, Go verdict %v (action %d, reason %v)", c.Name, act, res.Verdict, want, res.Reason)
+				continue
+			}
+			if !bytes.Equal(out, goOut) {
+				t.Errorf("%s: rewritten frames differ\nxdp % x\ngo  % x", c.Name, out, goOut)
+			}
+			if c.Want != 255 && (res.Verdict != c.Want || res.Reason != c.Reason) {
+				t.Errorf("%s: Go path %v/%v, want %v/%v", c.Name, res.Verdict, res.Reason, c.Want, c.Reason)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestXDPMatchesGoOnCorpus(t *testing.T) {
+	f := newFixture(t)
+	f.compare(t, switchtest.Corpus())
+	f.compareCounters(t)
+}
+
+func TestXDPMatchesGoOnMutations(t *testing.T) {
+	f := newFixture(t)
+	f.compare(t, switchtest.Mutations(1, 3000))
+	f.compareCounters(t)
+}
+
+func (f *fixture) compareCounters(t *testing.T) {
+	t.Helper()
+	goPairs := map[uint32]switching.Counters{}
+	f.fwd.PairCounters(func(id uint32, c switching.Counters) { goPairs[id] = c })
+	n := 0
+	if err := f.sw.PairCounters(func(id uint32, c switching.Counters) {
+		n++
+		if c != goPairs[id] {
+			t.Errorf("pair %#x counters: xdp %+v, go %+v", id, c, goPairs[id])
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if n != len(goPairs) {
+		t.Errorf("xdp has counters for %d pairs, go for %d", n, len(goPairs))
+	}
+	goPorts := map[string]switching.Counters{}
+	f.fwd.PortCounters(func(p string, c switching.Counters) { goPorts[p] = c })
+	if err := f.sw.PortCounters(func(p string, c switching.Counters) {
+		if c != goPorts[p] {
+			t.Errorf("port %q counters: xdp %+v, go %+v", p, c, goPorts[p])
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
