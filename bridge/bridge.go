@@ -124,6 +124,7 @@ type Bridge struct {
 	rxPool        pool
 	reorder       []int32
 	reorderN      []uint16
+	reorderHeld   int // TLPs held out of order
 	rcvNext       uint32
 	deliver       [3]fifo[meta]
 	rxOrder       uint64
@@ -134,6 +135,7 @@ type Bridge struct {
 	nakPending    bool
 	nakSent       bool
 	nakFor        uint32
+	nakAt         time.Duration
 	ackDeadline   time.Duration
 	framesUnacked int
 	creditDirty   bool
@@ -304,6 +306,9 @@ func (b *Bridge) Deadline() time.Duration {
 		d = min(d, b.creditDue)
 	}
 	d = min(d, b.rtoDeadline, b.lastSent+b.cfg.Keepalive, b.lastRecv+b.cfg.DeadAfter)
+	if b.reorderHeld > 0 && b.nakSent {
+		d = min(d, b.nakAt+b.renakAfter())
+	}
 	if b.probing() {
 		d = min(d, b.lastProbe+b.rtt.rto)
 	}
@@ -332,6 +337,10 @@ func (b *Bridge) HandleTimeout(now time.Duration) {
 	}
 	if b.state == StateUp && b.rtoDeadline != noDeadline && now >= b.rtoDeadline {
 		b.onRTO(now)
+	}
+	if b.state == StateUp && b.reorderHeld > 0 && b.nakSent && now-b.nakAt >= b.renakAfter() {
+		// The hole outlived its NAK: the retransmission was lost too.
+		b.nakPending, b.nakAt = true, now
 	}
 }
 
@@ -459,6 +468,7 @@ func (b *Bridge) goDown(now time.Duration, reason string, resetReason uint8) {
 			b.reorder[i] = -1
 		}
 	}
+	b.reorderHeld = 0
 	if wasUp && resetReason != 0 {
 		b.resetPending, b.resetReason, b.resetEcho = true, resetReason, b.peerSession
 	}
@@ -495,6 +505,9 @@ func (b *Bridge) HandleTLP(now time.Duration, t []byte) error {
 		return ErrNotUp
 	case StateDown:
 		return b.refuseDown(v, k)
+	}
+	if len(t) > int(b.peer.MaxTLP) {
+		return fmt.Errorf("%w: %d bytes exceed the %d-byte TLPs the peer accepts", ErrMalformedTLP, len(t), b.peer.MaxTLP)
 	}
 	if b.pending[c].full() {
 		return ErrBusy
@@ -548,6 +561,7 @@ func (b *Bridge) HandleTLP(now time.Duration, t []byte) error {
 		tv.SetTag(w)
 		m.wireTag, m.gen = int32(w), e.gen
 	}
+	fixECRC(tv)
 	m.order = b.arrival
 	b.arrival++
 	b.pending[c].push(m)

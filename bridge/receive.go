@@ -155,6 +155,7 @@ func (b *Bridge) handleControl(now time.Duration, c *encap.Control) error {
 					b.reorder[i] = -1
 				}
 			}
+			b.reorderHeld = 0
 		}
 		b.helloAckPending = true
 		if c.PeerSession == b.session {
@@ -212,6 +213,7 @@ func (b *Bridge) onCredits(h encap.Header) {
 // transmissions overtook (RACK-style: reordering alone rarely trips it).
 func (b *Bridge) onAck(now time.Duration, ack, sack uint32, nak bool) {
 	var sample time.Duration = -1
+	prevMax := b.maxAckedTxOrder
 	progress := false
 	for ; seqLT(b.sndUna, ack); b.sndUna++ {
 		e := &b.replay[b.sndUna&b.mask]
@@ -280,13 +282,23 @@ func (b *Bridge) onAck(now time.Duration, ack, sack uint32, nak bool) {
 			}
 		}
 	}
-	if sack != 0 || nak {
+	if b.maxAckedTxOrder > prevMax || nak {
+		// Only what the SACK bitmap covers can be judged: the receiver
+		// may hold TLPs beyond it without saying so.
 		end := ack + 33
 		for s := b.sndUna; s != b.sndNxt && seqLT(s, end); s++ {
 			e := &b.replay[s&b.mask]
-			if !e.sacked && !e.needRetx && e.txOrder+3 <= b.maxAckedTxOrder {
+			if e.sacked || e.needRetx {
+				continue
+			}
+			if e.txOrder+3 <= b.maxAckedTxOrder {
 				e.needRetx = true
 				b.retxCount++
+			} else if e.txCount == 1 {
+				// First transmissions go out in sequence order, and a
+				// retransmission is newer than every first transmission
+				// before it: nothing further on can qualify.
+				break
 			}
 		}
 	}
@@ -326,13 +338,16 @@ func (b *Bridge) onTLPs(now time.Duration, h encap.Header, body []byte) {
 		}
 		copy(b.rxPool.bytes(slot, l), t)
 		b.reorder[idx], b.reorderN[idx] = slot, uint16(l)
+		b.reorderHeld++
 		fresh = true
 	}
 	b.drainReorder()
-	if fresh && b.reorder[b.rcvNext&b.mask] < 0 && (!b.nakSent || b.nakFor != b.rcvNext) && b.sackBits() != 0 {
-		// New TLPs wait behind a new hole: tell the sender at once (once
-		// per hole; the SACK bits of every later frame keep it informed).
-		b.nakPending, b.nakSent, b.nakFor = true, true, b.rcvNext
+	if fresh && b.reorderHeld > 0 && b.reorder[b.rcvNext&b.mask] < 0 &&
+		(!b.nakSent || b.nakFor != b.rcvNext || now-b.nakAt >= b.renakAfter()) {
+		// New TLPs wait behind a hole: tell the sender at once; again for
+		// the same hole only after two RTTs, in case the retransmission
+		// was lost too (the SACK bits of every frame keep it informed).
+		b.nakPending, b.nakSent, b.nakFor, b.nakAt = true, true, b.rcvNext, now
 	}
 	if fresh || b.ackNow {
 		b.framesUnacked++
@@ -366,6 +381,7 @@ func (b *Bridge) drainReorder() {
 			return
 		}
 		b.reorder[idx] = -1
+		b.reorderHeld--
 		b.rcvNext++
 		b.ctr.TLPsReceived++
 		b.ctr.PayloadBytesRx += uint64(v.PayloadLen())
@@ -387,6 +403,7 @@ func (b *Bridge) drainReorder() {
 		default:
 			b.tr.inbound(v)
 		}
+		fixECRC(v)
 		m := metaOf(v, slot)
 		m.order = b.rxOrder
 		b.rxOrder++
@@ -438,4 +455,12 @@ func lastOfStale(e *tagEntry, v tlp.View) bool {
 		carried -= int(v.LowerAddress() & 3)
 	}
 	return carried >= v.ByteCount()
+}
+
+// renakAfter is how long a hole must persist before it is NAKed again.
+func (b *Bridge) renakAfter() time.Duration {
+	if !b.rtt.hasSample {
+		return b.cfg.InitialRTO
+	}
+	return max(2*b.rtt.srtt, 2*b.cfg.AckDelay)
 }

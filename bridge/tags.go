@@ -94,10 +94,10 @@ func (t *tagTable) release(w uint16) {
 
 // Completion accounting results.
 const (
-	cplMore   = iota // matched, more completions to come
-	cplLast          // matched, the request is complete
-	cplNoMatch       // no request with this tag and requester
-	cplLate          // the request was already answered by the bridge
+	cplMore    = iota // matched, more completions to come
+	cplLast           // matched, the request is complete
+	cplNoMatch        // no request with this tag and requester
+	cplLate           // the request was already answered by the bridge
 )
 
 // account matches completion c against entry e and updates the bytes still

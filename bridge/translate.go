@@ -1,6 +1,22 @@
 package bridge
 
-import "github.com/dxpu/dxpu/tlp"
+import (
+	"encoding/binary"
+
+	"github.com/dxpu/dxpu/tlp"
+)
+
+// fixECRC recomputes the digest of a TLP the bridge rewrote (IDs, tag,
+// config type): the receiver checks it, and a stale one would get the
+// frame dropped forever. The incoming digest was checked by tlp.Parse
+// before the rewrite.
+func fixECRC(v tlp.View) {
+	if !v.TD() || len(v) < tlp.Header3DW+4 {
+		return
+	}
+	n := len(v) - 4
+	binary.BigEndian.PutUint32(v[n:], tlp.ComputeECRC(v[:n]))
+}
 
 // translator rewrites routing IDs between the local and the wire numbering,
 // in place. The table is small (a handful of functions per pair), so a

@@ -3,6 +3,7 @@ package model
 import (
 	"container/heap"
 	"errors"
+	"fmt"
 	"slices"
 	"sort"
 	"time"
@@ -740,4 +741,18 @@ func cmpDur(a, b time.Duration) int {
 		return 1
 	}
 	return 0
+}
+
+// LoadGraph decodes a trace file (Kineto JSON, plain or gzip, or an Nsight
+// Systems SQLite export) and builds its graph.
+func LoadGraph(path string) (*Graph, error) {
+	w, err := trace.DecodeFile(path)
+	if err != nil {
+		return nil, err
+	}
+	g, err := Build(w)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return g, nil
 }

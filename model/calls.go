@@ -32,7 +32,7 @@ func BlockingWait(name string) WaitKind {
 	case "cudaMemcpy", "cudaMemcpy2D", "cudaMemcpy3D", "cudaMemcpyToSymbol", "cudaMemcpyFromSymbol",
 		"cudaMemcpyPeer", "cudaMemset", "cudaMemset2D", "cudaMemset3D",
 		"cuMemcpy", "cuMemcpyHtoD", "cuMemcpyDtoH", "cuMemcpyDtoD", "cuMemcpy2D", "cuMemcpy3D",
-		"cuMemsetD8", "cuMemsetD16", "cuMemsetD32", "hipMemcpy", "hipMemset":
+		"cuMemsetD8", "cuMemsetD16", "cuMemsetD32", "hipMemcpy", "hipMemcpyWithStream", "hipMemset":
 		return WaitCopy
 	}
 	return NoWait

@@ -218,6 +218,16 @@ type BuildStats struct {
 	EventEdges  int // cross-stream event dependencies
 }
 
+// OutEdges returns, for each node, the indices into Edges of the edges that
+// leave it: what an event-driven replay wakes when a node starts or ends.
+func (g *Graph) OutEdges() [][]int32 {
+	out := make([][]int32, len(g.Nodes))
+	for k, e := range g.Edges {
+		out[e.From] = append(out[e.From], int32(k))
+	}
+	return out
+}
+
 // InEdges returns the edges into node i.
 func (g *Graph) InEdges(i int) []Edge {
 	n := &g.Nodes[i]

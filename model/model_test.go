@@ -416,6 +416,14 @@ func TestValidate(t *testing.T) {
 	}
 }
 
+// benchFabricOutput is what `dxpu bench fabric --rtt 5us --json` printed
+// (copy sizes trimmed).
+const benchFabricOutput = `{"rtt_us":5,"added_rtt_us":6.3,"gbit":100,"tags":768,"mrrs":512,"gpu":"H100-SXM5-80GB","path":"pipe",
+"mmio_read_us":{"native":0.602,"fabric":6.91},"launch_sync_us":{"native":4.457,"fabric":23.386},
+"dma_read_rtt_us":{"native":0.56,"fabric":6.908},
+"h2d":[{"bytes":1048576,"native_gbps":54.31066452581965,"fabric_gbps":9.358943234559085}],
+"d2h":[{"bytes":1048576,"native_gbps":55.144675256376544,"fabric_gbps":9.846616145965386}],"clock":"virtual"}`
+
 func TestFabricFromProfile(t *testing.T) {
 	cases := []struct {
 		in   string
@@ -425,7 +433,10 @@ func TestFabricFromProfile(t *testing.T) {
 		{`{"rtt_us": 5, "bandwidth_gbps": 100, "tags": 768, "mrrs": 1024}`, Fabric{RTT: 5 * us, Bandwidth: 12.5e9, Tags: 768, MRRS: 1024}, ""},
 		{`{"fabric": {"added_rtt_us": 2.5}}`, Fabric{RTT: 2500 * time.Nanosecond, Tags: 256, MRRS: 512}, ""},
 		{`{"mmio_read_us": {"native": 0.9, "fabric": 10.9}, "link_gbps": 200}`, Fabric{RTT: 10 * us, Bandwidth: 25e9, Tags: 256, MRRS: 512}, ""},
-		{`{"bandwidth_gbps": 100}`, Fabric{}, "no rtt_us"},
+		{benchFabricOutput, Fabric{RTT: 6308 * time.Nanosecond, Bandwidth: 12.5e9, Tags: 768, MRRS: 512}, ""},
+		{`{"rtt_us": 5, "added_rtt_us": 6.3}`, Fabric{RTT: 6300 * time.Nanosecond, Tags: 256, MRRS: 512}, ""},
+		{`{"bandwidth_gbps": 100}`, Fabric{}, "no mmio_read_us"},
+		{`{"mmio_read_us": {"native": 5, "fabric": 1}}`, Fabric{}, "below native"},
 		{`{"rtt_us": "five"}`, Fabric{}, "not a number"},
 		{`{"rtt_us": 5, "mrrs": 300}`, Fabric{}, "MRRS"},
 		{`{"rtt_us": 5`, Fabric{}, "profile"},

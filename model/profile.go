@@ -11,16 +11,13 @@ import (
 // FabricFromProfile reads the fabric from the JSON of `dxpu bench fabric
 // --json`, starting from base for anything the profile does not say.
 //
-// It takes, at the top level or inside an object named "fabric" or
-// "config":
-//
-//	"rtt_us" or "added_rtt_us"  added round trip, microseconds
-//	"bandwidth_gbps" or "link_gbps"  link rate, Gbit/s
-//	"tags", "mrrs"  read-request limits
-//
-// and, when no RTT is given, derives it from the measured MMIO read latency,
-// {"mmio_read_us": {"native": N, "fabric": F}}: a read is one round trip, so
-// the added RTT is F-N.
+// The added round trip is, in order of preference: the measured MMIO read
+// latency over the fabric minus the native one ({"mmio_read_us":
+// {"native": N, "fabric": F}}: a read is one round trip, so F-N is what the
+// fabric adds, bridges and switch included); else "added_rtt_us"; else
+// "rtt_us". The link rate is "gbit" (or "bandwidth_gbps", "link_gbps") in
+// Gbit/s; "tags" and "mrrs" are the read-request limits. These keys are
+// read at the top level or inside an object named "fabric" or "config".
 func FabricFromProfile(r io.Reader, base Fabric) (Fabric, error) {
 	var doc map[string]any
 	dec := json.NewDecoder(r)
@@ -55,13 +52,7 @@ func FabricFromProfile(r io.Reader, base Fabric) (Fabric, error) {
 		}
 		return 0, false, nil
 	}
-	rtt, ok, err := num("rtt_us", "added_rtt_us")
-	if err != nil {
-		return base, err
-	}
-	if ok {
-		f.RTT = time.Duration(rtt * float64(time.Microsecond))
-	} else if m, isObj := doc["mmio_read_us"].(map[string]any); isObj {
+	if m, isObj := doc["mmio_read_us"].(map[string]any); isObj {
 		nat, ok1 := m["native"].(json.Number)
 		fab, ok2 := m["fabric"].(json.Number)
 		if !ok1 || !ok2 {
@@ -69,14 +60,21 @@ func FabricFromProfile(r io.Reader, base Fabric) (Fabric, error) {
 		}
 		a, err1 := nat.Float64()
 		b, err2 := fab.Float64()
-		if err1 != nil || err2 != nil || b < a {
+		if err1 != nil || err2 != nil || a < 0 || b < a || b-a > 1e9 {
 			return base, fmt.Errorf("model: fabric profile: mmio_read_us fabric %s below native %s", fab, nat)
 		}
 		f.RTT = time.Duration((b - a) * float64(time.Microsecond))
+	} else if rtt, ok, err := num("added_rtt_us", "rtt_us"); err != nil {
+		return base, err
+	} else if ok {
+		if rtt > 1e9 {
+			return base, fmt.Errorf("model: fabric profile: RTT %g us out of range", rtt)
+		}
+		f.RTT = time.Duration(rtt * float64(time.Microsecond))
 	} else {
-		return base, fmt.Errorf("model: fabric profile: no rtt_us and no mmio_read_us")
+		return base, fmt.Errorf("model: fabric profile: no mmio_read_us, added_rtt_us or rtt_us")
 	}
-	if bw, ok, err := num("bandwidth_gbps", "link_gbps"); err != nil {
+	if bw, ok, err := num("gbit", "bandwidth_gbps", "link_gbps"); err != nil {
 		return base, err
 	} else if ok {
 		f.Bandwidth = bw * 1e9 / 8

@@ -51,3 +51,23 @@ func TestSharedNativeReproducesSpan(t *testing.T) {
 		}
 	}
 }
+
+// TestNsysGraph builds the graph of the Nsight Systems test database.
+func TestNsysGraph(t *testing.T) {
+	_, file, _, _ := runtime.Caller(0)
+	g, err := LoadGraph(filepath.Join(filepath.Dir(file), "..", "testdata", "model", "nsys-small.sqlite"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkGraph(t, g)
+	if _, err := LoadGraph(filepath.Join(t.TempDir(), "none.json")); err == nil {
+		t.Error("LoadGraph of a missing file succeeded")
+	}
+	if g.Stats.Launches != 606 || g.Stats.Waits != 6 || g.Stats.WaitGuesses != 0 || len(g.Steps) != 2 {
+		t.Fatalf("stats %+v, %d steps", g.Stats, len(g.Steps))
+	}
+	p := g.Predict(Native.WithRTT(10 * time.Microsecond))
+	if p.OverheadPct <= 0 || p.Breakdown[CauseSync] <= 0 || p.Breakdown[CauseLaunch] <= 0 {
+		t.Fatalf("prediction %+v", p)
+	}
+}

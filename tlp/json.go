@@ -307,7 +307,11 @@ func (p *Packet) UnmarshalJSON(data []byte) error {
 		if k.IsMemory() {
 			p.Addr64 = f&1 != 0
 		} else if (f&1 != 0) != k.IsMessage() {
-			return fmt.Errorf("tlp: json fmt %d: %s uses a %d-DW header: %w", f, k, map[bool]int{true: 4, false: 3}[k.IsMessage()], ErrReservedFmtType)
+			dws := 3
+			if k.IsMessage() {
+				dws = 4
+			}
+			return fmt.Errorf("tlp: json fmt %d: %s uses a %d-DW header: %w", f, k, dws, ErrReservedFmtType)
 		}
 	}
 	var err error
@@ -324,6 +328,9 @@ func (p *Packet) UnmarshalJSON(data []byte) error {
 		if p.Address, err = jsonNumber(j.Address, "address", 64); err != nil {
 			return err
 		}
+	}
+	if j.Fmt != nil && k.IsMemory() && *j.Fmt&1 == 0 && p.Address > 0xffffffff {
+		return fmt.Errorf("tlp: json fmt %d (3-DW header) cannot carry address %#x: %w", *j.Fmt, p.Address, ErrField)
 	}
 	if j.MsgDW2 != nil {
 		n, err := jsonNumber(j.MsgDW2, "msg_dw2", 32)

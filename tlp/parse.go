@@ -102,6 +102,22 @@ func quickOK(b []byte) bool {
 		return 4*n <= int(b[11]&3)+bc+3
 	case Cpl, CplLk:
 		return true
+	case IORd, IOWr, CfgRd0, CfgWr0, CfgRd1, CfgWr1:
+		// Length 1, TC 0, Attr[1:0] 0, AT 0, Last BE 0.
+		return b[3] == 1 && b[2]&0x3f == 0 && b[1]&0x70 == 0 && b[7]&0xf0 == 0
+	case Msg, MsgD:
+		return b[1]&0x70 == 0 || !messageNeedsTC0(b[7])
+	case FetchAdd, Swap, CAS:
+		size := 4 * n
+		if k == CAS {
+			if n != 2 && n != 4 && n != 8 {
+				return false
+			}
+			size = 2 * n
+		} else if n > 2 {
+			return false
+		}
+		return int(b[hl-1]&^3)&(size-1) == 0
 	}
 	return false
 }

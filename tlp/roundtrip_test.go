@@ -217,3 +217,34 @@ func TestAppendToReusesBuffer(t *testing.T) {
 		t.Errorf("AppendTo into a big enough buffer allocated %.1f times", allocs)
 	}
 }
+
+func TestUnmarshalJSONRejects(t *testing.T) {
+	for _, js := range []string{
+		`{}`,
+		`{"kind":"MRead"}`,
+		`{"kind":"MRd","length":1,"first_be":15,"address":"0x100000000","fmt":0}`,
+		`{"kind":"MWr","fmt":0,"data":"00000000","first_be":15}`,
+		`{"kind":"CfgRd0","fmt":1}`,
+		`{"kind":"Msg","type":16,"routing":2}`,
+		`{"kind":"CplD","status":"XX","data":"00000000","byte_count":4}`,
+		`{"kind":"CplD","data":"0g","byte_count":4}`,
+		`{"kind":"MRd","length":1,"requester_id":"1:2:3"}`,
+		`{"kind":"MRd","length":1,"typo":1}`,
+		`{"line":3,"error":"tlp: ...","rule":"hex"}`,
+		`{"kind":"MWr","truncated":true,"data":"00","first_be":15}`,
+		`{"kind":"MRd","length":1,"td":true,"ecrc":"0x1"}`,
+	} {
+		if b, err := EncodeJSON(nil, []byte(js)); err == nil {
+			t.Errorf("%s encoded to %x", js, b)
+		}
+	}
+	// Accepted spellings: numbers as strings, hex, RRS for CRS.
+	b, err := EncodeJSON(nil, []byte(`{"kind":"Cpl","status":"RRS","byte_count":4,"completer_id":"01:00.0"}`))
+	if err != nil || b[6]>>5 != 2 {
+		t.Errorf("RRS: %x %v", b, err)
+	}
+	b, err = EncodeJSON(nil, []byte(`{"kind":"MRd","length":1,"first_be":15,"address":4096}`))
+	if err != nil || View(b).Address() != 4096 {
+		t.Errorf("numeric address: %x %v", b, err)
+	}
+}

@@ -229,3 +229,34 @@ func TestCredits(t *testing.T) {
 		t.Error("MRd consumes no data credits and is non-posted")
 	}
 }
+
+func TestSplitterForRequest(t *testing.T) {
+	// MRd of 3 DW at 0x1004, First BE 1100, Last BE 0011: 8 bytes from
+	// 0x1006; its first completion says Lower Address 0x06, Byte Count 8.
+	v, err := Parse(unhex(t, "00000003 010005 3c 00001004"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.RequestBytes() != 8 || v.RequestLowerAddress() != 0x06 {
+		t.Errorf("bytes %d lower address %#x", v.RequestBytes(), v.RequestLowerAddress())
+	}
+	s, err := SplitterFor(v, 128, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, ok := s.Next()
+	if !ok || c.ByteCount != 8 || c.LowerAddress != 6 || c.Length != 3 || !c.Last() {
+		t.Errorf("completion %+v", c)
+	}
+	// A read with TH: BE fields hold a steering tag, whole DWs are read.
+	th, _ := Parse(unhex(t, "00010002 01000512 fedc0010"))
+	if th.RequestBytes() != 8 || th.RequestLowerAddress() != 0x10 {
+		t.Errorf("TH read: %d bytes, lower address %#x", th.RequestBytes(), th.RequestLowerAddress())
+	}
+	if _, err := SplitterFor(View(unhex(t, "40000001 0100050f fedc0010 00000000")), 128, 64); err == nil {
+		t.Error("SplitterFor accepted a write")
+	}
+	if MaxSize(0) != 128 || MaxSize(5) != 4096 {
+		t.Errorf("MaxSize %d %d", MaxSize(0), MaxSize(5))
+	}
+}

@@ -385,3 +385,19 @@ func TestSplitPrefixes(t *testing.T) {
 		t.Errorf("short prefix: %v", err)
 	}
 }
+
+// Every valid vector except the sparse-BE one takes Parse's fast path; the
+// fuzz target checks that the fast path never accepts more than the full
+// checks do.
+func TestFastPathCoversValidVectors(t *testing.T) {
+	for _, tc := range validVectors {
+		if got := quickOK(unhex(t, tc.hex)); got != (tc.name != "MRd QW-aligned sparse BEs") {
+			t.Errorf("%s: quickOK %v", tc.name, got)
+		}
+	}
+	for _, tc := range errorVectors {
+		if quickOK(unhex(t, tc.hex)) {
+			t.Errorf("%s: fast path accepts it", tc.name)
+		}
+	}
+}

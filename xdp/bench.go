@@ -90,6 +90,7 @@ func benchIn(fig BenchFigures, port switching.Port, repeat uint32, rounds int) (
 		bs = append(bs, float64(r.BaselineNs))
 	}
 	fig.XDPNsPerFrame, fig.BaselineNsPerFrame = median(xs), median(bs)
+
 	if fig.BaselineNsPerFrame > 0 {
 		fig.Ratio = fig.XDPNsPerFrame / fig.BaselineNsPerFrame
 	}

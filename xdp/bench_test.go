@@ -37,3 +37,16 @@ func TestBenchUserspacePacket(t *testing.T) {
 	}
 	t.Logf("%+v", f)
 }
+
+func TestBenchUserspaceAFXDP(t *testing.T) {
+	privtest.BPF(t)
+	privtest.NetNS(t)
+	f, err := xdp.BenchUserspace("afxdp", xdp.AFXDPDriver, 200*time.Millisecond, 128)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Forwarded == 0 || f.Forwarded > f.Sent {
+		t.Fatalf("forwarded %d of %d", f.Forwarded, f.Sent)
+	}
+	t.Logf("%+v", f)
+}

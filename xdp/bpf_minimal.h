@@ -11,6 +11,7 @@ typedef unsigned char __u8;
 typedef unsigned short __u16;
 typedef unsigned int __u32;
 typedef unsigned long long __u64;
+typedef long long __s64;
 typedef __u16 __be16;
 typedef __u32 __be32;
 

@@ -31,6 +31,9 @@ type Options struct {
 	MaxPairs uint32
 	// UDPPort is the UDP destination port of dxpu frames (0: 8855).
 	UDPPort uint16
+	// AllToXSK sends every dxpu frame to the port's AF_XDP socket (see
+	// SetXSK) instead of forwarding it: the AF_XDP userspace switch.
+	AllToXSK bool
 }
 
 // Sentinel errors.
@@ -94,6 +97,11 @@ func Load(opts Options) (*Switch, error) {
 	spec.Maps[xdpSwitchMapPairStats].MaxEntries = slots
 	if err := spec.Variables[xdpSwitchVarDxpuUdpPort].Set(hostToNet16(opts.UDPPort)); err != nil {
 		return nil, fmt.Errorf("xdp: setting the UDP port: %w", err)
+	}
+	if opts.AllToXSK {
+		if err := spec.Variables[xdpSwitchVarAllToXsk].Set(uint8(1)); err != nil {
+			return nil, fmt.Errorf("xdp: setting all_to_xsk: %w", err)
+		}
 	}
 	ncpu, err := ebpf.PossibleCPU()
 	if err != nil {
@@ -205,17 +213,30 @@ func AttachPass(ifindex int) (link.Link, AttachMode, error) {
 	return attach(objs.DxpuPass, ifindex)
 }
 
-// SetXSK makes frames for the slow path that arrive on RX queue `queue` go
-// to the AF_XDP socket fd; fd < 0 removes it (they go to the stack).
-func (s *Switch) SetXSK(queue uint32, fd int) error {
+// XSKQueues is the number of RX queues per port that can have an AF_XDP
+// socket (XSK_QUEUES).
+const XSKQueues = 64
+
+// SetXSK makes frames for the slow path (all dxpu frames with AllToXSK)
+// that arrive on RX queue `queue` of the port with ifindex go to the AF_XDP
+// socket fd; fd < 0 removes it (they go to the stack). The port must be
+// installed by Reconcile first.
+func (s *Switch) SetXSK(ifindex int, queue uint32, fd int) error {
+	s.mu.Lock()
+	p := s.ports[uint32(ifindex)]
+	s.mu.Unlock()
+	if p == nil || queue >= XSKQueues {
+		return fmt.Errorf("xdp: no AF_XDP slot for ifindex %d queue %d (port not reconciled, or queue >= %d)", ifindex, queue, XSKQueues)
+	}
+	key := p.slot*XSKQueues + queue
 	if fd < 0 {
-		if err := s.objs.Xsks.Delete(queue); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
-			return fmt.Errorf("xdp: removing the AF_XDP socket of queue %d: %w", queue, err)
+		if err := s.objs.Xsks.Delete(key); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return fmt.Errorf("xdp: removing the AF_XDP socket of ifindex %d queue %d: %w", ifindex, queue, err)
 		}
 		return nil
 	}
-	if err := s.objs.Xsks.Put(queue, uint32(fd)); err != nil {
-		return fmt.Errorf("xdp: adding the AF_XDP socket of queue %d: %w", queue, err)
+	if err := s.objs.Xsks.Put(key, uint32(fd)); err != nil {
+		return fmt.Errorf("xdp: adding the AF_XDP socket of ifindex %d queue %d: %w", ifindex, queue, err)
 	}
 	return nil
 }
@@ -378,6 +399,9 @@ func (s *Switch) encode(r switching.Rule, slot uint32) xdpSwitchPair {
 		if p := s.ports[d.InPort]; p != nil {
 			v.Dir[i].InSlot = p.slot
 		}
+		if v.Dir[i].NewSrcIp != 0 && v.Dir[i].NewDstIp != 0 {
+			v.Dir[i].CsumAdd = words(v.Dir[i].NewSrcIp) + words(v.Dir[i].NewDstIp)
+		}
 	}
 	return v
 }
@@ -385,6 +409,9 @@ func (s *Switch) encode(r switching.Rule, slot uint32) xdpSwitchPair {
 // hostToNet16 returns the value whose in-memory (native, little-endian)
 // bytes are v in network order, as the program compares them.
 func hostToNet16(v uint16) uint16 { return v>>8 | v<<8 }
+
+// words is the sum of the two 16-bit halves (words() in switch.c).
+func words(v uint32) uint32 { return v&0xffff + v>>16 }
 
 // wire32 returns the uint32 whose in-memory bytes are b.
 func wire32(b [4]byte) uint32 {

@@ -89,7 +89,7 @@ func TestReplayCorpusXDPEqualsGo(t *testing.T) {
 				want.Write(f)
 			}
 			if !bytes.Equal(got.Bytes(), want.Bytes()) {
-				t.Errorf("%s: forwarded frames differ from %s", file, expectedPath(file))
+				t.Errorf("%s: forwarded frames differ from %s (if the corpus changed on purpose: testdata/switch/regen.sh)", file, expectedPath(file))
 			}
 			_ = exp
 		}

@@ -49,6 +49,7 @@ struct direction {
 	__be32 new_src_ip; /* UDP: new source address (0: keep) */
 	__be32 new_dst_ip; /* UDP: new destination address (0: keep) */
 	__u32 in_slot;     /* ingress port counter slot */
+	__u32 csum_add;    /* UDP: words(new_src_ip) + words(new_dst_ip) when both are set, else 0 */
 };
 
 struct pair {
@@ -128,13 +129,20 @@ struct {
 	__uint(max_entries, MAX_PORTS);
 } tx_ports SEC(".maps");
 
-/* Slow path sockets by RX queue; empty: slow-path frames go to the stack. */
+/* AF_XDP sockets, keyed by port slot * XSK_QUEUES + RX queue: the slow
+ * path (or, with all_to_xsk, every dxpu frame) goes to the socket of its
+ * port and queue; with none there, to the kernel stack. */
+#define XSK_QUEUES 64
 struct {
 	__uint(type, BPF_MAP_TYPE_XSKMAP);
 	__type(key, __u32);
 	__type(value, __u32);
-	__uint(max_entries, 64);
+	__uint(max_entries, MAX_PORTS * XSK_QUEUES);
 } xsks SEC(".maps");
+
+/* Set by the loader for the AF_XDP userspace switch (mode afxdp): every
+ * dxpu frame goes to the port's AF_XDP socket, Go decides. */
+volatile const __u8 all_to_xsk = 0;
 
 /* The UDP destination port of dxpu frames in network order (8855 =
  * 0x2297); the loader sets it. */
@@ -149,6 +157,9 @@ volatile const __be16 dxpu_udp_port = 0x9722;
 #define DXPU_VERSION 1
 #define DXPU_MSG_CONTROL 5
 #define IPPROTO_UDP 17
+/* Below this, a frame's linear part is all of it (drivers and veth put at
+ * least a page minus headroom and skb_shared_info there). */
+#define LINEAR_MIN 2048
 
 static __always_inline void count(void *map, __u32 slot, __u32 reason, __u64 bytes)
 {
@@ -212,55 +223,25 @@ static __always_inline __u32 not_words(__u32 v)
 
 static __always_inline int slow_path(struct xdp_md *ctx)
 {
-	/* An AF_XDP socket on this queue takes it, otherwise the stack
-	 * (an AF_PACKET listener) does. */
-	return bpf_redirect_map(&xsks, ctx->rx_queue_index, XDP_PASS);
+	/* An AF_XDP socket on this port and queue takes it, otherwise the
+	 * stack (an AF_PACKET listener) does. */
+	__u32 ifindex = ctx->ingress_ifindex;
+	__u32 *slot = bpf_map_lookup_elem(&port_slots, &ifindex);
+	if (!slot || ctx->rx_queue_index >= XSK_QUEUES)
+		return XDP_PASS;
+	return bpf_redirect_map(&xsks, *slot * XSK_QUEUES + ctx->rx_queue_index, XDP_PASS);
 }
 
-SEC("xdp.frags")
-int dxpu_switch(struct xdp_md *ctx)
+/* The decision for a dxpu frame whose header starts at h; ip and udp are
+ * the IPv4 and UDP headers of a dxpu-udp frame, NULL for dxpu-eth. */
+static __always_inline int forward(struct xdp_md *ctx, __u8 *data, __u8 *end, __u8 *h,
+				   __u8 *ip, __u8 *udp, int tagged)
 {
-	__u8 *data = (__u8 *)(long)ctx->data;
-	__u8 *end = (__u8 *)(long)ctx->data_end;
 	__u32 in = ctx->ingress_ifindex;
 	__u64 len = end - data;
-	__u8 *l3, *ip = 0, *udp = 0, *h;
-	__u16 proto;
-	int tagged = 0;
 
-	if (data + ETH_HLEN > end)
-		goto not_dxpu;
-	proto = raw16(data + 12);
-	l3 = data + ETH_HLEN;
-	if (proto == bpf_htons(ETH_P_8021Q)) {
-		if (data + ETH_HLEN + VLAN_HLEN > end)
-			goto not_dxpu;
-		proto = raw16(data + 16);
-		l3 = data + ETH_HLEN + VLAN_HLEN;
-		tagged = 1;
-	}
-	if (proto == bpf_htons(ETH_P_DXPU)) {
-		h = l3;
-	} else if (proto == bpf_htons(ETH_P_IP)) {
-		__u32 ihl;
-		ip = l3;
-		if (ip + 20 > end)
-			goto not_dxpu;
-		ihl = (ip[0] & 0x0f) * 4;
-		if ((ip[0] >> 4) != 4 || ihl < 20 || ip[9] != IPPROTO_UDP)
-			goto not_dxpu;
-		if (raw16(ip + 6) & bpf_htons(0x3fff)) /* MF or fragment offset */
-			goto not_dxpu;
-		udp = ip + ihl;
-		if (udp + 8 > end)
-			goto not_dxpu;
-		if (raw16(udp + 2) != dxpu_udp_port)
-			goto not_dxpu;
-		h = udp + 8;
-	} else {
-		goto not_dxpu;
-	}
-
+	if (all_to_xsk)
+		return slow_path(ctx);
 	if (h + DXPU_HLEN > end || (h[0] >> 4) != DXPU_VERSION) {
 		count_port(ctx, REASON_MALFORMED);
 		return XDP_DROP;
@@ -301,15 +282,9 @@ int dxpu_switch(struct xdp_md *ctx)
 		return XDP_DROP;
 	}
 
-	/* The whole frame's length: the linear part, unless the dxpu header
-	 * says there is more (a multi-buffer frame; the helper is not free). */
-	__u64 need = (__u64)(h - data) + DXPU_HLEN + ((__u32)h[6] << 8 | h[7]);
-	if (len < need)
-		len = bpf_xdp_get_buff_len(ctx);
-	/* Transmitted length: a pushed tag adds 4 bytes, a popped one removes 4. */
-	__u64 tx_len = tagged == !!p->vlan ? len : tagged ? len - VLAN_HLEN : len + VLAN_HLEN;
 
 	if (p->drop_ppm && bpf_get_prandom_u32() % 1000000 < p->drop_ppm) {
+		len = bpf_xdp_get_buff_len(ctx);
 		count(&pair_stats, p->slot, REASON_FAULT, len);
 		count(&port_stats, d->in_slot, REASON_FAULT, len);
 		return XDP_DROP;
@@ -321,13 +296,21 @@ int dxpu_switch(struct xdp_md *ctx)
 		__u16 ucheck = *udpcheck;
 		__u32 old_src = *(__u32 *)(ip + 12);
 		__u32 old_dst = *(__u32 *)(ip + 16);
-		__u32 new_src = d->new_src_ip ? d->new_src_ip : old_src;
-		__u32 new_dst = d->new_dst_ip ? d->new_dst_ip : old_dst;
+		__u32 new_src, new_dst;
+		__u32 delta = not_words(old_src) + not_words(old_dst);
+		if (d->csum_add) { /* both addresses rewritten: sum precomputed */
+			new_src = d->new_src_ip;
+			new_dst = d->new_dst_ip;
+			delta += d->csum_add;
+		} else {
+			new_src = d->new_src_ip ? d->new_src_ip : old_src;
+			new_dst = d->new_dst_ip ? d->new_dst_ip : old_dst;
+			delta += words(new_src) + words(new_dst);
+		}
 		__u16 old_sport = *(__u16 *)udp, old_dport = *(__u16 *)(udp + 2);
 		__u16 new_sport = dxpu_udp_port;
 
 		/* One update per checksum: ~HC + sum(~old) + sum(new). */
-		__u32 delta = not_words(old_src) + not_words(old_dst) + words(new_src) + words(new_dst);
 		*ipcheck = (__u16)~csum_fold((__u16)~*ipcheck + delta);
 		*(__u32 *)(ip + 12) = new_src;
 		*(__u32 *)(ip + 16) = new_dst;
@@ -366,6 +349,14 @@ int dxpu_switch(struct xdp_md *ctx)
 	mac_copy(data, d->dst_mac);
 	mac_copy(data + 6, d->port_mac);
 
+	/* A pushed tag adds 4 bytes, a popped one removes 4. */
+	__s64 grown = tagged == !!p->vlan ? 0 : tagged ? -VLAN_HLEN : VLAN_HLEN;
+	/* The whole frame's length is the linear part unless the frame is
+	 * multi-buffer, which only happens beyond a page (the helper that
+	 * tells is not free, and is called last so nothing lives across it). */
+	if (len > LINEAR_MIN)
+		len = bpf_xdp_get_buff_len(ctx) - grown;
+	__u64 tx_len = len + grown;
 	/* The forwarding path counts once, on the pair: received (reason)
 	 * and transmitted (reason + REASON_TX_TO_GPU). The loader adds these
 	 * to the ports' counters, which cost a lookup here. */
@@ -377,6 +368,56 @@ int dxpu_switch(struct xdp_md *ctx)
 		c->bytes[reason + REASON_TX_TO_GPU] += tx_len;
 	}
 	return bpf_redirect_map(&tx_ports, d->out_ifindex, XDP_DROP);
+
+}
+
+SEC("xdp.frags")
+int dxpu_switch(struct xdp_md *ctx)
+{
+	__u8 *data = (__u8 *)(long)ctx->data;
+	__u8 *end = (__u8 *)(long)ctx->data_end;
+	__u8 *l3, *ip, *udp;
+	__u16 proto;
+	int tagged = 0;
+
+	if (data + ETH_HLEN > end)
+		goto not_dxpu;
+	proto = raw16(data + 12);
+	l3 = data + ETH_HLEN;
+	if (proto == bpf_htons(ETH_P_8021Q)) {
+		if (data + ETH_HLEN + VLAN_HLEN > end)
+			goto not_dxpu;
+		proto = raw16(data + 16);
+		l3 = data + ETH_HLEN + VLAN_HLEN;
+		tagged = 1;
+	}
+	if (proto == bpf_htons(ETH_P_DXPU)) {
+		/* Two inlined copies of forward(): each specialised for its
+		 * encapsulation, with fewer branches and register spills. */
+		return forward(ctx, data, end, l3, 0, 0, tagged);
+	} else if (proto == bpf_htons(ETH_P_IP)) {
+		__u32 ihl;
+		ip = l3;
+		if (ip + 20 > end)
+			goto not_dxpu;
+		if (ip[0] == 0x45) { /* no IP options: constant offsets */
+			if (ip[9] != IPPROTO_UDP || (raw16(ip + 6) & bpf_htons(0x3fff)) ||
+			    ip + 28 > end || raw16(ip + 22) != dxpu_udp_port)
+				goto not_dxpu;
+			return forward(ctx, data, end, ip + 28, ip, ip + 20, tagged);
+		}
+		ihl = (ip[0] & 0x0f) * 4;
+		if ((ip[0] >> 4) != 4 || ihl < 20 || ip[9] != IPPROTO_UDP)
+			goto not_dxpu;
+		if (raw16(ip + 6) & bpf_htons(0x3fff)) /* MF or fragment offset */
+			goto not_dxpu;
+		udp = ip + ihl;
+		if (udp + 8 > end)
+			goto not_dxpu;
+		if (raw16(udp + 2) != dxpu_udp_port)
+			goto not_dxpu;
+		return forward(ctx, data, end, udp + 8, ip, udp, tagged);
+	}
 
 not_dxpu:
 	count_port(ctx, REASON_NOT_DXPU);

@@ -31,6 +31,7 @@ type xdpSwitchDirection struct {
 	NewSrcIp   uint32
 	NewDstIp   uint32
 	InSlot     uint32
+	CsumAdd    uint32
 }
 
 type xdpSwitchPair struct {
@@ -63,6 +64,7 @@ const (
 	xdpSwitchProgDxpuPass             = "dxpu_pass"
 	xdpSwitchProgDxpuRedirectBaseline = "dxpu_redirect_baseline"
 	xdpSwitchProgDxpuSwitch           = "dxpu_switch"
+	xdpSwitchVarAllToXsk              = "all_to_xsk"
 	xdpSwitchVarDxpuUdpPort           = "dxpu_udp_port"
 )
 
@@ -131,6 +133,7 @@ type xdpSwitchMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type xdpSwitchVariableSpecs struct {
+	AllToXsk    *ebpf.VariableSpec `ebpf:"all_to_xsk"`
 	DxpuUdpPort *ebpf.VariableSpec `ebpf:"dxpu_udp_port"`
 }
 
@@ -181,6 +184,7 @@ func (m *xdpSwitchMaps) Close() error {
 //
 // It can be passed to loadXdpSwitchObjects or ebpf.CollectionSpec.LoadAndAssign.
 type xdpSwitchVariables struct {
+	AllToXsk    *ebpf.Variable `ebpf:"all_to_xsk"`
 	DxpuUdpPort *ebpf.Variable `ebpf:"dxpu_udp_port"`
 }
 

@@ -18,14 +18,14 @@ import (
 // otherwise.
 type Faulty struct {
 	Transport
-	f     memlink.Faults
-	mu    sync.Mutex
-	rng   *rand.Rand
-	down  bool
-	held  []byte
-	timer *time.Timer
-	line  chan lineItem
-	busy  time.Time
+	f      memlink.Faults
+	mu     sync.Mutex
+	rng    *rand.Rand
+	down   bool
+	held   []byte
+	timer  *time.Timer
+	line   chan lineItem
+	busy   time.Time
 	stats  memlink.Stats
 	closed bool
 }

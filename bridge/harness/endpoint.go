@@ -2,6 +2,7 @@ package harness
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"time"
 
@@ -23,6 +24,9 @@ var DefaultMix = Mix{Write: 0.6, Read: 0.35, Config: 0.05, WriteBytes: 256, Read
 // writeBase is where stub writes go; write n targets writeBase + n*4096, so
 // the address names the write in loss reports.
 const writeBase = 0x10_0000_0000
+
+// readBase is where stub reads go; see Endpoint.read.
+const readBase = 0x20_0000_0000
 
 // Endpoint is a stub PCIe function on one side of a Pair: a requester that
 // issues Count TLPs of Mix every Interval, and a completer that answers
@@ -61,7 +65,17 @@ type Endpoint struct {
 	seenWrites  map[int64]int
 	WritesOrder []int64
 	ReadsServed int
-	Events      []bridge.Event
+	// OrderViolations counts a read request, or a completion, that arrived
+	// before a posted write its sender had issued earlier (PCIe forbids
+	// both passings). Meaningful only in runs without a link down, which
+	// may lose writes.
+	OrderViolations int
+	Events          []bridge.Event
+	// Latencies: posted writes one way (measured where they arrive, from a
+	// timestamp in their payload), reads from issue to final completion.
+	WriteLatency, ReadLatency []time.Duration
+	// PayloadIn counts payload bytes of writes and completions received.
+	PayloadIn int64
 }
 
 type outReq struct {
@@ -70,6 +84,7 @@ type outReq struct {
 	bytes  int
 	got    int
 	addr   uint64
+	start  time.Duration
 }
 
 // NewEndpoint attaches a stub endpoint to sd, replacing its callbacks.
@@ -119,7 +134,7 @@ func (e *Endpoint) tick() {
 	default:
 		err = e.read(tlp.CfgRd0)
 	}
-	if err != nil {
+	if err != nil && !errors.Is(err, bridge.ErrMalformedTLP) {
 		panic(fmt.Sprintf("harness: stub built a bad TLP: %v", err)) // a harness bug, not input
 	}
 	if e.issued < e.Count {
@@ -131,6 +146,9 @@ func (e *Endpoint) write() error {
 	n := e.WritesSent
 	data := make([]byte, e.Mix.WriteBytes)
 	binary.BigEndian.PutUint64(data, uint64(n))
+	if len(data) >= 16 {
+		binary.BigEndian.PutUint64(data[8:], uint64(e.Side.s.Now()))
+	}
 	p := tlp.Packet{Kind: tlp.MWr, Addr64: true, RequesterID: e.ID, FirstBE: 0xf, LastBE: 0xf,
 		Address: writeBase + uint64(n)*4096, Data: data}
 	b, err := p.AppendTo(e.scratch[:0])
@@ -138,9 +156,12 @@ func (e *Endpoint) write() error {
 		return err
 	}
 	e.scratch = b
-	e.WritesSent++
 	e.issued++
-	return e.Side.Send(b)
+	if err := e.Side.Send(b); err != nil {
+		return err // refused (counted by the Side): not sent
+	}
+	e.WritesSent++
+	return nil
 }
 
 func (e *Endpoint) read(k tlp.Kind) error {
@@ -149,10 +170,13 @@ func (e *Endpoint) read(k tlp.Kind) error {
 	}
 	tag := e.freeTags[len(e.freeTags)-1]
 	p := tlp.Packet{Kind: k, RequesterID: e.ID, Tag: tag, FirstBE: 0xf}
-	o := outReq{active: true, kind: k}
+	o := outReq{active: true, kind: k, start: e.Side.s.Now()}
 	if k == tlp.MRd {
 		p.Addr64 = true
-		p.Address = 0x20_0000_0000 + uint64(e.ReadsSent%1024)*4096
+		// The address names how many writes this side had issued: the
+		// completer checks they all arrived first (a read request never
+		// passes a posted write).
+		p.Address = readBase + uint64(e.WritesSent)*4096
 		p.Length = uint16(e.Mix.ReadBytes / 4)
 		if p.Length > 1 {
 			p.LastBE = 0xf
@@ -169,11 +193,19 @@ func (e *Endpoint) read(k tlp.Kind) error {
 		return err
 	}
 	e.scratch = b
+	e.issued++
+	// Record the request first: a bridge that is down answers at once.
 	e.freeTags = e.freeTags[:len(e.freeTags)-1]
 	e.out[tag] = o
 	e.ReadsSent++
-	e.issued++
-	return e.Side.Send(b)
+	if err := e.Side.Send(b); err != nil {
+		// Refused (counted by the Side): no completion will come.
+		e.out[tag].active = false
+		e.freeTags = append(e.freeTags, tag)
+		e.ReadsSent--
+		return err
+	}
+	return nil
 }
 
 func (e *Endpoint) event(ev bridge.Event) {
@@ -202,6 +234,10 @@ func (e *Endpoint) receive(v tlp.View) {
 			e.Misordered++ // payload and address disagree: damaged write
 		}
 		e.lastWrite = max(e.lastWrite, n)
+		if p := v.Payload(); len(p) >= 16 {
+			e.WriteLatency = append(e.WriteLatency, e.Side.s.Now()-time.Duration(binary.BigEndian.Uint64(p[8:])))
+		}
+		e.PayloadIn += int64(v.PayloadLen())
 		e.WritesOrder = append(e.WritesOrder, n)
 	case k == tlp.MRd:
 		e.serveRead(v)
@@ -212,8 +248,16 @@ func (e *Endpoint) receive(v tlp.View) {
 	}
 }
 
+// checkOrder: the sender had issued n posted writes before this TLP.
+func (e *Endpoint) checkOrder(n int64) {
+	if n-1 > e.lastWrite {
+		e.OrderViolations++
+	}
+}
+
 func (e *Endpoint) serveRead(v tlp.View) {
 	e.ReadsServed++
+	e.checkOrder(int64((v.Address() - readBase) / 4096))
 	sp, err := tlp.SplitterFor(v, e.MPS, e.RCB)
 	if err != nil {
 		return
@@ -241,8 +285,11 @@ func (e *Endpoint) serveRead(v tlp.View) {
 }
 
 func (e *Endpoint) serveConfig(v tlp.View) {
+	// The data says how many writes this side issued before answering:
+	// the requester checks they all arrived before the completion.
+	data := binary.BigEndian.AppendUint32(nil, uint32(e.WritesSent))
 	p := tlp.Packet{Kind: tlp.CplD, CompleterID: e.ID, RequesterID: v.RequesterID(), Tag: v.Tag(),
-		ByteCount: 4, Data: []byte{0xde, 0x10, 0x00, 0x20}}
+		ByteCount: 4, Data: data}
 	b, err := p.AppendTo(nil)
 	if err != nil {
 		return
@@ -273,6 +320,7 @@ func (e *Endpoint) completion(v tlp.View) {
 	done := func(ok bool) {
 		if ok {
 			e.Completed++
+			e.ReadLatency = append(e.ReadLatency, e.Side.s.Now()-o.start)
 		} else {
 			e.Failed++
 		}
@@ -286,6 +334,8 @@ func (e *Endpoint) completion(v tlp.View) {
 	if o.kind != tlp.MRd {
 		if v.PayloadLen() != 4 {
 			e.BadCpls++
+		} else {
+			e.checkOrder(int64(binary.BigEndian.Uint32(v.Payload())))
 		}
 		done(true)
 		return
@@ -300,6 +350,7 @@ func (e *Endpoint) completion(v tlp.View) {
 		e.BadCpls++
 	}
 	o.got += carried
+	e.PayloadIn += int64(carried)
 	if carried >= bc {
 		done(true)
 	}

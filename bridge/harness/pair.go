@@ -71,14 +71,14 @@ type Side struct {
 	CheckInvariants bool
 	InvariantErr    error
 
-	s        *sim.Sim
-	out      *memlink.Link
-	frame    []byte
-	backlog  [][]byte
-	timer    sim.Timer
-	timerAt  time.Duration
-	pumping  bool
-	again    bool
+	s       *sim.Sim
+	out     *memlink.Link
+	frame   []byte
+	backlog [][]byte
+	timer   sim.Timer
+	timerAt time.Duration
+	pumping bool
+	again   bool
 	// Refused counts TLPs the bridge rejected as malformed.
 	Refused int
 }

@@ -68,7 +68,9 @@ func randomScenario(seed uint64) Scenario {
 		Count:    150 + r.IntN(150),
 		Interval: time.Duration(200+r.IntN(2000)) * time.Nanosecond,
 	}
-	switch r.IntN(6) {
+	switch r.IntN(7) {
+	case 2: // one direction only, long: one side declares the link down
+		sc.Flaps = []Flap{{At: time.Duration(10+r.IntN(200)) * time.Microsecond, For: 12*time.Millisecond + time.Duration(r.IntN(10))*time.Millisecond, OneWay: 1 + r.IntN(2)}}
 	case 0: // short flap: resumes without loss
 		sc.Flaps = []Flap{{At: time.Duration(10+r.IntN(40)) * time.Microsecond, For: time.Duration(100+r.IntN(3000)) * time.Microsecond}}
 	case 1: // long flap: link down, explicit reset
@@ -88,7 +90,11 @@ func TestPropertySeeded(t *testing.T) {
 		seed := *firstSeed + uint64(i)
 		sc := randomScenario(seed)
 		sc.CheckInvariants = i%10 == 0
+		t0 := time.Now()
 		r := sc.Run()
+		if d := time.Since(t0); d > 500*time.Millisecond {
+			t.Logf("seed %d took %v (virtual %v, flaps %v): %v", seed, d, r.End, sc.Flaps, r)
+		}
 		if len(r.Violations) > 0 {
 			t.Fatalf("seed %d (faults %+v flaps %v): %v", seed, sc.Faults, sc.Flaps, r)
 		}

@@ -20,6 +20,7 @@ type Scenario struct {
 	GPU      bridge.Config
 	Mix      Mix
 	Count    int           // TLPs each side issues
+	OneWay   bool          // only the host side issues; the GPU side answers
 	Interval time.Duration // between them
 	// Flaps take both directions down at At for For.
 	Flaps []Flap
@@ -32,8 +33,23 @@ type Scenario struct {
 	CheckInvariants bool
 }
 
-// Flap is one link outage.
-type Flap struct{ At, For time.Duration }
+// Flap is one link outage, of both directions or (OneWay 1) host to GPU
+// only or (OneWay 2) GPU to host only.
+type Flap struct {
+	At, For time.Duration
+	OneWay  int
+}
+
+func (p *Pair) flap(f Flap, down bool) {
+	switch f.OneWay {
+	case 1:
+		p.H2G.SetDown(down)
+	case 2:
+		p.G2H.SetDown(down)
+	default:
+		p.SetDown(down)
+	}
+}
 
 // Result is what a scenario observed, with the invariants checked.
 type Result struct {
@@ -59,11 +75,15 @@ func (sc Scenario) Run() Result {
 		mix = DefaultMix
 	}
 	h := NewEndpoint(p.Host, tlp.NewID(0, 0, 0), mix, sc.Count, sc.Interval)
-	g := NewEndpoint(p.GPU, tlp.NewID(3, 0, 0), mix, sc.Count, sc.Interval)
+	gcount := sc.Count
+	if sc.OneWay {
+		gcount = 0
+	}
+	g := NewEndpoint(p.GPU, tlp.NewID(3, 0, 0), mix, gcount, sc.Interval)
 	p.Host.CheckInvariants, p.GPU.CheckInvariants = sc.CheckInvariants, sc.CheckInvariants
 	for _, fl := range sc.Flaps {
-		s.At(fl.At, func() { p.SetDown(true) })
-		s.At(fl.At+fl.For, func() { p.SetDown(false) })
+		s.At(fl.At, func() { p.flap(fl, true) })
+		s.At(fl.At+fl.For, func() { p.flap(fl, false) })
 	}
 	if sc.Setup != nil {
 		sc.Setup(p)
@@ -110,6 +130,13 @@ func (r *Result) check() {
 	r.LinkDowns = downs
 	r.checkWrites("host->gpu", r.Host, r.GPU, downs)
 	r.checkWrites("gpu->host", r.GPU, r.Host, downs)
+	if downs == 0 {
+		for _, e := range []*Endpoint{r.Host, r.GPU} {
+			if e.OrderViolations > 0 {
+				r.fail("%v side: %d requests or completions passed posted writes", e.Side.Name, e.OrderViolations)
+			}
+		}
+	}
 	r.checkRequests("host", r.Host, downs)
 	r.checkRequests("gpu", r.GPU, downs)
 	for _, sd := range []*Side{r.Pair.Host, r.Pair.GPU} {

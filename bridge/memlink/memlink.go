@@ -45,7 +45,7 @@ type Faults struct {
 // Stats counts what the link did.
 type Stats struct {
 	Sent, Delivered, Lost, Duplicated, Reordered, Corrupted, QueueDrops, DownDrops uint64
-	Bytes                                                                         uint64
+	Bytes                                                                          uint64
 }
 
 // Link is a one-way link. Send never blocks; frames arrive through the

@@ -163,6 +163,9 @@ func libtlpStep(p []byte, received int, d []byte) (int, bool, error) {
 	}
 	h := d[HeaderLen:]
 	if h[0]&0x1f != 0x0a || h[0]&0x40 == 0 {
+		if h[0] == 0x0a {
+			return received, false, fmt.Errorf("%w: Cpl without data, status %v (libtlp: EBADMSG)", ErrBadCompletion, tlp.Status(h[6]>>5))
+		}
 		return received, false, fmt.Errorf("%w: Fmt/Type %#02x is not CplD (libtlp: EBADMSG)", ErrBadCompletion, h[0])
 	}
 	if st := tlp.Status(h[6] >> 5); st != tlp.StatusSC {

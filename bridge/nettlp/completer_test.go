@@ -372,3 +372,37 @@ func TestDocExample(t *testing.T) {
 		t.Fatalf("completion % x, doc says % x + 8 bytes", cpls[0], wantHdr)
 	}
 }
+
+// TestWriteByteEnableHoles: byte enables with holes write only the enabled
+// bytes (a single DW may have them; a Length-2 First BE of 0110 is taken
+// leniently).
+func TestWriteByteEnableHoles(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		b     []byte
+		wrote []uint64
+	}{
+		{"single DW BE 0101", []byte{0x40, 0, 0, 1, 0, 0, 0, 0x05, 0, 0, 0x10, 0, 1, 2, 3, 4}, []uint64{0x1000, 0x1002}},
+		{"two DW, first 0110 last 1001", []byte{0x40, 0, 0, 2, 0, 0, 0, 0x96, 0, 0, 0x10, 0, 1, 2, 3, 4, 5, 6, 7, 8}, []uint64{0x1001, 0x1002, 0x1004, 0x1007}},
+	} {
+		mem := newTestMemory(t, 0, 0x10000)
+		c, _ := NewCompleter(CompleterConfig{}, mem, 0, nil)
+		if _, err := serve(t, c, tc.b); err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		got := make([]byte, 8)
+		mem.ReadAt(got, 0x1000)
+		for i := range got {
+			a := uint64(0x1000 + i)
+			want := patternByte(a)
+			for _, w := range tc.wrote {
+				if w == a {
+					want = tc.b[12+i]
+				}
+			}
+			if got[i] != want {
+				t.Fatalf("%s: byte %#x = %#x, want %#x", tc.name, a, got[i], want)
+			}
+		}
+	}
+}

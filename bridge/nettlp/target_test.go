@@ -212,13 +212,18 @@ func fillPiece(p []byte, addr uint64) {
 // back to the sender's port, with a running sequence number.
 func TestTargetRepliesFromRequestPort(t *testing.T) {
 	mem := newTestMemory(t, 0, 1<<20)
-	startTarget(t, targetAddr, mem, CompleterConfig{})
+	tg := startTarget(t, targetAddr, mem, CompleterConfig{})
 	conn, err := net.ListenUDP("udp4", net.UDPAddrFromAddrPort(netip.AddrPortFrom(clientAddr, 0)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close()
 	dst := net.UDPAddrFromAddrPort(netip.AddrPortFrom(targetAddr, Port(5)))
+	// Junk first: a datagram shorter than the header, a reserved Fmt. The
+	// port goes on serving (in order, so they are counted before the reads
+	// below are answered).
+	conn.WriteToUDP([]byte{1, 2, 3}, dst)
+	conn.WriteToUDP(append(make([]byte, HeaderLen), 0xa0, 0, 0x7b, 0, 0, 0, 0, 0, 0, 0, 0, 0), dst)
 	var seqs []uint16
 	for i := range 3 {
 		req := append(make([]byte, HeaderLen), libtlpMRd(0x1000+uint64(i)*4, 4, 0x45)...)
@@ -251,6 +256,9 @@ func TestTargetRepliesFromRequestPort(t *testing.T) {
 	}
 	if seqs[1] != seqs[0]+1 || seqs[2] != seqs[1]+1 {
 		t.Fatalf("sequence numbers %v", seqs)
+	}
+	if s := tg.Stats().Snapshot(); s.Malformed != 2 || s.Datagrams != 5 || s.Reads != 3 {
+		t.Fatalf("stats %+v", s)
 	}
 }
 

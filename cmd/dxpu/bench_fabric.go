@@ -25,6 +25,7 @@ var benchFabricFlags struct {
 	bridge   bool
 	jsonOut  bool
 	simBytes uint64
+	clock    string
 }
 
 var benchFabricCmd = &cobra.Command{
@@ -53,6 +54,7 @@ func init() {
 	f.BoolVar(&fl.bridge, "bridge", false, "put a real dxpu bridge pair on the fabric path instead of the latency/bandwidth pipe")
 	f.Uint64Var(&fl.simBytes, "tlp-bytes", 4<<20, "bytes of each copy moved as TLPs; the rest moves functionally at the rate reached (0: all)")
 	f.BoolVar(&fl.jsonOut, "json", false, "print one JSON object")
+	f.StringVar(&fl.clock, "clock", "virtual", "virtual (simulated time, deterministic) or wall (real time; the fabric is a bridge pair over UDP on loopback, --rtt and --gbit do not apply)")
 	benchCmd.AddCommand(benchFabricCmd)
 }
 
@@ -123,22 +125,30 @@ func runBenchFabric(cmd *cobra.Command, _ []string) error {
 		return exitCodeError{2, fmt.Errorf("--tags %d: want 1..768", fl.tags)}
 	case fl.mrrs < 128 || fl.mrrs > 4096 || fl.mrrs&(fl.mrrs-1) != 0:
 		return exitCodeError{2, fmt.Errorf("--mrrs %d: want a power of two in 128..4096", fl.mrrs)}
+	case fl.clock != "virtual" && fl.clock != "wall":
+		return exitCodeError{2, fmt.Errorf("--clock %q: want virtual or wall", fl.clock)}
 	}
+	wall := fl.clock == "wall"
 	fab := topo.Fabric{RTT: fl.rtt, BytesPerSec: fl.gbit * 1e9 / 8}
 	setup := func(f *topo.Fabric) bench.Setup {
 		return bench.Setup{Fabric: f, Model: mdl, TenBitTags: fl.tags > 256, MaxOutstanding: fl.tags, MRRS: fl.mrrs,
-			MaxSimBytes: fl.simBytes, Bridge: fl.bridge}
+			MaxSimBytes: fl.simBytes, Bridge: fl.bridge, Wall: wall}
 	}
 	rep := fabricReport{RTTus: float64(fl.rtt) / 1e3, AddedRTTus: float64(fab.AddedRoundTrip()) / 1e3, Gbit: fl.gbit,
-		Tags: fl.tags, MRRS: fl.mrrs, GPU: mdl.Name, Path: "pipe", VirtualTime: "virtual"}
+		Tags: fl.tags, MRRS: fl.mrrs, GPU: mdl.Name, Path: "pipe", VirtualTime: fl.clock}
 	if fl.bridge {
 		rep.Path = "bridge-pair"
+	}
+	if wall {
+		rep.Path = "bridge-pair-udp-loopback"
+		rep.RTTus, rep.AddedRTTus = 0, 0
 	}
 	var envs [2]*bench.Env
 	for i, f := range []*topo.Fabric{nil, &fab} {
 		if envs[i], err = bench.NewEnv(setup(f)); err != nil {
 			return exitCodeError{1, err}
 		}
+		defer envs[i].Close()
 	}
 	us := func(d time.Duration) float64 { return float64(d) / 1e3 }
 	var vals [2][3]time.Duration
@@ -176,8 +186,12 @@ func runBenchFabric(cmd *cobra.Command, _ []string) error {
 	if fl.jsonOut {
 		return json.NewEncoder(out).Encode(rep)
 	}
-	fmt.Fprintf(out, "emulated %s, fabric: network RTT %v (adds %.1fus to a round trip), %.0f Gbit/s, %d tags, MRRS %d, %s path; virtual time\n\n",
-		mdl.Name, fl.rtt, rep.AddedRTTus, fl.gbit, fl.tags, fl.mrrs, rep.Path)
+	if wall {
+		fmt.Fprintf(out, "emulated %s on the wall clock, fabric: a dxpu bridge pair over UDP loopback, %d tags, MRRS %d\n\n", mdl.Name, fl.tags, fl.mrrs)
+	} else {
+		fmt.Fprintf(out, "emulated %s, fabric: network RTT %v (adds %.1fus to a round trip), %.0f Gbit/s, %d tags, MRRS %d, %s path; virtual time\n\n",
+			mdl.Name, fl.rtt, rep.AddedRTTus, fl.gbit, fl.tags, fl.mrrs, rep.Path)
+	}
 	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "\tnative\tfabric\t")
 	fmt.Fprintf(tw, "MMIO read\t%.2fus\t%.2fus\t\n", rep.MMIOReadUs.Native, rep.MMIOReadUs.Fabric)

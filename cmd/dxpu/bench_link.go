@@ -24,6 +24,8 @@ var benchLinkFlags struct {
 	outstanding, mtu, window    int
 	seed                        uint64
 	baseline, jsonOut           bool
+	virtual                     bool
+	interval                    time.Duration
 }
 
 var benchLinkCmd = &cobra.Command{
@@ -43,6 +45,7 @@ without a final completion). With faults, a lossless baseline runs first
 with the same mix so the goodput ratio compares figures from one run.
 
   dxpu bench link --loss 0.01 --delay 5us --json
+  dxpu bench link --virtual --loss 0.01 --delay 5us --bw 100G --duration 2ms
   dxpu bench link --mix write=0.5,read=0.5 --read-size 4096 --duration 5s`,
 	Args: cobra.NoArgs,
 	RunE: runBenchLink,
@@ -67,6 +70,8 @@ func init() {
 	f.Uint64Var(&fl.seed, "seed", 1, "seed of the traffic and fault draws")
 	f.BoolVar(&fl.baseline, "baseline", true, "with faults, first run a lossless baseline and report the goodput ratio")
 	f.BoolVar(&fl.jsonOut, "json", false, "print one JSON object")
+	f.BoolVar(&fl.virtual, "virtual", false, "run in virtual time on the simulator over in-memory links (deterministic; --duration is virtual, keep it to milliseconds)")
+	f.DurationVar(&fl.interval, "interval", 50*time.Nanosecond, "with --virtual: one TLP issued every interval (open loop)")
 	benchCmd.AddCommand(benchLinkCmd)
 }
 
@@ -120,6 +125,7 @@ func parseMix(s string, o *linkbench.Options) error {
 type benchLinkOutput struct {
 	linkbench.Result
 	Faults          memlink.Faults    `json:"faults"`
+	Virtual         bool              `json:"virtual"`
 	Baseline        *linkbench.Result `json:"baseline,omitempty"`
 	BaselineGoodput float64           `json:"baseline_goodput_gbps,omitempty"`
 	GoodputRatio    float64           `json:"goodput_ratio,omitempty"`
@@ -150,18 +156,25 @@ func runBenchLink(cmd *cobra.Command, _ []string) error {
 	if err := parseMix(fl.mix, &o); err != nil {
 		return exitCodeError{2, err}
 	}
-	out := benchLinkOutput{Faults: o.Faults}
-	if fl.baseline && o.Faults != (memlink.Faults{}) {
+	run := func(o linkbench.Options) (linkbench.Result, error) {
+		if fl.virtual {
+			return linkbench.RunVirtual(o, fl.interval)
+		}
+		return linkbench.Run(cmd.Context(), o)
+	}
+	out := benchLinkOutput{Faults: o.Faults, Virtual: fl.virtual}
+	if fl.baseline && (o.Faults.Loss+o.Faults.Duplicate+o.Faults.Reorder+o.Faults.Corrupt > 0) {
 		bo := o
-		bo.Faults = memlink.Faults{}
-		b, err := linkbench.Run(cmd.Context(), bo)
+		// The baseline keeps the delay and bandwidth: only the faults go.
+		bo.Faults = memlink.Faults{Delay: o.Faults.Delay, Bandwidth: o.Faults.Bandwidth}
+		b, err := run(bo)
 		if err != nil {
 			return exitCodeError{2, err}
 		}
 		out.Baseline = &b
 		out.BaselineGoodput = b.GoodputGbps
 	}
-	r, err := linkbench.Run(cmd.Context(), o)
+	r, err := run(o)
 	if err != nil {
 		return exitCodeError{2, err}
 	}
@@ -181,9 +194,9 @@ func runBenchLink(cmd *cobra.Command, _ []string) error {
 		f := o.Faults
 		fmt.Fprintf(w, "faults: loss %g dup %g reorder %g corrupt %g delay %v bw %s\n", f.Loss, f.Duplicate, f.Reorder, f.Corrupt, f.Delay, fl.bw)
 		if b := out.Baseline; b != nil {
-			fmt.Fprintf(w, "baseline (no faults): goodput %.3f Gb/s\n", b.GoodputGbps)
+			fmt.Fprintf(w, "baseline (same delay and bandwidth, no faults): goodput %.3f Gb/s\n", b.GoodputGbps)
 		}
-		fmt.Fprintf(w, "goodput %.3f Gb/s over %.2f s", r.GoodputGbps, r.Seconds)
+		fmt.Fprintf(w, "goodput %.3f Gb/s over %.6f s", r.GoodputGbps, r.Seconds)
 		if out.GoodputRatio > 0 {
 			fmt.Fprintf(w, " (%.0f%% of baseline)", 100*out.GoodputRatio)
 		}
@@ -193,12 +206,12 @@ func runBenchLink(cmd *cobra.Command, _ []string) error {
 		fmt.Fprintf(w, "read latency (round trip) us: p50 %.1f p90 %.1f p99 %.1f p99.9 %.1f max %.1f (%d)\n",
 			r.ReadLatency.P50, r.ReadLatency.P90, r.ReadLatency.P99, r.ReadLatency.P999, r.ReadLatency.Max, r.ReadLatency.Count)
 		fmt.Fprintf(w, "retransmits %d, RTOs %d, frames lost on the link %d\n", r.Retransmits, r.RTOs, r.Link[0].Lost+r.Link[1].Lost)
-		fmt.Fprintf(w, "delivered %d lost %d duplicated %d misordered %d unanswered %d (reads %d ok, %d failed)\n",
-			r.Delivered, r.Lost, r.Duplicated, r.Misordered, r.Unanswered, r.Completed, r.Failed)
+		fmt.Fprintf(w, "delivered %d lost %d (reported %d, link downs %d) duplicated %d misordered %d unanswered %d (reads %d ok, %d failed)\n",
+			r.Delivered, r.Lost, r.ReportedLost, r.LinkDowns, r.Duplicated, r.Misordered, r.Unanswered, r.Completed, r.Failed)
 	}
 	if !out.InvariantsHold {
-		return exitCodeError{1, fmt.Errorf("bench link: invariants broken: lost %d duplicated %d misordered %d unanswered %d",
-			r.Lost, r.Duplicated, r.Misordered, r.Unanswered)}
+		return exitCodeError{1, fmt.Errorf("bench link: invariants broken: lost %d (reported %d) duplicated %d misordered %d unanswered %d",
+			r.Lost, r.ReportedLost, r.Duplicated, r.Misordered, r.Unanswered)}
 	}
 	return nil
 }

@@ -33,6 +33,8 @@ var ctlCmd = &cobra.Command{
 with --json, the API's JSON for programs.
 
 The manager is --manager (or $DXPU_MANAGER, default http://127.0.0.1:7700);
+with several managers give them all, separated by commas, and ctl talks to
+the leader;
 the token for changing calls comes from --token-file (or $DXPU_TOKEN_FILE,
 or the token itself in $DXPU_TOKEN).
 
@@ -43,7 +45,7 @@ reached.`,
 
 func init() {
 	pf := ctlCmd.PersistentFlags()
-	pf.StringVar(&ctlFlags.manager, "manager", envOr("DXPU_MANAGER", "http://127.0.0.1:7700"), "manager URL")
+	pf.StringVar(&ctlFlags.manager, "manager", envOr("DXPU_MANAGER", "http://127.0.0.1:7700"), "manager URL (several: comma-separated)")
 	pf.StringVar(&ctlFlags.tokenFile, "token-file", os.Getenv("DXPU_TOKEN_FILE"), "file holding the bearer token")
 	pf.BoolVar(&ctlFlags.json, "json", false, "print JSON instead of tables")
 	pf.DurationVar(&ctlFlags.timeout, "timeout", 60*time.Second, "give up on the manager after this long")
@@ -62,9 +64,9 @@ func init() {
 	gpuCmd.Flags().String("box", "", "only this box")
 	gpuCmd.Flags().String("state", "", "only free, used or unhealthy GPUs")
 	gpuFail := &cobra.Command{Use: "fail ID", Short: "Mark a GPU unhealthy (its host gets a surprise removal)", Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error { return ctlHealth(args[0], pool.Unhealthy) }}
+		RunE: func(cmd *cobra.Command, args []string) error { return ctlHealth(cmd, args[0], pool.Unhealthy) }}
 	gpuHeal := &cobra.Command{Use: "heal ID", Short: "Mark a GPU healthy again", Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error { return ctlHealth(args[0], pool.Healthy) }}
+		RunE: func(cmd *cobra.Command, args []string) error { return ctlHealth(cmd, args[0], pool.Healthy) }}
 	gpuCmd.AddCommand(gpuFail, gpuHeal)
 
 	allocCmd := &cobra.Command{Use: "alloc --host H --count N", Short: "Lend GPUs to a host", Args: cobra.NoArgs, RunE: ctlAlloc}
@@ -102,10 +104,13 @@ func envOr(k, def string) string {
 }
 
 func ctlClient() (*ctlclient.Client, context.Context, context.CancelFunc, error) {
-	u, err := url.Parse(ctlFlags.manager)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, nil, nil, exitCodeError{2, fmt.Errorf("--manager %q: want a URL such as http://127.0.0.1:7700", ctlFlags.manager)}
+	for _, m := range strings.Split(ctlFlags.manager, ",") {
+		u, err := url.Parse(strings.TrimSpace(m))
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, nil, nil, exitCodeError{2, fmt.Errorf("--manager %q: want a URL such as http://127.0.0.1:7700, or several separated by commas", m)}
+		}
 	}
+	var err error
 	tok := os.Getenv("DXPU_TOKEN")
 	if ctlFlags.tokenFile != "" {
 		if tok, err = readToken(ctlFlags.tokenFile); err != nil {
@@ -130,7 +135,7 @@ func ctlErr(err error) error {
 }
 
 // call runs f with a client and prints its result as JSON or with table.
-func call[T any](f func(ctx context.Context, c *ctlclient.Client) (T, error), table func(w io.Writer, v T)) error {
+func call[T any](cmd *cobra.Command, f func(ctx context.Context, c *ctlclient.Client) (T, error), table func(w io.Writer, v T)) error {
 	c, ctx, cancel, err := ctlClient()
 	if err != nil {
 		return err
@@ -141,11 +146,11 @@ func call[T any](f func(ctx context.Context, c *ctlclient.Client) (T, error), ta
 		return ctlErr(err)
 	}
 	if ctlFlags.json {
-		enc := json.NewEncoder(os.Stdout)
+		enc := json.NewEncoder(cmd.OutOrStdout())
 		enc.SetIndent("", "  ")
 		return enc.Encode(v)
 	}
-	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 	table(tw, v)
 	return tw.Flush()
 }
@@ -227,14 +232,14 @@ func allocTable(w io.Writer, as []pool.Allocation) {
 
 func ctlBox(cmd *cobra.Command, args []string) error {
 	if len(args) == 1 {
-		return call(func(ctx context.Context, c *ctlclient.Client) (pool.Box, error) { return c.Box(ctx, args[0]) },
+		return call(cmd, func(ctx context.Context, c *ctlclient.Client) (pool.Box, error) { return c.Box(ctx, args[0]) },
 			func(w io.Writer, b pool.Box) {
 				boxTable(w, []pool.Box{b})
 				fmt.Fprintln(w)
 				gpuTable(w, b.GPUs)
 			})
 	}
-	return call(func(ctx context.Context, c *ctlclient.Client) ([]pool.Box, error) { return c.Boxes(ctx) }, boxTable)
+	return call(cmd, func(ctx context.Context, c *ctlclient.Client) ([]pool.Box, error) { return c.Boxes(ctx) }, boxTable)
 }
 
 func ctlBoxAdd(cmd *cobra.Command, args []string) error {
@@ -242,12 +247,12 @@ func ctlBoxAdd(cmd *cobra.Command, args []string) error {
 	if err != nil {
 		return err
 	}
-	return call(func(ctx context.Context, c *ctlclient.Client) (pool.Box, error) { return c.RegisterBox(ctx, b) },
+	return call(cmd, func(ctx context.Context, c *ctlclient.Client) (pool.Box, error) { return c.RegisterBox(ctx, b) },
 		func(w io.Writer, b pool.Box) { boxTable(w, []pool.Box{b}) })
 }
 
 func ctlBoxRm(cmd *cobra.Command, args []string) error {
-	return call(func(ctx context.Context, c *ctlclient.Client) (pool.Box, error) { return c.RemoveBox(ctx, args[0]) },
+	return call(cmd, func(ctx context.Context, c *ctlclient.Client) (pool.Box, error) { return c.RemoveBox(ctx, args[0]) },
 		func(w io.Writer, b pool.Box) { fmt.Fprintf(w, "removed box %s (%d GPUs)\n", b.ID, len(b.GPUs)) })
 }
 
@@ -259,7 +264,7 @@ func hostTable(w io.Writer, hs []pool.Host) {
 }
 
 func ctlHost(cmd *cobra.Command, args []string) error {
-	return call(func(ctx context.Context, c *ctlclient.Client) ([]pool.Host, error) { return c.Hosts(ctx) }, hostTable)
+	return call(cmd, func(ctx context.Context, c *ctlclient.Client) ([]pool.Host, error) { return c.Hosts(ctx) }, hostTable)
 }
 
 func ctlHostAdd(cmd *cobra.Command, args []string) error {
@@ -267,23 +272,23 @@ func ctlHostAdd(cmd *cobra.Command, args []string) error {
 	if err != nil {
 		return err
 	}
-	return call(func(ctx context.Context, c *ctlclient.Client) (pool.Host, error) { return c.RegisterHost(ctx, h) },
+	return call(cmd, func(ctx context.Context, c *ctlclient.Client) (pool.Host, error) { return c.RegisterHost(ctx, h) },
 		func(w io.Writer, h pool.Host) { hostTable(w, []pool.Host{h}) })
 }
 
 func ctlHostRm(cmd *cobra.Command, args []string) error {
-	return call(func(ctx context.Context, c *ctlclient.Client) (pool.Host, error) { return c.RemoveHost(ctx, args[0]) },
+	return call(cmd, func(ctx context.Context, c *ctlclient.Client) (pool.Host, error) { return c.RemoveHost(ctx, args[0]) },
 		func(w io.Writer, h pool.Host) { fmt.Fprintf(w, "removed host %s\n", h.ID) })
 }
 
 func ctlGPU(cmd *cobra.Command, args []string) error {
 	box, _ := cmd.Flags().GetString("box")
 	state, _ := cmd.Flags().GetString("state")
-	return call(func(ctx context.Context, c *ctlclient.Client) ([]pool.GPU, error) { return c.GPUs(ctx, box, state) }, gpuTable)
+	return call(cmd, func(ctx context.Context, c *ctlclient.Client) ([]pool.GPU, error) { return c.GPUs(ctx, box, state) }, gpuTable)
 }
 
-func ctlHealth(gpu string, h pool.Health) error {
-	return call(func(ctx context.Context, c *ctlclient.Client) (pool.HealthChange, error) {
+func ctlHealth(cmd *cobra.Command, gpu string, h pool.Health) error {
+	return call(cmd, func(ctx context.Context, c *ctlclient.Client) (pool.HealthChange, error) {
 		return c.SetGPUHealth(ctx, gpu, h)
 	},
 		func(w io.Writer, ch pool.HealthChange) {
@@ -309,7 +314,7 @@ func ctlAlloc(cmd *cobra.Command, args []string) error {
 	if req.Host == "" || req.Count <= 0 {
 		return exitCodeError{2, errors.New("alloc needs --host and --count (at least 1); 'ctl alloc list' lists allocations")}
 	}
-	return call(func(ctx context.Context, c *ctlclient.Client) (pool.Allocation, error) { return c.Allocate(ctx, req) },
+	return call(cmd, func(ctx context.Context, c *ctlclient.Client) (pool.Allocation, error) { return c.Allocate(ctx, req) },
 		func(w io.Writer, a pool.Allocation) {
 			fmt.Fprintln(w, "GPU\tBOX\tPAIR\tHOST PORT")
 			for _, g := range a.GPUs {
@@ -321,13 +326,13 @@ func ctlAlloc(cmd *cobra.Command, args []string) error {
 
 func ctlAllocList(cmd *cobra.Command, args []string) error {
 	host, _ := cmd.Flags().GetString("host")
-	return call(func(ctx context.Context, c *ctlclient.Client) ([]pool.Allocation, error) {
+	return call(cmd, func(ctx context.Context, c *ctlclient.Client) ([]pool.Allocation, error) {
 		return c.Allocations(ctx, host)
 	}, allocTable)
 }
 
 func ctlFree(cmd *cobra.Command, args []string) error {
-	return call(func(ctx context.Context, c *ctlclient.Client) ([]pool.Allocation, error) {
+	return call(cmd, func(ctx context.Context, c *ctlclient.Client) ([]pool.Allocation, error) {
 		var out []pool.Allocation
 		for _, id := range args {
 			a, err := c.Free(ctx, id)
@@ -346,7 +351,7 @@ func ctlFree(cmd *cobra.Command, args []string) error {
 
 func ctlDrain(cmd *cobra.Command, args []string) error {
 	off, _ := cmd.Flags().GetBool("off")
-	return call(func(ctx context.Context, c *ctlclient.Client) (ctlclient.DrainResult, error) {
+	return call(cmd, func(ctx context.Context, c *ctlclient.Client) (ctlclient.DrainResult, error) {
 		return c.Drain(ctx, args[0], !off)
 	},
 		func(w io.Writer, r ctlclient.DrainResult) {
@@ -367,10 +372,10 @@ func ctlRTT(cmd *cobra.Command, args []string) error {
 			return exitCodeError{2, errors.New("recording an RTT needs --host, --box and a positive --rtt")}
 		}
 		r := pool.RTT{Host: host, Box: box, RTT: pool.Duration(rtt)}
-		return call(func(ctx context.Context, c *ctlclient.Client) (pool.RTT, error) { return r, c.SetRTT(ctx, r) },
+		return call(cmd, func(ctx context.Context, c *ctlclient.Client) (pool.RTT, error) { return r, c.SetRTT(ctx, r) },
 			func(w io.Writer, r pool.RTT) { fmt.Fprintf(w, "rtt %s <-> %s = %v\n", r.Host, r.Box, r.RTT) })
 	}
-	return call(func(ctx context.Context, c *ctlclient.Client) ([]pool.RTT, error) { return c.RTTs(ctx) },
+	return call(cmd, func(ctx context.Context, c *ctlclient.Client) ([]pool.RTT, error) { return c.RTTs(ctx) },
 		func(w io.Writer, rs []pool.RTT) {
 			fmt.Fprintln(w, "HOST\tBOX\tRTT")
 			for _, r := range rs {
@@ -380,7 +385,7 @@ func ctlRTT(cmd *cobra.Command, args []string) error {
 }
 
 func ctlStats(cmd *cobra.Command, args []string) error {
-	return call(func(ctx context.Context, c *ctlclient.Client) (pool.Stats, error) { return c.Stats(ctx) },
+	return call(cmd, func(ctx context.Context, c *ctlclient.Client) (pool.Stats, error) { return c.Stats(ctx) },
 		func(w io.Writer, s pool.Stats) {
 			fmt.Fprintln(w, "GPUS\tFREE\tUSED\tUNHEALTHY\tDRAINING\tBOXES\tHOSTS\tALLOCATIONS")
 			fmt.Fprintf(w, "%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", s.GPUs, s.Free, s.Used, s.Unhealthy, s.Draining, s.Boxes, s.Hosts, s.Allocs)
@@ -388,7 +393,7 @@ func ctlStats(cmd *cobra.Command, args []string) error {
 }
 
 func ctlTable(cmd *cobra.Command, args []string) error {
-	return call(func(ctx context.Context, c *ctlclient.Client) (table.Table, error) { return c.Table(ctx) },
+	return call(cmd, func(ctx context.Context, c *ctlclient.Client) (table.Table, error) { return c.Table(ctx) },
 		func(w io.Writer, t table.Table) {
 			fmt.Fprintf(w, "version %d, %d pairs\n", t.Version, len(t.Pairs))
 			fmt.Fprintln(w, "PAIR\tHOST PORT\tHOST MAC\tHOST IP\tGPU PORT\tGPU MAC\tGPU IP")

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/dxpu/dxpu/fabric/manager"
+	"github.com/dxpu/dxpu/fabric/manager/agentapi"
 	"github.com/dxpu/dxpu/fabric/store"
 )
 
@@ -47,7 +48,10 @@ when the leader dies (at once when it stops cleanly).
 Every call that changes state needs "Authorization: Bearer <token>" with the
 token read from --token-file; --no-auth turns that off (for a lab only).
 
-The switch follows GET /v1/table?watch=1&version=N. Exit status: 0 on
+Bridges that register with an "agent_url" are programmed through the agent
+API (package fabric/manager/agentapi: PUT/DELETE /agent/v1/pairs/{id},
+hot-add, hot-remove, surprise-remove), with the same bearer token. The
+switch follows GET /v1/table?watch=1&version=N. Exit status: 0 on
 SIGINT/SIGTERM, 2 for usage errors or when the store cannot be opened.`,
 	Args: cobra.NoArgs,
 	RunE: runManager,
@@ -120,7 +124,11 @@ func runManager(cmd *cobra.Command, _ []string) error {
 	if advertise == "" {
 		advertise = "http://" + ln.Addr().String()
 	}
-	m, err := manager.New(manager.Config{Store: st, Token: token, ID: advertise, Logger: slog.Default(), ReconcileInterval: fl.reconcile})
+	// Bridges that registered an agent_url are programmed over the agent
+	// API, with the same token; the others follow /v1/table.
+	agents := &agentapi.Client{Token: token}
+	m, err := manager.New(manager.Config{Store: st, Token: token, ID: advertise, Logger: slog.Default(), ReconcileInterval: fl.reconcile,
+		GPUBridge: agentapi.GPUSide{Client: agents}, HostBridge: agentapi.HostSide{Client: agents}})
 	if err != nil {
 		ln.Close()
 		return exitCodeError{2, err}

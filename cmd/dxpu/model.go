@@ -29,6 +29,7 @@ type modelFlags struct {
 	plot     string
 	profile  string
 	validate bool
+	markdown bool
 }
 
 func init() { rootCmd.AddCommand(newModelCmd()) }
@@ -37,9 +38,10 @@ func init() { rootCmd.AddCommand(newModelCmd()) }
 func newModelCmd() *cobra.Command {
 	var f modelFlags
 	cmd := &cobra.Command{
-		Use:   "model --trace FILE [--rtt 5us] [--bw 100Gbit] [--tags 256] [--mrrs 512] [--json]",
+		Use:   "model --trace FILE [--rtt 5us] [--bw 100Gbit] [--tags 256] [--mrrs 512] [--json] [FILE...]",
 		Short: "Predict what a fabric costs a workload, from its PyTorch profiler trace",
-		Long: `model reads a PyTorch profiler (Kineto) trace, plain or gzip, builds its dependency
+		Long: `model reads a PyTorch profiler (Kineto) trace, plain or gzip, or an Nsight Systems
+SQLite export (nsys export --type sqlite), builds its dependency
 graph and re-times it behind a fabric of the given added round trip, link rate and
 read-request limits. It prints the measured and predicted time (overall and per
 ProfilerStep), the overhead and its causes (launch, sync, h2d, d2h, mmio), and the
@@ -49,14 +51,19 @@ largest RTT that keeps the overhead under --target.
                       or over a list such as --sweep=2us,5us,10us
   --plot out.svg      draw overhead against RTT for every --trace (svg or png)
   --profile p.json    take the fabric from 'dxpu bench fabric --json'
-  --validate          set the prediction beside the emulator's measurement`,
-		Args: cobra.NoArgs,
+  --validate          set the prediction beside the emulator's measurement
+  --markdown          one table row per trace: overhead at 2, 5, 10, 20 us (or the
+                      --sweep list) and the budget, as in the README
+
+Trace files may also be given as arguments.`,
+		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			f.traces = append(f.traces, args...)
 			return runModel(cmd.Context(), cmd.OutOrStdout(), cmd, &f)
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringArrayVar(&f.traces, "trace", nil, "profiler trace (.json or .json.gz); repeat for several")
+	fl.StringArrayVar(&f.traces, "trace", nil, "profiler trace (Kineto .json or .json.gz, or Nsight Systems .sqlite); repeat for several")
 	fl.StringVar(&f.rtt, "rtt", "5us", "added round-trip time (e.g. 5us, 0.02ms; a bare number is microseconds)")
 	fl.StringVar(&f.bw, "bw", "0", "link rate (e.g. 100Gbit, 12.5GB/s); 0 = no limit beyond the native one")
 	fl.IntVar(&f.tags, "tags", model.DefaultTags, "outstanding read tags of the GPU's DMA")
@@ -68,6 +75,7 @@ largest RTT that keeps the overhead under --target.
 	fl.StringVar(&f.plot, "plot", "", "write overhead against RTT to FILE.svg or FILE.png")
 	fl.StringVar(&f.profile, "profile", "", "fabric profile from 'dxpu bench fabric --json'")
 	fl.BoolVar(&f.validate, "validate", false, "compare with the emulator's virtual-time measurement")
+	fl.BoolVar(&f.markdown, "markdown", false, "print a markdown table, one row per trace (overhead by RTT, budget)")
 	return cmd
 }
 
@@ -225,6 +233,9 @@ func runModel(ctx context.Context, out io.Writer, cmd *cobra.Command, f *modelFl
 			return usageErr("--plot: %v", err)
 		}
 	}
+	if f.markdown && len(sweep) == 0 {
+		sweep = markdownRTTs
+	}
 	var reports []*modelReport
 	var curves []model.Curve
 	var validateErr error
@@ -266,7 +277,10 @@ func runModel(ctx context.Context, out io.Writer, cmd *cobra.Command, f *modelFl
 		}
 		reports = append(reports, r)
 	}
-	if f.jsonOut {
+	switch {
+	case f.markdown:
+		printMarkdown(out, reports)
+	case f.jsonOut:
 		enc := json.NewEncoder(out)
 		enc.SetIndent("", "  ")
 		if len(reports) == 1 {
@@ -277,7 +291,7 @@ func runModel(ctx context.Context, out io.Writer, cmd *cobra.Command, f *modelFl
 		if err != nil {
 			return exitCodeError{2, err}
 		}
-	} else {
+	default:
 		for i, r := range reports {
 			if i > 0 {
 				fmt.Fprintln(out)
@@ -297,7 +311,7 @@ func runModel(ctx context.Context, out io.Writer, cmd *cobra.Command, f *modelFl
 		if err != nil {
 			return exitCodeError{2, err}
 		}
-		if !f.jsonOut {
+		if !f.jsonOut && !f.markdown {
 			fmt.Fprintf(out, "\nplot written to %s\n", f.plot)
 		}
 	}
@@ -308,6 +322,36 @@ func runModel(ctx context.Context, out io.Writer, cmd *cobra.Command, f *modelFl
 		return exitCodeError{1, validateErr}
 	}
 	return nil
+}
+
+// markdownRTTs are the columns of --markdown without --sweep.
+var markdownRTTs = []time.Duration{2 * time.Microsecond, 5 * time.Microsecond, 10 * time.Microsecond, 20 * time.Microsecond}
+
+// printMarkdown prints the README's table: one row per trace.
+func printMarkdown(out io.Writer, reports []*modelReport) {
+	if len(reports) == 0 {
+		return
+	}
+	fmt.Fprint(out, "| trace | measured span |")
+	for _, s := range reports[0].Sweep {
+		fmt.Fprintf(out, " +%g us |", s.RTTus)
+	}
+	fmt.Fprintf(out, " RTT budget for %g %% |\n| --- | ---: |", reports[0].TargetPct)
+	for range reports[0].Sweep {
+		fmt.Fprint(out, " ---: |")
+	}
+	fmt.Fprintln(out, " ---: |")
+	for _, r := range reports {
+		fmt.Fprintf(out, "| %s | %s |", r.Trace, fmtDur(r.pred.Baseline))
+		for _, s := range r.Sweep {
+			fmt.Fprintf(out, " %.2f %% |", s.OverheadPct)
+		}
+		at := ""
+		if r.BudgetAtLeast {
+			at = ">= "
+		}
+		fmt.Fprintf(out, " %s%.0f us |\n", at, r.BudgetRTTus)
+	}
 }
 
 // validationRTTs are the RTTs at which --validate compares.

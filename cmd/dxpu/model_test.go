@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/dxpu/dxpu/model"
 )
 
 const tinyTrace = `{"traceEvents":[
@@ -91,9 +93,13 @@ func TestModelErrors(t *testing.T) {
 	if !errors.As(err, &ec) || ec.code != 1 || !strings.Contains(err.Error(), "byte 100") {
 		t.Errorf("truncated trace: %v", err)
 	}
-	_, err = runModelCmd(t, "--trace", p, "--validate")
-	if !errors.As(err, &ec) || ec.code != 2 || !strings.Contains(err.Error(), "emulator") {
-		t.Errorf("--validate without emulator: %v", err)
+	out, err := runModelCmd(t, "--trace", p, "--validate")
+	if m, _ := model.RegisteredMeasurer(); m == nil {
+		if !errors.As(err, &ec) || ec.code != 2 || !strings.Contains(err.Error(), "emulator") {
+			t.Errorf("--validate without emulator: %v", err)
+		}
+	} else if err != nil || !strings.Contains(out, "difference") {
+		t.Errorf("--validate with the emulator: %v\n%s", err, out)
 	}
 	for _, args := range [][]string{{}, {"--trace", p, "--rtt", "soon"}, {"--trace", p, "--bw", "fast"}, {"--trace", p, "--plot", "x.gif"}, {"--trace", p, "--target", "0"}} {
 		if _, err := runModelCmd(t, args...); !errors.As(err, &ec) || ec.code != 2 {
@@ -102,5 +108,17 @@ func TestModelErrors(t *testing.T) {
 	}
 	if _, err := runModelCmd(t, "--trace", filepath.Join(t.TempDir(), "missing.json")); !errors.As(err, &ec) || ec.code != 2 {
 		t.Errorf("missing file: %v", err)
+	}
+}
+
+func TestModelMarkdown(t *testing.T) {
+	p := writeTrace(t, tinyTrace)
+	out, err := runModelCmd(t, "--markdown", p, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 4 || !strings.Contains(lines[0], "+20 us") || !strings.HasPrefix(lines[2], "| tiny | 115.0 us |") {
+		t.Fatalf("markdown:\n%s", out)
 	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"net/netip"
@@ -70,7 +71,129 @@ func init() {
 	f.StringVar(&nettlpServeFlags.rcvbuf, "rcvbuf", "8M", "receive buffer per socket (posted writes lost to a full buffer are lost silently)")
 	f.DurationVar(&nettlpServeFlags.every, "stats-every", 0, "log the counters at this interval (0: only at exit)")
 	nettlpCmd.AddCommand(nettlpServeCmd)
+
+	for _, c := range []*cobra.Command{nettlpReadCmd, nettlpWriteCmd} {
+		f := c.Flags()
+		f.StringVar(&nettlpClientFlags.remote, "remote", "127.0.0.2", "the NetTLP target (libtlp's -r)")
+		f.StringVar(&nettlpClientFlags.local, "local", "127.0.0.1", "local address to bind (libtlp's -l)")
+		f.IntVar(&nettlpClientFlags.tag, "tag", 0, "tag; the port is 0x3000 + (tag & 0xf)")
+		f.StringVar(&nettlpClientFlags.requester, "requester", "00:00.0", "requester ID (bb:dd.f)")
+		f.StringVar(&nettlpClientFlags.addr, "addr", "0", "DMA address (0x... for hex)")
+		f.DurationVar(&nettlpClientFlags.timeout, "timeout", nettlp.LibtlpTimeout, "wait per completion (libtlp: 500ms)")
+	}
+	nettlpReadCmd.Flags().IntVar(&nettlpClientFlags.size, "size", 4, "bytes to read")
+	nettlpReadCmd.Flags().IntVar(&nettlpClientFlags.split, "mrrs", 0, "split into requests of at most this many bytes, as dma_read_aligned (0: one dma_read)")
+	nettlpWriteCmd.Flags().StringVar(&nettlpClientFlags.hexData, "hex", "", "data to write, in hex")
+	nettlpWriteCmd.Flags().StringVar(&nettlpClientFlags.strData, "string", "", "data to write, as text")
+	nettlpWriteCmd.Flags().IntVar(&nettlpClientFlags.split, "mps", 0, "split into writes of at most this many bytes, as dma_write_aligned (0: one dma_write)")
+	nettlpCmd.AddCommand(nettlpReadCmd, nettlpWriteCmd)
 	rootCmd.AddCommand(nettlpCmd)
+}
+
+var nettlpClientFlags struct {
+	remote, local, requester, addr string
+	tag, size, split               int
+	timeout                        time.Duration
+	hexData, strData               string
+}
+
+var nettlpReadCmd = &cobra.Command{
+	Use:   "read",
+	Short: "DMA-read from a NetTLP target the way libtlp's dma_read does, and hex-dump the bytes",
+	Args:  cobra.NoArgs,
+	RunE: func(cmd *cobra.Command, _ []string) error {
+		c, addr, err := nettlpDialFlags()
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		fl := &nettlpClientFlags
+		if fl.size < 1 || fl.size > 1<<20 {
+			return exitCodeError{2, fmt.Errorf("--size %d: want 1..1048576", fl.size)}
+		}
+		buf := make([]byte, fl.size)
+		var n int
+		if fl.split > 0 {
+			n, err = c.ReadAligned(addr, buf, fl.split)
+		} else {
+			n, err = c.Read(addr, buf)
+		}
+		fmt.Fprintf(cmd.OutOrStdout(), "read %d of %d bytes at %#x\n", n, fl.size, addr)
+		fmt.Fprint(cmd.OutOrStdout(), hex.Dump(buf[:n]))
+		if err != nil {
+			return exitCodeError{1, err}
+		}
+		return nil
+	},
+}
+
+var nettlpWriteCmd = &cobra.Command{
+	Use:   "write",
+	Short: "DMA-write to a NetTLP target the way libtlp's dma_write does (posted: nothing comes back)",
+	Args:  cobra.NoArgs,
+	RunE: func(cmd *cobra.Command, _ []string) error {
+		fl := &nettlpClientFlags
+		data := []byte(fl.strData)
+		if fl.hexData != "" {
+			if fl.strData != "" {
+				return exitCodeError{2, fmt.Errorf("give --hex or --string, not both")}
+			}
+			var err error
+			if data, err = hex.DecodeString(strings.ReplaceAll(fl.hexData, " ", "")); err != nil {
+				return exitCodeError{2, fmt.Errorf("--hex: %w", err)}
+			}
+		}
+		if len(data) == 0 || len(data) > 1<<20 {
+			return exitCodeError{2, fmt.Errorf("%d bytes to write: want 1..1048576 (--hex or --string)", len(data))}
+		}
+		c, addr, err := nettlpDialFlags()
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		var n int
+		if fl.split > 0 {
+			n, err = c.WriteAligned(addr, data, fl.split)
+		} else if len(data) > 4096 {
+			return exitCodeError{2, fmt.Errorf("%d bytes in one dma_write: at most 4096 (use --mps)", len(data))}
+		} else {
+			n, err = c.Write(addr, data)
+		}
+		if err != nil {
+			return exitCodeError{1, err}
+		}
+		fmt.Fprintf(cmd.OutOrStdout(), "wrote %d bytes at %#x\n", n, addr)
+		return nil
+	},
+}
+
+func nettlpDialFlags() (*nettlp.Client, uint64, error) {
+	fl := &nettlpClientFlags
+	remote, err := netip.ParseAddr(fl.remote)
+	if err != nil {
+		return nil, 0, exitCodeError{2, fmt.Errorf("--remote %q: %w", fl.remote, err)}
+	}
+	local, err := netip.ParseAddr(fl.local)
+	if err != nil {
+		return nil, 0, exitCodeError{2, fmt.Errorf("--local %q: %w", fl.local, err)}
+	}
+	req, err := tlp.ParseID(fl.requester)
+	if err != nil {
+		return nil, 0, exitCodeError{2, fmt.Errorf("--requester: %w", err)}
+	}
+	if fl.tag < 0 || fl.tag > 255 {
+		return nil, 0, exitCodeError{2, fmt.Errorf("--tag %d: want 0..255", fl.tag)}
+	}
+	addr, err := nettlpParseSize("addr", fl.addr)
+	if err != nil {
+		return nil, 0, exitCodeError{2, err}
+	}
+	c, err := nettlp.Dial(local, remote, uint8(fl.tag), req)
+	if err != nil {
+		return nil, 0, exitCodeError{2, err}
+	}
+	c.Timeout = fl.timeout
+	return c, addr, nil
 }
 
 // nettlpPattern is the --fill pattern content of address a.

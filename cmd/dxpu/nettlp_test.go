@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -69,6 +71,24 @@ func TestNettlpServe(t *testing.T) {
 	if _, err := c.Read(0x8000, back[:4]); !errors.Is(err, nettlp.ErrBadCompletion) {
 		t.Fatalf("read below --base: %v, want a UR (bad completion to libtlp)", err)
 	}
+
+	// The client subcommands against the same target.
+	var out bytes.Buffer
+	rootCmd.SetOut(&out)
+	defer rootCmd.SetOut(nil)
+	common := []string{"--remote", addr.String(), "--local", "127.0.0.1", "--tag", "3", "--requester", "1b:00.0", "--timeout", "20s"}
+	rootCmd.SetArgs(append([]string{"nettlp", "write", "--addr", "0x30001", "--string", "", "--hex", "c0ffee", "--mps", "0"}, common...))
+	if err := rootCmd.ExecuteContext(context.Background()); err != nil {
+		t.Fatalf("nettlp write: %v", err)
+	}
+	rootCmd.SetArgs(append([]string{"nettlp", "read", "--addr", "0x30000", "--size", "5", "--mrrs", "0"}, common...))
+	if err := rootCmd.ExecuteContext(context.Background()); err != nil {
+		t.Fatalf("nettlp read: %v", err)
+	}
+	if want := fmt.Sprintf("%02x c0 ff ee %02x", nettlpPattern(0x30000), nettlpPattern(0x30004)); !strings.Contains(out.String(), want) {
+		t.Fatalf("nettlp read printed %q, want %q in it", out.String(), want)
+	}
+
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatalf("serve: %v", err)

@@ -192,6 +192,8 @@ var pcapConv struct {
 	udpPort  uint16
 	srcIP    string
 	dstIP    string
+	pack     bool
+	mtu      int
 	outFlags pcapOutFlags
 }
 
@@ -206,6 +208,10 @@ frame per TLP; a NetTLP frame becomes a dxpu frame with one TLP (pair
 or --src-ip/--dst-ip where the input has none.
 
 --vlan -1 keeps the input's outer VLAN tag, 0 removes tags, 1..4094 sets one.
+
+--pack (to dxpu) gathers consecutive NetTLP TLPs between the same two
+endpoints into dxpu frames of up to --mtu bytes, as a bridge sends them;
+each packed frame takes the timestamp of its first TLP.
 
 TLPs that the capture's snap length cut short stay cut: the output frame is
 built with the TLP's declared length and its record keeps only the bytes
@@ -252,8 +258,15 @@ func runPcapConvert(cmd *cobra.Command, args []string) error {
 	if err != nil {
 		return exitCodeError{2, err}
 	}
+	if c.pack && to == encap.EncapNetTLP {
+		return pcapUsage("convert: --pack needs a dxpu --to")
+	}
+	if c.mtu < 128 || c.mtu > 65535 {
+		return pcapUsage("convert: --mtu %d: want 128..65535", c.mtu)
+	}
 	cv := &pcapConverter{to: to, vlan: c.vlan, pair: c.pair, cfg: encap.Config{UDPPort: c.udpPort}, src: src, dst: dst, w: w,
-		seq: map[[12]byte]uint32{}}
+		seq: map[[12]byte]uint32{}, pack: c.pack}
+	cv.packer.MTU = c.mtu
 	bad, err := cv.run(r, cmd.ErrOrStderr())
 	if cerr := w.Close(); err == nil {
 		err = cerr
@@ -281,13 +294,20 @@ type pcapConverter struct {
 
 	read, written, tlps, truncated, skipped int
 	frame, tlpBuf                           []byte
+
+	// --pack: TLPs gathered for the next frame, all between the same ends.
+	pack    bool
+	packer  encap.Packer
+	packKey string
+	packTS  gopacket.CaptureInfo
+	packSeq uint32
 }
 
 func (c *pcapConverter) run(r *pcapio.Reader, stderr io.Writer) (bad int, err error) {
 	for {
 		data, ci, err := r.Next()
 		if errors.Is(err, io.EOF) {
-			return bad, nil
+			return bad, c.flushPack()
 		}
 		if err != nil {
 			return bad, err
@@ -415,6 +435,12 @@ func (c *pcapConverter) convert(f *encap.Frame, ci gopacket.CaptureInfo) error {
 		}
 		return nil
 	}
+	if c.pack && f.Encap() == encap.EncapNetTLP && !f.Truncated() {
+		return c.addPack(f, ci, l2)
+	}
+	if err := c.flushPack(); err != nil {
+		return err
+	}
 	// To dxpu: one frame with the same TLPs.
 	var fields encap.Fields
 	if h := f.Header(); h != nil {
@@ -461,6 +487,53 @@ func (c *pcapConverter) convert(f *encap.Frame, ci gopacket.CaptureInfo) error {
 	return c.write(ci, c.frame, keep)
 }
 
+// addPack adds the TLP of a whole NetTLP frame to the frame being packed,
+// sending that first if the TLP goes elsewhere or does not fit.
+func (c *pcapConverter) addPack(f *encap.Frame, ci gopacket.CaptureInfo, l2 encap.L2) error {
+	b, _ := f.TLP(0)
+	var l3 *encap.L3
+	if c.to == encap.EncapDxpuUDP {
+		l3 = c.l3(f, c.cfg.UDPPort)
+	}
+	key := fmt.Sprint(l2, l3)
+	if c.packer.Len() > 0 && (key != c.packKey || !c.packer.Fits(len(b))) {
+		if err := c.flushPack(); err != nil {
+			return err
+		}
+	}
+	if c.packer.Len() == 0 {
+		c.packer.L2, c.packer.L3, c.packKey, c.packTS = l2, l3, key, ci
+		var k [12]byte
+		copy(k[:6], l2.Src[:])
+		copy(k[6:], l2.Dst[:])
+		c.packSeq = c.seq[k]
+	}
+	// The packer keeps a reference until the frame is built: give it a copy
+	// that the reader's next frame cannot overwrite.
+	if !c.packer.Add(append([]byte(nil), b...)) {
+		return fmt.Errorf("TLP of %d bytes does not fit a %d-byte MTU", len(b), c.packer.MTU)
+	}
+	var k [12]byte
+	copy(k[:6], l2.Src[:])
+	copy(k[6:], l2.Dst[:])
+	c.seq[k]++
+	c.tlps++
+	return nil
+}
+
+// flushPack writes the packed frame, if any.
+func (c *pcapConverter) flushPack() error {
+	if c.packer.Len() == 0 {
+		return nil
+	}
+	frame, err := c.packer.Frame(&encap.Fields{Type: encap.MsgTLP, PairID: c.pair, Seq: c.packSeq})
+	c.packer.Reset()
+	if err != nil {
+		return err
+	}
+	return c.write(c.packTS, frame, len(frame))
+}
+
 // contentEnd returns the offset just past the TLPs of a frame we built
 // (the bytes after it are padding).
 func contentEnd(frame []byte, cfg *encap.Config) int {
@@ -478,11 +551,16 @@ var pcapInfoUDPPort uint16
 var pcapInfoCmd = &cobra.Command{
 	Use:   "info FILE...",
 	Short: "Count frames per encapsulation, TLPs per kind, truncated and bad frames",
-	Args:  cobra.MinimumNArgs(1),
+	Long: `Info prints, for each capture, the number of frames per encapsulation,
+VLAN-tagged frames, dxpu messages without TLPs, TLPs per kind (from their
+Fmt and Type only: 'dxpu tlp decode --pcap' validates them), TLPs cut by the
+snap length, and frames that do not parse, each reported on stderr with its
+number. Exit status 1 if any frame did not parse, 2 for I/O errors.`,
+	Args: cobra.MinimumNArgs(1),
 	RunE: func(cmd *cobra.Command, args []string) error {
 		bad := 0
 		for _, path := range args {
-			s, err := pcapInfo(path, &encap.Config{UDPPort: pcapInfoUDPPort})
+			s, err := pcapInfo(path, &encap.Config{UDPPort: pcapInfoUDPPort}, cmd.ErrOrStderr())
 			if err != nil {
 				return exitCodeError{2, err}
 			}
@@ -496,12 +574,17 @@ var pcapInfoCmd = &cobra.Command{
 	},
 }
 
-func pcapInfo(path string, cfg *encap.Config) (map[string]int, error) {
+// pcapInfo counts what a capture holds; frames that do not parse are
+// reported on errs (when not nil) with their 1-based number.
+func pcapInfo(path string, cfg *encap.Config, errs io.Writer) (map[string]int, error) {
 	r, err := pcapio.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer r.Close()
+	if r.LinkType() != layers.LinkTypeEthernet {
+		return nil, fmt.Errorf("%s: link type %v, only Ethernet captures hold TLP frames", path, r.LinkType())
+	}
 	s := map[string]int{}
 	for {
 		data, _, err := r.ZeroCopyReadPacketData()
@@ -515,6 +598,9 @@ func pcapInfo(path string, cfg *encap.Config) (map[string]int, error) {
 		f, err := encap.ParseFrame(data, cfg)
 		if err != nil {
 			s["bad"]++
+			if errs != nil {
+				fmt.Fprintf(errs, "%s frame %d: %v\n", path, s["frames"], err)
+			}
 			continue
 		}
 		s["encap:"+f.Encap().String()]++
@@ -705,6 +791,8 @@ func init() {
 	f.Uint16Var(&pcapConv.udpPort, "udp-port", encap.DefaultUDPPort, "dxpu UDP port (reading and writing)")
 	f.StringVar(&pcapConv.srcIP, "src-ip", "10.0.0.1", "IPv4 source where the input has no IPv4")
 	f.StringVar(&pcapConv.dstIP, "dst-ip", "10.0.0.2", "IPv4 destination where the input has no IPv4")
+	f.BoolVar(&pcapConv.pack, "pack", false, "pack consecutive NetTLP TLPs between the same ends into dxpu frames")
+	f.IntVar(&pcapConv.mtu, "mtu", encap.DefaultMTU, "largest Ethernet payload of a packed dxpu frame")
 	pcapConv.outFlags.add(pcapConvertCmd)
 
 	pcapInfoCmd.Flags().Uint16Var(&pcapInfoUDPPort, "udp-port", encap.DefaultUDPPort, "dxpu UDP port")

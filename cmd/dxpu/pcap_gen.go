@@ -44,6 +44,31 @@ func pcapParseKinds(s string) ([]tlp.Kind, error) {
 	return out, nil
 }
 
+// pcapMessage is a message code with its routing.
+type pcapMessage struct {
+	code    uint8
+	routing tlp.Routing
+	data    bool // sent as MsgD
+	vendor  bool // vendor-defined: any TC, several routings, Msg or MsgD
+}
+
+var pcapMessages = []pcapMessage{
+	{0x00, tlp.RouteBroadcast, false, false}, // Unlock
+	{0x14, tlp.RouteLocal, false, false},     // PM_Active_State_Nak
+	{0x18, tlp.RouteToRC, false, false},      // PM_PME
+	{0x19, tlp.RouteBroadcast, false, false}, // PME_Turn_Off
+	{0x1b, tlp.RouteGather, false, false},    // PME_TO_Ack
+	{0x20, tlp.RouteLocal, false, false},     // Assert_INTA
+	{0x21, tlp.RouteLocal, false, false},     // Assert_INTB
+	{0x24, tlp.RouteLocal, false, false},     // Deassert_INTA
+	{0x30, tlp.RouteToRC, false, false},      // ERR_COR
+	{0x31, tlp.RouteToRC, false, false},      // ERR_NONFATAL
+	{0x33, tlp.RouteToRC, false, false},      // ERR_FATAL
+	{0x50, tlp.RouteLocal, true, false},      // Set_Slot_Power_Limit (1 DW)
+	{0x7e, 0, false, true},                   // Vendor_Defined Type 0
+	{0x7f, 0, false, true},                   // Vendor_Defined Type 1
+}
+
 // pcapTLPGen makes random TLPs that obey the specification's rules, so
 // that every one passes tlp.Parse.
 type pcapTLPGen struct {
@@ -86,7 +111,10 @@ func (g *pcapTLPGen) next(dst []byte, requester tlp.ID) ([]byte, error) {
 	k := g.kinds[g.r.IntN(len(g.kinds))]
 	p := tlp.Packet{
 		Kind: k, RequesterID: requester, Tag: uint16(g.r.IntN(1024)),
-		TD: g.r.IntN(10) == 0, EP: g.r.IntN(50) == 0,
+		TD: g.r.IntN(10) == 0,
+	}
+	if k.HasData() {
+		p.EP = g.r.IntN(50) == 0 // poisoning concerns data
 	}
 	n := 1 + g.r.IntN(g.maxDW)
 	if g.r.IntN(2) == 0 {
@@ -98,13 +126,15 @@ func (g *pcapTLPGen) next(dst []byte, requester tlp.ID) ([]byte, error) {
 		p.Length = uint16(n)
 		p.FirstBE, p.LastBE = g.bes(n)
 		p.Addr64 = g.r.IntN(3) == 0
+		if k == tlp.MRdLk { // locked transactions: TC0, legacy 32-bit space
+			p.TC, p.Addr64 = 0, false
+		}
 		p.Address = g.memAddr(n, p.Addr64)
 		if k == tlp.MWr {
 			p.Length = 0
 			p.Data = g.data(n)
 		}
 	case k.IsIO() || k.IsConfig():
-		p.Attr = g.pick(0, tlp.AttrIDO)
 		p.Length = 1
 		p.FirstBE = uint8(g.r.IntN(16))
 		if k.IsIO() {
@@ -118,28 +148,48 @@ func (g *pcapTLPGen) next(dst []byte, requester tlp.ID) ([]byte, error) {
 			p.Data = g.data(1)
 		}
 	case k.IsMessage():
-		p.TC = uint8(g.r.IntN(8))
-		p.Routing = tlp.Routing(g.r.IntN(6))
-		p.MessageCode = g.pick(0x20, 0x24, 0x30, 0x31, 0x33, 0x14, 0x18, 0x7e, 0x7f)
-		p.MsgDW2, p.MsgDW3 = g.r.Uint32(), g.r.Uint32()
-		switch p.Routing {
-		case tlp.RouteByAddress:
-			p.Address = g.r.Uint64() &^ 3
-		case tlp.RouteByID:
+		// Real message codes with the routing and TC the specification
+		// gives them; vendor-defined messages take any TC and the routings
+		// allowed to them. (No base-specification message is routed by
+		// address, so none is generated.)
+		m := pcapMessages[g.r.IntN(len(pcapMessages))]
+		for m.data != (k == tlp.MsgD) && !m.vendor {
+			m = pcapMessages[g.r.IntN(len(pcapMessages))]
+		}
+		p.MessageCode, p.Routing = m.code, m.routing
+		if m.vendor {
+			p.TC = uint8(g.r.IntN(8))
+			p.Routing = []tlp.Routing{tlp.RouteToRC, tlp.RouteByID, tlp.RouteBroadcast, tlp.RouteLocal}[g.r.IntN(4)]
+			p.MsgDW3 = g.r.Uint32()
+			p.MsgDW2 = 0x1af4 // vendor ID in DW2 15:0
+		}
+		if p.Routing == tlp.RouteByID {
 			p.TargetID = tlp.ID(g.r.Uint32())
 		}
 		if k == tlp.MsgD {
-			p.Data = g.data(min(n, 4))
+			p.Data = g.data(1)
+			if m.vendor {
+				p.Data = g.data(min(n, 4))
+			}
 		}
 	case k.IsCompletion():
 		p.TC, p.Attr = uint8(g.r.IntN(8)), uint8(g.r.IntN(4))
+		if k == tlp.CplLk || k == tlp.CplDLk {
+			p.TC = 0 // locked transactions use TC0
+		}
 		p.CompleterID = tlp.ID(g.r.Uint32())
-		p.LowerAddress = uint8(g.r.IntN(128))
-		p.ByteCount = uint16(1 + g.r.IntN(4096))
 		if k == tlp.Cpl || k == tlp.CplLk {
 			p.Status = tlp.Status(g.pick(0, 1, 2, 4)) // SC, UR, CRS, CA
+			if p.Status == 0 || p.Status == 2 {
+				// SC without data ends an IO or config write; CRS answers a
+				// config request: 4 bytes from offset 0.
+				p.ByteCount, p.LowerAddress = 4, 0
+			} else {
+				p.ByteCount, p.LowerAddress = uint16(1+g.r.IntN(4096)), uint8(g.r.IntN(128))
+			}
 		} else {
 			// Byte Count must cover the data from Lower Address's offset.
+			p.LowerAddress = uint8(g.r.IntN(128))
 			need := 4*n - int(p.LowerAddress&3) - 3
 			p.ByteCount = uint16(min(4096, max(need, 1)+g.r.IntN(512)))
 			p.Data = g.data(n)

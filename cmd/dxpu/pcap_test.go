@@ -7,7 +7,10 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+
+	"github.com/spf13/pflag"
 
 	"github.com/dxpu/dxpu/tlp"
 	"github.com/dxpu/dxpu/tlp/encap"
@@ -98,7 +101,19 @@ func pcapReadTLPs(t *testing.T, path string) (out []pcapTLPRec, msgs int) {
 
 func runDxpu(t *testing.T, args ...string) error {
 	t.Helper()
+	// Flag variables outlive a command run: start each from the defaults.
+	for _, c := range pcapCmd.Commands() {
+		c.Flags().VisitAll(func(f *pflag.Flag) {
+			f.Value.Set(f.DefValue)
+			f.Changed = false
+		})
+	}
 	rootCmd.SetArgs(args)
+	defer func() { // leave the shared command tree as other tests expect it
+		rootCmd.SetArgs(nil)
+		rootCmd.SetOut(nil)
+		rootCmd.SetErr(nil)
+	}()
 	var out bytes.Buffer
 	rootCmd.SetOut(&out)
 	rootCmd.SetErr(&out)
@@ -169,8 +184,6 @@ func TestPcapUsageErrors(t *testing.T) {
 			t.Errorf("%v: %v, want exit status 2", args, err)
 		}
 	}
-	// restore defaults changed above for later tests
-	pcapGen.mtu = 1500
 }
 
 // TestPcapGenerateFlags generates with explicit flags and reads it back.
@@ -189,8 +202,84 @@ func TestPcapGenerateFlags(t *testing.T) {
 			t.Fatalf("kind %v generated", k)
 		}
 	}
-	s, err := pcapInfo(out, nil)
+	s, err := pcapInfo(out, nil, nil)
 	if err != nil || s["frames"] != 20 || s["encap:dxpu-udp"] != 20 || s["vlan-tagged"] != 20 || s["bad"] != 0 {
 		t.Errorf("info %v %v", s, err)
+	}
+}
+
+// TestPcapCorpusValid: every TLP of the committed corpus passes the codec's
+// validation (whole TLPs with Parse, those cut by a snap length with
+// ParseTruncated).
+func TestPcapCorpusValid(t *testing.T) {
+	for _, c := range pcapCorpus {
+		path := filepath.Join("..", "..", "testdata", "pcap", c.name)
+		tlps, _ := pcapReadTLPs(t, path)
+		if len(tlps) == 0 {
+			t.Fatalf("%s: no TLPs", c.name)
+		}
+		for i, r := range tlps {
+			var err error
+			if r.truncated {
+				_, _, err = tlp.ParseTruncated(r.b)
+			} else {
+				_, err = tlp.Parse(r.b)
+			}
+			if err != nil {
+				t.Errorf("%s TLP %d (%x): %v", c.name, i, r.b, err)
+			}
+		}
+	}
+}
+
+// TestPcapConvertPack packs NetTLP TLPs into dxpu frames: same TLPs in the
+// same order, fewer frames, none over the MTU, sequence numbers running on.
+func TestPcapConvertPack(t *testing.T) {
+	dir := t.TempDir()
+	for _, in := range []string{
+		filepath.Join("..", "..", "testdata", "pcap", "nettlp.pcap"),
+		filepath.Join("..", "..", "testdata", "pcap", "nettlp-vlan-snap128.pcap"),
+	} {
+		want, _ := pcapReadTLPs(t, in)
+		out := filepath.Join(dir, filepath.Base(in)+".packed.pcap")
+		if err := runDxpu(t, "pcap", "convert", "--in", in, "--out", out, "--to", "dxpu-udp", "--pack", "--mtu", "600"); err != nil {
+			t.Fatal(err)
+		}
+		got, _ := pcapReadTLPs(t, out)
+		if len(got) != len(want) {
+			t.Fatalf("%s: %d TLPs, want %d", in, len(got), len(want))
+		}
+		for i := range want {
+			if !bytes.Equal(got[i].b, want[i].b) || got[i].truncated != want[i].truncated {
+				t.Fatalf("%s: TLP %d differs", in, i)
+			}
+		}
+		s, err := pcapInfo(out, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s["frames"] >= len(want) && !strings.Contains(in, "snap128") {
+			t.Errorf("%s: %d frames for %d TLPs: nothing packed", in, s["frames"], len(want))
+		}
+		r, _ := pcapio.Open(out)
+		nextSeq := map[string]uint32{} // per (source, destination) MAC pair
+		for {
+			data, ci, err := r.Next()
+			if err != nil {
+				break
+			}
+			f, _ := encap.ParseFrame(data, nil)
+			if ci.Length-14-4*f.NumVLANs() > 600 {
+				t.Errorf("frame of %d bytes over the MTU", ci.Length)
+			}
+			key := string(f.SrcMAC()) + string(f.DstMAC())
+			h := f.Header()
+			if n, ok := nextSeq[key]; ok && h.Seq() != n {
+				t.Errorf("frame seq %d, want %d", h.Seq(), n)
+			}
+			nextSeq[key] = h.Seq() + uint32(h.Count())
+		}
+		r.Close()
+		t.Logf("%s: %d TLPs in %d frames", in, len(want), s["frames"])
 	}
 }

@@ -4,8 +4,19 @@ import (
 	"fmt"
 
 	switching "github.com/dxpu/dxpu/fabric/switch"
+	"github.com/dxpu/dxpu/fabric/switch/afxdp"
+	"github.com/dxpu/dxpu/xdp"
 )
 
+// newAFXDPDataPath is the userspace path over AF_XDP: the XDP program
+// steers dxpu frames into per-port sockets, the Go forwarder decides.
 func newAFXDPDataPath(ports map[string]switching.Port, udpPort uint16) (*fwdDataPath, error) {
-	return nil, fmt.Errorf("switch: --mode afxdp is not built yet; use packet")
+	fwd := switching.NewForwarder(udpPort)
+	fwd.SetPorts(ports)
+	a, err := xdp.NewAFXDPSwitch(fwd, ports, xdp.Options{UDPPort: udpPort}, afxdp.Config{})
+	if err != nil {
+		return nil, fmt.Errorf("switch: %w (AF_XDP needs root and XDP)", err)
+	}
+	a.SetSlowPath(slowPathLogger)
+	return &fwdDataPath{Forwarder: fwd, ports: ports, udpPort: udpPort, runFn: a.Run, closeFn: a.Close}, nil
 }

@@ -1,18 +1,15 @@
-// Package bench runs the microbenchmarks a GPU disaggregation paper reports
-// on the emulated path, in virtual time: MMIO read latency, host-to-device
-// and device-to-host bandwidth by copy size (as CUDA's bandwidthTest
-// measures it, between two events on the copy's stream), and the latency of
-// an empty kernel launch followed by a stream synchronization. Every figure
-// comes for the native topology and for the fabric.
 package bench
 
 import (
 	"fmt"
 	"time"
 
+	"github.com/dxpu/dxpu/bridge/sim"
 	"github.com/dxpu/dxpu/emu/cuda"
 	"github.com/dxpu/dxpu/emu/gpu"
 	"github.com/dxpu/dxpu/emu/host"
+	"github.com/dxpu/dxpu/emu/pcie"
+	"github.com/dxpu/dxpu/emu/realtime"
 	"github.com/dxpu/dxpu/emu/topo"
 )
 
@@ -30,15 +27,27 @@ type Setup struct {
 	// Bridge puts a real dxpu bridge pair on the fabric path instead of
 	// the latency and bandwidth pipe.
 	Bridge bool
+	// Wall runs on the wall clock (package realtime); the fabric is then a
+	// real bridge pair exchanging frames over UDP on loopback, and Fabric
+	// only selects it (its RTT and rate are those of the loopback).
+	Wall bool
 }
 
 // Env is a built world with one GPU, its driver and one stream.
 type Env struct {
-	W   *topo.World
-	C   *cuda.Context
-	D   *cuda.Device
-	St  *cuda.Stream
-	GPU *gpu.GPU
+	W     *topo.World
+	C     *cuda.Context
+	D     *cuda.Device
+	St    *cuda.Stream
+	GPU   *gpu.GPU
+	paths []*realtime.UDPPath
+}
+
+// Close releases the sockets and goroutines of a wall-clock world.
+func (e *Env) Close() {
+	for _, p := range e.paths {
+		p.Close()
+	}
 }
 
 // NewEnv builds a world for s.
@@ -47,21 +56,38 @@ func NewEnv(s Setup) (*Env, error) {
 	if s.Bridge && s.Fabric != nil {
 		path = topo.BridgePaths(*s.Fabric)
 	}
-	w, err := topo.Build(topo.Options{GPUs: 1, Model: s.Model, Fabric: s.Fabric, Path: path,
+	env := &Env{}
+	o := topo.Options{GPUs: 1, Model: s.Model, Fabric: s.Fabric, Path: path,
 		Enum: host.EnumConfig{TenBitTags: s.TenBitTags, MRRS: s.MRRS},
-		GPU:  gpu.Config{MaxOutstanding: s.MaxOutstanding, MaxSimBytes: s.MaxSimBytes}})
+		GPU:  gpu.Config{MaxOutstanding: s.MaxOutstanding, MaxSimBytes: s.MaxSimBytes}}
+	if s.Wall {
+		o.Sim = sim.New(1)
+		clk := realtime.New(o.Sim)
+		o.Driver = clk
+		o.Host.CompletionTimeout = 5 * time.Second
+		o.Path = func(_ *sim.Sim, i int, _ *gpu.GPU) pcie.Path {
+			p := &realtime.UDPPath{Clock: clk, PairID: uint32(i + 1)}
+			env.paths = append(env.paths, p)
+			return p
+		}
+	}
+	w, err := topo.Build(o)
 	if err != nil {
+		env.Close()
 		return nil, err
 	}
 	c, err := cuda.New(w.Host, w.Devices, cuda.Config{Sync: s.Sync})
 	if err != nil {
+		env.Close()
 		return nil, err
 	}
 	st, err := c.Devices[0].NewStream()
 	if err != nil {
+		env.Close()
 		return nil, err
 	}
-	return &Env{W: w, C: c, D: c.Devices[0], St: st, GPU: w.GPUs[0]}, nil
+	env.W, env.C, env.D, env.St, env.GPU = w, c, c.Devices[0], st, w.GPUs[0]
+	return env, nil
 }
 
 // MMIOReadLatency returns the mean time of n reads of a BAR0 register.

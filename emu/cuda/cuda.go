@@ -1,20 +1,3 @@
-// Package cuda is a driver-like API on an emulated host. Every call turns
-// into the PCIe traffic a real CUDA driver causes:
-//
-//   - work goes into a pushbuffer in host memory (CPU stores, no PCIe), a
-//     GPFIFO entry points at it, and a posted MMIO write to the channel's
-//     GP_PUT register in BAR0 rings the doorbell;
-//   - the GPU fetches the GPFIFO entry and the pushbuffer by DMA reads;
-//   - every submission ends with a semaphore release: a posted DMA write of
-//     the submission's sequence number into host memory, which the CPU spins
-//     on (SyncSpin) or waits for through an MSI (SyncBlocking);
-//   - events are semaphore releases with a GPU timestamp, and
-//     cudaStreamWaitEvent is a semaphore acquire in the waiting channel.
-//
-// The API has two layers: Stream.Submit and Stream.OnDone are asynchronous
-// and usable from simulator callbacks (the replay engine drives them); the
-// methods of Context block the calling host thread by running the
-// simulation, for workloads written as straight-line Go.
 package cuda
 
 import (
@@ -90,6 +73,8 @@ type Context struct {
 	cfg     Config
 	Devices []*Device
 	msiWait []func()
+	prof    *Profiler
+	corr    uint32
 }
 
 // Device is one GPU as the driver sees it.
@@ -120,10 +105,12 @@ type Stream struct {
 // Event is a CUDA event: a host semaphore (value then GPU timestamp) and a
 // VRAM mirror that other streams acquire.
 type Event struct {
-	host  uint64
-	vram  uint64
-	dev   *Device
-	value uint64
+	host   uint64
+	vram   uint64
+	dev    *Device
+	value  uint64
+	stream *Stream // of the last record
+	corr   uint32  // correlation of the last record
 }
 
 // New opens the driver on the enumerated GPUs of rc. It routes the host's
@@ -293,7 +280,7 @@ func (st *Stream) OnDone(seq uint64, fn func()) {
 
 // wait blocks the host thread until *done.
 func (c *Context) wait(done *bool) error {
-	if !c.s.RunWhile(func() bool { return !*done }, 0) || !*done {
+	if !c.rc.RunWhile(func() bool { return !*done }) || !*done {
 		return fmt.Errorf("cuda: simulation stalled waiting for the GPU")
 	}
 	return nil
@@ -305,51 +292,67 @@ func (c *Context) CPU(d time.Duration) { c.rc.Advance(d) }
 // Now returns the virtual time.
 func (c *Context) Now() time.Duration { return c.s.Now() }
 
-func (c *Context) submit(st *Stream, cpu time.Duration, cmds ...gpu.Command) error {
+func (c *Context) submit(name string, st *Stream, cpu time.Duration, cmds ...gpu.Command) error {
+	start := c.Now()
+	corr := c.nextCorr()
+	for i := range cmds {
+		if cmds[i].Op == gpu.OpKernel || cmds[i].Op == gpu.OpCopy || cmds[i].Op == gpu.OpMemset {
+			cmds[i].Marker = corr
+		}
+	}
+	c.noteStream(corr, st)
 	c.CPU(cpu)
 	_, err := st.Submit(cmds...)
+	c.call(name, start, corr)
 	return err
 }
 
 // Launch launches a kernel that runs for dur.
 func (c *Context) Launch(st *Stream, dur time.Duration) error {
-	return c.submit(st, c.cfg.LaunchCPU, gpu.Command{Op: gpu.OpKernel, Duration: uint64(dur)})
+	return c.submit("cudaLaunchKernel", st, c.cfg.LaunchCPU, gpu.Command{Op: gpu.OpKernel, Duration: uint64(dur)})
 }
 
 // MemcpyHtoDAsync copies n bytes of pinned host memory at src to VRAM dst.
 func (c *Context) MemcpyHtoDAsync(st *Stream, dst, src, n uint64) error {
-	return c.submit(st, c.cfg.CallCPU, gpu.Command{Op: gpu.OpCopy, Dir: gpu.DirH2D, Src: src, Dst: dst, Len: n})
+	return c.submit("cudaMemcpyAsync", st, c.cfg.CallCPU, gpu.Command{Op: gpu.OpCopy, Dir: gpu.DirH2D, Src: src, Dst: dst, Len: n})
 }
 
 // MemcpyDtoHAsync copies n bytes of VRAM at src to pinned host memory dst.
 func (c *Context) MemcpyDtoHAsync(st *Stream, dst, src, n uint64) error {
-	return c.submit(st, c.cfg.CallCPU, gpu.Command{Op: gpu.OpCopy, Dir: gpu.DirD2H, Src: src, Dst: dst, Len: n})
+	return c.submit("cudaMemcpyAsync", st, c.cfg.CallCPU, gpu.Command{Op: gpu.OpCopy, Dir: gpu.DirD2H, Src: src, Dst: dst, Len: n})
 }
 
-// MemcpyHtoD is the synchronous copy: async, then wait for the stream.
-func (c *Context) MemcpyHtoD(st *Stream, dst, src, n uint64) error {
-	if err := c.MemcpyHtoDAsync(st, dst, src, n); err != nil {
+// syncCopy is cudaMemcpy: submit, then wait for the stream, as one call.
+func (c *Context) syncCopy(st *Stream, cmd gpu.Command) error {
+	start := c.Now()
+	corr := c.nextCorr()
+	cmd.Marker = corr
+	c.noteStream(corr, st)
+	c.CPU(c.cfg.CallCPU)
+	if _, err := st.Submit(cmd); err != nil {
 		return err
 	}
-	return c.StreamSynchronize(st)
+	err := c.waitStream(st)
+	c.call("cudaMemcpy", start, corr)
+	return err
+}
+
+// MemcpyHtoD is the synchronous copy.
+func (c *Context) MemcpyHtoD(st *Stream, dst, src, n uint64) error {
+	return c.syncCopy(st, gpu.Command{Op: gpu.OpCopy, Dir: gpu.DirH2D, Src: src, Dst: dst, Len: n})
 }
 
 // MemcpyDtoH is the synchronous copy.
 func (c *Context) MemcpyDtoH(st *Stream, dst, src, n uint64) error {
-	if err := c.MemcpyDtoHAsync(st, dst, src, n); err != nil {
-		return err
-	}
-	return c.StreamSynchronize(st)
+	return c.syncCopy(st, gpu.Command{Op: gpu.OpCopy, Dir: gpu.DirD2H, Src: src, Dst: dst, Len: n})
 }
 
 // MemsetAsync sets n bytes of VRAM at dst to v.
 func (c *Context) MemsetAsync(st *Stream, dst uint64, v byte, n uint64) error {
-	return c.submit(st, c.cfg.CallCPU, gpu.Command{Op: gpu.OpMemset, Dst: dst, Value: uint64(v), Len: n})
+	return c.submit("cudaMemsetAsync", st, c.cfg.CallCPU, gpu.Command{Op: gpu.OpMemset, Dst: dst, Value: uint64(v), Len: n})
 }
 
-// StreamSynchronize blocks until all work submitted to st is done.
-func (c *Context) StreamSynchronize(st *Stream) error {
-	c.CPU(c.cfg.CallCPU)
+func (c *Context) waitStream(st *Stream) error {
 	var done bool
 	st.OnDone(st.seq, func() { done = true })
 	if err := c.wait(&done); err != nil {
@@ -361,14 +364,40 @@ func (c *Context) StreamSynchronize(st *Stream) error {
 	return nil
 }
 
+// StreamSynchronize blocks until all work submitted to st is done.
+func (c *Context) StreamSynchronize(st *Stream) error {
+	start := c.Now()
+	corr := c.nextCorr()
+	c.CPU(c.cfg.CallCPU)
+	err := c.waitStream(st)
+	c.call("cudaStreamSynchronize", start, corr)
+	c.sync("Stream Sync", start, corr, map[string]any{"stream": st.id(), "device": st.d.index()})
+	return err
+}
+
 // DeviceSynchronize blocks until every stream of d is done.
 func (c *Context) DeviceSynchronize(d *Device) error {
+	start := c.Now()
+	corr := c.nextCorr()
+	c.CPU(c.cfg.CallCPU)
+	var err error
 	for _, st := range d.streams {
-		if err := c.StreamSynchronize(st); err != nil {
-			return err
+		if err = c.waitStream(st); err != nil {
+			break
 		}
 	}
-	return nil
+	c.call("cudaDeviceSynchronize", start, corr)
+	c.sync("Context Sync", start, corr, map[string]any{"stream": -1, "device": d.index()})
+	return err
+}
+
+func (d *Device) index() int {
+	for i, x := range d.ctx.Devices {
+		if x == d {
+			return i
+		}
+	}
+	return -1
 }
 
 // NewEvent creates an event on d.
@@ -380,9 +409,12 @@ func (d *Device) NewEvent() *Event {
 // with a timestamp, once earlier work on st is done.
 func (c *Context) EventRecord(ev *Event, st *Stream) error {
 	ev.value++
-	return c.submit(st, c.cfg.CallCPU,
+	ev.stream = st
+	err := c.submit("cudaEventRecord", st, c.cfg.CallCPU,
 		gpu.Command{Op: gpu.OpSemRelease, Addr: ev.vram, Value: ev.value},
 		gpu.Command{Op: gpu.OpSemRelease, Addr: ev.host, Value: ev.value, Flags: gpu.SemHost | gpu.SemTime})
+	ev.corr = c.corr
+	return err
 }
 
 // StreamWaitEvent makes later work on st wait for ev's last record (a
@@ -391,11 +423,19 @@ func (c *Context) StreamWaitEvent(st *Stream, ev *Event) error {
 	if ev.dev != st.d {
 		return fmt.Errorf("cuda: cross-device event waits are not emulated")
 	}
-	return c.submit(st, c.cfg.CallCPU, gpu.Command{Op: gpu.OpSemAcquire, Addr: ev.vram, Value: ev.value})
+	start := c.Now()
+	err := c.submit("cudaStreamWaitEvent", st, c.cfg.CallCPU, gpu.Command{Op: gpu.OpSemAcquire, Addr: ev.vram, Value: ev.value})
+	if ev.stream != nil {
+		c.sync("Stream Wait Event", start, c.corr, map[string]any{"stream": st.id(), "device": st.d.index(),
+			"wait_on_stream": ev.stream.id(), "wait_on_cuda_event_record_corr_id": ev.corr})
+	}
+	return err
 }
 
 // EventSynchronize blocks until ev's last record is done.
 func (c *Context) EventSynchronize(ev *Event) error {
+	start := c.Now()
+	corr := c.nextCorr()
 	c.CPU(c.cfg.CallCPU)
 	var done bool
 	var check func()
@@ -413,6 +453,11 @@ func (c *Context) EventSynchronize(ev *Event) error {
 	check()
 	if err := c.wait(&done); err != nil {
 		return err
+	}
+	c.call("cudaEventSynchronize", start, corr)
+	if ev.stream != nil {
+		c.sync("Event Sync", start, corr, map[string]any{"device": ev.dev.index(), "wait_on_stream": ev.stream.id(),
+			"wait_on_cuda_event_record_corr_id": ev.corr})
 	}
 	if ev.dev.lost {
 		return ErrDeviceLost

@@ -1,11 +1,3 @@
-// Package demo is `dxpu demo`: in one process and without root it builds a
-// small datacenter (4 hosts, 2 GPU boxes of 8 GPUs), registers it with the
-// control plane (fabric/manager, in memory, through its HTTP API), lets the
-// hosts ask for different numbers of GPUs, hot-adds the GPUs each host got
-// behind the virtual switch of its host-side bridge and enumerates them
-// through the fabric, then runs bundled workloads and the shared profiler
-// traces natively and over the fabric in virtual time, with the
-// performance model's prediction beside each trace.
 package demo
 
 import (
@@ -315,8 +307,11 @@ type job struct {
 	gpus   int
 	bundle *Bundled
 	graph  *model.Graph
-	row    Row
-	err    error
+	// profiled is the graph of the native run of a bundled workload, as
+	// the emulator's profiler recorded it.
+	profiled *model.Graph
+	row      Row
+	err      error
 }
 
 func runWorkloads(ctx context.Context, cfg *Config, plans []*hostPlan, rep *Report) error {
@@ -423,9 +418,15 @@ func runWorkloads(ctx context.Context, cfg *Config, plans []*hostPlan, rep *Repo
 		fab := fabricOf(cfg, j.plan)
 		row := Row{Workload: j.name, Host: j.plan.id, GPUs: j.gpus, RTTus: float64(fab.AddedRoundTrip()) / 1e3,
 			NativeS: r[0].Seconds(), FabricS: r[1].Seconds(), OverheadPct: 100 * (r[1].Seconds()/r[0].Seconds() - 1)}
-		if j.graph != nil {
-			mf := model.Fabric{RTT: fab.AddedRoundTrip(), Bandwidth: fab.BytesPerSec, Tags: 768, MRRS: 512}
-			pct := j.graph.Predict(mf).OverheadPct
+		g := j.graph
+		if g == nil {
+			g = j.profiled
+		}
+		if g != nil {
+			// The model is told the fabric's payload rate: 256-byte TLPs
+			// with their header and framing share on the wire.
+			mf := model.Fabric{RTT: fab.AddedRoundTrip(), Bandwidth: fab.PayloadRate(256), Tags: 768, MRRS: 512}
+			pct := g.Predict(mf).OverheadPct
 			row.ModelPct = &pct
 		}
 		rep.Rows = append(rep.Rows, row)
@@ -467,11 +468,41 @@ func runOne(ctx context.Context, cfg *Config, j *job, fabric bool) (time.Duratio
 	if err != nil {
 		return 0, err
 	}
+	var prof *cuda.Profiler
+	if !fabric {
+		prof = c.Profile()
+		for i, g := range w.GPUs {
+			prof.AttachGPU(i, g)
+		}
+	}
 	t0 := c.Now()
 	if err := j.bundle.Run(c); err != nil {
 		return 0, err
 	}
-	return c.Now() - t0, nil
+	span := c.Now() - t0
+	if prof != nil {
+		g, err := ProfileGraph(prof, j.name)
+		if err != nil {
+			return 0, fmt.Errorf("profile of the native run: %w", err)
+		}
+		j.profiled = g
+	}
+	return span, nil
+}
+
+// ProfileGraph turns a profiler's recording into the model's graph, through
+// the same trace decoder as real profiler traces.
+func ProfileGraph(p *cuda.Profiler, name string) (*model.Graph, error) {
+	var buf bytes.Buffer
+	if err := p.WriteTrace(&buf); err != nil {
+		return nil, err
+	}
+	w, err := trace.Decode(&buf)
+	if err != nil {
+		return nil, err
+	}
+	w.Name = name
+	return model.Build(w)
 }
 
 // DefaultTracesDir returns ../shared/traces relative to the module root

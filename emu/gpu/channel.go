@@ -99,8 +99,18 @@ func (ch *channel) run() {
 	for !ch.busy && len(ch.queue) > 0 {
 		c := ch.queue[0]
 		ch.queue = ch.queue[1:]
+		if (c.Op == OpCopy || c.Op == OpMemset) && c.Len > g.cfg.Model.MemBytes {
+			// Larger than the GPU's memory: a corrupt pushbuffer, refused
+			// rather than run for hours.
+			ch.errors++
+			g.Stats.Errors++
+			continue
+		}
 		switch c.Op {
 		case OpNop:
+		case OpWait:
+			ch.busy = true
+			g.s.After(time.Duration(c.Duration), ch.finish)
 		case OpKernel:
 			ch.busy = true
 			g.Stats.Kernels++

@@ -16,6 +16,9 @@ const (
 	OpMemset     Opcode = 0x03
 	OpSemRelease Opcode = 0x04
 	OpSemAcquire Opcode = 0x05
+	// OpWait idles the channel for Duration ns: no engine, no overhead. A
+	// replay uses it for gaps the trace shows on the GPU side.
+	OpWait Opcode = 0x06
 )
 
 // Copy directions.
@@ -53,7 +56,7 @@ type Command struct {
 }
 
 // argWords is the number of 32-bit argument words each opcode carries.
-var argWords = map[Opcode]int{OpNop: 0, OpKernel: 3, OpCopy: 10, OpMemset: 8, OpSemRelease: 5, OpSemAcquire: 5}
+var argWords = map[Opcode]int{OpNop: 0, OpKernel: 3, OpCopy: 10, OpMemset: 8, OpSemRelease: 5, OpSemAcquire: 5, OpWait: 2}
 
 // AppendCommand encodes c at the end of dst.
 func AppendCommand(dst []byte, c Command) []byte {
@@ -65,6 +68,8 @@ func AppendCommand(dst []byte, c Command) []byte {
 	case OpKernel:
 		le64(c.Duration)
 		le32(c.Marker)
+	case OpWait:
+		le64(c.Duration)
 	case OpCopy:
 		le64(c.Src)
 		le64(c.Dst)
@@ -114,6 +119,8 @@ func DecodeCommands(b []byte, out []Command) ([]Command, error) {
 		switch op {
 		case OpKernel:
 			c.Duration, c.Marker = u64(0), u32(8)
+		case OpWait:
+			c.Duration = u64(0)
 		case OpCopy:
 			c.Src, c.Dst, c.Len, c.Dir, c.Duration, c.Marker = u64(0), u64(8), u64(16), u32(24), u64(28), u32(36)
 			if c.Dir < DirH2D || c.Dir > DirD2D {

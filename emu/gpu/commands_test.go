@@ -3,6 +3,8 @@ package gpu
 import (
 	"reflect"
 	"testing"
+
+	"github.com/dxpu/dxpu/bridge/sim"
 )
 
 var sampleCommands = []Command{
@@ -12,6 +14,7 @@ var sampleCommands = []Command{
 	{Op: OpMemset, Dst: 0x40, Len: 4096, Value: 0xab, Duration: 5, Marker: 9},
 	{Op: OpSemRelease, Addr: 0x100001000, Value: 3, Flags: SemHost | SemMSI | SemTime},
 	{Op: OpSemAcquire, Addr: 0x80, Value: 1},
+	{Op: OpWait, Duration: 1500},
 }
 
 func TestCommandsRoundTrip(t *testing.T) {
@@ -77,4 +80,14 @@ func FuzzDecodeCommands(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestOversizedCommandRefused(t *testing.T) {
+	g := New(sim.New(1), Config{Model: A100SXM})
+	ch := &channel{g: g}
+	ch.queue = []Command{{Op: OpMemset, Len: 1 << 62}, {Op: OpCopy, Dir: DirD2D, Len: 1 << 62}, {Op: OpNop}}
+	ch.run()
+	if ch.errors != 2 || len(ch.queue) != 0 || ch.busy {
+		t.Fatalf("errors %d queue %d busy %v", ch.errors, len(ch.queue), ch.busy)
+	}
 }

@@ -118,7 +118,7 @@ func (g *GPU) cmd() uint16 { return g.Cfg.Get16(pcie.CfgCommand) }
 
 // ReceiveTLP implements pcie.Receiver: TLPs arriving from the host side.
 func (g *GPU) ReceiveTLP(v tlp.View) {
-	if len(v) < tlp.Header3DW || len(v) < v.HeaderLen() {
+	if !pcie.Valid(v) {
 		g.Stats.Errors++
 		return
 	}

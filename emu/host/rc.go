@@ -68,6 +68,7 @@ type RootComplex struct {
 	Stats   Stats
 	buf     []byte
 	brk     uint64
+	drv     Driver
 }
 
 type request struct {
@@ -118,7 +119,7 @@ func (rc *RootComplex) AddRootPort(path pcie.Path, dev pcie.Receiver) (pcie.Send
 // ReceiveTLP handles a TLP arriving at the root port from below.
 func (rp *RootPortFn) ReceiveTLP(v tlp.View) {
 	rc := rp.rc
-	if len(v) < tlp.Header3DW {
+	if !pcie.Valid(v) {
 		return
 	}
 	switch k := v.Kind(); {
@@ -346,7 +347,11 @@ func (rc *RootComplex) MMIOReadAsync(addr uint64, n int, cb func([]byte, error))
 		}
 		p := v.Payload()
 		lead := int(v.LowerAddress() & 3)
-		k := min(v.ByteCount(), len(p)-lead)
+		k := min(v.ByteCount(), len(p)-lead, n-len(data))
+		if k <= 0 {
+			cb(nil, fmt.Errorf("host: MMIO read completion from %v carries no data", v.CompleterID()))
+			return
+		}
 		data = append(data, p[lead:lead+k]...)
 		if len(data) >= n {
 			cb(data, nil)
@@ -382,9 +387,40 @@ func (rc *RootComplex) MMIOWrite32(addr uint64, v uint32) error {
 	return rc.MMIOWrite(addr, d[:])
 }
 
+// Driver runs the simulation for the host CPU's blocking calls: in virtual
+// time by default, or paced to the wall clock (package emu/realtime).
+type Driver interface {
+	// RunWhile runs events while cond holds; false if it can make no
+	// more progress.
+	RunWhile(cond func() bool) bool
+	// Advance lets d pass.
+	Advance(d time.Duration)
+}
+
+type virtualDriver struct{ s *sim.Sim }
+
+func (v virtualDriver) RunWhile(cond func() bool) bool {
+	v.s.RunWhile(cond, 0)
+	return !cond()
+}
+
+func (v virtualDriver) Advance(d time.Duration) { v.s.Run(v.s.Now() + d) }
+
+// SetDriver replaces the virtual-time driver.
+func (rc *RootComplex) SetDriver(d Driver) { rc.drv = d }
+
+// RunWhile runs the simulation through the host's driver while cond holds:
+// the host CPU is blocked meanwhile. It reports whether cond became false.
+func (rc *RootComplex) RunWhile(cond func() bool) bool {
+	if rc.drv == nil {
+		rc.drv = virtualDriver{rc.s}
+	}
+	return rc.drv.RunWhile(cond)
+}
+
 // wait runs the simulation until *done; the host CPU is blocked meanwhile.
 func (rc *RootComplex) wait(done *bool) error {
-	if !rc.s.RunWhile(func() bool { return !*done }, 0) {
+	if !rc.RunWhile(func() bool { return !*done }) {
 		return fmt.Errorf("host: simulation stalled")
 	}
 	if !*done {
@@ -401,9 +437,12 @@ func (rc *RootComplex) CfgRead32(id tlp.ID, off uint16) (uint32, error) {
 	var err error
 	rc.CfgReadAsync(id, off, func(v uint32, e error) { val, err, done = v, e, true })
 	if werr := rc.wait(&done); werr != nil {
-		return 0xffffffff, werr
+		return 0xffffffff, fmt.Errorf("config read %v+%#x: %w", id, off, werr)
 	}
-	return val, err
+	if err != nil {
+		return val, fmt.Errorf("config read %v+%#x: %w", id, off, err)
+	}
+	return val, nil
 }
 
 // CfgWrite32 is the blocking form of CfgWriteAsync.
@@ -417,9 +456,12 @@ func (rc *RootComplex) CfgWrite(id tlp.ID, off uint16, be uint8, val uint32) err
 	var err error
 	rc.CfgWriteAsync(id, off, be, val, func(e error) { err, done = e, true })
 	if werr := rc.wait(&done); werr != nil {
-		return werr
+		return fmt.Errorf("config write %v+%#x: %w", id, off, werr)
 	}
-	return err
+	if err != nil {
+		return fmt.Errorf("config write %v+%#x: %w", id, off, err)
+	}
+	return nil
 }
 
 // MMIORead32 reads a 32-bit register and waits for it.
@@ -429,17 +471,20 @@ func (rc *RootComplex) MMIORead32(addr uint64) (uint32, error) {
 	var err error
 	rc.MMIOReadAsync(addr, 4, func(b []byte, e error) { val, err, done = b, e, true })
 	if werr := rc.wait(&done); werr != nil {
-		return 0xffffffff, werr
+		return 0xffffffff, fmt.Errorf("MMIO read %#x: %w", addr, werr)
 	}
 	if err != nil {
-		return 0xffffffff, err
+		return 0xffffffff, fmt.Errorf("MMIO read %#x: %w", addr, err)
 	}
 	return binary.LittleEndian.Uint32(val), nil
 }
 
 // Advance lets d of virtual time pass on the host CPU (events run meanwhile).
 func (rc *RootComplex) Advance(d time.Duration) {
-	rc.s.Run(rc.s.Now() + d)
+	if rc.drv == nil {
+		rc.drv = virtualDriver{rc.s}
+	}
+	rc.drv.Advance(d)
 }
 
 // DRAMBase is where host allocations start (above 4 GiB, so DMA to them

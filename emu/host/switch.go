@@ -79,14 +79,14 @@ type dspReceiver struct {
 
 // ReceiveTLP forwards a TLP from a downstream device towards the host.
 func (r dspReceiver) ReceiveTLP(v tlp.View) {
-	if r.sw.up != nil && r.sw.down[r.i] != nil {
+	if r.sw.up != nil && r.sw.down[r.i] != nil && pcie.Valid(v) {
 		r.sw.up.SendTLP(v)
 	}
 }
 
 // ReceiveTLP handles a TLP arriving from the host.
 func (sw *Switch) ReceiveTLP(v tlp.View) {
-	if len(v) < tlp.Header3DW {
+	if !pcie.Valid(v) {
 		return
 	}
 	k := v.Kind()

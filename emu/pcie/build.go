@@ -215,3 +215,10 @@ func SplitCompletion(addr uint64, n int, mps, rcb int, fn func(addr uint64, n in
 		n -= k
 	}
 }
+
+// Valid reports whether v holds at least the header its first byte
+// declares and names a TLP kind: the check every component makes before
+// reading header fields.
+func Valid(v tlp.View) bool {
+	return len(v) >= tlp.Header3DW && len(v) >= v.HeaderLen() && v.Kind() != tlp.KindInvalid
+}

@@ -63,6 +63,12 @@ type Link struct {
 	dst  Receiver
 	busy float64 // when the wire is free again, in ns (sub-ns precision: a 64-byte TLP at 63 GB/s takes 1.2 ns)
 	free [][]byte
+	// inflight holds the TLPs on the wire in order; arrivals are in send
+	// order (one latency, one FIFO wire), so one method value serves every
+	// delivery without a closure per TLP.
+	inflight [][]byte
+	head     int
+	deliverF func()
 	// Counters.
 	TLPs  uint64
 	Bytes uint64 // wire bytes, overhead included
@@ -70,7 +76,25 @@ type Link struct {
 
 // NewLink returns a link delivering to dst.
 func NewLink(s *sim.Sim, cfg LinkConfig, dst Receiver) *Link {
-	return &Link{s: s, cfg: cfg, dst: dst}
+	l := &Link{s: s, cfg: cfg, dst: dst}
+	l.deliverF = l.deliver
+	return l
+}
+
+func (l *Link) deliver() {
+	buf := l.inflight[l.head]
+	l.inflight[l.head] = nil
+	l.head++
+	if l.head == len(l.inflight) {
+		l.inflight, l.head = l.inflight[:0], 0
+	} else if l.head >= 1024 && 2*l.head >= len(l.inflight) {
+		n := copy(l.inflight, l.inflight[l.head:])
+		l.inflight, l.head = l.inflight[:n], 0
+	}
+	if l.dst != nil {
+		l.dst.ReceiveTLP(tlp.View(buf))
+	}
+	l.put(buf)
 }
 
 // Config returns the link's configuration.
@@ -107,12 +131,8 @@ func (l *Link) SendTLP(v tlp.View) {
 	l.busy = start + l.SerializationTime(len(v))
 	l.TLPs++
 	l.Bytes += uint64(len(v) + l.cfg.OverheadBytes)
-	l.s.At(time.Duration(math.Ceil(l.busy))+l.cfg.Latency, func() {
-		if l.dst != nil {
-			l.dst.ReceiveTLP(tlp.View(buf))
-		}
-		l.put(buf)
-	})
+	l.inflight = append(l.inflight, buf)
+	l.s.At(time.Duration(math.Ceil(l.busy))+l.cfg.Latency, l.deliverF)
 }
 
 func (l *Link) get(n int) []byte {

@@ -1,29 +1,3 @@
-// Package replay replays a workload's dependency graph (package model,
-// built from a PyTorch profiler trace) on the emulated host and GPUs in
-// virtual time, natively or over the fabric, keeping the trace's
-// dependencies and durations:
-//
-//   - every CPU thread runs its CUDA calls in order, with the measured CPU
-//     time of each call and the measured gaps between calls;
-//   - a call that launched GPU work submits it through package cuda
-//     (pushbuffer, GPFIFO entry, doorbell MMIO write) at the moment that
-//     makes the operation start natively when it started in the trace: the
-//     measured launch delay minus the emulator's own native launch latency
-//     (see Calibration);
-//   - kernels and memsets last their measured time on the GPU; copies move
-//     their bytes by DMA (TLPs, then a functional tail beyond MaxSimBytes)
-//     and last at least their measured time (what the host side, such as
-//     pageable staging, allowed natively);
-//   - a blocking call (stream, device or event synchronization, synchronous
-//     copy) returns once the host has seen the completion semaphore of the
-//     work it waited for, plus its measured return time;
-//   - cross-stream event dependencies become a semaphore release after the
-//     recorded operation and an acquire before the waiting one;
-//   - calls that read GPU registers make real MMIO reads.
-//
-// Over the fabric the same schedule meets longer doorbells, fetches,
-// notifications, MMIO reads and slower DMA, and the span grows by what
-// the fabric costs.
 package replay
 
 import (
@@ -191,7 +165,11 @@ type run struct {
 	origin   time.Duration
 	hostBuf  []uint64
 	devBuf   []uint64
-	err      error
+	// lastSubmit per graph stream: launches reach a stream in call order,
+	// so a submission never overtakes an earlier one to the same stream.
+	lastSubmit []time.Duration
+	launched   []bool // GPU nodes with a Launch edge
+	err        error
 }
 
 func newRun(g *model.Graph, o Options, cal Calibration) (*run, error) {
@@ -241,6 +219,8 @@ func newRun(g *model.Graph, o Options, cal Calibration) (*run, error) {
 		r.strm = append(r.strm, gpuRef{dev: di, stream: st})
 	}
 	n := len(g.Nodes)
+	r.lastSubmit = make([]time.Duration, len(g.Streams))
+	r.launched = make([]bool, n)
 	r.launches = make([][]int32, n)
 	r.threads = make([][]int32, len(g.Threads))
 	r.seq = make([]uint64, n)
@@ -255,6 +235,7 @@ func newRun(g *model.Graph, o Options, cal Calibration) (*run, error) {
 			switch e.Kind {
 			case model.Launch:
 				r.launches[e.From] = append(r.launches[e.From], int32(i))
+				r.launched[i] = true
 			case model.Event:
 				r.eventSrc[e.From] = 1
 			}
@@ -324,15 +305,8 @@ func (r *run) run(ctx context.Context) (*Result, error) {
 		if !nd.Kind.OnGPU() || nd.Stream < 0 {
 			continue
 		}
-		launched := false
-		for _, e := range g.InEdges(i) {
-			if e.Kind == model.Launch {
-				launched = true
-			}
-		}
-		if !launched {
-			i := int32(i)
-			s.At(r.origin+max(0, nd.Start-r.cal.Launch), func() { r.submit(i) })
+		if !r.launched[i] {
+			r.submitAt(int32(i), r.origin+max(0, nd.Start-r.cal.Launch))
 		}
 	}
 	for r.done < len(g.Nodes) && r.err == nil {
@@ -396,12 +370,7 @@ func (r *run) startCall(i int32) {
 				delay = e.Delay
 			}
 		}
-		j := j
-		if d := delay - r.cal.Launch; d > 0 {
-			r.w.S.After(d, func() { r.submit(j) })
-		} else {
-			r.submit(j)
-		}
+		r.submitAt(j, now+max(0, delay-r.cal.Launch))
 	}
 	// What the call's end waits for: its own work, MMIO reads, and the
 	// completions it synchronizes with.
@@ -464,6 +433,20 @@ func (r *run) endCall(i int32) {
 	}
 }
 
+// submitAt submits GPU node j at virtual time at, or right after the
+// previous submission to its stream if that one is later.
+func (r *run) submitAt(j int32, at time.Duration) {
+	if st := r.g.Nodes[j].Stream; st >= 0 {
+		at = max(at, r.lastSubmit[st])
+		r.lastSubmit[st] = at
+	}
+	if at <= r.now() {
+		r.submit(j)
+		return
+	}
+	r.w.S.At(at, func() { r.submit(j) })
+}
+
 func (r *run) whenSubmitted(j int32, fn func()) {
 	if r.seq[j] != 0 {
 		fn()
@@ -491,8 +474,11 @@ func (r *run) submit(j int32) {
 		}
 		cmds = append(cmds, gpu.Command{Op: gpu.OpSemAcquire, Addr: r.eventSrc[e.From], Value: 1})
 	}
-	if nd.Slack > 0 {
-		cmds = append(cmds, gpu.Command{Op: gpu.OpKernel, Duration: uint64(nd.Slack)})
+	// Slack (a gap the trace shows before the op) is kept for launched ops;
+	// an op no call launched is submitted at its measured time, which
+	// already places it.
+	if nd.Slack > 0 && r.launched[j] {
+		cmds = append(cmds, gpu.Command{Op: gpu.OpWait, Duration: uint64(nd.Slack)})
 	}
 	marker := uint32(j + 1)
 	switch nd.Kind {

@@ -82,3 +82,50 @@ func TestAlexnetFabricCostsMore(t *testing.T) {
 		t.Fatalf("fabric %v not slower than native %v", fab.Span, nat.Span)
 	}
 }
+
+// TestSharedTracesNative replays every shared trace natively: each within
+// 5% of its measured span.
+func TestSharedTracesNative(t *testing.T) {
+	if testing.Short() {
+		t.Skip("replays every shared trace")
+	}
+	for _, name := range []string{"cnn-train-v100.json.gz", "event-sync-multistream.json.gz", "recsys-adagrad-a100.json.gz", "recsys-ddp-a100-rank0.json.gz"} {
+		g := loadGraph(t, name)
+		res, err := Run(context.Background(), g, Options{})
+		if err != nil {
+			t.Fatal(name, err)
+		}
+		diff := math.Abs(float64(res.Span-g.Baseline)) / float64(g.Baseline)
+		t.Logf("%s: measured %v, native replay %v (%.2f%%), %d nodes, %d events", name, g.Baseline, res.Span, 100*diff, res.Nodes, res.Events)
+		if diff > 0.05 {
+			t.Errorf("%s: native replay %.2f%% off", name, 100*diff)
+		}
+	}
+}
+
+// TestBundledTestdataTrace replays the emulator's own profile of a training
+// loop (testdata/emu, no ../shared needed): natively within 5% of its
+// span, and slower over the fabric.
+func TestBundledTestdataTrace(t *testing.T) {
+	w, err := trace.DecodeFile(filepath.Join("..", "..", "testdata", "emu", "mlp-train-emu.json.gz"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := model.Build(w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nat, err := Run(context.Background(), g, Options{TenBitTags: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fab, err := Run(context.Background(), g, Options{TenBitTags: true, Fabric: &topo.Fabric{RTT: 5 * time.Microsecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	diff := math.Abs(float64(nat.Span-g.Baseline)) / float64(g.Baseline)
+	t.Logf("measured %v native replay %v (%.2f%%) fabric %v", g.Baseline, nat.Span, 100*diff, fab.Span)
+	if diff > 0.05 || fab.Span <= nat.Span {
+		t.Fatalf("native %v (%.2f%% off) fabric %v", nat.Span, 100*diff, fab.Span)
+	}
+}

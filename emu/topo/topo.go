@@ -1,9 +1,3 @@
-// Package topo builds emulated worlds: one host root complex and its GPUs,
-// either native (each GPU on its own root port) or over the fabric (the
-// host's root port reaches dxpu's host-side bridge, whose virtual switch has
-// a hot-plug downstream port per remote GPU; each port reaches its GPU
-// through a fabric path: host bridge, network, GPU bridge, the GPU box's
-// PCIe link).
 package topo
 
 import (
@@ -69,6 +63,10 @@ type Options struct {
 	NoEnumerate bool
 	// Sim, when set, is used instead of a new simulator.
 	Sim *sim.Sim
+	// Driver, when set, runs the host CPU's blocking calls (enumeration
+	// included): package emu/realtime paces the simulation to the wall
+	// clock.
+	Driver host.Driver
 }
 
 // World is a host with its GPUs on one simulator.
@@ -94,6 +92,9 @@ func Build(o Options) (*World, error) {
 		s = sim.New(o.Seed)
 	}
 	w := &World{S: s, Host: host.New(s, o.Host), Opts: o}
+	if o.Driver != nil {
+		w.Host.SetDriver(o.Driver)
+	}
 	gcfg := o.GPU
 	gcfg.Model = o.Model
 	gcfg.HostMemory = w.Host.Mem
@@ -241,4 +242,11 @@ func AddedRTT(rtt time.Duration, bytesPerSec float64) Fabric {
 func (f Fabric) AddedRoundTrip() time.Duration {
 	f.defaults()
 	return f.RTT + 4*f.BridgeLatency + 2*NativeHop
+}
+
+// PayloadRate is the data rate of the fabric path for TLPs carrying mps
+// bytes each: the link rate less each TLP's 3-DW header and framing share.
+func (f Fabric) PayloadRate(mps int) float64 {
+	f.defaults()
+	return f.BytesPerSec * float64(mps) / float64(mps+12+f.OverheadBytes)
 }

@@ -3,6 +3,7 @@ package topo
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"testing"
 	"time"
 
@@ -118,7 +119,7 @@ func TestHotAddAndSurpriseRemove(t *testing.T) {
 	if len(removed) != 1 || removed[0] != d || d.Present {
 		t.Fatalf("removal not reported: %v", removed)
 	}
-	if _, err := w.Host.MMIORead32(b0.Addr); err != host.ErrUR {
+	if _, err := w.Host.MMIORead32(b0.Addr); !errors.Is(err, host.ErrUR) {
 		t.Fatalf("read of removed GPU: %v, want UR", err)
 	}
 	if v, err := w.Host.CfgRead32(d.ID, 0); err == nil {

@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -41,9 +42,11 @@ func IsCode(err error, code string) bool {
 	return errors.As(err, &ae) && ae.Code == code
 }
 
-// Client talks to one manager.
+// Client talks to a manager, or to the first leader among several.
 type Client struct {
-	// Base is the manager's URL, e.g. http://127.0.0.1:7700.
+	// Base is the manager's URL, e.g. http://127.0.0.1:7700, or several
+	// separated by commas (managers sharing etcd): a call that a standby
+	// refuses (503 not_leader) or that cannot connect is sent to the next.
 	Base string
 	// Token is sent as a bearer token on every call.
 	Token string
@@ -56,20 +59,53 @@ func New(base, token string) *Client {
 	return &Client{Base: strings.TrimRight(base, "/"), Token: token, HTTP: &http.Client{Timeout: 60 * time.Second}}
 }
 
+func (c *Client) bases() []string {
+	var out []string
+	for _, b := range strings.Split(c.Base, ",") {
+		if b = strings.TrimRight(strings.TrimSpace(b), "/"); b != "" {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
 func (c *Client) do(ctx context.Context, method, path string, in, out any) error {
-	var body io.Reader
+	var body []byte
 	if in != nil {
 		b, err := json.Marshal(in)
 		if err != nil {
 			return err
 		}
-		body = bytes.NewReader(b)
+		body = b
 	}
-	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(c.Base, "/")+path, body)
+	bases := c.bases()
+	if len(bases) == 0 {
+		return errors.New("ctlclient: no manager URL")
+	}
+	var err error
+	for _, base := range bases {
+		err = c.doOne(ctx, base, method, path, body, in != nil, out)
+		// Only retry what the other manager certainly did not process: a
+		// standby's refusal, or a connection that never opened.
+		var op *net.OpError
+		if IsCode(err, "not_leader") || (errors.As(err, &op) && op.Op == "dial") {
+			continue
+		}
+		return err
+	}
+	return err
+}
+
+func (c *Client) doOne(ctx context.Context, base, method, path string, body []byte, hasBody bool, out any) error {
+	var rd io.Reader
+	if hasBody {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, base+path, rd)
 	if err != nil {
 		return err
 	}
-	if in != nil {
+	if hasBody {
 		req.Header.Set("Content-Type", "application/json")
 	}
 	if c.Token != "" {
@@ -265,8 +301,12 @@ func (c *Client) Table(ctx context.Context) (table.Table, error) {
 }
 
 // WatchTable long-polls until the table's version differs from version, or
-// timeout passes (then it returns the unchanged table).
+// timeout passes (then it returns the unchanged table). The timeout is cut
+// to fit inside the HTTP client's own.
 func (c *Client) WatchTable(ctx context.Context, version uint64, timeout time.Duration) (table.Table, error) {
+	if c.HTTP != nil && c.HTTP.Timeout > 0 && timeout > c.HTTP.Timeout-5*time.Second {
+		timeout = max(c.HTTP.Timeout-5*time.Second, c.HTTP.Timeout/2)
+	}
 	var t table.Table
 	path := fmt.Sprintf("/v1/table?watch=1&version=%d&timeout=%s", version, timeout)
 	err := c.do(ctx, http.MethodGet, path, nil, &t)

@@ -2,6 +2,7 @@ package manager
 
 import (
 	"context"
+	"errors"
 
 	"github.com/dxpu/dxpu/fabric/pool"
 )
@@ -16,7 +17,9 @@ type Pair struct {
 	Box        string        `json:"box"`
 	GPU        string        `json:"gpu"`
 	GPUBridge  pool.Endpoint `json:"gpu_bridge"`
-	BDF        string        `json:"bdf"` // the GPU's BDF inside its box
+	BDF        string        `json:"bdf"`                  // the GPU's BDF inside its box
+	HostAgent  string        `json:"host_agent,omitempty"` // agent API URL of the host bridge
+	GPUAgent   string        `json:"gpu_agent,omitempty"`  // agent API URL of the box bridge
 	Model      string        `json:"model"`
 	MemoryMiB  uint64        `json:"memory_mib"`
 }
@@ -61,6 +64,18 @@ type HostBridgeProgrammer interface {
 type PairLister interface {
 	ListPairs(ctx context.Context) ([]Pair, error)
 }
+
+// AgentPairLister is implemented by programmers that reach one agent per
+// bridge (package agentapi): the reconciler asks every agent URL that a
+// box or host of the pool registered. An agent that cannot list answers
+// ErrCannotList (wrapped) and is left alone.
+type AgentPairLister interface {
+	ListPairsAt(ctx context.Context, agentURL string) ([]Pair, error)
+}
+
+// ErrCannotList is returned by an AgentPairLister for an agent without a
+// pair listing.
+var ErrCannotList = errors.New("agent cannot list its pairs")
 
 // Noop is a programmer that does nothing, for a manager that only publishes
 // its forwarding table.

@@ -106,7 +106,11 @@ func TestSIGKILLMidAllocation(t *testing.T) {
 				}
 			}(w)
 		}
+		deadline := time.Now().Add(2 * time.Minute)
 		for nAcks.Load() < 25 {
+			if time.Now().After(deadline) {
+				t.Fatalf("round %d: only %d calls acknowledged in 2 minutes", round, nAcks.Load())
+			}
 			time.Sleep(2 * time.Millisecond)
 		}
 		killed.Store(true)

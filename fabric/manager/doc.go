@@ -36,9 +36,19 @@
 // the store and reconciles: pending allocations (the saga was cut short)
 // are rolled back, releasing ones are finished, active ones are re-applied
 // (idempotent steps fill in whatever an agent lost), and the forwarding
-// table is rebuilt. Agents that implement PairLister are also swept: pairs
-// no allocation holds are removed, active pairs they lost are programmed
-// again; the sweep repeats every ReconcileInterval.
+// table is rebuilt. Agents that implement PairLister (or, like the HTTP
+// agents of package agentapi, AgentPairLister, asked at every bridge's
+// agent URL) are also swept: pairs no allocation holds are removed, active
+// pairs they lost are programmed again; the sweep repeats every
+// ReconcileInterval and on Reconcile.
+//
+// # Agents
+//
+// In-process agents implement the programmer interfaces directly (the demo;
+// fakeagent for tests, which can fail any call and keep its state in a
+// file). `dxpu manager` uses agentapi: a bridge that registers with an
+// "agent_url" gets each step as an HTTP call; one without is expected to
+// follow the forwarding table.
 //
 // # High availability
 //

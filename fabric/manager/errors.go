@@ -74,7 +74,7 @@ func apiErrorOf(err error) *APIError {
 		}
 	}
 	if errors.As(err, &se) {
-		return &APIError{Status: http.StatusBadGateway, Code: CodeAgentFailed, Message: err.Error() + " (rolled back)"}
+		return &APIError{Status: http.StatusBadGateway, Code: CodeAgentFailed, Message: err.Error()}
 	}
 	return &APIError{Status: http.StatusInternalServerError, Code: CodeInternal, Message: err.Error()}
 }

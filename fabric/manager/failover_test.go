@@ -2,6 +2,7 @@ package manager_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"syscall"
 	"testing"
@@ -65,8 +66,14 @@ func TestEtcdFailover(t *testing.T) {
 	// The standby refuses API calls and names the leader.
 	_, err := cb.Boxes(ctx)
 	var ae *ctlclient.APIError
-	if !asAPIError(err, &ae) || ae.Status != 503 || ae.Code != manager.CodeNotLeader || !strings.Contains(ae.Message, a.url) {
+	if !errors.As(err, &ae) || ae.Status != 503 || ae.Code != manager.CodeNotLeader || !strings.Contains(ae.Message, a.url) {
 		t.Fatalf("standby answered %v", err)
+	}
+
+	// A client given both managers follows the leader.
+	both := ctlclient.New(b.url+","+a.url, token)
+	if got, err := both.Allocations(ctx, ""); err != nil || len(got) != 4 {
+		t.Fatalf("client with both managers: %d allocations, %v", len(got), err)
 	}
 
 	a.cmd.Process.Signal(syscall.SIGKILL)
@@ -84,7 +91,7 @@ func TestEtcdFailover(t *testing.T) {
 	if len(tab.Pairs) != len(pairIDs(live...)) {
 		t.Fatalf("new leader's table has %d pairs, allocations %d", len(tab.Pairs), len(pairIDs(live...)))
 	}
-	if _, err := cb.Allocate(ctx, pool.Request{Host: "host0", Count: 2}); err != nil {
+	if _, err := both.Allocate(ctx, pool.Request{Host: "host0", Count: 2}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -100,12 +107,4 @@ func TestEtcdFailover(t *testing.T) {
 	if after := poolDump(t, ca2); after != before {
 		t.Fatalf("pool changed across handover:\nbefore %s\nafter  %s", before, after)
 	}
-}
-
-func asAPIError(err error, target **ctlclient.APIError) bool {
-	ae, ok := err.(*ctlclient.APIError)
-	if ok {
-		*target = ae
-	}
-	return ok
 }

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 )
@@ -26,15 +25,9 @@ func FuzzAPI(f *testing.F) {
 	f.Add(uint8(4), true, `{"health":"unhealthy"}`)
 	f.Add(uint8(0), true, `{"host":"host0","count":1e9}`)
 	f.Add(uint8(1), true, `[]`)
-	e := newEnv(&testing.T{}, nil)
-	f.Cleanup(func() { e.srv.Close(); e.m.Close() })
-	seedOK := false
+	e := newEnv(f, nil)
+	seed(f, e.c, 2, 4, 2)
 	f.Fuzz(func(t *testing.T, route uint8, auth bool, body string) {
-		e.t = t
-		if !seedOK {
-			seed(t, e.c, 2, 4, 2)
-			seedOK = true
-		}
 		r := routes[int(route)%len(routes)]
 		before := storeDump(t, e.st)
 		req, _ := http.NewRequest(r.method, e.srv.URL+r.path, strings.NewReader(body))
@@ -66,5 +59,3 @@ func FuzzAPI(f *testing.F) {
 		}
 	})
 }
-
-var _ = httptest.NewServer

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/dxpu/dxpu/fabric/pool"
 	"github.com/dxpu/dxpu/fabric/store"
@@ -13,12 +14,37 @@ import (
 // fails, the pool change is undone, so the two never disagree.
 
 // RegisterBox adds or replaces a box (a GPU-side bridge reporting itself, or
-// an operator).
+// an operator). A lent GPU reported unhealthy goes through SetGPUHealth, so
+// its host gets the surprise removal.
 func (m *Manager) RegisterBox(ctx context.Context, b pool.Box) (pool.Box, error) {
 	p, err := m.livePool()
 	if err != nil {
 		return pool.Box{}, err
 	}
+	var failed []string
+	b.GPUs = slices.Clone(b.GPUs)
+	for i, g := range b.GPUs {
+		if cur, err := p.GPU(g.ID); err == nil && cur.Box == b.ID && cur.Allocation != "" && g.Health == pool.Unhealthy {
+			b.GPUs[i].Health = cur.Health
+			failed = append(failed, g.ID)
+		}
+	}
+	nb, err := m.registerBox(ctx, p, b)
+	if err != nil {
+		return pool.Box{}, err
+	}
+	for _, id := range failed {
+		if _, err := m.SetGPUHealth(ctx, id, pool.Unhealthy); err != nil {
+			return pool.Box{}, fmt.Errorf("manager: box %s reports gpu %s failed: %w", b.ID, id, err)
+		}
+	}
+	if len(failed) > 0 {
+		return p.Box(b.ID)
+	}
+	return nb, nil
+}
+
+func (m *Manager) registerBox(ctx context.Context, p *pool.Pool, b pool.Box) (pool.Box, error) {
 	m.inv.Lock()
 	defer m.inv.Unlock()
 	old, oldErr := p.Box(b.ID)
@@ -171,7 +197,12 @@ func (m *Manager) SetGPUHealth(ctx context.Context, gpu string, h pool.Health) (
 		return pool.HealthChange{}, err
 	}
 	m.inv.Lock()
-	defer m.inv.Unlock()
+	locked := true
+	defer func() {
+		if locked {
+			m.inv.Unlock()
+		}
+	}()
 	before, err := p.GPU(gpu)
 	if err != nil {
 		return pool.HealthChange{}, err
@@ -208,6 +239,9 @@ func (m *Manager) SetGPUHealth(ctx context.Context, gpu string, h pool.Health) (
 	if h == pool.Unhealthy {
 		m.metrics.gpuFailures.Inc()
 	}
+	// Agents are slow; other inventory changes need not wait for them.
+	m.inv.Unlock()
+	locked = false
 	if len(pair) == 1 {
 		pr := pair[0]
 		uctx := context.WithoutCancel(ctx)

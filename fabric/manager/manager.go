@@ -287,7 +287,10 @@ func (m *Manager) load(ctx context.Context) (*pool.Pool, error) {
 			if err := json.Unmarshal(kv.Value, &r); err != nil {
 				return err
 			}
-			return p.SetRTT(r)
+			if err := p.SetRTT(r); err != nil && !errors.Is(err, pool.ErrNotFound) {
+				return err // an RTT left by a removed box or host is dropped quietly
+			}
+			return nil
 		}},
 		{keyAlloc, func(kv store.KV) error {
 			var a pool.Allocation
@@ -316,11 +319,11 @@ const (
 	keyAlloc = "alloc/"
 )
 
-func boxKey(id string) string         { return keyBox + id }
-func hostKey(id string) string        { return keyHost + id }
-func rttKey(host, box string) string  { return keyRTT + host + "/" + box }
-func allocKey(id string) string       { return keyAlloc + id }
-func mustJSON(v any) []byte           { b, _ := json.Marshal(v); return b }
+func boxKey(id string) string            { return keyBox + id }
+func hostKey(id string) string           { return keyHost + id }
+func rttKey(host, box string) string     { return keyRTT + host + "/" + box }
+func allocKey(id string) string          { return keyAlloc + id }
+func mustJSON(v any) []byte              { b, _ := json.Marshal(v); return b }
 func putJSON(key string, v any) store.Op { return store.Put(key, mustJSON(v)) }
 
 // storedBox strips the per-read allocation fields (on a copy: b's GPUs

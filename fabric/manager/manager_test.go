@@ -27,18 +27,18 @@ import (
 const token = "s3cret-token"
 
 type env struct {
-	t              *testing.T
-	st             store.Store
-	m              *manager.Manager
-	srv            *httptest.Server
-	c, anon        *ctlclient.Client
-	gpu, sw, host  *fakeagent.Agent
-	ctx            context.Context
+	t             testing.TB
+	st            store.Store
+	m             *manager.Manager
+	srv           *httptest.Server
+	c, anon       *ctlclient.Client
+	gpu, sw, host *fakeagent.Agent
+	ctx           context.Context
 }
 
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
-func newEnv(t *testing.T, st store.Store) *env {
+func newEnv(t testing.TB, st store.Store) *env {
 	t.Helper()
 	if st == nil {
 		st = store.NewMemory()
@@ -78,7 +78,7 @@ func testHost(i int) pool.Host {
 		Bridge: pool.Endpoint{SwitchPort: fmt.Sprintf("veth-h%d", i), MAC: mac(0x200 + i), IP: fmt.Sprintf("10.2.0.%d", i+1), UDPPort: 4791}}
 }
 
-func seed(t *testing.T, c *ctlclient.Client, boxes, gpus, hosts int) {
+func seed(t testing.TB, c *ctlclient.Client, boxes, gpus, hosts int) {
 	t.Helper()
 	ctx := context.Background()
 	for i := 0; i < boxes; i++ {
@@ -115,7 +115,7 @@ func (e *env) agree() {
 	}
 }
 
-func agreeWith(t *testing.T, c *ctlclient.Client, gpu, sw, host *fakeagent.Agent) {
+func agreeWith(t testing.TB, c *ctlclient.Client, gpu, sw, host *fakeagent.Agent) {
 	t.Helper()
 	ctx := context.Background()
 	allocs, err := c.Allocations(ctx, "")
@@ -191,7 +191,7 @@ func TestAllocateAndFree(t *testing.T) {
 	}
 }
 
-func storeDump(t *testing.T, st store.Store) string {
+func storeDump(t testing.TB, st store.Store) string {
 	kvs, err := st.List(context.Background(), "")
 	if err != nil {
 		t.Fatal(err)
@@ -203,7 +203,7 @@ func storeDump(t *testing.T, st store.Store) string {
 	return b.String()
 }
 
-func poolDump(t *testing.T, c *ctlclient.Client) string {
+func poolDump(t testing.TB, c *ctlclient.Client) string {
 	ctx := context.Background()
 	gpus, err := c.GPUs(ctx, "", "")
 	if err != nil {
@@ -286,15 +286,23 @@ func TestUnauthorizedChangesNothing(t *testing.T) {
 	before := storeDump(t, e.st)
 	wrong := ctlclient.New(e.srv.URL, "not-the-token")
 	calls := map[string]func(c *ctlclient.Client) error{
-		"allocate":   func(c *ctlclient.Client) error { _, err := c.Allocate(e.ctx, pool.Request{Host: "host0", Count: 1}); return err },
-		"free":       func(c *ctlclient.Client) error { _, err := c.Free(e.ctx, a.ID); return err },
-		"box":        func(c *ctlclient.Client) error { _, err := c.RegisterBox(e.ctx, testBox(7, 2)); return err },
-		"rm box":     func(c *ctlclient.Client) error { _, err := c.RemoveBox(e.ctx, "box0"); return err },
-		"host":       func(c *ctlclient.Client) error { _, err := c.RegisterHost(e.ctx, testHost(7)); return err },
-		"rm host":    func(c *ctlclient.Client) error { _, err := c.RemoveHost(e.ctx, "host0"); return err },
-		"drain":      func(c *ctlclient.Client) error { _, err := c.Drain(e.ctx, "box0", true); return err },
-		"gpu health": func(c *ctlclient.Client) error { _, err := c.SetGPUHealth(e.ctx, "box0-gpu1", pool.Unhealthy); return err },
-		"rtt":        func(c *ctlclient.Client) error { return c.SetRTT(e.ctx, pool.RTT{Host: "host0", Box: "box0", RTT: 1000}) },
+		"allocate": func(c *ctlclient.Client) error {
+			_, err := c.Allocate(e.ctx, pool.Request{Host: "host0", Count: 1})
+			return err
+		},
+		"free":    func(c *ctlclient.Client) error { _, err := c.Free(e.ctx, a.ID); return err },
+		"box":     func(c *ctlclient.Client) error { _, err := c.RegisterBox(e.ctx, testBox(7, 2)); return err },
+		"rm box":  func(c *ctlclient.Client) error { _, err := c.RemoveBox(e.ctx, "box0"); return err },
+		"host":    func(c *ctlclient.Client) error { _, err := c.RegisterHost(e.ctx, testHost(7)); return err },
+		"rm host": func(c *ctlclient.Client) error { _, err := c.RemoveHost(e.ctx, "host0"); return err },
+		"drain":   func(c *ctlclient.Client) error { _, err := c.Drain(e.ctx, "box0", true); return err },
+		"gpu health": func(c *ctlclient.Client) error {
+			_, err := c.SetGPUHealth(e.ctx, "box0-gpu1", pool.Unhealthy)
+			return err
+		},
+		"rtt": func(c *ctlclient.Client) error {
+			return c.SetRTT(e.ctx, pool.RTT{Host: "host0", Box: "box0", RTT: 1000})
+		},
 	}
 	for name, call := range calls {
 		for _, c := range []*ctlclient.Client{e.anon, wrong} {
@@ -605,6 +613,90 @@ func TestRestartReconciles(t *testing.T) {
 	allocs, _ = e2.c.Allocations(e.ctx, "")
 	if len(allocs) != 1 || allocs[0].ID != keep.ID {
 		t.Fatalf("after restart: %+v", allocs)
+	}
+	e2.agree()
+}
+
+// TestPeriodicReconcile: the sweep removes a pair an agent holds that no
+// allocation knows, re-programs (and re-hot-adds) a pair an agent lost, and
+// finishes a release whose undo failed.
+func TestPeriodicReconcile(t *testing.T) {
+	e := newEnv(t, nil)
+	seed(t, e.c, 1, 8, 1)
+	a, _ := e.c.Allocate(e.ctx, pool.Request{Host: "host0", Count: 2})
+	b, _ := e.c.Allocate(e.ctx, pool.Request{Host: "host0", Count: 2})
+	e.gpu.ProgramPair(e.ctx, manager.Pair{ID: 4242, Allocation: "stray"})
+	e.host.RemovePair(e.ctx, manager.Pair{ID: a.GPUs[1].Pair}) // the host bridge rebooted, say
+	e.gpu.FailAlways(fakeagent.OpRemove, true)
+	if _, err := e.c.Free(e.ctx, b.ID); !ctlclient.IsCode(err, manager.CodeAgentFailed) {
+		t.Fatalf("free with a failing GPU bridge: %v", err)
+	}
+	if got, _ := e.c.Allocation(e.ctx, b.ID); got.State != pool.StateReleasing {
+		t.Fatalf("failed release left state %q", got.State)
+	}
+	e.gpu.FailAlways(fakeagent.OpRemove, false)
+	if err := e.m.Reconcile(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.c.Allocation(e.ctx, b.ID); !ctlclient.IsCode(err, manager.CodeNotFound) {
+		t.Fatalf("release not finished: %v", err)
+	}
+	e.agree()
+	if slices.Contains(e.gpu.Pairs(), 4242) {
+		t.Fatal("stray pair kept")
+	}
+}
+
+// TestReRegistrationReportsFailure: a box bridge that re-registers with a
+// lent GPU marked unhealthy triggers the same surprise removal.
+func TestReRegistrationReportsFailure(t *testing.T) {
+	e := newEnv(t, nil)
+	seed(t, e.c, 1, 4, 1)
+	a, _ := e.c.Allocate(e.ctx, pool.Request{Host: "host0", Count: 2})
+	b := testBox(0, 4)
+	b.GPUs[0].Health = pool.Unhealthy // lent to a
+	b.GPUs[3].Health = pool.Unhealthy // free
+	got, err := e.c.RegisterBox(e.ctx, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.GPUs[0].Health != pool.Unhealthy || got.GPUs[0].Allocation != "" || got.GPUs[3].Health != pool.Unhealthy {
+		t.Fatalf("box after re-registration: %+v", got.GPUs)
+	}
+	if s := e.host.Surprises(); len(s) != 1 || s[0].GPU != "box0-gpu0" {
+		t.Fatalf("surprise removals %+v", s)
+	}
+	now, _ := e.c.Allocation(e.ctx, a.ID)
+	if len(now.GPUs) != 1 || now.GPUs[0] != a.GPUs[1] {
+		t.Fatalf("allocation now %+v", now)
+	}
+	e.agree()
+}
+
+// TestLoadSkipsCorruptRecords: a damaged record costs only itself.
+func TestLoadSkipsCorruptRecords(t *testing.T) {
+	st := store.NewMemory()
+	e := newEnv(t, st)
+	seed(t, e.c, 2, 2, 1)
+	a, _ := e.c.Allocate(e.ctx, pool.Request{Host: "host0", Count: 1})
+	e.srv.Close()
+	e.m.Close()
+	st.Apply(e.ctx, store.Put("box/box1", []byte("{not json")), store.Put("alloc/a-bogus", []byte(`{"id":"a-bogus","host":"host0","state":"active","gpus":[{"gpu":"nope","box":"box0","pair":9,"host_port":5}]}`)))
+	e2 := &env{t: t, st: st, gpu: e.gpu, sw: e.sw, host: e.host, ctx: e.ctx}
+	e2.start()
+	boxes, _ := e2.c.Boxes(e.ctx)
+	allocs, _ := e2.c.Allocations(e.ctx, "")
+	if len(boxes) != 1 || boxes[0].ID != "box0" || len(allocs) != 1 || allocs[0].ID != a.ID {
+		t.Fatalf("boxes %+v allocations %+v", boxes, allocs)
+	}
+	resp, err := http.Get(e2.srv.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(b), "dxpu_store_load_errors_total 2") {
+		t.Fatal("load errors not counted")
 	}
 	e2.agree()
 }

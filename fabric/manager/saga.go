@@ -100,6 +100,7 @@ func pairsOf(p *pool.Pool, a pool.Allocation) ([]Pair, error) {
 		out = append(out, Pair{
 			ID: as.Pair, Allocation: a.ID, Host: h.ID, HostPort: as.HostPort, HostBridge: h.Bridge,
 			Box: b.ID, GPU: g.ID, GPUBridge: b.Bridge, BDF: g.BDF, Model: g.Model, MemoryMiB: g.MemoryMiB,
+			HostAgent: h.AgentURL, GPUAgent: b.AgentURL,
 		})
 	}
 	return out, nil
@@ -152,7 +153,7 @@ func (m *Manager) allocate(ctx context.Context, req pool.Request) (pool.Allocati
 	pairs, err := pairsOf(p, a)
 	undone := false
 	if err == nil {
-		err, undone = m.program(ctx, pairs)
+		undone, err = m.program(ctx, pairs)
 	}
 	if err == nil {
 		var active pool.Allocation
@@ -171,8 +172,9 @@ func (m *Manager) allocate(ctx context.Context, req pool.Request) (pool.Allocati
 	}
 	if rerr := m.finishRelease(context.WithoutCancel(ctx), p, id, pairs); rerr != nil {
 		m.log.Error("rollback incomplete; the reconciler will retry", "id", id, "err", rerr)
+		return pool.Allocation{}, fmt.Errorf("allocation failed, rollback pending: %w", err)
 	}
-	return pool.Allocation{}, err
+	return pool.Allocation{}, fmt.Errorf("allocation rolled back: %w", err)
 }
 
 func stepOf(err error) string {
@@ -186,7 +188,7 @@ func stepOf(err error) string {
 // program runs the saga steps for every pair; on failure it undoes the
 // steps started (the failed one included, since it may have half-applied)
 // in reverse order, and reports whether that undo was complete.
-func (m *Manager) program(ctx context.Context, pairs []Pair) (err error, undone bool) {
+func (m *Manager) program(ctx context.Context, pairs []Pair) (undone bool, err error) {
 	type done struct {
 		s Step
 		p Pair
@@ -204,11 +206,11 @@ func (m *Manager) program(ctx context.Context, pairs []Pair) (err error, undone 
 				if uerr != nil {
 					m.log.Warn("undo after failed step left errors", "err", uerr)
 				}
-				return &StepError{Step: s, Pair: p.ID, Err: err}, uerr == nil
+				return uerr == nil, &StepError{Step: s, Pair: p.ID, Err: err}
 			}
 		}
 	}
-	return nil, false
+	return false, nil
 }
 
 // teardown undoes every step for the pairs, in reverse order, and reports
@@ -285,10 +287,22 @@ func (m *Manager) Release(ctx context.Context, id string) (pool.Allocation, erro
 		return pool.Allocation{}, fmt.Errorf("manager: journal release: %w", err)
 	}
 	if err := m.finishRelease(context.WithoutCancel(ctx), p, id, nil); err != nil {
-		return pool.Allocation{}, err
+		return pool.Allocation{}, fmt.Errorf("release of %s incomplete; the reconciler will finish it: %w", id, err)
 	}
 	m.metrics.releases.Inc()
 	return a, nil
+}
+
+// Reconcile runs one reconciliation pass now: it finishes interrupted
+// releases and, with agents that list their pairs, removes pairs no
+// allocation holds and restores active pairs an agent lost. The leader also
+// runs it every ReconcileInterval.
+func (m *Manager) Reconcile(ctx context.Context) error {
+	if _, err := m.livePool(); err != nil {
+		return err
+	}
+	m.reconcile(ctx, false)
+	return nil
 }
 
 // reconcile makes agents match the journal. At start-up (full) it rolls
@@ -348,32 +362,70 @@ func (m *Manager) reapply(ctx context.Context, pairs []Pair) error {
 func (m *Manager) sweep(ctx context.Context, p *pool.Pool) {
 	type agent struct {
 		name   string
-		lister PairLister
+		list   func(context.Context) ([]Pair, error)
+		owns   func(Pair) bool // whether a desired pair lives on this agent
 		remove func(context.Context, Pair) error
 		add    func(context.Context, Pair) error
 	}
+	all := func(Pair) bool { return true }
 	var agents []agent
+	hb := m.cfg.HostBridge
+	hostRemove := func(ctx context.Context, pr Pair) error {
+		return errors.Join(hb.HotRemove(ctx, pr), hb.RemovePair(ctx, pr))
+	}
+	hostAdd := func(ctx context.Context, pr Pair) error {
+		if err := hb.ProgramPair(ctx, pr); err != nil {
+			return err
+		}
+		return hb.HotAdd(ctx, pr)
+	}
 	if l, ok := m.cfg.GPUBridge.(PairLister); ok {
-		agents = append(agents, agent{"gpu_bridge", l, m.cfg.GPUBridge.RemovePair, m.cfg.GPUBridge.ProgramPair})
+		agents = append(agents, agent{"gpu_bridge", l.ListPairs, all, m.cfg.GPUBridge.RemovePair, m.cfg.GPUBridge.ProgramPair})
 	}
 	if l, ok := m.cfg.Switch.(PairLister); ok && m.cfg.Switch != nil {
-		agents = append(agents, agent{"switch", l, m.cfg.Switch.RemovePair, m.cfg.Switch.ProgramPair})
+		agents = append(agents, agent{"switch", l.ListPairs, all, m.cfg.Switch.RemovePair, m.cfg.Switch.ProgramPair})
 	}
-	if l, ok := m.cfg.HostBridge.(PairLister); ok {
-		hb := m.cfg.HostBridge
-		agents = append(agents, agent{"host_bridge", l,
-			func(ctx context.Context, pr Pair) error { return errors.Join(hb.HotRemove(ctx, pr), hb.RemovePair(ctx, pr)) },
-			func(ctx context.Context, pr Pair) error {
-				if err := hb.ProgramPair(ctx, pr); err != nil {
-					return err
-				}
-				return hb.HotAdd(ctx, pr)
-			}})
+	if l, ok := hb.(PairLister); ok {
+		agents = append(agents, agent{"host_bridge", l.ListPairs, all, hostRemove, hostAdd})
+	}
+	// Programmers that reach one agent per bridge are asked at every
+	// agent URL the pool knows.
+	if l, ok := m.cfg.GPUBridge.(AgentPairLister); ok {
+		seen := map[string]bool{}
+		for _, b := range p.Boxes() {
+			if url := b.AgentURL; url != "" && !seen[url] {
+				seen[url] = true
+				agents = append(agents, agent{"gpu_bridge " + url,
+					func(ctx context.Context) ([]Pair, error) { return l.ListPairsAt(ctx, url) },
+					func(pr Pair) bool { return pr.GPUAgent == url },
+					func(ctx context.Context, pr Pair) error {
+						pr.GPUAgent = url
+						return m.cfg.GPUBridge.RemovePair(ctx, pr)
+					},
+					m.cfg.GPUBridge.ProgramPair})
+			}
+		}
+	}
+	if l, ok := hb.(AgentPairLister); ok {
+		seen := map[string]bool{}
+		for _, h := range p.Hosts() {
+			if url := h.AgentURL; url != "" && !seen[url] {
+				seen[url] = true
+				agents = append(agents, agent{"host_bridge " + url,
+					func(ctx context.Context) ([]Pair, error) { return l.ListPairsAt(ctx, url) },
+					func(pr Pair) bool { return pr.HostAgent == url },
+					func(ctx context.Context, pr Pair) error { pr.HostAgent = url; return hostRemove(ctx, pr) },
+					hostAdd})
+			}
+		}
 	}
 	for _, ag := range agents {
 		lctx, cancel := context.WithTimeout(ctx, m.cfg.StepTimeout)
-		actual, err := ag.lister.ListPairs(lctx)
+		actual, err := ag.list(lctx)
 		cancel()
+		if errors.Is(err, ErrCannotList) {
+			continue
+		}
 		if err != nil {
 			m.log.Warn("reconcile: listing pairs failed", "agent", ag.name, "err", err)
 			continue
@@ -406,7 +458,7 @@ func (m *Manager) sweep(ctx context.Context, p *pool.Pool) {
 		}
 		for id, d := range desired {
 			a, err := p.Allocation(d.Allocation)
-			if have[id] || busy[d.Allocation] || err != nil || a.State != pool.StateActive {
+			if have[id] || !ag.owns(d) || busy[d.Allocation] || err != nil || a.State != pool.StateActive {
 				continue
 			}
 			m.log.Info("reconcile: restoring lost pair", "agent", ag.name, "pair", id)

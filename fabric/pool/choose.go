@@ -58,9 +58,16 @@ func (p *Pool) choose(hs *hostState, req Request) ([]*gpuState, error) {
 		c := candidate{box: bs, ord: ord, rtt: rtt, n: bs.free}
 		if req.constrained() {
 			c.n = 0
-			for _, g := range bs.gpus {
-				if req.matches(g) {
-					c.n++
+			if bs.homogeneous {
+				g := bs.gpus[0]
+				if (req.Model == "" || strings.EqualFold(req.Model, g.Model)) && g.MemoryMiB >= req.MinMemoryMiB {
+					c.n = bs.free
+				}
+			} else {
+				for _, g := range bs.gpus {
+					if req.matches(g) {
+						c.n++
+					}
 				}
 			}
 			if c.n == 0 {

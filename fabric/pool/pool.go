@@ -2,6 +2,7 @@ package pool
 
 import (
 	"fmt"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -36,9 +37,12 @@ type gpuState struct {
 }
 
 type boxState struct {
-	Box           // GPUs field unused; see gpus
+	Box              // GPUs field unused; see gpus
 	gpus []*gpuState // sorted by (Switch, Port, ID)
 	free int         // healthy and not lent
+	// homogeneous: every GPU has the same model and memory (the usual
+	// box), so a constrained request is matched per box, not per GPU.
+	homogeneous bool
 }
 
 type hostState struct {
@@ -92,11 +96,25 @@ func validID(field, id string) error {
 	return nil
 }
 
+func validAgentURL(s string) error {
+	if s == "" {
+		return nil
+	}
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return invalidf("agent_url %q: want an http(s) URL such as http://10.0.0.7:7701", s)
+	}
+	return nil
+}
+
 func (b Box) validate() error {
 	if err := validID("id", b.ID); err != nil {
 		return err
 	}
 	if err := b.Bridge.Validate("bridge"); err != nil {
+		return err
+	}
+	if err := validAgentURL(b.AgentURL); err != nil {
 		return err
 	}
 	seen := map[string]bool{}
@@ -183,6 +201,12 @@ func (p *Pool) AddBox(b Box) (Box, error) {
 		p.gpus[gs.ID] = gs
 	}
 	bs.recount()
+	bs.homogeneous = true
+	for _, g := range bs.gpus {
+		if g.Model != bs.gpus[0].Model || g.MemoryMiB != bs.gpus[0].MemoryMiB {
+			bs.homogeneous = false
+		}
+	}
 	p.boxes[b.ID] = bs
 	if old != nil {
 		i := slices.Index(p.boxOrder, old)
@@ -252,6 +276,9 @@ func (p *Pool) AddHost(h Host) (Host, error) {
 		return Host{}, err
 	}
 	if err := h.Bridge.Validate("bridge"); err != nil {
+		return Host{}, err
+	}
+	if err := validAgentURL(h.AgentURL); err != nil {
 		return Host{}, err
 	}
 	if h.Ports < MinHostPorts || h.Ports > 1<<16 {
@@ -368,12 +395,12 @@ func (p *Pool) SetDraining(box string, on bool) (Box, []string, error) {
 
 // HealthChange is what SetHealth did.
 type HealthChange struct {
-	GPU GPU
-	Box Box
+	GPU GPU `json:"gpu"`
+	Box Box `json:"box"`
 	// Alloc is the allocation the GPU was taken out of (nil if it was not
 	// lent), after the change; Lost is the assignment removed from it.
-	Alloc *Allocation
-	Lost  *Assignment
+	Alloc *Allocation `json:"allocation,omitempty"`
+	Lost  *Assignment `json:"lost,omitempty"`
 }
 
 // SetHealth marks a GPU healthy or unhealthy. An unhealthy GPU that was lent

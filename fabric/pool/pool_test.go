@@ -400,7 +400,9 @@ func TestValidation(t *testing.T) {
 	}
 }
 
-func contains(s, sub string) bool { return len(sub) == 0 || (len(s) >= len(sub) && (s[:len(sub)] == sub || contains(s[1:], sub))) }
+func contains(s, sub string) bool {
+	return len(sub) == 0 || (len(s) >= len(sub) && (s[:len(sub)] == sub || contains(s[1:], sub)))
+}
 
 func TestConcurrentReserveRelease(t *testing.T) {
 	p := New()
@@ -508,4 +510,35 @@ func TestRandomOperations(t *testing.T) {
 			t.Fatalf("step %d: %v", step, err)
 		}
 	}
+}
+
+func TestMixedBox(t *testing.T) {
+	p := New()
+	b := box("mix", "p", "r", 6, "A100", 40<<10)
+	for i := 3; i < 6; i++ {
+		b.GPUs[i].Model, b.GPUs[i].MemoryMiB = "H100", 80<<10
+	}
+	mustAdd(t, p, b, box("a", "p", "r", 4, "A100", 40<<10), host("h", "p", "r"))
+	a, err := p.Reserve("x", Request{Host: "h", Count: 2, Model: "H100"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// H100s are g3 (PCIe switch 0) and g4, g5 (switch 1): the pair that
+	// shares a switch wins.
+	if got := a.GPUIDs(); !reflect.DeepEqual(got, []string{"mix-g4", "mix-g5"}) {
+		t.Fatalf("got %v", got)
+	}
+	if _, err := p.Reserve("y", Request{Host: "h", Count: 2, MinMemoryMiB: 80 << 10}); !errors.Is(err, ErrInsufficient) {
+		t.Fatalf("one 80G GPU left: %v", err)
+	}
+	a, err = p.Reserve("z", Request{Host: "h", Count: 3, Model: "a100", SameBox: true})
+	if err != nil || len(boxesOf(a)) != 1 {
+		t.Fatalf("%v %v", a, err)
+	}
+	for _, g := range a.GPUs {
+		if gg, _ := p.GPU(g.GPU); gg.Model != "A100" {
+			t.Fatalf("got %+v", gg)
+		}
+	}
+	check(t, p)
 }

@@ -66,9 +66,9 @@ type GPU struct {
 	ID        string `json:"id"`
 	Model     string `json:"model"`
 	MemoryMiB uint64 `json:"memory_mib"`
-	BDF       string `json:"bdf"`           // bus/device/function inside the box, e.g. 0000:41:00.0
-	Switch    int    `json:"pcie_switch"`   // which PCIe switch of the box it sits behind
-	Port      int    `json:"pcie_port"`     // downstream port of that switch
+	BDF       string `json:"bdf"`         // bus/device/function inside the box, e.g. 0000:41:00.0
+	Switch    int    `json:"pcie_switch"` // which PCIe switch of the box it sits behind
+	Port      int    `json:"pcie_port"`   // downstream port of that switch
 	Health    Health `json:"health,omitempty"`
 	Box       string `json:"box,omitempty"` // filled in by the pool
 	// Allocation holds the allocation the GPU is lent to; filled in by the
@@ -78,8 +78,11 @@ type GPU struct {
 
 // Box is a GPU-side bridge and the GPUs behind it.
 type Box struct {
-	ID       string   `json:"id"`
-	Bridge   Endpoint `json:"bridge"`
+	ID     string   `json:"id"`
+	Bridge Endpoint `json:"bridge"`
+	// AgentURL is where the box bridge's agent API listens (see
+	// fabric/manager/agentapi); empty if the bridge only follows the table.
+	AgentURL string   `json:"agent_url,omitempty"`
 	Location Location `json:"location"`
 	GPUs     []GPU    `json:"gpus"`
 	Draining bool     `json:"draining,omitempty"`
@@ -89,6 +92,7 @@ type Box struct {
 type Host struct {
 	ID       string   `json:"id"`
 	Bridge   Endpoint `json:"bridge"`
+	AgentURL string   `json:"agent_url,omitempty"` // the host bridge's agent API`
 	Location Location `json:"location"`
 	Ports    int      `json:"ports"` // virtual downstream ports, at least MinHostPorts
 	// UsedPorts is filled in by the pool on read.

@@ -13,7 +13,10 @@
 //	                  active or releasing, with the GPUs, pair IDs and ports)
 //
 // bbolt keeps them in one bucket "dxpu"; etcd under a prefix (default
-// "/dxpu/"), so that one etcd cluster can hold several pools.
+// "/dxpu/", so box/b1 is the etcd key "/dxpu/data/box/b1"), so that one etcd
+// cluster can hold several pools. The election lives beside the data, under
+// "/dxpu/election/": each candidate holds a key tied to its lease, and the
+// oldest key's value (the manager's advertised URL) names the leader.
 //
 // # Atomicity and fencing
 //

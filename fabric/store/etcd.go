@@ -97,12 +97,28 @@ func (s *Etcd) List(ctx context.Context, prefix string) ([]KV, error) {
 	return out, nil
 }
 
+// maxTxnOps stays under etcd's default limit of 128 operations per Txn.
+const maxTxnOps = 100
+
 // Apply writes the batch in one Txn, fenced on leadership once Campaign has
-// succeeded.
+// succeeded. A batch of more than 100 operations (etcd caps a Txn at 128)
+// is written in several Txns, in order; the manager makes such batches only
+// to drop the measured RTTs of a removed box or host, where a partial write
+// is harmless.
 func (s *Etcd) Apply(ctx context.Context, ops ...Op) error {
 	if err := checkOps(ops); err != nil {
 		return err
 	}
+	for len(ops) > maxTxnOps {
+		if err := s.apply(ctx, ops[:maxTxnOps]); err != nil {
+			return err
+		}
+		ops = ops[maxTxnOps:]
+	}
+	return s.apply(ctx, ops)
+}
+
+func (s *Etcd) apply(ctx context.Context, ops []Op) error {
 	s.mu.Lock()
 	fenceKey, fenceRev, campaigned := s.fenceKey, s.fenceRev, s.campaigned
 	s.mu.Unlock()

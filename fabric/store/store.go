@@ -132,4 +132,3 @@ func checkOps(ops []Op) error {
 	}
 	return nil
 }
-

@@ -76,6 +76,17 @@ func TestEtcd(t *testing.T) {
 	}
 	defer s.Close()
 	conformance(t, s)
+	// Batches beyond etcd's 128-operation Txn limit still apply.
+	var ops []store.Op
+	for i := 0; i < 250; i++ {
+		ops = append(ops, store.Put(fmt.Sprintf("rtt/h%03d/b", i), []byte("1")))
+	}
+	if err := s.Apply(context.Background(), ops...); err != nil {
+		t.Fatal(err)
+	}
+	if kvs, _ := s.List(context.Background(), "rtt/"); len(kvs) != 250 {
+		t.Fatalf("%d of 250 written", len(kvs))
+	}
 }
 
 // TestEtcdElectionFencing: the leader writes; once its election key is gone

@@ -235,21 +235,38 @@ func (d *PacketDriver) loop(ctx context.Context, p *packetPort) error {
 	return nil
 }
 
-// vlanFromCmsg finds PACKET_AUXDATA with a valid VLAN tag.
+// vlanFromCmsg finds PACKET_AUXDATA with a valid VLAN tag in control
+// messages (struct cmsghdr: len (word), level i32, type i32, data; each
+// message padded to a word).
 func vlanFromCmsg(oob []byte) (uint16, bool) {
-	for len(oob) >= unix.SizeofCmsghdr {
-		h := (*unix.Cmsghdr)(unsafe.Pointer(&oob[0]))
-		if h.Len < unix.SizeofCmsghdr || int(h.Len) > len(oob) {
+	ne := binary.NativeEndian
+	hdr := unix.SizeofCmsghdr
+	auxLen := int(unsafe.Sizeof(auxdata{}))
+	for len(oob) >= hdr {
+		// 64-bit: len u64, level, type; 32-bit: len u32, level, type.
+		var l uint64
+		var level, typ int32
+		if hdr == 16 {
+			l, level, typ = ne.Uint64(oob[0:]), int32(ne.Uint32(oob[8:])), int32(ne.Uint32(oob[12:]))
+		} else {
+			l, level, typ = uint64(ne.Uint32(oob[0:])), int32(ne.Uint32(oob[4:])), int32(ne.Uint32(oob[8:]))
+		}
+		if l < uint64(hdr) || l > uint64(len(oob)) {
 			return 0, false
 		}
-		if h.Level == unix.SOL_PACKET && h.Type == unix.PACKET_AUXDATA && int(h.Len) >= unix.CmsgLen(int(unsafe.Sizeof(auxdata{}))) {
-			a := (*auxdata)(unsafe.Pointer(&oob[unix.CmsgLen(0)]))
-			if a.Status&tpStatusVLANValid != 0 {
-				return a.VLANTCI, true
+		if level == unix.SOL_PACKET && typ == unix.PACKET_AUXDATA && int(l) >= hdr+auxLen {
+			a := oob[hdr:]
+			if ne.Uint32(a[0:])&tpStatusVLANValid != 0 {
+				return ne.Uint16(a[16:]), true
 			}
 			return 0, false
 		}
-		oob = oob[unix.CmsgSpace(int(h.Len)-unix.CmsgLen(0)):]
+		align := int(unsafe.Sizeof(uintptr(0)))
+		next := (int(l) + align - 1) &^ (align - 1)
+		if next > len(oob) {
+			return 0, false
+		}
+		oob = oob[next:]
 	}
 	return 0, false
 }

@@ -13,7 +13,7 @@ import "net/netip"
 func (f *Forwarder) ForwardDatagram(payload []byte, from netip.AddrPort, udpIndex uint32) (netip.AddrPort, Result) {
 	n := len(payload)
 	res := Result{}
-	inCtr := f.portCounters(udpIndex)
+	inCtr := lazyPort{f: f, ingress: udpIndex}
 	if n < dxpuHeaderLen || payload[0]>>4 != dxpuVersion {
 		return netip.AddrPort{}, f.finish(res, VerdictDrop, ReasonMalformed, nil, inCtr, n)
 	}
@@ -43,7 +43,7 @@ func (f *Forwarder) ForwardDatagram(payload []byte, from netip.AddrPort, udpInde
 		return netip.AddrPort{}, f.finish(res, VerdictDrop, ReasonNoRoom, r.counters, inCtr, n)
 	}
 	tx := reason + ReasonTxToGPU
-	inCtr.Add(tx, n)
+	inCtr.get().Add(tx, n)
 	r.counters.Add(tx, n)
 	res.Egress = udpIndex
 	return netip.AddrPortFrom(netip.AddrFrom4(d.NewDstIP), d.DstUDPPort), f.finish(res, VerdictForward, reason, r.counters, inCtr, n)

@@ -37,10 +37,14 @@ type Result struct {
 type compiled struct {
 	Rule
 	counters *Counters
+	// Port counters of each direction, resolved at Update so that the
+	// forwarding path does no map lookups.
+	inCtr, outCtr [2]*Counters
 }
 
 type ruleSet struct {
-	byID map[uint32]*compiled
+	byID  map[uint32]*compiled
+	rules []Rule
 }
 
 // Forwarder is the userspace switch: Forward decides and rewrites one frame
@@ -97,6 +101,7 @@ func (f *Forwarder) SetPorts(ports map[string]Port) {
 	f.portNames = names
 	// Forward reads portCtrs without the lock: publish a new map.
 	f.setPortCtrs(ctrs)
+	f.updateLocked(f.rules.Load().rules)
 }
 
 // Update replaces the rules. Frames decided after Update returns use the
@@ -104,7 +109,11 @@ func (f *Forwarder) SetPorts(ports map[string]Port) {
 func (f *Forwarder) Update(rules []Rule) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	rs := &ruleSet{byID: make(map[uint32]*compiled, len(rules))}
+	f.updateLocked(rules)
+}
+
+func (f *Forwarder) updateLocked(rules []Rule) {
+	rs := &ruleSet{byID: make(map[uint32]*compiled, len(rules)), rules: rules}
 	ctrs := make(map[uint32]*Counters, len(rules))
 	for _, r := range rules {
 		c := f.pairCtrs[r.ID]
@@ -112,7 +121,12 @@ func (f *Forwarder) Update(rules []Rule) {
 			c = &Counters{}
 		}
 		ctrs[r.ID] = c
-		rs.byID[r.ID] = &compiled{Rule: r, counters: c}
+		cr := &compiled{Rule: r, counters: c}
+		for i := range cr.Dir {
+			cr.inCtr[i] = f.portCounters(r.Dir[i].InPort)
+			cr.outCtr[i] = f.portCounters(r.Dir[i].OutPort)
+		}
+		rs.byID[r.ID] = cr
 	}
 	f.pairCtrs = ctrs
 	f.rules.Store(rs)
@@ -130,7 +144,9 @@ func (f *Forwarder) Forward(buf []byte, off int, ingress uint32) Result {
 	frame := buf[off:]
 	n := len(frame)
 	res := Result{Off: off}
-	inCtr := f.portCounters(ingress)
+	// Port counters: the forwarding path takes them from the rule; the
+	// other verdicts look the ingress port up (inCtr below).
+	inCtr := lazyPort{f: f, ingress: ingress}
 
 	if n < ethHeaderLen {
 		return f.notDXPU(res, inCtr, n)
@@ -225,20 +241,32 @@ func (f *Forwarder) Forward(buf []byte, off int, ingress uint32) Result {
 	copy(frame[6:12], d.PortMAC[:])
 	res.Off = off
 	res.Egress = d.OutPort
+	res.Verdict, res.Reason = VerdictForward, reason
+	dir := int(reason) // ReasonToGPU = 0, ReasonToHost = 1
 	tx := reason + ReasonTxToGPU // ReasonToHost+ReasonTxToGPU == ReasonTxToHost
-	f.portCounters(d.OutPort).Add(tx, len(frame))
+	r.counters.Add(reason, n)
 	r.counters.Add(tx, len(frame))
-	return f.finish(res, VerdictForward, reason, r.counters, inCtr, n)
+	r.inCtr[dir].Add(reason, n)
+	r.outCtr[dir].Add(tx, len(frame))
+	return res
 }
 
-func (f *Forwarder) notDXPU(res Result, inCtr *Counters, n int) Result {
+// lazyPort names the ingress port's counters without looking them up.
+type lazyPort struct {
+	f       *Forwarder
+	ingress uint32
+}
+
+func (l lazyPort) get() *Counters { return l.f.portCounters(l.ingress) }
+
+func (f *Forwarder) notDXPU(res Result, inCtr lazyPort, n int) Result {
 	return f.finish(res, VerdictPass, ReasonNotDXPU, nil, inCtr, n)
 }
 
-func (f *Forwarder) finish(res Result, v Verdict, r Reason, pair, port *Counters, n int) Result {
+func (f *Forwarder) finish(res Result, v Verdict, r Reason, pair *Counters, port lazyPort, n int) Result {
 	res.Verdict, res.Reason = v, r
 	pair.Add(r, n)
-	port.Add(r, n)
+	port.get().Add(r, n)
 	return res
 }
 

@@ -3,6 +3,8 @@ package switching_test
 import (
 	"bytes"
 	"encoding/binary"
+	"github.com/dxpu/dxpu/fabric/table"
+	"net/netip"
 	"testing"
 
 	switching "github.com/dxpu/dxpu/fabric/switch"
@@ -69,6 +71,55 @@ func FuzzForward(f *testing.F) {
 		}
 		if !bytes.Equal(out[outL3+ihl+8:], frame[inL3+ihl+8:]) {
 			t.Fatal("UDP payload changed")
+		}
+	})
+}
+
+// FuzzForwardDatagram: never panics; a forwarded datagram came from one
+// endpoint of its pair (IP and port) and goes to the other; the payload is
+// never modified.
+func FuzzForwardDatagram(f *testing.F) {
+	ports := switching.SyntheticPorts([]string{switchtest.P1, switchtest.P2, switchtest.P3})
+	rules, _, err := switching.Compile(switchtest.Table(), ports, 0)
+	if err != nil {
+		f.Fatal(err)
+	}
+	fwd := switching.NewForwarder(0)
+	fwd.Rand = func() uint32 { return 0 }
+	fwd.Update(rules)
+	hdr := make([]byte, 48)
+	hdr[0], hdr[1], hdr[4] = 0x10, 1, byte(switchtest.PairVLAN)
+	f.Add(hdr, []byte{10, 0, 1, 2}, uint16(9000))
+	f.Add(hdr, []byte{10, 0, 2, 2}, uint16(8855))
+	f.Fuzz(func(t *testing.T, payload, ip []byte, port uint16) {
+		if len(ip) != 4 {
+			return
+		}
+		from := netip.AddrPortFrom(netip.AddrFrom4([4]byte(ip)), port)
+		orig := append([]byte(nil), payload...)
+		to, res := fwd.ForwardDatagram(payload, from, switching.UDPIndex)
+		if !bytes.Equal(orig, payload) {
+			t.Fatal("payload modified")
+		}
+		if res.Verdict != switching.VerdictForward {
+			return
+		}
+		var pair table.Pair
+		for _, p := range switchtest.Table().Pairs {
+			if p.ID == res.PairID {
+				pair = p
+			}
+		}
+		ep := func(e table.Endpoint) netip.AddrPort {
+			p := e.UDPPort
+			if p == 0 {
+				p = switching.DefaultUDPPort
+			}
+			return netip.AddrPortFrom(e.IP, p)
+		}
+		h, g := ep(pair.Host), ep(pair.GPU)
+		if !(from == h && to == g) && !(from == g && to == h) {
+			t.Fatalf("pair %#x: %v -> %v is not host<->GPU (%v, %v)", res.PairID, from, to, h, g)
 		}
 	})
 }

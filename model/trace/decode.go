@@ -22,7 +22,21 @@ func DecodeFile(path string) (*Workload, error) {
 		return nil, err
 	}
 	defer f.Close()
-	w, err := Decode(f)
+	var w *Workload
+	var magic [len(sqliteMagic)]byte
+	if n, _ := f.ReadAt(magic[:], 0); isSQLite(magic[:n]) {
+		st, err := f.Stat()
+		if err != nil {
+			return nil, err
+		}
+		w, err = DecodeNsys(f, st.Size())
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		w.Name = TraceName(path)
+		return w, nil
+	}
+	w, err = Decode(f)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
@@ -35,6 +49,7 @@ func TraceName(path string) string {
 	n := filepath.Base(path)
 	n = strings.TrimSuffix(n, ".gz")
 	n = strings.TrimSuffix(n, ".json")
+	n = strings.TrimSuffix(n, ".sqlite")
 	return n
 }
 
@@ -44,6 +59,14 @@ func TraceName(path string) string {
 // (in the decompressed JSON) where decoding stopped.
 func Decode(r io.Reader) (*Workload, error) {
 	br := bufio.NewReaderSize(r, bufSize)
+	if head, _ := br.Peek(len(sqliteMagic)); isSQLite(head) {
+		// An Nsight Systems export: SQLite needs random access.
+		all, err := io.ReadAll(br)
+		if err != nil {
+			return nil, fmt.Errorf("trace: reading SQLite database: %w", err)
+		}
+		return DecodeNsys(bytes.NewReader(all), int64(len(all)))
+	}
 	magic, _ := br.Peek(2)
 	var src io.Reader = br
 	if len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
@@ -446,16 +469,13 @@ func (d *decoder) keep() {
 	if !e.hasDur || dur < 0 {
 		dur = 0
 	}
-	if bytes.HasPrefix(d.name, stepPrefix) {
+	if bytes.HasPrefix(d.name, stepPrefix) && string(d.cat) != "gpu_user_annotation" {
 		num, err := strconv.ParseInt(string(d.name[len(stepPrefix):]), 10, 64)
 		if err != nil {
 			num = int64(len(d.w.Steps))
 		}
-		if i, dup := d.steps[num]; dup {
-			if dur > d.w.Steps[i].Dur {
-				d.w.Steps[i].Start, d.w.Steps[i].Dur = e.ts, dur
-			}
-			return
+		if _, dup := d.steps[num]; dup {
+			return // the first mark of a step wins
 		}
 		d.steps[num] = len(d.w.Steps)
 		d.w.Steps = append(d.w.Steps, Step{Num: num, Name: d.intern(d.name), Start: e.ts, Dur: dur, PID: e.pid, TID: e.tid})

@@ -30,6 +30,7 @@ const newSchema = `{
   {"ph": "X", "cat": "cuda_sync", "name": "Stream Wait Event", "pid": 0, "tid": 20, "ts": 170, "dur": 1, "args": {"cuda_sync_kind": "Stream Wait Event", "wait_on_stream": 7, "wait_on_cuda_event_record_corr_id": 43, "stream": 20, "correlation": 44, "device": 0}},
   {"ph": "X", "cat": "cuda_sync", "name": "Context Sync", "pid": 0, "tid": -1, "ts": 180, "dur": 1, "args": {"cuda_sync_kind": "Context Sync", "stream": 4294967295, "correlation": 45, "device": 0}},
   {"ph": "X", "cat": "gpu_memset", "name": "Memset (Device)", "pid": 0, "tid": 20, "ts": 190, "dur": 1, "args": {"device": 0, "stream": 20, "correlation": 46, "bytes": 512}},
+  {"ph": "X", "cat": "gpu_user_annotation", "name": "ProfilerStep#7", "pid": 0, "tid": 7, "ts": 110, "dur": 900},
   {"ph": "M", "name": "process_name", "pid": 10, "tid": 0, "args": {"name": "python"}},
   {"ph": "i", "s": "g", "pid": "Traces", "tid": "Trace PyTorch Profiler", "ts": 1}
   ],
@@ -47,8 +48,8 @@ func decodeString(t *testing.T, s string) *Workload {
 
 func TestDecodeNewSchema(t *testing.T) {
 	w := decodeString(t, newSchema)
-	if w.SchemaVersion != 1 || w.Events != 15 {
-		t.Fatalf("schema %d events %d, want 1 and 15", w.SchemaVersion, w.Events)
+	if w.SchemaVersion != 1 || w.Events != 16 {
+		t.Fatalf("schema %d events %d, want 1 and 16", w.SchemaVersion, w.Events)
 	}
 	if len(w.Steps) != 1 || w.Steps[0].Num != 7 || w.Steps[0].Start != 100000 || w.Steps[0].Dur != 500000 {
 		t.Fatalf("steps = %+v", w.Steps)

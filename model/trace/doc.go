@@ -1,5 +1,6 @@
 // Package trace reads PyTorch profiler (Kineto) traces in Chrome-trace JSON
-// as a stream and reduces them to a Workload: the CUDA runtime and driver
+// as a stream, and Nsight Systems SQLite exports, and reduces them to a
+// Workload: the CUDA runtime and driver
 // calls, GPU kernels, copies and memsets, synchronization records and
 // ProfilerStep marks the performance model needs. Nothing else is kept, and
 // no raw JSON is held: memory grows with the operations kept, not with the
@@ -42,7 +43,8 @@
 //	cat   cuda_runtime, cuda_driver (old: Runtime, Driver): a Runtime op;
 //	      kernel (old: Kernel), gpu_memcpy (Memcpy), gpu_memset (Memset);
 //	      cuda_sync: a Sync record; ac2g, async_cpu_to_gpu (old: async): flows
-//	name  API or kernel name; "ProfilerStep#N" in any category marks step N;
+//	name  API or kernel name; "ProfilerStep#N" marks step N (the first such
+//	      CPU-side event; the GPU-side gpu_user_annotation copy is ignored);
 //	      memcpy names carry the direction and host memory, as in
 //	      "Memcpy HtoD (Pageable -> Device)"
 //	pid, tid   numbers or strings ("stream 7" and numeric strings read as
@@ -69,6 +71,41 @@
 // truncation wraps io.ErrUnexpectedEOF. A value of the wrong type for a
 // member the decoder reads (a string ts, an object pid) is not an error: the
 // member counts as absent, and an event without ts is not kept.
+//
+// # Nsight Systems exports
+//
+// DecodeFile and Decode also read the SQLite database that `nsys export
+// --type sqlite` writes, recognized by its 16-byte magic "SQLite format 3"
+// and a zero byte. DecodeNsys reads it with a small built-in reader of the
+// SQLite file format (no SQL engine, no cgo): the 100-byte header, table
+// b-trees, records and overflow pages. From testdata/model/nsys-small.sqlite:
+//
+//	00000000: 5351 4c69 7465 2066 6f72 6d61 7420 3300  SQLite format 3.
+//	00000010: 0200 0101 0040 2020 0000 0009 0000 0075  .....@  .......u
+//	...
+//	00000030: 0000 0000 0000 0000 0000 0001 0000 0000  ................
+//	...
+//	00000060: 002e 6301 0500 0000 0401 ec00 0000 000e  ..c.............
+//
+// Offset 16 holds the page size, big-endian (0x0200: 512 bytes; 1 means
+// 65536); offset 20 the bytes reserved at the end of each page (0); offset
+// 28 the database size in pages (0x75: 117); offset 56 the text encoding
+// (1: UTF-8, the only one read). Page 1 holds the schema table, whose
+// b-tree page header follows the file header at offset 100: type 0x05 (an
+// interior table page; 0x0d is a leaf), first freeblock 0, 4 cells (0x0004),
+// cell content from offset 0x01ec, 0 fragmented bytes, and, for interior
+// pages only, the right-most child page (0x0000000e: page 14). A cell
+// pointer array of 2-byte page offsets follows. Leaf cells are a varint
+// payload size, a varint rowid and the record (a header of varint serial
+// types, then the values), with a 4-byte overflow page number when the
+// payload does not fit; interior cells are a 4-byte child page and a
+// varint key. Varints are 1 to 9 bytes, 7 bits per byte, high bit set to
+// go on, all 8 bits of a ninth byte.
+//
+// The tables read, by column name, are CUPTI_ACTIVITY_KIND_RUNTIME, _KERNEL,
+// _MEMCPY (copyKind, srcKind, dstKind as in CUPTI), _MEMSET,
+// _SYNCHRONIZATION (syncType), NVTX_EVENTS (ProfilerStep#N ranges) and
+// StringIds; times there are already nanoseconds.
 //
 // # Speed and memory
 //

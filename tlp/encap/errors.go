@@ -32,6 +32,7 @@ type FrameError struct {
 	Detail string // values involved
 }
 
+// Error names the field, its offset, the sentinel and the values.
 func (e *FrameError) Error() string {
 	if e.Detail == "" {
 		return fmt.Sprintf("encap: %s at offset %d: %v", e.Field, e.Offset, e.Err)
@@ -39,6 +40,7 @@ func (e *FrameError) Error() string {
 	return fmt.Sprintf("encap: %s at offset %d: %v: %s", e.Field, e.Offset, e.Err, e.Detail)
 }
 
+// Unwrap returns the sentinel.
 func (e *FrameError) Unwrap() error { return e.Err }
 
 func ferr(off int, field string, err error, format string, args ...any) error {

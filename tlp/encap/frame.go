@@ -20,6 +20,7 @@ const (
 
 var encapNames = [...]string{EncapNone: "none", EncapNetTLP: "nettlp", EncapDxpuEth: "dxpu-eth", EncapDxpuUDP: "dxpu-udp"}
 
+// String returns "nettlp", "dxpu-eth", "dxpu-udp" or "none".
 func (e Encap) String() string {
 	if int(e) < len(encapNames) {
 		return encapNames[e]
@@ -362,7 +363,7 @@ func (f *Frame) End() int { return f.end }
 // declare.
 func (f *Frame) Truncated() bool { return f.truncated }
 
-// DstMAC and SrcMAC return the Ethernet addresses (slices of the frame).
+// DstMAC returns the destination Ethernet address (a slice of the frame).
 func (f *Frame) DstMAC() []byte {
 	if len(f.b) < EthHeaderLen {
 		return nil
@@ -370,6 +371,7 @@ func (f *Frame) DstMAC() []byte {
 	return f.b[0:6:6]
 }
 
+// SrcMAC returns the source Ethernet address (a slice of the frame).
 func (f *Frame) SrcMAC() []byte {
 	if len(f.b) < EthHeaderLen {
 		return nil
@@ -410,7 +412,7 @@ func (f *Frame) EtherType() uint16 {
 // HasIPv4 reports whether the frame has a (checked) IPv4 header.
 func (f *Frame) HasIPv4() bool { return f.l3 != 0 }
 
-// SrcIP and DstIP return the IPv4 addresses (zero Addr without IPv4).
+// SrcIP returns the IPv4 source (the zero Addr without IPv4).
 func (f *Frame) SrcIP() netip.Addr {
 	if f.l3 == 0 {
 		return netip.Addr{}
@@ -418,6 +420,7 @@ func (f *Frame) SrcIP() netip.Addr {
 	return netip.AddrFrom4([4]byte(f.b[f.l3+12 : f.l3+16]))
 }
 
+// DstIP returns the IPv4 destination (the zero Addr without IPv4).
 func (f *Frame) DstIP() netip.Addr {
 	if f.l3 == 0 {
 		return netip.Addr{}
@@ -428,7 +431,7 @@ func (f *Frame) DstIP() netip.Addr {
 // HasUDP reports whether the frame carries TLPs over UDP.
 func (f *Frame) HasUDP() bool { return f.l4 != 0 }
 
-// SrcPort and DstPort return the UDP ports of a UDP encapsulation.
+// SrcPort returns the UDP source port of a UDP encapsulation.
 func (f *Frame) SrcPort() uint16 {
 	if f.l4 == 0 {
 		return 0
@@ -436,6 +439,7 @@ func (f *Frame) SrcPort() uint16 {
 	return be16(f.b[f.l4:])
 }
 
+// DstPort returns the UDP destination port of a UDP encapsulation.
 func (f *Frame) DstPort() uint16 {
 	if f.l4 == 0 {
 		return 0
@@ -469,7 +473,7 @@ func (f *Frame) Body() []byte {
 	return f.b[start:end:end]
 }
 
-// NetTLPSeq and NetTLPTimestamp return the NetTLP header fields.
+// NetTLPSeq returns the NetTLP header's sequence number.
 func (f *Frame) NetTLPSeq() uint16 {
 	if f.encap != EncapNetTLP {
 		return 0
@@ -477,6 +481,7 @@ func (f *Frame) NetTLPSeq() uint16 {
 	return be16(f.b[f.hdr:])
 }
 
+// NetTLPTimestamp returns the NetTLP header's timestamp.
 func (f *Frame) NetTLPTimestamp() uint32 {
 	if f.encap != EncapNetTLP {
 		return 0

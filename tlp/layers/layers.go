@@ -59,8 +59,14 @@ type Dxpu struct {
 	Truncated bool     // the data ended before the body did
 }
 
-func (d *Dxpu) LayerType() gopacket.LayerType  { return LayerTypeDxpu }
+// LayerType returns LayerTypeDxpu.
+func (d *Dxpu) LayerType() gopacket.LayerType { return LayerTypeDxpu }
+
+// CanDecode returns LayerTypeDxpu.
 func (d *Dxpu) CanDecode() gopacket.LayerClass { return LayerTypeDxpu }
+
+// NextLayerType is LayerTypeTLP for a TLP message, gopacket.LayerTypePayload
+// for another message with a body, LayerTypeZero without one.
 func (d *Dxpu) NextLayerType() gopacket.LayerType {
 	switch {
 	case len(d.Payload) == 0:
@@ -193,8 +199,13 @@ type NetTLP struct {
 	Timestamp uint32
 }
 
-func (n *NetTLP) LayerType() gopacket.LayerType  { return LayerTypeNetTLP }
+// LayerType returns LayerTypeNetTLP.
+func (n *NetTLP) LayerType() gopacket.LayerType { return LayerTypeNetTLP }
+
+// CanDecode returns LayerTypeNetTLP.
 func (n *NetTLP) CanDecode() gopacket.LayerClass { return LayerTypeNetTLP }
+
+// NextLayerType is LayerTypeTLP when a TLP follows the header.
 func (n *NetTLP) NextLayerType() gopacket.LayerType {
 	if len(n.Payload) == 0 {
 		return gopacket.LayerTypeZero
@@ -202,6 +213,7 @@ func (n *NetTLP) NextLayerType() gopacket.LayerType {
 	return LayerTypeTLP
 }
 
+// DecodeFromBytes reads the 6-byte header; the rest is the TLP.
 func (n *NetTLP) DecodeFromBytes(data []byte, df gopacket.DecodeFeedback) error {
 	if len(data) < encap.NetTLPHeaderLen {
 		df.SetTruncated()
@@ -213,6 +225,7 @@ func (n *NetTLP) DecodeFromBytes(data []byte, df gopacket.DecodeFeedback) error 
 	return nil
 }
 
+// SerializeTo prepends the 6-byte header.
 func (n *NetTLP) SerializeTo(b gopacket.SerializeBuffer, opts gopacket.SerializeOptions) error {
 	hb, err := b.PrependBytes(encap.NetTLPHeaderLen)
 	if err != nil {
@@ -235,8 +248,13 @@ type TLP struct {
 	Extra     int      // bytes after the declared end kept with this TLP (NetTLP quirk)
 }
 
-func (t *TLP) LayerType() gopacket.LayerType  { return LayerTypeTLP }
+// LayerType returns LayerTypeTLP.
+func (t *TLP) LayerType() gopacket.LayerType { return LayerTypeTLP }
+
+// CanDecode returns LayerTypeTLP.
 func (t *TLP) CanDecode() gopacket.LayerClass { return LayerTypeTLP }
+
+// NextLayerType is LayerTypeTLP while bytes follow (the next TLP of a dxpu frame).
 func (t *TLP) NextLayerType() gopacket.LayerType {
 	if len(t.Payload) == 0 {
 		return gopacket.LayerTypeZero
@@ -247,6 +265,8 @@ func (t *TLP) NextLayerType() gopacket.LayerType {
 // minTLP is the smallest TLP: a 3DW header.
 const minTLP = tlp.Header3DW
 
+// DecodeFromBytes delimits one TLP by its header: Fmt, Type and Length give
+// its declared size (tlp.View.WireLen).
 func (t *TLP) DecodeFromBytes(data []byte, df gopacket.DecodeFeedback) error {
 	if len(data) < minTLP || len(data) < tlp.View(data).HeaderLen() {
 		df.SetTruncated()
@@ -284,6 +304,7 @@ func decodeTLP(data []byte, p gopacket.PacketBuilder) error { return decodeWith(
 // Kind is a convenience for View.Kind.
 func (t *TLP) Kind() tlp.Kind { return t.View.Kind() }
 
+// String names the TLP kind and size.
 func (t *TLP) String() string {
 	return fmt.Sprintf("TLP %v (%d bytes)", t.View.Kind(), len(t.View))
 }

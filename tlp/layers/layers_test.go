@@ -256,11 +256,57 @@ func sharedDir(t testing.TB) string {
 	return root
 }
 
-func BenchmarkDecodingLayerParser(b *testing.B) {
-	frame, _ := encap.AppendDxpuUDP(nil, &encap.L2{Tagged: true, VLAN: 9}, &encap.L3{Src: ipA, Dst: ipB}, fields(), [][]byte{mrd, mwr, mrd})
-	p, _, _, _, decoded := newParser()
-	b.ReportAllocs()
-	for b.Loop() {
-		p.DecodeLayers(frame, decoded)
+// TestCorpusAgrees decodes every frame of the synthetic corpus
+// (testdata/pcap) with gopacket.NewPacket and with encap.ParseFrame: the
+// same header fields and the same TLPs, also through the TLP layers.
+func TestCorpusAgrees(t *testing.T) {
+	paths, _ := filepath.Glob(filepath.Join("..", "..", "testdata", "pcap", "*.pcap*"))
+	if len(paths) == 0 {
+		t.Skip("no corpus")
 	}
+	frames := 0
+	for _, path := range paths {
+		r, err := pcapio.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 1; ; i++ {
+			data, _, err := r.Next()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			frames++
+			f, err := encap.ParseFrame(data, nil)
+			if err != nil {
+				t.Fatalf("%s %d: %v", path, i, err)
+			}
+			p := gopacket.NewPacket(data, layers.LinkTypeEthernet, gopacket.NoCopy)
+			var got [][]byte
+			for _, l := range p.Layers() {
+				if tl, ok := l.(*dxl.TLP); ok {
+					got = append(got, tl.View)
+				}
+			}
+			if len(got) != f.NumTLPs() {
+				t.Fatalf("%s %d: %d TLP layers, encap finds %d (%v)", path, i, len(got), f.NumTLPs(), layerTypes(p))
+			}
+			for j := range got {
+				if b, _ := f.TLP(j); !bytes.Equal(b, got[j]) {
+					t.Fatalf("%s %d: TLP %d differs", path, i, j)
+				}
+			}
+			if d, ok := p.Layer(dxl.LayerTypeDxpu).(*dxl.Dxpu); ok {
+				if d.Fields != f.Header().Fields() || d.Count != f.NumTLPs() {
+					t.Fatalf("%s %d: Dxpu layer %+v, header %+v", path, i, d.Fields, f.Header().Fields())
+				}
+			} else if f.Encap() != encap.EncapNetTLP {
+				t.Fatalf("%s %d: %v frame without a Dxpu layer", path, i, f.Encap())
+			}
+		}
+		r.Close()
+	}
+	t.Logf("%d frames agree", frames)
 }

@@ -40,6 +40,10 @@ type ngSanitizer struct {
 	snaps  []uint32 // snap length per interface of the current section
 	blocks int
 	err    error
+	hdr    [12]byte // scratch: a local array would escape through s.r
+
+	firstSnap uint32 // snap length of the file's first interface, as declared
+	sawIDB    bool
 }
 
 func (s *ngSanitizer) Read(p []byte) (int, error) {
@@ -62,7 +66,7 @@ func (s *ngSanitizer) corrupt(format string, args ...any) error {
 }
 
 func (s *ngSanitizer) nextBlock() error {
-	var hdr [12]byte
+	hdr := s.hdr[:]
 	if n, err := io.ReadFull(s.r, hdr[:8]); err != nil {
 		if n == 0 && errors.Is(err, io.EOF) {
 			return io.EOF
@@ -113,7 +117,15 @@ func (s *ngSanitizer) nextBlock() error {
 		optStart = 16
 	case ngIDB:
 		optStart = 8
-		s.snaps = append(s.snaps, s.order.Uint32(body[4:8]))
+		snap := s.order.Uint32(body[4:8])
+		s.snaps = append(s.snaps, snap)
+		if !s.sawIDB {
+			s.firstSnap, s.sawIDB = snap, true
+		}
+		if snap > MaxSnaplen {
+			// pcapgo allocates a record buffer of the snap length: cap it.
+			s.order.PutUint32(body[4:8], MaxSnaplen)
+		}
 		if len(s.snaps) > 1<<16 {
 			return s.corrupt("more than 65536 interfaces in one section")
 		}

@@ -3,8 +3,10 @@ package pcapio_test
 import (
 	"bytes"
 	"compress/gzip"
+	"encoding/binary"
 	"errors"
 	"io"
+	"runtime"
 	"testing"
 	"time"
 
@@ -116,7 +118,7 @@ func TestBadInput(t *testing.T) {
 	w.Close()
 	ngb := ng.Bytes()
 	// locate the EPB (type 6) to corrupt its captured length
-	epb := bytes.Index(ngb, []byte{6, 0, 0, 0})
+	epb := ngBlock(t, ngb, 6)
 
 	cases := []struct {
 		name string
@@ -158,4 +160,49 @@ func patch(b []byte, at int, v ...byte) []byte {
 	out := append([]byte(nil), b...)
 	copy(out[at:], v)
 	return out
+}
+
+// TestHugeSnaplen: a pcapng interface declaring a 4 GiB snap length must
+// not make the reader allocate it (pcapgo sizes its buffer by it).
+func TestHugeSnaplen(t *testing.T) {
+	var ng bytes.Buffer
+	w, _ := pcapio.NewWriter(&ng, pcapio.WriterOptions{PcapNG: true})
+	w.WritePacket(gopacket.CaptureInfo{CaptureLength: 60, Length: 60}, make([]byte, 60))
+	w.Close()
+	b := ng.Bytes()
+	idb := ngBlock(t, b, 1) // Interface Description Block
+	b = patch(b, idb+12, 0xff, 0xff, 0xff, 0xff)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	r, err := pcapio.NewReader(bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, _, err := r.Next(); err != nil || len(d) != 60 {
+		t.Fatalf("got %d bytes, %v", len(d), err)
+	}
+	runtime.ReadMemStats(&after)
+	if r.Snaplen() != 0xffffffff {
+		t.Errorf("Snaplen %#x, want the declared 0xffffffff", r.Snaplen())
+	}
+	if n := after.TotalAlloc - before.TotalAlloc; n > 16<<20 {
+		t.Errorf("reading one record allocated %d bytes", n)
+	}
+}
+
+// ngBlock returns the offset of the first little-endian pcapng block of
+// type typ.
+func ngBlock(t *testing.T, b []byte, typ uint32) int {
+	for off := 0; off+8 <= len(b); {
+		if binary.LittleEndian.Uint32(b[off:]) == typ {
+			return off
+		}
+		n := int(binary.LittleEndian.Uint32(b[off+4:]))
+		if n < 12 {
+			break
+		}
+		off += n
+	}
+	t.Fatalf("no block of type %d", typ)
+	return 0
 }

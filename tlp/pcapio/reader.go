@@ -28,6 +28,7 @@ const (
 	FormatPcapNG
 )
 
+// String returns "pcap" or "pcapng".
 func (f Format) String() string {
 	switch f {
 	case FormatPcap:
@@ -86,7 +87,7 @@ func Open(path string) (*Reader, error) {
 // NewReader reads a capture from r, detecting pcap (µs or ns magic, either
 // byte order), pcapng and gzip compression of either.
 func NewReader(r io.Reader) (rd *Reader, err error) {
-	defer recoverInto(&err, "reading file header")
+	defer recoverInto(&err, "file header")
 	br := bufio.NewReader(r)
 	head, err := br.Peek(4)
 	if err != nil {
@@ -127,9 +128,9 @@ func NewReader(r io.Reader) (rd *Reader, err error) {
 			return nil, fmt.Errorf("pcapio: pcapng header: %w", rd.wrapNg(err))
 		}
 		rd.ng = ng
+		rd.snaplen = rd.ngSan.firstSnap
 		if ng.NInterfaces() > 0 {
 			if ifc, err := ng.Interface(0); err == nil {
-				rd.snaplen = ifc.SnapLength
 				rd.nanos = ifc.TimestampResolution.Exponent() > 6 || ifc.TimestampResolution.Binary()
 			}
 		}
@@ -176,7 +177,7 @@ func (r *Reader) ZeroCopyReadPacketData() (data []byte, ci gopacket.CaptureInfo,
 			r.err = err
 		}
 	}()
-	defer recoverInto(&err, fmt.Sprintf("record %d", r.records+1))
+	defer recoverRecord(&err, r.records+1)
 	switch {
 	case r.pcap != nil:
 		data, ci, err = r.pcap.ZeroCopyReadPacketData()
@@ -243,5 +244,13 @@ func (r *Reader) Close() error {
 func recoverInto(err *error, where string) {
 	if p := recover(); p != nil {
 		*err = fmt.Errorf("pcapio: %s: %w: decoder panic: %v", where, ErrCorrupt, p)
+	}
+}
+
+// recoverRecord is recoverInto for record n (formatted only on a panic, so
+// that the read path does not allocate).
+func recoverRecord(err *error, n int) {
+	if p := recover(); p != nil {
+		*err = fmt.Errorf("pcapio: record %d: %w: decoder panic: %v", n, ErrCorrupt, p)
 	}
 }

@@ -68,7 +68,8 @@ func New(name string) *Agent {
 // file at path (created if missing).
 func Open(name, path string) (*Agent, error) {
 	a := New(name)
-	if b, err := os.ReadFile(path); err == nil {
+	b, err := os.ReadFile(path)
+	if err == nil {
 		if err := a.replay(string(b)); err != nil {
 			return nil, fmt.Errorf("fakeagent %s: %s: %w", name, path, err)
 		}
@@ -78,6 +79,9 @@ func Open(name, path string) (*Agent, error) {
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
 	if err != nil {
 		return nil, err
+	}
+	if len(b) > 0 && b[len(b)-1] != '\n' {
+		f.WriteString("\n") // end a record cut short by a kill
 	}
 	a.file = f
 	return a, nil

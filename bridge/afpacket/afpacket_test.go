@@ -1,0 +1,153 @@
+package afpacket
+
+import (
+	"context"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+
+	"github.com/dxpu/dxpu/bridge"
+	"github.com/dxpu/dxpu/bridge/driver"
+	"github.com/dxpu/dxpu/internal/privtest"
+	"github.com/dxpu/dxpu/tlp"
+)
+
+// vethPair makes a fresh network namespace holding a veth pair dx0 <-> dx1
+// and opens a Conn on each end, towards the other.
+func vethPair(t *testing.T) (*Conn, *Conn) {
+	privtest.NetNS(t)
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	orig, err := netns.Get()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer orig.Close()
+	ns, err := netns.New()
+	if err != nil {
+		t.Fatalf("new netns: %v", err)
+	}
+	defer func() {
+		if err := netns.Set(orig); err != nil {
+			t.Fatal(err)
+		}
+		ns.Close() // the sockets keep the namespace alive until closed
+	}()
+	veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "dx0", MTU: 9000}, PeerName: "dx1"}
+	if err := netlink.LinkAdd(veth); err != nil {
+		t.Fatalf("veth: %v", err)
+	}
+	var macs [2][]byte
+	for i, name := range []string{"dx0", "dx1"} {
+		l, err := netlink.LinkByName(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := netlink.LinkSetMTU(l, 9000); err != nil {
+			t.Fatal(err)
+		}
+		if err := netlink.LinkSetUp(l); err != nil {
+			t.Fatal(err)
+		}
+		macs[i] = l.Attrs().HardwareAddr
+	}
+	a, err := Listen("dx0", macs[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Listen("dx1", macs[0])
+	if err != nil {
+		a.Close()
+		t.Fatal(err)
+	}
+	return a, b
+}
+
+// Two bridges over raw Ethernet on a veth pair: posted writes arrive in
+// order and reads are answered.
+func TestBridgeOverVeth(t *testing.T) {
+	a, b := vethPair(t)
+	cfg := bridge.Config{MTU: 9000}
+	hc, gc := cfg, cfg
+	hc.Role, gc.Role = bridge.RoleHost, bridge.RoleGPU
+	hb, err := bridge.New(hc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gb, err := bridge.New(gc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	host, gpu := driver.New(hb, a), driver.New(gb, b)
+	var mu sync.Mutex
+	var got []uint64
+	cpls := 0
+	gpu.OnTLP = func(v tlp.View) {
+		mu.Lock()
+		defer mu.Unlock()
+		if v.Kind() == tlp.MWr {
+			got = append(got, v.Address())
+		}
+	}
+	host.OnTLP = func(v tlp.View) {
+		mu.Lock()
+		defer mu.Unlock()
+		if v.Kind().IsCompletion() {
+			cpls++
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for _, r := range []*driver.Runner{host, gpu} {
+		wg.Add(1)
+		go func() { defer wg.Done(); _ = r.Run(ctx) }()
+	}
+	defer func() { cancel(); wg.Wait() }()
+	deadline := time.Now().Add(5 * time.Second)
+	for host.State() != bridge.StateUp || gpu.State() != bridge.StateUp {
+		if time.Now().After(deadline) {
+			t.Fatal("no link up over the veth pair")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	const n = 2000
+	for i := 0; i < n; i++ {
+		p := tlp.Packet{Kind: tlp.MWr, Addr64: true, FirstBE: 0xf, LastBE: 0xf, Address: uint64(i) * 4096, Data: make([]byte, 128)}
+		raw, _ := p.AppendTo(nil)
+		for {
+			err := host.Send(raw)
+			if err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("write %d: %v", i, err)
+			}
+			time.Sleep(50 * time.Microsecond)
+		}
+	}
+	for {
+		mu.Lock()
+		k := len(got)
+		mu.Unlock()
+		if k == n || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) != n {
+		t.Fatalf("%d of %d writes arrived", len(got), n)
+	}
+	for i, addr := range got {
+		if addr != uint64(i)*4096 {
+			t.Fatalf("write %d arrived as address %#x: out of order", i, addr)
+		}
+	}
+	c := host.Counters()
+	t.Logf("host counters: frames %d, TLPs %d, retransmits %d", c.FramesSent, c.TLPsSent, c.Retransmits)
+}

@@ -1,0 +1,87 @@
+package driver
+
+import (
+	"reflect"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/dxpu/dxpu/bridge"
+)
+
+// Collector exports a runner's bridge.Counters to Prometheus: one metric
+// per field, named dxpu_bridge_<field in snake case>, totals as counters
+// (CreditStalls with a class label), TagsInUse and the RTT figures as
+// gauges (seconds). constLabels (pair, role, ...) are added to every one.
+type Collector struct {
+	r      *Runner
+	descs  []*prometheus.Desc
+	fields []int
+}
+
+var camel = regexp.MustCompile(`([a-z0-9])([A-Z])`)
+
+func snake(s string) string {
+	s = strings.ReplaceAll(s, "TLPs", "Tlps")
+	s = strings.ReplaceAll(s, "RTOs", "Rtos")
+	s = strings.ReplaceAll(s, "SRTT", "Srtt")
+	s = strings.ReplaceAll(s, "RTO", "Rto")
+	s = strings.ReplaceAll(s, "UR", "Ur")
+	s = strings.ReplaceAll(s, "CA", "Ca")
+	return strings.ToLower(camel.ReplaceAllString(s, "${1}_${2}"))
+}
+
+// NewCollector returns a collector for r.
+func NewCollector(r *Runner, constLabels prometheus.Labels) *Collector {
+	c := &Collector{r: r}
+	t := reflect.TypeOf(bridge.Counters{})
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		name := "dxpu_bridge_" + snake(f.Name)
+		var labels []string
+		switch {
+		case f.Type == reflect.TypeOf(time.Duration(0)):
+			name += "_seconds"
+		case f.Type.Kind() == reflect.Array:
+			labels = []string{"class"}
+			name += "_total"
+		case f.Name == "TagsInUse":
+		default:
+			name += "_total"
+		}
+		c.descs = append(c.descs, prometheus.NewDesc(name, "bridge counter "+f.Name, labels, constLabels))
+		c.fields = append(c.fields, i)
+	}
+	return c
+}
+
+// Describe implements prometheus.Collector.
+func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range c.descs {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	v := reflect.ValueOf(c.r.Counters())
+	t := v.Type()
+	for k, i := range c.fields {
+		f := v.Field(i)
+		d := c.descs[k]
+		switch {
+		case t.Field(i).Type == reflect.TypeOf(time.Duration(0)):
+			ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, time.Duration(f.Int()).Seconds())
+		case f.Kind() == reflect.Array:
+			for j := 0; j < f.Len(); j++ {
+				ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(f.Index(j).Uint()), []string{"P", "NP", "Cpl"}[j])
+			}
+		case t.Field(i).Name == "TagsInUse":
+			ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, float64(f.Uint()))
+		default:
+			ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(f.Uint()))
+		}
+	}
+}

@@ -1,0 +1,186 @@
+package realtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/dxpu/dxpu/bridge"
+	"github.com/dxpu/dxpu/bridge/driver"
+	"github.com/dxpu/dxpu/bridge/udp"
+	"github.com/dxpu/dxpu/emu/pcie"
+	"github.com/dxpu/dxpu/tlp"
+)
+
+// UDPPath is a fabric path made of two real dxpu bridges (package bridge,
+// run by bridge/driver on the wall clock) exchanging frames over UDP on
+// loopback. It implements pcie.Path for a world driven by Clock.
+type UDPPath struct {
+	Clock  *Clock
+	PairID uint32
+	// Bridge is the bridge configuration both sides start from.
+	Bridge bridge.Config
+
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	runners [2]*driver.Runner
+	mu      sync.Mutex
+	err     error
+}
+
+// Connect implements pcie.Path. Errors (sockets, configuration) are kept
+// for Err; the path then drops everything.
+func (p *UDPPath) Connect(upstream, downstream pcie.Receiver) (down, up pcie.Sender) {
+	if err := p.start(upstream, downstream); err != nil {
+		p.setErr(err)
+		return dropSender{}, dropSender{}
+	}
+	// Like link training before presence detect: the pair finishes its
+	// handshake before the port reports a device.
+	deadline := time.Now().Add(2 * time.Second)
+	for !p.Up() && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Microsecond)
+	}
+	if !p.Up() {
+		p.setErr(fmt.Errorf("realtime: bridge pair %d did not come up within 2s", p.PairID))
+	}
+	return &runnerSender{c: p.Clock, r: p.runners[0]}, &runnerSender{c: p.Clock, r: p.runners[1]}
+}
+
+func (p *UDPPath) setErr(err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.err == nil {
+		p.err = err
+	}
+}
+
+// Err returns the first error of the path (set-up or transport).
+func (p *UDPPath) Err() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.err
+}
+
+func (p *UDPPath) start(upstream, downstream pcie.Receiver) error {
+	lo := netip.MustParseAddrPort("127.0.0.1:0")
+	hc, err := udp.Listen(lo, netip.AddrPort{})
+	if err != nil {
+		return fmt.Errorf("realtime: host-side socket: %w", err)
+	}
+	gc, err := udp.Listen(lo, hc.LocalAddr())
+	if err != nil {
+		hc.Close()
+		return fmt.Errorf("realtime: GPU-side socket: %w", err)
+	}
+	hc.SetPeer(gc.LocalAddr())
+	var bridges [2]*bridge.Bridge
+	for i, role := range []bridge.Role{bridge.RoleHost, bridge.RoleGPU} {
+		cfg := p.Bridge
+		cfg.Role, cfg.PairID = role, p.PairID
+		if cfg.TagBits == 0 {
+			cfg.TagBits = 10
+		}
+		// A shared, loaded machine can stall a goroutine for tens of
+		// milliseconds: timers sized for a dedicated NIC would declare
+		// the link dead. Unless configured, allow for it.
+		if cfg.DeadAfter == 0 {
+			cfg.Keepalive, cfg.DeadAfter = 100*time.Millisecond, 5*time.Second
+		}
+		if cfg.CompletionTimeout == 0 {
+			cfg.CompletionTimeout = 5 * time.Second
+		}
+		if cfg.MaxRTO == 0 {
+			cfg.MaxRTO = time.Second
+		}
+		if bridges[i], err = bridge.New(cfg); err != nil {
+			hc.Close()
+			gc.Close()
+			return fmt.Errorf("realtime: %v bridge: %w", role, err)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	p.cancel = cancel
+	for i, t := range []*udp.Conn{hc, gc} {
+		r := driver.New(bridges[i], t)
+		dst := []pcie.Receiver{upstream, downstream}[i]
+		r.OnTLP = func(v tlp.View) {
+			b := append([]byte(nil), v...)
+			p.Clock.Post(func() { dst.ReceiveTLP(b) })
+		}
+		p.runners[i] = r
+		p.wg.Add(1)
+		go func() {
+			defer p.wg.Done()
+			if err := r.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+				p.setErr(err)
+			}
+		}()
+	}
+	return nil
+}
+
+// Up reports whether both bridges finished their handshake.
+func (p *UDPPath) Up() bool {
+	return p.runners[0] != nil && p.runners[0].State() == bridge.StateUp && p.runners[1].State() == bridge.StateUp
+}
+
+// Close stops both bridges and their sockets.
+func (p *UDPPath) Close() {
+	if p.cancel != nil {
+		p.cancel()
+	}
+	p.wg.Wait()
+}
+
+// runnerSender hands TLPs to a bridge runner, keeping them in order in a
+// software queue while the bridge pushes back or is not up yet.
+type runnerSender struct {
+	c       *Clock
+	r       *driver.Runner
+	backlog [][]byte
+	armed   bool
+}
+
+func (s *runnerSender) SendTLP(v tlp.View) {
+	if len(s.backlog) == 0 {
+		err := s.r.Send(v)
+		if err == nil || !(errors.Is(err, bridge.ErrBusy) || errors.Is(err, bridge.ErrNotUp)) {
+			return // sent, or malformed (counted by the bridge)
+		}
+	}
+	s.backlog = append(s.backlog, append([]byte(nil), v...))
+	s.retry()
+}
+
+func (s *runnerSender) retry() {
+	if s.armed {
+		return
+	}
+	s.armed = true
+	s.c.S.After(20*time.Microsecond, func() {
+		s.armed = false
+		for len(s.backlog) > 0 {
+			err := s.r.Send(s.backlog[0])
+			if errors.Is(err, bridge.ErrBusy) || errors.Is(err, bridge.ErrNotUp) {
+				s.retry()
+				return
+			}
+			s.backlog[0] = nil
+			s.backlog = s.backlog[1:]
+		}
+	})
+}
+
+// Backlog estimates the queueing in front of the bridge: 100 ns a TLP.
+func (s *runnerSender) Backlog() time.Duration {
+	return time.Duration(len(s.backlog)) * 100 * time.Nanosecond
+}
+
+type dropSender struct{}
+
+func (dropSender) SendTLP(tlp.View)       {}
+func (dropSender) Backlog() time.Duration { return 0 }
