@@ -95,12 +95,17 @@ type Bridge struct {
 	helloDue             time.Duration
 	helloAckPending      bool
 	kaAckPending         bool
+	kaAckProbe           uint8
 	resetPending         bool
 	resetReason          uint8
 	resetEcho            uint32
 	lastResetSent        time.Duration
 	lastRecv, lastSent   time.Duration
 	lastProbe            time.Duration
+	probeSeq             uint8  // number of the latest RTO probe
+	probePending         bool   // an RTO probe is due
+	probeOut             bool   // the latest RTO probe awaits its answer
+	probeTxOrder         uint64 // transmissions before that probe
 
 	// Transmit side.
 	txPool          pool
@@ -268,6 +273,7 @@ func (b *Bridge) newSession(now time.Duration) {
 	}
 	b.helloDue = now
 	b.helloAckPending, b.kaAckPending = false, false
+	b.probePending, b.probeOut = false, false
 	b.ackPending, b.ackNow, b.nakPending, b.creditDirty = false, false, false, false
 }
 
@@ -384,22 +390,33 @@ func (b *Bridge) pushSynth(s synthCpl) {
 
 func (b *Bridge) onRTO(now time.Duration) {
 	b.ctr.RTOs++
-	// Probe with the oldest outstanding TLP only: if the tail was merely
-	// delayed this costs one TLP, not a window; if it was lost, the ack of
-	// the probe shows (through SACK and the transmission order) which
-	// others to send again.
-	for s := b.sndUna; s != b.sndNxt; s++ {
-		e := &b.replay[s&b.mask]
-		if !e.sacked {
-			if !e.needRetx {
-				e.needRetx = true
-				b.retxCount++
-			}
-			break
-		}
+	// Ask before resending: a KEEPALIVE probe goes out at once, and its
+	// KEEPALIVE-ACK acknowledges everything the peer got before it (frames
+	// keep their order on a link), so exactly the TLPs still missing then
+	// are sent again (see onProbeAck). A late ack costs one probe, not a
+	// window of duplicates.
+	b.probeSeq++
+	if b.probeSeq == 0 {
+		b.probeSeq = 1
 	}
+	b.probePending, b.probeOut = true, false
 	b.rtt.backoff()
 	b.rtoDeadline = now + b.rtt.rto
+}
+
+// onProbeAck resends every TLP sent before the answered probe that is still
+// neither acknowledged nor selectively acknowledged, as far as the SACK
+// bitmap of that answer can tell.
+func (b *Bridge) onProbeAck(ack uint32) {
+	b.probeOut = false
+	end := ack + 33
+	for s := b.sndUna; s != b.sndNxt && seqLT(s, end); s++ {
+		e := &b.replay[s&b.mask]
+		if !e.sacked && !e.needRetx && e.txOrder <= b.probeTxOrder {
+			e.needRetx = true
+			b.retxCount++
+		}
+	}
 }
 
 // goDown ends the session: every forwarded request gets UR, unacknowledged

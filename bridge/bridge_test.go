@@ -595,3 +595,56 @@ func TestPeerMaxTLP(t *testing.T) {
 	}
 	p.send(p.h, mwr(0, 256))
 }
+
+// A credit update that is lost does not stall the sender: with nothing in
+// flight it probes with KEEPALIVEs, whose answers carry the limits.
+func TestLostCreditUpdateProbed(t *testing.T) {
+	gc := Config{}
+	gc.Credits[tlp.Posted] = ClassCredits{Headers: 1, Data: 64}
+	p := newTestPair(t, Config{}, gc)
+	p.up()
+	dropCredit := true
+	p.drop = func(from *Bridge, f []byte) bool {
+		h := encap.Header(f)
+		return from == p.g && dropCredit && (h.Type() == encap.MsgCredit || h.Type() == encap.MsgAck)
+	}
+	p.send(p.h, mwr(0x1000, 64))
+	p.send(p.h, mwr(0x2000, 64)) // waits for the credit of the first
+	p.advance(200*time.Microsecond, 10*time.Microsecond)
+	if len(p.gq) != 1 {
+		t.Fatalf("delivered %d, want 1 before the credit returns", len(p.gq))
+	}
+	dropCredit = false // updates flow again, but none is due any more
+	p.advance(5*time.Millisecond, 50*time.Microsecond)
+	if len(p.gq) != 2 {
+		t.Fatalf("delivered %d: the sender never learned the returned credit", len(p.gq))
+	}
+	if p.h.Counters().KeepalivesSent == 0 {
+		t.Fatal("no probe sent")
+	}
+}
+
+// One direction dies: the side that hears nothing declares the link down
+// and its RESET (or new HELLO) takes the other side down at once, long
+// before that side's own silence timer; both come back with new sessions.
+func TestOneWayFailureResets(t *testing.T) {
+	p := newTestPair(t, Config{DeadAfter: 3 * time.Millisecond}, Config{DeadAfter: 30 * time.Millisecond})
+	p.up()
+	gpuToHost := false
+	p.drop = func(from *Bridge, f []byte) bool { return from == p.g && !gpuToHost }
+	p.advance(4*time.Millisecond, 100*time.Microsecond)
+	if p.h.State() == StateUp {
+		t.Fatal("host side still up after 4 ms of silence")
+	}
+	if p.g.State() == StateUp {
+		t.Fatal("GPU side did not react to the host side's RESET/HELLO")
+	}
+	gpuToHost = true
+	p.advance(3*time.Millisecond, 100*time.Microsecond)
+	if p.h.State() != StateUp || p.g.State() != StateUp {
+		t.Fatalf("states %v/%v after repair", p.h.State(), p.g.State())
+	}
+	if !hasKind(p.gev, EventLinkDown) || hasKind(p.gev, EventSurpriseRemoval) || !hasKind(p.hev, EventSurpriseRemoval) {
+		t.Fatalf("events host %v gpu %v", p.hev, p.gev)
+	}
+}

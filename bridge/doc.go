@@ -61,11 +61,15 @@
 // TLPs (also the most in flight, and the receiver's reorder window). It
 // retransmits (a) on a NAK, the frame that carried the missing TLP; (b)
 // RACK-style, a TLP that at least three later transmissions overtook, as far
-// as the SACK bitmap can tell; (c) on the retransmission timeout, the oldest
-// unacknowledged TLP as a probe (its acknowledgement then reveals the rest).
-// The timeout follows RFC 6298: SRTT and RTTVAR from TLPs sent once (Karn),
-// RTO = SRTT + max(1 us, 4 RTTVAR) within [MinRTO, MaxRTO], doubled on each
-// expiry. The receiver drops TLPs before Ack (duplicates, and acks at once),
+// as the SACK bitmap can tell (an acknowledgement arriving sooner than the
+// minimum RTT after a retransmission is taken for the original's); (c) on
+// the retransmission timeout, nothing at first: a KEEPALIVE probe goes out,
+// and its KEEPALIVE-ACK, which acknowledges everything the peer received
+// before the probe, names exactly the TLPs to resend. A timeout that fired
+// only because acknowledgements were late thus costs one probe, not a
+// window of duplicates. The timeout follows RFC 6298: SRTT and RTTVAR from
+// TLPs sent once (Karn), RTO = SRTT + max(1 us, 4 RTTVAR) within [MinRTO,
+// MaxRTO], doubled on each expiry. The receiver drops TLPs before Ack (duplicates, and acks at once),
 // beyond its window, and whole frames that do not parse, belong to another
 // pair or acknowledge TLPs never sent. While up, a silent side sends a
 // KEEPALIVE every Keepalive; the peer answers it at once.

@@ -41,15 +41,18 @@ func (b *Bridge) HandleFrame(now time.Duration, frame []byte) error {
 		if err != nil {
 			return b.dropFrame("body: %v", err)
 		}
-		if err := b.handleControl(now, &c); err != nil {
-			return err
-		}
-		if b.state == StateUp && c.Session == b.peerSession {
+		if b.state == StateUp && c.Session == b.peerSession && c.Role != b.cfg.Role {
 			// KEEPALIVE and its ACK refresh acks and credits: they are
 			// the probe that unblocks a sender whose update was lost.
 			if err := b.headerFields(now, h, t); err != nil {
 				return err
 			}
+			if c.Type == encap.CtlKeepaliveAck && b.probeOut && c.Probe == b.probeSeq && h.Flags()&encap.FlagAck != 0 {
+				b.onProbeAck(h.Ack())
+			}
+		}
+		if err := b.handleControl(now, &c); err != nil {
+			return err
 		}
 	case encap.MsgTLP, encap.MsgAck, encap.MsgNak, encap.MsgCredit:
 		if t == encap.MsgTLP {
@@ -163,7 +166,7 @@ func (b *Bridge) handleControl(now time.Duration, c *encap.Control) error {
 		}
 	case encap.CtlKeepalive:
 		if b.state == StateUp && c.Session == b.peerSession {
-			b.kaAckPending = true
+			b.kaAckPending, b.kaAckProbe = true, c.Probe
 		}
 	case encap.CtlKeepaliveAck:
 	case encap.CtlReset:
@@ -220,7 +223,9 @@ func (b *Bridge) onAck(now time.Duration, ack, sack uint32, nak bool) {
 		if e.txCount == 1 && !e.sacked {
 			sample = now - e.sentAt
 		}
-		b.maxAckedTxOrder = max(b.maxAckedTxOrder, e.txOrder)
+		if b.plausible(now, e) {
+			b.maxAckedTxOrder = max(b.maxAckedTxOrder, e.txOrder)
+		}
 		if e.needRetx {
 			b.retxCount--
 		}
@@ -247,7 +252,9 @@ func (b *Bridge) onAck(now time.Duration, ack, sack uint32, nak bool) {
 		if e.txCount == 1 {
 			sample = now - e.sentAt
 		}
-		b.maxAckedTxOrder = max(b.maxAckedTxOrder, e.txOrder)
+		if b.plausible(now, e) {
+			b.maxAckedTxOrder = max(b.maxAckedTxOrder, e.txOrder)
+		}
 		if e.needRetx {
 			e.needRetx = false
 			b.retxCount--
@@ -302,6 +309,14 @@ func (b *Bridge) onAck(now time.Duration, ack, sack uint32, nak bool) {
 			}
 		}
 	}
+}
+
+// plausible reports whether the acknowledgement of e can be for its latest
+// transmission: an ack arriving sooner than the smallest RTT seen after a
+// retransmission answers an earlier copy, and taking the retransmission's
+// order for it would declare everything sent in between lost.
+func (b *Bridge) plausible(now time.Duration, e *replayEntry) bool {
+	return e.txCount == 1 || now-e.sentAt >= b.rtt.minRTT
 }
 
 // onTLPs stores the new TLPs of a validated frame in the reorder buffer and

@@ -11,6 +11,7 @@ type rttEstimator struct {
 	rto          time.Duration
 	min, max     time.Duration
 	hasSample    bool
+	minRTT       time.Duration // smallest sample seen
 }
 
 const clockGranularity = time.Microsecond
@@ -22,6 +23,9 @@ func newRTT(initial, min, max time.Duration) rttEstimator {
 func (r *rttEstimator) sample(rtt time.Duration) {
 	if rtt <= 0 {
 		rtt = clockGranularity
+	}
+	if !r.hasSample || rtt < r.minRTT {
+		r.minRTT = rtt
 	}
 	if !r.hasSample {
 		r.srtt, r.rttvar, r.hasSample = rtt, rtt/2, true

@@ -53,7 +53,12 @@ func (b *Bridge) nextFrame(now time.Duration, buf []byte) int {
 	}
 	if b.kaAckPending {
 		b.kaAckPending = false
-		return b.control(buf, encap.Control{Type: encap.CtlKeepaliveAck, PeerSession: b.peerSession})
+		return b.control(buf, encap.Control{Type: encap.CtlKeepaliveAck, PeerSession: b.peerSession, Probe: b.kaAckProbe})
+	}
+	if b.probePending {
+		b.probePending, b.probeOut, b.probeTxOrder = false, true, b.txOrder
+		b.ctr.KeepalivesSent++
+		return b.control(buf, encap.Control{Type: encap.CtlKeepalive, PeerSession: b.peerSession, Probe: b.probeSeq})
 	}
 	if n := b.tlpFrame(now, buf); n > 0 {
 		return n

@@ -12,7 +12,7 @@ import (
 
 // AFXDPSwitch is the userspace switch over AF_XDP (mode afxdp): the switch
 // program, loaded with AllToXSK, steers every dxpu frame into its port's
-// AF_XDP socket (copy mode, queue 0) and the Go forwarder decides. Other
+// AF_XDP socket (copy mode, one per RX queue) and the Go forwarder decides. Other
 // frames go to the kernel stack.
 type AFXDPSwitch struct {
 	sw  *Switch
@@ -37,8 +37,8 @@ func NewAFXDPSwitch(fwd *switching.Forwarder, ports map[string]switching.Port, o
 		sw.Close()
 		return nil, err
 	}
-	for ifindex, s := range a.drv.Sockets() {
-		if err := sw.SetXSK(int(ifindex), 0, s.FD()); err != nil {
+	for _, q := range a.drv.Sockets() {
+		if err := sw.SetXSK(int(q.Ifindex), q.Queue, q.Socket.FD()); err != nil {
 			a.Close()
 			return nil, err
 		}

@@ -36,8 +36,10 @@
 // Other verdicts are counted on the pair (spoofed, fault) and on the
 // ingress port.
 //
-// # struct pair, byte by byte (little-endian host; addresses and UDP port
-// in network order)
+// # struct pair, byte by byte
+//
+// Integers in host order (little-endian here), addresses and the UDP port
+// in network order.
 //
 //	off len  field                       dir[0] = host -> GPU, dir[1] = GPU -> host
 //	  0  48  dir[0]:
@@ -66,13 +68,13 @@
 // 10.255.0.1); GPU 02:00:00:00:00:02 (10.0.0.2, UDP port 9000) behind port g
 // (ifindex 3, slot 2, 02:5e:00:00:00:02, 10.255.0.2). Its rule:
 //
-//	  0  02 00 00 00 03 00 00 00 02 00 00 00 00 01 02 00   in 2, out 3, src_mac, dst_mac...
-//	 16  00 00 00 02 02 5e 00 00 00 02 23 28 0a 00 00 01   ...port_mac g, dst_port 9000, src_ip 10.0.0.1
-//	 32  0a ff 00 02 0a 00 00 02 01 00 00 00 14 03 01 00   new_src 10.255.0.2, new_dst 10.0.0.2, slot 1, csum_add
-//	 48  03 00 00 00 02 00 00 00 02 00 00 00 00 02 02 00   dir[1]: in 3, out 2, ...
-//	 64  00 00 00 01 02 5e 00 00 00 01 22 97 0a 00 00 02   ...dst_port 8855 (the default), src_ip 10.0.0.2
-//	 80  0a ff 00 01 0a 00 00 01 02 00 00 00 14 01 01 00
-//	 96  05 00 00 00 64 00 00 00 00 00 00 00 00 00 00 00   slot 5, vlan 100, drop_ppm 0
+//	 0  02 00 00 00 03 00 00 00 02 00 00 00 00 01 02 00   in 2, out 3, src_mac, dst_mac...
+//	16  00 00 00 02 02 5e 00 00 00 02 23 28 0a 00 00 01   ...port_mac g, dst_port 9000, src_ip 10.0.0.1
+//	32  0a ff 00 02 0a 00 00 02 01 00 00 00 14 03 01 00   new_src 10.255.0.2, new_dst 10.0.0.2, slot 1, csum_add
+//	48  03 00 00 00 02 00 00 00 02 00 00 00 00 02 02 00   dir[1]: in 3, out 2, ...
+//	64  00 00 00 01 02 5e 00 00 00 01 22 97 0a 00 00 02   ...dst_port 8855 (the default), src_ip 10.0.0.2
+//	80  0a ff 00 01 0a 00 00 01 02 00 00 00 14 01 01 00
+//	96  05 00 00 00 64 00 00 00 00 00 00 00 00 00 00 00   slot 5, vlan 100, drop_ppm 0
 //
 // and pair_index element 0x000102/32 = 8 holds slot+1 in lane 0x102%32 = 2.
 //

@@ -2,7 +2,9 @@ package xdp_test
 
 import (
 	"bytes"
+	"github.com/dxpu/dxpu/fabric/switch/switchtest"
 	"net"
+	"net/netip"
 	"testing"
 	"time"
 
@@ -38,47 +40,8 @@ func newXDPTopology(t *testing.T) *xdpTopology {
 	tbl.Pairs = append(tbl.Pairs, table.Pair{ID: e2eOther,
 		Host: table.Endpoint{Port: topo.SwitchGPU.Name, MAC: net.HardwareAddr{2, 0xd0, 0, 0, 0, 0x0b}},
 		GPU:  table.Endpoint{Port: topo.SwitchGPU.Name, MAC: net.HardwareAddr{2, 0xd0, 0, 0, 0, 0x0c}}})
-	x := &xdpTopology{Topology: topo, tbl: tbl, ports: map[string]switching.Port{
-		topo.SwitchHost.Name: {Name: topo.SwitchHost.Name, Index: uint32(topo.SwitchHost.Index), MAC: topo.SwitchHost.MAC},
-		topo.SwitchGPU.Name:  {Name: topo.SwitchGPU.Name, Index: uint32(topo.SwitchGPU.Index), MAC: topo.SwitchGPU.MAC},
-	}}
-	err := topo.Switch.Do(func() error {
-		sw, err := xdp.Load(xdp.Options{})
-		if err != nil {
-			return err
-		}
-		x.sw = sw
-		for _, ifc := range []xdptest.Iface{topo.SwitchHost, topo.SwitchGPU} {
-			mode, err := sw.Attach(ifc.Index)
-			if err != nil {
-				return err
-			}
-			t.Logf("switch program on %s: %s mode", ifc.Name, mode)
-		}
-		_, err = sw.Reconcile(tbl, x.ports)
-		return err
-	})
-	if x.sw != nil {
-		t.Cleanup(func() { x.sw.Close() })
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, end := range []struct {
-		ns  xdptest.NS
-		ifc xdptest.Iface
-	}{{topo.Host, topo.HostIf}, {topo.GPU, topo.GPUIf}} {
-		if err := end.ns.Do(func() error {
-			l, _, err := xdp.AttachPass(end.ifc.Index)
-			if err == nil {
-				t.Cleanup(func() { l.Close() })
-			}
-			return err
-		}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return x
+	sw := xdptest.RunXDPSwitch(t, topo, tbl)
+	return &xdpTopology{Topology: topo, tbl: tbl, ports: topo.Ports(), sw: sw}
 }
 
 func dxpuFrame(t *testing.T, src, dst net.HardwareAddr, pair uint32, seq uint32) []byte {
@@ -102,7 +65,7 @@ func seqOf(b []byte) uint32 { return encap.Header(b[14:]).Seq() }
 func TestEndToEndXDPVLAN(t *testing.T) {
 	x := newXDPTopology(t)
 	x.tbl.Pairs[0].VLAN = 300
-	if err := x.Switch.Do(func() error { _, err := x.sw.Reconcile(x.tbl, x.ports); return err }); err != nil {
+	if err := x.Reconcile(x.sw, x.tbl); err != nil {
 		t.Fatal(err)
 	}
 	hostConn := xdptest.OpenPacket(t, x.Host, x.HostIf)
@@ -237,7 +200,7 @@ func TestReconcileRemovesPair(t *testing.T) {
 	t2 := &table.Table{Version: 2, Pairs: []table.Pair{x.tbl.Pairs[1]}}
 	t2.Pairs[0].Host.Port = x.SwitchHost.Name
 	t2.Pairs[0].Host.MAC = x.HostIf.MAC
-	if err := x.Switch.Do(func() error { _, err := x.sw.Reconcile(t2, x.ports); return err }); err != nil {
+	if err := x.Reconcile(x.sw, t2); err != nil {
 		t.Fatal(err)
 	}
 	for i := uint32(0); i < 5; i++ {
@@ -257,5 +220,86 @@ func TestReconcileRemovesPair(t *testing.T) {
 	}
 	if x.sw.Version() != 2 {
 		t.Fatalf("version %d after reconcile, want 2", x.sw.Version())
+	}
+}
+
+// TestAttachRefusesOccupiedInterface: a second switch cannot attach where
+// one runs (and does not slip in beside it in generic mode); after Detach
+// it can.
+func TestAttachRefusesOccupiedInterface(t *testing.T) {
+	x := newXDPTopology(t)
+	err := x.Switch.Do(func() error {
+		other, err := xdp.Load(xdp.Options{})
+		if err != nil {
+			return err
+		}
+		defer other.Close()
+		if _, err := other.Attach(x.SwitchHost.Index); err == nil {
+			t.Errorf("second program attached to an occupied interface")
+		}
+		if err := x.sw.Detach(x.SwitchHost.Index); err != nil {
+			return err
+		}
+		if _, err := other.Attach(x.SwitchHost.Index); err != nil {
+			t.Errorf("attach after detach: %v", err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestEndToEndXDPUDP switches dxpu-udp frames through the XDP program on
+// the veths (real redirects, not test runs): addresses, ports and both
+// checksums rewritten exactly as the Go path does.
+func TestEndToEndXDPUDP(t *testing.T) {
+	x := newXDPTopology(t)
+	ports := x.Ports()
+	for name, ip := range map[string]string{x.SwitchHost.Name: "10.9.0.1", x.SwitchGPU.Name: "10.9.1.1"} {
+		p := ports[name]
+		p.IP = netip.MustParseAddr(ip)
+		ports[name] = p
+	}
+	tbl := x.Table(e2ePair)
+	tbl.Version = 2
+	tbl.Pairs[0].Host.IP, tbl.Pairs[0].Host.UDPPort = netip.MustParseAddr("10.9.0.2"), 7000
+	tbl.Pairs[0].GPU.IP = netip.MustParseAddr("10.9.1.2")
+	if err := x.Switch.Do(func() error { _, err := x.sw.Reconcile(tbl, ports); return err }); err != nil {
+		t.Fatal(err)
+	}
+	rules, _, err := switching.Compile(tbl, ports, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := switching.NewForwarder(0)
+	ref.Update(rules)
+	hostConn := xdptest.OpenPacket(t, x.Host, x.HostIf)
+	gpuConn := xdptest.OpenPacket(t, x.GPU, x.GPUIf)
+	for i, dir := range []struct {
+		from, to *xdptest.Conn
+		src      net.HardwareAddr
+		srcIP    string
+		in       xdptest.Iface
+	}{
+		{hostConn, gpuConn, x.HostIf.MAC, "10.9.0.2", x.SwitchHost},
+		{gpuConn, hostConn, x.GPUIf.MAC, "10.9.1.2", x.SwitchGPU},
+	} {
+		frame := switchtest.Frame(dir.src, dir.in.MAC, -1,
+			&encap.L3{Src: netip.MustParseAddr(dir.srcIP), Dst: ports[dir.in.Name].IP, SrcPort: 7000}, encap.MsgTLP, e2ePair, i == 0)
+		if err := dir.from.Send(frame); err != nil {
+			t.Fatal(err)
+		}
+		got, err := dir.to.RecvMatching(recvLimit, func(b []byte) bool {
+			return len(b) > 42 && b[12] == 0x08 && b[13] == 0x00 && b[23] == 17
+		})
+		if err != nil {
+			t.Fatalf("direction %d: %v", i, err)
+		}
+		buf := append(make([]byte, switching.Headroom), frame...)
+		res := ref.Forward(buf, switching.Headroom, uint32(dir.in.Index))
+		if res.Verdict != switching.VerdictForward || !bytes.Equal(got, buf[res.Off:]) {
+			t.Fatalf("direction %d: got\n% x\nGo path (%v/%v)\n% x", i, got, res.Verdict, res.Reason, buf[res.Off:])
+		}
 	}
 }

@@ -178,6 +178,11 @@ func attach(prog *ebpf.Program, ifindex int) (link.Link, AttachMode, error) {
 	if err == nil {
 		return l, ModeDriver, nil
 	}
+	if errors.Is(err, unix.EBUSY) || errors.Is(err, unix.EEXIST) {
+		// Another program holds the interface: generic mode would run
+		// beside it, not instead of it.
+		return nil, "", fmt.Errorf("xdp: attaching to ifindex %d: %w", ifindex, err)
+	}
 	l, err2 := link.AttachXDP(link.XDPOptions{Program: prog, Interface: ifindex, Flags: link.XDPGenericMode})
 	if err2 != nil {
 		return nil, "", fmt.Errorf("xdp: attaching to ifindex %d: driver mode: %v; generic mode: %w", ifindex, err, err2)

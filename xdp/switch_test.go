@@ -136,3 +136,39 @@ func (f *fixture) compareCounters(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestDropPPMInXDP: with DropPPM 500000 some frames of 400 are dropped and
+// some forwarded (each outcome alone has probability 2^-400), and the
+// counters account for every frame.
+func TestDropPPMInXDP(t *testing.T) {
+	f := newFixture(t)
+	tb := switchtest.Table()
+	tb.Version = 2
+	tb.Pairs[0].DropPPM = 500_000
+	frame := switchtest.Frame(switchtest.MAC(1, 1), switchtest.PortMAC(1), -1, nil, 1, switchtest.PairPlain, false)
+	counts := map[uint32]int{}
+	err := f.ns.Do(func() error {
+		if _, err := f.sw.Reconcile(tb, f.ports); err != nil {
+			return err
+		}
+		for i := 0; i < 400; i++ {
+			act, _, err := f.sw.TestRun(frame, f.ports[switchtest.P1].Index)
+			if err != nil {
+				return err
+			}
+			counts[act]++
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if counts[switching.XDPDrop] == 0 || counts[switching.XDPRedirect] == 0 || counts[switching.XDPDrop]+counts[switching.XDPRedirect] != 400 {
+		t.Fatalf("actions %v", counts)
+	}
+	f.sw.PairCounters(func(id uint32, c switching.Counters) {
+		if id == switchtest.PairPlain && (c.Packets[switching.ReasonFault] != uint64(counts[switching.XDPDrop]) || c.Packets[switching.ReasonToGPU] != uint64(counts[switching.XDPRedirect])) {
+			t.Errorf("counters %v/%v, actions %v", c.Packets[switching.ReasonFault], c.Packets[switching.ReasonToGPU], counts)
+		}
+	})
+}

@@ -26,6 +26,7 @@ var benchFabricFlags struct {
 	jsonOut  bool
 	simBytes uint64
 	clock    string
+	loss     float64
 }
 
 var benchFabricCmd = &cobra.Command{
@@ -54,6 +55,7 @@ func init() {
 	f.BoolVar(&fl.bridge, "bridge", false, "put a real dxpu bridge pair on the fabric path instead of the latency/bandwidth pipe")
 	f.Uint64Var(&fl.simBytes, "tlp-bytes", 4<<20, "bytes of each copy moved as TLPs; the rest moves functionally at the rate reached (0: all)")
 	f.BoolVar(&fl.jsonOut, "json", false, "print one JSON object")
+	f.Float64Var(&fl.loss, "loss", 0, "frame loss probability on the network (needs --bridge: the bridges retransmit)")
 	f.StringVar(&fl.clock, "clock", "virtual", "virtual (simulated time, deterministic) or wall (real time; the fabric is a bridge pair over UDP on loopback, --rtt and --gbit do not apply)")
 	benchCmd.AddCommand(benchFabricCmd)
 }
@@ -77,6 +79,7 @@ type fabricReport struct {
 	MRRS         int          `json:"mrrs"`
 	GPU          string       `json:"gpu"`
 	Path         string       `json:"path"`
+	Loss         float64      `json:"loss,omitempty"`
 	MMIOReadUs   fabricPair   `json:"mmio_read_us"`
 	LaunchSyncUs fabricPair   `json:"launch_sync_us"`
 	DMAReadUs    fabricPair   `json:"dma_read_rtt_us"`
@@ -125,17 +128,21 @@ func runBenchFabric(cmd *cobra.Command, _ []string) error {
 		return exitCodeError{2, fmt.Errorf("--tags %d: want 1..768", fl.tags)}
 	case fl.mrrs < 128 || fl.mrrs > 4096 || fl.mrrs&(fl.mrrs-1) != 0:
 		return exitCodeError{2, fmt.Errorf("--mrrs %d: want a power of two in 128..4096", fl.mrrs)}
+	case fl.loss < 0 || fl.loss >= 1:
+		return exitCodeError{2, fmt.Errorf("--loss %v: want 0 <= loss < 1", fl.loss)}
+	case fl.loss > 0 && !fl.bridge:
+		return exitCodeError{2, fmt.Errorf("--loss needs --bridge: only real bridges recover lost frames")}
 	case fl.clock != "virtual" && fl.clock != "wall":
 		return exitCodeError{2, fmt.Errorf("--clock %q: want virtual or wall", fl.clock)}
 	}
 	wall := fl.clock == "wall"
-	fab := topo.Fabric{RTT: fl.rtt, BytesPerSec: fl.gbit * 1e9 / 8}
+	fab := topo.Fabric{RTT: fl.rtt, BytesPerSec: fl.gbit * 1e9 / 8, Loss: fl.loss}
 	setup := func(f *topo.Fabric) bench.Setup {
 		return bench.Setup{Fabric: f, Model: mdl, TenBitTags: fl.tags > 256, MaxOutstanding: fl.tags, MRRS: fl.mrrs,
 			MaxSimBytes: fl.simBytes, Bridge: fl.bridge, Wall: wall}
 	}
 	rep := fabricReport{RTTus: float64(fl.rtt) / 1e3, AddedRTTus: float64(fab.AddedRoundTrip()) / 1e3, Gbit: fl.gbit,
-		Tags: fl.tags, MRRS: fl.mrrs, GPU: mdl.Name, Path: "pipe", VirtualTime: fl.clock}
+		Tags: fl.tags, MRRS: fl.mrrs, GPU: mdl.Name, Path: "pipe", VirtualTime: fl.clock, Loss: fl.loss}
 	if fl.bridge {
 		rep.Path = "bridge-pair"
 	}
@@ -189,8 +196,8 @@ func runBenchFabric(cmd *cobra.Command, _ []string) error {
 	if wall {
 		fmt.Fprintf(out, "emulated %s on the wall clock, fabric: a dxpu bridge pair over UDP loopback, %d tags, MRRS %d\n\n", mdl.Name, fl.tags, fl.mrrs)
 	} else {
-		fmt.Fprintf(out, "emulated %s, fabric: network RTT %v (adds %.1fus to a round trip), %.0f Gbit/s, %d tags, MRRS %d, %s path; virtual time\n\n",
-			mdl.Name, fl.rtt, rep.AddedRTTus, fl.gbit, fl.tags, fl.mrrs, rep.Path)
+		fmt.Fprintf(out, "emulated %s, fabric: network RTT %v (adds %.1fus to a round trip), %.0f Gbit/s, %d tags, MRRS %d, %s path, loss %.2g; virtual time\n\n",
+			mdl.Name, fl.rtt, rep.AddedRTTus, fl.gbit, fl.tags, fl.mrrs, rep.Path, fl.loss)
 	}
 	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "\tnative\tfabric\t")

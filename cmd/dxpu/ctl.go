@@ -2,13 +2,18 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"net/url"
 	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -24,6 +29,7 @@ var ctlFlags struct {
 	tokenFile string
 	json      bool
 	timeout   time.Duration
+	caFile    string
 }
 
 var ctlCmd = &cobra.Command{
@@ -49,6 +55,7 @@ func init() {
 	pf.StringVar(&ctlFlags.tokenFile, "token-file", os.Getenv("DXPU_TOKEN_FILE"), "file holding the bearer token")
 	pf.BoolVar(&ctlFlags.json, "json", false, "print JSON instead of tables")
 	pf.DurationVar(&ctlFlags.timeout, "timeout", 60*time.Second, "give up on the manager after this long")
+	pf.StringVar(&ctlFlags.caFile, "ca-file", os.Getenv("DXPU_CA_FILE"), "PEM CA certificate(s) to trust for an https manager")
 
 	boxCmd := &cobra.Command{Use: "box [ID]", Short: "List boxes, or show one with its GPUs", Args: cobra.MaximumNArgs(1), RunE: ctlBox}
 	boxAdd := &cobra.Command{Use: "add FILE", Short: "Register or replace a box from JSON (- for stdin)", Args: cobra.ExactArgs(1), RunE: ctlBoxAdd}
@@ -78,6 +85,7 @@ func init() {
 	af.Bool("same-box", false, "all GPUs from one box (peer-to-peer)")
 	af.Bool("spread", false, "spread GPUs over boxes")
 	af.Duration("max-rtt", 0, "maximum RTT between the host and a GPU's box, e.g. 20us")
+	af.String("request-id", "", "idempotency key: retrying with it returns the same allocation")
 	allocList := &cobra.Command{Use: "list", Short: "List allocations (--host to filter)", Args: cobra.NoArgs, RunE: ctlAllocList}
 	allocList.Flags().String("host", "", "only this host's allocations")
 	allocCmd.AddCommand(allocList)
@@ -90,7 +98,8 @@ func init() {
 	rttCmd.Flags().String("box", "", "box")
 	rttCmd.Flags().Duration("rtt", 0, "measured round-trip time")
 	statsCmd := &cobra.Command{Use: "stats", Short: "Count GPUs by state", Args: cobra.NoArgs, RunE: ctlStats}
-	tableCmd := &cobra.Command{Use: "table", Short: "Print the switch forwarding table", Args: cobra.NoArgs, RunE: ctlTable}
+	tableCmd := &cobra.Command{Use: "table", Short: "Print the switch forwarding table (--watch: every change)", Args: cobra.NoArgs, RunE: ctlTable}
+	tableCmd.Flags().Bool("watch", false, "keep printing the table at every change (until interrupted)")
 
 	ctlCmd.AddCommand(boxCmd, hostCmd, gpuCmd, allocCmd, freeCmd, drainCmd, rttCmd, statsCmd, tableCmd)
 	rootCmd.AddCommand(ctlCmd)
@@ -118,6 +127,17 @@ func ctlClient() (*ctlclient.Client, context.Context, context.CancelFunc, error)
 		}
 	}
 	c := ctlclient.New(ctlFlags.manager, tok)
+	if ctlFlags.caFile != "" {
+		pem, err := os.ReadFile(ctlFlags.caFile)
+		if err != nil {
+			return nil, nil, nil, exitCodeError{2, err}
+		}
+		roots := x509.NewCertPool()
+		if !roots.AppendCertsFromPEM(pem) {
+			return nil, nil, nil, exitCodeError{2, fmt.Errorf("--ca-file %s: no PEM certificate in it", ctlFlags.caFile)}
+		}
+		c.HTTP.Transport = &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), ctlFlags.timeout)
 	return c, ctx, cancel, nil
 }
@@ -311,6 +331,7 @@ func ctlAlloc(cmd *cobra.Command, args []string) error {
 	req.Spread, _ = f.GetBool("spread")
 	rtt, _ := f.GetDuration("max-rtt")
 	req.MaxRTT = pool.Duration(rtt)
+	req.RequestID, _ = f.GetString("request-id")
 	if req.Host == "" || req.Count <= 0 {
 		return exitCodeError{2, errors.New("alloc needs --host and --count (at least 1); 'ctl alloc list' lists allocations")}
 	}
@@ -393,12 +414,51 @@ func ctlStats(cmd *cobra.Command, args []string) error {
 }
 
 func ctlTable(cmd *cobra.Command, args []string) error {
-	return call(cmd, func(ctx context.Context, c *ctlclient.Client) (table.Table, error) { return c.Table(ctx) },
-		func(w io.Writer, t table.Table) {
-			fmt.Fprintf(w, "version %d, %d pairs\n", t.Version, len(t.Pairs))
-			fmt.Fprintln(w, "PAIR\tHOST PORT\tHOST MAC\tHOST IP\tGPU PORT\tGPU MAC\tGPU IP")
-			for _, p := range t.Pairs {
-				fmt.Fprintf(w, "%d\t%s\t%s\t%v\t%s\t%s\t%v\n", p.ID, p.Host.Port, p.Host.MAC, p.Host.IP, p.GPU.Port, p.GPU.MAC, p.GPU.IP)
+	if watch, _ := cmd.Flags().GetBool("watch"); watch {
+		return ctlTableWatch(cmd)
+	}
+	return call(cmd, func(ctx context.Context, c *ctlclient.Client) (table.Table, error) { return c.Table(ctx) }, printTable)
+}
+
+// ctlTableWatch follows the table as a switch does: long-polls with the
+// version it has and prints every new version.
+func ctlTableWatch(cmd *cobra.Command) error {
+	c, _, cancel, err := ctlClient()
+	if err != nil {
+		return err
+	}
+	cancel() // the watch runs until interrupted, not for --timeout
+	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	var version uint64
+	for first := true; ctx.Err() == nil; first = false {
+		t, err := c.WatchTable(ctx, version, 30*time.Second)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
 			}
-		})
+			return ctlErr(err)
+		}
+		if !first && t.Version == version {
+			continue
+		}
+		version = t.Version
+		if ctlFlags.json {
+			json.NewEncoder(cmd.OutOrStdout()).Encode(t)
+			continue
+		}
+		tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+		printTable(tw, t)
+		fmt.Fprintln(tw)
+		tw.Flush()
+	}
+	return nil
+}
+
+func printTable(w io.Writer, t table.Table) {
+	fmt.Fprintf(w, "version %d, %d pairs\n", t.Version, len(t.Pairs))
+	fmt.Fprintln(w, "PAIR\tHOST PORT\tHOST MAC\tHOST IP\tGPU PORT\tGPU MAC\tGPU IP")
+	for _, p := range t.Pairs {
+		fmt.Fprintf(w, "%d\t%s\t%s\t%v\t%s\t%s\t%v\n", p.ID, p.Host.Port, p.Host.MAC, p.Host.IP, p.GPU.Port, p.GPU.MAC, p.GPU.IP)
+	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"net/http/httptest"
 	"os"
@@ -117,5 +118,25 @@ func TestCtl(t *testing.T) {
 	}
 	if _, err := runCtl(t, "--manager", "not a url", "box"); !errors.As(err, &ec) || ec.code != 2 {
 		t.Fatalf("bad --manager: %v", err)
+	}
+}
+
+func TestCtlHTTPS(t *testing.T) {
+	m, err := manager.New(manager.Config{Token: "tok"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	srv := httptest.NewTLSServer(m.Handler())
+	defer srv.Close()
+	ca := filepath.Join(t.TempDir(), "ca.pem")
+	os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o600)
+	var ec exitCodeError
+	if _, err := runCtl(t, "--manager", srv.URL, "stats"); !errors.As(err, &ec) || ec.code != 2 || !strings.Contains(err.Error(), "certificate") {
+		t.Fatalf("untrusted certificate: %v", err)
+	}
+	out, err := runCtl(t, "--manager", srv.URL, "--ca-file", ca, "stats", "--json")
+	if err != nil || !strings.Contains(out, `"gpus": 0`) {
+		t.Fatalf("%q %v", out, err)
 	}
 }

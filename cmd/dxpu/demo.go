@@ -10,6 +10,7 @@ import (
 
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 
 	"github.com/dxpu/dxpu/emu/demo"
 	"github.com/dxpu/dxpu/model"
@@ -69,7 +70,8 @@ func runDemo(cmd *cobra.Command, _ []string) error {
 	start := time.Now()
 	var bar *progressbar.ProgressBar
 	cfg := demo.Config{RTT: demoFlags.rtt, BytesPerSec: demoFlags.gbit * 1e9 / 8, TracesDir: traces, Log: logw, Bridge: demoFlags.bridge}
-	if !demoFlags.quiet {
+	// The bar redraws itself with carriage returns: only on a terminal.
+	if f, ok := stderr.(*os.File); ok && !demoFlags.quiet && term.IsTerminal(int(f.Fd())) {
 		cfg.Progress = func(done, total int, what string) {
 			if bar == nil {
 				bar = progressbar.NewOptions(total, progressbar.OptionSetWriter(stderr),
@@ -78,6 +80,16 @@ func runDemo(cmd *cobra.Command, _ []string) error {
 			}
 			bar.Describe(fmt.Sprintf("%-34.34s", what))
 			bar.Set(done)
+		}
+	}
+	if cfg.Progress == nil && !demoFlags.quiet {
+		// Not a terminal: a line at every quarter instead of a bar.
+		next := 0
+		cfg.Progress = func(done, total int, _ string) {
+			if 4*done >= next*total {
+				fmt.Fprintf(stderr, "demo: %d of %d native and fabric runs done\n", done, total)
+				next = 4*done/total + 1
+			}
 		}
 	}
 	rep, err := demo.Run(cmd.Context(), cfg)

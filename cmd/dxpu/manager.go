@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -30,6 +32,11 @@ var managerFlags struct {
 	tokenFile  string
 	noAuth     bool
 	reconcile  time.Duration
+	tlsCert    string
+	tlsKey     string
+	etcdCA     string
+	etcdCert   string
+	etcdKey    string
 }
 
 var managerCmd = &cobra.Command{
@@ -47,6 +54,8 @@ when the leader dies (at once when it stops cleanly).
 
 Every call that changes state needs "Authorization: Bearer <token>" with the
 token read from --token-file; --no-auth turns that off (for a lab only).
+With --tls-cert and --tls-key the API is served over HTTPS, as it should be
+wherever the token crosses a network.
 
 Bridges that register with an "agent_url" are programmed through the agent
 API (package fabric/manager/agentapi: PUT/DELETE /agent/v1/pairs/{id},
@@ -67,6 +76,11 @@ func init() {
 	f.StringVar(&managerFlags.advertise, "advertise", "", "URL other managers and clients should use for this one (default http://<listen>)")
 	f.StringVar(&managerFlags.tokenFile, "token-file", "", "file holding the bearer token for mutating calls")
 	f.BoolVar(&managerFlags.noAuth, "no-auth", false, "accept mutating calls without a token (lab only)")
+	f.StringVar(&managerFlags.etcdCA, "etcd-ca-file", "", "CA (PEM) of an etcd served over https")
+	f.StringVar(&managerFlags.etcdCert, "etcd-cert", "", "client certificate (PEM) for etcd")
+	f.StringVar(&managerFlags.etcdKey, "etcd-key", "", "client key (PEM) for etcd")
+	f.StringVar(&managerFlags.tlsCert, "tls-cert", "", "serve HTTPS with this certificate (PEM); needs --tls-key")
+	f.StringVar(&managerFlags.tlsKey, "tls-key", "", "private key (PEM) of --tls-cert")
 	f.DurationVar(&managerFlags.reconcile, "reconcile-interval", 30*time.Second, "how often to reconcile agents with the journal (negative: only at start-up)")
 	rootCmd.AddCommand(managerCmd)
 }
@@ -104,10 +118,22 @@ func runManager(cmd *cobra.Command, _ []string) error {
 		slog.Warn("authentication disabled: anyone who reaches the API can change the pool")
 	}
 
+	if (fl.tlsCert == "") != (fl.tlsKey == "") {
+		return exitCodeError{2, errors.New("--tls-cert and --tls-key go together")}
+	}
+	if fl.tlsCert != "" {
+		if _, err := tls.LoadX509KeyPair(fl.tlsCert, fl.tlsKey); err != nil {
+			return exitCodeError{2, fmt.Errorf("--tls-cert/--tls-key: %w", err)}
+		}
+	}
 	var st store.Store
 	var err error
 	if fl.etcd != "" {
-		st, err = store.OpenEtcd(store.EtcdConfig{Endpoints: strings.Split(fl.etcd, ","), Prefix: fl.etcdPrefix, LeaseTTL: fl.leaseTTL})
+		tc, terr := etcdTLS(fl.etcdCA, fl.etcdCert, fl.etcdKey)
+		if terr != nil {
+			return exitCodeError{2, terr}
+		}
+		st, err = store.OpenEtcd(store.EtcdConfig{Endpoints: strings.Split(fl.etcd, ","), Prefix: fl.etcdPrefix, LeaseTTL: fl.leaseTTL, TLS: tc})
 	} else {
 		st, err = store.OpenBolt(fl.store, 5*time.Second)
 	}
@@ -122,7 +148,11 @@ func runManager(cmd *cobra.Command, _ []string) error {
 	}
 	advertise := fl.advertise
 	if advertise == "" {
-		advertise = "http://" + ln.Addr().String()
+		scheme := "http://"
+		if fl.tlsCert != "" {
+			scheme = "https://"
+		}
+		advertise = scheme + ln.Addr().String()
 	}
 	// Bridges that registered an agent_url are programmed over the agent
 	// API, with the same token; the others follow /v1/table.
@@ -135,7 +165,13 @@ func runManager(cmd *cobra.Command, _ []string) error {
 	}
 	srv := &http.Server{Handler: m.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	go func() {
+		if fl.tlsCert != "" {
+			errc <- srv.ServeTLS(ln, fl.tlsCert, fl.tlsKey)
+		} else {
+			errc <- srv.Serve(ln)
+		}
+	}()
 	slog.Info("manager serving", "listen", ln.Addr().String(), "advertise", advertise, "store", storeName(fl.etcd, fl.store))
 
 	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
@@ -151,6 +187,36 @@ func runManager(cmd *cobra.Command, _ []string) error {
 	defer cancel()
 	srv.Shutdown(sctx)
 	return m.Close()
+}
+
+// etcdTLS builds the TLS configuration for etcd from the flags (nil when
+// none is given).
+func etcdTLS(caFile, certFile, keyFile string) (*tls.Config, error) {
+	if caFile == "" && certFile == "" && keyFile == "" {
+		return nil, nil
+	}
+	tc := &tls.Config{MinVersion: tls.VersionTLS12}
+	if caFile != "" {
+		b, err := os.ReadFile(caFile)
+		if err != nil {
+			return nil, err
+		}
+		tc.RootCAs = x509.NewCertPool()
+		if !tc.RootCAs.AppendCertsFromPEM(b) {
+			return nil, fmt.Errorf("--etcd-ca-file %s: no PEM certificate in it", caFile)
+		}
+	}
+	if (certFile == "") != (keyFile == "") {
+		return nil, errors.New("--etcd-cert and --etcd-key go together")
+	}
+	if certFile != "" {
+		cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+		if err != nil {
+			return nil, fmt.Errorf("--etcd-cert/--etcd-key: %w", err)
+		}
+		tc.Certificates = []tls.Certificate{cert}
+	}
+	return tc, nil
 }
 
 func storeName(etcd, path string) string {

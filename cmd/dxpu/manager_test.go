@@ -27,6 +27,9 @@ func TestManagerFlags(t *testing.T) {
 		{[]string{"--token-file", empty}, "is empty"},
 		{[]string{"--token-file", filepath.Join(dir, "missing")}, "no such file"},
 		{[]string{"--token-file", good, "--store", filepath.Join(dir, "nodir", "x.db")}, "x.db"},
+		{[]string{"--token-file", good, "--tls-cert", good}, "go together"},
+		{[]string{"--token-file", good, "--tls-cert", good, "--tls-key", good}, "tls"},
+		{[]string{"--token-file", good, "--etcd", "http://127.0.0.1:1", "--etcd-ca-file", good}, "no PEM"},
 	} {
 		managerCmd.Flags().VisitAll(func(f *pflag.Flag) { f.Value.Set(f.DefValue); f.Changed = false })
 		rootCmd.SetArgs(append([]string{"manager", "--listen", "127.0.0.1:0"}, tc.args...))

@@ -38,7 +38,8 @@ type Config struct {
 	TracesDir string
 	// Log receives progress lines (nil: discarded).
 	Log io.Writer
-	// Progress, when set, is told how many runs finished of how many.
+	// Progress, when set, is told how many runs finished of how many; it
+	// is never called concurrently.
 	Progress func(done, total int, what string)
 	// Workers bounds parallel runs (default: number of CPUs).
 	Workers int
@@ -363,7 +364,10 @@ func runWorkloads(ctx context.Context, cfg *Config, plans []*hostPlan, rep *Repo
 	total := 2 * len(jobs)
 	var mu sync.Mutex
 	finished := 0
+	var progMu sync.Mutex // Progress is called from one goroutine at a time
 	progress := func(what string) {
+		progMu.Lock()
+		defer progMu.Unlock()
 		mu.Lock()
 		finished++
 		n := finished

@@ -322,3 +322,13 @@ func (g *GPU) copyD2H(c Command, done func()) {
 	}
 	step()
 }
+
+// CopyForTest runs a copy on the engine of its direction, outside any
+// channel, and calls done when it finishes (tests and tools).
+func (g *GPU) CopyForTest(c Command, done func()) {
+	if c.Dir == DirH2D {
+		g.h2d.push(c, done)
+	} else {
+		g.d2h.push(c, done)
+	}
+}

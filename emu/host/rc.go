@@ -404,7 +404,7 @@ func (v virtualDriver) RunWhile(cond func() bool) bool {
 	return !cond()
 }
 
-func (v virtualDriver) Advance(d time.Duration) { v.s.Run(v.s.Now() + d) }
+func (v virtualDriver) Advance(d time.Duration) { pcie.RunUntil(v.s, v.s.Now()+d) }
 
 // SetDriver replaces the virtual-time driver.
 func (rc *RootComplex) SetDriver(d Driver) { rc.drv = d }

@@ -38,3 +38,15 @@ func TestMemorySparseCopyFill(t *testing.T) {
 		t.Fatalf("fill: %x", two)
 	}
 }
+
+func TestRunUntilStopsAtCancelledHead(t *testing.T) {
+	s := newSim()
+	tm := s.After(1000, func() {})
+	late := false
+	s.After(1000000, func() { late = true })
+	tm.Stop()
+	RunUntil(s, 10000)
+	if s.Now() != 10000 || late {
+		t.Fatalf("clock at %v, late event ran: %v", s.Now(), late)
+	}
+}

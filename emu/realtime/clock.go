@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/dxpu/dxpu/bridge/sim"
+	"github.com/dxpu/dxpu/emu/pcie"
 )
 
 // Clock paces a simulator to the wall clock. It implements host.Driver.
@@ -59,7 +60,7 @@ func (c *Clock) drain() int {
 
 // step brings the simulation up to the wall clock and runs what is due.
 func (c *Clock) step() int {
-	n := int(c.S.Run(c.Elapsed()))
+	n := int(pcie.RunUntil(c.S, c.Elapsed()))
 	return n + c.drain()
 }
 
@@ -115,5 +116,5 @@ func (c *Clock) Advance(d time.Duration) {
 	c.rebase()
 	end := c.S.Now() + d
 	c.RunWhile(func() bool { return c.Elapsed() < end })
-	c.S.Run(end)
+	pcie.RunUntil(c.S, end)
 }

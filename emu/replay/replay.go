@@ -11,6 +11,7 @@ import (
 	"github.com/dxpu/dxpu/emu/cuda"
 	"github.com/dxpu/dxpu/emu/gpu"
 	"github.com/dxpu/dxpu/emu/host"
+	"github.com/dxpu/dxpu/emu/pcie"
 	"github.com/dxpu/dxpu/emu/topo"
 	"github.com/dxpu/dxpu/model"
 )
@@ -56,6 +57,11 @@ type Result struct {
 	Events     uint64 // simulator events run
 	Stats      []gpu.Stats
 }
+
+// stallAfter is how long a replay may go without finishing a node before
+// it is declared stalled (longer than any GPU operation or CPU gap in a
+// trace is expected to be).
+const stallAfter = 10 * time.Minute
 
 // ErrStalled is returned when the simulation runs out of events with nodes
 // still waiting: a dependency the emulator could not meet.
@@ -309,12 +315,18 @@ func (r *run) run(ctx context.Context) (*Result, error) {
 			r.submitAt(int32(i), r.origin+max(0, nd.Start-r.cal.Launch))
 		}
 	}
+	lastDone, lastProgress := -1, s.Now()
 	for r.done < len(g.Nodes) && r.err == nil {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		if s.Run(s.Now()+10*time.Millisecond) == 0 && s.Pending() == 0 {
+		if pcie.RunUntil(s, s.Now()+10*time.Millisecond) == 0 && s.Pending() <= 0 {
 			break
+		}
+		if r.done != lastDone {
+			lastDone, lastProgress = r.done, s.Now()
+		} else if s.Now()-lastProgress > stallAfter {
+			break // only timers (keepalives) left: nothing can finish
 		}
 	}
 	if r.err != nil {

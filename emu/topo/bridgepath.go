@@ -50,6 +50,7 @@ func (b *BridgePath) Connect(upstream, downstream pcie.Receiver) (down, up pcie.
 			// The bridges' own latency and the GPU box's PCIe hop ride on
 			// the link's delay.
 			Delay: f.RTT/2 + 2*f.BridgeLatency + NativeHop,
+			Loss:  f.Loss,
 		}}
 	p, err := harness.NewPair(b.S, cfg)
 	if err != nil {

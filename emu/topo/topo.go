@@ -27,6 +27,10 @@ type Fabric struct {
 	// OverheadBytes is the Ethernet and dxpu framing share of each TLP
 	// (default 32: several TLPs share one frame).
 	OverheadBytes int
+	// Loss is the probability that the network drops a frame. Only a
+	// path through real bridges (BridgePaths) can recover from loss; the
+	// pipe ignores it.
+	Loss float64
 }
 
 func (f *Fabric) defaults() {

@@ -28,30 +28,30 @@ func (m *Manager) routes() http.Handler {
 	mux.HandleFunc("GET /healthz", m.healthz)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(m.cfg.Registry, promhttp.HandlerOpts{}))
 
-	v1 := func(pattern string, h func(w http.ResponseWriter, r *http.Request) (any, error)) {
+	v1 := func(pattern string, h func(w http.ResponseWriter, r *http.Request, p *pool.Pool) (any, error)) {
 		mux.HandleFunc(pattern, m.v1(h))
 	}
-	v1("GET /v1/stats", func(w http.ResponseWriter, r *http.Request) (any, error) {
-		return m.Pool().Stats(), nil
+	v1("GET /v1/stats", func(w http.ResponseWriter, r *http.Request, p *pool.Pool) (any, error) {
+		return p.Stats(), nil
 	})
-	v1("GET /v1/boxes", func(w http.ResponseWriter, r *http.Request) (any, error) {
-		return map[string]any{"boxes": m.Pool().Boxes()}, nil
+	v1("GET /v1/boxes", func(w http.ResponseWriter, r *http.Request, p *pool.Pool) (any, error) {
+		return map[string]any{"boxes": p.Boxes()}, nil
 	})
-	v1("GET /v1/boxes/{id}", func(w http.ResponseWriter, r *http.Request) (any, error) {
-		return m.Pool().Box(r.PathValue("id"))
+	v1("GET /v1/boxes/{id}", func(w http.ResponseWriter, r *http.Request, p *pool.Pool) (any, error) {
+		return p.Box(r.PathValue("id"))
 	})
-	v1("POST /v1/boxes", func(w http.ResponseWriter, r *http.Request) (any, error) {
+	v1("POST /v1/boxes", func(w http.ResponseWriter, r *http.Request, p *pool.Pool) (any, error) {
 		var b pool.Box
 		if err := decode(r, &b); err != nil {
 			return nil, err
 		}
 		return m.RegisterBox(r.Context(), b)
 	})
-	v1("DELETE /v1/boxes/{id}", func(w http.ResponseWriter, r *http.Request) (any, error) {
+	v1("DELETE /v1/boxes/{id}", func(w http.ResponseWriter, r *http.Request, p *pool.Pool) (any, error) {
 		return m.RemoveBox(r.Context(), r.PathValue("id"))
 	})
-	drain := func(on bool) func(w http.ResponseWriter, r *http.Request) (any, error) {
-		return func(w http.ResponseWriter, r *http.Request) (any, error) {
+	drain := func(on bool) func(w http.ResponseWriter, r *http.Request, p *pool.Pool) (any, error) {
+		return func(w http.ResponseWriter, r *http.Request, p *pool.Pool) (any, error) {
 			b, allocs, err := m.Drain(r.Context(), r.PathValue("id"), on)
 			if err != nil {
 				return nil, err
@@ -64,27 +64,27 @@ func (m *Manager) routes() http.Handler {
 	}
 	v1("POST /v1/boxes/{id}/drain", drain(true))
 	v1("POST /v1/boxes/{id}/undrain", drain(false))
-	v1("GET /v1/hosts", func(w http.ResponseWriter, r *http.Request) (any, error) {
-		return map[string]any{"hosts": m.Pool().Hosts()}, nil
+	v1("GET /v1/hosts", func(w http.ResponseWriter, r *http.Request, p *pool.Pool) (any, error) {
+		return map[string]any{"hosts": p.Hosts()}, nil
 	})
-	v1("GET /v1/hosts/{id}", func(w http.ResponseWriter, r *http.Request) (any, error) {
-		return m.Pool().Host(r.PathValue("id"))
+	v1("GET /v1/hosts/{id}", func(w http.ResponseWriter, r *http.Request, p *pool.Pool) (any, error) {
+		return p.Host(r.PathValue("id"))
 	})
-	v1("POST /v1/hosts", func(w http.ResponseWriter, r *http.Request) (any, error) {
+	v1("POST /v1/hosts", func(w http.ResponseWriter, r *http.Request, p *pool.Pool) (any, error) {
 		var h pool.Host
 		if err := decode(r, &h); err != nil {
 			return nil, err
 		}
 		return m.RegisterHost(r.Context(), h)
 	})
-	v1("DELETE /v1/hosts/{id}", func(w http.ResponseWriter, r *http.Request) (any, error) {
+	v1("DELETE /v1/hosts/{id}", func(w http.ResponseWriter, r *http.Request, p *pool.Pool) (any, error) {
 		return m.RemoveHost(r.Context(), r.PathValue("id"))
 	})
 	v1("GET /v1/gpus", m.listGPUs)
-	v1("GET /v1/gpus/{id}", func(w http.ResponseWriter, r *http.Request) (any, error) {
-		return m.Pool().GPU(r.PathValue("id"))
+	v1("GET /v1/gpus/{id}", func(w http.ResponseWriter, r *http.Request, p *pool.Pool) (any, error) {
+		return p.GPU(r.PathValue("id"))
 	})
-	v1("POST /v1/gpus/{id}/health", func(w http.ResponseWriter, r *http.Request) (any, error) {
+	v1("POST /v1/gpus/{id}/health", func(w http.ResponseWriter, r *http.Request, p *pool.Pool) (any, error) {
 		var body struct {
 			Health pool.Health `json:"health"`
 		}
@@ -100,10 +100,10 @@ func (m *Manager) routes() http.Handler {
 		}
 		return ch, nil
 	})
-	v1("GET /v1/rtt", func(w http.ResponseWriter, r *http.Request) (any, error) {
-		return map[string]any{"rtt": m.Pool().RTTs()}, nil
+	v1("GET /v1/rtt", func(w http.ResponseWriter, r *http.Request, p *pool.Pool) (any, error) {
+		return map[string]any{"rtt": p.RTTs()}, nil
 	})
-	v1("PUT /v1/rtt", func(w http.ResponseWriter, r *http.Request) (any, error) {
+	v1("PUT /v1/rtt", func(w http.ResponseWriter, r *http.Request, p *pool.Pool) (any, error) {
 		var rt pool.RTT
 		if err := decode(r, &rt); err != nil {
 			return nil, err
@@ -113,8 +113,8 @@ func (m *Manager) routes() http.Handler {
 		}
 		return rt, m.SetRTT(r.Context(), rt)
 	})
-	v1("GET /v1/allocations", func(w http.ResponseWriter, r *http.Request) (any, error) {
-		all := m.Pool().Allocations()
+	v1("GET /v1/allocations", func(w http.ResponseWriter, r *http.Request, p *pool.Pool) (any, error) {
+		all := p.Allocations()
 		if h := r.URL.Query().Get("host"); h != "" {
 			out := all[:0]
 			for _, a := range all {
@@ -126,10 +126,10 @@ func (m *Manager) routes() http.Handler {
 		}
 		return map[string]any{"allocations": all}, nil
 	})
-	v1("GET /v1/allocations/{id}", func(w http.ResponseWriter, r *http.Request) (any, error) {
-		return m.Pool().Allocation(r.PathValue("id"))
+	v1("GET /v1/allocations/{id}", func(w http.ResponseWriter, r *http.Request, p *pool.Pool) (any, error) {
+		return p.Allocation(r.PathValue("id"))
 	})
-	v1("POST /v1/allocations", func(w http.ResponseWriter, r *http.Request) (any, error) {
+	v1("POST /v1/allocations", func(w http.ResponseWriter, r *http.Request, p *pool.Pool) (any, error) {
 		var req pool.Request
 		if err := decode(r, &req); err != nil {
 			return nil, err
@@ -141,13 +141,16 @@ func (m *Manager) routes() http.Handler {
 			return nil, badRequest("field count is required (at least 1)")
 		}
 		a, err := m.Allocate(r.Context(), req)
+		if errors.Is(err, pool.ErrDuplicate) {
+			return a, nil // a retry of a request that was served: 200 and the same allocation
+		}
 		if err != nil {
 			return nil, err
 		}
 		w.WriteHeader(http.StatusCreated)
 		return a, nil
 	})
-	v1("DELETE /v1/allocations/{id}", func(w http.ResponseWriter, r *http.Request) (any, error) {
+	v1("DELETE /v1/allocations/{id}", func(w http.ResponseWriter, r *http.Request, p *pool.Pool) (any, error) {
 		return m.Release(r.Context(), r.PathValue("id"))
 	})
 	v1("GET /v1/table", m.getTable)
@@ -163,7 +166,7 @@ func mutating(method string) bool {
 
 // v1 wraps a handler with authentication, the leader check and JSON
 // encoding. A handler that has written a status (201) leaves it in place.
-func (m *Manager) v1(h func(w http.ResponseWriter, r *http.Request) (any, error)) http.HandlerFunc {
+func (m *Manager) v1(h func(w http.ResponseWriter, r *http.Request, p *pool.Pool) (any, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if mutating(r.Method) && !m.authorized(r) {
 			m.metrics.unauthorized.Inc()
@@ -171,7 +174,8 @@ func (m *Manager) v1(h func(w http.ResponseWriter, r *http.Request) (any, error)
 			writeError(w, &APIError{Status: http.StatusUnauthorized, Code: CodeUnauthorized, Message: "this call changes state and needs a valid bearer token (Authorization: Bearer ...)"})
 			return
 		}
-		if !m.Leading() {
+		p, err := m.livePool()
+		if err != nil {
 			msg := "this manager is a standby"
 			if l := m.leaderHint(r.Context()); l != "" {
 				msg += "; the leader is " + l
@@ -180,7 +184,7 @@ func (m *Manager) v1(h func(w http.ResponseWriter, r *http.Request) (any, error)
 			return
 		}
 		sw := &statusWriter{ResponseWriter: w}
-		v, err := h(sw, r)
+		v, err := h(sw, r, p)
 		if err != nil {
 			writeError(w, apiErrorOf(err))
 			return
@@ -274,7 +278,7 @@ func (m *Manager) healthz(w http.ResponseWriter, r *http.Request) {
 	json.NewEncoder(w).Encode(map[string]string{"status": "ok", "role": role, "id": m.cfg.ID})
 }
 
-func (m *Manager) listGPUs(w http.ResponseWriter, r *http.Request) (any, error) {
+func (m *Manager) listGPUs(w http.ResponseWriter, r *http.Request, p *pool.Pool) (any, error) {
 	q := r.URL.Query()
 	box, state := q.Get("box"), q.Get("state")
 	switch state {
@@ -282,7 +286,6 @@ func (m *Manager) listGPUs(w http.ResponseWriter, r *http.Request) (any, error) 
 	default:
 		return nil, badRequest(fmt.Sprintf("parameter state %q: want free, used or unhealthy", state))
 	}
-	p := m.Pool()
 	var draining map[string]bool
 	if state == "free" {
 		draining = map[string]bool{}
@@ -316,7 +319,7 @@ func (m *Manager) listGPUs(w http.ResponseWriter, r *http.Request) (any, error) 
 
 // getTable serves the forwarding table; with watch=1 it long-polls until
 // the version differs from the version parameter (or timeout passes).
-func (m *Manager) getTable(w http.ResponseWriter, r *http.Request) (any, error) {
+func (m *Manager) getTable(w http.ResponseWriter, r *http.Request, _ *pool.Pool) (any, error) {
 	q := r.URL.Query()
 	if q.Get("watch") == "" || q.Get("watch") == "0" {
 		t, _ := m.table.snapshot()

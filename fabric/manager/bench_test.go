@@ -130,3 +130,44 @@ func BenchmarkManagerAllocate(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkStartup measures what a restart or a failover costs on the
+// 10,000-GPU pool with about 5,000 GPUs lent in 1,000 allocations: load
+// every record from bbolt, rebuild the pool, re-apply every active
+// allocation (no-op agents) and rebuild the forwarding table.
+func BenchmarkStartup(b *testing.B) {
+	path := filepath.Join(b.TempDir(), "startup.db")
+	st, err := store.OpenBolt(path, time.Second)
+	if err != nil {
+		b.Fatal(err)
+	}
+	seedStore(b, st)
+	m, err := manager.New(manager.Config{Store: st, Logger: quiet(), ReconcileInterval: -1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	lent := 0
+	for i := 0; lent < 5000; i++ {
+		a, err := m.Allocate(ctx, pool.Request{Host: fmt.Sprintf("host%04d", i%2000), Count: 1 + i%8})
+		if err != nil {
+			b.Fatal(err)
+		}
+		lent += len(a.GPUs)
+	}
+	m.Close()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		m, err := manager.New(manager.Config{Store: st, Logger: quiet(), ReconcileInterval: -1})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if s := m.Pool().Stats(); s.Used != lent {
+			b.Fatalf("after load %d used, want %d", s.Used, lent)
+		}
+		m.Close()
+	}
+	b.StopTimer()
+	st.Close()
+}

@@ -87,7 +87,8 @@
 //	POST   /v1/gpus/{id}/health         {"health":"unhealthy"|"healthy"}
 //	GET    /v1/rtt, PUT /v1/rtt         {"host":"h1","box":"b1","rtt":"12µs"}
 //	GET    /v1/allocations?host=H       {"allocations":[Allocation...]}
-//	POST   /v1/allocations              Request -> 201 Allocation
+//	POST   /v1/allocations              Request -> 201 Allocation (200 and the same
+//	                                    allocation for a retried "request_id")
 //	GET    /v1/allocations/{id}
 //	DELETE /v1/allocations/{id}         release
 //	GET    /v1/table                    table.Table

@@ -50,6 +50,10 @@ func apiErrorOf(err error) *APIError {
 		return ae
 	}
 	var se *StepError
+	if errors.As(err, &se) {
+		// An agent's failure (its timeout included) is the agent's.
+		return &APIError{Status: http.StatusBadGateway, Code: CodeAgentFailed, Message: err.Error()}
+	}
 	table := []struct {
 		target error
 		status int
@@ -72,9 +76,6 @@ func apiErrorOf(err error) *APIError {
 		if errors.Is(err, t.target) {
 			return &APIError{Status: t.status, Code: t.code, Message: err.Error()}
 		}
-	}
-	if errors.As(err, &se) {
-		return &APIError{Status: http.StatusBadGateway, Code: CodeAgentFailed, Message: err.Error()}
 	}
 	return &APIError{Status: http.StatusInternalServerError, Code: CodeInternal, Message: err.Error()}
 }

@@ -700,3 +700,78 @@ func TestLoadSkipsCorruptRecords(t *testing.T) {
 	}
 	e2.agree()
 }
+
+// TestAgentTimeout: an agent that hangs fails its step after StepTimeout
+// and the saga rolls back (agent_failed, not a hang).
+func TestAgentTimeout(t *testing.T) {
+	e := &env{t: t, st: store.NewMemory(), gpu: fakeagent.New("gpu"), sw: fakeagent.New("switch"), host: fakeagent.New("host"), ctx: context.Background()}
+	m, err := manager.New(manager.Config{Store: e.st, GPUBridge: e.gpu, Switch: e.sw, HostBridge: e.host,
+		Token: token, Logger: quiet(), ReconcileInterval: -1, StepTimeout: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.m = m
+	e.srv = httptest.NewServer(m.Handler())
+	e.c = ctlclient.New(e.srv.URL, token)
+	t.Cleanup(func() { e.srv.Close(); m.Close() })
+	seed(t, e.c, 1, 2, 1)
+	e.host.SetDelay(time.Hour)
+	_, err = e.c.Allocate(e.ctx, pool.Request{Host: "host0", Count: 1})
+	if !ctlclient.IsCode(err, manager.CodeAgentFailed) || !strings.Contains(err.Error(), "deadline") || !strings.Contains(err.Error(), "rollback pending") {
+		t.Fatalf("%v", err)
+	}
+	// The host agent also hangs on the undo, so the allocation waits,
+	// journaled as releasing, for the reconciler.
+	allocs, _ := e.c.Allocations(e.ctx, "")
+	if len(allocs) != 1 || allocs[0].State != pool.StateReleasing {
+		t.Fatalf("%+v", allocs)
+	}
+	e.host.SetDelay(0)
+	if err := e.m.Reconcile(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	e.agree()
+	if s, _ := e.c.Stats(e.ctx); s.Free != 2 {
+		t.Fatalf("stats %+v", s)
+	}
+}
+
+// TestRequestIDMakesAllocateIdempotent: a client that retries (after a
+// timeout, or a manager crash) with the same request_id gets the same
+// allocation, not more GPUs.
+func TestRequestIDMakesAllocateIdempotent(t *testing.T) {
+	e := newEnv(t, nil)
+	seed(t, e.c, 1, 8, 2)
+	req := pool.Request{Host: "host0", Count: 3, RequestID: "job-17/attempt"}
+	a, err := e.c.Allocate(e.ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := `{"host":"host0","count":3,"request_id":"job-17/attempt"}`
+	r, _ := http.NewRequest("POST", e.srv.URL+"/v1/allocations", strings.NewReader(body))
+	r.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var again pool.Allocation
+	json.NewDecoder(resp.Body).Decode(&again)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || again.ID != a.ID || !reflect.DeepEqual(again.GPUs, a.GPUs) {
+		t.Fatalf("retry: %d %+v, want 200 and %s", resp.StatusCode, again, a.ID)
+	}
+	if s, _ := e.c.Stats(e.ctx); s.Used != 3 {
+		t.Fatalf("retry lent more GPUs: %+v", s)
+	}
+	// The same request_id from another host is a conflict.
+	if _, err := e.c.Allocate(e.ctx, pool.Request{Host: "host1", Count: 1, RequestID: "job-17/attempt"}); !ctlclient.IsCode(err, manager.CodeBusy) {
+		t.Fatalf("%v", err)
+	}
+	// Once freed, the request_id may be used again.
+	e.c.Free(e.ctx, a.ID)
+	b, err := e.c.Allocate(e.ctx, req)
+	if err != nil || b.ID == a.ID {
+		t.Fatalf("%+v %v", b, err)
+	}
+	e.agree()
+}

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/dxpu/dxpu/fabric/pool"
 )
 
 type metrics struct {
@@ -81,6 +83,10 @@ func newMetrics(reg *prometheus.Registry, m *Manager) (*metrics, error) {
 }
 
 func (mt *metrics) observeAlloc(d time.Duration, err error) {
+	if errors.Is(err, pool.ErrDuplicate) {
+		mt.allocations.WithLabelValues("duplicate").Inc()
+		return
+	}
 	if err != nil {
 		mt.allocations.WithLabelValues(apiErrorOf(err).Code).Inc()
 		return

@@ -126,6 +126,10 @@ func (m *Manager) unclaim(id string) {
 // allocation, programs GPU bridges, switch and host bridge, hot-adds the
 // GPUs and marks the allocation active. Any failure undoes what was done
 // and leaves the pool as it was.
+//
+// With req.RequestID set, a retry of a request already served returns the
+// existing allocation together with an error wrapping pool.ErrDuplicate
+// (the API answers 200 with it instead of 201).
 func (m *Manager) Allocate(ctx context.Context, req pool.Request) (pool.Allocation, error) {
 	start := time.Now()
 	a, err := m.allocate(ctx, req)
@@ -142,6 +146,12 @@ func (m *Manager) allocate(ctx context.Context, req pool.Request) (pool.Allocati
 	m.claim(id)
 	defer m.unclaim(id)
 	a, err := p.Reserve(id, req)
+	if errors.Is(err, pool.ErrDuplicate) {
+		if a.State == pool.StateActive && a.Host == req.Host {
+			return a, err // the caller answers with the existing allocation
+		}
+		return pool.Allocation{}, fmt.Errorf("%w: request_id %q is allocation %s, %s for host %s", ErrBusy, req.RequestID, a.ID, a.State, a.Host)
+	}
 	if err != nil {
 		return pool.Allocation{}, err
 	}

@@ -21,6 +21,13 @@ func (p *Pool) Reserve(id string, req Request) (Allocation, error) {
 	if _, ok := p.allocs[id]; ok {
 		return Allocation{}, fmt.Errorf("%w: allocation %q", ErrExists, id)
 	}
+	if req.RequestID != "" {
+		for _, a := range p.allocs {
+			if a.Request.RequestID == req.RequestID {
+				return cloneAlloc(a), fmt.Errorf("%w: request_id %q is allocation %q", ErrDuplicate, req.RequestID, a.ID)
+			}
+		}
+	}
 	hs, ok := p.hosts[req.Host]
 	if !ok {
 		return Allocation{}, fmt.Errorf("%w: host %q", ErrNotFound, req.Host)

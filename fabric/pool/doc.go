@@ -30,7 +30,9 @@
 //     peer-to-peer traffic stays under one switch.
 //
 // SameBox requires every GPU from one box. An allocation that cannot be met
-// returns ErrInsufficient and changes nothing.
+// returns ErrInsufficient and changes nothing. A request with a RequestID
+// that an existing allocation carries returns that allocation with
+// ErrDuplicate, so retries are idempotent.
 //
 // # Life of an allocation
 //

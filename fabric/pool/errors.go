@@ -15,6 +15,8 @@ var (
 	ErrInUse        = errors.New("in use")
 	ErrConflict     = errors.New("conflict")
 	ErrNoPairIDs    = errors.New("pair IDs exhausted")
+	// ErrDuplicate comes with the existing allocation of a RequestID.
+	ErrDuplicate = errors.New("request already allocated")
 )
 
 func invalidf(format string, args ...any) error {

@@ -542,3 +542,106 @@ func TestMixedBox(t *testing.T) {
 	}
 	check(t, p)
 }
+
+func TestRequestID(t *testing.T) {
+	p := New()
+	mustAdd(t, p, box("b", "p", "r", 4, "H100", 1), host("h", "p", "r"))
+	a, err := p.Reserve("a", Request{Host: "h", Count: 2, RequestID: "r1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := snapshot(p)
+	got, err := p.Reserve("b", Request{Host: "h", Count: 2, RequestID: "r1"})
+	if !errors.Is(err, ErrDuplicate) || got.ID != "a" || !reflect.DeepEqual(got.GPUs, a.GPUs) {
+		t.Fatalf("%+v %v", got, err)
+	}
+	if snapshot(p) != before {
+		t.Fatal("duplicate request changed the pool")
+	}
+	p.Remove("a")
+	if _, err := p.Reserve("c", Request{Host: "h", Count: 2, RequestID: "r1"}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestNearestRadiusProperty: on random pools with random measured RTTs,
+// every allocation's worst RTT is the smallest possible: no smaller RTT
+// bound holds enough eligible GPUs (for same_box: no box within a smaller
+// bound has enough).
+func TestNearestRadiusProperty(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	served := 0
+	defer func() {
+		if served < 100 {
+			t.Errorf("only %d of 200 rounds allocated; the property was hardly exercised", served)
+		}
+	}()
+	for round := 0; round < 200; round++ {
+		p := New()
+		nb := 2 + r.IntN(10)
+		for i := 0; i < nb; i++ {
+			b := box(fmt.Sprintf("b%d", i), fmt.Sprintf("p%d", r.IntN(2)), fmt.Sprintf("r%d", r.IntN(3)), 1+r.IntN(8), []string{"A", "B"}[r.IntN(2)], 1)
+			for j := range b.GPUs {
+				if r.IntN(6) == 0 {
+					b.GPUs[j].Health = Unhealthy
+				}
+			}
+			mustAdd(t, p, b)
+		}
+		mustAdd(t, p, host("h", "p0", "r0"))
+		for i := 0; i < nb; i++ {
+			if r.IntN(2) == 0 {
+				p.SetRTT(RTT{Host: "h", Box: fmt.Sprintf("b%d", i), RTT: Duration(time.Duration(1+r.IntN(5)) * time.Microsecond)})
+			}
+		}
+		// Some GPUs already lent.
+		for i := 0; i < 3; i++ {
+			p.Reserve(fmt.Sprintf("pre%d", i), Request{Host: "h", Count: 1 + r.IntN(3), Spread: r.IntN(2) == 0})
+		}
+		req := Request{Host: "h", Count: 1 + r.IntN(6), Model: []string{"", "A"}[r.IntN(2)], SameBox: r.IntN(3) == 0}
+		// Eligible free GPUs per box, and each box's RTT, before the call.
+		rtt := map[string]time.Duration{}
+		free := map[string]int{}
+		hs := p.hosts["h"]
+		for _, bs := range p.boxOrder {
+			rtt[bs.ID] = p.rttLocked(hs, bs)
+			for _, g := range bs.gpus {
+				if req.matches(g) {
+					free[bs.ID]++
+				}
+			}
+		}
+		a, err := p.Reserve("x", req)
+		if err != nil {
+			if !errors.Is(err, ErrInsufficient) {
+				t.Fatal(err)
+			}
+			continue
+		}
+		var worst time.Duration
+		for _, g := range a.GPUs {
+			worst = max(worst, rtt[g.Box])
+			if gg, _ := p.GPU(g.GPU); req.Model != "" && gg.Model != req.Model {
+				t.Fatalf("round %d: model %s given for %q", round, gg.Model, req.Model)
+			}
+		}
+		// Could a smaller bound have served the request?
+		for bound := time.Duration(0); bound < worst; bound += time.Microsecond / 2 {
+			total, biggest := 0, 0
+			for id, n := range free {
+				if rtt[id] <= bound {
+					total += n
+					biggest = max(biggest, n)
+				}
+			}
+			if (!req.SameBox && total >= req.Count) || (req.SameBox && biggest >= req.Count) {
+				t.Fatalf("round %d: %+v got worst RTT %v, but %v would do (free %v rtt %v)", round, req, worst, bound, free, rtt)
+			}
+		}
+		if req.SameBox && len(boxesOf(a)) != 1 {
+			t.Fatalf("round %d: same_box over %v", round, boxesOf(a))
+		}
+		check(t, p)
+		served++
+	}
+}

@@ -115,6 +115,10 @@ type Request struct {
 	SameBox      bool     `json:"same_box,omitempty"`
 	MaxRTT       Duration `json:"max_rtt,omitempty"`
 	Spread       bool     `json:"spread,omitempty"`
+	// RequestID makes the request idempotent: while an allocation made
+	// for the same RequestID exists, Reserve returns it (ErrDuplicate)
+	// instead of lending more GPUs, so a client may retry after a timeout.
+	RequestID string `json:"request_id,omitempty"`
 }
 
 // Validate checks the request on its own, without the pool.
@@ -130,6 +134,9 @@ func (r Request) Validate() error {
 	}
 	if r.MaxRTT < 0 {
 		return invalidf("max_rtt must not be negative")
+	}
+	if len(r.RequestID) > 128 {
+		return invalidf("request_id is longer than 128 bytes")
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"strings"
 	"sync"
@@ -19,6 +20,9 @@ type EtcdConfig struct {
 	// LeaseTTL is the leader's lease in seconds (default 3): a leader that
 	// dies without resigning is replaced after at most this long.
 	LeaseTTL int
+	// TLS, if set, is used for https:// endpoints (client certificates
+	// included).
+	TLS *tls.Config
 }
 
 // Etcd is a Store in etcd v3 with leader election.
@@ -57,6 +61,7 @@ func OpenEtcd(cfg EtcdConfig) (*Etcd, error) {
 	cli, err := clientv3.New(clientv3.Config{
 		Endpoints:   cfg.Endpoints,
 		DialTimeout: cfg.DialTimeout,
+		TLS:         cfg.TLS,
 		Logger:      quietZap(),
 	})
 	if err != nil {

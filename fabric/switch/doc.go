@@ -34,7 +34,20 @@
 //     802.1Q tag is set to the pair's VLAN (PCP/DEI kept), pushed if the
 //     frame had none, popped if the pair's VLAN is 0. Destination MAC = far
 //     endpoint, source MAC = egress port.
-//  7. Forward out of the far endpoint's port: ReasonToGPU or ReasonToHost.
+//  7. Forward out of the far endpoint's port: ReasonToGPU or ReasonToHost,
+//     counted on the pair and the ingress port; the transmission as
+//     ReasonTxToGPU or ReasonTxToHost on the pair and the egress port.
+//
+// Slow-path frames go to the AF_XDP socket or AF_PACKET listener of the
+// daemon; VerdictPass frames are the kernel's.
+//
+// # Drivers
+//
+// Forward is sans-I/O. PacketDriver runs it over AF_PACKET sockets (tags
+// that the NIC strips are put back from the packet auxdata), package afxdp
+// over AF_XDP sockets, UDPDriver over a UDP socket with ForwardDatagram
+// (the same rules with IP:port in place of port and MAC; no root needed).
+// Replay runs it over a capture.
 //
 // # Worked example
 //

@@ -242,7 +242,7 @@ func (f *Forwarder) Forward(buf []byte, off int, ingress uint32) Result {
 	res.Off = off
 	res.Egress = d.OutPort
 	res.Verdict, res.Reason = VerdictForward, reason
-	dir := int(reason) // ReasonToGPU = 0, ReasonToHost = 1
+	dir := int(reason)           // ReasonToGPU = 0, ReasonToHost = 1
 	tx := reason + ReasonTxToGPU // ReasonToHost+ReasonTxToGPU == ReasonTxToHost
 	r.counters.Add(reason, n)
 	r.counters.Add(tx, len(frame))

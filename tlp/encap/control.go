@@ -15,14 +15,17 @@ import (
 //	  0   1 control type: 1 HELLO, 2 HELLO-ACK, 3 KEEPALIVE, 4 KEEPALIVE-ACK, 5 RESET
 //	  1   1 control version (= 1)
 //	  2   1 role of the sender: 1 host side, 2 GPU side
-//	  3   1 type-specific: tag bits (8 or 10) for HELLO and HELLO-ACK, reason for RESET, else 0
+//	  3   1 type-specific: tag bits (8 or 10) for HELLO and HELLO-ACK, reason for RESET,
+//	        probe number for KEEPALIVE (echoed by its KEEPALIVE-ACK; 0 = plain keepalive)
 //	  4   4 session: the sender's session nonce (non-zero, new on every (re)start of the link)
 //	  8   4 peer session: the receiver's session as the sender knows it (0 = not known yet)
 //
 // KEEPALIVE and KEEPALIVE-ACK are exactly these 12 bytes. A KEEPALIVE asks
-// the peer for an immediate KEEPALIVE-ACK; both refresh the acknowledgement
-// and credit fields of the fixed header, so a KEEPALIVE doubles as a credit
-// probe for a sender stalled on credits.
+// the peer for an immediate KEEPALIVE-ACK carrying the same probe number;
+// both refresh the acknowledgement and credit fields of the fixed header, so
+// a KEEPALIVE doubles as a credit probe for a sender stalled on credits and
+// as the retransmission-timeout probe: the KEEPALIVE-ACK of probe n
+// acknowledges everything its peer received before KEEPALIVE n.
 //
 // RESET is these 12 bytes too; byte 3 carries the reason (1 administrative,
 // 2 frame for an unknown session, 3 protocol error, 4 link declared down). A
@@ -131,6 +134,7 @@ type Control struct {
 	Role        Role
 	TagBits     uint8 // HELLO, HELLO-ACK
 	Reason      uint8 // RESET
+	Probe       uint8 // KEEPALIVE, KEEPALIVE-ACK
 	Session     uint32
 	PeerSession uint32
 	Window      uint16
@@ -181,6 +185,8 @@ func (c *Control) put(b []byte) {
 		b[3] = c.TagBits
 	case CtlReset:
 		b[3] = c.Reason
+	case CtlKeepalive, CtlKeepaliveAck:
+		b[3] = c.Probe
 	}
 	binary.BigEndian.PutUint32(b[4:], c.Session)
 	binary.BigEndian.PutUint32(b[8:], c.PeerSession)
@@ -227,6 +233,7 @@ func ParseControl(b []byte) (Control, error) {
 		c.Reason = b[3]
 		return c, nil
 	case CtlKeepalive, CtlKeepaliveAck:
+		c.Probe = b[3]
 		return c, nil
 	}
 	if len(b) < HelloLen {

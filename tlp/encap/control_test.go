@@ -38,6 +38,8 @@ func TestControlShortTypes(t *testing.T) {
 		c := Control{Type: ty, Role: RoleGPU, Session: 7, PeerSession: 9}
 		if ty == CtlReset {
 			c.Reason = ResetLinkDown
+		} else {
+			c.Probe = 42
 		}
 		b := c.AppendTo(nil)
 		if len(b) != ControlLen {

@@ -67,7 +67,7 @@ var ErrClosed = errors.New("afxdp: socket closed")
 // Open creates a socket bound in copy mode to queue of ifindex (in the
 // calling thread's network namespace). An XDP program must then redirect
 // frames to it (FD into an XSKMAP).
-func Open(ifindex int, queue uint32, cfg Config) (s *Socket, err error) {
+func Open(ifindex int, queue uint32, cfg Config) (_ *Socket, err error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
 	}
@@ -75,7 +75,7 @@ func Open(ifindex int, queue uint32, cfg Config) (s *Socket, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("afxdp: socket: %w", err)
 	}
-	s = &Socket{fd: fd, cfg: cfg}
+	s := &Socket{fd: fd, cfg: cfg}
 	defer func() {
 		if err != nil {
 			s.Close()

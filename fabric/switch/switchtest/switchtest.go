@@ -140,7 +140,9 @@ func SetUDPChecksum(b []byte) {
 	binary.BigEndian.PutUint16(b[udp+6:], c)
 }
 
-func l3(src, dst netip.Addr) *encap.L3 { return &encap.L3{Src: src, Dst: dst, SrcPort: 40000, ID: 0x1234} }
+func l3(src, dst netip.Addr) *encap.L3 {
+	return &encap.L3{Src: src, Dst: dst, SrcPort: 40000, ID: 0x1234}
+}
 
 // Corpus returns frames that exercise every branch of the decision, with
 // the verdict each must get. Deterministic.
