@@ -206,16 +206,19 @@ func (s *Switch) Detach(ifindex int) error {
 // frames redirected into it unless its peer runs one. It loads the program and attaches it to ifindex (driver mode
 // if possible). Close the returned link to detach.
 func AttachPass(ifindex int) (link.Link, AttachMode, error) {
-	var objs xdpSwitchObjects
 	spec, err := loadXdpSwitch()
 	if err != nil {
 		return nil, "", err
 	}
+	// Only the pass program: it uses no maps, so none are created.
+	var objs struct {
+		Pass *ebpf.Program `ebpf:"dxpu_pass"`
+	}
 	if err := spec.LoadAndAssign(&objs, nil); err != nil {
 		return nil, "", fmt.Errorf("xdp: loading the pass program: %w", err)
 	}
-	defer objs.Close() // the link keeps the program alive
-	return attach(objs.DxpuPass, ifindex)
+	defer objs.Pass.Close() // the link keeps the program alive
+	return attach(objs.Pass, ifindex)
 }
 
 // XSKQueues is the number of RX queues per port that can have an AF_XDP

@@ -14,19 +14,20 @@
 char __license[] SEC("license") = "Dual BSD/GPL";
 
 /* Why a frame got its verdict; the index into struct counters. Keep in
- * step with switching.Reason. */
+ * step with switching.Reason. The forwarding path's four come first, so
+ * that its counter updates share cache lines. */
 enum reason {
 	REASON_TO_GPU = 0,       /* forwarded host -> GPU */
 	REASON_TO_HOST = 1,      /* forwarded GPU -> host */
-	REASON_SPOOFED = 2,      /* known pair, wrong port/MAC/IP: dropped */
-	REASON_FAULT = 3,        /* dropped by drop_ppm fault injection */
-	REASON_CONTROL = 4,      /* CONTROL message: slow path */
-	REASON_UNKNOWN_PAIR = 5, /* no such pair: slow path */
-	REASON_MALFORMED = 6,    /* dxpu frame too short or wrong version: dropped */
-	REASON_NOT_DXPU = 7,     /* not a dxpu frame: kernel stack */
-	REASON_NO_ROOM = 8,      /* VLAN push/pop failed: dropped */
-	REASON_TX_TO_GPU = 9,    /* transmitted towards a GPU */
-	REASON_TX_TO_HOST = 10,  /* transmitted towards a host */
+	REASON_TX_TO_GPU = 2,    /* transmitted towards a GPU */
+	REASON_TX_TO_HOST = 3,   /* transmitted towards a host */
+	REASON_SPOOFED = 4,      /* known pair, wrong port/MAC/IP: dropped */
+	REASON_FAULT = 5,        /* dropped by drop_ppm fault injection */
+	REASON_CONTROL = 6,      /* CONTROL message: slow path */
+	REASON_UNKNOWN_PAIR = 7, /* no such pair: slow path */
+	REASON_MALFORMED = 8,    /* dxpu frame too short or wrong version: dropped */
+	REASON_NOT_DXPU = 9,     /* not a dxpu frame: kernel stack */
+	REASON_NO_ROOM = 10,     /* VLAN push/pop failed: dropped */
 	REASON_MAX = 11,
 };
 

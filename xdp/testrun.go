@@ -24,6 +24,9 @@ func (s *Switch) TestRun(frame []byte, ingress uint32) (uint32, []byte, error) {
 }
 
 func testRun(prog *ebpf.Program, frame []byte, ingress uint32) (uint32, []byte, error) {
+	if len(frame) < 14 {
+		return 0, nil, fmt.Errorf("xdp: test run needs a frame of at least 14 bytes (an Ethernet header), got %d", len(frame))
+	}
 	out := make([]byte, len(frame)+256)
 	md := xdpMD{DataEnd: uint32(len(frame)), IngressIfindex: ingress}
 	// Run reslices DataOut to what the kernel wrote: the linear part and,
@@ -62,6 +65,9 @@ const bpfProgTestRun = 10
 // returns the last action and the kernel's mean time per run in ns.
 // cilium/ebpf's Benchmark cannot pass a context, hence the raw syscall.
 func timedRun(prog *ebpf.Program, frame []byte, ingress uint32, repeat uint32) (uint32, uint32, error) {
+	if len(frame) < 14 {
+		return 0, 0, fmt.Errorf("xdp: timed run needs a frame of at least 14 bytes, got %d", len(frame))
+	}
 	ctx := make([]byte, binary.Size(xdpMD{}))
 	binary.NativeEndian.PutUint32(ctx[4:], uint32(len(frame)))
 	binary.NativeEndian.PutUint32(ctx[12:], ingress)

@@ -18,6 +18,7 @@ type Sim struct {
 	now    time.Duration
 	seq    uint64
 	events eventHeap
+	free   []*event // recycled events: scheduling allocates nothing in steady state
 	rng    *rand.Rand
 	seed   uint64
 	steps  uint64
@@ -41,12 +42,17 @@ func (s *Sim) Rand() *rand.Rand { return s.rng }
 // Steps returns how many events have run.
 func (s *Sim) Steps() uint64 { return s.steps }
 
-// Timer is a handle to a scheduled event.
-type Timer struct{ ev *event }
+// Timer is a handle to a scheduled event. Events are recycled, so the handle
+// also holds the event's generation: a stale handle never cancels a newer
+// event that reuses the same slot.
+type Timer struct {
+	ev  *event
+	gen uint64
+}
 
 // Stop cancels the event; it reports whether it was still pending.
 func (t Timer) Stop() bool {
-	if t.ev == nil || t.ev.fn == nil {
+	if t.ev == nil || t.ev.gen != t.gen || t.ev.fn == nil {
 		return false
 	}
 	t.ev.fn = nil
@@ -58,10 +64,18 @@ func (s *Sim) At(t time.Duration, fn func()) Timer {
 	if t < s.now {
 		t = s.now
 	}
-	ev := &event{at: t, seq: s.seq, fn: fn}
+	var ev *event
+	if n := len(s.free); n > 0 {
+		ev = s.free[n-1]
+		s.free = s.free[:n-1]
+	} else {
+		ev = new(event)
+	}
+	ev.gen++
+	ev.at, ev.seq, ev.fn = t, s.seq, fn
 	s.seq++
 	heap.Push(&s.events, ev)
-	return Timer{ev}
+	return Timer{ev, ev.gen}
 }
 
 // After schedules fn d after now.
@@ -75,12 +89,13 @@ func (s *Sim) Pending() int { return len(s.events) }
 func (s *Sim) Step() bool {
 	for len(s.events) > 0 {
 		ev := heap.Pop(&s.events).(*event)
-		if ev.fn == nil {
+		fn := ev.fn
+		ev.fn = nil
+		s.free = append(s.free, ev)
+		if fn == nil {
 			continue
 		}
 		s.now = ev.at
-		fn := ev.fn
-		ev.fn = nil
 		s.steps++
 		fn()
 		return true
@@ -94,6 +109,13 @@ func (s *Sim) Step() bool {
 func (s *Sim) Run(until time.Duration) uint64 {
 	start := s.steps
 	for len(s.events) > 0 {
+		if head := s.events[0]; head.fn == nil {
+			// Drop cancelled events here, so a cancelled head never lets
+			// Step run a live event that lies beyond until.
+			heap.Pop(&s.events)
+			s.free = append(s.free, head)
+			continue
+		}
 		if until >= 0 && s.events[0].at > until {
 			break
 		}
@@ -123,6 +145,7 @@ func (s *Sim) RunWhile(cond func() bool, maxSteps uint64) bool {
 type event struct {
 	at  time.Duration
 	seq uint64
+	gen uint64
 	fn  func()
 }
 

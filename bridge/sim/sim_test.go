@@ -48,3 +48,42 @@ func TestDeterministicRand(t *testing.T) {
 		}
 	}
 }
+
+// A cancelled event at the head of the queue must not let Run execute a live
+// event that lies beyond until.
+func TestRunUntilWithCancelledHead(t *testing.T) {
+	s := New(1)
+	s.After(time.Microsecond, func() {}).Stop()
+	ran := false
+	s.After(time.Millisecond, func() { ran = true })
+	s.Run(10 * time.Microsecond)
+	if ran || s.Now() != 10*time.Microsecond {
+		t.Fatalf("ran=%v now=%v, want not run and now=10us", ran, s.Now())
+	}
+}
+
+// A stale handle to a recycled event must not cancel the event that reuses it.
+func TestStaleTimerDoesNotCancelReusedEvent(t *testing.T) {
+	s := New(1)
+	old := s.After(time.Microsecond, func() {})
+	s.Run(-1)
+	ran := false
+	s.After(time.Microsecond, func() { ran = true })
+	if old.Stop() {
+		t.Fatal("Stop on a fired timer returned true")
+	}
+	s.Run(-1)
+	if !ran {
+		t.Fatal("a stale Stop cancelled a newer event")
+	}
+}
+
+func BenchmarkScheduleAndRun(b *testing.B) {
+	s := New(1)
+	fn := func() {}
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		s.After(time.Nanosecond, fn)
+		s.Step()
+	}
+}

@@ -101,7 +101,11 @@ func init() {
 	tableCmd := &cobra.Command{Use: "table", Short: "Print the switch forwarding table (--watch: every change)", Args: cobra.NoArgs, RunE: ctlTable}
 	tableCmd.Flags().Bool("watch", false, "keep printing the table at every change (until interrupted)")
 
-	ctlCmd.AddCommand(boxCmd, hostCmd, gpuCmd, allocCmd, freeCmd, drainCmd, rttCmd, statsCmd, tableCmd)
+	eventsCmd := &cobra.Command{Use: "events", Short: "Print pool events (--host to filter, --watch to follow)", Args: cobra.NoArgs, RunE: ctlEvents}
+	eventsCmd.Flags().String("host", "", "only this host's events")
+	eventsCmd.Flags().Bool("watch", false, "keep printing new events (until interrupted)")
+
+	ctlCmd.AddCommand(boxCmd, hostCmd, gpuCmd, allocCmd, freeCmd, drainCmd, rttCmd, statsCmd, tableCmd, eventsCmd)
 	rootCmd.AddCommand(ctlCmd)
 }
 
@@ -460,5 +464,65 @@ func printTable(w io.Writer, t table.Table) {
 	fmt.Fprintln(w, "PAIR\tHOST PORT\tHOST MAC\tHOST IP\tGPU PORT\tGPU MAC\tGPU IP")
 	for _, p := range t.Pairs {
 		fmt.Fprintf(w, "%d\t%s\t%s\t%v\t%s\t%s\t%v\n", p.ID, p.Host.Port, p.Host.MAC, p.Host.IP, p.GPU.Port, p.GPU.MAC, p.GPU.IP)
+	}
+}
+
+func printEvent(w io.Writer, e ctlclient.Event) {
+	var parts []string
+	for _, kv := range [][2]string{{"allocation", e.Allocation}, {"host", e.Host}, {"box", e.Box}, {"gpus", strings.Join(e.GPUs, ",")}} {
+		if kv[1] != "" {
+			parts = append(parts, kv[0]+"="+kv[1])
+		}
+	}
+	if e.Pair != 0 {
+		parts = append(parts, fmt.Sprintf("pair=%d", e.Pair))
+	}
+	if e.HostPort != nil {
+		parts = append(parts, fmt.Sprintf("host_port=%d", *e.HostPort))
+	}
+	fmt.Fprintf(w, "%s\t%d\t%s\t%s\n", e.Time.Format(time.RFC3339Nano), e.Seq, e.Type, strings.Join(parts, " "))
+}
+
+func ctlEvents(cmd *cobra.Command, args []string) error {
+	host, _ := cmd.Flags().GetString("host")
+	watch, _ := cmd.Flags().GetBool("watch")
+	c, ctx, cancel, err := ctlClient()
+	if err != nil {
+		return err
+	}
+	defer cancel()
+	if watch {
+		cancel()
+		var stop context.CancelFunc
+		ctx, stop = signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+	}
+	out := cmd.OutOrStdout()
+	var since uint64
+	for {
+		wait := time.Duration(0)
+		if watch {
+			wait = 30 * time.Second
+		}
+		evs, next, err := c.Events(ctx, since, host, wait)
+		if err != nil {
+			if watch && ctx.Err() != nil {
+				return nil
+			}
+			return ctlErr(err)
+		}
+		tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+		for _, e := range evs {
+			if ctlFlags.json {
+				json.NewEncoder(out).Encode(e)
+			} else {
+				printEvent(tw, e)
+			}
+		}
+		tw.Flush()
+		since = next
+		if !watch {
+			return nil
+		}
 	}
 }

@@ -113,6 +113,10 @@ func TestCtl(t *testing.T) {
 	if json.Unmarshal([]byte(out), &s) != nil || s.Used != 0 || s.Draining != 3 {
 		t.Fatalf("stats %q", out)
 	}
+	out, _ = runCtl(t, append(base, "events", "--host", "h1")...)
+	if !strings.Contains(out, "allocated") || !strings.Contains(out, "released") || !strings.Contains(out, a.ID) {
+		t.Fatalf("events: %q", out)
+	}
 	if _, err := runCtl(t, append(base, "alloc", "--host", "h1")...); !errors.As(err, &ec) || ec.code != 2 {
 		t.Fatalf("alloc without --count: %v", err)
 	}

@@ -31,7 +31,8 @@ var demoCmd = &cobra.Command{
 	Long: `demo builds, in this process and without root, 4 hosts and 2 GPU boxes of 8 GPUs,
 registers them with an in-memory control plane, lets the hosts ask for 1, 2, 4 and 8 GPUs,
 hot-adds each host's GPUs behind the virtual switch of its host-side bridge and enumerates
-them through the fabric, then runs bundled workloads and the profiler traces in
+them through real dxpu bridge pairs, fails one GPU and releases one allocation to show
+surprise and orderly removal, then runs bundled workloads and the profiler traces in
 ../shared/traces natively and over the fabric, in virtual time. It prints, per workload,
 the native time, the fabric time, the overhead and the performance model's prediction.`,
 	Args: cobra.NoArgs,

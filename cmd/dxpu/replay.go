@@ -18,6 +18,11 @@ import (
 	"github.com/dxpu/dxpu/xdp"
 )
 
+// The expected outputs of the replay corpus (after pcap.go's directive has
+// regenerated the corpus itself: go generate runs a package's files in
+// name order).
+//go:generate sh -c "cd ../.. && testdata/switch/regen.sh"
+
 var replayFlags struct {
 	pcap, table, mode, out, expect, port string
 	portAddrs                            []string

@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/dxpu/dxpu/fabric/ctlclient"
 	switching "github.com/dxpu/dxpu/fabric/switch"
+	"github.com/dxpu/dxpu/fabric/switch/afxdp"
 	"github.com/dxpu/dxpu/fabric/table"
 	"github.com/dxpu/dxpu/xdp"
 )
@@ -33,6 +35,7 @@ var switchFlags struct {
 	udpListen string
 	udpPort   uint16
 	maxPairs  uint32
+	slowPath  string
 }
 
 var switchCmd = &cobra.Command{
@@ -44,8 +47,11 @@ port or MAC, and rewriting addresses for the next hop.
 
 Modes:
   xdp     the XDP program on every --port (driver mode where the NIC supports
-          it, else generic); CONTROL frames and unknown pairs go to the kernel
-          stack, where an AF_PACKET listener hands them to the slow path
+          it, else generic); CONTROL frames and unknown pairs go to the slow
+          path: AF_XDP sockets (--slow-path xsk) or the kernel stack, where an
+          AF_PACKET listener picks them up (--slow-path packet). On veth
+          ports the peers must run an XDP program too, or the kernel drops
+          frames redirected into them
   afxdp   the userspace path over AF_XDP sockets (copy mode)
   packet  the userspace path over AF_PACKET sockets
   udp     a UDP socket on --udp-listen relaying dxpu datagrams between the
@@ -69,6 +75,7 @@ func init() {
 	f.StringVar(&switchFlags.udpListen, "udp-listen", "0.0.0.0:8855", "--mode udp: address to listen on")
 	f.Uint16Var(&switchFlags.udpPort, "udp-port", switching.DefaultUDPPort, "UDP port of dxpu frames")
 	f.Uint32Var(&switchFlags.maxPairs, "max-pairs", xdp.DefaultMaxPairs, "--mode xdp: pair table size")
+	f.StringVar(&switchFlags.slowPath, "slow-path", "packet", "--mode xdp: how slow-path frames reach Go: packet (XDP_PASS to an AF_PACKET listener) or xsk (AF_XDP sockets via the XSKMAP)")
 	rootCmd.AddCommand(switchCmd)
 }
 
@@ -127,7 +134,10 @@ func runSwitch(cmd *cobra.Command, _ []string) error {
 	var err error
 	switch fl.mode {
 	case "xdp":
-		dp, err = newXDPDataPath(ports, xdp.Options{MaxPairs: fl.maxPairs, UDPPort: fl.udpPort})
+		if fl.slowPath != "packet" && fl.slowPath != "xsk" {
+			return switchUsage("switch: --slow-path %q: want packet or xsk", fl.slowPath)
+		}
+		dp, err = newXDPDataPath(ports, xdp.Options{MaxPairs: fl.maxPairs, UDPPort: fl.udpPort}, fl.slowPath == "xsk")
 	case "packet":
 		dp, err = newPacketDataPath(ports, fl.udpPort)
 	case "afxdp":
@@ -263,28 +273,47 @@ type xdpDataPath struct {
 	*xdp.Switch
 	ports map[string]switching.Port
 	slow  *switching.Forwarder
-	socks map[string]*switching.PacketSocket
+	socks map[string]*switching.PacketSocket // --slow-path packet
+	xsks  map[string]*afxdp.Socket           // --slow-path xsk (queue 0)
 }
 
-func newXDPDataPath(ports map[string]switching.Port, opts xdp.Options) (*xdpDataPath, error) {
+func newXDPDataPath(ports map[string]switching.Port, opts xdp.Options, xsk bool) (*xdpDataPath, error) {
 	sw, err := xdp.Load(opts)
 	if err != nil {
 		return nil, fmt.Errorf("switch: %w (XDP needs root and a kernel with BPF; try --mode packet or udp)", err)
 	}
-	d := &xdpDataPath{Switch: sw, ports: ports, slow: switching.NewForwarder(opts.UDPPort), socks: map[string]*switching.PacketSocket{}}
+	d := &xdpDataPath{Switch: sw, ports: ports, slow: switching.NewForwarder(opts.UDPPort),
+		socks: map[string]*switching.PacketSocket{}, xsks: map[string]*afxdp.Socket{}}
+	// The ports must be in the maps before sockets can be registered.
+	if _, err := sw.Reconcile(&table.Table{}, ports); err != nil {
+		sw.Close()
+		return nil, err
+	}
 	for name, p := range ports {
+		if xsk {
+			s, err := afxdp.Open(int(p.Index), 0, afxdp.Config{})
+			if err == nil {
+				d.xsks[name] = s
+				err = sw.SetXSK(int(p.Index), 0, s.FD())
+			}
+			if err != nil {
+				d.close()
+				return nil, fmt.Errorf("switch: slow-path AF_XDP socket on %s: %w", name, err)
+			}
+		} else {
+			s, err := switching.OpenPacketSocket(int(p.Index))
+			if err != nil {
+				d.close()
+				return nil, fmt.Errorf("switch: slow-path listener on %s: %w", name, err)
+			}
+			d.socks[name] = s
+		}
 		mode, err := sw.Attach(int(p.Index))
 		if err != nil {
-			sw.Close()
+			d.close()
 			return nil, err
 		}
 		slog.Info("switch: XDP attached", "port", name, "mode", mode)
-		s, err := switching.OpenPacketSocket(int(p.Index))
-		if err != nil {
-			d.close()
-			return nil, fmt.Errorf("switch: slow-path listener on %s: %w", name, err)
-		}
-		d.socks[name] = s
 	}
 	d.slow.SetPorts(ports)
 	return d, nil
@@ -303,8 +332,14 @@ func (d *xdpDataPath) apply(t *table.Table) ([]error, error) {
 // up; the listener sees every frame the stack gets and keeps those the Go
 // decision sends to the slow path.
 func (d *xdpDataPath) run(ctx context.Context) error {
+	// The readers are done before run returns, so close never pulls a
+	// socket (or its mmapped rings) from under them.
+	var wg sync.WaitGroup
+	defer wg.Wait()
 	for name, s := range d.socks {
+		wg.Add(1)
 		go func() {
+			defer wg.Done()
 			buf := make([]byte, 16+65536)
 			for ctx.Err() == nil {
 				off, end, err := s.ReadFrame(buf, 16)
@@ -321,15 +356,34 @@ func (d *xdpDataPath) run(ctx context.Context) error {
 			}
 		}()
 	}
+	for name, s := range d.xsks {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				if err := s.Wait(100); err != nil {
+					return
+				}
+				s.Receive(64, func(f *afxdp.Frame) {
+					res := d.slow.Forward(f.Buf[:f.End], f.Off, d.ports[name].Index)
+					slog.Debug("switch: slow path", "port", name, "pair", res.PairID, "reason", res.Reason, "bytes", f.End-f.Off)
+				})
+			}
+		}()
+	}
 	<-ctx.Done()
 	return nil
 }
 
 func (d *xdpDataPath) close() error {
+	err := d.Switch.Close() // detach first: nothing redirects to the sockets any more
 	for _, s := range d.socks {
 		s.Close()
 	}
-	return d.Switch.Close()
+	for _, s := range d.xsks {
+		s.Close()
+	}
+	return err
 }
 
 // --- packet ------------------------------------------------------------------

@@ -94,8 +94,24 @@ type hostPlan struct {
 // plane hot-added, and the demo plugs those GPUs into the emulated host.
 type recorder struct {
 	manager.Noop
-	mu    sync.Mutex
-	added []manager.Pair
+	mu       sync.Mutex
+	added    []manager.Pair
+	removed  []manager.Pair
+	released []manager.Pair
+}
+
+func (r *recorder) HotRemove(_ context.Context, p manager.Pair) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.released = append(r.released, p)
+	return nil
+}
+
+func (r *recorder) SurpriseRemove(_ context.Context, p manager.Pair) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.removed = append(r.removed, p)
+	return nil
 }
 
 func (r *recorder) HotAdd(_ context.Context, p manager.Pair) error {
@@ -263,7 +279,78 @@ func datacenter(ctx context.Context, cfg *Config, rep *Report) ([]*hostPlan, err
 			p.id, sum.Enumerated, p.rtt, sum.ConfigSame)
 		rep.Hosts = append(rep.Hosts, sum)
 	}
+	if err := gpuFailure(cfg, h, agent, plans, rep); err != nil {
+		return nil, err
+	}
 	return plans, ctx.Err()
+}
+
+// gpuFailure marks one of host-d's GPUs unhealthy through the API: the
+// control plane takes it out of the allocation and tells the host bridge,
+// whose port reports a surprise removal to the host; the host's other GPUs
+// keep answering.
+func gpuFailure(cfg *Config, h http.Handler, agent *recorder, plans []*hostPlan, rep *Report) error {
+	p := plans[len(plans)-1]
+	if len(p.alloc.GPUs) < 2 {
+		return nil
+	}
+	victim := p.alloc.GPUs[len(p.alloc.GPUs)-1]
+	if err := api(h, "POST", "/v1/gpus/"+victim.GPU+"/health", map[string]string{"health": "unhealthy"}, nil); err != nil {
+		return err
+	}
+	agent.mu.Lock()
+	removed := append([]manager.Pair(nil), agent.removed...)
+	agent.mu.Unlock()
+	var gone []*host.Device
+	p.world.Host.OnRemove = func(d *host.Device) { gone = append(gone, d) }
+	for _, pr := range removed {
+		if pr.Host != p.id {
+			continue
+		}
+		if err := p.world.SurpriseRemove(pr.HostPort); err != nil {
+			return fmt.Errorf("demo: surprise removal of %s: %w", pr.GPU, err)
+		}
+	}
+	alive := 0
+	for _, d := range p.world.Devices {
+		if !d.Present {
+			continue
+		}
+		if v, err := p.world.Host.CfgRead32(d.ID, 0); err == nil && v&0xffff == 0x10de {
+			alive++
+		}
+	}
+	msg := fmt.Sprintf("%s failed: the control plane took it from %s, whose bridge reported a surprise removal (%d device gone); its other %d GPUs still answer",
+		victim.GPU, p.id, len(gone), alive)
+	cfg.logf("control plane: %s", msg)
+	rep.Notes = append(rep.Notes, msg)
+
+	// host-a gives its GPU back: an orderly hot removal, then the GPU is
+	// free for others.
+	a := plans[0]
+	if err := api(h, "DELETE", "/v1/allocations/"+a.alloc.ID, nil, nil); err != nil {
+		return err
+	}
+	agent.mu.Lock()
+	released := append([]manager.Pair(nil), agent.released...)
+	agent.mu.Unlock()
+	n := 0
+	for _, pr := range released {
+		if pr.Host == a.id {
+			if err := a.world.SurpriseRemove(pr.HostPort); err != nil {
+				return fmt.Errorf("demo: removal of %s from %s: %w", pr.GPU, a.id, err)
+			}
+			n++
+		}
+	}
+	var stats struct {
+		Free int `json:"free"`
+	}
+	_ = api(h, "GET", "/v1/stats", nil, &stats)
+	msg = fmt.Sprintf("%s released allocation %s: %d GPU hot-removed from its bridge; the pool has %d free GPUs", a.id, a.alloc.ID, n, stats.Free)
+	cfg.logf("control plane: %s", msg)
+	rep.Notes = append(rep.Notes, msg)
+	return nil
 }
 
 func gpuList(a pool.Allocation) string {

@@ -43,6 +43,12 @@ func TestDemoWithoutTraces(t *testing.T) {
 	if !strings.Contains(strings.Join(rep.Notes, "\n"), "traces skipped") {
 		t.Errorf("missing traces not noted: %v", rep.Notes)
 	}
+	if !strings.Contains(strings.Join(rep.Notes, "\n"), "surprise removal (1 device gone); its other 7 GPUs still answer") {
+		t.Errorf("GPU failure not handled as expected: %v", rep.Notes)
+	}
+	if !strings.Contains(strings.Join(rep.Notes, "\n"), "1 GPU hot-removed from its bridge; the pool has 2 free GPUs") {
+		t.Errorf("release not handled as expected: %v", rep.Notes)
+	}
 	if !strings.Contains(log.String(), "refused") {
 		t.Errorf("the over-large request was not refused: %s", log.String())
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/dxpu/dxpu/emu/pcie"
 	"github.com/dxpu/dxpu/emu/topo"
 	"github.com/dxpu/dxpu/model"
 )
@@ -28,7 +29,17 @@ func (m Measurer) Measure(ctx context.Context, g *model.Graph, f model.Fabric) (
 	}
 	o := m.Base
 	if f.RTT > 0 || f.Bandwidth > 0 {
-		fab := topo.AddedRTT(f.RTT, f.Bandwidth)
+		// The model's bandwidth is a payload rate and 0 means "no limit
+		// beyond native PCIe"; the emulator's is a wire rate that also
+		// carries each TLP's header and framing.
+		wire := 1e15 // the GPU's own PCIe link then bounds the path
+		if f.Bandwidth > 0 {
+			wire = f.Bandwidth * float64(256+12+32) / 256
+		}
+		fab := topo.AddedRTT(f.RTT, wire)
+		if f.Bandwidth == 0 {
+			fab.OverheadBytes = pcie.PCIeOverheadBytes // nothing but PCIe framing
+		}
 		o.Fabric = &fab
 	}
 	o.TenBitTags = f.Tags > 256

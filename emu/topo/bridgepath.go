@@ -83,8 +83,13 @@ func (s *sideSender) SendTLP(v tlp.View) {
 	s.s.At(time.Duration(math.Ceil(s.busy)), func() { _ = s.sd.Send(buf) }) // malformed TLPs are counted by the side
 }
 
+// Backlog is the wait in front of the bridge: the port's serialization,
+// or the TLPs the bridge refused for now (window or credits exhausted,
+// retransmissions pending), whichever is longer.
 func (s *sideSender) Backlog() time.Duration {
-	return max(0, time.Duration(math.Ceil(s.busy))-s.s.Now())
+	pace := max(0, time.Duration(math.Ceil(s.busy))-s.s.Now())
+	held := time.Duration(float64(s.sd.Backlog()*(256+s.overhead)) / s.rate * 1e9)
+	return max(pace, held)
 }
 
 type dropSender struct{}

@@ -319,3 +319,40 @@ func (c *Client) RTTs(ctx context.Context) ([]pool.RTT, error) {
 	err := c.do(ctx, http.MethodGet, "/v1/rtt", nil, &out)
 	return out.RTT, err
 }
+
+// Event is one entry of GET /v1/events (see manager.Event).
+type Event struct {
+	Seq        uint64    `json:"seq"`
+	Time       time.Time `json:"time"`
+	Type       string    `json:"type"`
+	Allocation string    `json:"allocation,omitempty"`
+	Host       string    `json:"host,omitempty"`
+	Box        string    `json:"box,omitempty"`
+	GPUs       []string  `json:"gpus,omitempty"`
+	Pair       uint32    `json:"pair,omitempty"`
+	HostPort   *int      `json:"host_port,omitempty"`
+}
+
+// Events returns the events after since (of one host if host is set) and
+// the since of the next call. With wait > 0 it long-polls up to wait for
+// the first one.
+func (c *Client) Events(ctx context.Context, since uint64, host string, wait time.Duration) ([]Event, uint64, error) {
+	q := url.Values{}
+	q.Set("since", strconv.FormatUint(since, 10))
+	if host != "" {
+		q.Set("host", host)
+	}
+	if wait > 0 {
+		if c.HTTP != nil && c.HTTP.Timeout > 0 && wait > c.HTTP.Timeout-5*time.Second {
+			wait = max(c.HTTP.Timeout-5*time.Second, c.HTTP.Timeout/2)
+		}
+		q.Set("watch", "1")
+		q.Set("timeout", wait.String())
+	}
+	var out struct {
+		Events []Event `json:"events"`
+		Next   uint64  `json:"next"`
+	}
+	err := c.do(ctx, http.MethodGet, "/v1/events?"+q.Encode(), nil, &out)
+	return out.Events, out.Next, err
+}

@@ -154,6 +154,7 @@ func (m *Manager) routes() http.Handler {
 		return m.Release(r.Context(), r.PathValue("id"))
 	})
 	v1("GET /v1/table", m.getTable)
+	v1("GET /v1/events", m.getEvents)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &APIError{Status: http.StatusNotFound, Code: CodeNotFound, Message: fmt.Sprintf("no route %s %s", r.Method, r.URL.Path)})
 	})
@@ -343,4 +344,40 @@ func (m *Manager) getTable(w http.ResponseWriter, r *http.Request, _ *pool.Pool)
 	ctx, cancel := context.WithTimeout(r.Context(), timeout)
 	defer cancel()
 	return m.table.wait(ctx, version), nil
+}
+
+// getEvents serves events after the since parameter (default 0: all kept),
+// of one host with host=H; with watch=1 it long-polls until there is one
+// or timeout passes. The answer carries "next": the since of the next call.
+func (m *Manager) getEvents(w http.ResponseWriter, r *http.Request, _ *pool.Pool) (any, error) {
+	q := r.URL.Query()
+	var since uint64
+	if s := q.Get("since"); s != "" {
+		v, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			return nil, badRequest(fmt.Sprintf("parameter since %q is not an unsigned integer", s))
+		}
+		since = v
+	}
+	host := q.Get("host")
+	type answer struct {
+		Events []Event `json:"events"`
+		Next   uint64  `json:"next"`
+	}
+	if q.Get("watch") == "" || q.Get("watch") == "0" {
+		evs, last, _ := m.events.since(since, host)
+		return answer{evs, last}, nil
+	}
+	timeout := 30 * time.Second
+	if ts := q.Get("timeout"); ts != "" {
+		var err error
+		if timeout, err = time.ParseDuration(ts); err != nil || timeout <= 0 {
+			return nil, badRequest(fmt.Sprintf("parameter timeout %q: want a positive Go duration such as 30s", ts))
+		}
+		timeout = min(timeout, maxWatch)
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), timeout)
+	defer cancel()
+	evs, last := m.events.wait(ctx, since, host)
+	return answer{evs, last}, nil
 }

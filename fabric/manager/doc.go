@@ -91,6 +91,10 @@
 //	                                    allocation for a retried "request_id")
 //	GET    /v1/allocations/{id}
 //	DELETE /v1/allocations/{id}         release
+//	GET    /v1/events?since=S&host=H&watch=1&timeout=30s
+//	                                    {"events":[Event...],"next":S'}: allocated,
+//	                                    released, gpu_failed (pair, host_port),
+//	                                    drains, registrations; long-polls with watch
 //	GET    /v1/table                    table.Table
 //	GET    /v1/table?watch=1&version=N&timeout=30s
 //	                                    returns when the version differs from N

@@ -60,6 +60,7 @@ func (m *Manager) registerBox(ctx context.Context, p *pool.Pool, b pool.Box) (po
 		}
 		return pool.Box{}, fmt.Errorf("manager: persist box: %w", err)
 	}
+	m.events.add(Event{Type: EventBoxRegistered, Box: nb.ID})
 	return nb, nil
 }
 
@@ -90,6 +91,7 @@ func (m *Manager) RemoveBox(ctx context.Context, id string) (pool.Box, error) {
 		}
 		return pool.Box{}, fmt.Errorf("manager: persist box removal: %w", err)
 	}
+	m.events.add(Event{Type: EventBoxRemoved, Box: id})
 	return b, nil
 }
 
@@ -114,6 +116,7 @@ func (m *Manager) RegisterHost(ctx context.Context, h pool.Host) (pool.Host, err
 		}
 		return pool.Host{}, fmt.Errorf("manager: persist host: %w", err)
 	}
+	m.events.add(Event{Type: EventHostRegistered, Host: nh.ID})
 	return nh, nil
 }
 
@@ -144,6 +147,7 @@ func (m *Manager) RemoveHost(ctx context.Context, id string) (pool.Host, error) 
 		}
 		return pool.Host{}, fmt.Errorf("manager: persist host removal: %w", err)
 	}
+	m.events.add(Event{Type: EventHostRemoved, Host: id})
 	return h, nil
 }
 
@@ -184,6 +188,13 @@ func (m *Manager) Drain(ctx context.Context, box string, on bool) (pool.Box, []s
 	if err := m.cfg.Store.Apply(ctx, putJSON(boxKey(box), storedBox(b))); err != nil {
 		p.SetDraining(box, old.Draining)
 		return pool.Box{}, nil, fmt.Errorf("manager: persist drain: %w", err)
+	}
+	if on != old.Draining {
+		typ := EventBoxUndrained
+		if on {
+			typ = EventBoxDrained
+		}
+		m.events.add(Event{Type: typ, Box: box})
 	}
 	return b, allocs, nil
 }
@@ -238,6 +249,17 @@ func (m *Manager) SetGPUHealth(ctx context.Context, gpu string, h pool.Health) (
 	}
 	if h == pool.Unhealthy {
 		m.metrics.gpuFailures.Inc()
+		if ch.Alloc != nil {
+			m.log.Warn("gpu failed; surprise removal", "gpu", gpu, "allocation", ch.Alloc.ID, "host", ch.Alloc.Host)
+			port := ch.Lost.HostPort
+			m.events.add(Event{Type: EventGPUFailed, Allocation: ch.Alloc.ID, Host: ch.Alloc.Host, Box: ch.Box.ID,
+				GPUs: []string{gpu}, Pair: ch.Lost.Pair, HostPort: &port})
+		} else {
+			m.log.Warn("gpu marked unhealthy", "gpu", gpu)
+		}
+	}
+	if ch.Alloc == nil && before.Health != h {
+		m.events.add(Event{Type: EventGPUHealth, Box: ch.Box.ID, GPUs: []string{gpu}})
 	}
 	// Agents are slow; other inventory changes need not wait for them.
 	m.inv.Unlock()

@@ -58,6 +58,7 @@ type Manager struct {
 	wg      sync.WaitGroup
 	metrics *metrics
 	table   *tableState
+	events  *eventLog
 	handler http.Handler
 
 	mu      sync.RWMutex // guards pool and leading
@@ -98,7 +99,7 @@ func New(cfg Config) (*Manager, error) {
 	if cfg.ID == "" {
 		cfg.ID = "manager-" + randomID(4)
 	}
-	m := &Manager{cfg: cfg, log: cfg.Logger, table: newTableState(), busy: map[string]bool{}}
+	m := &Manager{cfg: cfg, log: cfg.Logger, table: newTableState(), events: newEventLog(), busy: map[string]bool{}}
 	m.ctx, m.cancel = context.WithCancel(context.Background())
 	var err error
 	if m.metrics, err = newMetrics(cfg.Registry, m); err != nil {

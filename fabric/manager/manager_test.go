@@ -775,3 +775,48 @@ func TestRequestIDMakesAllocateIdempotent(t *testing.T) {
 	}
 	e.agree()
 }
+
+func TestEvents(t *testing.T) {
+	e := newEnv(t, nil)
+	seed(t, e.c, 1, 4, 2)
+	_, start, err := e.c.Events(e.ctx, 0, "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan []ctlclient.Event, 1)
+	go func() {
+		evs, _, err := e.c.Events(e.ctx, start, "host1", 30*time.Second)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- evs
+	}()
+	a0, _ := e.c.Allocate(e.ctx, pool.Request{Host: "host0", Count: 1})
+	a1, _ := e.c.Allocate(e.ctx, pool.Request{Host: "host1", Count: 2})
+	evs := <-got
+	if len(evs) != 1 || evs[0].Type != manager.EventAllocated || evs[0].Allocation != a1.ID || len(evs[0].GPUs) != 2 {
+		t.Fatalf("host1's watch got %+v", evs)
+	}
+	e.c.SetGPUHealth(e.ctx, a1.GPUs[1].GPU, pool.Unhealthy)
+	e.c.Free(e.ctx, a0.ID)
+	e.c.Drain(e.ctx, "box0", true)
+	all, next, _ := e.c.Events(e.ctx, start, "", 0)
+	var types []string
+	for _, ev := range all {
+		types = append(types, ev.Type)
+	}
+	want := []string{"allocated", "allocated", "gpu_failed", "released", "box_drained"}
+	if !slices.Equal(types, want) {
+		t.Fatalf("events %v, want %v", types, want)
+	}
+	if f := all[2]; f.Host != "host1" || f.Pair != a1.GPUs[1].Pair || f.HostPort == nil || *f.HostPort != a1.GPUs[1].HostPort {
+		t.Fatalf("gpu_failed event %+v", f)
+	}
+	if evs, n, _ := e.c.Events(e.ctx, next, "", 10*time.Millisecond); len(evs) != 0 || n != next {
+		t.Fatalf("nothing new: %+v %d", evs, n)
+	}
+	// A sequence from another leader's term (ahead of ours) starts over.
+	if evs, _, _ := e.c.Events(e.ctx, next+1000, "", 0); len(evs) != len(all)+3 {
+		t.Fatalf("a foreign sequence got %d events, want all %d kept (3 registrations, then ours)", len(evs), len(all)+3)
+	}
+}

@@ -170,6 +170,8 @@ func (m *Manager) allocate(ctx context.Context, req pool.Request) (pool.Allocati
 		if active, err = p.Activate(id); err == nil {
 			if err = m.cfg.Store.Apply(ctx, putJSON(allocKey(id), active)); err == nil {
 				m.teardownGone(ctx, pairs, active)
+				m.log.Info("allocated", "id", id, "host", req.Host, "gpus", active.GPUIDs())
+				m.events.add(Event{Type: EventAllocated, Allocation: id, Host: active.Host, GPUs: active.GPUIDs()})
 				return active, nil
 			}
 			err = fmt.Errorf("manager: journal activation: %w", err)
@@ -300,6 +302,8 @@ func (m *Manager) Release(ctx context.Context, id string) (pool.Allocation, erro
 		return pool.Allocation{}, fmt.Errorf("release of %s incomplete; the reconciler will finish it: %w", id, err)
 	}
 	m.metrics.releases.Inc()
+	m.log.Info("released", "id", id, "host", a.Host, "gpus", a.GPUIDs())
+	m.events.add(Event{Type: EventReleased, Allocation: id, Host: a.Host, GPUs: a.GPUIDs()})
 	return a, nil
 }
 

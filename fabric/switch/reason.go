@@ -7,6 +7,8 @@ type Reason uint8
 const (
 	ReasonToGPU       Reason = iota // forwarded host -> GPU
 	ReasonToHost                    // forwarded GPU -> host
+	ReasonTxToGPU                   // transmitted towards a GPU (egress port and pair)
+	ReasonTxToHost                  // transmitted towards a host (egress port and pair)
 	ReasonSpoofed                   // known pair, wrong port, MAC or IP: dropped
 	ReasonFault                     // dropped by DropPPM fault injection
 	ReasonControl                   // CONTROL message: slow path
@@ -14,14 +16,12 @@ const (
 	ReasonMalformed                 // dxpu frame too short or wrong version: dropped
 	ReasonNotDXPU                   // not a dxpu frame: kernel stack
 	ReasonNoRoom                    // cannot be rewritten (no headroom for a VLAN tag; UDP mode: far endpoint has no IP): dropped
-	ReasonTxToGPU                   // transmitted towards a GPU (egress port and pair)
-	ReasonTxToHost                  // transmitted towards a host (egress port and pair)
 	NumReasons
 )
 
 var reasonNames = [NumReasons]string{
-	"to_gpu", "to_host", "spoofed", "fault", "control", "unknown_pair",
-	"malformed", "not_dxpu", "no_room", "tx_to_gpu", "tx_to_host",
+	"to_gpu", "to_host", "tx_to_gpu", "tx_to_host", "spoofed", "fault",
+	"control", "unknown_pair", "malformed", "not_dxpu", "no_room",
 }
 
 // String returns the reason's metric label.

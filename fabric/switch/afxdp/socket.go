@@ -277,3 +277,13 @@ func (s *Socket) Flush() error {
 	}
 	return nil
 }
+
+// Wait blocks until frames are ready to Receive or timeout passes (ms).
+func (s *Socket) Wait(timeoutMs int) error {
+	fds := []unix.PollFd{{Fd: int32(s.fd), Events: unix.POLLIN}}
+	_, err := unix.Poll(fds, timeoutMs)
+	if err != nil && !errors.Is(err, unix.EINTR) {
+		return fmt.Errorf("afxdp: poll: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,98 @@
+package manager
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// Event is one thing that happened to the pool, for operators and hosts
+// that watch GET /v1/events. Events are a notification channel, not state:
+// they live in memory (the last 4096), and a new leader starts a new
+// sequence (starting at its wall clock in microseconds), so a watcher that
+// sees a gap re-reads the state it cares about.
+type Event struct {
+	Seq        uint64    `json:"seq"`
+	Time       time.Time `json:"time"`
+	Type       string    `json:"type"`
+	Allocation string    `json:"allocation,omitempty"`
+	Host       string    `json:"host,omitempty"`
+	Box        string    `json:"box,omitempty"`
+	GPUs       []string  `json:"gpus,omitempty"`
+	Pair       uint32    `json:"pair,omitempty"`
+	HostPort   *int      `json:"host_port,omitempty"`
+}
+
+// Event types.
+const (
+	EventAllocated      = "allocated"
+	EventReleased       = "released"
+	EventGPUFailed      = "gpu_failed" // a lent GPU failed: surprise removal on its host
+	EventGPUHealth      = "gpu_health" // a GPU's health changed otherwise
+	EventBoxDrained     = "box_drained"
+	EventBoxUndrained   = "box_undrained"
+	EventBoxRegistered  = "box_registered"
+	EventBoxRemoved     = "box_removed"
+	EventHostRegistered = "host_registered"
+	EventHostRemoved    = "host_removed"
+)
+
+const eventRing = 4096
+
+type eventLog struct {
+	mu      sync.Mutex
+	next    uint64
+	ring    []Event
+	changed chan struct{}
+}
+
+func newEventLog() *eventLog {
+	return &eventLog{next: uint64(time.Now().UnixMicro()), changed: make(chan struct{})}
+}
+
+func (l *eventLog) add(e Event) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	e.Seq, e.Time = l.next, time.Now().UTC()
+	l.next++
+	if len(l.ring) == eventRing {
+		copy(l.ring, l.ring[1:])
+		l.ring = l.ring[:eventRing-1]
+	}
+	l.ring = append(l.ring, e)
+	close(l.changed)
+	l.changed = make(chan struct{})
+}
+
+// since returns the events after seq that match host (empty: all), the
+// sequence to ask from next, and a channel closed at the next event.
+func (l *eventLog) since(seq uint64, host string) ([]Event, uint64, <-chan struct{}) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if seq >= l.next {
+		seq = 0 // a sequence from another leader's term: start over
+	}
+	out := []Event{}
+	for _, e := range l.ring {
+		if e.Seq > seq && (host == "" || e.Host == host) {
+			out = append(out, e)
+		}
+	}
+	return out, l.next - 1, l.changed
+}
+
+// wait returns events after seq, blocking until there is one or ctx ends.
+func (l *eventLog) wait(ctx context.Context, seq uint64, host string) ([]Event, uint64) {
+	for {
+		evs, last, changed := l.since(seq, host)
+		if len(evs) > 0 {
+			return evs, last
+		}
+		seq = last
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return evs, last
+		}
+	}
+}
