@@ -48,23 +48,47 @@ func LastByteAddress(addr uint64, length int, firstBE, lastBE uint8) uint64 {
 	return FirstByteAddress(addr, firstBE) + uint64(ByteCount(length, firstBE, lastBE)) - 1
 }
 
-// RequestBytes returns the byte count of a memory, IO or config request:
-// what its completions' first Byte Count must say. A memory read with TH
-// set carries a steering tag in the byte-enable fields and reads whole DWs.
+// RequestBytes returns what the Byte Count of the first (or only)
+// completion of request v must say (PCIe Base Specification, "Completion
+// Rules" and "Calculating Byte Count from Length and Byte Enables"):
+//   - memory reads: the bytes from the first to the last enabled byte; a
+//     read with TH set carries a steering tag in the byte-enable fields and
+//     reads whole DWs (its byte enables are implied 1111b);
+//   - AtomicOps: the operand size (FetchAdd and Swap 4 x Length, CAS 2 x
+//     Length), whatever the reserved byte-enable fields hold;
+//   - IO and configuration requests: 4, whatever the byte enables say;
+//   - memory writes (which have no completion): the bytes they write.
+//
+// It returns 0 for messages and completions.
 func (v View) RequestBytes() int {
 	k := v.Kind()
-	if v.TH() && (k == MRd || k == MRdLk) {
+	switch {
+	case (k == MRd || k == MRdLk) && v.TH():
 		return 4 * v.Length()
+	case k == MRd || k == MRdLk || k == MWr:
+		return ByteCount(v.Length(), v.FirstBE(), v.LastBE())
+	case k == CAS:
+		return 2 * v.Length()
+	case k == FetchAdd || k == Swap:
+		return 4 * v.Length()
+	case k.IsIO() || k.IsConfig():
+		return 4
 	}
-	return ByteCount(v.Length(), v.FirstBE(), v.LastBE())
+	return 0
 }
 
-// RequestLowerAddress returns the Lower Address the first completion of a
-// memory read request v carries: the low 7 bits of its first enabled byte.
+// RequestLowerAddress returns the Lower Address the first completion of
+// request v carries: for a memory read, the low 7 bits of the address of
+// its first enabled byte (all bytes enabled when TH is set); 0 for IO and
+// configuration requests, which must complete with Lower Address 0, and
+// for AtomicOps, whose completions have the field reserved (sent as 0).
 func (v View) RequestLowerAddress() uint8 {
 	k := v.Kind()
-	if v.TH() && (k == MRd || k == MRdLk) {
+	switch {
+	case (k == MRd || k == MRdLk) && v.TH():
 		return uint8(v.Address() & 0x7f)
+	case k == MRd || k == MRdLk || k == MWr:
+		return uint8(FirstByteAddress(v.Address(), v.FirstBE()) & 0x7f)
 	}
-	return uint8(FirstByteAddress(v.Address(), v.FirstBE()) & 0x7f)
+	return 0
 }

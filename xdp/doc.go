@@ -2,7 +2,8 @@
 // (switch.c, compiled by bpf2go into xdpswitch_bpfel.{go,o}, committed) that
 // forwards dxpu frames between the bridges of each host-GPU pair, and its Go
 // loader: Load, Attach (driver mode, else generic), Detach, Reconcile (maps
-// = table), counters, BPF_PROG_TEST_RUN (TestRun, Replay, Bench), and the
+// = table), counters, BPF_PROG_TEST_RUN (TestRun, Replay, Bench), the Go
+// slow path that forwards the bridges' CONTROL messages (SlowPath), and the
 // AF_XDP userspace switch (NewAFXDPSwitch).
 //
 // The program makes exactly the decision that fabric/switch (package

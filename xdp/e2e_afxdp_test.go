@@ -8,6 +8,7 @@ import (
 	switching "github.com/dxpu/dxpu/fabric/switch"
 	"github.com/dxpu/dxpu/fabric/switch/afxdp"
 	"github.com/dxpu/dxpu/internal/privtest"
+	"github.com/dxpu/dxpu/tlp/encap"
 	"github.com/dxpu/dxpu/xdp"
 	"github.com/dxpu/dxpu/xdp/xdptest"
 )
@@ -70,6 +71,22 @@ func TestEndToEndAFXDP(t *testing.T) {
 			t.Fatalf("frame %d: got\n% x\nwant\n% x", i, got[:40], buf[res.Off:res.Off+40])
 		}
 	}
+	// CONTROL messages (the bridges' handshake) cross through the slow
+	// path, inline in the driver.
+	hello := dxpuFrame(t, topo.HostIf.MAC, topo.SwitchHost.MAC, e2ePair, 7)
+	hello[15] = byte(encap.MsgControl)
+	if err := hostConn.Send(hello); err != nil {
+		t.Fatal(err)
+	}
+	got, err := gpuConn.RecvMatching(recvLimit, xdptest.IsDXPU)
+	if err != nil {
+		t.Fatalf("CONTROL frame: %v", err)
+	}
+	hbuf := append(make([]byte, switching.Headroom), hello...)
+	hres := ref.ForwardControl(hbuf, switching.Headroom, uint32(topo.SwitchHost.Index))
+	if hres.Verdict != switching.VerdictForward || !bytes.Equal(got, hbuf[hres.Off:]) {
+		t.Fatalf("CONTROL frame: got\n% x\nwant (%v)\n% x", got, hres.Verdict, hbuf[hres.Off:])
+	}
 	// Spoofed: the GPU's MAC from the host port.
 	if err := hostConn.Send(dxpuFrame(t, topo.GPUIf.MAC, topo.SwitchHost.MAC, e2ePair, 99)); err != nil {
 		t.Fatal(err)
@@ -78,7 +95,7 @@ func TestEndToEndAFXDP(t *testing.T) {
 	if err := hostConn.Send(marker); err != nil {
 		t.Fatal(err)
 	}
-	got, err := gpuConn.RecvMatching(recvLimit, xdptest.IsDXPU)
+	got, err = gpuConn.RecvMatching(recvLimit, xdptest.IsDXPU)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -40,7 +40,7 @@ func newXDPTopology(t *testing.T) *xdpTopology {
 	tbl.Pairs = append(tbl.Pairs, table.Pair{ID: e2eOther,
 		Host: table.Endpoint{Port: topo.SwitchGPU.Name, MAC: net.HardwareAddr{2, 0xd0, 0, 0, 0, 0x0b}},
 		GPU:  table.Endpoint{Port: topo.SwitchGPU.Name, MAC: net.HardwareAddr{2, 0xd0, 0, 0, 0, 0x0c}}})
-	sw := xdptest.RunXDPSwitch(t, topo, tbl)
+	sw := xdptest.RunXDPFastPath(t, topo, tbl)
 	return &xdpTopology{Topology: topo, tbl: tbl, ports: topo.Ports(), sw: sw}
 }
 
@@ -300,6 +300,35 @@ func TestEndToEndXDPUDP(t *testing.T) {
 		res := ref.Forward(buf, switching.Headroom, uint32(dir.in.Index))
 		if res.Verdict != switching.VerdictForward || !bytes.Equal(got, buf[res.Off:]) {
 			t.Fatalf("direction %d: got\n% x\nGo path (%v/%v)\n% x", i, got, res.Verdict, res.Reason, buf[res.Off:])
+		}
+	}
+}
+
+// TestRunXDPSwitchCarriesHandshake: the harness the bridges' end-to-end
+// tests use carries CONTROL messages (their handshake) and data both ways.
+func TestRunXDPSwitchCarriesHandshake(t *testing.T) {
+	privtest.BPF(t)
+	privtest.NetNS(t)
+	topo := xdptest.NewTopology(t)
+	xdptest.RunXDPSwitch(t, topo, topo.Table(e2ePair))
+	hostConn := xdptest.OpenPacket(t, topo.Host, topo.HostIf)
+	gpuConn := xdptest.OpenPacket(t, topo.GPU, topo.GPUIf)
+	for _, typ := range []encap.MsgType{encap.MsgControl, encap.MsgTLP} {
+		for i, c := range []struct {
+			from, to *xdptest.Conn
+			src      net.HardwareAddr
+			dst      net.HardwareAddr
+		}{{hostConn, gpuConn, topo.HostIf.MAC, topo.SwitchHost.MAC}, {gpuConn, hostConn, topo.GPUIf.MAC, topo.SwitchGPU.MAC}} {
+			if err := c.from.Send(switchtest.Frame(c.src, c.dst, -1, nil, typ, e2ePair, false)); err != nil {
+				t.Fatal(err)
+			}
+			got, err := c.to.RecvMatching(recvLimit, xdptest.IsDXPU)
+			if err != nil {
+				t.Fatalf("%v direction %d: %v", typ, i, err)
+			}
+			if encap.MsgType(got[15]) != typ {
+				t.Fatalf("%v direction %d: got message type %d", typ, i, got[15])
+			}
 		}
 	}
 }

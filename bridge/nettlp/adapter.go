@@ -76,6 +76,14 @@ type AdapterConfig struct {
 	Local netip.Addr
 	// Remote is the NetTLP adapter (the real host's side).
 	Remote netip.Addr
+	// DMARemote, when set, is where requests sent down (the GPU's DMA
+	// reads and writes, MSI writes) go instead of Remote, and a second
+	// address datagrams are accepted from; completions still go to
+	// Remote. A real adapter is one address and leaves it unset; on one
+	// machine it separates a libtlp-like client doing the host's MMIO
+	// (Remote) from a Target serving the host's memory (DMARemote), which
+	// cannot share tag ports.
+	DMARemote netip.Addr
 	// Tags is the number of tag ports (default 16).
 	Tags int
 	// RecvBuffer per socket in bytes (default DefaultRecvBuffer).
@@ -101,6 +109,9 @@ type Adapter struct {
 func NewAdapter(cfg AdapterConfig) (*Adapter, error) {
 	if !cfg.Remote.Is4() || cfg.Remote.IsUnspecified() {
 		return nil, fmt.Errorf("%w: remote address %v: want the NetTLP adapter's IPv4 address", ErrConfig, cfg.Remote)
+	}
+	if cfg.DMARemote.IsValid() && (!cfg.DMARemote.Is4() || cfg.DMARemote.IsUnspecified()) {
+		return nil, fmt.Errorf("%w: DMA remote address %v: want an IPv4 address", ErrConfig, cfg.DMARemote)
 	}
 	tr, err := Listen(TransportConfig{Local: cfg.Local, Tags: cfg.Tags, RecvBuffer: cfg.RecvBuffer})
 	if err != nil {
@@ -137,7 +148,11 @@ func (a *Adapter) SendTLP(tlp []byte) error {
 	if port >= a.tr.Tags() {
 		return fmt.Errorf("%w: tag %#x needs port %#x, only %d tag ports are open", ErrConfig, tag, Port(tag), a.tr.Tags())
 	}
-	if err := a.tr.Send(port, netip.AddrPortFrom(a.cfg.Remote, Port(tag)), f); err != nil {
+	dst := a.cfg.Remote
+	if a.cfg.DMARemote.IsValid() && tlp[0]&0x1e != 0x0a { // not Cpl/CplD/CplLk/CplDLk
+		dst = a.cfg.DMARemote
+	}
+	if err := a.tr.Send(port, netip.AddrPortFrom(dst, Port(tag)), f); err != nil {
 		a.stats.SendErrors.Add(1)
 		return err
 	}
@@ -146,8 +161,8 @@ func (a *Adapter) SendTLP(tlp []byte) error {
 }
 
 // Run delivers the host's TLPs to up until ctx is done; then it closes the
-// sockets and returns nil. Datagrams from addresses other than Remote are
-// dropped.
+// sockets and returns nil. Datagrams from addresses other than Remote (and
+// DMARemote) are dropped.
 func (a *Adapter) Run(ctx context.Context, up Receiver) error {
 	if up == nil {
 		return fmt.Errorf("%w: nil Receiver", ErrConfig)
@@ -162,7 +177,7 @@ func (a *Adapter) Run(ctx context.Context, up Receiver) error {
 			defer wg.Done()
 			errs[i] = a.tr.recvLoop(i, func(d []byte, from netip.AddrPort) {
 				a.stats.Datagrams.Add(1)
-				if from.Addr() != a.cfg.Remote {
+				if from.Addr() != a.cfg.Remote && (!a.cfg.DMARemote.IsValid() || from.Addr() != a.cfg.DMARemote) {
 					a.stats.Ignored.Add(1)
 					return
 				}

@@ -10,7 +10,6 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -21,7 +20,6 @@ import (
 
 	"github.com/dxpu/dxpu/fabric/ctlclient"
 	switching "github.com/dxpu/dxpu/fabric/switch"
-	"github.com/dxpu/dxpu/fabric/switch/afxdp"
 	"github.com/dxpu/dxpu/fabric/table"
 	"github.com/dxpu/dxpu/xdp"
 )
@@ -273,8 +271,7 @@ type xdpDataPath struct {
 	*xdp.Switch
 	ports map[string]switching.Port
 	slow  *switching.Forwarder
-	socks map[string]*switching.PacketSocket // --slow-path packet
-	xsks  map[string]*afxdp.Socket           // --slow-path xsk (queue 0)
+	sp    *xdp.SlowPath
 }
 
 func newXDPDataPath(ports map[string]switching.Port, opts xdp.Options, xsk bool) (*xdpDataPath, error) {
@@ -282,32 +279,19 @@ func newXDPDataPath(ports map[string]switching.Port, opts xdp.Options, xsk bool)
 	if err != nil {
 		return nil, fmt.Errorf("switch: %w (XDP needs root and a kernel with BPF; try --mode packet or udp)", err)
 	}
-	d := &xdpDataPath{Switch: sw, ports: ports, slow: switching.NewForwarder(opts.UDPPort),
-		socks: map[string]*switching.PacketSocket{}, xsks: map[string]*afxdp.Socket{}}
-	// The ports must be in the maps before sockets can be registered.
+	d := &xdpDataPath{Switch: sw, ports: ports, slow: switching.NewForwarder(opts.UDPPort)}
+	d.slow.SetPorts(ports)
+	// The ports must be in the maps before AF_XDP sockets can be registered.
 	if _, err := sw.Reconcile(&table.Table{}, ports); err != nil {
 		sw.Close()
 		return nil, err
 	}
+	if d.sp, err = xdp.NewSlowPath(sw, d.slow, ports, xsk); err != nil {
+		sw.Close()
+		return nil, err
+	}
+	d.sp.Observe = slowPathLogger
 	for name, p := range ports {
-		if xsk {
-			s, err := afxdp.Open(int(p.Index), 0, afxdp.Config{})
-			if err == nil {
-				d.xsks[name] = s
-				err = sw.SetXSK(int(p.Index), 0, s.FD())
-			}
-			if err != nil {
-				d.close()
-				return nil, fmt.Errorf("switch: slow-path AF_XDP socket on %s: %w", name, err)
-			}
-		} else {
-			s, err := switching.OpenPacketSocket(int(p.Index))
-			if err != nil {
-				d.close()
-				return nil, fmt.Errorf("switch: slow-path listener on %s: %w", name, err)
-			}
-			d.socks[name] = s
-		}
 		mode, err := sw.Attach(int(p.Index))
 		if err != nil {
 			d.close()
@@ -315,74 +299,33 @@ func newXDPDataPath(ports map[string]switching.Port, opts xdp.Options, xsk bool)
 		}
 		slog.Info("switch: XDP attached", "port", name, "mode", mode)
 	}
-	d.slow.SetPorts(ports)
 	return d, nil
 }
 
 func (d *xdpDataPath) apply(t *table.Table) ([]error, error) {
 	skipped, err := d.Reconcile(t, d.ports)
 	if err == nil {
-		rules, _, _ := switching.Compile(t, d.ports, 0)
+		rules, _, _ := switching.Compile(t, d.ports, d.slow.UDPPort())
 		d.slow.Update(rules)
 	}
 	return skipped, err
 }
 
-// run is the slow path: the stack passes CONTROL frames and unknown pairs
-// up; the listener sees every frame the stack gets and keeps those the Go
-// decision sends to the slow path.
-func (d *xdpDataPath) run(ctx context.Context) error {
-	// The readers are done before run returns, so close never pulls a
-	// socket (or its mmapped rings) from under them.
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	for name, s := range d.socks {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			buf := make([]byte, 16+65536)
-			for ctx.Err() == nil {
-				off, end, err := s.ReadFrame(buf, 16)
-				if err != nil {
-					if errors.Is(err, switching.ErrTimeout) {
-						continue
-					}
-					return
-				}
-				res := d.slow.Forward(buf[:end], off, d.ports[name].Index)
-				if res.Verdict == switching.VerdictSlowPath {
-					slog.Debug("switch: slow path", "port", name, "pair", res.PairID, "reason", res.Reason, "bytes", end-off)
-				}
-			}
-		}()
-	}
-	for name, s := range d.xsks {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for ctx.Err() == nil {
-				if err := s.Wait(100); err != nil {
-					return
-				}
-				s.Receive(64, func(f *afxdp.Frame) {
-					res := d.slow.Forward(f.Buf[:f.End], f.Off, d.ports[name].Index)
-					slog.Debug("switch: slow path", "port", name, "pair", res.PairID, "reason", res.Reason, "bytes", f.End-f.Off)
-				})
-			}
-		}()
-	}
-	<-ctx.Done()
-	return nil
+// PairCounters and PortCounters add the slow path's forwarding (CONTROL
+// messages) to the program's counters.
+func (d *xdpDataPath) PairCounters(fn func(id uint32, c switching.Counters)) error {
+	return switching.SumSources{d.Switch, d.slow}.PairCounters(fn)
 }
+
+func (d *xdpDataPath) PortCounters(fn func(port string, c switching.Counters)) error {
+	return switching.SumSources{d.Switch, d.slow}.PortCounters(fn)
+}
+
+func (d *xdpDataPath) run(ctx context.Context) error { return d.sp.Run(ctx) }
 
 func (d *xdpDataPath) close() error {
 	err := d.Switch.Close() // detach first: nothing redirects to the sockets any more
-	for _, s := range d.socks {
-		s.Close()
-	}
-	for _, s := range d.xsks {
-		s.Close()
-	}
+	d.sp.Close()
 	return err
 }
 

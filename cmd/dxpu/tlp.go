@@ -28,7 +28,8 @@ var tlpDecodeCmd = &cobra.Command{
 	Short: "Decode TLPs (hex, one per line on stdin, or a capture) to JSON lines",
 	Long: `Decode reads TLPs as hex, one per line, from stdin (or from the arguments) and
 prints one JSON object per TLP. Blank lines and lines starting with # are
-skipped; spaces, colons and a 0x prefix in the hex are ignored.
+skipped; spaces, tabs, colons, commas, underscores and dashes between the hex
+digits are ignored, and each word may carry a 0x prefix ("0x00000001 0x0100050f").
 
 With --pcap FILE it reads a pcap or pcapng capture instead (NetTLP, dxpu over
 Ethernet or UDP, with or without VLAN tags) and adds "frame" (1-based index
@@ -69,15 +70,20 @@ func parseHexLine(line string) (b []byte, ok bool, err error) {
 	if s == "" || strings.HasPrefix(s, "#") {
 		return nil, false, nil
 	}
-	s = strings.TrimPrefix(strings.TrimPrefix(s, "0x"), "0X")
+	// Separators become spaces so that each word (a DW as tools print
+	// them, "0x0100050f") may carry its own 0x prefix.
 	s = strings.Map(func(r rune) rune {
 		switch r {
-		case ' ', '\t', ':', '_', '-':
-			return -1
+		case '\t', ':', '_', '-', ',':
+			return ' '
 		}
 		return r
 	}, s)
-	b, err = hex.DecodeString(s)
+	var sb strings.Builder
+	for _, w := range strings.Fields(s) {
+		sb.WriteString(strings.TrimPrefix(strings.TrimPrefix(w, "0x"), "0X"))
+	}
+	b, err = hex.DecodeString(sb.String())
 	if err != nil {
 		return nil, true, fmt.Errorf("bad hex: %w", err)
 	}

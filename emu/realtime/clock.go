@@ -15,6 +15,10 @@ type Clock struct {
 	start time.Time
 	mu    sync.Mutex
 	inbox []func()
+	// world is held while the simulation runs (a step, or the tail of
+	// Advance): code outside the simulation's goroutine that touches the
+	// world (a NetTLP port reading host memory) holds it too.
+	world sync.Mutex
 	wake  chan struct{}
 	// Tick bounds how long the loop sleeps between looks at the clock
 	// (default 20us): the resolution of the wall-clock world.
@@ -60,6 +64,8 @@ func (c *Clock) drain() int {
 
 // step brings the simulation up to the wall clock and runs what is due.
 func (c *Clock) step() int {
+	c.world.Lock()
+	defer c.world.Unlock()
 	n := int(pcie.RunUntil(c.S, c.Elapsed()))
 	return n + c.drain()
 }
@@ -116,5 +122,12 @@ func (c *Clock) Advance(d time.Duration) {
 	c.rebase()
 	end := c.S.Now() + d
 	c.RunWhile(func() bool { return c.Elapsed() < end })
+	c.world.Lock()
 	pcie.RunUntil(c.S, end)
+	c.world.Unlock()
 }
+
+// World returns the lock held while the simulation runs. Hold it to read
+// or write the emulated world (host memory, say) from another goroutine:
+// between steps nothing in the simulation moves.
+func (c *Clock) World() sync.Locker { return &c.world }

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -142,20 +143,37 @@ func BenchmarkStartup(b *testing.B) {
 		b.Fatal(err)
 	}
 	seedStore(b, st)
-	m, err := manager.New(manager.Config{Store: st, Logger: quiet(), ReconcileInterval: -1})
-	if err != nil {
-		b.Fatal(err)
-	}
+	// Journal 1,000 active allocations in one batch: a pool built from the
+	// same records chooses them, as the manager would have.
 	ctx := context.Background()
+	p := pool.New()
+	kvs, _ := st.List(ctx, "")
+	for _, kv := range kvs {
+		if strings.HasPrefix(kv.Key, "box/") {
+			var bx pool.Box
+			json.Unmarshal(kv.Value, &bx)
+			p.AddBox(bx)
+		} else {
+			var h pool.Host
+			json.Unmarshal(kv.Value, &h)
+			p.AddHost(h)
+		}
+	}
+	var ops []store.Op
 	lent := 0
 	for i := 0; lent < 5000; i++ {
-		a, err := m.Allocate(ctx, pool.Request{Host: fmt.Sprintf("host%04d", i%2000), Count: 1 + i%8})
-		if err != nil {
+		id := fmt.Sprintf("a-%06d", i)
+		if _, err := p.Reserve(id, pool.Request{Host: fmt.Sprintf("host%04d", i%2000), Count: 1 + i%8}); err != nil {
 			b.Fatal(err)
 		}
+		a, _ := p.Activate(id)
+		v, _ := json.Marshal(a)
+		ops = append(ops, store.Put("alloc/"+id, v))
 		lent += len(a.GPUs)
 	}
-	m.Close()
+	if err := st.Apply(ctx, ops...); err != nil {
+		b.Fatal(err)
+	}
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {

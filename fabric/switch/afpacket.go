@@ -13,9 +13,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// SlowPathFunc receives frames the forwarder hands to the slow path
-// (CONTROL messages, unknown pairs) with the port they came in on. The
-// frame is only valid during the call.
+// SlowPathFunc observes frames the forwarder hands to the slow path
+// (CONTROL messages, unknown pairs) with the port they came in on, before
+// the drivers forward CONTROL messages with ForwardControl. The frame is
+// only valid during the call.
 type SlowPathFunc func(port string, frame []byte)
 
 // PacketDriver runs a Forwarder over AF_PACKET sockets, one per port: the
@@ -160,6 +161,20 @@ func OpenPacketSocket(ifindex int) (*PacketSocket, error) {
 	return &PacketSocket{fd: fd, oob: make([]byte, unix.CmsgSpace(int(unsafe.Sizeof(auxdata{}))))}, nil
 }
 
+// OpenPacketSender opens a transmit-only raw socket on ifindex: bound to
+// protocol 0, the kernel queues nothing on it for reading.
+func OpenPacketSender(ifindex int) (*PacketSocket, error) {
+	fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	if err := unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: 0, Ifindex: ifindex}); err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	return &PacketSocket{fd: fd, oob: make([]byte, unix.CmsgSpace(int(unsafe.Sizeof(auxdata{}))))}, nil
+}
+
 // ErrTimeout is returned by ReadFrame when no frame came within the read
 // timeout.
 var ErrTimeout = errors.New("switch: read timeout")
@@ -217,18 +232,21 @@ func (d *PacketDriver) loop(ctx context.Context, p *packetPort) error {
 			return fmt.Errorf("switch: reading %s: %w", p.Name, err)
 		}
 		res := d.fwd.Forward(buf[:end], off, p.Index)
-		switch res.Verdict {
-		case VerdictForward:
+		if res.Verdict == VerdictSlowPath {
+			// Slow path, inline: observe, then forward CONTROL
+			// messages (the bridges' handshake) like data.
+			if d.SlowPath != nil {
+				d.SlowPath(p.Name, buf[res.Off:end])
+			}
+			res = d.fwd.ForwardControl(buf[:end], off, p.Index)
+		}
+		if res.Verdict == VerdictForward {
 			out := d.byIndex[res.Egress]
 			if out == nil {
 				continue
 			}
 			if err := out.sock.WriteFrame(buf[res.Off:end]); err != nil && !errors.Is(err, unix.ENOBUFS) {
 				slog.Debug("switch: transmit failed", "port", out.Name, "err", err)
-			}
-		case VerdictSlowPath:
-			if d.SlowPath != nil {
-				d.SlowPath(p.Name, buf[res.Off:end])
 			}
 		}
 	}

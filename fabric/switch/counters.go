@@ -46,3 +46,45 @@ type CounterSource interface {
 	// PortCounters calls fn for every port ("" for frames on unmanaged ports).
 	PortCounters(fn func(port string, c Counters)) error
 }
+
+// SumSources is a CounterSource adding up several: the XDP maps and the
+// slow path's forwarder of the same switch.
+type SumSources []CounterSource
+
+// PairCounters implements CounterSource.
+func (ss SumSources) PairCounters(fn func(id uint32, c Counters)) error {
+	sum := map[uint32]*Counters{}
+	for _, s := range ss {
+		if err := s.PairCounters(func(id uint32, c Counters) {
+			if sum[id] == nil {
+				sum[id] = &Counters{}
+			}
+			sum[id].Merge(&c)
+		}); err != nil {
+			return err
+		}
+	}
+	for id, c := range sum {
+		fn(id, *c)
+	}
+	return nil
+}
+
+// PortCounters implements CounterSource.
+func (ss SumSources) PortCounters(fn func(port string, c Counters)) error {
+	sum := map[string]*Counters{}
+	for _, s := range ss {
+		if err := s.PortCounters(func(p string, c Counters) {
+			if sum[p] == nil {
+				sum[p] = &Counters{}
+			}
+			sum[p].Merge(&c)
+		}); err != nil {
+			return err
+		}
+	}
+	for p, c := range sum {
+		fn(p, *c)
+	}
+	return nil
+}

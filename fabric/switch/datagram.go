@@ -11,18 +11,37 @@ import "net/netip"
 // without an IP address never match. The payload is not modified. Counters
 // are kept on the pair and on port index udpIndex.
 func (f *Forwarder) ForwardDatagram(payload []byte, from netip.AddrPort, udpIndex uint32) (netip.AddrPort, Result) {
+	return f.forwardDatagram(payload, from, udpIndex, false)
+}
+
+// ForwardDatagramControl is ForwardControl for datagrams: the slow path
+// forwards CONTROL messages like data and drops unknown pairs, counting
+// only what ForwardDatagram did not.
+func (f *Forwarder) ForwardDatagramControl(payload []byte, from netip.AddrPort, udpIndex uint32) (netip.AddrPort, Result) {
+	return f.forwardDatagram(payload, from, udpIndex, true)
+}
+
+func (f *Forwarder) forwardDatagram(payload []byte, from netip.AddrPort, udpIndex uint32, slow bool) (netip.AddrPort, Result) {
 	n := len(payload)
 	res := Result{}
 	inCtr := lazyPort{f: f, ingress: udpIndex}
 	if n < dxpuHeaderLen || payload[0]>>4 != dxpuVersion {
+		if slow {
+			res.Verdict, res.Reason = VerdictDrop, ReasonMalformed
+			return netip.AddrPort{}, res
+		}
 		return netip.AddrPort{}, f.finish(res, VerdictDrop, ReasonMalformed, nil, inCtr, n)
 	}
 	res.PairID = pairID(payload)
-	if payload[1] == msgControl {
+	if payload[1] == msgControl && !slow {
 		return netip.AddrPort{}, f.finish(res, VerdictSlowPath, ReasonControl, nil, inCtr, n)
 	}
 	r := f.rules.Load().byID[res.PairID]
 	if r == nil {
+		if slow {
+			res.Verdict, res.Reason = VerdictDrop, ReasonUnknownPair
+			return netip.AddrPort{}, res
+		}
 		return netip.AddrPort{}, f.finish(res, VerdictSlowPath, ReasonUnknownPair, nil, inCtr, n)
 	}
 	src := from.Addr().Unmap()

@@ -39,7 +39,10 @@
 //     ReasonTxToGPU or ReasonTxToHost on the pair and the egress port.
 //
 // Slow-path frames go to the AF_XDP socket or AF_PACKET listener of the
-// daemon; VerdictPass frames are the kernel's.
+// daemon, where ForwardControl decides again: CONTROL messages are the
+// bridges' handshake and keepalives, so they are forwarded like data (same
+// checks, same rewrite); frames of unknown pairs are dropped. VerdictPass
+// frames are the kernel's.
 //
 // # Drivers
 //

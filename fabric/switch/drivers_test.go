@@ -73,6 +73,26 @@ func TestPacketDriverEndToEnd(t *testing.T) {
 			t.Fatalf("frame %d: got\n% x\nwant\n% x", i, got[:min(len(got), 40)], buf[res.Off:res.Off+40])
 		}
 	}
+	controlCrosses(t, topo, hostConn, gpuConn, ref, 0x000c01)
+}
+
+// controlCrosses sends a CONTROL frame (the bridges' handshake) from the
+// host end and expects it at the GPU end, rewritten like data.
+func controlCrosses(t *testing.T, topo *xdptest.Topology, host, gpu *xdptest.Conn, ref *switching.Forwarder, pair uint32) {
+	t.Helper()
+	hello := switchtest.Frame(topo.HostIf.MAC, topo.SwitchHost.MAC, -1, nil, encap.MsgControl, pair, false)
+	if err := host.Send(hello); err != nil {
+		t.Fatal(err)
+	}
+	got, err := gpu.RecvMatching(3*time.Second, func(b []byte) bool { return xdptest.IsDXPU(b) && len(b) > 19 && (b[15] == 5 || b[19] == 5) })
+	if err != nil {
+		t.Fatalf("CONTROL frame did not cross the switch: %v", err)
+	}
+	buf := append(make([]byte, switching.Headroom), hello...)
+	res := ref.ForwardControl(buf, switching.Headroom, uint32(topo.SwitchHost.Index))
+	if !bytes.Equal(got, buf[res.Off:]) {
+		t.Fatalf("CONTROL frame: got\n% x\nwant\n% x", got, buf[res.Off:])
+	}
 }
 
 func TestUDPDriverRelays(t *testing.T) {
@@ -126,6 +146,17 @@ func TestUDPDriverRelays(t *testing.T) {
 		if !bytes.Equal(buf[:n], msg) || from != drv.Addr() {
 			t.Fatalf("got %d bytes from %v", n, from)
 		}
+	}
+	// CONTROL datagrams (the bridges' handshake) are relayed too.
+	ctl := append([]byte(nil), msg...)
+	encap.Header(ctl).SetType(encap.MsgControl)
+	if _, err := host.WriteToUDP(ctl, sw); err != nil {
+		t.Fatal(err)
+	}
+	gpu.SetReadDeadline(time.Now().Add(3 * time.Second))
+	cbuf := make([]byte, 100)
+	if n, _, err := gpu.ReadFromUDPAddrPort(cbuf); err != nil || !bytes.Equal(cbuf[:n], ctl) {
+		t.Fatalf("CONTROL datagram not relayed: %v", err)
 	}
 	// A third party using pair 9 is dropped as spoofed.
 	other, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})

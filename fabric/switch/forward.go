@@ -138,6 +138,20 @@ func (f *Forwarder) updateLocked(rules []Rule) {
 // be at least Headroom; Result.Off says where the frame now starts.
 // Forward does not allocate and is safe for concurrent use.
 func (f *Forwarder) Forward(buf []byte, off int, ingress uint32) Result {
+	return f.decide(buf, off, ingress, false)
+}
+
+// ForwardControl is the slow path's decision for a frame Forward handed
+// to it (VerdictSlowPath): CONTROL messages are the bridges' own link
+// handshake and keepalives, so they are forwarded like data, with the same
+// ingress checks, fault injection and rewrite; frames of unknown pairs are
+// dropped. Only what Forward did not count is counted here (forwarding,
+// spoofing, faults), so a frame is not counted twice.
+func (f *Forwarder) ForwardControl(buf []byte, off int, ingress uint32) Result {
+	return f.decide(buf, off, ingress, true)
+}
+
+func (f *Forwarder) decide(buf []byte, off int, ingress uint32, slow bool) Result {
 	if off < 0 || off > len(buf) {
 		return Result{Verdict: VerdictDrop, Reason: ReasonMalformed, Off: off}
 	}
@@ -146,7 +160,7 @@ func (f *Forwarder) Forward(buf []byte, off int, ingress uint32) Result {
 	res := Result{Off: off}
 	// Port counters: the forwarding path takes them from the rule; the
 	// other verdicts look the ingress port up (inCtr below).
-	inCtr := lazyPort{f: f, ingress: ingress}
+	inCtr := lazyPort{f: f, ingress: ingress, quiet: slow}
 
 	if n < ethHeaderLen {
 		return f.notDXPU(res, inCtr, n)
@@ -188,15 +202,21 @@ func (f *Forwarder) Forward(buf []byte, off int, ingress uint32) Result {
 	}
 
 	if n < h+dxpuHeaderLen || frame[h]>>4 != dxpuVersion {
+		if slow {
+			return Result{Verdict: VerdictDrop, Reason: ReasonMalformed, Off: off}
+		}
 		return f.finish(res, VerdictDrop, ReasonMalformed, nil, inCtr, n)
 	}
-	if frame[h+1] == msgControl {
-		res.PairID = pairID(frame[h:])
+	res.PairID = pairID(frame[h:])
+	if frame[h+1] == msgControl && !slow {
 		return f.finish(res, VerdictSlowPath, ReasonControl, nil, inCtr, n)
 	}
-	res.PairID = pairID(frame[h:])
 	r := f.rules.Load().byID[res.PairID]
 	if r == nil {
+		if slow {
+			res.Verdict, res.Reason = VerdictDrop, ReasonUnknownPair
+			return res
+		}
 		return f.finish(res, VerdictSlowPath, ReasonUnknownPair, nil, inCtr, n)
 	}
 
@@ -255,11 +275,16 @@ func (f *Forwarder) Forward(buf []byte, off int, ingress uint32) Result {
 type lazyPort struct {
 	f       *Forwarder
 	ingress uint32
+	quiet   bool // ForwardControl: frames Forward already counted
 }
 
 func (l lazyPort) get() *Counters { return l.f.portCounters(l.ingress) }
 
 func (f *Forwarder) notDXPU(res Result, inCtr lazyPort, n int) Result {
+	if inCtr.quiet {
+		res.Verdict, res.Reason = VerdictPass, ReasonNotDXPU
+		return res
+	}
 	return f.finish(res, VerdictPass, ReasonNotDXPU, nil, inCtr, n)
 }
 

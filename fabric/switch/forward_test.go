@@ -292,3 +292,65 @@ func BenchmarkForward(b *testing.B) {
 		})
 	}
 }
+
+// TestForwardControl: the slow path forwards CONTROL messages exactly like
+// data frames of their pair (spoof checks and rewrite included), drops
+// unknown pairs, and counts only what Forward did not.
+func TestForwardControl(t *testing.T) {
+	f, ports := newForwarder(t)
+	host := switchtest.Table().Pairs[0].Host
+	ctl := switchtest.Frame(host.MAC, switchtest.PortMAC(1), 5, nil, 5, switchtest.PairPlain, false)
+	data := append([]byte(nil), ctl...)
+	data[19] = 1 // the same frame as a TLP message (byte 1 of the header)
+	in := testIndex[switchtest.P1]
+
+	buf := append(make([]byte, switching.Headroom), ctl...)
+	if r := f.Forward(buf, switching.Headroom, in); r.Verdict != switching.VerdictSlowPath || r.Reason != switching.ReasonControl {
+		t.Fatalf("Forward: %v/%v, want slow_path/control", r.Verdict, r.Reason)
+	}
+	r := f.ForwardControl(buf, switching.Headroom, in)
+	dbuf := append(make([]byte, switching.Headroom), data...)
+	rd := f.Forward(dbuf, switching.Headroom, in)
+	got, want := buf[r.Off:], dbuf[rd.Off:]
+	if r.Verdict != switching.VerdictForward || r.Egress != rd.Egress || len(got) != len(want) {
+		t.Fatalf("ForwardControl: %+v, data frame: %+v", r, rd)
+	}
+	for i := range got {
+		if i != 19-4 && i != 19 && got[i] != want[i] { // only the message type may differ
+			t.Fatalf("byte %d: control %#x, data %#x", i, got[i], want[i])
+		}
+	}
+	checkRewrite(t, switchtest.Case{Name: "control", Frame: ctl}, got, r, ports)
+
+	// Spoofed: counted once, as spoofed; unknown pair: not counted again.
+	spoof := switchtest.Frame(switchtest.MAC(9, 9), switchtest.PortMAC(1), -1, nil, 5, switchtest.PairPlain, false)
+	if r := f.ForwardControl(append(make([]byte, 4), spoof...), 4, in); r.Verdict != switching.VerdictDrop || r.Reason != switching.ReasonSpoofed {
+		t.Fatalf("spoofed control: %v/%v", r.Verdict, r.Reason)
+	}
+	before := portCounters(f)
+	unknown := switchtest.Frame(host.MAC, switchtest.PortMAC(1), -1, nil, 5, switchtest.PairUnknown, false)
+	if r := f.ForwardControl(append(make([]byte, 4), unknown...), 4, in); r.Verdict != switching.VerdictDrop || r.Reason != switching.ReasonUnknownPair {
+		t.Fatalf("unknown pair: %v/%v", r.Verdict, r.Reason)
+	}
+	if r := f.ForwardControl([]byte{1, 2, 3}, 0, in); r.Verdict != switching.VerdictPass {
+		t.Fatalf("runt: %v", r.Verdict)
+	}
+	if after := portCounters(f); after != before {
+		t.Fatalf("slow-path drops of unknown pairs and runts were counted: %+v -> %+v", before, after)
+	}
+	var c switching.Counters
+	f.PairCounters(func(id uint32, cc switching.Counters) {
+		if id == switchtest.PairPlain {
+			c = cc
+		}
+	})
+	if c.Packets[switching.ReasonSpoofed] != 1 || c.Packets[switching.ReasonToGPU] != 2 || c.Packets[switching.ReasonControl] != 0 {
+		t.Fatalf("pair counters %+v", c.Packets)
+	}
+}
+
+func portCounters(f *switching.Forwarder) switching.Counters {
+	var sum switching.Counters
+	f.PortCounters(func(_ string, c switching.Counters) { sum.Merge(&c) })
+	return sum
+}

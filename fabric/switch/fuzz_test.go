@@ -11,8 +11,9 @@ import (
 	"github.com/dxpu/dxpu/fabric/switch/switchtest"
 )
 
-// FuzzForward checks the decision's invariants on arbitrary frames: it
-// never panics; frames it does not forward are left untouched; forwarded
+// FuzzForward checks the decision's invariants on arbitrary frames (with
+// the slow path's ForwardControl after Forward, as the drivers run them):
+// it never panics; frames it does not forward are left untouched; forwarded
 // frames keep their dxpu header and payload, change length only by a VLAN
 // tag, leave through a port of the pair, carry the far endpoint's MAC, and
 // keep a valid IPv4 checksum valid; the same input always gets the same
@@ -45,6 +46,14 @@ func FuzzForward(f *testing.F) {
 			t.Fatalf("offset %d outside a %d-byte buffer", res.Off, len(buf))
 		}
 		out := buf[res.Off:]
+		if res.Verdict == switching.VerdictSlowPath {
+			// The slow path decides for good: never the slow path again.
+			res = fwd.ForwardControl(buf, switching.Headroom, in)
+			if res.Verdict == switching.VerdictSlowPath {
+				t.Fatalf("ForwardControl returned the slow path")
+			}
+			out = buf[res.Off:]
+		}
 		if res.Verdict != switching.VerdictForward {
 			if !bytes.Equal(out, frame) {
 				t.Fatalf("%v frame was modified", res.Verdict)

@@ -57,14 +57,15 @@ func (d *UDPDriver) Run(ctx context.Context) error {
 			return fmt.Errorf("switch: UDP read: %w", err)
 		}
 		to, res := d.fwd.ForwardDatagram(buf[:n], from, UDPIndex)
-		switch res.Verdict {
-		case VerdictForward:
-			if _, err := d.conn.WriteToUDPAddrPort(buf[:n], to); err != nil {
-				slog.Debug("switch: UDP relay failed", "to", to, "err", err)
-			}
-		case VerdictSlowPath:
+		if res.Verdict == VerdictSlowPath {
 			if d.SlowPath != nil {
 				d.SlowPath(from, buf[:n])
+			}
+			to, res = d.fwd.ForwardDatagramControl(buf[:n], from, UDPIndex)
+		}
+		if res.Verdict == VerdictForward {
+			if _, err := d.conn.WriteToUDPAddrPort(buf[:n], to); err != nil {
+				slog.Debug("switch: UDP relay failed", "to", to, "err", err)
 			}
 		}
 	}

@@ -1,6 +1,7 @@
 package xdptest
 
 import (
+	"context"
 	"testing"
 
 	switching "github.com/dxpu/dxpu/fabric/switch"
@@ -16,12 +17,63 @@ func (t *Topology) Ports() map[string]switching.Port {
 	}
 }
 
-// RunXDPSwitch loads the XDP switch in the switch namespace, attaches it to
-// both switch ports, installs tbl, and attaches pass programs to the bridge
-// ends (a veth drops frames redirected into it unless its peer runs XDP).
-// Everything is detached when the test ends. Bridges then run in t.Host and
-// t.GPU on HostIf and GPUIf.
-func RunXDPSwitch(tb testing.TB, t *Topology, tbl *table.Table) *xdp.Switch {
+// XDPSwitch is the switch RunXDPSwitch starts: the XDP fast path and the
+// Go slow path that forwards the bridges' CONTROL messages.
+type XDPSwitch struct {
+	*xdp.Switch
+	// Slow is the slow path's forwarder; its counters count the CONTROL
+	// messages it forwarded.
+	Slow *switching.Forwarder
+	topo *Topology
+}
+
+// Reconcile installs tbl in both paths.
+func (s *XDPSwitch) Reconcile(tbl *table.Table) error {
+	if err := s.topo.Reconcile(s.Switch, tbl); err != nil {
+		return err
+	}
+	rules, _, err := switching.Compile(tbl, s.topo.Ports(), 0)
+	if err != nil {
+		return err
+	}
+	s.Slow.Update(rules)
+	return nil
+}
+
+// RunXDPSwitch is what end-to-end tests with real bridges want: the XDP
+// switch on both switch ports (RunXDPFastPath) plus its slow path, so that
+// the bridges' handshake (CONTROL messages) crosses too. Bridges then run
+// in t.Host and t.GPU on HostIf and GPUIf; everything stops when the test
+// ends.
+func RunXDPSwitch(tb testing.TB, t *Topology, tbl *table.Table) *XDPSwitch {
+	tb.Helper()
+	sw := RunXDPFastPath(tb, t, tbl)
+	s := &XDPSwitch{Switch: sw, Slow: switching.NewForwarder(0), topo: t}
+	s.Slow.SetPorts(t.Ports())
+	if err := s.Reconcile(tbl); err != nil {
+		tb.Fatalf("xdptest: %v", err)
+	}
+	var sp *xdp.SlowPath
+	if err := t.Switch.Do(func() error {
+		var err error
+		sp, err = xdp.NewSlowPath(sw, s.Slow, t.Ports(), false)
+		return err
+	}); err != nil {
+		tb.Fatalf("xdptest: slow path: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { sp.Run(ctx); close(done) }()
+	tb.Cleanup(func() { cancel(); <-done; sp.Close() })
+	return s
+}
+
+// RunXDPFastPath loads the XDP switch in the switch namespace, attaches it
+// to both switch ports, installs tbl, and attaches pass programs to the
+// bridge ends (a veth drops frames redirected into it unless its peer runs
+// XDP). No slow path: CONTROL messages and unknown pairs go to the switch
+// namespace's stack. Everything is detached when the test ends.
+func RunXDPFastPath(tb testing.TB, t *Topology, tbl *table.Table) *xdp.Switch {
 	tb.Helper()
 	var sw *xdp.Switch
 	err := t.Switch.Do(func() error {

@@ -149,6 +149,14 @@ func (d *Driver) Run(ctx context.Context) error {
 
 func (d *Driver) handle(in *port, f *Frame) {
 	res := d.fwd.Forward(f.Buf[:f.End], f.Off, in.Index)
+	if res.Verdict == switching.VerdictSlowPath {
+		// Slow path, inline: observe, then forward CONTROL messages
+		// (the bridges' handshake) like data.
+		if d.SlowPath != nil {
+			d.SlowPath(in.Name, f.Buf[res.Off:f.End])
+		}
+		res = d.fwd.ForwardControl(f.Buf[:f.End], f.Off, in.Index)
+	}
 	switch res.Verdict {
 	case switching.VerdictForward:
 		out := d.byIndex[res.Egress]
@@ -160,9 +168,5 @@ func (d *Driver) handle(in *port, f *Frame) {
 			return
 		}
 		out.dirty = true
-	case switching.VerdictSlowPath:
-		if d.SlowPath != nil {
-			d.SlowPath(in.Name, f.Buf[res.Off:f.End])
-		}
 	}
 }

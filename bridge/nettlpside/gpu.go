@@ -1,0 +1,217 @@
+package nettlpside
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/dxpu/dxpu/bridge"
+	"github.com/dxpu/dxpu/bridge/driver"
+	"github.com/dxpu/dxpu/bridge/nettlp"
+	"github.com/dxpu/dxpu/bridge/sim"
+	"github.com/dxpu/dxpu/emu/gpu"
+	"github.com/dxpu/dxpu/emu/pcie"
+	"github.com/dxpu/dxpu/emu/realtime"
+	"github.com/dxpu/dxpu/tlp"
+)
+
+// GPUConfig configures an emulated GPU behind a GPU-side bridge.
+type GPUConfig struct {
+	// GPU is the model's configuration (default: H100 SXM5).
+	GPU gpu.Config
+	// ID is the routing ID the GPU takes (the host's numbering, as the
+	// wire carries it); default 03:00.0. Its DMA requests carry it.
+	ID tlp.ID
+	// BAR0, BAR1, BAR3 are the addresses the GPU's BARs are programmed
+	// with, each aligned to its size; defaults 0x9000_0000 (BAR0, 16 MiB),
+	// 0x20_0000_0000 (BAR1) and 0x40_0000_0000 (BAR3).
+	BAR0, BAR1, BAR3 uint64
+	// MPS and MRRS in bytes (defaults 256 and 512, what host enumeration
+	// programs). MPS must not exceed the bridge's MaxPayload.
+	MPS, MRRS int
+}
+
+func (c *GPUConfig) fill() error {
+	if c.ID == 0 {
+		c.ID = tlp.NewID(3, 0, 0)
+	}
+	if c.BAR0 == 0 {
+		c.BAR0 = 0x9000_0000
+	}
+	if c.BAR1 == 0 {
+		c.BAR1 = 0x20_0000_0000
+	}
+	if c.BAR3 == 0 {
+		c.BAR3 = 0x40_0000_0000
+	}
+	if c.MPS == 0 {
+		c.MPS = 256
+	}
+	if c.MRRS == 0 {
+		c.MRRS = 512
+	}
+	if c.GPU.Model.DeviceID == 0 {
+		c.GPU.Model = gpu.H100SXM
+	}
+	m := c.GPU.Model
+	for _, b := range []struct {
+		name       string
+		addr, size uint64
+		max        uint64
+	}{{"BAR0", c.BAR0, m.BAR0Size, 1 << 32}, {"BAR1", c.BAR1, m.BAR1Size, 0}, {"BAR3", c.BAR3, m.BAR3Size, 0}} {
+		if b.addr%b.size != 0 || (b.max != 0 && b.addr+b.size > b.max) {
+			return fmt.Errorf("%w: %s at %#x: want a multiple of its size %#x%s", nettlp.ErrConfig, b.name, b.addr, b.size,
+				map[bool]string{true: " below 4 GiB", false: ""}[b.max != 0])
+		}
+	}
+	if c.BAR1 < c.BAR3+m.BAR3Size && c.BAR3 < c.BAR1+m.BAR1Size {
+		return fmt.Errorf("%w: BAR1 [%#x, +%#x) and BAR3 [%#x, +%#x) overlap", nettlp.ErrConfig, c.BAR1, m.BAR1Size, c.BAR3, m.BAR3Size)
+	}
+	code := func(name string, n int) (uint16, error) {
+		for k := uint16(0); k <= 5; k++ {
+			if 128<<k == n {
+				return k, nil
+			}
+		}
+		return 0, fmt.Errorf("%w: %s %d: want 128, 256, ... 4096", nettlp.ErrConfig, name, n)
+	}
+	if _, err := code("MPS", c.MPS); err != nil {
+		return err
+	}
+	_, err := code("MRRS", c.MRRS)
+	return err
+}
+
+// GPU is an emulated GPU (package emu/gpu) behind a GPU-side bridge, on
+// the wall clock: the GPU model runs in a simulator paced by a
+// realtime.Clock, TLPs from the bridge are posted into it, and what the
+// GPU sends (completions of MMIO reads, DMA reads and writes, MSIs) goes
+// into the bridge. With no host to enumerate it (a NetTLP host does not
+// send config requests), it is configured at NewGPU as enumeration would
+// configure it: BARs assigned, MPS and MRRS set, Memory Space and Bus
+// Master on, its routing ID captured from those config writes.
+type GPU struct {
+	clk *realtime.Clock
+	g   *gpu.GPU
+	cfg GPUConfig
+}
+
+// NewGPU builds the GPU and joins it to the GPU-side bridge runner r. It
+// sets r.OnTLP, so call it before r.Run.
+func NewGPU(r *driver.Runner, cfg GPUConfig) (*GPU, error) {
+	if r == nil {
+		return nil, fmt.Errorf("%w: NewGPU needs a runner", nettlp.ErrConfig)
+	}
+	if err := cfg.fill(); err != nil {
+		return nil, err
+	}
+	s := sim.New(1)
+	g := gpu.New(s, cfg.GPU)
+	configure(g, cfg)
+	// The config writes' completions have no requester to go to: let
+	// them go nowhere before the GPU is attached.
+	s.RunWhile(func() bool { return true }, 0)
+	clk := realtime.New(s)
+	g.Attach(&runnerSender{s: s, r: r})
+	r.OnTLP = func(v tlp.View) {
+		b := append([]byte(nil), v...)
+		clk.Post(func() { g.ReceiveTLP(b) })
+	}
+	return &GPU{clk: clk, g: g, cfg: cfg}, nil
+}
+
+// configure writes the GPU's config space through its own config port, as
+// the host's enumeration would.
+func configure(g *gpu.GPU, c GPUConfig) {
+	wr := func(reg uint16, v uint32) {
+		var d [4]byte
+		binary.LittleEndian.PutUint32(d[:], v)
+		g.ReceiveTLP(pcie.AppendCfg(nil, false, 0, 0, c.ID, reg, 0xf, d[:]))
+	}
+	wr(pcie.CfgBAR0, uint32(c.BAR0))
+	wr(pcie.CfgBAR0+4, uint32(c.BAR1))
+	wr(pcie.CfgBAR0+8, uint32(c.BAR1>>32))
+	wr(pcie.CfgBAR0+12, uint32(c.BAR3))
+	wr(pcie.CfgBAR0+16, uint32(c.BAR3>>32))
+	enc := func(n int) uint32 {
+		k := uint32(0)
+		for 128<<k < n {
+			k++
+		}
+		return k
+	}
+	devctl := g.Cfg.Get32(gpu.CapPCIeOff + gpu.PCIeDevCtl)
+	devctl = devctl&^(7<<5|7<<12) | enc(c.MPS)<<5 | enc(c.MRRS)<<12 | gpu.DevCtlExtTag
+	wr(gpu.CapPCIeOff+gpu.PCIeDevCtl, devctl)
+	cmd := g.Cfg.Get32(pcie.CfgCommand)
+	wr(pcie.CfgCommand, cmd|pcie.CmdMemory|pcie.CmdBusMaster)
+}
+
+// Config returns the configuration in use (defaults filled in).
+func (e *GPU) Config() GPUConfig { return e.cfg }
+
+// Do runs fn with the simulation stopped (between two of its steps), so
+// fn may read or change the GPU (its VRAM, registers, Stats).
+func (e *GPU) Do(fn func(g *gpu.GPU)) {
+	e.clk.World().Lock()
+	defer e.clk.World().Unlock()
+	fn(e.g)
+}
+
+// Run drives the GPU on the wall clock until ctx ends.
+func (e *GPU) Run(ctx context.Context) error {
+	for ctx.Err() == nil {
+		// RunWhile returns after a spell with nothing to do; go on.
+		e.clk.RunWhile(func() bool { return ctx.Err() == nil })
+	}
+	return nil
+}
+
+// runnerSender hands the GPU's TLPs to the bridge runner from inside the
+// simulation, keeping them in order in a queue while the bridge pushes
+// back (ErrBusy) or is not up yet; the queue's length is the backlog the
+// GPU's engines pace themselves by.
+type runnerSender struct {
+	s       *sim.Sim
+	r       *driver.Runner
+	backlog [][]byte
+	armed   bool
+}
+
+func refused(err error) bool {
+	return errors.Is(err, bridge.ErrBusy) || errors.Is(err, bridge.ErrNotUp)
+}
+
+func (s *runnerSender) SendTLP(v tlp.View) {
+	if len(s.backlog) == 0 {
+		if err := s.r.Send(v); !refused(err) {
+			return // sent, or malformed (counted by the bridge)
+		}
+	}
+	s.backlog = append(s.backlog, append([]byte(nil), v...))
+	s.retry()
+}
+
+func (s *runnerSender) retry() {
+	if s.armed {
+		return
+	}
+	s.armed = true
+	s.s.After(20*time.Microsecond, func() {
+		s.armed = false
+		for len(s.backlog) > 0 {
+			if refused(s.r.Send(s.backlog[0])) {
+				s.retry()
+				return
+			}
+			s.backlog[0] = nil
+			s.backlog = s.backlog[1:]
+		}
+	})
+}
+
+func (s *runnerSender) Backlog() time.Duration {
+	return time.Duration(len(s.backlog)) * 100 * time.Nanosecond
+}

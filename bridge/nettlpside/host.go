@@ -1,0 +1,72 @@
+package nettlpside
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+
+	"github.com/dxpu/dxpu/bridge/driver"
+	"github.com/dxpu/dxpu/bridge/nettlp"
+	"github.com/dxpu/dxpu/tlp"
+)
+
+// Host makes a NetTLP adapter the PCIe side of a host-side bridge: the
+// real host's TLPs (MMIO requests to the remote GPU, completions of the
+// GPU's DMA reads) arrive in NetTLP datagrams and go into the bridge; the
+// TLPs the bridge delivers (completions of the host's MMIO reads, the
+// GPU's DMA reads and writes, MSI writes) leave as NetTLP datagrams to the
+// adapter, on the port of their tag.
+type Host struct {
+	a   *nettlp.Adapter
+	r   *driver.Runner
+	log *slog.Logger
+	// lost counts TLPs from the bridge that the adapter could not send.
+	lost atomic.Uint64
+	// refused counts TLPs from the host that the bridge did not take.
+	refused atomic.Uint64
+}
+
+// NewHost joins adapter a to the host-side bridge runner r. It sets
+// r.OnTLP, so call it before r.Run. log may be nil (slog.Default()).
+func NewHost(r *driver.Runner, a *nettlp.Adapter, log *slog.Logger) (*Host, error) {
+	if r == nil || a == nil {
+		return nil, fmt.Errorf("%w: NewHost needs a runner and an adapter", nettlp.ErrConfig)
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	h := &Host{a: a, r: r, log: log}
+	r.OnTLP = func(v tlp.View) {
+		// Runs with the runner's lock held: a UDP send, nothing that
+		// calls back into the runner.
+		if err := a.SendTLP(v); err != nil {
+			h.lost.Add(1)
+			log.Debug("nettlpside: TLP to the host lost", "err", err)
+		}
+	}
+	return h, nil
+}
+
+// Adapter returns the NetTLP adapter (its Stats are live).
+func (h *Host) Adapter() *nettlp.Adapter { return h.a }
+
+// Lost returns how many TLPs for the host the adapter failed to send.
+func (h *Host) Lost() uint64 { return h.lost.Load() }
+
+// Refused returns how many TLPs from the host the bridge refused
+// (malformed, or the pair stopping).
+func (h *Host) Refused() uint64 { return h.refused.Load() }
+
+// Run carries the host's TLPs into the bridge until ctx ends, waiting
+// while the bridge is full or its link not yet up; it then closes the
+// adapter's sockets. Run the runner itself alongside.
+func (h *Host) Run(ctx context.Context) error {
+	return h.a.Run(ctx, nettlp.ReceiverFunc(func(b []byte) error {
+		err := sendWait(ctx, h.r, b)
+		if err != nil {
+			h.refused.Add(1)
+		}
+		return err
+	}))
+}
