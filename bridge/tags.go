@@ -133,23 +133,12 @@ func account(e *tagEntry, c tlp.View, wireReq tlp.ID, mism *uint64) int {
 	return cplMore
 }
 
-// setRequest fills the byte accounting of e from request v.
+// setRequest fills the byte accounting of e from request v: Byte Count and
+// Lower Address of the first completion follow the spec's per-kind rules
+// (memory reads from Length and BEs, IO/config 4 and 0, AtomicOps the operand
+// size and a reserved, zero Lower Address), which tlp computes.
 func setRequest(e *tagEntry, v tlp.View) {
-	k := v.Kind()
-	e.kind = k
-	switch {
-	case k.IsAtomic():
-		n := v.PayloadLen()
-		if k == tlp.CAS {
-			n /= 2
-		}
-		e.remaining = n
-		e.nextLA = uint8(v.Address() & 0x7f)
-	case k == tlp.MRd || k == tlp.MRdLk:
-		e.remaining = v.RequestBytes()
-		e.nextLA = v.RequestLowerAddress()
-	default: // IO and config: one DW
-		e.remaining = 4
-		e.nextLA = 0
-	}
+	e.kind = v.Kind()
+	e.remaining = v.RequestBytes()
+	e.nextLA = v.RequestLowerAddress()
 }

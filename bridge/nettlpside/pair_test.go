@@ -125,11 +125,16 @@ func pattern(n int, seed byte) []byte {
 
 // concurrentTags has ten libtlp-like clients, one per tag and UDP port,
 // write their own region at base and read it back, in whole and in
-// pieces, all at once.
-func concurrentTags(t *testing.T, n testNet, base uint64) {
+// pieces, all at once. open is a client the test already holds (its
+// tag's port is taken).
+func concurrentTags(t *testing.T, n testNet, base uint64, open *nettlp.Client, openTag uint8) {
 	t.Helper()
 	clients := make([]*nettlp.Client, 10)
 	for i := range clients {
+		if uint8(i) == openTag {
+			clients[i] = open
+			continue
+		}
 		clients[i] = dial(t, n, uint8(i))
 	}
 	var wg sync.WaitGroup
@@ -262,7 +267,7 @@ func TestNetTLPHostToEmulatedGPU(t *testing.T) {
 		}
 	})
 
-	concurrentTags(t, n, cfg.BAR1+0x100000)
+	concurrentTags(t, n, cfg.BAR1+0x100000, c, 0)
 
 	// The GPU's DMA: a GPFIFO entry and a pushbuffer in host memory copy
 	// 8 KiB in, copy it back out elsewhere, and release a semaphore.
@@ -350,7 +355,6 @@ func TestNetTLPHostToMemoryDevice(t *testing.T) {
 		}
 		return dev.Run, nil
 	})
-	ssDump(t)
 	c := dial(t, n, 3)
 	want := pattern(2048, 0x11)
 	if _, err := c.WriteAligned(base+0x1000, want, 512); err != nil {
@@ -363,7 +367,7 @@ func TestNetTLPHostToMemoryDevice(t *testing.T) {
 	if err := mem.ReadAt(got, base+0x1000); err != nil || !bytes.Equal(got, want) {
 		t.Fatalf("device memory does not hold the writes (%v)", err)
 	}
-	concurrentTags(t, n, base+0x10000)
+	concurrentTags(t, n, base+0x10000, c, 3)
 	var w [4]byte
 	if _, err := c.Read(base+16<<20, w[:]); !errors.Is(err, nettlp.ErrBadCompletion) {
 		t.Fatalf("read outside the device: %v, want a UR", err)
