@@ -6,20 +6,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dxpu/dxpu/internal/shareddata"
 	"github.com/dxpu/dxpu/model/trace"
 )
 
 // sharedGraphs builds the graph of every trace in ../shared/traces, or skips.
 func sharedGraphs(tb testing.TB) []*Graph {
 	tb.Helper()
-	_, file, _, _ := runtime.Caller(0)
-	dir := filepath.Join(filepath.Dir(file), "..", "..", "shared", "traces")
-	paths, _ := filepath.Glob(filepath.Join(dir, "*.json.gz"))
-	if len(paths) == 0 {
-		tb.Skipf("no shared traces under %s", dir)
-	}
 	var gs []*Graph
-	for _, p := range paths {
+	for _, p := range shareddata.Traces(tb) {
 		w, err := trace.DecodeFile(p)
 		if err != nil {
 			tb.Fatal(err)

@@ -4,39 +4,14 @@ import (
 	"bytes"
 	"errors"
 	"io"
-	"os"
 	"path/filepath"
 	"testing"
 
+	"github.com/dxpu/dxpu/internal/shareddata"
 	"github.com/dxpu/dxpu/tlp"
 	"github.com/dxpu/dxpu/tlp/encap"
 	"github.com/dxpu/dxpu/tlp/pcapio"
 )
-
-// nettlpDir returns ../shared/testdata/nettlp/nic-and-nvme relative to the
-// module root, or skips the test when it is absent.
-func nettlpDir(t testing.TB) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Skip("module root not found")
-		}
-		dir = parent
-	}
-	root := filepath.Join(dir, "..", "shared", "testdata", "nettlp", "nic-and-nvme")
-	if _, err := os.Stat(root); err != nil {
-		t.Skipf("captures absent: %v", err)
-	}
-	return root
-}
 
 // The per-file counts were checked against an independent extraction with
 // tshark (first header byte of each UDP payload after the 6-byte NetTLP
@@ -94,7 +69,7 @@ var captureCounts = []struct {
 }
 
 func TestNetTLPCaptures(t *testing.T) {
-	root := nettlpDir(t)
+	root := shareddata.Dir(t, "testdata", "nettlp", "nic-and-nvme")
 	var totals [5]int
 	for _, c := range captureCounts {
 		t.Run(filepath.Base(c.file), func(t *testing.T) {

@@ -68,4 +68,22 @@
 //   - Posted writes are never acknowledged: each socket asks for an 8 MiB
 //     receive buffer (SO_RCVBUFFORCE where permitted), and each port is
 //     served in arrival order, so a read returns after the writes before it.
+//
+// # A host-side bridge with a NetTLP PCIe side
+//
+// Package bridge/nettlpside joins an Adapter to a bridge runner (and puts
+// an emulated GPU, or a memory-backed device, behind the GPU-side one);
+// `dxpu bridge` runs either side as a daemon. On one machine, with libtlp
+// (or `dxpu nettlp read/write`) on 127.0.0.1 standing for the host:
+//
+//	dxpu bridge --role gpu --pair 1 --listen 127.0.0.11:7001 --peer 127.0.0.10:7001 --pcie emu-gpu &
+//	dxpu bridge --role host --pair 1 --listen 127.0.0.10:7001 --peer 127.0.0.11:7001 \
+//	    --pcie nettlp:127.0.0.2:127.0.0.1 --metrics 127.0.0.10:9101 &
+//	dxpu nettlp read --remote 127.0.0.2 --local 127.0.0.1 --addr 0x90000000 --size 4
+//
+// reads the emulated GPU's BOOT_0 register through the pair. The GPU's DMA
+// goes to the adapter (127.0.0.1) too; `--pcie nettlp:LOCAL:REMOTE:DMA`
+// sends requests to a separate address instead, such as `dxpu nettlp
+// serve --addr DMA` standing for the host's memory. The emulated host's own
+// NetTLP port is emu/realtime.ServeNetTLP.
 package nettlp

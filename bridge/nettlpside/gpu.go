@@ -59,11 +59,13 @@ func (c *GPUConfig) fill() error {
 	for _, b := range []struct {
 		name       string
 		addr, size uint64
-		max        uint64
-	}{{"BAR0", c.BAR0, m.BAR0Size, 1 << 32}, {"BAR1", c.BAR1, m.BAR1Size, 0}, {"BAR3", c.BAR3, m.BAR3Size, 0}} {
-		if b.addr%b.size != 0 || (b.max != 0 && b.addr+b.size > b.max) {
-			return fmt.Errorf("%w: %s at %#x: want a multiple of its size %#x%s", nettlp.ErrConfig, b.name, b.addr, b.size,
-				map[bool]string{true: " below 4 GiB", false: ""}[b.max != 0])
+		below4G    bool
+	}{{"BAR0", c.BAR0, m.BAR0Size, true}, {"BAR1", c.BAR1, m.BAR1Size, false}, {"BAR3", c.BAR3, m.BAR3Size, false}} {
+		if b.addr%b.size != 0 {
+			return fmt.Errorf("%w: %s at %#x: want a multiple of its size %#x", nettlp.ErrConfig, b.name, b.addr, b.size)
+		}
+		if b.below4G && b.addr+b.size > 1<<32 {
+			return fmt.Errorf("%w: %s at %#x: a 32-bit BAR must lie below 4 GiB", nettlp.ErrConfig, b.name, b.addr)
 		}
 	}
 	if c.BAR1 < c.BAR3+m.BAR3Size && c.BAR3 < c.BAR1+m.BAR1Size {

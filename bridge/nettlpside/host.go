@@ -51,6 +51,9 @@ func NewHost(r *driver.Runner, a *nettlp.Adapter, log *slog.Logger) (*Host, erro
 // Adapter returns the NetTLP adapter (its Stats are live).
 func (h *Host) Adapter() *nettlp.Adapter { return h.a }
 
+// Runner returns the host-side bridge's runner.
+func (h *Host) Runner() *driver.Runner { return h.r }
+
 // Lost returns how many TLPs for the host the adapter failed to send.
 func (h *Host) Lost() uint64 { return h.lost.Load() }
 

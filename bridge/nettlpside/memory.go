@@ -21,9 +21,11 @@ type MemoryDevice struct {
 	c     *nettlp.Completer
 	stats nettlp.Stats
 
-	mu   sync.Mutex
-	q    [][]byte
-	wake chan struct{}
+	mu    sync.Mutex
+	q     [][]byte // TLPs waiting, oldest first
+	spare [][]byte // the other queue, swapped with q by Run
+	free  [][]byte // buffers for TLPs, recycled: no allocation per TLP
+	wake  chan struct{}
 }
 
 // NewMemoryDevice puts mem behind the GPU-side bridge runner r. It sets
@@ -41,9 +43,12 @@ func NewMemoryDevice(r *driver.Runner, mem nettlp.Memory, cfg nettlp.CompleterCo
 	d.c = c
 	// OnTLP runs with the runner's lock held and must not send: queue.
 	r.OnTLP = func(v tlp.View) {
-		b := append([]byte(nil), v...)
 		d.mu.Lock()
-		d.q = append(d.q, b)
+		var b []byte
+		if k := len(d.free); k > 0 {
+			b, d.free = d.free[k-1][:0], d.free[:k-1]
+		}
+		d.q = append(d.q, append(b, v...))
 		d.mu.Unlock()
 		select {
 		case d.wake <- struct{}{}:
@@ -62,7 +67,7 @@ func (d *MemoryDevice) Run(ctx context.Context) error {
 	for {
 		d.mu.Lock()
 		q := d.q
-		d.q = nil
+		d.q, d.spare = d.spare[:0], nil
 		d.mu.Unlock()
 		for _, b := range q {
 			if err := d.c.Handle(b, emit); err != nil && ctx.Err() != nil {
@@ -71,6 +76,11 @@ func (d *MemoryDevice) Run(ctx context.Context) error {
 				return fmt.Errorf("nettlpside: memory device: %w", err)
 			}
 		}
+		d.mu.Lock()
+		d.free = append(d.free, q...)
+		clear(q)
+		d.spare = q[:0]
+		d.mu.Unlock()
 		if len(q) > 0 {
 			continue
 		}

@@ -14,8 +14,11 @@ import (
 	"github.com/dxpu/dxpu/bridge"
 	"github.com/dxpu/dxpu/bridge/driver"
 	"github.com/dxpu/dxpu/bridge/nettlp"
+	"github.com/dxpu/dxpu/bridge/sim"
 	"github.com/dxpu/dxpu/bridge/udp"
 	"github.com/dxpu/dxpu/emu/gpu"
+	"github.com/dxpu/dxpu/emu/host"
+	"github.com/dxpu/dxpu/emu/realtime"
 	"github.com/dxpu/dxpu/tlp"
 )
 
@@ -23,7 +26,7 @@ import (
 // complex).
 var hostID = tlp.NewID(0, 0, 0)
 
-// net is the /24 a test's addresses live in: .1 the bridge's NetTLP port,
+// testNet is the /24 a test's addresses live in: .1 the bridge's NetTLP port,
 // .2 the host's adapter (the client), .3 the host's memory, .10 and .11
 // the two bridges' fabric sockets.
 type testNet string
@@ -35,7 +38,7 @@ func (n testNet) addr(host int) netip.Addr {
 // startPair runs a host-side bridge with a NetTLP adapter as its PCIe
 // side and a GPU-side bridge whose PCIe side gpuSide builds, over UDP
 // loopback, until the test ends; it returns once both are up.
-func startPair(t *testing.T, n testNet, dma bool, gpuSide func(r *driver.Runner) (func(context.Context) error, error)) *Host {
+func startPair(t testing.TB, n testNet, dma bool, gpuSide func(r *driver.Runner) (func(context.Context) error, error)) *Host {
 	t.Helper()
 	hc, err := udp.Listen(netip.AddrPortFrom(n.addr(10), 0), netip.AddrPort{})
 	if err != nil {
@@ -104,7 +107,7 @@ func startPair(t *testing.T, n testNet, dma bool, gpuSide func(r *driver.Runner)
 	return h
 }
 
-func dial(t *testing.T, n testNet, tag uint8) *nettlp.Client {
+func dial(t testing.TB, n testNet, tag uint8) *nettlp.Client {
 	t.Helper()
 	c, err := nettlp.Dial(n.addr(2), n.addr(1), tag, hostID)
 	if err != nil {
@@ -178,11 +181,14 @@ func concurrentTags(t *testing.T, n testNet, base uint64, open *nettlp.Client, o
 	}
 }
 
-// splitRead reads n aligned bytes at addr in one request and returns how
-// many completions the host received for it.
+// splitRead reads len(want) aligned bytes at addr in one request and
+// returns how many TLPs the host-side bridge received from the fabric
+// meanwhile: the completions of that read (the host's MMIO writes bring
+// nothing back, and the bridge counts a TLP before handing it to the
+// adapter, so every count of an earlier read is in before it returned).
 func splitRead(t *testing.T, h *Host, c *nettlp.Client, addr uint64, want []byte) uint64 {
 	t.Helper()
-	before := h.Adapter().Stats().Completions.Load()
+	before := h.Runner().Counters().TLPsReceived
 	got := make([]byte, len(want))
 	if n, err := c.Read(addr, got); err != nil || n != len(got) {
 		t.Fatalf("read %d bytes at %#x: %d, %v", len(want), addr, n, err)
@@ -190,7 +196,7 @@ func splitRead(t *testing.T, h *Host, c *nettlp.Client, addr uint64, want []byte
 	if !bytes.Equal(got, want) {
 		t.Fatalf("read at %#x returned other data", addr)
 	}
-	return h.Adapter().Stats().Completions.Load() - before
+	return h.Runner().Counters().TLPsReceived - before
 }
 
 // TestNetTLPHostToEmulatedGPU: a host's NetTLP adapter (a libtlp-like
@@ -267,10 +273,34 @@ func TestNetTLPHostToEmulatedGPU(t *testing.T) {
 		}
 	})
 
+	// libtlp's habits through the pair: dma_read of a whole 4 KiB (Length
+	// 1024 spilling into the AT bits) and dma_read_aligned by MRRS 512.
+	big := pattern(8192, 0x3c)
+	if _, err := c.WriteAligned(cfg.BAR1+0x40000, big, 256); err != nil {
+		t.Fatal(err)
+	}
+	page := make([]byte, 4096)
+	if n, err := c.Read(cfg.BAR1+0x40000, page); err != nil || n != len(page) || !bytes.Equal(page, big[:4096]) {
+		t.Fatalf("4 KiB dma_read: %d bytes, %v, equal %v", n, err, bytes.Equal(page, big[:4096]))
+	}
+	all := make([]byte, len(big))
+	if n, err := c.ReadAligned(cfg.BAR1+0x40000, all, 512); err != nil || n != len(all) || !bytes.Equal(all, big) {
+		t.Fatalf("dma_read_aligned: %d bytes, %v", n, err)
+	}
+
 	concurrentTags(t, n, cfg.BAR1+0x100000, c, 0)
 
-	// The GPU's DMA: a GPFIFO entry and a pushbuffer in host memory copy
-	// 8 KiB in, copy it back out elsewhere, and release a semaphore.
+	gpuWork(t, h, c, g, hostMem, target.Stats())
+}
+
+// gpuWork has the GPU's DMA read and write host memory: a GPFIFO entry
+// and a pushbuffer written into hostMem copy 8 KiB in, copy it back out
+// elsewhere, and release a semaphore; stats are the counters of the NetTLP
+// port serving hostMem.
+func gpuWork(t *testing.T, h *Host, c *nettlp.Client, g *GPU, hostMem nettlp.Memory, stats *nettlp.Stats) {
+	t.Helper()
+	cfg := g.Config()
+	var w [4]byte
 	const ring, pb, src, dst, sem, vramAt = 0x10000, 0x20000, 0x100000, 0x200000, 0x30000, 0x400000
 	data := pattern(8192, 0xa7)
 	var cmds []byte
@@ -305,7 +335,7 @@ func TestNetTLPHostToEmulatedGPU(t *testing.T) {
 		}
 		if time.Now().After(deadline) {
 			g.Do(func(g *gpu.GPU) { t.Logf("GPU stats %+v", g.Stats) })
-			t.Fatalf("semaphore not released after 20s; host memory port %+v", target.Stats().Snapshot())
+			t.Fatalf("semaphore not released after 20s; host memory port %+v", stats.Snapshot())
 		}
 		time.Sleep(time.Millisecond)
 	}
@@ -319,7 +349,7 @@ func TestNetTLPHostToEmulatedGPU(t *testing.T) {
 	if k := splitRead(t, h, c, cfg.BAR1+vramAt, data[:1024]); k != 4 {
 		t.Fatalf("VRAM read after the copy came in %d completions", k)
 	}
-	st := target.Stats().Snapshot()
+	st := stats.Snapshot()
 	// 8 KiB by MRRS 512 plus the ring and pushbuffer fetches; 8 KiB by
 	// MPS 256 plus the semaphore.
 	if st.Reads < 8192/512+2 || st.BytesWritten < 8192+8 {
@@ -372,7 +402,53 @@ func TestNetTLPHostToMemoryDevice(t *testing.T) {
 	if _, err := c.Read(base+16<<20, w[:]); !errors.Is(err, nettlp.ErrBadCompletion) {
 		t.Fatalf("read outside the device: %v, want a UR", err)
 	}
+	// The device counts the UR after sending it: give it a moment.
+	for deadline := time.Now().Add(5 * time.Second); dev.Stats().UR.Load() == 0 && time.Now().Before(deadline); {
+		time.Sleep(100 * time.Microsecond)
+	}
 	if st := dev.Stats().Snapshot(); st.UR != 1 || st.Malformed != 0 {
 		t.Fatalf("device stats %+v", st)
+	}
+}
+
+// TestNetTLPGPUDMAIntoEmulatedHost closes the loop with the emulated
+// host's own NetTLP port (emu/realtime.ServeNetTLP) standing for the
+// host's memory: the remote GPU's DMA reads fetch the commands and data the
+// emulated host put in its DRAM, and its DMA writes land there, all as
+// NetTLP datagrams through the host-side bridge.
+func TestNetTLPGPUDMAIntoEmulatedHost(t *testing.T) {
+	n := testNet("127.0.51")
+	s := sim.New(1)
+	clk := realtime.New(s)
+	eh := host.New(s, host.Config{})
+	port, err := realtime.ServeNetTLP(context.Background(), nettlp.TargetConfig{Addr: n.addr(3)}, eh, clk)
+	if err != nil {
+		t.Skipf("cannot bind %v: %v", n.addr(3), err)
+	}
+	t.Cleanup(func() {
+		if err := port.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	dram, err := realtime.HostDRAM(eh, clk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var g *GPU
+	h := startPair(t, n, true, func(r *driver.Runner) (func(context.Context) error, error) {
+		var err error
+		g, err = NewGPU(r, GPUConfig{})
+		if err != nil {
+			return nil, err
+		}
+		return g.Run, nil
+	})
+	gpuWork(t, h, dial(t, n, 0), g, dram, port.Target.Stats())
+	// The emulated host's own view of its memory holds the semaphore.
+	clk.World().Lock()
+	v := eh.Mem.Uint64(0x30000)
+	clk.World().Unlock()
+	if v != 0x77 {
+		t.Fatalf("emulated host reads %#x at the semaphore", v)
 	}
 }

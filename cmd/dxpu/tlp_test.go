@@ -4,10 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/dxpu/dxpu/internal/shareddata"
 )
 
 // runTLPCmd runs the command tree in-process and returns stdout, stderr and
@@ -128,20 +128,8 @@ func TestTLPEncodeRoundTrip(t *testing.T) {
 	}
 }
 
-func sharedCapture(t *testing.T, rel string) string {
-	t.Helper()
-	p, err := filepath.Abs(filepath.Join("..", "..", "..", "shared", "testdata", "nettlp", "nic-and-nvme", rel))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(p); err != nil {
-		t.Skipf("capture absent: %v", err)
-	}
-	return p
-}
-
 func TestTLPDecodePcap(t *testing.T) {
-	out, _, code := runTLPCmd(t, "", "tlp", "decode", "--pcap", sharedCapture(t, "pm1725/pm1725-read-8blk.pcap"))
+	out, _, code := runTLPCmd(t, "", "tlp", "decode", "--pcap", shareddata.File(t, "testdata", "nettlp", "nic-and-nvme", "pm1725", "pm1725-read-8blk.pcap"))
 	if code != 1 {
 		t.Errorf("exit %d, want 1 (the capture holds spec-breaking TLPs)", code)
 	}
@@ -172,7 +160,7 @@ func TestTLPDecodePcap(t *testing.T) {
 	if truncated != 126 {
 		t.Errorf("%d truncated MWr, want 126", truncated)
 	}
-	out, _, code = runTLPCmd(t, "", "tlp", "decode", "--pcap", sharedCapture(t, "x520/x520-64B-1pkt.pcap"))
+	out, _, code = runTLPCmd(t, "", "tlp", "decode", "--pcap", shareddata.File(t, "testdata", "nettlp", "nic-and-nvme", "x520", "x520-64B-1pkt.pcap"))
 	if code != 0 || strings.Count(out, "\n") != 2 {
 		t.Errorf("x520 64B: exit %d\n%s", code, out)
 	}

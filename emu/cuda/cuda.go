@@ -73,6 +73,9 @@ type Context struct {
 	cfg     Config
 	Devices []*Device
 	msiWait []func()
+	// spinWait holds spinning waiters, which no MSI wakes: a surprise
+	// removal must still end their wait (the driver's hot-plug notification).
+	spinWait []*spinner
 	prof    *Profiler
 	corr    uint32
 }
@@ -136,6 +139,7 @@ func New(rc *host.RootComplex, devs []*host.Device, cfg Config) (*Context, error
 			}
 		}
 		c.wakeMSI()
+		c.wakeSpinners()
 	}
 	for _, hd := range devs {
 		if hd.Vendor != 0x10de {
@@ -163,6 +167,42 @@ func (c *Context) Sim() *sim.Sim { return c.s }
 
 // Host returns the root complex.
 func (c *Context) Host() *host.RootComplex { return c.rc }
+
+// spinner is one spinning wait; done keeps a waiter that was woken both by
+// its semaphore and by a removal from running twice.
+type spinner struct {
+	done  bool
+	check func()
+}
+
+// addSpinner registers a spinning wait so that wakeSpinners can end it,
+// dropping finished waiters so the list stays as short as the live ones.
+func (c *Context) addSpinner(check func()) *spinner {
+	if len(c.spinWait) >= 64 {
+		live := c.spinWait[:0]
+		for _, w := range c.spinWait {
+			if !w.done {
+				live = append(live, w)
+			}
+		}
+		clear(c.spinWait[len(live):])
+		c.spinWait = live
+	}
+	w := &spinner{check: check}
+	c.spinWait = append(c.spinWait, w)
+	return w
+}
+
+// wakeSpinners re-checks every spinning waiter (after a device was lost).
+func (c *Context) wakeSpinners() {
+	ws := c.spinWait
+	c.spinWait = nil
+	for _, w := range ws {
+		if !w.done {
+			w.check()
+		}
+	}
+}
 
 func (c *Context) wakeMSI() {
 	w := c.msiWait
@@ -263,15 +303,25 @@ func (st *Stream) Submit(cmds ...gpu.Command) (uint64, error) {
 // fn runs in simulator context.
 func (st *Stream) OnDone(seq uint64, fn func()) {
 	c := st.d.ctx
+	var spin *spinner
 	var check func()
 	check = func() {
+		if spin != nil && spin.done {
+			return
+		}
 		if st.Completed() >= seq || st.d.lost {
+			if spin != nil {
+				spin.done = true
+			}
 			fn()
 			return
 		}
 		if c.cfg.Sync == SyncBlocking {
 			c.msiWait = append(c.msiWait, check)
 			return
+		}
+		if spin == nil {
+			spin = c.addSpinner(check)
 		}
 		c.rc.Watch(st.sem, func() { c.s.After(c.cfg.PollDelay, check) })
 	}
@@ -438,15 +488,25 @@ func (c *Context) EventSynchronize(ev *Event) error {
 	corr := c.nextCorr()
 	c.CPU(c.cfg.CallCPU)
 	var done bool
+	var spin *spinner
 	var check func()
 	check = func() {
+		if done {
+			return
+		}
 		if c.rc.Mem.Uint64(ev.host) >= ev.value || ev.dev.lost {
 			done = true
+			if spin != nil {
+				spin.done = true
+			}
 			return
 		}
 		if c.cfg.Sync == SyncBlocking {
 			c.msiWait = append(c.msiWait, check)
 			return
+		}
+		if spin == nil {
+			spin = c.addSpinner(check)
 		}
 		c.rc.Watch(ev.host, func() { c.s.After(c.cfg.PollDelay, check) })
 	}

@@ -147,3 +147,42 @@ func TestSurpriseRemovalFailsWork(t *testing.T) {
 		t.Fatalf("submit after removal: %v", err)
 	}
 }
+
+// A device removed while the host waits must end the wait with
+// ErrDeviceLost in both sync modes: a spinning CPU gets no MSI, so the
+// removal itself has to wake it.
+func TestSurpriseRemovalWhileWaiting(t *testing.T) {
+	for _, mode := range []SyncMode{SyncSpin, SyncBlocking} {
+		for _, viaEvent := range []bool{false, true} {
+			w, c := world(t, &topo.Fabric{RTT: 2 * time.Microsecond}, mode)
+			st, _ := c.Devices[0].NewStream()
+			if err := c.Launch(st, 10*time.Millisecond); err != nil {
+				t.Fatal(err)
+			}
+			var ev *Event
+			if viaEvent {
+				ev = c.Devices[0].NewEvent()
+				if err := c.EventRecord(ev, st); err != nil {
+					t.Fatal(err)
+				}
+			}
+			removeErr := error(nil)
+			c.s.After(100*time.Microsecond, func() { removeErr = w.SurpriseRemove(0) })
+			var err error
+			if viaEvent {
+				err = c.EventSynchronize(ev)
+			} else {
+				err = c.StreamSynchronize(st)
+			}
+			if removeErr != nil {
+				t.Fatal(removeErr)
+			}
+			if err != ErrDeviceLost {
+				t.Errorf("mode %v event %v: wait across removal = %v, want ErrDeviceLost", mode, viaEvent, err)
+			}
+			if c.Now() > 5*time.Millisecond {
+				t.Errorf("mode %v event %v: the wait ended at %v, after the kernel would have, not at the removal", mode, viaEvent, c.Now())
+			}
+		}
+	}
+}

@@ -23,6 +23,7 @@ import (
 	"github.com/dxpu/dxpu/emu/topo"
 	"github.com/dxpu/dxpu/fabric/manager"
 	"github.com/dxpu/dxpu/fabric/pool"
+	"github.com/dxpu/dxpu/internal/shareddata"
 	"github.com/dxpu/dxpu/model"
 	"github.com/dxpu/dxpu/model/trace"
 )
@@ -596,25 +597,16 @@ func ProfileGraph(p *cuda.Profiler, name string) (*model.Graph, error) {
 	return model.Build(w)
 }
 
-// DefaultTracesDir returns ../shared/traces relative to the module root
-// found from the working directory, or "" when it is absent.
+// DefaultTracesDir returns the traces directory of ../shared beside the
+// module root (see shareddata.Root), or "" when it is absent.
 func DefaultTracesDir() string {
-	dir, err := os.Getwd()
+	root, err := shareddata.Root()
 	if err != nil {
 		return ""
 	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			p := filepath.Join(dir, "..", "shared", "traces")
-			if _, err := os.Stat(p); err == nil {
-				return p
-			}
-			return ""
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return ""
-		}
-		dir = parent
+	p := filepath.Join(root, "traces")
+	if st, err := os.Stat(p); err != nil || !st.IsDir() {
+		return ""
 	}
+	return p
 }

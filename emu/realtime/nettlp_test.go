@@ -98,6 +98,10 @@ func TestHostNetTLPPort(t *testing.T) {
 	if _, err := c.Read(host.Mem32Base, w[:4]); !errors.Is(err, nettlp.ErrBadCompletion) {
 		t.Fatalf("read of %#x: %v, want a UR", uint64(host.Mem32Base), err)
 	}
+	// The target counts a UR after sending it: give it a moment.
+	for deadline := time.Now().Add(5 * time.Second); port.Target.Stats().UR.Load() == 0 && time.Now().Before(deadline); {
+		time.Sleep(100 * time.Microsecond)
+	}
 	st := port.Target.Stats().Snapshot()
 	if st.UR != 1 || st.Writes == 0 || st.Reads == 0 {
 		t.Fatalf("port stats %+v", st)

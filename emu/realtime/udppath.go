@@ -17,12 +17,23 @@ import (
 
 // UDPPath is a fabric path made of two real dxpu bridges (package bridge,
 // run by bridge/driver on the wall clock) exchanging frames over UDP on
-// loopback. It implements pcie.Path for a world driven by Clock.
+// loopback, or over the transports Transports opens. It implements
+// pcie.Path for a world driven by Clock.
 type UDPPath struct {
 	Clock  *Clock
 	PairID uint32
 	// Bridge is the bridge configuration both sides start from.
 	Bridge bridge.Config
+	// Transports, when set, opens the two bridges' transports (host side
+	// first) in place of UDP sockets on loopback: AF_PACKET sockets on
+	// veths through a switch, say. The path closes them.
+	Transports func() (host, gpu driver.Transport, err error)
+	// OnEvent, when set, receives each bridge's events with its role. It
+	// runs on the bridge's goroutine with the bridge locked: hand work to
+	// Clock.Post, never call back into the path.
+	OnEvent func(role bridge.Role, e bridge.Event)
+	// UpWithin bounds Connect's wait for the handshake (default 2s).
+	UpWithin time.Duration
 
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
@@ -40,12 +51,16 @@ func (p *UDPPath) Connect(upstream, downstream pcie.Receiver) (down, up pcie.Sen
 	}
 	// Like link training before presence detect: the pair finishes its
 	// handshake before the port reports a device.
-	deadline := time.Now().Add(2 * time.Second)
+	within := p.UpWithin
+	if within <= 0 {
+		within = 2 * time.Second
+	}
+	deadline := time.Now().Add(within)
 	for !p.Up() && time.Now().Before(deadline) {
 		time.Sleep(100 * time.Microsecond)
 	}
 	if !p.Up() {
-		p.setErr(fmt.Errorf("realtime: bridge pair %d did not come up within 2s", p.PairID))
+		p.setErr(fmt.Errorf("realtime: bridge pair %d did not come up within %v", p.PairID, within))
 	}
 	return &runnerSender{c: p.Clock, r: p.runners[0]}, &runnerSender{c: p.Clock, r: p.runners[1]}
 }
@@ -65,18 +80,31 @@ func (p *UDPPath) Err() error {
 	return p.err
 }
 
-func (p *UDPPath) start(upstream, downstream pcie.Receiver) error {
+// loopback opens the two UDP sockets on 127.0.0.1, each towards the other.
+func loopback() (host, gpu driver.Transport, err error) {
 	lo := netip.MustParseAddrPort("127.0.0.1:0")
 	hc, err := udp.Listen(lo, netip.AddrPort{})
 	if err != nil {
-		return fmt.Errorf("realtime: host-side socket: %w", err)
+		return nil, nil, fmt.Errorf("realtime: host-side socket: %w", err)
 	}
 	gc, err := udp.Listen(lo, hc.LocalAddr())
 	if err != nil {
 		hc.Close()
-		return fmt.Errorf("realtime: GPU-side socket: %w", err)
+		return nil, nil, fmt.Errorf("realtime: GPU-side socket: %w", err)
 	}
 	hc.SetPeer(gc.LocalAddr())
+	return hc, gc, nil
+}
+
+func (p *UDPPath) start(upstream, downstream pcie.Receiver) error {
+	open := p.Transports
+	if open == nil {
+		open = loopback
+	}
+	hc, gc, err := open()
+	if err != nil {
+		return err
+	}
 	var bridges [2]*bridge.Bridge
 	for i, role := range []bridge.Role{bridge.RoleHost, bridge.RoleGPU} {
 		cfg := p.Bridge
@@ -104,12 +132,16 @@ func (p *UDPPath) start(upstream, downstream pcie.Receiver) error {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	p.cancel = cancel
-	for i, t := range []*udp.Conn{hc, gc} {
+	for i, t := range []driver.Transport{hc, gc} {
 		r := driver.New(bridges[i], t)
 		dst := []pcie.Receiver{upstream, downstream}[i]
 		r.OnTLP = func(v tlp.View) {
 			b := append([]byte(nil), v...)
 			p.Clock.Post(func() { dst.ReceiveTLP(b) })
+		}
+		if p.OnEvent != nil {
+			role := []bridge.Role{bridge.RoleHost, bridge.RoleGPU}[i]
+			r.OnEvent = func(e bridge.Event) { p.OnEvent(role, e) }
 		}
 		p.runners[i] = r
 		p.wg.Add(1)
@@ -121,6 +153,15 @@ func (p *UDPPath) start(upstream, downstream pcie.Receiver) error {
 		}()
 	}
 	return nil
+}
+
+// Runner returns the runner of the bridge with the given role (nil before
+// Connect): its State and Counters are safe to read from any goroutine.
+func (p *UDPPath) Runner(role bridge.Role) *driver.Runner {
+	if role == bridge.RoleGPU {
+		return p.runners[1]
+	}
+	return p.runners[0]
 }
 
 // Up reports whether both bridges finished their handshake.

@@ -3,44 +3,19 @@ package replay
 import (
 	"context"
 	"math"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/dxpu/dxpu/emu/topo"
+	"github.com/dxpu/dxpu/internal/shareddata"
 	"github.com/dxpu/dxpu/model"
 	"github.com/dxpu/dxpu/model/trace"
 )
 
-// sharedTrace returns the path of a trace in ../shared/traces (relative to
-// the module root), skipping the test when it is absent.
-func sharedTrace(t testing.TB, name string) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Skip("module root not found")
-		}
-		dir = parent
-	}
-	p := filepath.Join(dir, "..", "shared", "traces", name)
-	if _, err := os.Stat(p); err != nil {
-		t.Skipf("shared trace %s absent: %v", name, err)
-	}
-	return p
-}
-
 func loadGraph(t testing.TB, name string) *model.Graph {
 	t.Helper()
-	w, err := trace.DecodeFile(sharedTrace(t, name))
+	w, err := trace.DecodeFile(shareddata.File(t, "traces", name))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/dxpu/dxpu/internal/shareddata"
 )
 
 func benchDecode(b *testing.B, data []byte) {
@@ -97,7 +99,7 @@ func BenchmarkEncodingJSONSynthetic(b *testing.B) { benchEncodingJSON(b, synthet
 // BenchmarkDecodeShared decodes each ../shared trace from memory,
 // decompressed (json) and as stored (gzip), beside the encoding/json baseline.
 func BenchmarkDecodeShared(b *testing.B) {
-	for _, p := range sharedTraces(b) {
+	for _, p := range shareddata.Traces(b) {
 		gz, err := os.ReadFile(p)
 		if err != nil {
 			b.Fatal(err)

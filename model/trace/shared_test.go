@@ -2,26 +2,13 @@ package trace
 
 import (
 	"os"
-	"path/filepath"
-	"runtime"
 	"testing"
+
+	"github.com/dxpu/dxpu/internal/shareddata"
 )
 
-// sharedTraces returns the paths of ../shared/traces/*.json.gz, computed
-// from this file's location, or skips the test when they are absent.
-func sharedTraces(tb testing.TB) []string {
-	tb.Helper()
-	_, file, _, _ := runtime.Caller(0)
-	dir := filepath.Join(filepath.Dir(file), "..", "..", "..", "shared", "traces")
-	paths, _ := filepath.Glob(filepath.Join(dir, "*.json.gz"))
-	if len(paths) == 0 {
-		tb.Skipf("no shared traces under %s", dir)
-	}
-	return paths
-}
-
 func TestSharedTraces(t *testing.T) {
-	for _, p := range sharedTraces(t) {
+	for _, p := range shareddata.Traces(t) {
 		t.Run(TraceName(p), func(t *testing.T) {
 			w, err := DecodeFile(p)
 			if err != nil {

@@ -3,45 +3,12 @@ package encap_test
 import (
 	"errors"
 	"io"
-	"os"
-	"path/filepath"
 	"testing"
 
+	"github.com/dxpu/dxpu/internal/shareddata"
 	"github.com/dxpu/dxpu/tlp/encap"
 	"github.com/dxpu/dxpu/tlp/pcapio"
 )
-
-// sharedCaptures returns the NetTLP captures of ../shared (relative to the
-// module root), or skips the test when they are absent.
-func sharedCaptures(t testing.TB) []string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Skip("module root not found")
-		}
-		dir = parent
-	}
-	root := filepath.Join(dir, "..", "shared", "testdata", "nettlp")
-	var files []string
-	filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
-		if err == nil && !d.IsDir() && (filepath.Ext(p) == ".pcap" || filepath.Ext(p) == ".pcapng") {
-			files = append(files, p)
-		}
-		return nil
-	})
-	if len(files) == 0 {
-		t.Skipf("no captures under %s", root)
-	}
-	return files
-}
 
 // TestSharedCaptures parses every frame of every NetTLP capture: all are
 // NetTLP with one TLP, those cut by the 128-byte snap length are flagged
@@ -49,7 +16,7 @@ func sharedCaptures(t testing.TB) []string {
 // padding of short frames is not taken as TLP bytes.
 func TestSharedCaptures(t *testing.T) {
 	var frames, truncated, padded, vlan, cutOnWire int
-	for _, path := range sharedCaptures(t) {
+	for _, path := range shareddata.NetTLPCaptures(t) {
 		r, err := pcapio.Open(path)
 		if err != nil {
 			t.Fatalf("%s: %v", path, err)

@@ -6,13 +6,13 @@ import (
 	"io"
 	"net"
 	"net/netip"
-	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/google/gopacket"
 	"github.com/google/gopacket/layers"
 
+	"github.com/dxpu/dxpu/internal/shareddata"
 	"github.com/dxpu/dxpu/tlp/encap"
 	dxl "github.com/dxpu/dxpu/tlp/layers"
 	"github.com/dxpu/dxpu/tlp/pcapio"
@@ -195,17 +195,12 @@ func TestDecodingLayerParser(t *testing.T) {
 // TestSharedCaptures decodes the NetTLP captures with gopacket and
 // compares the TLP layer with encap.ParseFrame.
 func TestSharedCaptures(t *testing.T) {
-	root := sharedDir(t)
 	n := 0
-	filepath.WalkDir(root, func(path string, de os.DirEntry, err error) error {
-		if err != nil || de.IsDir() || filepath.Ext(path) != ".pcap" {
-			return nil
-		}
+	for _, path := range shareddata.Files(t, shareddata.Dir(t, "testdata", "nettlp"), ".pcap") {
 		r, err := pcapio.Open(path)
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer r.Close()
 		for i := 1; ; i++ {
 			data, _, err := r.Next()
 			if errors.Is(err, io.EOF) {
@@ -230,30 +225,12 @@ func TestSharedCaptures(t *testing.T) {
 			}
 			n++
 		}
-		return nil
-	})
+		r.Close()
+	}
 	if n == 0 {
-		t.Skip("no frames")
+		t.Error("the shared captures hold no frames")
 	}
 	t.Logf("%d frames agree", n)
-}
-
-func sharedDir(t testing.TB) string {
-	dir, _ := os.Getwd()
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		if filepath.Dir(dir) == dir {
-			t.Skip("module root not found")
-		}
-		dir = filepath.Dir(dir)
-	}
-	root := filepath.Join(dir, "..", "shared", "testdata", "nettlp")
-	if _, err := os.Stat(root); err != nil {
-		t.Skipf("%s absent", root)
-	}
-	return root
 }
 
 // TestCorpusAgrees decodes every frame of the synthetic corpus

@@ -5,9 +5,9 @@ import (
 	"errors"
 	"io"
 	"os"
-	"path/filepath"
 	"testing"
 
+	"github.com/dxpu/dxpu/internal/shareddata"
 	"github.com/dxpu/dxpu/tlp/pcapio"
 )
 
@@ -15,18 +15,8 @@ import (
 // count and lengths against an independent walk of the file's record
 // headers, and that the nanosecond magic is recognised.
 func TestSharedCaptures(t *testing.T) {
-	dir, _ := os.Getwd()
-	for !fileExists(filepath.Join(dir, "go.mod")) {
-		if filepath.Dir(dir) == dir {
-			t.Skip("module root not found")
-		}
-		dir = filepath.Dir(dir)
-	}
-	root := filepath.Join(dir, "..", "shared", "testdata", "nettlp")
-	files, _ := filepath.Glob(filepath.Join(root, "*", "*", "*.pcap"))
-	if len(files) == 0 {
-		t.Skipf("no captures under %s", root)
-	}
+	// Only classic pcap: the independent walk below reads pcap records.
+	files := shareddata.Files(t, shareddata.Dir(t, "testdata", "nettlp"), ".pcap")
 	nanos := 0
 	for _, path := range files {
 		raw, err := os.ReadFile(path)
@@ -72,5 +62,3 @@ func TestSharedCaptures(t *testing.T) {
 		t.Error("no nanosecond capture among the shared files")
 	}
 }
-
-func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
