@@ -76,8 +76,8 @@ type Context struct {
 	// spinWait holds spinning waiters, which no MSI wakes: a surprise
 	// removal must still end their wait (the driver's hot-plug notification).
 	spinWait []*spinner
-	prof    *Profiler
-	corr    uint32
+	prof     *Profiler
+	corr     uint32
 }
 
 // Device is one GPU as the driver sees it.
