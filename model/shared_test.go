@@ -10,7 +10,8 @@ import (
 	"github.com/dxpu/dxpu/model/trace"
 )
 
-// sharedGraphs builds the graph of every trace in ../shared/traces, or skips.
+// sharedGraphs builds the graph of every trace in ../shared/traces, or skips
+// (fails with DXPU_REQUIRE_SHARED=1) when they are absent.
 func sharedGraphs(tb testing.TB) []*Graph {
 	tb.Helper()
 	var gs []*Graph
