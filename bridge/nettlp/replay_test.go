@@ -5,46 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"testing"
 
+	"github.com/dxpu/dxpu/internal/shareddata"
 	"github.com/dxpu/dxpu/tlp"
 	"github.com/dxpu/dxpu/tlp/encap"
 	"github.com/dxpu/dxpu/tlp/pcapio"
 )
-
-// sharedCaptures returns the NetTLP captures under ../shared relative to
-// the module root, or skips.
-func sharedCaptures(t testing.TB) []string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Skip("module root not found")
-		}
-		dir = parent
-	}
-	root := filepath.Join(dir, "..", "shared", "testdata", "nettlp")
-	var files []string
-	filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
-		if err == nil && !d.IsDir() && filepath.Ext(p) == ".pcap" {
-			files = append(files, p)
-		}
-		return nil
-	})
-	if len(files) == 0 {
-		t.Skipf("no captures under %s", root)
-	}
-	return files
-}
 
 type replayCounts struct {
 	reads, writes, junk, ours, compared, early int
@@ -62,7 +30,7 @@ type replayCounts struct {
 // without a malformed answer.
 func TestReplayCaptures(t *testing.T) {
 	var total replayCounts
-	for _, path := range sharedCaptures(t) {
+	for _, path := range shareddata.NetTLPCaptures(t) {
 		name := filepath.Base(path)
 		c, err := replayFile(path)
 		if err != nil {
