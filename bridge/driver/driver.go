@@ -6,6 +6,15 @@
 // Everything that touches the bridge holds one mutex; callbacks run with it
 // held and must not call back into the Runner (queue work for another
 // goroutine instead).
+//
+// The hot path is batched: a transport that also implements BatchReceiver
+// hands the runner every frame queued at once (recvmmsg on UDP), which it
+// feeds to the bridge under one lock with one clock reading before one
+// flush; a flush drains every frame the bridge has to send into reusable
+// buffers and hands them to a BatchSender in one call (sendmmsg). The
+// timer is re-armed only when the bridge's deadline moves earlier: a
+// deadline that moved later costs one early wake-up, not a timer reset per
+// frame. Nothing on this path allocates.
 package driver
 
 import (
@@ -29,6 +38,31 @@ type Transport interface {
 	Close() error
 }
 
+// BatchSender is a Transport that sends several frames in one call.
+type BatchSender interface {
+	// SendBatch transmits frames in order and returns how many went out;
+	// on an error, frames[n] failed and the ones after it were not tried.
+	// The slices are not kept.
+	SendBatch(frames [][]byte) (n int, err error)
+}
+
+// BatchReceiver is a Transport that receives several frames in one call.
+type BatchReceiver interface {
+	// RecvBatch blocks for at least one frame, then takes the frames
+	// already queued, up to len(bufs), into bufs and their lengths into
+	// sizes, and returns how many it took.
+	RecvBatch(bufs [][]byte, sizes []int) (int, error)
+}
+
+// Batch sizes: frames per flush handed to a BatchSender (fewer when the
+// MTU is large, to keep the buffers near 1 MiB), and frames per receive.
+const (
+	maxTxBatch = 64
+	txBatchMem = 1 << 20
+	rxBatch    = 32
+	rxBufSize  = 65536 // a peer may send frames up to the UDP limit
+)
+
 // ErrClosed is returned by Send after Run returned.
 var ErrClosed = errors.New("driver: runner stopped")
 
@@ -49,7 +83,10 @@ type Runner struct {
 	b       *bridge.Bridge
 	t       Transport
 	start   time.Time
-	frame   []byte
+	bs      BatchSender // t as a BatchSender, or nil
+	tx      [][]byte    // MTU-sized frame buffers of one flush
+	txFrame [][]byte    // the frames in them, as sent
+	txN     int
 	timer   *time.Timer
 	timerAt time.Duration
 	closed  bool
@@ -65,7 +102,19 @@ type Runner struct {
 
 // New returns a runner for b over t. Call Run to start it.
 func New(b *bridge.Bridge, t Transport) *Runner {
-	return &Runner{b: b, t: t, start: time.Now(), frame: make([]byte, 65536), Accept: bridge.AcceptAll, Progress: make(chan struct{}, 1)}
+	r := &Runner{b: b, t: t, start: time.Now(), Accept: bridge.AcceptAll, Progress: make(chan struct{}, 1)}
+	mtu := b.Config().MTU
+	n := 1
+	if bs, ok := t.(BatchSender); ok {
+		r.bs = bs
+		n = min(max(txBatchMem/mtu, 1), maxTxBatch)
+	}
+	slab := make([]byte, n*mtu)
+	r.tx, r.txFrame = make([][]byte, n), make([][]byte, n)
+	for i := range r.tx {
+		r.tx[i] = slab[i*mtu : (i+1)*mtu : (i+1)*mtu]
+	}
+	return r
 }
 
 // Now returns the runner's clock: time since New.
@@ -175,7 +224,10 @@ func (r *Runner) Run(ctx context.Context) error {
 		r.t.Close()
 	}()
 	defer close(done)
-	buf := make([]byte, 65536)
+	if br, ok := r.t.(BatchReceiver); ok {
+		return r.runBatch(ctx, br)
+	}
+	buf := make([]byte, rxBufSize)
 	for {
 		n, err := r.t.Recv(buf)
 		if err != nil {
@@ -184,22 +236,65 @@ func (r *Runner) Run(ctx context.Context) error {
 			}
 			return fmt.Errorf("driver: receive: %w", err)
 		}
-		r.mu.Lock()
-		if r.closed {
-			r.mu.Unlock()
+		if !r.handle(buf[:n:n], nil, nil) {
 			return ctx.Err()
 		}
-		if err := r.b.HandleFrame(r.Now(), buf[:n]); err != nil {
+	}
+}
+
+// runBatch is Run's loop over a BatchReceiver.
+func (r *Runner) runBatch(ctx context.Context, br BatchReceiver) error {
+	slab := make([]byte, rxBatch*rxBufSize)
+	bufs, sizes := make([][]byte, rxBatch), make([]int, rxBatch)
+	for i := range bufs {
+		bufs[i] = slab[i*rxBufSize : (i+1)*rxBufSize : (i+1)*rxBufSize]
+	}
+	for {
+		k, err := br.RecvBatch(bufs, sizes)
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return fmt.Errorf("driver: receive: %w", err)
+		}
+		if !r.handle(nil, bufs[:k], sizes[:k]) {
+			return ctx.Err()
+		}
+	}
+}
+
+// handle feeds one frame, or a batch, to the bridge under one lock and one
+// clock reading, then flushes once. It reports false once the runner is
+// closed.
+func (r *Runner) handle(frame []byte, bufs [][]byte, sizes []int) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return false
+	}
+	now := r.Now()
+	progress := false
+	feed := func(f []byte) {
+		if err := r.b.HandleFrame(now, f); err != nil {
 			r.LastFrameError = err
 		} else {
-			select {
-			case r.Progress <- struct{}{}:
-			default:
-			}
+			progress = true
 		}
-		r.flush()
-		r.mu.Unlock()
 	}
+	if frame != nil {
+		feed(frame)
+	}
+	for i, b := range bufs {
+		feed(b[:sizes[i]])
+	}
+	if progress {
+		select {
+		case r.Progress <- struct{}{}:
+		default:
+		}
+	}
+	r.flush()
+	return true
 }
 
 func (r *Runner) onTimer() {
@@ -209,7 +304,11 @@ func (r *Runner) onTimer() {
 		return
 	}
 	r.timerAt = bridge.NoDeadline
-	r.b.HandleTimeout(r.Now())
+	// The deadline may have moved later since the timer was armed (see
+	// flush); then this wake-up only re-arms it.
+	if now := r.Now(); r.b.Deadline() <= now {
+		r.b.HandleTimeout(now)
+	}
 	r.flush()
 }
 
@@ -220,14 +319,17 @@ func (r *Runner) flush() {
 		again = false
 		now := r.Now()
 		for {
-			n := r.b.NextFrame(now, r.frame)
+			if r.txN == len(r.tx) {
+				r.sendFrames()
+			}
+			n := r.b.NextFrame(now, r.tx[r.txN])
 			if n == 0 {
 				break
 			}
-			if err := r.t.Send(r.frame[:n]); err != nil {
-				r.SendErrors++
-			}
+			r.txFrame[r.txN] = r.tx[r.txN][:n]
+			r.txN++
 		}
+		r.sendFrames()
 		for {
 			v, ok := r.b.NextTLP(r.Accept)
 			if !ok {
@@ -255,12 +357,33 @@ func (r *Runner) flush() {
 	if r.timer == nil {
 		return
 	}
-	d := r.b.Deadline()
-	if d == bridge.NoDeadline {
-		return
-	}
-	if d != r.timerAt {
+	// Re-arm only for an earlier deadline: a later one is served by the
+	// armed timer waking early and re-arming (onTimer).
+	if d := r.b.Deadline(); d < r.timerAt {
 		r.timerAt = d
 		r.timer.Reset(max(d-r.Now(), 0))
+	}
+}
+
+// sendFrames hands the frames collected in tx to the transport, in one
+// call where it takes batches. Called with mu held.
+func (r *Runner) sendFrames() {
+	fs := r.txFrame[:r.txN]
+	r.txN = 0
+	if r.bs == nil {
+		for _, f := range fs {
+			if err := r.t.Send(f); err != nil {
+				r.SendErrors++
+			}
+		}
+		return
+	}
+	for len(fs) > 0 {
+		n, err := r.bs.SendBatch(fs)
+		if err == nil || n >= len(fs) {
+			return
+		}
+		r.SendErrors++ // frame n failed; go on with the rest
+		fs = fs[n+1:]
 	}
 }

@@ -16,6 +16,10 @@ import (
 // held back until the next frame has gone (or ReorderDelay passed); delay
 // and bandwidth run through one FIFO delay line, so frames keep their order
 // otherwise.
+//
+// Faulty passes batches through (SendBatch, RecvBatch) and reuses its frame
+// copies, so that fault injection does not become the bottleneck it
+// measures: the delay line sends every frame that is due in one batch.
 type Faulty struct {
 	Transport
 	f      memlink.Faults
@@ -28,6 +32,9 @@ type Faulty struct {
 	busy   time.Time
 	stats  memlink.Stats
 	closed bool
+	bs     BatchSender // Transport as one, or nil
+	out    [][]byte    // frames emitted inline by the current call; mu held
+	free   chan []byte // frame copies to reuse
 }
 
 type lineItem struct {
@@ -40,7 +47,9 @@ func NewFaulty(t Transport, f memlink.Faults, seed uint64) *Faulty {
 	if f.ReorderDelay == 0 {
 		f.ReorderDelay = f.Delay + 20*time.Microsecond
 	}
-	fl := &Faulty{Transport: t, f: f, rng: rand.New(rand.NewPCG(seed, seed+1))}
+	fl := &Faulty{Transport: t, f: f, rng: rand.New(rand.NewPCG(seed, seed+1)),
+		out: make([][]byte, 0, 2*maxTxBatch), free: make(chan []byte, 1024)}
+	fl.bs, _ = t.(BatchSender)
 	if f.Delay > 0 || f.Bandwidth > 0 {
 		fl.line = make(chan lineItem, 65536)
 		go fl.run()
@@ -48,12 +57,87 @@ func NewFaulty(t Transport, f memlink.Faults, seed uint64) *Faulty {
 	return fl
 }
 
+// copyFrame returns a copy of frame in a reused buffer.
+func (f *Faulty) copyFrame(frame []byte) []byte {
+	select {
+	case b := <-f.free:
+		if cap(b) >= len(frame) {
+			return append(b[:0], frame...)
+		}
+	default:
+	}
+	return append(make([]byte, 0, max(len(frame), 9216)), frame...)
+}
+
+func (f *Faulty) recycle(b []byte) {
+	select {
+	case f.free <- b:
+	default:
+	}
+}
+
+// sendAll hands frames to the wrapped transport, in one call where it takes
+// batches, and recycles them.
+func (f *Faulty) sendAll(frames [][]byte) {
+	if f.bs != nil {
+		for rest := frames; len(rest) > 0; {
+			n, err := f.bs.SendBatch(rest)
+			if err == nil || n >= len(rest) {
+				break
+			}
+			rest = rest[n+1:]
+		}
+	} else {
+		for _, b := range frames {
+			_ = f.Transport.Send(b)
+		}
+	}
+	for i, b := range frames {
+		f.recycle(b)
+		frames[i] = nil
+	}
+}
+
 func (f *Faulty) run() {
-	for it := range f.line {
-		if d := time.Until(it.due); d > 0 {
+	batch := make([][]byte, 0, maxTxBatch)
+	var next lineItem
+	have := false
+	for {
+		if !have {
+			it, ok := <-f.line
+			if !ok {
+				return
+			}
+			next = it
+		}
+		have = false
+		if d := time.Until(next.due); d > 0 {
 			time.Sleep(d)
 		}
-		_ = f.Transport.Send(it.b)
+		batch = append(batch[:0], next.b)
+		now := time.Now()
+		open := true
+	more:
+		for len(batch) < cap(batch) {
+			select {
+			case it, ok := <-f.line:
+				if !ok {
+					open = false
+					break more
+				}
+				if it.due.After(now) {
+					next, have = it, true
+					break more
+				}
+				batch = append(batch, it.b)
+			default:
+				break more
+			}
+		}
+		f.sendAll(batch)
+		if !open {
+			return
+		}
 	}
 }
 
@@ -63,15 +147,48 @@ func (f *Faulty) chance(p float64) bool { return p > 0 && f.rng.Float64() < p }
 func (f *Faulty) Send(frame []byte) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.put(frame)
+	f.flushOut()
+	return nil
+}
+
+// SendBatch puts the frames on the faulty link, in order; they reach the
+// wrapped transport in one batch where it takes batches.
+func (f *Faulty) SendBatch(frames [][]byte) (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, fr := range frames {
+		f.put(fr)
+	}
+	f.flushOut()
+	return len(frames), nil
+}
+
+// RecvBatch receives through the wrapped transport, several frames at once
+// where it takes batches.
+func (f *Faulty) RecvBatch(bufs [][]byte, sizes []int) (int, error) {
+	if br, ok := f.Transport.(BatchReceiver); ok {
+		return br.RecvBatch(bufs, sizes)
+	}
+	n, err := f.Transport.Recv(bufs[0])
+	if err != nil {
+		return 0, err
+	}
+	sizes[0] = n
+	return 1, nil
+}
+
+// put applies the faults to one frame; mu held.
+func (f *Faulty) put(frame []byte) {
 	f.stats.Sent++
 	f.stats.Bytes += uint64(len(frame))
 	if f.down {
 		f.stats.DownDrops++
-		return nil
+		return
 	}
 	if f.chance(f.f.Loss) {
 		f.stats.Lost++
-		return nil
+		return
 	}
 	copies := 1
 	if f.chance(f.f.Duplicate) {
@@ -79,13 +196,14 @@ func (f *Faulty) Send(frame []byte) error {
 		f.stats.Duplicated++
 	}
 	for i := 0; i < copies; i++ {
-		b := append([]byte(nil), frame...)
+		b := f.copyFrame(frame)
 		if f.chance(f.f.Corrupt) {
 			f.stats.Corrupted++
 			sum := crc32.ChecksumIEEE(b)
 			bit := f.rng.IntN(len(b) * 8)
 			b[bit/8] ^= 1 << (bit % 8)
 			if crc32.ChecksumIEEE(b) != sum && !f.f.PassCorrupt {
+				f.recycle(b)
 				continue // the receiving NIC's FCS check drops it
 			}
 		}
@@ -102,7 +220,6 @@ func (f *Faulty) Send(frame []byte) error {
 			f.held = nil
 		}
 	}
-	return nil
 }
 
 func (f *Faulty) flushHeld() {
@@ -111,17 +228,27 @@ func (f *Faulty) flushHeld() {
 	if f.held != nil {
 		f.emit(f.held)
 		f.held = nil
+		f.flushOut()
 	}
 }
 
-// emit sends b now or through the delay line; mu held.
+// flushOut sends the frames emitted inline; mu held.
+func (f *Faulty) flushOut() {
+	if len(f.out) > 0 {
+		f.sendAll(f.out)
+		f.out = f.out[:0]
+	}
+}
+
+// emit sends b (a copy Faulty owns) now or through the delay line; mu held.
 func (f *Faulty) emit(b []byte) {
 	if f.closed {
+		f.recycle(b)
 		return
 	}
 	f.stats.Delivered++
 	if f.line == nil {
-		_ = f.Transport.Send(b)
+		f.out = append(f.out, b)
 		return
 	}
 	now := time.Now()
@@ -138,6 +265,7 @@ func (f *Faulty) emit(b []byte) {
 	default:
 		f.stats.QueueDrops++
 		f.stats.Delivered--
+		f.recycle(b)
 	}
 }
 

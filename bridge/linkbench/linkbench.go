@@ -146,9 +146,16 @@ type readReq struct {
 	start  time.Duration
 }
 
+// reqHdr is a read request queued for the completer: its header, copied
+// by value so that queueing allocates nothing.
+type reqHdr struct {
+	b [16]byte
+	n uint8
+}
+
 type state struct {
 	mu         sync.Mutex
-	seen       map[uint64]int
+	seen       []uint8 // arrivals per write number
 	last       int64
 	delivered  int
 	dup, mis   int
@@ -159,7 +166,7 @@ type state struct {
 	failed     int
 	bad        int
 	bytesDone  int64
-	reqs       chan []byte
+	reqs       chan reqHdr
 	lostAddrs  map[uint64]bool
 	writesSent int
 	readsSent  int
@@ -214,7 +221,8 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		return Result{}, err
 	}
 	host, gpu := driver.New(hb, ht), driver.New(gb, gt)
-	st := &state{seen: map[uint64]int{}, last: -1, reads: make([]readReq, 256), reqs: make(chan []byte, 8192), lostAddrs: map[uint64]bool{}}
+	st := &state{seen: make([]uint8, 0, 1<<20), last: -1, reads: make([]readReq, 256), reqs: make(chan reqHdr, 8192), lostAddrs: map[uint64]bool{},
+		wlat: make([]time.Duration, 0, 1<<20), rlat: make([]time.Duration, 0, 1<<18)}
 	for t := 255; t >= 0; t-- {
 		st.freeTags = append(st.freeTags, uint16(t))
 	}
@@ -294,7 +302,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		GPU:          gpu.Counters(),
 	}
 	for n := 0; n < st.writesSent; n++ {
-		if st.seen[uint64(n)] == 0 {
+		if n >= len(st.seen) || st.seen[n] == 0 {
 			res.Lost++
 			if st.lostAddrs[writeBase+uint64(n)*4096] {
 				res.ReportedLost++
@@ -419,7 +427,12 @@ func (st *state) gpuTLP(v tlp.View, now time.Duration) {
 		n := (v.Address() - writeBase) / 4096
 		pl := v.Payload()
 		st.mu.Lock()
-		st.seen[n]++
+		if n >= uint64(len(st.seen)) {
+			st.seen = append(st.seen, make([]uint8, int(n)+1-len(st.seen))...)
+		}
+		if st.seen[n] < 255 {
+			st.seen[n]++
+		}
 		if st.seen[n] > 1 {
 			st.dup++
 		} else {
@@ -435,8 +448,10 @@ func (st *state) gpuTLP(v tlp.View, now time.Duration) {
 		}
 		st.mu.Unlock()
 	case k == tlp.MRd || k == tlp.CfgRd0:
+		var r reqHdr
+		r.n = uint8(copy(r.b[:], v[:min(len(v), v.HeaderLen())]))
 		select {
-		case st.reqs <- append([]byte(nil), v...):
+		case st.reqs <- r:
 		default:
 			// The completer is behind: the request stays unanswered and
 			// the requester's bridge times it out with CA.
@@ -445,49 +460,78 @@ func (st *state) gpuTLP(v tlp.View, now time.Duration) {
 }
 
 // completer answers reads with completions split at MPS and a 64-byte RCB.
+// It takes every request queued at once and hands their completions over
+// in one SendMany, as a device answers a burst of reads.
 func (st *state) completer(ctx context.Context, gpu *driver.Runner, mps int) {
-	buf := make([]byte, 0, 4200)
+	const burst = 64
+	store := make([]byte, 0, burst*(16+mps))
+	cpls := make([][]byte, 0, burst*(4096/mps+2))
 	data := make([]byte, 4096)
-	send := func(b []byte) {
-		for {
-			err := gpu.Send(b)
-			if err == nil || !errors.Is(err, bridge.ErrBusy) || ctx.Err() != nil {
-				return
+	reqs := make([]reqHdr, 0, burst)
+	send := func() {
+		for rest := cpls; len(rest) > 0; {
+			n, err := gpu.SendMany(rest)
+			rest = rest[n:]
+			if err == nil {
+				continue
+			}
+			if !errors.Is(err, bridge.ErrBusy) || ctx.Err() != nil {
+				break // not up, or stopping: the requester's bridge answers
 			}
 			select {
 			case <-gpu.Progress:
 			case <-time.After(100 * time.Microsecond):
 			}
 		}
+		cpls, store = cpls[:0], store[:0]
+	}
+	add := func(p *tlp.Packet) {
+		if len(cpls) == cap(cpls) || len(store)+16+len(p.Data) > cap(store) {
+			send()
+		}
+		at := len(store)
+		store, _ = p.AppendTo(store)
+		cpls = append(cpls, store[at:len(store):len(store)])
 	}
 	for {
-		var req tlp.View
+		reqs = reqs[:0]
 		select {
 		case <-ctx.Done():
 			return
-		case b := <-st.reqs:
-			req = b
+		case r := <-st.reqs:
+			reqs = append(reqs, r)
 		}
-		if req.Kind() == tlp.CfgRd0 {
-			p := tlp.Packet{Kind: tlp.CplD, CompleterID: tlp.NewID(1, 0, 0), RequesterID: req.RequesterID(), Tag: req.Tag(), ByteCount: 4, Data: data[:4]}
-			b, _ := p.AppendTo(buf[:0])
-			send(b)
-			continue
-		}
-		sp, err := tlp.SplitterFor(req, min(mps, 4096), 64)
-		if err != nil {
-			continue
-		}
-		for {
-			part, ok := sp.Next()
-			if !ok {
-				break
+	drain:
+		for len(reqs) < burst {
+			select {
+			case r := <-st.reqs:
+				reqs = append(reqs, r)
+			default:
+				break drain
 			}
-			p := tlp.Packet{Kind: tlp.CplD, CompleterID: tlp.NewID(1, 0, 0), RequesterID: req.RequesterID(), Tag: req.Tag(),
-				ByteCount: uint16(part.ByteCount), LowerAddress: part.LowerAddress, Data: data[:part.Length*4]}
-			b, _ := p.AppendTo(buf[:0])
-			send(b)
 		}
+		for i := range reqs {
+			req := tlp.View(reqs[i].b[:reqs[i].n])
+			if req.Kind() == tlp.CfgRd0 {
+				p := tlp.Packet{Kind: tlp.CplD, CompleterID: tlp.NewID(1, 0, 0), RequesterID: req.RequesterID(), Tag: req.Tag(), ByteCount: 4, Data: data[:4]}
+				add(&p)
+				continue
+			}
+			sp, err := tlp.SplitterFor(req, min(mps, 4096), 64)
+			if err != nil {
+				continue
+			}
+			for {
+				part, ok := sp.Next()
+				if !ok {
+					break
+				}
+				p := tlp.Packet{Kind: tlp.CplD, CompleterID: tlp.NewID(1, 0, 0), RequesterID: req.RequesterID(), Tag: req.Tag(),
+					ByteCount: uint16(part.ByteCount), LowerAddress: part.LowerAddress, Data: data[:part.Length*4]}
+				add(&p)
+			}
+		}
+		send()
 	}
 }
 

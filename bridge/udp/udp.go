@@ -1,5 +1,8 @@
 // Package udp carries dxpu frames in UDP datagrams (the dxpu header is the
-// UDP payload), for routed networks; it implements driver.Transport.
+// UDP payload), for routed networks; it implements driver.Transport and,
+// on Linux, the batch interfaces driver.BatchSender and
+// driver.BatchReceiver with sendmmsg(2) and recvmmsg(2): one system call
+// moves up to a batch of datagrams, and no call allocates.
 package udp
 
 import (
@@ -7,15 +10,26 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"sync"
 )
 
+// MaxBatch is the most datagrams one SendBatch or RecvBatch system call
+// moves; longer batches are split.
+const MaxBatch = 64
+
 // Conn is a UDP socket bound to a local address that exchanges frames with
-// one peer. Datagrams from other sources are ignored.
+// one peer. Datagrams from other sources are ignored. Send and SendBatch
+// may be called from several goroutines; Recv and RecvBatch from one at a
+// time.
 type Conn struct {
 	c    *net.UDPConn
 	peer netip.AddrPort
 	// Foreign counts datagrams dropped for coming from another address.
 	Foreign uint64
+
+	txMu sync.Mutex
+	rxMu sync.Mutex
+	sys  sysConn // platform batch state (mmsghdr arrays on Linux)
 }
 
 // Listen binds local (port 0 picks one) and sends to peer.
@@ -26,14 +40,23 @@ func Listen(local, peer netip.AddrPort) (*Conn, error) {
 	}
 	_ = c.SetReadBuffer(8 << 20)
 	_ = c.SetWriteBuffer(8 << 20)
-	return &Conn{c: c, peer: peer}, nil
+	conn := &Conn{c: c}
+	if err := conn.sys.init(c); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("udp: listen %v: %w", local, err)
+	}
+	conn.SetPeer(peer)
+	return conn, nil
 }
 
 // LocalAddr returns the bound address.
 func (c *Conn) LocalAddr() netip.AddrPort { return c.c.LocalAddr().(*net.UDPAddr).AddrPort() }
 
 // SetPeer changes the peer (before traffic starts).
-func (c *Conn) SetPeer(p netip.AddrPort) { c.peer = p }
+func (c *Conn) SetPeer(p netip.AddrPort) {
+	c.peer = p
+	c.sys.setPeer(p)
+}
 
 // Send transmits one frame to the peer.
 func (c *Conn) Send(frame []byte) error {
@@ -41,22 +64,72 @@ func (c *Conn) Send(frame []byte) error {
 	return err
 }
 
+// SendBatch transmits frames to the peer in order, up to MaxBatch per
+// system call, and returns how many went out. On an error the frame at
+// index n failed and the ones after it were not tried.
+func (c *Conn) SendBatch(frames [][]byte) (int, error) {
+	c.txMu.Lock()
+	defer c.txMu.Unlock()
+	sent := 0
+	for sent < len(frames) {
+		n, err := c.sys.sendBatch(c, frames[sent:min(len(frames), sent+MaxBatch)])
+		sent += n
+		if err != nil {
+			return sent, wrapErr("send", err)
+		}
+	}
+	return sent, nil
+}
+
 // Recv returns the next frame from the peer.
 func (c *Conn) Recv(buf []byte) (int, error) {
 	for {
 		n, from, err := c.c.ReadFromUDPAddrPort(buf)
 		if err != nil {
-			if errors.Is(err, net.ErrClosed) {
-				return 0, fmt.Errorf("udp: %w", net.ErrClosed)
-			}
-			return 0, fmt.Errorf("udp: receive: %w", err)
+			return 0, wrapErr("receive", err)
 		}
-		if from.Addr().Unmap() != c.peer.Addr().Unmap() || from.Port() != c.peer.Port() {
+		if !c.fromPeer(from) {
 			c.Foreign++
 			continue
 		}
 		return n, nil
 	}
+}
+
+// RecvBatch blocks until at least one frame from the peer is queued, then
+// takes as many as are queued, up to len(bufs) and MaxBatch, into bufs
+// and their lengths into sizes (which must be as long as bufs). It returns
+// how many frames it took. A datagram longer than its buffer is cut to it.
+func (c *Conn) RecvBatch(bufs [][]byte, sizes []int) (int, error) {
+	if len(sizes) < len(bufs) {
+		return 0, fmt.Errorf("udp: receive: %d sizes for %d buffers", len(sizes), len(bufs))
+	}
+	bufs = bufs[:min(len(bufs), MaxBatch)]
+	if len(bufs) == 0 {
+		return 0, errors.New("udp: receive: no buffers")
+	}
+	c.rxMu.Lock()
+	defer c.rxMu.Unlock()
+	for {
+		n, err := c.sys.recvBatch(c, bufs, sizes)
+		if err != nil {
+			return 0, wrapErr("receive", err)
+		}
+		if n > 0 {
+			return n, nil
+		}
+	}
+}
+
+func (c *Conn) fromPeer(from netip.AddrPort) bool {
+	return from.Addr().Unmap() == c.peer.Addr().Unmap() && from.Port() == c.peer.Port()
+}
+
+func wrapErr(op string, err error) error {
+	if errors.Is(err, net.ErrClosed) {
+		return fmt.Errorf("udp: %w", net.ErrClosed)
+	}
+	return fmt.Errorf("udp: %s: %w", op, err)
 }
 
 // Close closes the socket.

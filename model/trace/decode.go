@@ -3,9 +3,9 @@ package trace
 import (
 	"bufio"
 	"bytes"
-	"github.com/klauspost/compress/gzip"
 	"errors"
 	"fmt"
+	"github.com/klauspost/compress/gzip"
 	"io"
 	"math"
 	"os"
