@@ -8,13 +8,14 @@
 // goroutine instead).
 //
 // The hot path is batched: a transport that also implements BatchReceiver
-// hands the runner every frame queued at once (recvmmsg on UDP), which it
-// feeds to the bridge under one lock with one clock reading before one
-// flush; a flush drains every frame the bridge has to send into reusable
-// buffers and hands them to a BatchSender in one call (sendmmsg). The
-// timer is re-armed only when the bridge's deadline moves earlier: a
-// deadline that moved later costs one early wake-up, not a timer reset per
-// frame. Nothing on this path allocates.
+// hands the runner up to 8 queued frames at once (recvmmsg on UDP), which
+// it feeds to the bridge under one lock with one clock reading before one
+// flush; a flush delivers TLPs first (so the acknowledgement that follows
+// carries the credits they freed), then drains every frame the bridge has
+// to send into reusable buffers and hands them to a BatchSender in one call
+// (sendmmsg). Nothing on this path allocates. Larger receive batches (32)
+// measured no faster: they delay acknowledgements, and a credit-bound
+// sender waits longer.
 package driver
 
 import (
@@ -59,7 +60,7 @@ type BatchReceiver interface {
 const (
 	maxTxBatch = 64
 	txBatchMem = 1 << 20
-	rxBatch    = 32
+	rxBatch    = 8
 	rxBufSize  = 65536 // a peer may send frames up to the UDP limit
 )
 
@@ -304,32 +305,22 @@ func (r *Runner) onTimer() {
 		return
 	}
 	r.timerAt = bridge.NoDeadline
-	// The deadline may have moved later since the timer was armed (see
-	// flush); then this wake-up only re-arms it.
+	// The timer may be stale: a flush re-armed it while this call waited
+	// for the lock. Then it only re-arms.
 	if now := r.Now(); r.b.Deadline() <= now {
 		r.b.HandleTimeout(now)
 	}
 	r.flush()
 }
 
-// flush sends due frames, delivers TLPs and events, and re-arms the timer.
-// Called with mu held.
+// flush delivers TLPs and events, sends due frames, and re-arms the timer.
+// TLPs go first: releasing their credits before the frames are drained
+// lets the acknowledgement of a received batch carry the credits the batch
+// freed, instead of a separate credit update AckDelay later. Called with
+// mu held.
 func (r *Runner) flush() {
 	for again := true; again; {
 		again = false
-		now := r.Now()
-		for {
-			if r.txN == len(r.tx) {
-				r.sendFrames()
-			}
-			n := r.b.NextFrame(now, r.tx[r.txN])
-			if n == 0 {
-				break
-			}
-			r.txFrame[r.txN] = r.tx[r.txN][:n]
-			r.txN++
-		}
-		r.sendFrames()
 		for {
 			v, ok := r.b.NextTLP(r.Accept)
 			if !ok {
@@ -352,14 +343,30 @@ func (r *Runner) flush() {
 			if r.OnEvent != nil {
 				r.OnEvent(e)
 			}
+			again = true
 		}
+		now := r.Now()
+		for {
+			if r.txN == len(r.tx) {
+				r.sendFrames()
+			}
+			n := r.b.NextFrame(now, r.tx[r.txN])
+			if n == 0 {
+				break
+			}
+			r.txFrame[r.txN] = r.tx[r.txN][:n]
+			r.txN++
+		}
+		r.sendFrames()
 	}
 	if r.timer == nil {
 		return
 	}
-	// Re-arm only for an earlier deadline: a later one is served by the
-	// armed timer waking early and re-arming (onTimer).
-	if d := r.b.Deadline(); d < r.timerAt {
+	// Re-arm when the deadline moved. (Re-arming only for an earlier one
+	// and letting the timer wake early for a later one costs more: the
+	// delayed-ack deadline comes and goes with every other frame, and each
+	// early wake-up is a goroutine switch and a lock.)
+	if d := r.b.Deadline(); d != r.timerAt && d != bridge.NoDeadline {
 		r.timerAt = d
 		r.timer.Reset(max(d-r.Now(), 0))
 	}

@@ -1,6 +1,7 @@
 package driver
 
 import (
+	"errors"
 	"hash/crc32"
 	"math/rand/v2"
 	"sync"
@@ -169,6 +170,9 @@ func (f *Faulty) SendBatch(frames [][]byte) (int, error) {
 func (f *Faulty) RecvBatch(bufs [][]byte, sizes []int) (int, error) {
 	if br, ok := f.Transport.(BatchReceiver); ok {
 		return br.RecvBatch(bufs, sizes)
+	}
+	if len(bufs) == 0 || len(sizes) == 0 {
+		return 0, errors.New("driver: faulty: receive: no buffers")
 	}
 	n, err := f.Transport.Recv(bufs[0])
 	if err != nil {

@@ -75,7 +75,9 @@ func (o *Options) defaults() {
 	}
 }
 
-// Percentiles of a latency distribution in microseconds.
+// Percentiles of a latency distribution in microseconds. Real-time runs
+// take them from a fixed-size log-linear histogram (within 0.1%; count and
+// max exact), virtual runs from the sorted samples.
 type Percentiles struct {
 	Count int     `json:"count"`
 	P50   float64 `json:"p50_us"`
@@ -159,7 +161,7 @@ type state struct {
 	last       int64
 	delivered  int
 	dup, mis   int
-	wlat, rlat []time.Duration
+	wlat, rlat *latHist
 	reads      []readReq
 	freeTags   []uint16
 	completed  int
@@ -221,8 +223,8 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		return Result{}, err
 	}
 	host, gpu := driver.New(hb, ht), driver.New(gb, gt)
-	st := &state{seen: make([]uint8, 0, 1<<20), last: -1, reads: make([]readReq, 256), reqs: make(chan reqHdr, 8192), lostAddrs: map[uint64]bool{},
-		wlat: make([]time.Duration, 0, 1<<20), rlat: make([]time.Duration, 0, 1<<18)}
+	st := &state{seen: make([]uint8, 0, 1<<22), last: -1, reads: make([]readReq, 256), reqs: make(chan reqHdr, 8192), lostAddrs: map[uint64]bool{},
+		wlat: newLatHist(), rlat: newLatHist()}
 	for t := 255; t >= 0; t-- {
 		st.freeTags = append(st.freeTags, uint16(t))
 	}
@@ -295,8 +297,8 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		Failed:       st.failed,
 		Unanswered:   256 - len(st.freeTags),
 		BadCpls:      st.bad,
-		WriteLatency: percentiles(st.wlat),
-		ReadLatency:  percentiles(st.rlat),
+		WriteLatency: st.wlat.percentiles(),
+		ReadLatency:  st.rlat.percentiles(),
 		Events:       append(st.events, fmt.Sprintf("host last frame error: %v", host.FrameError()), fmt.Sprintf("gpu last frame error: %v", gpu.FrameError())),
 		Host:         host.Counters(),
 		GPU:          gpu.Counters(),
@@ -331,23 +333,30 @@ func (st *state) produce(ctx context.Context, host *driver.Runner, o Options, no
 	tags := make([]int, 0, o.Batch) // tag of each batch entry, -1 for writes
 	data := make([]byte, o.WriteBytes)
 	total := o.Write + o.Read + o.Config
+	waitT := time.NewTimer(time.Hour)
+	defer waitT.Stop()
 	wait := func() {
+		waitT.Reset(100 * time.Microsecond)
 		select {
 		case <-host.Progress:
-		case <-time.After(100 * time.Microsecond):
+		case <-waitT.C:
 		}
 	}
 	// send hands the batch over; on stop it undoes what was not taken.
+	// (It walks the batch with its own slices: re-slicing batch itself
+	// would shrink its capacity and make every later append allocate.)
 	send := func() bool {
-		for len(batch) > 0 {
-			n, err := host.SendMany(batch)
-			batch, tags = batch[n:], tags[n:]
+		rest, restTags := batch, tags
+		batch, tags = batch[:0], tags[:0]
+		for len(rest) > 0 {
+			n, err := host.SendMany(rest)
+			rest, restTags = rest[n:], restTags[n:]
 			if err == nil {
 				continue
 			}
 			if !errors.Is(err, bridge.ErrBusy) || time.Now().After(end) || ctx.Err() != nil {
 				st.mu.Lock()
-				for _, tag := range tags {
+				for _, tag := range restTags {
 					if tag < 0 {
 						st.writesSent--
 					} else {
@@ -361,7 +370,6 @@ func (st *state) produce(ctx context.Context, host *driver.Runner, o Options, no
 			}
 			wait()
 		}
-		batch, tags = batch[:0], tags[:0]
 		return true
 	}
 	for i := 0; time.Now().Before(end) && ctx.Err() == nil; i++ {
@@ -444,7 +452,7 @@ func (st *state) gpuTLP(v tlp.View, now time.Duration) {
 		}
 		st.last = max(st.last, int64(n))
 		if len(pl) >= 16 {
-			st.wlat = append(st.wlat, now-time.Duration(binary.BigEndian.Uint64(pl[8:])))
+			st.wlat.add(now - time.Duration(binary.BigEndian.Uint64(pl[8:])))
 		}
 		st.mu.Unlock()
 	case k == tlp.MRd || k == tlp.CfgRd0:
@@ -552,7 +560,7 @@ func (st *state) hostTLP(v tlp.View, now time.Duration) {
 		st.freeTags = append(st.freeTags, tag)
 		if ok {
 			st.completed++
-			st.rlat = append(st.rlat, now-r.start)
+			st.rlat.add(now - r.start)
 		} else {
 			st.failed++
 		}

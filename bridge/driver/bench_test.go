@@ -1,0 +1,126 @@
+package driver_test
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/dxpu/dxpu/bridge"
+	"github.com/dxpu/dxpu/bridge/driver"
+	"github.com/dxpu/dxpu/bridge/udp"
+	"github.com/dxpu/dxpu/tlp"
+)
+
+// udpPair starts a host and a GPU runner over UDP on loopback and waits
+// until the link is up; delivered counts the TLPs the GPU side got.
+func udpPair(tb testing.TB, delivered *atomic.Int64) (host, gpu *driver.Runner, stop func()) {
+	tb.Helper()
+	lo := netip.MustParseAddr("127.0.0.1")
+	hc, err := udp.Listen(netip.AddrPortFrom(lo, 0), netip.AddrPort{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	gc, err := udp.Listen(netip.AddrPortFrom(lo, 0), hc.LocalAddr())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	hc.SetPeer(gc.LocalAddr())
+	cfg := bridge.Config{MTU: 9000, MaxPayload: 512, Window: 1024, TxQueue: 256,
+		MinRTO: 200 * time.Microsecond, InitialRTO: 2 * time.Millisecond, AckDelay: 10 * time.Microsecond,
+		DeadAfter: 500 * time.Millisecond, Keepalive: 5 * time.Millisecond}
+	for i := range cfg.Credits {
+		cfg.Credits[i] = bridge.ClassCredits{Headers: 512, Data: 512 * 512 / 16}
+	}
+	var runners [2]*driver.Runner
+	for i, role := range []bridge.Role{bridge.RoleHost, bridge.RoleGPU} {
+		c := cfg
+		c.Role, c.Seed = role, uint64(i+1)
+		b, err := bridge.New(c)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		runners[i] = driver.New(b, []*udp.Conn{hc, gc}[i])
+	}
+	runners[1].OnTLP = func(tlp.View) { delivered.Add(1) }
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for _, r := range runners {
+		wg.Add(1)
+		go func() { defer wg.Done(); _ = r.Run(ctx) }()
+	}
+	for t0 := time.Now(); runners[0].State() != bridge.StateUp || runners[1].State() != bridge.StateUp; {
+		if time.Since(t0) > 3*time.Second {
+			cancel()
+			tb.Fatal("link did not come up")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return runners[0], runners[1], func() { cancel(); wg.Wait() }
+}
+
+// BenchmarkRunnerUDP pushes 256-byte posted writes through a host and a GPU
+// runner over UDP on loopback, in bursts of 16 (SendMany) and one at a
+// time (Send, a frame each), until the GPU side has them all. ns/op is per
+// TLP; allocs/op covers both runners, both sockets and the bridges.
+func BenchmarkRunnerUDP(b *testing.B) {
+	for _, burst := range []int{16, 1} {
+		name := map[int]string{16: "burst16", 1: "single"}[burst]
+		b.Run(name, func(b *testing.B) {
+			var delivered atomic.Int64
+			host, gpu, stop := udpPair(b, &delivered)
+			defer stop()
+			tlps := make([][]byte, burst)
+			for i := range tlps {
+				p := tlp.Packet{Kind: tlp.MWr, Addr64: true, FirstBE: 0xf, LastBE: 0xf,
+					Address: 0x10_0000_0000 + uint64(i)*4096, Data: make([]byte, 256)}
+				tlps[i], _ = p.AppendTo(nil)
+			}
+			wait := time.NewTimer(time.Hour)
+			waits := 0
+			b.ReportAllocs()
+			b.SetBytes(256)
+			b.ResetTimer()
+			for sent := 0; sent < b.N; {
+				batch := tlps[:min(burst, b.N-sent)]
+				for len(batch) > 0 {
+					var n int
+					var err error
+					if burst == 1 {
+						if err = host.Send(batch[0]); err == nil {
+							n = 1
+						}
+					} else {
+						n, err = host.SendMany(batch)
+					}
+					batch, sent = batch[n:], sent+n
+					if err != nil {
+						if !errors.Is(err, bridge.ErrBusy) {
+							b.Fatal(err)
+						}
+						waits++
+						wait.Reset(100 * time.Microsecond)
+						select {
+						case <-host.Progress:
+						case <-wait.C:
+						}
+					}
+				}
+			}
+			for t0 := time.Now(); delivered.Load() < int64(b.N); {
+				if time.Since(t0) > 10*time.Second {
+					b.Fatalf("delivered %d of %d", delivered.Load(), b.N)
+				}
+				time.Sleep(50 * time.Microsecond)
+			}
+			b.StopTimer()
+			hc, gc := host.Counters(), gpu.Counters()
+			b.ReportMetric(float64(hc.FramesSent)/float64(b.N), "host_frames/op")
+			b.ReportMetric(float64(gc.FramesSent)/float64(b.N), "gpu_frames/op")
+			b.ReportMetric(float64(waits)/float64(b.N), "busy_waits/op")
+		})
+	}
+}

@@ -1,0 +1,332 @@
+package driver_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/dxpu/dxpu/bridge"
+	"github.com/dxpu/dxpu/bridge/driver"
+	"github.com/dxpu/dxpu/bridge/memlink"
+	"github.com/dxpu/dxpu/tlp"
+)
+
+// pipe is an in-memory transport: frames sent on one end come out of the
+// other. batch adds SendBatch and RecvBatch; calls counts SendBatch calls.
+type pipe struct {
+	out, in chan []byte
+	done    chan struct{}
+	once    sync.Once
+	mu      sync.Mutex
+	calls   int
+}
+
+func newPipes() (*pipe, *pipe) {
+	a, b := make(chan []byte, 1<<14), make(chan []byte, 1<<14)
+	return &pipe{out: a, in: b, done: make(chan struct{})}, &pipe{out: b, in: a, done: make(chan struct{})}
+}
+
+func (p *pipe) Send(f []byte) error {
+	select {
+	case p.out <- append([]byte(nil), f...):
+		return nil
+	case <-p.done:
+		return net.ErrClosed
+	}
+}
+
+func (p *pipe) Recv(buf []byte) (int, error) {
+	select {
+	case f := <-p.in:
+		return copy(buf, f), nil
+	case <-p.done:
+		return 0, net.ErrClosed
+	}
+}
+
+func (p *pipe) Close() error { p.once.Do(func() { close(p.done) }); return nil }
+
+type batchPipe struct{ *pipe }
+
+func (p batchPipe) SendBatch(fs [][]byte) (int, error) {
+	p.mu.Lock()
+	p.calls++
+	p.mu.Unlock()
+	for i, f := range fs {
+		if err := p.Send(f); err != nil {
+			return i, err
+		}
+	}
+	return len(fs), nil
+}
+
+func (p batchPipe) RecvBatch(bufs [][]byte, sizes []int) (int, error) {
+	n, err := p.Recv(bufs[0])
+	if err != nil {
+		return 0, err
+	}
+	sizes[0] = n
+	k := 1
+	for ; k < len(bufs); k++ {
+		select {
+		case f := <-p.in:
+			sizes[k] = copy(bufs[k], f)
+			continue
+		default:
+		}
+		break
+	}
+	return k, nil
+}
+
+const base = 0x10_0000_0000
+
+func testConfig(role bridge.Role) bridge.Config {
+	c := bridge.Config{Role: role, Seed: uint64(role) + 1, MTU: 4000, MaxPayload: 256, Window: 256, TxQueue: 64,
+		MinRTO: 2 * time.Millisecond, InitialRTO: 5 * time.Millisecond, AckDelay: 20 * time.Microsecond,
+		DeadAfter: 5 * time.Second, Keepalive: 10 * time.Millisecond}
+	for i := range c.Credits {
+		c.Credits[i] = bridge.ClassCredits{Headers: 128, Data: 128 * 256 / 16}
+	}
+	return c
+}
+
+// runPair sends n posted writes from the host runner to the GPU runner
+// over the two transports and returns the write numbers in the order they
+// arrived, and the two runners.
+func runPair(t *testing.T, ht, gt driver.Transport, n int) ([]uint64, [2]*driver.Runner) {
+	t.Helper()
+	var runners [2]*driver.Runner
+	for i, role := range []bridge.Role{bridge.RoleHost, bridge.RoleGPU} {
+		b, err := bridge.New(testConfig(role))
+		if err != nil {
+			t.Fatal(err)
+		}
+		runners[i] = driver.New(b, []driver.Transport{ht, gt}[i])
+	}
+	var mu sync.Mutex
+	var got []uint64
+	runners[1].OnTLP = func(v tlp.View) {
+		pl := v.Payload()
+		if v.Kind() != tlp.MWr || len(pl) != 64 || base+binary.BigEndian.Uint64(pl)*64 != v.Address() {
+			t.Errorf("bad TLP delivered: %x", []byte(v))
+			return
+		}
+		mu.Lock()
+		got = append(got, (v.Address()-base)/64)
+		mu.Unlock()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for _, r := range runners {
+		wg.Add(1)
+		go func() { defer wg.Done(); _ = r.Run(ctx) }()
+	}
+	defer func() { cancel(); wg.Wait() }()
+	deadline := time.Now().Add(20 * time.Second)
+	for runners[0].State() != bridge.StateUp || runners[1].State() != bridge.StateUp {
+		if time.Now().After(deadline) {
+			t.Fatal("link did not come up")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	data := make([]byte, 64)
+	var burst [][]byte
+	for i := 0; i < n; {
+		burst = burst[:0]
+		for j := 0; j < 16 && i+j < n; j++ {
+			binary.BigEndian.PutUint64(data, uint64(i+j))
+			p := tlp.Packet{Kind: tlp.MWr, Addr64: true, FirstBE: 0xf, LastBE: 0xf, Address: base + uint64(i+j)*64, Data: data}
+			b, err := p.AppendTo(nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			burst = append(burst, b)
+		}
+		k, err := runners[0].SendMany(burst)
+		i += k
+		if err != nil {
+			if !errors.Is(err, bridge.ErrBusy) {
+				t.Fatal(err)
+			}
+			select {
+			case <-runners[0].Progress:
+			case <-time.After(time.Millisecond):
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("sent only %d of %d", i, n)
+		}
+	}
+	for {
+		mu.Lock()
+		k := len(got)
+		mu.Unlock()
+		if k >= n && runners[0].Pending() == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("delivered %d of %d, %d pending", k, n, runners[0].Pending())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	return append([]uint64(nil), got...), runners
+}
+
+// Over plain and batching transports, with and without faults, the runner
+// pair delivers every posted write exactly once and in order.
+func TestRunnerDelivers(t *testing.T) {
+	faults := memlink.Faults{Loss: 0.03, Duplicate: 0.02, Reorder: 0.02, Corrupt: 0.01, Delay: 20 * time.Microsecond}
+	for _, c := range []struct {
+		name   string
+		batch  bool
+		faults bool
+	}{{"plain", false, false}, {"batch", true, false}, {"plain-faulty", false, true}, {"batch-faulty", true, true}} {
+		t.Run(c.name, func(t *testing.T) {
+			a, b := newPipes()
+			var ht, gt driver.Transport = a, b
+			if c.batch {
+				ht, gt = batchPipe{a}, batchPipe{b}
+			}
+			if c.faults {
+				ht, gt = driver.NewFaulty(ht, faults, 1), driver.NewFaulty(gt, faults, 2)
+			}
+			const n = 3000
+			got, runners := runPair(t, ht, gt, n)
+			if len(got) != n {
+				t.Fatalf("delivered %d, want %d", len(got), n)
+			}
+			for i, a := range got {
+				if a != uint64(i) {
+					t.Fatalf("delivery %d is write %d", i, a)
+				}
+			}
+			if runners[0].SendErrors != 0 || runners[1].SendErrors != 0 {
+				t.Fatalf("send errors %d %d", runners[0].SendErrors, runners[1].SendErrors)
+			}
+			if c.faults && runners[0].Counters().Retransmits == 0 {
+				t.Fatal("3% loss but no retransmission: faults not applied")
+			}
+			if c.batch && !c.faults && a.calls == 0 {
+				t.Fatal("batch transport never got a SendBatch")
+			}
+		})
+	}
+}
+
+// recorder keeps what it is sent; failAt makes SendBatch fail on that
+// frame of each call.
+type recorder struct {
+	mu      sync.Mutex
+	frames  [][]byte
+	batches int
+	failAt  int
+}
+
+func (r *recorder) Send(f []byte) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.frames = append(r.frames, append([]byte(nil), f...))
+	return nil
+}
+
+func (r *recorder) SendBatch(fs [][]byte) (int, error) {
+	r.mu.Lock()
+	r.batches++
+	r.mu.Unlock()
+	for i, f := range fs {
+		if i == r.failAt {
+			return i, errors.New("refused")
+		}
+		r.Send(f)
+	}
+	return len(fs), nil
+}
+
+func (r *recorder) Recv([]byte) (int, error) { select {} }
+func (r *recorder) Close() error             { return nil }
+
+func (r *recorder) snapshot() ([][]byte, int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([][]byte(nil), r.frames...), r.batches
+}
+
+// Faulty without faults passes a batch through in one call, copies the
+// frames (the caller may reuse them at once), and keeps their order, also
+// through the delay line.
+func TestFaultyBatchPassThrough(t *testing.T) {
+	for _, delay := range []time.Duration{0, 50 * time.Microsecond} {
+		t.Run(fmt.Sprint(delay), func(t *testing.T) {
+			rec := &recorder{failAt: -1}
+			f := driver.NewFaulty(rec, memlink.Faults{Delay: delay}, 1)
+			defer f.Close()
+			var frames [][]byte
+			for i := 0; i < 40; i++ {
+				frames = append(frames, []byte(fmt.Sprintf("frame %d", i)))
+			}
+			want := make([][]byte, len(frames))
+			for i := range frames {
+				want[i] = append([]byte(nil), frames[i]...)
+			}
+			if n, err := f.SendBatch(frames); n != len(frames) || err != nil {
+				t.Fatalf("SendBatch: %d, %v", n, err)
+			}
+			for _, fr := range frames {
+				copy(fr, "XXXXX") // the caller reuses its buffers
+			}
+			var got [][]byte
+			var batches int
+			for t0 := time.Now(); len(got) < len(want) && time.Since(t0) < 5*time.Second; {
+				got, batches = rec.snapshot()
+				time.Sleep(100 * time.Microsecond)
+			}
+			if len(got) != len(want) {
+				t.Fatalf("got %d frames, want %d", len(got), len(want))
+			}
+			for i := range want {
+				if !bytes.Equal(got[i], want[i]) {
+					t.Fatalf("frame %d: %q, want %q", i, got[i], want[i])
+				}
+			}
+			if delay == 0 && batches != 1 {
+				t.Fatalf("%d SendBatch calls for one batch", batches)
+			}
+			if st := f.Stats(); st.Sent != 40 || st.Delivered != 40 {
+				t.Fatalf("stats %+v", st)
+			}
+		})
+	}
+}
+
+// A frame the transport refuses is counted as a send error; one it takes
+// is not.
+func TestRunnerCountsSendErrors(t *testing.T) {
+	for _, failAt := range []int{0, -1} {
+		rec := &recorder{failAt: failAt}
+		b, err := bridge.New(testConfig(bridge.RoleHost))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := driver.New(b, rec)
+		r.Reset() // a flush: the bridge in Init sends its HELLO
+		got, batches := rec.snapshot()
+		if batches == 0 {
+			t.Fatalf("failAt %d: the flush sent nothing", failAt)
+		}
+		if failAt == 0 && (r.SendErrors == 0 || len(got) != 0) {
+			t.Fatalf("refused: send errors %d, %d frames through", r.SendErrors, len(got))
+		}
+		if failAt < 0 && (r.SendErrors != 0 || len(got) == 0) {
+			t.Fatalf("accepted: send errors %d, %d frames through", r.SendErrors, len(got))
+		}
+	}
+}

@@ -1,0 +1,204 @@
+package udp
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"strconv"
+	"syscall"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// sysConn holds the mmsghdr arrays of sendmmsg(2) and recvmmsg(2), built
+// once with the Conn, so that a batch costs one system call and no
+// allocation. The syscall closures are built once too and read their
+// arguments from the struct (RawConn.Read/Write take a func value).
+type sysConn struct {
+	rc     syscall.RawConn
+	family int
+
+	peer4   unix.RawSockaddrInet4
+	peer6   unix.RawSockaddrInet6
+	peerPtr *byte
+	peerLen uint32
+	// The peer as recvmmsg reports it, to filter without parsing.
+	peerAddr4  [4]byte
+	peerAddr16 [16]byte
+	peerPort   uint16 // network byte order, as in the sockaddr
+
+	tx     [MaxBatch]unix.Mmsghdr
+	txIov  [MaxBatch]unix.Iovec
+	txN    int
+	txDone int
+	txErr  error
+	sendFn func(fd uintptr) bool
+
+	rx     [MaxBatch]unix.Mmsghdr
+	rxIov  [MaxBatch]unix.Iovec
+	rxName [MaxBatch]unix.RawSockaddrInet6
+	rxN    int
+	rxDone int
+	rxErr  error
+	recvFn func(fd uintptr) bool
+}
+
+func (s *sysConn) init(c *net.UDPConn) error {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return err
+	}
+	s.rc = rc
+	var serr error
+	if err := rc.Control(func(fd uintptr) {
+		s.family, serr = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_DOMAIN)
+	}); err != nil {
+		return err
+	}
+	if serr != nil {
+		return fmt.Errorf("SO_DOMAIN: %w", serr)
+	}
+	s.sendFn = s.sendmmsg
+	s.recvFn = s.recvmmsg
+	return nil
+}
+
+// bigEndian16 returns v as it lies in a sockaddr's port field.
+func bigEndian16(v uint16) uint16 {
+	var b [2]byte
+	b[0], b[1] = byte(v>>8), byte(v)
+	return *(*uint16)(unsafe.Pointer(&b[0]))
+}
+
+func (s *sysConn) setPeer(p netip.AddrPort) {
+	a := p.Addr()
+	s.peerPort = bigEndian16(p.Port())
+	s.peerPtr, s.peerLen = nil, 0
+	switch {
+	case s.family == unix.AF_INET && a.Unmap().Is4():
+		s.peerAddr4 = a.Unmap().As4()
+		s.peer4 = unix.RawSockaddrInet4{Family: unix.AF_INET, Port: s.peerPort, Addr: s.peerAddr4}
+		s.peerPtr, s.peerLen = (*byte)(unsafe.Pointer(&s.peer4)), uint32(unsafe.Sizeof(s.peer4))
+	case s.family == unix.AF_INET6 && a.IsValid():
+		s.peerAddr16 = a.As16() // an IPv4 peer as ::ffff:a.b.c.d
+		s.peer6 = unix.RawSockaddrInet6{Family: unix.AF_INET6, Port: s.peerPort, Addr: s.peerAddr16}
+		if z := a.Zone(); z != "" {
+			if i, err := strconv.Atoi(z); err == nil {
+				s.peer6.Scope_id = uint32(i)
+			} else if ifi, err := net.InterfaceByName(z); err == nil {
+				s.peer6.Scope_id = uint32(ifi.Index)
+			}
+		}
+		s.peerPtr, s.peerLen = (*byte)(unsafe.Pointer(&s.peer6)), uint32(unsafe.Sizeof(s.peer6))
+	}
+	// Otherwise (no peer yet, or an IPv6 peer on an IPv4 socket) the
+	// message has no address and sendmmsg fails with EDESTADDRREQ.
+}
+
+func (s *sysConn) sendmmsg(fd uintptr) bool {
+	for {
+		n, _, e := unix.Syscall6(unix.SYS_SENDMMSG, fd, uintptr(unsafe.Pointer(&s.tx[0])), uintptr(s.txN), 0, 0, 0)
+		switch e {
+		case 0:
+			s.txDone, s.txErr = int(n), nil
+		case unix.EINTR:
+			continue
+		case unix.EAGAIN:
+			return false // wait until the socket is writable
+		default:
+			s.txDone, s.txErr = 0, e
+		}
+		return true
+	}
+}
+
+func (s *sysConn) sendBatch(_ *Conn, frames [][]byte) (int, error) {
+	for i, f := range frames {
+		iov := &s.txIov[i]
+		iov.Base = nil
+		if len(f) > 0 {
+			iov.Base = &f[0]
+		}
+		iov.SetLen(len(f))
+		h := &s.tx[i]
+		h.Hdr = unix.Msghdr{Name: s.peerPtr, Namelen: s.peerLen, Iov: iov}
+		h.Hdr.SetIovlen(1)
+		h.Len = 0
+	}
+	s.txN = len(frames)
+	if err := s.rc.Write(s.sendFn); err != nil {
+		return 0, err
+	}
+	for i := range frames {
+		s.txIov[i].Base = nil // keep no reference to the caller's frames
+	}
+	return s.txDone, s.txErr
+}
+
+func (s *sysConn) recvmmsg(fd uintptr) bool {
+	for {
+		n, _, e := unix.Syscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&s.rx[0])), uintptr(s.rxN), 0, 0, 0)
+		switch e {
+		case 0:
+			s.rxDone, s.rxErr = int(n), nil
+		case unix.EINTR:
+			continue
+		case unix.EAGAIN:
+			return false // wait until a datagram is queued
+		default:
+			s.rxDone, s.rxErr = 0, e
+		}
+		return true
+	}
+}
+
+func (s *sysConn) recvBatch(c *Conn, bufs [][]byte, sizes []int) (int, error) {
+	for i, b := range bufs {
+		iov := &s.rxIov[i]
+		iov.Base = nil
+		if len(b) > 0 {
+			iov.Base = &b[0]
+		}
+		iov.SetLen(len(b))
+		h := &s.rx[i]
+		h.Hdr = unix.Msghdr{Name: (*byte)(unsafe.Pointer(&s.rxName[i])), Namelen: uint32(unsafe.Sizeof(s.rxName[i])), Iov: iov}
+		h.Hdr.SetIovlen(1)
+		h.Len = 0
+	}
+	s.rxN = len(bufs)
+	if err := s.rc.Read(s.recvFn); err != nil {
+		return 0, err
+	}
+	if s.rxErr != nil {
+		return 0, s.rxErr
+	}
+	got := 0
+	for i := 0; i < s.rxDone; i++ {
+		if !s.fromPeer(&s.rxName[i]) {
+			c.Foreign++
+			continue
+		}
+		n := min(int(s.rx[i].Len), len(bufs[i]))
+		if got != i {
+			copy(bufs[got], bufs[i][:n])
+		}
+		sizes[got] = n
+		got++
+	}
+	for i := range bufs {
+		s.rxIov[i].Base = nil
+	}
+	return got, nil
+}
+
+func (s *sysConn) fromPeer(name *unix.RawSockaddrInet6) bool {
+	switch name.Family {
+	case unix.AF_INET:
+		sa := (*unix.RawSockaddrInet4)(unsafe.Pointer(name))
+		return s.family == unix.AF_INET && sa.Port == s.peerPort && sa.Addr == s.peerAddr4 && s.peerLen > 0
+	case unix.AF_INET6:
+		return s.family == unix.AF_INET6 && name.Port == s.peerPort && name.Addr == s.peerAddr16 && s.peerLen > 0
+	}
+	return false
+}
