@@ -21,13 +21,15 @@ func FuzzHandler(f *testing.F) {
 	f.Add("PUT", "0", `{"id":0}`, true)
 	f.Add("PUT", "5", `{"id":5,"host_port":"x"}`, false)
 	agent := fakeagent.New("fuzz")
-	srv := httptest.NewServer(agentapi.Handler(agent, "tok"))
-	f.Cleanup(srv.Close)
+	// Call the handler directly: through a server, Go's own request parser
+	// answers 400 to malformed request lines before any handler runs, which
+	// says nothing about the agent API.
+	h := agentapi.Handler(agent, "tok")
 	f.Fuzz(func(t *testing.T, method, path, body string, auth bool) {
 		if method != "PUT" && method != "DELETE" && method != "POST" && method != "GET" {
 			return
 		}
-		req, err := http.NewRequest(method, srv.URL+"/agent/v1/pairs/"+path, strings.NewReader(body))
+		req, err := http.NewRequest(method, "http://agent/agent/v1/pairs/"+path, strings.NewReader(body))
 		if err != nil {
 			return // not a URL
 		}
@@ -35,12 +37,17 @@ func FuzzHandler(f *testing.F) {
 			req.Header.Set("Authorization", "Bearer tok")
 		}
 		before, hotBefore := agent.Pairs(), agent.HotAdded()
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return
-		}
-		resp.Body.Close()
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		resp := rec.Result()
 		switch resp.StatusCode {
+		case 301, 307, 308:
+			// The mux redirects unclean paths ("./", "//") to their clean
+			// form before any handler runs: nothing was acted on.
+			if !slices.Equal(agent.Pairs(), before) {
+				t.Fatalf("redirect changed pairs")
+			}
+			return
 		case 204, 200:
 		case 400, 401, 404, 405:
 			if !slices.Equal(agent.Pairs(), before) || !slices.Equal(agent.HotAdded(), hotBefore) {
