@@ -224,6 +224,10 @@ func (c *Completer) read(r *request, emit func([]byte) error) error {
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrMalformedRequest, err)
 	}
+	// Count the read before its completions leave, so that whoever sees
+	// the data also sees the counters.
+	c.stats.Reads.Add(1)
+	c.stats.BytesRead.Add(uint64(n))
 	for {
 		part, ok := sp.Next()
 		if !ok {
@@ -240,8 +244,6 @@ func (c *Completer) read(r *request, emit func([]byte) error) error {
 		}
 		c.stats.Completions.Add(1)
 	}
-	c.stats.Reads.Add(1)
-	c.stats.BytesRead.Add(uint64(n))
 	return nil
 }
 
