@@ -30,15 +30,29 @@ func TestNettlpParseSize(t *testing.T) {
 // TestNettlpServe runs `dxpu nettlp serve` in-process and talks to it as
 // libtlp would.
 func TestNettlpServe(t *testing.T) {
-	addr := netip.MustParseAddr("127.0.3.1")
+	// Addresses of this test alone, so no other test binary running at the
+	// same time (go test runs packages in parallel) holds these ports.
+	addr, local := netip.MustParseAddr("127.0.3.1"), netip.MustParseAddr("127.0.3.11")
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	done := make(chan error, 1)
+	stopped := false
+	// However the test ends, the serve command must have returned before
+	// the next test uses rootCmd: cobra's command tree is not safe for
+	// concurrent use.
+	defer func() {
+		if !stopped {
+			cancel()
+			<-done
+		}
+	}()
 	rootCmd.SetArgs([]string{"nettlp", "serve", "--addr", addr.String(), "--tags", "4", "--mem-size", "1M", "--base", "0x10000",
 		"--fill", "pattern", "--mps", "512", "--rcb", "128", "--completer", "00:00.0", "--rcvbuf", "1M"})
+	// cobra keeps a subcommand's first context; give this run's explicitly
+	// so a repeated run (-count) does not inherit a cancelled one.
+	nettlpServeCmd.SetContext(ctx)
 	go func() { done <- rootCmd.ExecuteContext(ctx) }()
 
-	c, err := nettlp.Dial(netip.MustParseAddr("127.0.0.1"), addr, 2, tlp.NewID(0x1b, 0, 0))
+	c, err := nettlp.Dial(local, addr, 2, tlp.NewID(0x1b, 0, 0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +90,7 @@ func TestNettlpServe(t *testing.T) {
 	var out bytes.Buffer
 	rootCmd.SetOut(&out)
 	defer rootCmd.SetOut(nil)
-	common := []string{"--remote", addr.String(), "--local", "127.0.0.1", "--tag", "3", "--requester", "1b:00.0", "--timeout", "20s"}
+	common := []string{"--remote", addr.String(), "--local", local.String(), "--tag", "3", "--requester", "1b:00.0", "--timeout", "20s"}
 	rootCmd.SetArgs(append([]string{"nettlp", "write", "--addr", "0x30001", "--string", "", "--hex", "c0ffee", "--mps", "0"}, common...))
 	if err := rootCmd.ExecuteContext(context.Background()); err != nil {
 		t.Fatalf("nettlp write: %v", err)
@@ -90,6 +104,7 @@ func TestNettlpServe(t *testing.T) {
 	}
 
 	cancel()
+	stopped = true
 	if err := <-done; err != nil {
 		t.Fatalf("serve: %v", err)
 	}
