@@ -120,6 +120,7 @@ type Bridge struct {
 	rtt             rttEstimator
 	rtoDeadline     time.Duration
 	peerLimit       [encap.NumCreditTypes]uint32
+	peerCap         [encap.NumCreditTypes]uint32 // the peer's buffers, from its HELLO: no limit runs further ahead
 	peerInf         uint8
 	consumed        [encap.NumCreditTypes]uint32
 	stalled         [3]bool

@@ -26,6 +26,7 @@ type Counters struct {
 	Duplicates                       uint64 // TLPs received again (already acked)
 	OutOfWindow                      uint64 // TLPs beyond the reorder window
 	RxOverruns                       uint64 // TLPs refused for a full class buffer (peer overran credits)
+	BogusCredits                     uint64 // credit limits beyond what the peer's buffers can hold, ignored
 
 	CreditStalls [3]uint64 // per class: times the head waited for peer credits
 	TagStalls    uint64    // HandleTLP refused a request for want of a tag

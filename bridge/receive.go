@@ -191,21 +191,34 @@ func (b *Bridge) goUp(now time.Duration) {
 		}
 	}
 	b.peerLimit = p.Credits
+	b.peerCap = p.Credits
 	b.peerInf = p.Infinite
 	b.consumed = [encap.NumCreditTypes]uint32{}
 	b.pushEvent(Event{Kind: EventLinkUp, Session: b.session})
 }
 
 // onCredits takes the peer's cumulative limits; frames may arrive out of
-// order, so a limit only ever moves forward.
+// order, so a limit only ever moves forward. A limit can never run further
+// ahead of what this side consumed than the peer's buffers hold (its HELLO
+// credits): one that does is corrupt or forged, and accepting it would be
+// permanent, since later true limits would look like steps back.
 func (b *Bridge) onCredits(h encap.Header) {
 	for t := encap.CreditType(0); t < encap.NumCreditTypes; t++ {
 		l := h.CreditLimit(t)
 		if t == encap.CreditPH || t == encap.CreditNPH || t == encap.CreditCplH {
-			if int16(uint16(l)-uint16(b.peerLimit[t])) > 0 {
-				b.peerLimit[t] = b.peerLimit[t]&^0xffff | l
+			if int16(uint16(l)-uint16(b.peerLimit[t])) <= 0 {
+				continue
 			}
+			if b.peerInf&(1<<t) == 0 && uint16(l)-uint16(b.consumed[t]) > uint16(b.peerCap[t]) {
+				b.ctr.BogusCredits++
+				continue
+			}
+			b.peerLimit[t] = b.peerLimit[t]&^0xffff | l
 		} else if int32(l-b.peerLimit[t]) > 0 {
+			if b.peerInf&(1<<t) == 0 && l-b.consumed[t] > b.peerCap[t] {
+				b.ctr.BogusCredits++
+				continue
+			}
 			b.peerLimit[t] = l
 		}
 	}
