@@ -140,7 +140,11 @@ func ParseBandwidth(s string) (float64, error) {
 			if err != nil || v < 0 || math.IsNaN(v) || math.IsInf(v, 0) {
 				return 0, fmt.Errorf("model: bandwidth %q: want a number with a unit such as 100Gbit or 12.5GB/s", s)
 			}
-			return v * u.mult, nil
+			bw := v * u.mult
+			if math.IsInf(bw, 0) {
+				return 0, fmt.Errorf("model: bandwidth %q is beyond any link", s)
+			}
+			return bw, nil
 		}
 	}
 	return 0, fmt.Errorf("model: bandwidth %q: unknown unit (use Gbit, Gbps, GB/s, Mbit, ...)", s)
