@@ -23,17 +23,11 @@ func TestEndToEndAFXDP(t *testing.T) {
 	topo := xdptest.NewTopology(t)
 	tbl := topo.Table(e2ePair)
 	tbl.Pairs[0].VLAN = 9
-	ports := map[string]switching.Port{
-		topo.SwitchHost.Name: {Name: topo.SwitchHost.Name, Index: uint32(topo.SwitchHost.Index), MAC: topo.SwitchHost.MAC},
-		topo.SwitchGPU.Name:  {Name: topo.SwitchGPU.Name, Index: uint32(topo.SwitchGPU.Index), MAC: topo.SwitchGPU.MAC},
-	}
-	fwd := switching.NewForwarder(0)
-	rules, _, err := switching.Compile(tbl, ports, 0)
+	ports := topo.Ports()
+	fwd, err := topo.Forwarder(tbl)
 	if err != nil {
 		t.Fatal(err)
 	}
-	fwd.SetPorts(ports)
-	fwd.Update(rules)
 	var a *xdp.AFXDPSwitch
 	if err := topo.Switch.Do(func() error {
 		var err error
@@ -50,8 +44,10 @@ func TestEndToEndAFXDP(t *testing.T) {
 
 	hostConn := xdptest.OpenPacket(t, topo.Host, topo.HostIf)
 	gpuConn := xdptest.OpenPacket(t, topo.GPU, topo.GPUIf)
-	ref := switching.NewForwarder(0)
-	ref.Update(rules)
+	ref, err := topo.Forwarder(tbl) // the expected outputs
+	if err != nil {
+		t.Fatal(err)
+	}
 	for i := uint32(0); i < 16; i++ {
 		from, to, src, in := hostConn, gpuConn, topo.HostIf.MAC, topo.SwitchHost
 		if i%2 == 1 {

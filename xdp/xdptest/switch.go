@@ -17,6 +17,19 @@ func (t *Topology) Ports() map[string]switching.Port {
 	}
 }
 
+// Forwarder returns a Go forwarder for the topology's switch ports with
+// tbl compiled into it: the userspace switch's decision, ready for a driver.
+func (t *Topology) Forwarder(tbl *table.Table) (*switching.Forwarder, error) {
+	fwd := switching.NewForwarder(0)
+	fwd.SetPorts(t.Ports())
+	rules, _, err := switching.Compile(tbl, t.Ports(), 0)
+	if err != nil {
+		return nil, err
+	}
+	fwd.Update(rules)
+	return fwd, nil
+}
+
 // XDPSwitch is the switch RunXDPSwitch starts: the XDP fast path and the
 // Go slow path that forwards the bridges' CONTROL messages.
 type XDPSwitch struct {
