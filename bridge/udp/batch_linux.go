@@ -28,20 +28,50 @@ type sysConn struct {
 	peerAddr16 [16]byte
 	peerPort   uint16 // network byte order, as in the sockaddr
 
-	tx     [MaxBatch]unix.Mmsghdr
-	txIov  [MaxBatch]unix.Iovec
-	txN    int
-	txDone int
-	txErr  error
-	sendFn func(fd uintptr) bool
+	tx    [MaxBatch]unix.Mmsghdr
+	txIov [MaxBatch]unix.Iovec
+	send  mmsgCall
 
 	rx     [MaxBatch]unix.Mmsghdr
 	rxIov  [MaxBatch]unix.Iovec
 	rxName [MaxBatch]unix.RawSockaddrInet6
-	rxN    int
-	rxDone int
-	rxErr  error
-	recvFn func(fd uintptr) bool
+	recv   mmsgCall
+}
+
+// mmsgCall is one sendmmsg or recvmmsg over n headers, shaped for
+// RawConn.Read/Write: fn is built once (no allocation per batch) and leaves
+// its result in done and err.
+type mmsgCall struct {
+	trap uintptr
+	hdrs *unix.Mmsghdr
+	n    int
+	done int
+	err  error
+	fn   func(fd uintptr) bool
+}
+
+func (m *mmsgCall) init(trap uintptr, hdrs *unix.Mmsghdr) {
+	m.trap, m.hdrs = trap, hdrs
+	m.fn = m.call
+}
+
+// call makes the system call; false (EAGAIN) asks the runtime poller to
+// wait until the socket is ready.
+func (m *mmsgCall) call(fd uintptr) bool {
+	for {
+		n, _, e := unix.Syscall6(m.trap, fd, uintptr(unsafe.Pointer(m.hdrs)), uintptr(m.n), 0, 0, 0)
+		switch e {
+		case 0:
+			m.done, m.err = int(n), nil
+		case unix.EINTR:
+			continue
+		case unix.EAGAIN:
+			return false
+		default:
+			m.done, m.err = 0, e
+		}
+		return true
+	}
 }
 
 func (s *sysConn) init(c *net.UDPConn) error {
@@ -59,8 +89,8 @@ func (s *sysConn) init(c *net.UDPConn) error {
 	if serr != nil {
 		return fmt.Errorf("SO_DOMAIN: %w", serr)
 	}
-	s.sendFn = s.sendmmsg
-	s.recvFn = s.recvmmsg
+	s.send.init(unix.SYS_SENDMMSG, &s.tx[0])
+	s.recv.init(unix.SYS_RECVMMSG, &s.rx[0])
 	return nil
 }
 
@@ -96,23 +126,6 @@ func (s *sysConn) setPeer(p netip.AddrPort) {
 	// message has no address and sendmmsg fails with EDESTADDRREQ.
 }
 
-func (s *sysConn) sendmmsg(fd uintptr) bool {
-	for {
-		n, _, e := unix.Syscall6(unix.SYS_SENDMMSG, fd, uintptr(unsafe.Pointer(&s.tx[0])), uintptr(s.txN), 0, 0, 0)
-		switch e {
-		case 0:
-			s.txDone, s.txErr = int(n), nil
-		case unix.EINTR:
-			continue
-		case unix.EAGAIN:
-			return false // wait until the socket is writable
-		default:
-			s.txDone, s.txErr = 0, e
-		}
-		return true
-	}
-}
-
 func (s *sysConn) sendBatch(_ *Conn, frames [][]byte) (int, error) {
 	for i, f := range frames {
 		iov := &s.txIov[i]
@@ -126,31 +139,14 @@ func (s *sysConn) sendBatch(_ *Conn, frames [][]byte) (int, error) {
 		h.Hdr.SetIovlen(1)
 		h.Len = 0
 	}
-	s.txN = len(frames)
-	if err := s.rc.Write(s.sendFn); err != nil {
+	s.send.n = len(frames)
+	if err := s.rc.Write(s.send.fn); err != nil {
 		return 0, err
 	}
 	for i := range frames {
 		s.txIov[i].Base = nil // keep no reference to the caller's frames
 	}
-	return s.txDone, s.txErr
-}
-
-func (s *sysConn) recvmmsg(fd uintptr) bool {
-	for {
-		n, _, e := unix.Syscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&s.rx[0])), uintptr(s.rxN), 0, 0, 0)
-		switch e {
-		case 0:
-			s.rxDone, s.rxErr = int(n), nil
-		case unix.EINTR:
-			continue
-		case unix.EAGAIN:
-			return false // wait until a datagram is queued
-		default:
-			s.rxDone, s.rxErr = 0, e
-		}
-		return true
-	}
+	return s.send.done, s.send.err
 }
 
 func (s *sysConn) recvBatch(c *Conn, bufs [][]byte, sizes []int) (int, error) {
@@ -166,15 +162,15 @@ func (s *sysConn) recvBatch(c *Conn, bufs [][]byte, sizes []int) (int, error) {
 		h.Hdr.SetIovlen(1)
 		h.Len = 0
 	}
-	s.rxN = len(bufs)
-	if err := s.rc.Read(s.recvFn); err != nil {
+	s.recv.n = len(bufs)
+	if err := s.rc.Read(s.recv.fn); err != nil {
 		return 0, err
 	}
-	if s.rxErr != nil {
-		return 0, s.rxErr
+	if s.recv.err != nil {
+		return 0, s.recv.err
 	}
 	got := 0
-	for i := 0; i < s.rxDone; i++ {
+	for i := 0; i < s.recv.done; i++ {
 		if !s.fromPeer(&s.rxName[i]) {
 			c.Foreign++
 			continue
