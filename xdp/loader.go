@@ -279,7 +279,7 @@ func (s *Switch) Reconcile(t *table.Table, ports map[string]switching.Port) (ski
 			continue
 		}
 		s.setIndex(id, 0)
-		if c, err := s.readCounters(s.objs.PairStats, ip.ctrSlot); err == nil {
+		if c, err := s.readPairCounters(ip.ctrSlot); err == nil {
 			s.retire(ip, c)
 		}
 		s.ruleSlots.retire(ip.slot)
@@ -359,7 +359,7 @@ func (s *Switch) Reconcile(t *table.Table, ports map[string]switching.Port) (ski
 		if ok {
 			s.ruleSlots.retire(cur.slot)
 			if portsOf(cur.rule) != portsOf(r) {
-				if c, err := s.readCounters(s.objs.PairStats, ctr); err == nil {
+				if c, err := s.readPairCounters(ctr); err == nil {
 					s.retire(cur, c)
 					base = c
 				}
@@ -448,12 +448,35 @@ func (s *Switch) readCounters(m *ebpf.Map, slot uint32) (switching.Counters, err
 	return sum, nil
 }
 
+// readPairCounters reads a pair's counters, summed over CPUs. The program
+// counts a forwarded frame once, as received; the same frame is transmitted,
+// its bytes changed only by a pushed or popped VLAN tag, which the program
+// adds to Bytes of the tx reason as a signed delta (see switch.c).
+func (s *Switch) readPairCounters(slot uint32) (switching.Counters, error) {
+	c, err := s.readCounters(s.objs.PairStats, slot)
+	if err != nil {
+		return c, err
+	}
+	return withTransmitted(c), nil
+}
+
+// withTransmitted turns the program's per-pair counts into the Go path's:
+// Packets[tx] = Packets[rx], Bytes[tx] = Bytes[rx] + the tag delta.
+func withTransmitted(c switching.Counters) switching.Counters {
+	for _, rx := range [2]switching.Reason{switching.ReasonToGPU, switching.ReasonToHost} {
+		tx := rx + switching.ReasonTxToGPU
+		c.Packets[tx] += c.Packets[rx]
+		c.Bytes[tx] += c.Bytes[rx]
+	}
+	return c
+}
+
 // PairCounters implements switching.CounterSource: sums over CPUs.
 func (s *Switch) PairCounters(fn func(id uint32, c switching.Counters)) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for id, p := range s.pairs {
-		c, err := s.readCounters(s.objs.PairStats, p.ctrSlot)
+		c, err := s.readPairCounters(p.ctrSlot)
 		if err != nil {
 			return err
 		}
@@ -488,7 +511,7 @@ func (s *Switch) PortCounters(fn func(port string, c switching.Counters)) error 
 		out[p.port.Name] = &c
 	}
 	for _, p := range s.pairs {
-		c, err := s.readCounters(s.objs.PairStats, p.ctrSlot)
+		c, err := s.readPairCounters(p.ctrSlot)
 		if err != nil {
 			return err
 		}
