@@ -364,13 +364,12 @@ static __always_inline int forward(struct xdp_md *ctx, __u8 *data, __u8 *end, __
 		len = bpf_xdp_get_buff_len(ctx) - grown;
 	/* The forwarding path counts once, on the pair, and only what it
 	 * received (reason): every such frame is also transmitted, with as
-	 * many bytes plus a pushed or minus a popped tag, so only that
-	 * difference is added (above, where a tag is pushed or popped), as a
-	 * signed (wrapping) sum, in bytes[reason + REASON_TX_TO_GPU];
-	 * packets[] of the tx reasons stay
-	 * zero. The loader derives the transmitted counts and adds all of it
-	 * to the ports' counters, which would cost a lookup here. Two fewer
-	 * increments per frame save about 1.5 ns of 13. */
+	 * many bytes plus a pushed or minus a popped tag. That difference is
+	 * added where a tag is pushed or popped (above), as a signed
+	 * (wrapping) sum in bytes[reason + REASON_TX_TO_GPU]; packets[] of
+	 * the tx reasons stay zero. The loader derives the transmitted counts
+	 * and adds it all to the ports' counters, which would cost a lookup
+	 * here. Two increments fewer per frame: about 1 ns of 13. */
 	struct counters *c = bpf_map_lookup_elem(&pair_stats, &p->slot);
 	if (c) {
 		c->packets[reason]++;
