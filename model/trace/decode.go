@@ -220,16 +220,8 @@ func (d *decoder) topObject() (bool, error) {
 				return seen, err
 			}
 		}
-		c, err := s.next("after a top-level member")
-		if err != nil {
+		if end, err := s.endOrComma('}', "after a top-level member", "in the top-level object"); end || err != nil {
 			return seen, err
-		}
-		if c == '}' {
-			return seen, nil
-		}
-		if c != ',' {
-			s.pos--
-			return seen, s.errAt("expected ',' or '}' in the top-level object")
 		}
 	}
 }
@@ -255,15 +247,7 @@ func (d *decoder) readKey() error {
 	// Reading on may refill the buffer the key points into: copy it first.
 	d.keyBuf = append(d.keyBuf[:0], d.key...)
 	d.key = d.keyBuf
-	c, err = s.next("where ':' was expected")
-	if err != nil {
-		return err
-	}
-	if c != ':' {
-		s.pos--
-		return s.errAt("expected ':' after object key")
-	}
-	return nil
+	return s.colon()
 }
 
 // events streams the elements of the traceEvents array ('[' consumed).
@@ -290,16 +274,8 @@ func (d *decoder) events() error {
 			}
 		}
 		d.w.Events++
-		c, err = s.next("after a trace event")
-		if err != nil {
+		if end, err := s.endOrComma(']', "after a trace event", "after a trace event"); end || err != nil {
 			return err
-		}
-		if c == ']' {
-			return nil
-		}
-		if c != ',' {
-			s.pos--
-			return s.errAt("expected ',' or ']' after a trace event")
 		}
 	}
 }
@@ -346,16 +322,12 @@ func (d *decoder) event() error {
 		if err != nil {
 			return err
 		}
-		c, err := s.next("in a trace event")
+		end, err := s.endOrComma('}', "in a trace event", "in a trace event")
 		if err != nil {
 			return err
 		}
-		if c == '}' {
+		if end {
 			break
-		}
-		if c != ',' {
-			s.pos--
-			return s.errAt("expected ',' or '}' in a trace event")
 		}
 	}
 	d.keep()
@@ -405,16 +377,8 @@ func (d *decoder) args() error {
 		if err != nil {
 			return err
 		}
-		c, err := s.next("in event args")
-		if err != nil {
+		if end, err := s.endOrComma('}', "in event args", "in event args"); end || err != nil {
 			return err
-		}
-		if c == '}' {
-			return nil
-		}
-		if c != ',' {
-			s.pos--
-			return s.errAt("expected ',' or '}' in event args")
 		}
 	}
 }

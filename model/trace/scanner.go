@@ -519,7 +519,12 @@ func (s *scanner) skipKey() error {
 	if err := s.skipString(); err != nil {
 		return err
 	}
-	c, err = s.next("where ':' was expected")
+	return s.colon()
+}
+
+// colon consumes the ':' after an object key.
+func (s *scanner) colon() error {
+	c, err := s.next("where ':' was expected")
 	if err != nil {
 		return err
 	}
@@ -528,6 +533,24 @@ func (s *scanner) skipKey() error {
 		return s.errAt("expected ':' after object key")
 	}
 	return nil
+}
+
+// endOrComma consumes what follows a member of an object or array: true at
+// its closing byte, false after a ','. after names the place for a
+// truncation, where for any other byte.
+func (s *scanner) endOrComma(closing byte, after, where string) (bool, error) {
+	c, err := s.next(after)
+	if err != nil {
+		return false, err
+	}
+	switch c {
+	case closing:
+		return true, nil
+	case ',':
+		return false, nil
+	}
+	s.pos--
+	return false, s.errAt("expected ',' or '" + string(closing) + "' " + where)
 }
 
 // skipString validates a string (opening quote consumed) without keeping it.
