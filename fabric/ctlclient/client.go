@@ -320,18 +320,8 @@ func (c *Client) RTTs(ctx context.Context) ([]pool.RTT, error) {
 	return out.RTT, err
 }
 
-// Event is one entry of GET /v1/events (see manager.Event).
-type Event struct {
-	Seq        uint64    `json:"seq"`
-	Time       time.Time `json:"time"`
-	Type       string    `json:"type"`
-	Allocation string    `json:"allocation,omitempty"`
-	Host       string    `json:"host,omitempty"`
-	Box        string    `json:"box,omitempty"`
-	GPUs       []string  `json:"gpus,omitempty"`
-	Pair       uint32    `json:"pair,omitempty"`
-	HostPort   *int      `json:"host_port,omitempty"`
-}
+// Event is one entry of GET /v1/events.
+type Event = pool.Event
 
 // Events returns the events after since (of one host if host is set) and
 // the since of the next call. With wait > 0 it long-polls up to wait for

@@ -4,24 +4,17 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/dxpu/dxpu/fabric/pool"
 )
 
 // Event is one thing that happened to the pool, for operators and hosts
 // that watch GET /v1/events. Events are a notification channel, not state:
 // they live in memory (the last 4096), and a new leader starts a new
 // sequence (starting at its wall clock in microseconds), so a watcher that
-// sees a gap re-reads the state it cares about.
-type Event struct {
-	Seq        uint64    `json:"seq"`
-	Time       time.Time `json:"time"`
-	Type       string    `json:"type"`
-	Allocation string    `json:"allocation,omitempty"`
-	Host       string    `json:"host,omitempty"`
-	Box        string    `json:"box,omitempty"`
-	GPUs       []string  `json:"gpus,omitempty"`
-	Pair       uint32    `json:"pair,omitempty"`
-	HostPort   *int      `json:"host_port,omitempty"`
-}
+// sees a gap re-reads the state it cares about. The wire type lives in
+// package pool, which the control client shares.
+type Event = pool.Event
 
 // Event types.
 const (

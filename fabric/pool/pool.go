@@ -287,7 +287,6 @@ func (p *Pool) AddHost(h Host) (Host, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	hs := &hostState{Host: h, used: make([]bool, h.Ports)}
-	hs.UsedPorts = 0
 	if old, ok := p.hosts[h.ID]; ok {
 		for port, u := range old.used {
 			if !u {
