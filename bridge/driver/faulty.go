@@ -2,7 +2,6 @@ package driver
 
 import (
 	"errors"
-	"hash/crc32"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -23,9 +22,8 @@ import (
 // measures: the delay line sends every frame that is due in one batch.
 type Faulty struct {
 	Transport
-	f      memlink.Faults
+	dice   memlink.Dice // mu held
 	mu     sync.Mutex
-	rng    *rand.Rand
 	down   bool
 	held   []byte
 	timer  *time.Timer
@@ -48,8 +46,8 @@ func NewFaulty(t Transport, f memlink.Faults, seed uint64) *Faulty {
 	if f.ReorderDelay == 0 {
 		f.ReorderDelay = f.Delay + 20*time.Microsecond
 	}
-	fl := &Faulty{Transport: t, f: f, rng: rand.New(rand.NewPCG(seed, seed+1)),
-		out: make([][]byte, 0, 2*maxTxBatch), free: make(chan []byte, 1024)}
+	fl := &Faulty{Transport: t, out: make([][]byte, 0, 2*maxTxBatch), free: make(chan []byte, 1024)}
+	fl.dice = memlink.Dice{F: f, Rng: rand.New(rand.NewPCG(seed, seed+1)), Stats: &fl.stats}
 	fl.bs, _ = t.(BatchSender)
 	if f.Delay > 0 || f.Bandwidth > 0 {
 		fl.line = make(chan lineItem, 65536)
@@ -142,8 +140,6 @@ func (f *Faulty) run() {
 	}
 }
 
-func (f *Faulty) chance(p float64) bool { return p > 0 && f.rng.Float64() < p }
-
 // Send puts the frame on the faulty link.
 func (f *Faulty) Send(frame []byte) error {
 	f.mu.Lock()
@@ -184,37 +180,18 @@ func (f *Faulty) RecvBatch(bufs [][]byte, sizes []int) (int, error) {
 
 // put applies the faults to one frame; mu held.
 func (f *Faulty) put(frame []byte) {
-	f.stats.Sent++
-	f.stats.Bytes += uint64(len(frame))
-	if f.down {
-		f.stats.DownDrops++
+	if !f.dice.Offer(len(frame), f.down) {
 		return
 	}
-	if f.chance(f.f.Loss) {
-		f.stats.Lost++
-		return
-	}
-	copies := 1
-	if f.chance(f.f.Duplicate) {
-		copies = 2
-		f.stats.Duplicated++
-	}
-	for i := 0; i < copies; i++ {
+	for copies := f.dice.Copies(); copies > 0; copies-- {
 		b := f.copyFrame(frame)
-		if f.chance(f.f.Corrupt) {
-			f.stats.Corrupted++
-			sum := crc32.ChecksumIEEE(b)
-			bit := f.rng.IntN(len(b) * 8)
-			b[bit/8] ^= 1 << (bit % 8)
-			if crc32.ChecksumIEEE(b) != sum && !f.f.PassCorrupt {
-				f.recycle(b)
-				continue // the receiving NIC's FCS check drops it
-			}
+		if f.dice.Corrupt(b) && !f.dice.F.PassCorrupt {
+			f.recycle(b)
+			continue // the receiving NIC's FCS check drops it
 		}
-		if f.held == nil && f.chance(f.f.Reorder) {
-			f.stats.Reordered++
+		if f.held == nil && f.dice.Reorder() {
 			f.held = b
-			f.timer = time.AfterFunc(f.f.ReorderDelay, f.flushHeld)
+			f.timer = time.AfterFunc(f.dice.F.ReorderDelay, f.flushHeld)
 			continue
 		}
 		f.emit(b)
@@ -257,15 +234,15 @@ func (f *Faulty) emit(b []byte) {
 	}
 	now := time.Now()
 	due := now
-	if f.f.Bandwidth > 0 {
+	if f.dice.F.Bandwidth > 0 {
 		if f.busy.After(due) {
 			due = f.busy
 		}
-		due = due.Add(time.Duration(float64(len(b)*8) / f.f.Bandwidth * 1e9))
+		due = due.Add(time.Duration(float64(len(b)*8) / f.dice.F.Bandwidth * 1e9))
 		f.busy = due
 	}
 	select {
-	case f.line <- lineItem{due: due.Add(f.f.Delay), b: b}:
+	case f.line <- lineItem{due: due.Add(f.dice.F.Delay), b: b}:
 	default:
 		f.stats.QueueDrops++
 		f.stats.Delivered--

@@ -8,7 +8,6 @@
 package memlink
 
 import (
-	"hash/crc32"
 	"math/rand/v2"
 	"time"
 )
@@ -48,12 +47,22 @@ type Stats struct {
 	Bytes                                                                          uint64
 }
 
+// withDefaults fills in the zero ReorderDelay and QueueBytes.
+func (f Faults) withDefaults() Faults {
+	if f.ReorderDelay == 0 {
+		f.ReorderDelay = f.Delay + 5*time.Microsecond
+	}
+	if f.QueueBytes == 0 {
+		f.QueueBytes = 4 << 20
+	}
+	return f
+}
+
 // Link is a one-way link. Send never blocks; frames arrive through the
 // deliver callback on the clock's goroutine.
 type Link struct {
 	clk       Clock
-	rng       *rand.Rand
-	f         Faults
+	dice      Dice
 	deliver   func([]byte)
 	down      bool
 	busyUntil time.Duration
@@ -65,25 +74,13 @@ type Link struct {
 // New returns a link that hands frames to deliver. rng drives the faults
 // (use the simulator's source for reproducible runs).
 func New(clk Clock, rng *rand.Rand, f Faults, deliver func([]byte)) *Link {
-	if f.ReorderDelay == 0 {
-		f.ReorderDelay = f.Delay + 5*time.Microsecond
-	}
-	if f.QueueBytes == 0 {
-		f.QueueBytes = 4 << 20
-	}
-	return &Link{clk: clk, rng: rng, f: f, deliver: deliver}
+	l := &Link{clk: clk, deliver: deliver}
+	l.dice = Dice{F: f.withDefaults(), Rng: rng, Stats: &l.Stats}
+	return l
 }
 
 // SetFaults changes the faults from now on.
-func (l *Link) SetFaults(f Faults) {
-	if f.ReorderDelay == 0 {
-		f.ReorderDelay = f.Delay + 5*time.Microsecond
-	}
-	if f.QueueBytes == 0 {
-		f.QueueBytes = 4 << 20
-	}
-	l.f = f
-}
+func (l *Link) SetFaults(f Faults) { l.dice.F = f.withDefaults() }
 
 // SetDown takes the link down (every frame is lost, frames in flight
 // included) or brings it back up.
@@ -91,8 +88,6 @@ func (l *Link) SetDown(down bool) { l.down = down }
 
 // Down reports whether the link is down.
 func (l *Link) Down() bool { return l.down }
-
-func (l *Link) chance(p float64) bool { return p > 0 && l.rng.Float64() < p }
 
 func (l *Link) buffer(b []byte) []byte {
 	var c []byte
@@ -105,50 +100,31 @@ func (l *Link) buffer(b []byte) []byte {
 
 // Send puts a copy of frame on the link.
 func (l *Link) Send(frame []byte) {
-	l.Stats.Sent++
-	l.Stats.Bytes += uint64(len(frame))
-	if l.down {
-		l.Stats.DownDrops++
+	if !l.dice.Offer(len(frame), l.down) {
 		return
 	}
-	if l.chance(l.f.Loss) {
-		l.Stats.Lost++
-		return
-	}
+	f := &l.dice.F
 	now := l.clk.Now()
 	start := now
 	var ser time.Duration
-	if l.f.Bandwidth > 0 {
-		if l.queued+len(frame) > l.f.QueueBytes {
+	if f.Bandwidth > 0 {
+		if l.queued+len(frame) > f.QueueBytes {
 			l.Stats.QueueDrops++
 			return
 		}
 		if l.busyUntil > start {
 			start = l.busyUntil
 		}
-		ser = time.Duration(float64(len(frame)*8) / l.f.Bandwidth * 1e9)
+		ser = time.Duration(float64(len(frame)*8) / f.Bandwidth * 1e9)
 		l.busyUntil = start + ser
 	}
-	copies := 1
-	if l.chance(l.f.Duplicate) {
-		copies = 2
-		l.Stats.Duplicated++
-	}
-	for i := 0; i < copies; i++ {
-		at := start + ser + l.f.Delay
-		if l.chance(l.f.Reorder) {
-			at += l.f.ReorderDelay
-			l.Stats.Reordered++
+	for copies := l.dice.Copies(); copies > 0; copies-- {
+		at := start + ser + f.Delay
+		if l.dice.Reorder() {
+			at += f.ReorderDelay
 		}
 		c := l.buffer(frame)
-		bad := false
-		if l.chance(l.f.Corrupt) && len(c) > 0 {
-			sum := crc32.ChecksumIEEE(c)
-			bit := l.rng.IntN(len(c) * 8)
-			c[bit/8] ^= 1 << (bit % 8)
-			bad = crc32.ChecksumIEEE(c) != sum
-			l.Stats.Corrupted++
-		}
+		bad := l.dice.Corrupt(c)
 		n := len(c)
 		l.queued += n
 		l.clk.After(at-now, func() {
@@ -156,7 +132,7 @@ func (l *Link) Send(frame []byte) {
 			switch {
 			case l.down:
 				l.Stats.DownDrops++
-			case bad && !l.f.PassCorrupt:
+			case bad && !l.dice.F.PassCorrupt:
 				// Dropped by the receiver's FCS check.
 			default:
 				l.Stats.Delivered++
