@@ -3,11 +3,8 @@ package nettlpside
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
-	"time"
 
-	"github.com/dxpu/dxpu/bridge"
 	"github.com/dxpu/dxpu/bridge/driver"
 	"github.com/dxpu/dxpu/bridge/nettlp"
 	"github.com/dxpu/dxpu/bridge/sim"
@@ -116,7 +113,7 @@ func NewGPU(r *driver.Runner, cfg GPUConfig) (*GPU, error) {
 	// them go nowhere before the GPU is attached.
 	s.RunWhile(func() bool { return true }, 0)
 	clk := realtime.New(s)
-	g.Attach(&runnerSender{s: s, r: r})
+	g.Attach(driver.NewQueuedSender(s, r))
 	r.OnTLP = func(v tlp.View) {
 		b := append([]byte(nil), v...)
 		clk.Post(func() { g.ReceiveTLP(b) })
@@ -169,51 +166,4 @@ func (e *GPU) Run(ctx context.Context) error {
 		e.clk.RunWhile(func() bool { return ctx.Err() == nil })
 	}
 	return nil
-}
-
-// runnerSender hands the GPU's TLPs to the bridge runner from inside the
-// simulation, keeping them in order in a queue while the bridge pushes
-// back (ErrBusy) or is not up yet; the queue's length is the backlog the
-// GPU's engines pace themselves by.
-type runnerSender struct {
-	s       *sim.Sim
-	r       *driver.Runner
-	backlog [][]byte
-	armed   bool
-}
-
-func refused(err error) bool {
-	return errors.Is(err, bridge.ErrBusy) || errors.Is(err, bridge.ErrNotUp)
-}
-
-func (s *runnerSender) SendTLP(v tlp.View) {
-	if len(s.backlog) == 0 {
-		if err := s.r.Send(v); !refused(err) {
-			return // sent, or malformed (counted by the bridge)
-		}
-	}
-	s.backlog = append(s.backlog, append([]byte(nil), v...))
-	s.retry()
-}
-
-func (s *runnerSender) retry() {
-	if s.armed {
-		return
-	}
-	s.armed = true
-	s.s.After(20*time.Microsecond, func() {
-		s.armed = false
-		for len(s.backlog) > 0 {
-			if refused(s.r.Send(s.backlog[0])) {
-				s.retry()
-				return
-			}
-			s.backlog[0] = nil
-			s.backlog = s.backlog[1:]
-		}
-	})
-}
-
-func (s *runnerSender) Backlog() time.Duration {
-	return time.Duration(len(s.backlog)) * 100 * time.Nanosecond
 }

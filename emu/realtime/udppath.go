@@ -62,7 +62,7 @@ func (p *UDPPath) Connect(upstream, downstream pcie.Receiver) (down, up pcie.Sen
 	if !p.Up() {
 		p.setErr(fmt.Errorf("realtime: bridge pair %d did not come up within %v", p.PairID, within))
 	}
-	return &runnerSender{c: p.Clock, r: p.runners[0]}, &runnerSender{c: p.Clock, r: p.runners[1]}
+	return driver.NewQueuedSender(p.Clock.S, p.runners[0]), driver.NewQueuedSender(p.Clock.S, p.runners[1])
 }
 
 func (p *UDPPath) setErr(err error) {
@@ -175,50 +175,6 @@ func (p *UDPPath) Close() {
 		p.cancel()
 	}
 	p.wg.Wait()
-}
-
-// runnerSender hands TLPs to a bridge runner, keeping them in order in a
-// software queue while the bridge pushes back or is not up yet.
-type runnerSender struct {
-	c       *Clock
-	r       *driver.Runner
-	backlog [][]byte
-	armed   bool
-}
-
-func (s *runnerSender) SendTLP(v tlp.View) {
-	if len(s.backlog) == 0 {
-		err := s.r.Send(v)
-		if err == nil || !(errors.Is(err, bridge.ErrBusy) || errors.Is(err, bridge.ErrNotUp)) {
-			return // sent, or malformed (counted by the bridge)
-		}
-	}
-	s.backlog = append(s.backlog, append([]byte(nil), v...))
-	s.retry()
-}
-
-func (s *runnerSender) retry() {
-	if s.armed {
-		return
-	}
-	s.armed = true
-	s.c.S.After(20*time.Microsecond, func() {
-		s.armed = false
-		for len(s.backlog) > 0 {
-			err := s.r.Send(s.backlog[0])
-			if errors.Is(err, bridge.ErrBusy) || errors.Is(err, bridge.ErrNotUp) {
-				s.retry()
-				return
-			}
-			s.backlog[0] = nil
-			s.backlog = s.backlog[1:]
-		}
-	})
-}
-
-// Backlog estimates the queueing in front of the bridge: 100 ns a TLP.
-func (s *runnerSender) Backlog() time.Duration {
-	return time.Duration(len(s.backlog)) * 100 * time.Nanosecond
 }
 
 type dropSender struct{}
