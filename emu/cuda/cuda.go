@@ -302,14 +302,23 @@ func (st *Stream) Submit(cmds ...gpu.Command) (uint64, error) {
 // spinning CPU sees the semaphore write, or when the MSI wakes the thread.
 // fn runs in simulator context.
 func (st *Stream) OnDone(seq uint64, fn func()) {
-	c := st.d.ctx
+	st.d.ctx.whenSeen(st.sem, func() bool { return st.Completed() >= seq || st.d.lost }, fn)
+}
+
+// whenSeen calls fn once the host sees ready(): a spinning CPU re-checks
+// after each write to the host word at addr (PollDelay later), a blocked
+// thread when an MSI wakes it (SyncBlocking). fn runs once, in simulator
+// context.
+func (c *Context) whenSeen(addr uint64, ready func() bool, fn func()) {
+	var fired bool
 	var spin *spinner
 	var check func()
 	check = func() {
-		if spin != nil && spin.done {
+		if fired {
 			return
 		}
-		if st.Completed() >= seq || st.d.lost {
+		if ready() {
+			fired = true
 			if spin != nil {
 				spin.done = true
 			}
@@ -323,7 +332,7 @@ func (st *Stream) OnDone(seq uint64, fn func()) {
 		if spin == nil {
 			spin = c.addSpinner(check)
 		}
-		c.rc.Watch(st.sem, func() { c.s.After(c.cfg.PollDelay, check) })
+		c.rc.Watch(addr, func() { c.s.After(c.cfg.PollDelay, check) })
 	}
 	check()
 }
@@ -488,29 +497,7 @@ func (c *Context) EventSynchronize(ev *Event) error {
 	corr := c.nextCorr()
 	c.CPU(c.cfg.CallCPU)
 	var done bool
-	var spin *spinner
-	var check func()
-	check = func() {
-		if done {
-			return
-		}
-		if c.rc.Mem.Uint64(ev.host) >= ev.value || ev.dev.lost {
-			done = true
-			if spin != nil {
-				spin.done = true
-			}
-			return
-		}
-		if c.cfg.Sync == SyncBlocking {
-			c.msiWait = append(c.msiWait, check)
-			return
-		}
-		if spin == nil {
-			spin = c.addSpinner(check)
-		}
-		c.rc.Watch(ev.host, func() { c.s.After(c.cfg.PollDelay, check) })
-	}
-	check()
+	c.whenSeen(ev.host, func() bool { return c.rc.Mem.Uint64(ev.host) >= ev.value || ev.dev.lost }, func() { done = true })
 	if err := c.wait(&done); err != nil {
 		return err
 	}
