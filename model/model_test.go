@@ -409,11 +409,6 @@ func TestValidate(t *testing.T) {
 	if len(checks) != 2 || checks[1].MeasuredFabric != 140*us || checks[1].DifferencePoints != 0 {
 		t.Fatalf("checks %+v", checks)
 	}
-	RegisterMeasurer("replay", ReplayMeasurer{})
-	defer RegisterMeasurer("", nil)
-	if m, name := RegisteredMeasurer(); m == nil || name != "replay" {
-		t.Fatalf("registered %v %q", m, name)
-	}
 }
 
 // benchFabricOutput is what `dxpu bench fabric --rtt 5us --json` printed

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 )
 
@@ -16,30 +15,9 @@ type Measurer interface {
 	Measure(ctx context.Context, g *Graph, f Fabric) (time.Duration, error)
 }
 
-// ErrNoMeasurer is returned by Validate when no Measurer is registered:
-// validation needs the emulator.
-var ErrNoMeasurer = errors.New("model: validation needs the emulator; no measurer is registered")
-
-var (
-	measurerMu sync.Mutex
-	measurer   Measurer
-	measurerBy string
-)
-
-// RegisterMeasurer makes m the measurer of Validate; the emulator package
-// calls it from an init function. name says who measures, for reports.
-func RegisterMeasurer(name string, m Measurer) {
-	measurerMu.Lock()
-	defer measurerMu.Unlock()
-	measurer, measurerBy = m, name
-}
-
-// RegisteredMeasurer returns the registered measurer and its name, or nil.
-func RegisteredMeasurer() (Measurer, string) {
-	measurerMu.Lock()
-	defer measurerMu.Unlock()
-	return measurer, measurerBy
-}
+// ErrNoMeasurer is returned by Validate when it is given no Measurer:
+// validation needs the emulator (package emu/replay has one).
+var ErrNoMeasurer = errors.New("model: validation needs a measurer (the emulator)")
 
 // Check is the model's prediction and a measurement side by side at one RTT.
 type Check struct {

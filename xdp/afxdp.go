@@ -5,8 +5,8 @@ import (
 	"errors"
 	"fmt"
 
-	switching "github.com/dxpu/dxpu/fabric/switch"
-	"github.com/dxpu/dxpu/fabric/switch/afxdp"
+	switching "github.com/dxpu/dxpu/fabric/switching"
+	"github.com/dxpu/dxpu/fabric/switching/afxdp"
 	"github.com/dxpu/dxpu/fabric/table"
 )
 

@@ -6,7 +6,7 @@ import (
 	"net/netip"
 	"slices"
 
-	switching "github.com/dxpu/dxpu/fabric/switch"
+	switching "github.com/dxpu/dxpu/fabric/switching"
 	"github.com/dxpu/dxpu/fabric/table"
 	"github.com/dxpu/dxpu/tlp/encap"
 )

@@ -9,7 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	switching "github.com/dxpu/dxpu/fabric/switch"
+	switching "github.com/dxpu/dxpu/fabric/switching"
 	"github.com/dxpu/dxpu/fabric/table"
 	"github.com/dxpu/dxpu/tlp/encap"
 )

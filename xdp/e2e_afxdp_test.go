@@ -5,12 +5,12 @@ import (
 	"context"
 	"testing"
 
-	switching "github.com/dxpu/dxpu/fabric/switch"
-	"github.com/dxpu/dxpu/fabric/switch/afxdp"
+	switching "github.com/dxpu/dxpu/fabric/switching"
+	"github.com/dxpu/dxpu/fabric/switching/afxdp"
 	"github.com/dxpu/dxpu/internal/privtest"
 	"github.com/dxpu/dxpu/tlp/encap"
 	"github.com/dxpu/dxpu/xdp"
-	"github.com/dxpu/dxpu/xdp/xdptest"
+	"github.com/dxpu/dxpu/internal/xdptest"
 )
 
 // TestEndToEndAFXDP runs the userspace switch over AF_XDP in the switch

@@ -2,18 +2,18 @@ package xdp_test
 
 import (
 	"bytes"
-	"github.com/dxpu/dxpu/fabric/switch/switchtest"
+	"github.com/dxpu/dxpu/internal/switchtest"
 	"net"
 	"net/netip"
 	"testing"
 	"time"
 
-	switching "github.com/dxpu/dxpu/fabric/switch"
+	switching "github.com/dxpu/dxpu/fabric/switching"
 	"github.com/dxpu/dxpu/fabric/table"
 	"github.com/dxpu/dxpu/internal/privtest"
 	"github.com/dxpu/dxpu/tlp/encap"
 	"github.com/dxpu/dxpu/xdp"
-	"github.com/dxpu/dxpu/xdp/xdptest"
+	"github.com/dxpu/dxpu/internal/xdptest"
 )
 
 const (

@@ -5,8 +5,8 @@ import (
 	"net"
 	"testing"
 
-	switching "github.com/dxpu/dxpu/fabric/switch"
-	"github.com/dxpu/dxpu/fabric/switch/switchtest"
+	switching "github.com/dxpu/dxpu/fabric/switching"
+	"github.com/dxpu/dxpu/internal/switchtest"
 	"github.com/dxpu/dxpu/fabric/table"
 )
 

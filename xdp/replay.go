@@ -3,7 +3,7 @@ package xdp
 import (
 	"fmt"
 
-	switching "github.com/dxpu/dxpu/fabric/switch"
+	switching "github.com/dxpu/dxpu/fabric/switching"
 	"github.com/dxpu/dxpu/fabric/table"
 )
 

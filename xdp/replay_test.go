@@ -9,7 +9,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	switching "github.com/dxpu/dxpu/fabric/switch"
+	switching "github.com/dxpu/dxpu/fabric/switching"
 	"github.com/dxpu/dxpu/internal/privtest"
 	"github.com/dxpu/dxpu/tlp/pcapio"
 	"github.com/dxpu/dxpu/xdp"

@@ -8,7 +8,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 
-	switching "github.com/dxpu/dxpu/fabric/switch"
+	switching "github.com/dxpu/dxpu/fabric/switching"
 )
 
 // Sandbox is a private network namespace with one veth per switch port,

@@ -7,8 +7,8 @@ import (
 	"log/slog"
 	"sync"
 
-	switching "github.com/dxpu/dxpu/fabric/switch"
-	"github.com/dxpu/dxpu/fabric/switch/afxdp"
+	switching "github.com/dxpu/dxpu/fabric/switching"
+	"github.com/dxpu/dxpu/fabric/switching/afxdp"
 )
 
 // SlowPath is the Go side of the XDP switch for the frames the program

@@ -5,11 +5,11 @@ import (
 	"sync"
 	"testing"
 
-	switching "github.com/dxpu/dxpu/fabric/switch"
-	"github.com/dxpu/dxpu/fabric/switch/switchtest"
+	switching "github.com/dxpu/dxpu/fabric/switching"
+	"github.com/dxpu/dxpu/internal/switchtest"
 	"github.com/dxpu/dxpu/tlp/encap"
 	"github.com/dxpu/dxpu/xdp"
-	"github.com/dxpu/dxpu/xdp/xdptest"
+	"github.com/dxpu/dxpu/internal/xdptest"
 )
 
 // TestSlowPathForwardsControl: the bridges' CONTROL messages (HELLO and

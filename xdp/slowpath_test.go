@@ -4,10 +4,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dxpu/dxpu/fabric/switch/afxdp"
-	"github.com/dxpu/dxpu/fabric/switch/switchtest"
+	"github.com/dxpu/dxpu/fabric/switching/afxdp"
+	"github.com/dxpu/dxpu/internal/switchtest"
 	"github.com/dxpu/dxpu/tlp/encap"
-	"github.com/dxpu/dxpu/xdp/xdptest"
+	"github.com/dxpu/dxpu/internal/xdptest"
 )
 
 // TestSlowPathToAFXDP registers an AF_XDP socket for the host port: CONTROL

@@ -5,11 +5,11 @@ import (
 	"fmt"
 	"testing"
 
-	switching "github.com/dxpu/dxpu/fabric/switch"
-	"github.com/dxpu/dxpu/fabric/switch/switchtest"
+	switching "github.com/dxpu/dxpu/fabric/switching"
+	"github.com/dxpu/dxpu/internal/switchtest"
 	"github.com/dxpu/dxpu/internal/privtest"
 	"github.com/dxpu/dxpu/xdp"
-	"github.com/dxpu/dxpu/xdp/xdptest"
+	"github.com/dxpu/dxpu/internal/xdptest"
 )
 
 // fixture loads the program in a scratch namespace with dummy ports named

@@ -7,8 +7,8 @@ import (
 	"sync"
 	"testing"
 
-	switching "github.com/dxpu/dxpu/fabric/switch"
-	"github.com/dxpu/dxpu/fabric/switch/switchtest"
+	switching "github.com/dxpu/dxpu/fabric/switching"
+	"github.com/dxpu/dxpu/internal/switchtest"
 	"github.com/dxpu/dxpu/fabric/table"
 	"github.com/dxpu/dxpu/tlp/encap"
 )

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/dxpu/dxpu/bridge"
-	"github.com/dxpu/dxpu/bridge/sim"
+	"github.com/dxpu/dxpu/sim"
 	"github.com/dxpu/dxpu/tlp"
 )
 

@@ -4,7 +4,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/dxpu/dxpu/bridge/sim"
+	"github.com/dxpu/dxpu/sim"
 )
 
 // SimClock adapts the virtual-time simulator to Clock.

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dxpu/dxpu/bridge/sim"
+	"github.com/dxpu/dxpu/sim"
 )
 
 func run(t *testing.T, f Faults, n int, setup func(l *Link, s *sim.Sim)) ([]time.Duration, []byte, *Link) {

@@ -66,7 +66,7 @@ func (h *Host) Refused() uint64 { return h.refused.Load() }
 // adapter's sockets. Run the runner itself alongside.
 func (h *Host) Run(ctx context.Context) error {
 	return h.a.Run(ctx, nettlp.ReceiverFunc(func(b []byte) error {
-		err := sendWait(ctx, h.r, b)
+		err := driver.SendWait(ctx, h.r, b)
 		if err != nil {
 			h.refused.Add(1)
 		}

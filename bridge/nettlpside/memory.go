@@ -63,7 +63,7 @@ func (d *MemoryDevice) Stats() *nettlp.Stats { return &d.stats }
 
 // Run serves the queued TLPs in arrival order until ctx ends.
 func (d *MemoryDevice) Run(ctx context.Context) error {
-	emit := func(cpl []byte) error { return sendWait(ctx, d.r, cpl) }
+	emit := func(cpl []byte) error { return driver.SendWait(ctx, d.r, cpl) }
 	for {
 		d.mu.Lock()
 		q := d.q

@@ -10,9 +10,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/dxpu/dxpu/emu/bench"
 	"github.com/dxpu/dxpu/emu/gpu"
 	"github.com/dxpu/dxpu/emu/topo"
+	"github.com/dxpu/dxpu/internal/app/fabricbench"
 )
 
 var benchFabricFlags struct {
@@ -137,8 +137,8 @@ func runBenchFabric(cmd *cobra.Command, _ []string) error {
 	}
 	wall := fl.clock == "wall"
 	fab := topo.Fabric{RTT: fl.rtt, BytesPerSec: fl.gbit * 1e9 / 8, Loss: fl.loss}
-	setup := func(f *topo.Fabric) bench.Setup {
-		return bench.Setup{Fabric: f, Model: mdl, TenBitTags: fl.tags > 256, MaxOutstanding: fl.tags, MRRS: fl.mrrs,
+	setup := func(f *topo.Fabric) fabricbench.Setup {
+		return fabricbench.Setup{Fabric: f, Model: mdl, TenBitTags: fl.tags > 256, MaxOutstanding: fl.tags, MRRS: fl.mrrs,
 			MaxSimBytes: fl.simBytes, Bridge: fl.bridge, Wall: wall}
 	}
 	rep := fabricReport{RTTus: float64(fl.rtt) / 1e3, AddedRTTus: float64(fab.AddedRoundTrip()) / 1e3, Gbit: fl.gbit,
@@ -150,9 +150,9 @@ func runBenchFabric(cmd *cobra.Command, _ []string) error {
 		rep.Path = "bridge-pair-udp-loopback"
 		rep.RTTus, rep.AddedRTTus = 0, 0
 	}
-	var envs [2]*bench.Env
+	var envs [2]*fabricbench.Env
 	for i, f := range []*topo.Fabric{nil, &fab} {
-		if envs[i], err = bench.NewEnv(setup(f)); err != nil {
+		if envs[i], err = fabricbench.NewEnv(setup(f)); err != nil {
 			return exitCodeError{1, err}
 		}
 		defer envs[i].Close()
@@ -173,7 +173,7 @@ func runBenchFabric(cmd *cobra.Command, _ []string) error {
 	rep.MMIOReadUs = fabricPair{us(vals[0][0]), us(vals[1][0])}
 	rep.LaunchSyncUs = fabricPair{us(vals[0][1]), us(vals[1][1])}
 	rep.DMAReadUs = fabricPair{us(vals[0][2]), us(vals[1][2])}
-	for _, dir := range []bench.Direction{bench.H2D, bench.D2H} {
+	for _, dir := range []fabricbench.Direction{fabricbench.H2D, fabricbench.D2H} {
 		for _, n := range sizes {
 			var r [2]float64
 			for i, e := range envs {
@@ -182,7 +182,7 @@ func runBenchFabric(cmd *cobra.Command, _ []string) error {
 				}
 			}
 			c := fabricCopy{Bytes: n, NativeGBps: r[0] / 1e9, FabricGBps: r[1] / 1e9}
-			if dir == bench.H2D {
+			if dir == fabricbench.H2D {
 				rep.H2D = append(rep.H2D, c)
 			} else {
 				rep.D2H = append(rep.D2H, c)

@@ -10,8 +10,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/dxpu/dxpu/bridge/linkbench"
 	"github.com/dxpu/dxpu/bridge/memlink"
+	"github.com/dxpu/dxpu/internal/app/linkbench"
 )
 
 var benchLinkFlags struct {

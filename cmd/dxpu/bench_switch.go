@@ -8,8 +8,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	switching "github.com/dxpu/dxpu/fabric/switch"
-	"github.com/dxpu/dxpu/fabric/switch/switchtest"
+	switching "github.com/dxpu/dxpu/fabric/switching"
+	"github.com/dxpu/dxpu/internal/switchtest"
 	"github.com/dxpu/dxpu/tlp/encap"
 	"github.com/dxpu/dxpu/xdp"
 )

@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/dxpu/dxpu/emu/realtime"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
@@ -80,7 +82,7 @@ type bridgeOptions struct {
 type bridgeDaemon struct {
 	runner      *driver.Runner
 	host        *nettlpside.Host
-	gpu         *nettlpside.GPU
+	gpu         *realtime.BridgedGPU
 	mem         *nettlpside.MemoryDevice
 	metricsAddr net.Addr
 }
@@ -221,7 +223,7 @@ func runBridge(ctx context.Context, o bridgeOptions) error {
 		}
 		side = d.host.Run
 	case "emu-gpu":
-		if d.gpu, err = nettlpside.NewGPU(d.runner, nettlpside.GPUConfig{GPU: gpu.Config{Model: o.gpuModel}}); err != nil {
+		if d.gpu, err = realtime.NewBridgedGPU(d.runner, realtime.BridgedGPUConfig{GPU: gpu.Config{Model: o.gpuModel}}); err != nil {
 			conn.Close()
 			return exitCodeError{2, err}
 		}

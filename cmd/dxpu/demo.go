@@ -8,12 +8,13 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/dxpu/dxpu/emu/replay"
+
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
-	"github.com/dxpu/dxpu/emu/demo"
-	"github.com/dxpu/dxpu/model"
+	"github.com/dxpu/dxpu/internal/app/demo"
 )
 
 var demoFlags struct {
@@ -132,8 +133,8 @@ func runDemo(cmd *cobra.Command, _ []string) error {
 	for _, n := range rep.Notes {
 		fmt.Fprintln(out, "note:", n)
 	}
-	if _, name := model.RegisteredMeasurer(); name != "" && !demoFlags.quiet {
-		fmt.Fprintf(stderr, "demo: done in %.1fs wall; times are virtual (%s)\n", time.Since(start).Seconds(), name)
+	if !demoFlags.quiet {
+		fmt.Fprintf(stderr, "demo: done in %.1fs wall; times are virtual (%s)\n", time.Since(start).Seconds(), replay.Name)
 	}
 	return nil
 }

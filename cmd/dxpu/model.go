@@ -11,6 +11,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/dxpu/dxpu/emu/replay"
+
 	"github.com/spf13/cobra"
 
 	"github.com/dxpu/dxpu/model"
@@ -265,8 +267,7 @@ func runModel(ctx context.Context, out io.Writer, cmd *cobra.Command, f *modelFl
 			curves = append(curves, model.Curve{Name: g.Name, Points: g.Sweep(fab, rtts)})
 		}
 		if f.validate {
-			m, _ := model.RegisteredMeasurer()
-			checks, err := model.Validate(ctx, m, g, fab, validationRTTs)
+			checks, err := model.Validate(ctx, replay.Measurer{}, g, fab, validationRTTs)
 			if err != nil {
 				validateErr = err
 			}

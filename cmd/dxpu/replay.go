@@ -13,7 +13,7 @@ import (
 	"github.com/google/gopacket"
 	"github.com/spf13/cobra"
 
-	switching "github.com/dxpu/dxpu/fabric/switch"
+	switching "github.com/dxpu/dxpu/fabric/switching"
 	"github.com/dxpu/dxpu/tlp/pcapio"
 	"github.com/dxpu/dxpu/xdp"
 )

@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/dxpu/dxpu/fabric/ctlclient"
-	"github.com/dxpu/dxpu/fabric/switch/switchtest"
 	"github.com/dxpu/dxpu/fabric/table"
+	"github.com/dxpu/dxpu/internal/switchtest"
 )
 
 func runReplayWith(t *testing.T, pcap, out, expect string) (string, error) {

@@ -3,8 +3,8 @@ package main
 import (
 	"fmt"
 
-	switching "github.com/dxpu/dxpu/fabric/switch"
-	"github.com/dxpu/dxpu/fabric/switch/afxdp"
+	switching "github.com/dxpu/dxpu/fabric/switching"
+	"github.com/dxpu/dxpu/fabric/switching/afxdp"
 	"github.com/dxpu/dxpu/xdp"
 )
 

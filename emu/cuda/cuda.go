@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/dxpu/dxpu/bridge/sim"
+	"github.com/dxpu/dxpu/sim"
 	"github.com/dxpu/dxpu/emu/gpu"
 	"github.com/dxpu/dxpu/emu/host"
 )

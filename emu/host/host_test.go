@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dxpu/dxpu/bridge/sim"
+	"github.com/dxpu/dxpu/sim"
 	"github.com/dxpu/dxpu/emu/pcie"
 	"github.com/dxpu/dxpu/tlp"
 )

@@ -4,7 +4,7 @@ import (
 	"math"
 	"time"
 
-	"github.com/dxpu/dxpu/bridge/sim"
+	"github.com/dxpu/dxpu/sim"
 	"github.com/dxpu/dxpu/tlp"
 )
 

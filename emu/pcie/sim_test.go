@@ -1,5 +1,5 @@
 package pcie
 
-import "github.com/dxpu/dxpu/bridge/sim"
+import "github.com/dxpu/dxpu/sim"
 
 func newSim() *sim.Sim { return sim.New(1) }

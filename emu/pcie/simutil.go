@@ -3,7 +3,7 @@ package pcie
 import (
 	"time"
 
-	"github.com/dxpu/dxpu/bridge/sim"
+	"github.com/dxpu/dxpu/sim"
 )
 
 // RunUntil runs the events of s up to virtual time t and leaves the clock

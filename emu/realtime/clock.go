@@ -5,8 +5,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/dxpu/dxpu/bridge/sim"
 	"github.com/dxpu/dxpu/emu/pcie"
+	"github.com/dxpu/dxpu/sim"
 )
 
 // Clock paces a simulator to the wall clock. It implements host.Driver.

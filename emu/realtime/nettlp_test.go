@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/dxpu/dxpu/bridge/nettlp"
-	"github.com/dxpu/dxpu/bridge/sim"
 	"github.com/dxpu/dxpu/emu/host"
+	"github.com/dxpu/dxpu/sim"
 	"github.com/dxpu/dxpu/tlp"
 )
 

@@ -5,12 +5,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dxpu/dxpu/bridge/sim"
 	"github.com/dxpu/dxpu/emu/cuda"
 	"github.com/dxpu/dxpu/emu/gpu"
 	"github.com/dxpu/dxpu/emu/host"
 	"github.com/dxpu/dxpu/emu/pcie"
 	"github.com/dxpu/dxpu/emu/topo"
+	"github.com/dxpu/dxpu/sim"
 )
 
 // TestWallClockOverUDP runs the same host, GPU and driver code on the wall

@@ -18,9 +18,8 @@ type Measurer struct {
 	Base Options
 }
 
-func init() {
-	model.RegisterMeasurer("dxpu emulator (virtual time)", Measurer{})
-}
+// Name says who measures, for reports.
+const Name = "dxpu emulator (virtual time)"
 
 // Measure implements model.Measurer.
 func (m Measurer) Measure(ctx context.Context, g *model.Graph, f model.Fabric) (time.Duration, error) {

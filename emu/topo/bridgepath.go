@@ -6,9 +6,9 @@ import (
 	"time"
 
 	"github.com/dxpu/dxpu/bridge"
-	"github.com/dxpu/dxpu/bridge/harness"
+	"github.com/dxpu/dxpu/bridge/vpair"
 	"github.com/dxpu/dxpu/bridge/memlink"
-	"github.com/dxpu/dxpu/bridge/sim"
+	"github.com/dxpu/dxpu/sim"
 	"github.com/dxpu/dxpu/emu/gpu"
 	"github.com/dxpu/dxpu/emu/pcie"
 	"github.com/dxpu/dxpu/tlp"
@@ -25,7 +25,7 @@ type BridgePath struct {
 	Fabric Fabric
 	PairID uint32
 	// Pair is set by Connect.
-	Pair *harness.Pair
+	Pair *vpair.Pair
 	// Err holds a configuration error found by Connect (the path then
 	// drops everything).
 	Err error
@@ -45,14 +45,14 @@ func (b *BridgePath) Connect(upstream, downstream pcie.Receiver) (down, up pcie.
 	f.defaults()
 	bc := bridge.Config{TagBits: 10, Window: 4096, TxQueue: 4096, InfiniteQueue: 4096, MaxPayload: 512,
 		Credits: [3]bridge.ClassCredits{{Headers: 4096, Data: 4096 * 32}, {Headers: 4096, Data: 4096 * 32}, {Headers: 4096, Data: 4096 * 32}}}
-	cfg := harness.PairConfig{Host: bc, GPU: bc, PairID: b.PairID,
+	cfg := vpair.PairConfig{Host: bc, GPU: bc, PairID: b.PairID,
 		Faults: &memlink.Faults{
 			// The bridges' own latency and the GPU box's PCIe hop ride on
 			// the link's delay.
 			Delay: f.RTT/2 + 2*f.BridgeLatency + NativeHop,
 			Loss:  f.Loss,
 		}}
-	p, err := harness.NewPair(b.S, cfg)
+	p, err := vpair.NewPair(b.S, cfg)
 	if err != nil {
 		b.Err = fmt.Errorf("topo: bridge pair %d: %w", b.PairID, err)
 		return dropSender{}, dropSender{}
@@ -70,7 +70,7 @@ func (b *BridgePath) Connect(upstream, downstream pcie.Receiver) (down, up pcie.
 // would.
 type sideSender struct {
 	s        *sim.Sim
-	sd       *harness.Side
+	sd       *vpair.Side
 	rate     float64
 	overhead int
 	busy     float64 // ns, sub-ns precision

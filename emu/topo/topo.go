@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/dxpu/dxpu/bridge/sim"
+	"github.com/dxpu/dxpu/sim"
 	"github.com/dxpu/dxpu/emu/gpu"
 	"github.com/dxpu/dxpu/emu/host"
 	"github.com/dxpu/dxpu/emu/pcie"

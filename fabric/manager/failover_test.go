@@ -11,7 +11,7 @@ import (
 	"github.com/dxpu/dxpu/fabric/ctlclient"
 	"github.com/dxpu/dxpu/fabric/manager"
 	"github.com/dxpu/dxpu/fabric/pool"
-	"github.com/dxpu/dxpu/fabric/store/etcdtest"
+	"github.com/dxpu/dxpu/internal/etcdtest"
 )
 
 // TestEtcdFailover runs two manager processes on a three-member etcd

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/dxpu/dxpu/fabric/store"
-	"github.com/dxpu/dxpu/fabric/store/etcdtest"
+	"github.com/dxpu/dxpu/internal/etcdtest"
 )
 
 func conformance(t *testing.T, s store.Store) {

@@ -12,7 +12,7 @@ import (
 	"github.com/dxpu/dxpu/emu/gpu"
 	"github.com/dxpu/dxpu/emu/host"
 	"github.com/dxpu/dxpu/emu/pcie"
-	switching "github.com/dxpu/dxpu/fabric/switch"
+	switching "github.com/dxpu/dxpu/fabric/switching"
 	"github.com/dxpu/dxpu/fabric/table"
 )
 

@@ -11,15 +11,15 @@ import (
 	"github.com/dxpu/dxpu/bridge"
 	"github.com/dxpu/dxpu/bridge/afpacket"
 	"github.com/dxpu/dxpu/bridge/driver"
-	"github.com/dxpu/dxpu/bridge/sim"
+	"github.com/dxpu/dxpu/sim"
 	"github.com/dxpu/dxpu/emu/gpu"
 	"github.com/dxpu/dxpu/emu/host"
 	"github.com/dxpu/dxpu/emu/pcie"
 	"github.com/dxpu/dxpu/emu/realtime"
 	emutopo "github.com/dxpu/dxpu/emu/topo"
-	switching "github.com/dxpu/dxpu/fabric/switch"
+	switching "github.com/dxpu/dxpu/fabric/switching"
 	"github.com/dxpu/dxpu/internal/privtest"
-	"github.com/dxpu/dxpu/xdp/xdptest"
+	"github.com/dxpu/dxpu/internal/xdptest"
 )
 
 // pairID is the host-GPU pair of the tests (24 bits).

@@ -13,7 +13,7 @@ import (
 	"github.com/dxpu/dxpu/fabric/ctlclient"
 	"github.com/dxpu/dxpu/fabric/manager"
 	"github.com/dxpu/dxpu/fabric/manager/agentapi"
-	"github.com/dxpu/dxpu/fabric/manager/fakeagent"
+	"github.com/dxpu/dxpu/internal/fakeagent"
 	"github.com/dxpu/dxpu/fabric/pool"
 )
 

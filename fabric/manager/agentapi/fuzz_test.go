@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/dxpu/dxpu/fabric/manager/agentapi"
-	"github.com/dxpu/dxpu/fabric/manager/fakeagent"
+	"github.com/dxpu/dxpu/internal/fakeagent"
 )
 
 // FuzzHandler sends arbitrary paths and bodies to an agent. Invariants: the

@@ -1,0 +1,69 @@
+package linkbench
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/dxpu/dxpu/bridge"
+	"github.com/dxpu/dxpu/internal/pairsim"
+	"github.com/dxpu/dxpu/bridge/memlink"
+)
+
+// RunVirtual runs the same measurement in virtual time on the
+// discrete-event simulator, over in-memory links with the same faults:
+// deterministic from the seed, and free of the host machine's scheduling
+// noise. The requester issues one TLP every interval (open loop; the
+// bridges push back and a software queue absorbs the excess) for
+// o.Duration of virtual time.
+func RunVirtual(o Options, interval time.Duration) (Result, error) {
+	o.defaults()
+	if interval <= 0 {
+		return Result{}, fmt.Errorf("linkbench: interval %v: want > 0", interval)
+	}
+	count := int(o.Duration / interval)
+	if count < 1 || count > 2_000_000 {
+		return Result{}, fmt.Errorf("linkbench: %v / %v = %d TLPs: want 1..2000000 (shorten --duration in virtual mode)", o.Duration, interval, count)
+	}
+	cfg := bridge.Config{MTU: o.MTU, MaxPayload: o.MaxPayload, Window: o.Window, TxQueue: 256,
+		MinRTO: 200 * time.Microsecond, InitialRTO: 2 * time.Millisecond, AckDelay: 10 * time.Microsecond}
+	for i := range cfg.Credits {
+		cfg.Credits[i] = bridge.ClassCredits{Headers: 512, Data: 512 * o.MaxPayload / 16}
+	}
+	sc := pairsim.Scenario{
+		Seed: o.Seed, Faults: o.Faults, Host: cfg, GPU: cfg, OneWay: true,
+		Mix:   pairsim.Mix{Write: o.Write, Read: o.Read, Config: o.Config, WriteBytes: o.WriteBytes, ReadBytes: o.ReadBytes},
+		Count: count, Interval: interval, MaxTime: 100 * o.Duration,
+	}
+	r := sc.Run()
+	if r.Pair == nil {
+		return Result{}, fmt.Errorf("linkbench: %v", r.Violations)
+	}
+	h, g := r.Host, r.GPU
+	res := Result{
+		Seconds:      r.End.Seconds(),
+		GoodputGbps:  float64(h.PayloadIn+g.PayloadIn) * 8 / r.End.Seconds() / 1e9,
+		WritesSent:   h.WritesSent,
+		Delivered:    g.WritesRecv - g.Duplicated,
+		Duplicated:   g.Duplicated,
+		Misordered:   g.Misordered,
+		ReadsSent:    h.ReadsSent,
+		Completed:    h.Completed,
+		Failed:       h.Failed,
+		Unanswered:   h.Outstanding(),
+		BadCpls:      h.BadCpls + h.ExtraCpls,
+		WriteLatency: percentiles(g.WriteLatency),
+		ReadLatency:  percentiles(h.ReadLatency),
+		Host:         r.Pair.Host.Bridge.Counters(),
+		GPU:          r.Pair.GPU.Bridge.Counters(),
+		Link:         [2]memlink.Stats{r.Pair.H2G.Stats, r.Pair.G2H.Stats},
+	}
+	res.Lost = res.WritesSent - res.Delivered
+	res.ReportedLost = len(h.LostReported)
+	res.LinkDowns = int(res.Host.LinkDowns + res.GPU.LinkDowns)
+	res.Retransmits = res.Host.Retransmits + res.GPU.Retransmits
+	res.RTOs = res.Host.RTOs + res.GPU.RTOs
+	for _, v := range r.Violations {
+		res.Events = append(res.Events, "violation: "+v)
+	}
+	return res, nil
+}
