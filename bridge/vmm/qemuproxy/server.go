@@ -1,0 +1,283 @@
+package qemuproxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/dxpu/dxpu/bridge"
+	"github.com/dxpu/dxpu/bridge/driver"
+	"github.com/dxpu/dxpu/bridge/vmm"
+	"github.com/dxpu/dxpu/tlp"
+)
+
+// ServerStats count the protocol side; vmm.Port.Stats counts the PCIe side.
+type ServerStats struct {
+	Messages   atomic.Uint64 // messages read
+	MapChanges atomic.Uint64 // SYNC_SYSMEM applied
+	Resets     atomic.Uint64 // DEVICE_RESET answered
+	IRQFDs     atomic.Uint64 // SET_IRQFD received (closed: see the package doc)
+}
+
+// Server serves one proxy socket: QEMU's accesses go through a vmm.Port
+// into a host-side bridge runner, and the device's DMA reaches the guest
+// RAM QEMU shares. One Server per guest function.
+type Server struct {
+	conn  *Conn
+	port  *vmm.Port
+	ram   *vmm.GuestRAM
+	r     *driver.Runner
+	log   *slog.Logger
+	stats ServerStats
+
+	mu      sync.Mutex // guards port
+	answers chan vmm.Answer
+	down    chan struct{} // signalled when the link goes down
+
+	qmu   sync.Mutex
+	queue [][]byte // TLPs from the bridge, in arrival order
+	free  [][]byte
+	wake  chan struct{}
+}
+
+// NewServer joins the proxy connection conn to the host-side runner r
+// through port, whose DMA is served from ram (the Server installs the
+// maps QEMU sends). It sets r.OnTLP and r.OnEvent, so call it before
+// r.Run. log may be nil.
+func NewServer(conn *Conn, port *vmm.Port, ram *vmm.GuestRAM, r *driver.Runner, log *slog.Logger) (*Server, error) {
+	if conn == nil || port == nil || ram == nil || r == nil {
+		return nil, fmt.Errorf("%w: NewServer needs a connection, a port, guest RAM and a runner", vmm.ErrConfig)
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{conn: conn, port: port, ram: ram, r: r, log: log,
+		answers: make(chan vmm.Answer, 1), down: make(chan struct{}, 1), wake: make(chan struct{}, 1)}
+	// Both run with the runner's lock held: queue, never send.
+	r.OnTLP = func(v tlp.View) {
+		s.qmu.Lock()
+		var b []byte
+		if k := len(s.free); k > 0 {
+			b, s.free = s.free[k-1][:0], s.free[:k-1]
+		}
+		s.queue = append(s.queue, append(b, v...))
+		s.qmu.Unlock()
+		signal(s.wake)
+	}
+	r.OnEvent = func(e bridge.Event) {
+		if e.Kind == bridge.EventLinkDown || e.Kind == bridge.EventSurpriseRemoval {
+			signal(s.down)
+		}
+	}
+	return s, nil
+}
+
+func signal(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}
+
+// Stats returns the protocol counters.
+func (s *Server) Stats() *ServerStats { return &s.stats }
+
+// Run serves until QEMU closes the socket (nil), ctx ends (nil), or the
+// stream breaks (an error naming the message). It closes the connection
+// when it returns; guest RAM stays mapped until ram.Close.
+func (s *Server) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); s.deliver(ctx) }()
+	stop := context.AfterFunc(ctx, func() { _ = s.conn.Close() })
+	defer func() {
+		stop()
+		_ = s.conn.Close()
+		cancel()
+		wg.Wait()
+	}()
+	for {
+		m, err := s.conn.ReadMsg()
+		if err != nil {
+			if errors.Is(err, io.EOF) || ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("qemuproxy: reading QEMU's socket: %w", err)
+		}
+		s.stats.Messages.Add(1)
+		if err := s.handle(ctx, m); err != nil {
+			return err
+		}
+	}
+}
+
+func (s *Server) handle(ctx context.Context, m Msg) error {
+	switch m.Cmd {
+	case SyncSysmem:
+		return s.syncSysmem(m)
+	case SetIRQFD:
+		s.stats.IRQFDs.Add(1)
+		closeAll(m.FDs)
+		s.log.Info("qemuproxy: INTx eventfds received and closed; the guest polls (no interrupts through the proxy device)")
+		return nil
+	case DeviceReset:
+		s.stats.Resets.Add(1)
+		return s.conn.WriteRet(0)
+	case Ret:
+		return fmt.Errorf("qemuproxy: QEMU sent RET %#x, an answer nobody asked for", m.Value)
+	}
+	a := vmm.Access{Size: int(m.Cfg.Len), Addr: uint64(m.Cfg.Addr), Val: uint64(m.Cfg.Val)}
+	switch m.Cmd {
+	case CfgRead:
+		a.Op = vmm.CfgRead
+	case CfgWrite:
+		a.Op = vmm.CfgWrite
+	case BarRead, BarWrite:
+		a = vmm.Access{Op: vmm.BarRead, Addr: m.Bar.Addr, Size: int(m.Bar.Size), Val: m.Bar.Val}
+		if m.Cmd == BarWrite {
+			a.Op = vmm.BarWrite
+		}
+		if !m.Bar.Memory {
+			// No I/O BARs are presented; an I/O access reaching here is
+			// answered as a master abort.
+			return s.conn.WriteRet(vmm.AllOnes >> (64 - 8*a.Size))
+		}
+	}
+	return s.conn.WriteRet(s.access(ctx, a))
+}
+
+// access runs one guest access to its answer; it never blocks longer than
+// the completion timeout (plus the bridge's send wait, bounded the same).
+func (s *Server) access(ctx context.Context, a vmm.Access) uint64 {
+	select {
+	case <-s.down: // a link-down from before this access: SendWait below sees the state itself
+	default:
+	}
+	s.mu.Lock()
+	step, err := s.port.Begin(s.r.Now(), a)
+	var req []byte
+	if step.TLP != nil {
+		req = append(req, step.TLP...)
+	}
+	deadline, _ := s.port.Deadline()
+	s.mu.Unlock()
+	if err != nil {
+		s.log.Debug("qemuproxy: access refused", "op", a.Op, "addr", a.Addr, "err", err)
+	}
+	if req != nil {
+		sctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond+max(0, deadline-s.r.Now()))
+		err := driver.SendWait(sctx, s.r, req)
+		cancel()
+		if err != nil && !step.Done {
+			s.mu.Lock()
+			ans := s.port.Abort(fmt.Errorf("vmm: request not sent: %w", err))
+			s.mu.Unlock()
+			return ans.Value
+		}
+	}
+	if step.Done {
+		return step.Value
+	}
+	t := time.NewTimer(max(0, deadline-s.r.Now()))
+	defer t.Stop()
+	for {
+		select {
+		case ans := <-s.answers:
+			return ans.Value
+		case <-s.down:
+			s.mu.Lock()
+			ans := s.port.Abort(errors.New("vmm: link down"))
+			s.mu.Unlock()
+			if ans.Done {
+				return ans.Value
+			}
+		case <-t.C:
+			s.mu.Lock()
+			ans := s.port.Expire(s.r.Now())
+			s.mu.Unlock()
+			if ans.Done {
+				return ans.Value
+			}
+			t.Reset(time.Millisecond) // the completion won the race: it is in answers
+		case <-ctx.Done():
+			s.mu.Lock()
+			ans := s.port.Abort(ctx.Err())
+			s.mu.Unlock()
+			return ans.Value
+		}
+	}
+}
+
+// deliver hands the bridge's TLPs to the port in arrival order, so a
+// completion never passes the device's posted writes before it (PCIe
+// ordering: the guest that reads a register sees the DMA before it).
+func (s *Server) deliver(ctx context.Context) {
+	emit := func(b []byte) error { return driver.SendWait(ctx, s.r, b) }
+	for {
+		s.qmu.Lock()
+		q := s.queue
+		s.queue = nil
+		s.qmu.Unlock()
+		for _, b := range q {
+			s.mu.Lock()
+			ans, err := s.port.Receive(b, emit)
+			s.mu.Unlock()
+			if err != nil {
+				s.log.Debug("qemuproxy: device TLP not served", "err", err)
+			}
+			if ans.Done {
+				s.answers <- ans
+			}
+		}
+		s.qmu.Lock()
+		s.free = append(s.free, q...)
+		s.qmu.Unlock()
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.wake:
+		}
+	}
+}
+
+// syncSysmem maps the regions QEMU sent and retires the previous map.
+func (s *Server) syncSysmem(m Msg) error {
+	defer closeAll(m.FDs)
+	regions := make([]vmm.RAMRegion, 0, len(m.Regions))
+	var unmaps []func()
+	release := func() {
+		for _, u := range unmaps {
+			u()
+		}
+	}
+	for i, r := range m.Regions {
+		reg, unmap, err := vmm.MapFD(m.FDs[i], r.GPA, r.Size, r.Offset)
+		if err != nil {
+			release()
+			return fmt.Errorf("qemuproxy: SYNC_SYSMEM region %d: %w", i, err)
+		}
+		regions = append(regions, reg)
+		unmaps = append(unmaps, unmap)
+	}
+	if err := s.ram.Replace(regions, release); err != nil {
+		release()
+		return fmt.Errorf("qemuproxy: SYNC_SYSMEM: %w", err)
+	}
+	s.stats.MapChanges.Add(1)
+	return nil
+}
+
+func closeAll(fds []int) {
+	for _, fd := range fds {
+		_ = unix.Close(fd)
+	}
+}
