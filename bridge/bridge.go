@@ -55,16 +55,6 @@ const (
 	AcceptAll                  = AcceptPosted | AcceptNonPosted | AcceptCompletion
 )
 
-// replayEntry is one sent, unacknowledged TLP.
-type replayEntry struct {
-	meta
-	sentAt   time.Duration
-	txOrder  uint64
-	txCount  uint16
-	sacked   bool
-	needRetx bool
-}
-
 // synthCpl is a completion the bridge answers a request with itself.
 type synthCpl struct {
 	req, completer tlp.ID
@@ -74,19 +64,14 @@ type synthCpl struct {
 	la             uint8
 }
 
-// Credit type of the header and data credits of a class.
-func hdrType(c tlp.Class) encap.CreditType  { return encap.CreditType(2 * c) }
-func dataType(c tlp.Class) encap.CreditType { return encap.CreditType(2*c + 1) }
-
 // Bridge is the state machine of one end of a host-GPU pair. It is not safe
 // for concurrent use; drivers call it from one goroutine. See the package
-// documentation for the protocol.
+// documentation for the protocol and its parts.
 type Bridge struct {
-	cfg  Config
-	tr   translator
-	rng  uint64
-	now  time.Duration
-	mask uint32 // Window-1
+	cfg Config
+	tr  translator
+	rng uint64
+	now time.Duration
 
 	state                State
 	session, peerSession uint32
@@ -108,31 +93,19 @@ type Bridge struct {
 	probeTxOrder         uint64 // transmissions before that probe
 
 	// Transmit side.
-	txPool          pool
-	pending         [3]fifo[meta]
-	arrival         uint64
-	replay          []replayEntry
-	sndUna, sndNxt  uint32
-	effWindow       uint32
-	txOrder         uint64
-	maxAckedTxOrder uint64
-	retxCount       int
-	rtt             rttEstimator
-	rtoDeadline     time.Duration
-	peerLimit       [encap.NumCreditTypes]uint32
-	peerCap         [encap.NumCreditTypes]uint32 // the peer's buffers, from its HELLO: no limit runs further ahead
-	peerInf         uint8
-	consumed        [encap.NumCreditTypes]uint32
-	stalled         [3]bool
-	txTags          tagTable
+	txPool      pool
+	pending     [NumClasses]fifo[meta]
+	arrival     uint64
+	retx        retransmitQueue
+	rtt         rttEstimator
+	rtoDeadline time.Duration
+	credits     sendCredits
+	txTags      tagTable
 
 	// Receive side.
 	rxPool        pool
-	reorder       []int32
-	reorderN      []uint16
-	reorderHeld   int // TLPs held out of order
-	rcvNext       uint32
-	deliver       [3]fifo[meta]
+	reorder       reorderWindow
+	deliver       [NumClasses]fifo[meta]
 	rxOrder       uint64
 	rxTags        []tagEntry
 	rxEpoch       uint32
@@ -146,16 +119,7 @@ type Bridge struct {
 	framesUnacked int
 	creditDirty   bool
 	creditDue     time.Duration
-	advBase       [encap.NumCreditTypes]uint32
-	released      [encap.NumCreditTypes]uint32
-	advInf        uint8
-	capHdr        [3]int
-	capData       [3]int // 0: infinite
-	heldHdr       [3]int
-	heldData      [3]int
-	outHdr        [3]int
-	outData       [3]int
-	synthOut      int
+	buffers       recvCredits
 
 	synth    fifo[synthCpl]
 	synthBuf [tlp.Header3DW]byte
@@ -175,38 +139,26 @@ func New(cfg Config) (*Bridge, error) {
 	}
 	w := cfg.Window
 	b := &Bridge{
-		cfg:  cfg,
-		tr:   translator{m: append([]IDMapping(nil), cfg.IDMap...), convertType1: cfg.ConvertType1, downstreamBus: cfg.DownstreamBus},
-		rng:  cfg.Seed ^ 0x6a09e667f3bcc909 ^ uint64(cfg.Role)<<56 ^ uint64(cfg.PairID)<<32,
-		mask: uint32(w - 1),
+		cfg: cfg,
+		tr:  translator{m: append([]IDMapping(nil), cfg.IDMap...), convertType1: cfg.ConvertType1, downstreamBus: cfg.DownstreamBus},
+		rng: cfg.Seed ^ 0x6a09e667f3bcc909 ^ uint64(cfg.Role)<<56 ^ uint64(cfg.PairID)<<32,
 	}
-	b.txPool = newPool(3*cfg.TxQueue+w, cfg.maxTLP())
+	b.txPool = newPool(NumClasses*cfg.TxQueue+w, cfg.maxTLP())
 	for c := range b.pending {
 		b.pending[c] = newFifo[meta](cfg.TxQueue)
 	}
-	b.replay = make([]replayEntry, w)
+	b.retx = newRetransmitQueue(w)
 	b.rtt = newRTT(cfg.InitialRTO, cfg.MinRTO, cfg.MaxRTO)
 	b.txTags = newTagTable(8, cfg.MaxOutstanding)
+	var depth [NumClasses]int
+	b.buffers, depth = newRecvCredits(cfg.Credits, cfg.InfiniteQueue)
 	rxSlots := w
-	for c, cc := range cfg.Credits {
-		depth := cc.Headers
-		if depth == 0 {
-			depth = cfg.InfiniteQueue
-			b.advInf |= 1 << hdrType(tlp.Class(c))
-		}
-		if cc.Data == 0 {
-			b.advInf |= 1 << dataType(tlp.Class(c))
-		}
-		b.capHdr[c], b.capData[c] = depth, cc.Data
-		b.deliver[c] = newFifo[meta](depth)
-		rxSlots += depth
+	for c := range b.deliver {
+		b.deliver[c] = newFifo[meta](depth[c])
+		rxSlots += depth[c]
 	}
 	b.rxPool = newPool(rxSlots, cfg.maxTLP())
-	b.reorder = make([]int32, w)
-	b.reorderN = make([]uint16, w)
-	for i := range b.reorder {
-		b.reorder[i] = -1
-	}
+	b.reorder = newReorderWindow(w)
 	b.rxTags = make([]tagEntry, 1024)
 	b.synth = newFifo[synthCpl](2048 + cfg.TxQueue)
 	b.newSession(0)
@@ -237,13 +189,31 @@ func (b *Bridge) Outstanding() int { return b.txTags.active }
 // Pending returns the TLPs accepted from the local side and not yet
 // acknowledged by the peer (queued or in flight).
 func (b *Bridge) Pending() int {
-	return b.pending[0].len() + b.pending[1].len() + b.pending[2].len() + int(b.sndNxt-b.sndUna)
+	return b.queuedToSend() + b.retx.inFlight()
+}
+
+// queuedToSend counts the TLPs from the local side waiting to be sent.
+func (b *Bridge) queuedToSend() int {
+	n := 0
+	for c := range b.pending {
+		n += b.pending[c].len()
+	}
+	return n
 }
 
 // Queued returns the TLPs (synthesized completions included) waiting for
 // NextTLP.
 func (b *Bridge) Queued() int {
-	return b.deliver[0].len() + b.deliver[1].len() + b.deliver[2].len() + b.synth.len()
+	return b.queuedToDeliver() + b.synth.len()
+}
+
+// queuedToDeliver counts the TLPs from the fabric waiting for NextTLP.
+func (b *Bridge) queuedToDeliver() int {
+	n := 0
+	for c := range b.deliver {
+		n += b.deliver[c].len()
+	}
+	return n
 }
 
 func (b *Bridge) random() uint32 {
@@ -260,25 +230,15 @@ func (b *Bridge) newSession(now time.Duration) {
 	for b.session = b.random(); b.session == 0 || b.session == b.peerSession; b.session = b.random() {
 	}
 	b.peerSession, b.peerKnown = 0, false
-	isn := b.random()
-	b.sndUna, b.sndNxt = isn, isn
+	b.retx.restart(b.random())
 	b.rtoDeadline = noDeadline
-	b.retxCount = 0
-	b.txOrder, b.maxAckedTxOrder = 0, 0
 	b.rxEpoch++
-	for c := range b.capHdr {
-		cl := tlp.Class(c)
-		b.advBase[hdrType(cl)] = uint32(b.capHdr[c] - b.heldHdr[c])
-		b.advBase[dataType(cl)] = uint32(max(b.capData[c]-b.heldData[c], 0))
-		b.released[hdrType(cl)], b.released[dataType(cl)] = 0, 0
-	}
+	b.buffers.restart()
 	b.helloDue = now
 	b.helloAckPending, b.kaAckPending = false, false
 	b.probePending, b.probeOut = false, false
 	b.ackPending, b.ackNow, b.nakPending, b.creditDirty = false, false, false, false
 }
-
-func (b *Bridge) advLimit(t encap.CreditType) uint32 { return b.advBase[t] + b.released[t] }
 
 func (b *Bridge) pushEvent(e Event) {
 	if b.evHead == len(b.events) {
@@ -313,7 +273,7 @@ func (b *Bridge) Deadline() time.Duration {
 		d = min(d, b.creditDue)
 	}
 	d = min(d, b.rtoDeadline, b.lastSent+b.cfg.Keepalive, b.lastRecv+b.cfg.DeadAfter)
-	if b.reorderHeld > 0 && b.nakSent {
+	if b.reorder.held > 0 && b.nakSent {
 		d = min(d, b.nakAt+b.renakAfter())
 	}
 	if b.probing() {
@@ -325,7 +285,7 @@ func (b *Bridge) Deadline() time.Duration {
 // probing: TLPs wait for credits while nothing is in flight to bring an
 // update, so KEEPALIVEs probe for one every RTO.
 func (b *Bridge) probing() bool {
-	return b.sndUna == b.sndNxt && (b.stalled[0] || b.stalled[1] || b.stalled[2])
+	return b.retx.empty() && b.credits.anyStalled()
 }
 
 // HandleTimeout runs the timers due at now: silence detection, completion
@@ -345,7 +305,7 @@ func (b *Bridge) HandleTimeout(now time.Duration) {
 	if b.state == StateUp && b.rtoDeadline != noDeadline && now >= b.rtoDeadline {
 		b.onRTO(now)
 	}
-	if b.state == StateUp && b.reorderHeld > 0 && b.nakSent && now-b.nakAt >= b.renakAfter() {
+	if b.state == StateUp && b.reorder.held > 0 && b.nakSent && now-b.nakAt >= b.renakAfter() {
 		// The hole outlived its NAK: the retransmission was lost too.
 		b.nakPending, b.nakAt = true, now
 	}
@@ -354,32 +314,12 @@ func (b *Bridge) HandleTimeout(now time.Duration) {
 // scanTags synthesizes CA for requests past the completion timeout and ends
 // the quarantine of stale tags.
 func (b *Bridge) scanTags(now time.Duration) {
-	t := &b.txTags
-	next := noDeadline
-	ct := b.cfg.CompletionTimeout
-	for w := int(t.base); w < int(t.base)+len(t.free.buf); w++ {
-		e := &t.entries[w]
-		switch e.state {
-		case tagActive:
-			if now-e.start >= ct {
-				b.ctr.CompletionTimeouts++
-				b.ctr.SynthesizedCA++
-				b.pushSynth(synthCpl{req: e.origReq, completer: e.completer, tag: e.origTag, status: tlp.StatusCA, bc: e.remaining, la: e.nextLA})
-				b.pushEvent(Event{Kind: EventCompletionTimeout, RequesterID: e.origReq, Tag: e.origTag})
-				e.state = tagStale
-				t.active--
-				e.start = now
-			}
-			next = min(next, e.start+ct)
-		case tagStale:
-			if now-e.start >= ct {
-				t.release(uint16(w))
-				continue
-			}
-			next = min(next, e.start+ct)
-		}
-	}
-	t.nextCheck = next
+	b.txTags.expire(now, b.cfg.CompletionTimeout, func(e *tagEntry) {
+		b.ctr.CompletionTimeouts++
+		b.ctr.SynthesizedCA++
+		b.pushSynth(synthCpl{req: e.origReq, completer: e.completer, tag: e.origTag, status: tlp.StatusCA, bc: e.remaining, la: e.nextLA})
+		b.pushEvent(Event{Kind: EventCompletionTimeout, RequesterID: e.origReq, Tag: e.origTag})
+	})
 }
 
 func (b *Bridge) pushSynth(s synthCpl) {
@@ -410,14 +350,7 @@ func (b *Bridge) onRTO(now time.Duration) {
 // bitmap of that answer can tell.
 func (b *Bridge) onProbeAck(ack uint32) {
 	b.probeOut = false
-	end := ack + 33
-	for s := b.sndUna; s != b.sndNxt && seqLT(s, end); s++ {
-		e := &b.replay[s&b.mask]
-		if !e.sacked && !e.needRetx && e.txOrder <= b.probeTxOrder {
-			e.needRetx = true
-			b.retxCount++
-		}
-	}
+	b.retx.markSentBefore(ack, b.probeTxOrder)
 }
 
 // goDown ends the session: every forwarded request gets UR, unacknowledged
@@ -435,19 +368,10 @@ func (b *Bridge) goDown(now time.Duration, reason string, resetReason uint8) {
 		}
 	}
 	// Requests in flight or queued.
-	t := &b.txTags
-	for w := int(t.base); w < int(t.base)+len(t.free.buf); w++ {
-		e := &t.entries[w]
-		switch e.state {
-		case tagActive:
-			b.ctr.SynthesizedUR++
-			b.pushSynth(synthCpl{req: e.origReq, completer: e.completer, tag: e.origTag, status: tlp.StatusUR, bc: e.remaining, la: e.nextLA})
-			t.release(uint16(w))
-		case tagStale:
-			t.release(uint16(w))
-		}
-	}
-	t.nextCheck = noDeadline
+	b.txTags.abort(func(e *tagEntry) {
+		b.ctr.SynthesizedUR++
+		b.pushSynth(synthCpl{req: e.origReq, completer: e.completer, tag: e.origTag, status: tlp.StatusUR, bc: e.remaining, la: e.nextLA})
+	})
 	lost := b.lostBuf[:0]
 	nLost := 0
 	drop := func(m *meta) {
@@ -462,31 +386,21 @@ func (b *Bridge) goDown(now time.Duration, reason string, resetReason uint8) {
 		}
 		b.txPool.put(m.slot)
 	}
-	for s := b.sndUna; s != b.sndNxt; s++ {
-		e := &b.replay[s&b.mask]
-		drop(&e.meta)
-		*e = replayEntry{}
-	}
+	b.retx.clear(drop)
 	// Queued TLPs after those in flight, in arrival order per class.
 	for c := range b.pending {
 		for b.pending[c].len() > 0 {
 			m := b.pending[c].pop()
 			drop(&m)
 		}
-		b.stalled[c] = false
 	}
+	b.credits.stalled = [NumClasses]bool{}
 	if nLost > 0 {
 		b.ctr.PostedLost += uint64(nLost)
 		b.pushEvent(Event{Kind: EventPostedLost, Count: nLost, Addrs: append([]uint64(nil), lost...)})
 	}
 	b.lostBuf = lost[:0]
-	for i, s := range b.reorder {
-		if s >= 0 {
-			b.rxPool.put(s)
-			b.reorder[i] = -1
-		}
-	}
-	b.reorderHeld = 0
+	b.reorder.restart(b.reorder.next, &b.rxPool)
 	if wasUp && resetReason != 0 {
 		b.resetPending, b.resetReason, b.resetEcho = true, resetReason, b.peerSession
 	}
@@ -615,24 +529,7 @@ func (b *Bridge) refuseDown(v tlp.View, k tlp.Kind) error {
 }
 
 // hasCredits reports whether the peer advertised room for m.
-func (b *Bridge) hasCredits(m *meta) bool {
-	ht, dt := hdrType(m.class), dataType(m.class)
-	if b.peerInf&(1<<ht) == 0 && uint16(b.peerLimit[ht]-b.consumed[ht]-1) > 0x8000 {
-		return false
-	}
-	dc := uint32(dataUnits(m))
-	if dc > 0 && b.peerInf&(1<<dt) == 0 && b.peerLimit[dt]-b.consumed[dt]-dc > 1<<31 {
-		return false
-	}
-	return true
-}
-
-func dataUnits(m *meta) int {
-	if !m.data {
-		return 0
-	}
-	return (int(m.payload) + 15) / 16
-}
+func (b *Bridge) hasCredits(m *meta) bool { return b.credits.allows(m.class, dataUnits(m)) }
 
 // pickNext returns the class whose head goes next, and its index in that
 // queue: the oldest head that has credits and may pass everything queued
@@ -674,8 +571,7 @@ func (b *Bridge) pickNext() (int, int) {
 			continue
 		}
 		if !b.hasCredits(h) {
-			if !b.stalled[c] {
-				b.stalled[c] = true
+			if b.credits.stall(tlp.Class(c)) {
 				b.ctr.CreditStalls[c]++
 			}
 			continue
@@ -687,8 +583,13 @@ func (b *Bridge) pickNext() (int, int) {
 
 // DebugString describes the internal state, for logs of failing runs.
 func (b *Bridge) DebugString() string {
-	return fmt.Sprintf("%v session %#x peer %#x snd una %#x nxt %#x win %d retx %d rto@%v pending %d/%d/%d stalled %v limit %v consumed %v inf %#x | rcv next %#x sack %#x deliver %d/%d/%d held %v/%v adv %v+%v cap %v/%v synth %d tags %d",
-		b.state, b.session, b.peerSession, b.sndUna, b.sndNxt, b.effWindow, b.retxCount, b.rtoDeadline,
-		b.pending[0].len(), b.pending[1].len(), b.pending[2].len(), b.stalled, b.peerLimit, b.consumed, b.peerInf,
-		b.rcvNext, b.sackBits(), b.deliver[0].len(), b.deliver[1].len(), b.deliver[2].len(), b.heldHdr, b.heldData, b.advBase, b.released, b.capHdr, b.capData, b.synth.len(), b.txTags.active)
+	var pending, deliver [NumClasses]int
+	for c := range pending {
+		pending[c], deliver[c] = b.pending[c].len(), b.deliver[c].len()
+	}
+	r := &b.buffers
+	return fmt.Sprintf("%v session %#x peer %#x snd una %#x nxt %#x win %d retx %d rto@%v pending %v stalled %v limit %v consumed %v inf %#x | rcv next %#x sack %#x deliver %v held %v/%v adv %v+%v cap %v/%v synth %d tags %d",
+		b.state, b.session, b.peerSession, b.retx.una, b.retx.nxt, b.retx.limit, b.retx.marked, b.rtoDeadline,
+		pending, b.credits.stalled, b.credits.limit, b.credits.consumed, b.credits.infinite,
+		b.reorder.next, b.reorder.sack(), deliver, r.heldHdr, r.heldData, r.base, r.released, r.capHdr, r.capData, b.synth.len(), b.txTags.active)
 }

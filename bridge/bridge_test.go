@@ -299,7 +299,7 @@ func TestUnmatchedCompletionFromFabricDropped(t *testing.T) {
 	h.SetPairID(0x123456)
 	h.SetCount(1)
 	h.SetBodyLen(2 + len(raw))
-	h.SetSeq(p.h.rcvNext)
+	h.SetSeq(p.h.reorder.next)
 	f[encap.HeaderLen], f[encap.HeaderLen+1] = 0, byte(len(raw))
 	copy(f[encap.HeaderLen+2:], raw)
 	if err := p.h.HandleFrame(p.now, f); err != nil {
@@ -310,8 +310,8 @@ func TestUnmatchedCompletionFromFabricDropped(t *testing.T) {
 		t.Fatalf("delivered %d, unmatched %d", len(p.hq), p.h.Counters().UnmatchedCompletions)
 	}
 	// Its credits came back at once.
-	if p.h.heldHdr[tlp.Completion] != 0 {
-		t.Fatalf("held %d completion headers", p.h.heldHdr[tlp.Completion])
+	if p.h.buffers.heldHdr[tlp.Completion] != 0 {
+		t.Fatalf("held %d completion headers", p.h.buffers.heldHdr[tlp.Completion])
 	}
 }
 
@@ -340,7 +340,7 @@ func TestDuplicateAndForeignFrames(t *testing.T) {
 		t.Fatalf("foreign pair: %v", err)
 	}
 	bad := append([]byte(nil), first...)
-	encap.Header(bad).SetAck(p.g.sndNxt + 1000)
+	encap.Header(bad).SetAck(p.g.retx.nxt + 1000)
 	encap.Header(bad).SetVersionFlags(encap.Version, encap.FlagAck)
 	if err := p.g.HandleFrame(p.now, bad); !errors.Is(err, ErrFrame) || !strings.Contains(err.Error(), "ack") {
 		t.Fatalf("ack from the future: %v", err)
@@ -559,7 +559,7 @@ func TestSequenceWrap(t *testing.T) {
 	p := newTestPair(t, Config{}, Config{})
 	p.up()
 	var start uint32 = 0xFFFFFFF0
-	p.h.sndUna, p.h.sndNxt, p.g.rcvNext = start, start, start
+	p.h.retx.una, p.h.retx.nxt, p.g.reorder.next = start, start, start
 	n := 0
 	p.drop = func(from *Bridge, f []byte) bool {
 		if from == p.h && encap.Header(f).Type() == encap.MsgTLP {
@@ -581,8 +581,8 @@ func TestSequenceWrap(t *testing.T) {
 			t.Fatalf("TLP %d out of order across the wrap", i)
 		}
 	}
-	if p.h.sndUna != start+64 {
-		t.Fatalf("sndUna %#x, want %#x", p.h.sndUna, start+64)
+	if p.h.retx.una != start+64 {
+		t.Fatalf("sndUna %#x, want %#x", p.h.retx.una, start+64)
 	}
 }
 

@@ -43,7 +43,7 @@ type Config struct {
 	MTU int
 	// MaxPayload is the largest TLP payload in bytes (the MPS). Default 512.
 	MaxPayload int
-	// Window is the number of TLPs in flight (replay buffer, and the reorder
+	// Window is the number of TLPs in flight (retransmit queue, and the reorder
 	// window offered to the peer); rounded up to a power of two. Default 256.
 	Window int
 	// TxQueue is the depth of each class's queue of TLPs from the local PCIe
@@ -52,7 +52,7 @@ type Config struct {
 	// Credits are the receive buffers per class (index tlp.Posted,
 	// tlp.NonPosted, tlp.Completion), advertised to the peer. Default 64
 	// headers and 64*MaxPayload/16 data units each.
-	Credits [3]ClassCredits
+	Credits [NumClasses]ClassCredits
 	// InfiniteQueue is the depth of a class whose header credits are
 	// infinite. Default 64.
 	InfiniteQueue int

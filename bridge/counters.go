@@ -28,8 +28,8 @@ type Counters struct {
 	RxOverruns                       uint64 // TLPs refused for a full class buffer (peer overran credits)
 	BogusCredits                     uint64 // credit limits beyond what the peer's buffers can hold, ignored
 
-	CreditStalls [3]uint64 // per class: times the head waited for peer credits
-	TagStalls    uint64    // HandleTLP refused a request for want of a tag
+	CreditStalls [NumClasses]uint64 // per class: times the head waited for peer credits
+	TagStalls    uint64             // HandleTLP refused a request for want of a tag
 
 	TagsInUse, TagsHighWater uint64
 	CompletionTimeouts       uint64

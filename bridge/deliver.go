@@ -1,8 +1,6 @@
 package bridge
 
 import (
-	"fmt"
-
 	"github.com/dxpu/dxpu/tlp"
 )
 
@@ -17,8 +15,7 @@ func (b *Bridge) NextTLP(accept ClassMask) (tlp.View, bool) {
 		s := b.synth.pop()
 		b.ctr.TLPsDelivered++
 		if !b.cfg.AutoRelease {
-			b.synthOut++
-			b.outHdr[tlp.Completion]++
+			b.buffers.handOutSynth()
 		}
 		return b.buildSynth(&s), true
 	}
@@ -55,8 +52,7 @@ func (b *Bridge) NextTLP(accept ClassMask) (tlp.View, bool) {
 	if b.cfg.AutoRelease {
 		b.creditReturn(tlp.Class(best), 1, dc)
 	} else {
-		b.outHdr[best]++
-		b.outData[best] += dc
+		b.buffers.handOut(tlp.Class(best), dc)
 	}
 	return v, true
 }
@@ -68,22 +64,9 @@ func anyMeta(*meta) bool { return true }
 // The peer learns the new limits with the next frame. It is an error to
 // release more than was delivered.
 func (b *Bridge) Release(c tlp.Class, headers, data int) error {
-	if c > tlp.Completion || headers < 0 || data < 0 {
-		return fmt.Errorf("%w: class %v, %d headers, %d data units", ErrRelease, c, headers, data)
-	}
-	if headers > b.outHdr[c] || data > b.outData[c] {
-		return fmt.Errorf("%w: class %v: releasing %d headers and %d data units, %d and %d are delivered and unreleased",
-			ErrRelease, c, headers, data, b.outHdr[c], b.outData[c])
-	}
-	b.outHdr[c] -= headers
-	b.outData[c] -= data
-	if c == tlp.Completion && b.synthOut > 0 {
-		// Synthesized completions took no credit from the peer: their
-		// share of the release is not passed on. Taking it first can
-		// only under-advertise for a while, never over-advertise.
-		k := min(headers, b.synthOut)
-		b.synthOut -= k
-		headers -= k
+	headers, err := b.buffers.release(c, headers, data)
+	if err != nil {
+		return err
 	}
 	b.creditReturn(c, headers, data)
 	return nil
@@ -95,10 +78,7 @@ func (b *Bridge) creditReturn(c tlp.Class, headers, data int) {
 	if headers == 0 && data == 0 {
 		return
 	}
-	b.heldHdr[c] -= headers
-	b.heldData[c] -= data
-	b.released[hdrType(c)] += uint32(headers)
-	b.released[dataType(c)] += uint32(data)
+	b.buffers.free(c, headers, data)
 	if !b.creditDirty {
 		b.creditDirty = true
 		b.creditDue = b.now + b.cfg.AckDelay

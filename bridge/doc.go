@@ -8,8 +8,8 @@
 //
 // A Bridge owns no goroutine, socket or clock, and allocates nothing per
 // TLP once built (every buffer is a preallocated ring or slot pool), so it
-// can be embedded in SmartNIC firmware, driven by the virtual-time harness
-// (bridge/harness) or by a real-time driver (bridge/driver over bridge/udp
+// can be embedded in SmartNIC firmware, driven in virtual time (bridge/vpair,
+// internal/pairsim) or by a real-time driver (bridge/driver over bridge/udp
 // or bridge/afpacket). Inputs and outputs:
 //
 //	in:  HandleTLP(now, tlp)       TLP from the local PCIe side (copied)
@@ -25,6 +25,30 @@
 // Time is a time.Duration since any epoch the driver likes. A driver's loop
 // after every input is: drain NextFrame, drain NextTLP, drain NextEvent,
 // arm a timer for Deadline.
+//
+// # Parts
+//
+// A Bridge composes small unexported parts, one file each, each tested on
+// its own:
+//
+//   - retransmitQueue (retransmit.go): every sent, unacknowledged TLP by
+//     sequence number; applies acks and SACKs and marks TLPs to send again
+//     (NAK, RACK-style overtaking, answered RTO probe).
+//   - reorderWindow (reorder.go): received TLPs held until the ones before
+//     them arrive; classifies arrivals (new, old, duplicate of a held one,
+//     beyond the window) and builds the SACK bitmap.
+//   - sendCredits (sendcredits.go): the credits the peer granted, per
+//     credit type; whether a TLP of a class may go.
+//   - recvCredits (recvcredits.go): this side's buffers per class: held,
+//     handed out, released, and the limits advertised.
+//   - tagTable (tags.go): wire tags of forwarded requests, completion
+//     accounting, timeouts and quarantine.
+//   - rttEstimator (rtt.go): SRTT, RTTVAR and RTO (RFC 6298).
+//   - the ordering rules (order.go), ID translation (translate.go), rings
+//     and slot pools (ring.go).
+//
+// Per-class arrays have NumClasses entries indexed by tlp.Class
+// (tlp.Posted, tlp.NonPosted, tlp.Completion).
 //
 // # Link state machine
 //
@@ -57,7 +81,7 @@
 // behind a hole the receiver sends a NAK at once (once per hole, again only
 // if the hole outlives two RTTs).
 //
-// The sender keeps every unacknowledged TLP in a replay buffer of Window
+// The sender keeps every unacknowledged TLP in a retransmit queue of Window
 // TLPs (also the most in flight, and the receiver's reorder window). It
 // retransmits (a) on a NAK, the frame that carried the missing TLP; (b)
 // RACK-style, a TLP that at least three later transmissions overtook, as far

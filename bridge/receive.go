@@ -91,8 +91,8 @@ func (b *Bridge) HandleFrame(now time.Duration, frame []byte) error {
 
 // headerFields applies the ack, SACK and credit fields of the header.
 func (b *Bridge) headerFields(now time.Duration, h encap.Header, t encap.MsgType) error {
-	if h.Flags()&encap.FlagAck != 0 && seqLT(b.sndNxt, h.Ack()) {
-		return b.dropFrame("bytes 12-15: ack %#x beyond the next sequence number %#x", h.Ack(), b.sndNxt)
+	if h.Flags()&encap.FlagAck != 0 && seqLT(b.retx.nxt, h.Ack()) {
+		return b.dropFrame("bytes 12-15: ack %#x beyond the next sequence number %#x", h.Ack(), b.retx.nxt)
 	}
 	if h.Flags()&encap.FlagCredit != 0 {
 		b.onCredits(h)
@@ -151,14 +151,7 @@ func (b *Bridge) handleControl(now time.Duration, c *encap.Control) error {
 		}
 		if !b.peerKnown || c.Session != b.peerSession {
 			b.peerSession, b.peerKnown, b.peer = c.Session, true, *c
-			b.rcvNext = c.ISN
-			for i, s := range b.reorder {
-				if s >= 0 {
-					b.rxPool.put(s)
-					b.reorder[i] = -1
-				}
-			}
-			b.reorderHeld = 0
+			b.reorder.restart(c.ISN, &b.rxPool)
 		}
 		b.helloAckPending = true
 		if c.PeerSession == b.session {
@@ -183,156 +176,58 @@ func (b *Bridge) goUp(now time.Duration) {
 	b.state = StateUp
 	b.ctr.LinkUps++
 	b.lastRecv, b.lastSent, b.lastProbe = now, now, now
-	b.effWindow = uint32(min(int(p.Window), b.cfg.Window))
+	b.retx.limit = uint32(min(int(p.Window), b.cfg.Window))
 	if b.txTags.inUse() == 0 {
 		base, _ := tagSpace(int(p.TagBits))
 		if uint16(base) != b.txTags.base {
 			b.txTags = newTagTable(int(p.TagBits), b.cfg.MaxOutstanding)
 		}
 	}
-	b.peerLimit = p.Credits
-	b.peerCap = p.Credits
-	b.peerInf = p.Infinite
-	b.consumed = [encap.NumCreditTypes]uint32{}
+	b.credits.start(p.Credits, p.Infinite)
 	b.pushEvent(Event{Kind: EventLinkUp, Session: b.session})
 }
 
-// onCredits takes the peer's cumulative limits; frames may arrive out of
-// order, so a limit only ever moves forward. A limit can never run further
-// ahead of what this side consumed than the peer's buffers hold (its HELLO
-// credits): one that does is corrupt or forged, and accepting it would be
-// permanent, since later true limits would look like steps back.
+// onCredits takes the peer's cumulative limits (see sendCredits.update).
 func (b *Bridge) onCredits(h encap.Header) {
 	for t := encap.CreditType(0); t < encap.NumCreditTypes; t++ {
-		l := h.CreditLimit(t)
-		if t == encap.CreditPH || t == encap.CreditNPH || t == encap.CreditCplH {
-			if int16(uint16(l)-uint16(b.peerLimit[t])) <= 0 {
-				continue
-			}
-			if b.peerInf&(1<<t) == 0 && uint16(l)-uint16(b.consumed[t]) > uint16(b.peerCap[t]) {
-				b.ctr.BogusCredits++
-				continue
-			}
-			b.peerLimit[t] = b.peerLimit[t]&^0xffff | l
-		} else if int32(l-b.peerLimit[t]) > 0 {
-			if b.peerInf&(1<<t) == 0 && l-b.consumed[t] > b.peerCap[t] {
-				b.ctr.BogusCredits++
-				continue
-			}
-			b.peerLimit[t] = l
+		if b.credits.update(t, h.CreditLimit(t)) {
+			b.ctr.BogusCredits++
 		}
 	}
 }
 
 // onAck frees acknowledged TLPs, samples the RTT from TLPs sent once, and
-// marks for retransmission every TLP that at least three later
-// transmissions overtook (RACK-style: reordering alone rarely trips it).
+// marks TLPs for retransmission: on a NAK the frame that carried the hole,
+// and RACK-style every TLP that at least three later transmissions
+// overtook (reordering alone rarely trips it).
 func (b *Bridge) onAck(now time.Duration, ack, sack uint32, nak bool) {
-	var sample time.Duration = -1
-	prevMax := b.maxAckedTxOrder
-	progress := false
-	for ; seqLT(b.sndUna, ack); b.sndUna++ {
-		e := &b.replay[b.sndUna&b.mask]
-		if e.txCount == 1 && !e.sacked {
-			sample = now - e.sentAt
-		}
-		if b.plausible(now, e) {
-			b.maxAckedTxOrder = max(b.maxAckedTxOrder, e.txOrder)
-		}
-		if e.needRetx {
-			b.retxCount--
-		}
-		b.txPool.put(e.slot)
-		*e = replayEntry{}
-		progress = true
+	r := b.retx.acknowledge(now, ack, sack, b.rtt.minRTT, &b.txPool)
+	if r.sample >= 0 {
+		b.rtt.sample(r.sample)
 	}
-	for i := 0; sack != 0 && i < 32; i++ {
-		if sack&(1<<i) == 0 {
-			continue
-		}
-		s := ack + 1 + uint32(i)
-		if !seqLT(s, b.sndNxt) {
-			break
-		}
-		if seqLT(s, b.sndUna) {
-			continue // a stale ack: that TLP is acknowledged and its entry reused
-		}
-		e := &b.replay[s&b.mask]
-		if e.sacked {
-			continue
-		}
-		e.sacked = true
-		if e.txCount == 1 {
-			sample = now - e.sentAt
-		}
-		if b.plausible(now, e) {
-			b.maxAckedTxOrder = max(b.maxAckedTxOrder, e.txOrder)
-		}
-		if e.needRetx {
-			e.needRetx = false
-			b.retxCount--
-		}
+	if r.progress {
+		b.rearmRTO(now)
 	}
-	if sample >= 0 {
-		b.rtt.sample(sample)
+	if nak {
+		// Unless that frame went out again less than half an RTT ago.
+		b.retx.markNakFrame(now, ack, b.rtt.srtt/2)
 	}
-	if progress {
-		if b.sndUna == b.sndNxt {
-			b.rtoDeadline = noDeadline
-		} else {
-			b.rtoDeadline = now + b.rtt.rto
-		}
-	}
-	if nak && b.sndUna == ack && ack != b.sndNxt {
-		// The receiver holds later TLPs behind a hole at ack: resend the
-		// frame that carried it (TLPs sent together with it), unless it
-		// went out again less than half an RTT ago.
-		first := &b.replay[ack&b.mask]
-		if !first.sacked && !first.needRetx && now-first.sentAt >= b.rtt.srtt/2 {
-			sentAt := first.sentAt
-			for s := ack; s != b.sndNxt; s++ {
-				e := &b.replay[s&b.mask]
-				if e.sacked || e.sentAt != sentAt {
-					break
-				}
-				if !e.needRetx {
-					e.needRetx = true
-					b.retxCount++
-				}
-			}
-		}
-	}
-	if b.maxAckedTxOrder > prevMax || nak {
-		// Only what the SACK bitmap covers can be judged: the receiver
-		// may hold TLPs beyond it without saying so.
-		end := ack + 33
-		for s := b.sndUna; s != b.sndNxt && seqLT(s, end); s++ {
-			e := &b.replay[s&b.mask]
-			if e.sacked || e.needRetx {
-				continue
-			}
-			if e.txOrder+3 <= b.maxAckedTxOrder {
-				e.needRetx = true
-				b.retxCount++
-			} else if e.txCount == 1 {
-				// First transmissions go out in sequence order, and a
-				// retransmission is newer than every first transmission
-				// before it: nothing further on can qualify.
-				break
-			}
-		}
+	if r.newMax || nak {
+		b.retx.markOvertaken(ack)
 	}
 }
 
-// plausible reports whether the acknowledgement of e can be for its latest
-// transmission: an ack arriving sooner than the smallest RTT seen after a
-// retransmission answers an earlier copy, and taking the retransmission's
-// order for it would declare everything sent in between lost.
-func (b *Bridge) plausible(now time.Duration, e *replayEntry) bool {
-	return e.txCount == 1 || now-e.sentAt >= b.rtt.minRTT
+// rearmRTO restarts the retransmission timer after progress, or stops it
+// when nothing is in flight.
+func (b *Bridge) rearmRTO(now time.Duration) {
+	if b.retx.empty() {
+		b.rtoDeadline = noDeadline
+	} else {
+		b.rtoDeadline = now + b.rtt.rto
+	}
 }
 
-// onTLPs stores the new TLPs of a validated frame in the reorder buffer and
+// onTLPs stores the new TLPs of a validated frame in the reorder window and
 // moves the in-order prefix to the class queues.
 func (b *Bridge) onTLPs(now time.Duration, h encap.Header, body []byte) {
 	n := h.Count()
@@ -342,40 +237,17 @@ func (b *Bridge) onTLPs(now time.Duration, h encap.Header, body []byte) {
 		l := int(h.TLPLen(i))
 		t := body[off : off+l]
 		off += l
-		seq := h.Seq() + uint32(i)
-		if seqLT(seq, b.rcvNext) {
-			b.ctr.Duplicates++
-			b.ackNow = true
-			continue
+		if b.admit(h.Seq()+uint32(i), t) {
+			fresh = true
 		}
-		d := seq - b.rcvNext
-		if d >= uint32(len(b.reorder)) {
-			b.ctr.OutOfWindow++
-			b.ackNow = true
-			continue
-		}
-		idx := seq & b.mask
-		if b.reorder[idx] >= 0 {
-			b.ctr.Duplicates++
-			continue
-		}
-		slot := b.rxPool.get()
-		if slot < 0 {
-			b.ctr.RxOverruns++
-			continue
-		}
-		copy(b.rxPool.bytes(slot, l), t)
-		b.reorder[idx], b.reorderN[idx] = slot, uint16(l)
-		b.reorderHeld++
-		fresh = true
 	}
 	b.drainReorder()
-	if fresh && b.reorderHeld > 0 && b.reorder[b.rcvNext&b.mask] < 0 &&
-		(!b.nakSent || b.nakFor != b.rcvNext || now-b.nakAt >= b.renakAfter()) {
+	if fresh && b.reorder.hole() &&
+		(!b.nakSent || b.nakFor != b.reorder.next || now-b.nakAt >= b.renakAfter()) {
 		// New TLPs wait behind a hole: tell the sender at once; again for
 		// the same hole only after two RTTs, in case the retransmission
 		// was lost too (the SACK bits of every frame keep it informed).
-		b.nakPending, b.nakSent, b.nakFor, b.nakAt = true, true, b.rcvNext, now
+		b.nakPending, b.nakSent, b.nakFor, b.nakAt = true, true, b.reorder.next, now
 	}
 	if fresh || b.ackNow {
 		b.framesUnacked++
@@ -389,32 +261,52 @@ func (b *Bridge) onTLPs(now time.Duration, h encap.Header, body []byte) {
 	}
 }
 
+// admit copies TLP seq into the reorder window unless it is a duplicate,
+// beyond the window or finds no buffer; it reports whether it was new.
+func (b *Bridge) admit(seq uint32, t []byte) bool {
+	switch b.reorder.classify(seq) {
+	case arrivalOld:
+		b.ctr.Duplicates++
+		b.ackNow = true
+		return false
+	case arrivalBeyond:
+		b.ctr.OutOfWindow++
+		b.ackNow = true
+		return false
+	case arrivalHeld:
+		b.ctr.Duplicates++
+		return false
+	}
+	slot := b.rxPool.get()
+	if slot < 0 {
+		b.ctr.RxOverruns++
+		return false
+	}
+	copy(b.rxPool.bytes(slot, len(t)), t)
+	b.reorder.store(seq, slot, len(t))
+	return true
+}
+
 // drainReorder delivers consecutive TLPs from rcvNext while their class has
 // room; a TLP that finds none stays unacknowledged and is sent again.
 func (b *Bridge) drainReorder() {
 	for {
-		idx := b.rcvNext & b.mask
-		slot := b.reorder[idx]
-		if slot < 0 {
+		slot, n, ok := b.reorder.head()
+		if !ok {
 			return
 		}
-		v := tlp.View(b.rxPool.bytes(slot, int(b.reorderN[idx])))
+		v := tlp.View(b.rxPool.bytes(slot, n))
 		k := v.Kind()
 		c := k.Class()
 		dc := v.DataCredits()
-		if b.deliver[c].full() ||
-			(b.capData[c] != 0 && b.heldData[c]+dc > b.capData[c]) ||
-			(b.advInf&(1<<hdrType(c)) == 0 && b.heldHdr[c] >= b.capHdr[c]) {
+		if b.deliver[c].full() || !b.buffers.room(c, dc) {
 			b.ctr.RxOverruns++
 			return
 		}
-		b.reorder[idx] = -1
-		b.reorderHeld--
-		b.rcvNext++
+		b.reorder.advance()
 		b.ctr.TLPsReceived++
 		b.ctr.PayloadBytesRx += uint64(v.PayloadLen())
-		b.heldHdr[c]++
-		b.heldData[c] += dc
+		b.buffers.hold(c, dc)
 		switch c {
 		case tlp.Completion:
 			if !b.matchCompletion(v) {
@@ -445,7 +337,7 @@ func (b *Bridge) drainReorder() {
 func (b *Bridge) matchCompletion(v tlp.View) bool {
 	w := v.Tag()
 	t := &b.txTags
-	if int(w) < int(t.base) || int(w) >= int(t.base)+len(t.free.buf) {
+	if !t.owns(w) {
 		b.ctr.UnmatchedCompletions++
 		return false
 	}

@@ -56,7 +56,7 @@ func (b *Bridge) nextFrame(now time.Duration, buf []byte) int {
 		return b.control(buf, encap.Control{Type: encap.CtlKeepaliveAck, PeerSession: b.peerSession, Probe: b.kaAckProbe})
 	}
 	if b.probePending {
-		b.probePending, b.probeOut, b.probeTxOrder = false, true, b.txOrder
+		b.probePending, b.probeOut, b.probeTxOrder = false, true, b.retx.txOrder
 		b.ctr.KeepalivesSent++
 		return b.control(buf, encap.Control{Type: encap.CtlKeepalive, PeerSession: b.peerSession, Probe: b.probeSeq})
 	}
@@ -93,11 +93,9 @@ func (b *Bridge) hello(t encap.ControlType) encap.Control {
 		PeerSession: b.peerSession,
 		Window:      uint16(min(b.cfg.Window, 1<<15)),
 		MaxTLP:      uint16(b.cfg.maxTLP()),
-		ISN:         b.sndNxt,
-		Infinite:    b.advInf,
-	}
-	for t := range c.Credits {
-		c.Credits[t] = b.advBase[t]
+		ISN:         b.retx.nxt,
+		Infinite:    b.buffers.infinite,
+		Credits:     b.buffers.base,
 	}
 	return c
 }
@@ -111,13 +109,13 @@ func (b *Bridge) header(buf []byte, t encap.MsgType, count, bodyLen int, seq uin
 	var flags uint8
 	if b.state == StateUp {
 		flags = encap.FlagAck | encap.FlagCredit
-		if sack := b.sackBits(); sack != 0 {
+		if sack := b.reorder.sack(); sack != 0 {
 			flags |= encap.FlagSack
 			h.SetSack(sack)
 		}
-		h.SetAck(b.rcvNext)
+		h.SetAck(b.reorder.next)
 		for ct := encap.CreditType(0); ct < encap.NumCreditTypes; ct++ {
-			h.SetCreditLimit(ct, b.advLimit(ct), b.advInf&(1<<ct) != 0)
+			h.SetCreditLimit(ct, b.buffers.limit(ct), b.buffers.isInfinite(ct))
 		}
 		b.ackPending, b.ackNow, b.nakPending, b.creditDirty = false, false, false, false
 		b.framesUnacked = 0
@@ -130,20 +128,8 @@ func (b *Bridge) header(buf []byte, t encap.MsgType, count, bodyLen int, seq uin
 	h.SetSeq(seq)
 }
 
-// sackBits: bit i set when TLP rcvNext+1+i is held in the reorder buffer.
-func (b *Bridge) sackBits() uint32 {
-	var m uint32
-	lim := min(32, len(b.reorder)-1)
-	for i := 0; i < lim; i++ {
-		if b.reorder[(b.rcvNext+1+uint32(i))&b.mask] >= 0 {
-			m |= 1 << i
-		}
-	}
-	return m
-}
-
 func (b *Bridge) bare(buf []byte, t encap.MsgType) int {
-	b.header(buf, t, 0, 0, b.sndNxt)
+	b.header(buf, t, 0, 0, b.retx.nxt)
 	return encap.HeaderLen
 }
 
@@ -154,7 +140,7 @@ func (b *Bridge) control(buf []byte, c encap.Control) int {
 	if err != nil {
 		return 0
 	}
-	b.header(buf, encap.MsgControl, 0, n, b.sndNxt)
+	b.header(buf, encap.MsgControl, 0, n, b.retx.nxt)
 	return encap.HeaderLen + n
 }
 
@@ -162,56 +148,12 @@ func (b *Bridge) control(buf []byte, c encap.Control) int {
 // as many new TLPs as the window, the credits, the ordering rules and the
 // MTU allow. A frame carries consecutive sequence numbers.
 func (b *Bridge) tlpFrame(now time.Duration, buf []byte) int {
-	mtu := len(buf)
-	size := encap.HeaderLen
-	n := 0
 	var first uint32
-	if b.retxCount > 0 {
-		s := b.sndUna
-		for ; s != b.sndNxt && !b.replay[s&b.mask].needRetx; s++ {
-		}
-		first = s
-		for ; s != b.sndNxt && n < encap.MaxTLPs; s++ {
-			e := &b.replay[s&b.mask]
-			if !e.needRetx || size+2+int(e.n) > mtu {
-				break
-			}
-			e.needRetx = false
-			b.retxCount--
-			b.txOrder++
-			e.txOrder, e.sentAt = b.txOrder, now
-			e.txCount++
-			b.ctr.Retransmits++
-			size += 2 + int(e.n)
-			n++
-		}
-		if n == 0 { // inconsistent count; never loop on it
-			b.retxCount = 0
-		}
+	var n, size int
+	if b.retx.marked > 0 {
+		first, n, size = b.resendRun(now, len(buf))
 	} else {
-		first = b.sndNxt
-		for n < encap.MaxTLPs && b.sndNxt-b.sndUna < b.effWindow {
-			c, idx := b.pickNext()
-			if c < 0 {
-				break
-			}
-			h := b.pending[c].at(idx)
-			if size+2+int(h.n) > mtu {
-				break
-			}
-			m := b.pending[c].removeAt(idx)
-			b.stalled[c] = false
-			ht, dt := hdrType(m.class), dataType(m.class)
-			b.consumed[ht]++
-			b.consumed[dt] += uint32(dataUnits(&m))
-			b.txOrder++
-			b.replay[b.sndNxt&b.mask] = replayEntry{meta: m, sentAt: now, txOrder: b.txOrder, txCount: 1}
-			b.sndNxt++
-			b.ctr.TLPsSent++
-			b.ctr.PayloadBytesTx += uint64(m.payload)
-			size += 2 + int(m.n)
-			n++
-		}
+		first, n, size = b.sendNew(now, len(buf))
 	}
 	if n == 0 {
 		return 0
@@ -219,7 +161,7 @@ func (b *Bridge) tlpFrame(now time.Duration, buf []byte) int {
 	b.header(buf, encap.MsgTLP, n, size-encap.HeaderLen, first)
 	off := encap.HeaderLen + 2*n
 	for i := 0; i < n; i++ {
-		e := &b.replay[(first+uint32(i))&b.mask]
+		e := b.retx.at(first + uint32(i))
 		binary.BigEndian.PutUint16(buf[encap.HeaderLen+2*i:], e.n)
 		off += copy(buf[off:], b.txPool.bytes(e.slot, int(e.n)))
 	}
@@ -227,6 +169,55 @@ func (b *Bridge) tlpFrame(now time.Duration, buf []byte) int {
 		b.rtoDeadline = now + b.rtt.rto
 	}
 	return size
+}
+
+// resendRun picks the oldest run of consecutive TLPs marked for
+// retransmission that fits mtu: its first sequence number, its length and
+// the frame size.
+func (b *Bridge) resendRun(now time.Duration, mtu int) (first uint32, n, size int) {
+	q := &b.retx
+	size = encap.HeaderLen
+	first = q.firstMarked()
+	for s := first; s != q.nxt && n < encap.MaxTLPs; s++ {
+		e := q.at(s)
+		if !e.needRetx || size+2+int(e.n) > mtu {
+			break
+		}
+		q.resend(e, now)
+		b.ctr.Retransmits++
+		size += 2 + int(e.n)
+		n++
+	}
+	if n == 0 { // inconsistent count; never loop on it
+		q.marked = 0
+	}
+	return first, n, size
+}
+
+// sendNew moves as many queued TLPs as the window, the credits, the
+// ordering rules and mtu allow into the retransmit queue: the first
+// sequence number, the count and the frame size.
+func (b *Bridge) sendNew(now time.Duration, mtu int) (first uint32, n, size int) {
+	q := &b.retx
+	size = encap.HeaderLen
+	first = q.nxt
+	for n < encap.MaxTLPs && q.canSend() {
+		c, idx := b.pickNext()
+		if c < 0 {
+			break
+		}
+		if size+2+int(b.pending[c].at(idx).n) > mtu {
+			break
+		}
+		m := b.pending[c].removeAt(idx)
+		b.credits.consume(m.class, dataUnits(&m))
+		q.push(m, now)
+		b.ctr.TLPsSent++
+		b.ctr.PayloadBytesTx += uint64(m.payload)
+		size += 2 + int(m.n)
+		n++
+	}
+	return first, n, size
 }
 
 // buildSynth renders a synthesized completion into the scratch buffer.

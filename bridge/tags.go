@@ -1,6 +1,7 @@
 package bridge
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/dxpu/dxpu/tlp"
@@ -90,6 +91,69 @@ func (t *tagTable) release(w uint16) {
 	}
 	e.state = tagFree
 	t.free.push(w)
+}
+
+// expire walks the table at now: a request open for timeout goes stale
+// and is handed to timedOut (which answers it); a stale tag whose
+// quarantine of another timeout passed is free again. It sets nextCheck to
+// the next time something can expire.
+func (t *tagTable) expire(now, timeout time.Duration, timedOut func(*tagEntry)) {
+	next := noDeadline
+	for w := int(t.base); w < int(t.base)+len(t.free.buf); w++ {
+		e := &t.entries[w]
+		switch e.state {
+		case tagActive:
+			if now-e.start >= timeout {
+				timedOut(e)
+				e.state = tagStale
+				t.active--
+				e.start = now
+			}
+			next = min(next, e.start+timeout)
+		case tagStale:
+			if now-e.start >= timeout {
+				t.release(uint16(w))
+				continue
+			}
+			next = min(next, e.start+timeout)
+		}
+	}
+	t.nextCheck = next
+}
+
+// abort frees every tag, handing each open request to open first (which
+// answers it).
+func (t *tagTable) abort(open func(*tagEntry)) {
+	for w := int(t.base); w < int(t.base)+len(t.free.buf); w++ {
+		e := &t.entries[w]
+		switch e.state {
+		case tagActive:
+			open(e)
+			t.release(uint16(w))
+		case tagStale:
+			t.release(uint16(w))
+		}
+	}
+	t.nextCheck = noDeadline
+}
+
+// owns reports whether wire tag w belongs to the table's tag space.
+func (t *tagTable) owns(w uint16) bool {
+	return int(w) >= int(t.base) && int(w) < int(t.base)+len(t.free.buf)
+}
+
+// check verifies the count of active entries.
+func (t *tagTable) check() error {
+	active := 0
+	for w := int(t.base); w < int(t.base)+len(t.free.buf); w++ {
+		if t.entries[w].state == tagActive {
+			active++
+		}
+	}
+	if active != t.active || t.inUse() < active || t.inUse() > len(t.free.buf) {
+		return fmt.Errorf("bridge: %d active tags, count says %d, %d in use", active, t.active, t.inUse())
+	}
+	return nil
 }
 
 // Completion accounting results.

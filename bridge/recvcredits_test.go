@@ -1,0 +1,74 @@
+package bridge
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/dxpu/dxpu/tlp"
+	"github.com/dxpu/dxpu/tlp/encap"
+)
+
+// TestRecvCredits walks one class's buffer through holding, handing out
+// and releasing TLPs, and checks room and the advertised limits.
+func TestRecvCredits(t *testing.T) {
+	var cfg [NumClasses]ClassCredits
+	cfg[tlp.Posted] = ClassCredits{Headers: 2, Data: 8}
+	cfg[tlp.Completion] = ClassCredits{} // infinite, InfiniteQueue deep
+	r, depth := newRecvCredits(cfg, 5)
+	if depth[tlp.Posted] != 2 || depth[tlp.Completion] != 5 {
+		t.Fatalf("depths %v", depth)
+	}
+	if !r.isInfinite(encap.CreditCplH) || !r.isInfinite(encap.CreditCplD) || r.isInfinite(encap.CreditPH) {
+		t.Fatalf("infinite mask %#x", r.infinite)
+	}
+	r.restart()
+	steps := []struct {
+		name      string
+		do        func() error
+		roomFor   int // data units asked of room
+		room      bool
+		ph, pd    uint32 // advertised limits after the step
+		wantError bool
+	}{
+		{"empty", func() error { return nil }, 8, true, 2, 8, false},
+		{"hold 4", func() error { r.hold(tlp.Posted, 4); return nil }, 5, false, 2, 8, false},
+		{"room for the rest", func() error { return nil }, 4, true, 2, 8, false},
+		{"hold 4 more: headers out", func() error { r.hold(tlp.Posted, 4); return nil }, 0, false, 2, 8, false},
+		{"hand out one", func() error { r.handOut(tlp.Posted, 4); return nil }, 0, false, 2, 8, false},
+		{"release more than handed out", func() error { _, err := r.release(tlp.Posted, 2, 4); return err }, 0, false, 2, 8, true},
+		{"release it", func() error {
+			h, err := r.release(tlp.Posted, 1, 4)
+			r.free(tlp.Posted, h, 4)
+			return err
+		}, 4, true, 3, 12, false},
+	}
+	for _, s := range steps {
+		err := s.do()
+		if (err != nil) != s.wantError || (err != nil && !errors.Is(err, ErrRelease)) {
+			t.Fatalf("%s: error %v", s.name, err)
+		}
+		if got := r.room(tlp.Posted, s.roomFor); got != s.room {
+			t.Fatalf("%s: room(%d) = %v, want %v (held %d/%d)", s.name, s.roomFor, got, s.room, r.heldHdr[tlp.Posted], r.heldData[tlp.Posted])
+		}
+		if r.limit(encap.CreditPH) != s.ph || r.limit(encap.CreditPD) != s.pd {
+			t.Fatalf("%s: limits %d/%d, want %d/%d", s.name, r.limit(encap.CreditPH), r.limit(encap.CreditPD), s.ph, s.pd)
+		}
+		if err := r.check(); err != nil {
+			t.Fatalf("%s: %v", s.name, err)
+		}
+	}
+	// A new session advertises the room left now.
+	r.restart()
+	if r.limit(encap.CreditPH) != 1 || r.limit(encap.CreditPD) != 4 {
+		t.Fatalf("after restart: limits %d/%d, want 1/4", r.limit(encap.CreditPH), r.limit(encap.CreditPD))
+	}
+	// Synthesized completions' share of a release is not passed on.
+	r.handOutSynth()
+	r.handOut(tlp.Completion, 0)
+	if h, err := r.release(tlp.Completion, 2, 0); err != nil || h != 1 {
+		t.Fatalf("release of one synthesized and one real completion passes on %d headers (%v), want 1", h, err)
+	}
+	if _, err := r.release(tlp.Class(3), 1, 0); !errors.Is(err, ErrRelease) {
+		t.Fatalf("release of class 3: %v", err)
+	}
+}

@@ -1,0 +1,167 @@
+package bridge
+
+import (
+	"testing"
+	"time"
+
+	"github.com/dxpu/dxpu/tlp"
+	"github.com/dxpu/dxpu/tlp/encap"
+)
+
+// TestSendCreditsAllows: a TLP needs a header credit and its data units of
+// its own class, unless the peer declared the type infinite; the check
+// survives the counters wrapping.
+func TestSendCreditsAllows(t *testing.T) {
+	np := tlp.NonPosted
+	tests := []struct {
+		name       string
+		limit      [encap.NumCreditTypes]uint32
+		consumed   [encap.NumCreditTypes]uint32
+		infinite   uint8
+		class      tlp.Class
+		data       int
+		want       bool
+		wantAfter  bool // after consuming one such TLP (when allowed)
+		afterClass tlp.Class
+	}{
+		{name: "room for one", limit: creditsOf(np, 1, 4), class: np, data: 4, want: true, wantAfter: false, afterClass: np},
+		{name: "header credits out", limit: creditsOf(np, 1, 100), consumed: creditsOf(np, 1, 0), class: np, data: 1, want: false},
+		{name: "data credits short by one", limit: creditsOf(np, 5, 3), class: np, data: 4, want: false},
+		{name: "no data needs no data credit", limit: creditsOf(np, 1, 0), class: np, data: 0, want: true},
+		{name: "another class's credits do not count", limit: creditsOf(tlp.Posted, 10, 100), class: np, data: 1, want: false},
+		{name: "infinite headers", limit: creditsOf(np, 0, 8), infinite: 1 << encap.CreditNPH, class: np, data: 4, want: true, wantAfter: true, afterClass: np},
+		{name: "infinite data", limit: creditsOf(np, 1, 0), infinite: 1 << encap.CreditNPD, class: np, data: 64, want: true, wantAfter: false, afterClass: np},
+		{name: "header counters wrap at 16 bits", limit: creditsOf(np, 0x10001, 8), consumed: creditsOf(np, 0xffff, 0), class: np, data: 4, want: true, wantAfter: true, afterClass: np},
+		{name: "data counters wrap at 32 bits", limit: creditsOf(np, 10, 3), consumed: creditsOf(np, 0, 0xfffffffe), class: np, data: 5, want: true, wantAfter: false, afterClass: np},
+		{name: "consuming one class leaves another", limit: addCredits(creditsOf(np, 1, 4), creditsOf(tlp.Completion, 1, 4)), class: np, data: 4, want: true, wantAfter: true, afterClass: tlp.Completion},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var s sendCredits
+			s.start(tc.limit, tc.infinite)
+			s.consumed = tc.consumed
+			if got := s.allows(tc.class, tc.data); got != tc.want {
+				t.Fatalf("allows(%v, %d) = %v, want %v (limit %v consumed %v)", tc.class, tc.data, got, tc.want, s.limit, s.consumed)
+			}
+			if !tc.want {
+				return
+			}
+			s.consume(tc.class, tc.data)
+			if got := s.allows(tc.afterClass, tc.data); got != tc.wantAfter {
+				t.Errorf("after one: allows(%v, %d) = %v, want %v (limit %v consumed %v)", tc.afterClass, tc.data, got, tc.wantAfter, s.limit, s.consumed)
+			}
+		})
+	}
+}
+
+func creditsOf(c tlp.Class, hdr, data uint32) [encap.NumCreditTypes]uint32 {
+	var l [encap.NumCreditTypes]uint32
+	l[hdrType(c)], l[dataType(c)] = hdr, data
+	return l
+}
+
+func addCredits(a, b [encap.NumCreditTypes]uint32) [encap.NumCreditTypes]uint32 {
+	for i := range a {
+		a[i] += b[i]
+	}
+	return a
+}
+
+// TestSendCreditsUpdate: limits only move forward, never beyond what the
+// peer's buffers hold past what was consumed; header limits arrive in 16
+// bits.
+func TestSendCreditsUpdate(t *testing.T) {
+	tests := []struct {
+		name      string
+		initial   uint32 // the peer's buffers (HELLO credits) of the type
+		consumed  uint32
+		typ       encap.CreditType
+		limit     uint32 // as the frame carries it
+		want      uint32
+		wantBogus bool
+	}{
+		{"data forward", 64, 10, encap.CreditPD, 70, 70, false},
+		{"data back", 64, 0, encap.CreditPD, 60, 64, false},
+		{"data equal", 64, 0, encap.CreditPD, 64, 64, false},
+		{"data beyond the buffers", 64, 10, encap.CreditPD, 75, 64, true},
+		{"data exactly the buffers", 64, 10, encap.CreditPD, 74, 74, false},
+		{"header forward", 8, 3, encap.CreditNPH, 11, 11, false},
+		{"header beyond the buffers", 8, 3, encap.CreditNPH, 12, 8, true},
+		{"header back (16-bit compare)", 8, 0, encap.CreditCplH, 0xfff0, 8, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var s sendCredits
+			var init [encap.NumCreditTypes]uint32
+			init[tc.typ] = tc.initial
+			s.start(init, 0)
+			s.consumed[tc.typ] = tc.consumed
+			if bogus := s.update(tc.typ, tc.limit); bogus != tc.wantBogus {
+				t.Errorf("update(%d, %d): bogus %v, want %v", tc.typ, tc.limit, bogus, tc.wantBogus)
+			}
+			if s.limit[tc.typ] != tc.want {
+				t.Errorf("update(%d, %d): limit %d, want %d", tc.typ, tc.limit, s.limit[tc.typ], tc.want)
+			}
+		})
+	}
+	// Infinite types accept any forward step.
+	var s sendCredits
+	s.start([encap.NumCreditTypes]uint32{}, 1<<encap.CreditPD)
+	if s.update(encap.CreditPD, 1<<20) || s.limit[encap.CreditPD] != 1<<20 {
+		t.Errorf("infinite PD: limit %d after an update to %d", s.limit[encap.CreditPD], 1<<20)
+	}
+}
+
+// TestSenderRespectsCredits: with the GPU side draining nothing, the host
+// side sends posted writes only as far as the GPU side's header and data
+// credits reach; the rest wait (a credit stall) and go once released.
+func TestSenderRespectsCredits(t *testing.T) {
+	tests := []struct {
+		name    string
+		credits ClassCredits
+		payload int
+		fits    int
+	}{
+		{"data credits bind", ClassCredits{Headers: 16, Data: 8}, 64, 2},   // 4 units each
+		{"header credits bind", ClassCredits{Headers: 3, Data: 64}, 16, 3}, // 1 unit each
+		{"both bind at once", ClassCredits{Headers: 2, Data: 8}, 64, 2},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			gc := Config{MaxPayload: 64}
+			gc.Credits[tlp.Posted] = tc.credits
+			p := newTestPair(t, Config{MaxPayload: 64}, gc)
+			p.up()
+			p.accept[1] = 0
+			const writes = 6
+			for i := 0; i < writes; i++ {
+				p.send(p.h, mwr(0x1000*uint64(i+1), tc.payload))
+			}
+			p.advance(time.Millisecond, 50*time.Microsecond)
+			hc, gctr := p.h.Counters(), p.g.Counters()
+			if hc.TLPsSent != uint64(tc.fits) {
+				t.Fatalf("host sent %d writes, credits allow %d", hc.TLPsSent, tc.fits)
+			}
+			if gctr.RxOverruns != 0 || p.g.Queued() != tc.fits {
+				t.Fatalf("GPU side: %d overruns, %d queued; want 0 and %d", gctr.RxOverruns, p.g.Queued(), tc.fits)
+			}
+			if hc.CreditStalls[tlp.Posted] == 0 || p.h.Pending() != writes-tc.fits {
+				t.Fatalf("host: %d posted credit stalls, %d pending; want a stall and %d", hc.CreditStalls[tlp.Posted], p.h.Pending(), writes-tc.fits)
+			}
+			p.accept[1] = AcceptAll
+			p.advance(time.Millisecond, 50*time.Microsecond)
+			if len(p.gq) != writes {
+				t.Fatalf("delivered %d of %d once released", len(p.gq), writes)
+			}
+			for i, d := range p.gq {
+				if got, want := d.v().Address(), 0x1000*uint64(i+1); got != want {
+					t.Fatalf("write %d: address %#x, want %#x", i, got, want)
+				}
+			}
+			if p.g.Counters().RxOverruns != 0 {
+				t.Fatalf("GPU side refused %d TLPs for want of buffers", p.g.Counters().RxOverruns)
+			}
+		})
+	}
+}

@@ -1,0 +1,167 @@
+package bridge
+
+import (
+	"testing"
+	"time"
+
+	"github.com/dxpu/dxpu/tlp"
+)
+
+// TestTagTableAlloc: tags come from the peer's tag space, least recently
+// used first, up to the limit; stale tags count against it.
+func TestTagTableAlloc(t *testing.T) {
+	tests := []struct {
+		name      string
+		bits      int
+		limit     int
+		wantFirst uint16
+		wantN     int
+	}{
+		{"8-bit space", 8, 0, 0, 256},
+		{"10-bit space", 10, 0, 256, 768},
+		{"limited", 10, 5, 256, 5},
+		{"limit above the space", 8, 1000, 0, 256},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tt := newTagTable(tc.bits, tc.limit)
+			var got []uint16
+			for {
+				w, ok := tt.alloc()
+				if !ok {
+					break
+				}
+				got = append(got, w)
+			}
+			if len(got) != tc.wantN || got[0] != tc.wantFirst || got[len(got)-1] != tc.wantFirst+uint16(tc.wantN-1) {
+				t.Fatalf("allocated %d tags %d..%d, want %d from %d", len(got), got[0], got[len(got)-1], tc.wantN, tc.wantFirst)
+			}
+			if tt.active != tc.wantN || tt.inUse() != tc.wantN {
+				t.Fatalf("active %d in use %d, want %d", tt.active, tt.inUse(), tc.wantN)
+			}
+			// A released tag goes to the back of the free list (least
+			// recently used first): the next alloc takes a tag never used
+			// if the limit left any, else the released one, with a new
+			// generation either way.
+			want, wantGen := got[0], tt.entries[got[0]].gen+1
+			if tc.wantN < len(tt.free.buf) {
+				want, wantGen = tc.wantFirst+uint16(tc.wantN), 1
+			}
+			tt.release(got[0])
+			w, ok := tt.alloc()
+			if !ok || w != want || tt.entries[w].gen != wantGen {
+				t.Fatalf("after releasing %d: alloc %d %v gen %d, want %d gen %d", got[0], w, ok, tt.entries[w].gen, want, wantGen)
+			}
+			if !tt.owns(got[0]) || tt.owns(tc.wantFirst+uint16(len(tt.free.buf))) || (tc.wantFirst > 0 && tt.owns(tc.wantFirst-1)) {
+				t.Fatalf("owns disagrees with the space starting at %d", tc.wantFirst)
+			}
+			if err := tt.check(); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// TestTagTableExpire: a request open for the timeout is handed over and
+// goes stale; a stale tag is free again one more timeout later.
+func TestTagTableExpire(t *testing.T) {
+	const to = 10 * time.Millisecond
+	tests := []struct {
+		name        string
+		now         time.Duration
+		wantTimeout int
+		wantFree    int // of 256
+		wantNext    time.Duration
+	}{
+		{"before the timeout", 9 * time.Millisecond, 0, 253, 10 * time.Millisecond},
+		{"first times out", 10 * time.Millisecond, 1, 253, 12 * time.Millisecond},
+		{"all time out", 30 * time.Millisecond, 3, 253, 40 * time.Millisecond},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tt := newTagTable(8, 0)
+			for _, start := range []time.Duration{0, 2 * time.Millisecond, 5 * time.Millisecond} {
+				w, _ := tt.alloc()
+				tt.entries[w].start = start
+			}
+			n := 0
+			tt.expire(tc.now, to, func(e *tagEntry) {
+				if e.state != tagActive {
+					t.Errorf("handed over an entry in state %d", e.state)
+				}
+				n++
+			})
+			if n != tc.wantTimeout || tt.free.len() != tc.wantFree || tt.active != 3-n || tt.nextCheck != tc.wantNext {
+				t.Fatalf("timed out %d, %d free, %d active, next %v; want %d, %d, %d, %v", n, tt.free.len(), tt.active, tt.nextCheck, tc.wantTimeout, tc.wantFree, 3-tc.wantTimeout, tc.wantNext)
+			}
+			// One more timeout: the quarantine ends.
+			tt.expire(tc.now+to, to, func(*tagEntry) {})
+			if n == 3 && (tt.free.len() != 256 || tt.nextCheck != noDeadline) {
+				t.Fatalf("after the quarantine: %d free, next %v", tt.free.len(), tt.nextCheck)
+			}
+			if err := tt.check(); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// TestTagTableAbort frees everything, handing over only open requests.
+func TestTagTableAbort(t *testing.T) {
+	tt := newTagTable(8, 0)
+	for i := 0; i < 3; i++ {
+		tt.alloc()
+	}
+	tt.expire(time.Hour, time.Hour, func(*tagEntry) {}) // all three stale
+	tt.alloc()
+	tt.alloc()
+	n := 0
+	tt.abort(func(*tagEntry) { n++ })
+	if n != 2 || tt.free.len() != 256 || tt.active != 0 || tt.nextCheck != noDeadline {
+		t.Fatalf("abort handed over %d (want 2 open), %d free, %d active", n, tt.free.len(), tt.active)
+	}
+}
+
+// TestAccount: completions are matched by requester and state, and the
+// bytes still owed follow split completions to the last.
+func TestAccount(t *testing.T) {
+	read := func(n int) tlp.View {
+		raw := enc(mrd(hostRC, 1, 0x1000, n))
+		return tlp.View(raw)
+	}
+	cplFor := func(req tlp.ID, bc int, la uint8, n int) tlp.View {
+		return tlp.View(enc(cpld(gpuFn, req, 1, bc, la, make([]byte, n))))
+	}
+	tests := []struct {
+		name      string
+		state     uint8
+		cpls      []tlp.View
+		want      []int
+		remaining int
+		mism      uint64
+	}{
+		{"one completion", tagActive, []tlp.View{cplFor(hostRC, 64, 0, 64)}, []int{cplLast}, 64, 0},
+		{"split in two", tagActive, []tlp.View{cplFor(hostRC, 64, 0, 32), cplFor(hostRC, 32, 32, 32)}, []int{cplMore, cplLast}, 32, 0},
+		{"wrong byte count counted", tagActive, []tlp.View{cplFor(hostRC, 60, 0, 32)}, []int{cplMore}, 28, 1},
+		{"other requester", tagActive, []tlp.View{cplFor(reqB, 64, 0, 64)}, []int{cplNoMatch}, 64, 0},
+		{"free tag", tagFree, []tlp.View{cplFor(hostRC, 64, 0, 64)}, []int{cplNoMatch}, 64, 0},
+		{"stale tag", tagStale, []tlp.View{cplFor(hostRC, 64, 0, 64)}, []int{cplLate}, 64, 0},
+		{"no data ends it", tagActive, []tlp.View{tlp.View(enc(tlp.Packet{Kind: tlp.Cpl, CompleterID: gpuFn, RequesterID: hostRC, Tag: 1, Status: tlp.StatusUR, ByteCount: 64}))}, []int{cplLast}, 64, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var e tagEntry
+			setRequest(&e, read(64))
+			e.state = tc.state
+			var mism uint64
+			for i, c := range tc.cpls {
+				if got := account(&e, c, hostRC, &mism); got != tc.want[i] {
+					t.Fatalf("completion %d: %d, want %d", i, got, tc.want[i])
+				}
+			}
+			if e.remaining != tc.remaining || mism != tc.mism {
+				t.Fatalf("remaining %d, mismatches %d; want %d, %d", e.remaining, mism, tc.remaining, tc.mism)
+			}
+		})
+	}
+}
