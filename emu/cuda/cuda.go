@@ -6,9 +6,10 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/dxpu/dxpu/sim"
 	"github.com/dxpu/dxpu/emu/gpu"
+	"github.com/dxpu/dxpu/emu/gpudrv"
 	"github.com/dxpu/dxpu/emu/host"
+	"github.com/dxpu/dxpu/sim"
 )
 
 // SyncMode says how a host thread waits for the GPU.
@@ -92,17 +93,9 @@ type Device struct {
 
 // Stream is a CUDA stream: one GPFIFO channel of its device.
 type Stream struct {
-	d       *Device
-	ch      int
-	gpBase  uint64
-	entries uint32
-	put     uint32
-	pbBase  uint64
-	pbOff   uint64
-	sem     uint64
-	seq     uint64
-	buf     []byte
-	vsem    uint64 // VRAM semaphore for cross-stream ordering
+	d    *Device
+	ch   *gpudrv.Channel
+	vsem uint64 // VRAM semaphore for cross-stream ordering
 }
 
 // Event is a CUDA event: a host semaphore (value then GPU timestamp) and a
@@ -219,19 +212,17 @@ func (d *Device) NewStream() (*Stream, error) {
 	if len(d.streams) >= gpu.MaxChannels {
 		return nil, fmt.Errorf("cuda: device %v: out of channels", d.Info.ID)
 	}
-	st := &Stream{d: d, ch: len(d.streams), entries: uint32(c.cfg.RingEntries)}
-	st.gpBase = c.rc.Alloc(uint64(st.entries)*gpu.GPEntrySize, 4096)
-	st.pbBase = c.rc.Alloc(c.cfg.PushbufferBytes, 4096)
-	st.sem = c.rc.Alloc(64, 64)
-	st.vsem = d.alloc(64)
-	for _, w := range []struct {
-		reg uint64
-		v   uint32
-	}{{gpu.ChGPBaseLo, uint32(st.gpBase)}, {gpu.ChGPBaseHi, uint32(st.gpBase >> 32)}, {gpu.ChGPEntries, st.entries}} {
-		if err := c.rc.MMIOWrite32(d.bar0+gpu.ChannelReg(st.ch, w.reg), w.v); err != nil {
-			return nil, fmt.Errorf("cuda: device %v: channel setup: %w", d.Info.ID, err)
-		}
+	flags := uint32(0)
+	if c.cfg.Sync == SyncBlocking {
+		flags = gpu.SemMSI
 	}
+	ch, err := gpudrv.OpenChannel(rcHost{c.rc}, d.bar0, len(d.streams), gpudrv.ChannelConfig{Entries: c.cfg.RingEntries,
+		PushbufferBytes: c.cfg.PushbufferBytes, SemFlags: flags})
+	if err != nil {
+		return nil, fmt.Errorf("cuda: device %v: %w", d.Info.ID, err)
+	}
+	st := &Stream{d: d, ch: ch}
+	st.vsem = d.alloc(64)
 	d.streams = append(d.streams, st)
 	return st, nil
 }
@@ -255,54 +246,30 @@ func (d *Device) Lost() bool { return d.lost }
 func (st *Stream) Device() *Device { return st.d }
 
 // Completed returns the last sequence number the GPU released to host memory.
-func (st *Stream) Completed() uint64 { return st.d.ctx.rc.Mem.Uint64(st.sem) }
+func (st *Stream) Completed() uint64 { return st.d.ctx.rc.Mem.Uint64(st.ch.Semaphore()) }
 
 // Submitted returns the last sequence number submitted.
-func (st *Stream) Submitted() uint64 { return st.seq }
+func (st *Stream) Submitted() uint64 { return st.ch.Submitted() }
 
 // Submit writes cmds and a tracking semaphore release into the pushbuffer,
 // appends a GPFIFO entry and rings the doorbell. It returns the sequence
 // number the GPU releases when the work is done.
 func (st *Stream) Submit(cmds ...gpu.Command) (uint64, error) {
-	c := st.d.ctx
 	if st.d.lost {
 		return 0, ErrDeviceLost
 	}
-	if st.seq-st.Completed() >= uint64(st.entries)-1 {
+	seq, err := st.ch.Submit(st.Completed(), cmds...)
+	if errors.Is(err, gpudrv.ErrRingFull) {
 		return 0, ErrRingFull
 	}
-	st.seq++
-	b := st.buf[:0]
-	for _, cmd := range cmds {
-		b = gpu.AppendCommand(b, cmd)
-	}
-	flags := gpu.SemHost
-	if c.cfg.Sync == SyncBlocking {
-		flags |= gpu.SemMSI
-	}
-	b = gpu.AppendCommand(b, gpu.Command{Op: gpu.OpSemRelease, Addr: st.sem, Value: st.seq, Flags: flags})
-	st.buf = b
-	if st.pbOff+uint64(len(b)) > c.cfg.PushbufferBytes {
-		st.pbOff = 0
-	}
-	addr := st.pbBase + st.pbOff
-	st.pbOff += uint64(len(b)+63) &^ 63
-	c.rc.Mem.Write(addr, b)
-	var e [gpu.GPEntrySize]byte
-	gpu.AppendGPEntry(e[:0], addr, uint32(len(b)))
-	c.rc.Mem.Write(st.gpBase+uint64(st.put)*gpu.GPEntrySize, e[:])
-	st.put = (st.put + 1) % st.entries
-	if err := c.rc.MMIOWrite32(st.d.bar0+gpu.ChannelReg(st.ch, gpu.ChGPPut), st.put); err != nil {
-		return st.seq, err
-	}
-	return st.seq, nil
+	return seq, err
 }
 
 // OnDone calls fn once the host has seen the stream reach seq: when a
 // spinning CPU sees the semaphore write, or when the MSI wakes the thread.
 // fn runs in simulator context.
 func (st *Stream) OnDone(seq uint64, fn func()) {
-	st.d.ctx.whenSeen(st.sem, func() bool { return st.Completed() >= seq || st.d.lost }, fn)
+	st.d.ctx.whenSeen(st.ch.Semaphore(), func() bool { return st.Completed() >= seq || st.d.lost }, fn)
 }
 
 // whenSeen calls fn once the host sees ready(): a spinning CPU re-checks
@@ -413,7 +380,7 @@ func (c *Context) MemsetAsync(st *Stream, dst uint64, v byte, n uint64) error {
 
 func (c *Context) waitStream(st *Stream) error {
 	var done bool
-	st.OnDone(st.seq, func() { done = true })
+	st.OnDone(st.ch.Submitted(), func() { done = true })
 	if err := c.wait(&done); err != nil {
 		return err
 	}
@@ -531,3 +498,11 @@ func (c *Context) MallocHost(n uint64) uint64 { return c.rc.Alloc(n, 4096) }
 func (c *Context) ReadRegister(d *Device, off uint64) (uint32, error) {
 	return c.rc.MMIORead32(d.bar0 + off)
 }
+
+// rcHost is the emulated root complex as the driver's Host.
+type rcHost struct{ rc *host.RootComplex }
+
+func (h rcHost) Alloc(n, align uint64) (uint64, error)   { return h.rc.Alloc(n, align), nil }
+func (h rcHost) WriteMem(addr uint64, p []byte) error    { h.rc.Mem.Write(addr, p); return nil }
+func (h rcHost) ReadMem(addr uint64, p []byte) error     { h.rc.Mem.Read(addr, p); return nil }
+func (h rcHost) MMIOWrite32(addr uint64, v uint32) error { return h.rc.MMIOWrite32(addr, v) }

@@ -113,7 +113,7 @@ func (c *Context) noteStream(corr uint32, st *Stream) {
 
 // id is the stream number written into traces (7 for the first, as
 // PyTorch's default stream shows up).
-func (st *Stream) id() int { return 7 + st.ch }
+func (st *Stream) id() int { return 7 + st.ch.Index() }
 
 // WriteTrace writes the recorded trace as Chrome-trace JSON.
 func (p *Profiler) WriteTrace(w io.Writer) error {
