@@ -29,13 +29,14 @@ type Config struct {
 	Mode   Mode       // ModeGCM or ModeGMAC; both sides must agree
 
 	// RekeyAfter frames sealed under one key make the sender move to the
-	// next epoch as soon as the peer has shown it holds the current one
-	// (see Rekeying in the package doc). 0 means DefaultRekeyAfter. A
+	// next epoch as soon as the peer has shown it opens only the current
+	// one (see Rekeying in the package doc). 0 means DefaultRekeyAfter. A
 	// sender that cannot move (the peer sends nothing back) refuses to
 	// seal past 2 * RekeyAfter frames (ErrKeyExhausted).
 	RekeyAfter uint64
 	// PreviousGrace frames authenticated under the current receive key
-	// retire the previous one. 0 means DefaultPreviousGrace.
+	// retire the previous one; at most RekeyAfter. 0 means
+	// DefaultPreviousGrace (or RekeyAfter if smaller).
 	PreviousGrace uint64
 }
 
@@ -56,7 +57,12 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("%w: RekeyAfter %d above the %d maximum", ErrConfig, c.RekeyAfter, uint64(maxRekeyAfter))
 	}
 	if c.PreviousGrace == 0 {
-		c.PreviousGrace = DefaultPreviousGrace
+		c.PreviousGrace = min(DefaultPreviousGrace, c.RekeyAfter)
+	}
+	if c.PreviousGrace > c.RekeyAfter {
+		// The sender waits for the peer to retire its previous key before
+		// moving on; past 2 * RekeyAfter it would have to stop.
+		return c, fmt.Errorf("%w: PreviousGrace %d above RekeyAfter %d", ErrConfig, c.PreviousGrace, c.RekeyAfter)
 	}
 	return c, nil
 }

@@ -177,7 +177,7 @@ func (c *Channel) rxFor(epoch, gen byte) *rxKey {
 // afterOpen moves the key state on an authenticated session frame: a
 // frame under a next key makes it current (the old current becomes
 // previous), the previous key retires after its grace, and the peer's echo
-// tells the sender whether it may move on.
+// (the oldest epoch it still opens) tells the sender whether it may move on.
 func (c *Channel) afterOpen(k *rxKey, echo byte) {
 	if echo == byte(c.tx.epoch) {
 		c.peerHolds = true

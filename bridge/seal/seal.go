@@ -35,12 +35,8 @@ func (c *Channel) Seal(dst, frame []byte) ([]byte, error) {
 	pn := c.tx.sent
 	c.tx.sent++
 	c.ctr.Sealed++
-	var echo byte
-	if c.cur != nil {
-		echo = byte(c.cur.epoch)
-	}
 	nonce(&c.nonceBuf, c.cfg.Role, c.tx.epoch, pn)
-	return c.sealWith(dst, frame, n, byte(c.tx.epoch), 0, echo, byte(c.tx.gen), pn, c.tx.aead), nil
+	return c.sealWith(dst, frame, n, byte(c.tx.epoch), 0, c.echo(), byte(c.tx.gen), pn, c.tx.aead), nil
 }
 
 // SealHandshake seals a HELLO, HELLO-ACK or RESET control frame under the
@@ -68,6 +64,20 @@ func (c *Channel) SealHandshake(dst, frame []byte, clock uint64) ([]byte, error)
 	c.ctr.SealedHandshake++
 	nonce(&c.nonceBuf, c.cfg.Role, 0, pn)
 	return c.sealWith(dst, frame, n, 0, kindHandshake, 0, byte(c.active.gen), pn, c.active.hsTx), nil
+}
+
+// echo is what this side tells the peer about its receive keys: the
+// oldest epoch it still opens. The peer moves on only when that is its
+// current epoch, so it never starts epoch e+2 while this side still waits
+// for stragglers of epoch e, and reordering within the grace loses nothing.
+func (c *Channel) echo() byte {
+	switch {
+	case c.prev != nil:
+		return byte(c.prev.epoch)
+	case c.cur != nil:
+		return byte(c.cur.epoch)
+	}
+	return 0
 }
 
 // maybeRekey moves the sender to the next epoch when one is due and the

@@ -1,0 +1,149 @@
+package seal_test
+
+import (
+	"encoding/binary"
+	"errors"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/dxpu/dxpu/bridge/seal"
+	"github.com/dxpu/dxpu/tlp/encap"
+)
+
+// lossyNet is one direction of a network that reorders within batches of
+// depth frames and duplicates some: every frame arrives at least once.
+type lossyNet struct {
+	rng     *rand.Rand
+	depth   int
+	dupPct  int
+	pending [][]byte // sent, not yet in a batch
+	batch   [][]byte // shuffled, being delivered
+	dups    [][]byte // copies delivered one batch later
+}
+
+func (n *lossyNet) send(f []byte) { n.pending = append(n.pending, f) }
+
+// next returns the next frame to deliver, or nil when nothing is queued.
+func (n *lossyNet) next(flush bool) []byte {
+	if len(n.batch) == 0 {
+		if len(n.pending) < n.depth && !flush {
+			return nil
+		}
+		take := min(n.depth, len(n.pending))
+		n.batch = append(n.batch, n.pending[:take]...)
+		n.pending = n.pending[take:]
+		n.batch = append(n.batch, n.dups...)
+		n.dups = n.dups[:0]
+		n.rng.Shuffle(len(n.batch), func(i, j int) { n.batch[i], n.batch[j] = n.batch[j], n.batch[i] })
+	}
+	if len(n.batch) == 0 {
+		return nil
+	}
+	f := n.batch[0]
+	n.batch = n.batch[1:]
+	if n.rng.IntN(100) < n.dupPct {
+		n.dups = append(n.dups, append([]byte(nil), f...))
+	}
+	return f
+}
+
+// end is one side of the traffic test: its channel, what it sent and what
+// it opened.
+type end struct {
+	ch     *seal.Channel
+	sent   int
+	opened map[uint32]int
+}
+
+// TestRekeyUnderReorderingLosesNothing runs traffic both ways across many
+// epochs (RekeyAfter 50, Rekey on demand, a manager key change) through a
+// network that reorders within 8 frames and duplicates 5%: every frame
+// opens exactly once, a duplicate is refused as replayed (or, once its key
+// retired, as of an unknown epoch), nothing fails authentication.
+func TestRekeyUnderReorderingLosesNothing(t *testing.T) {
+	t.Parallel()
+	for _, m := range []seal.Mode{seal.ModeGCM, seal.ModeGMAC} {
+		t.Run(m.String(), func(t *testing.T) {
+			t.Parallel()
+			rng := rand.New(rand.NewPCG(1, uint64(m)))
+			h, g := pair(t, m, func(c *seal.Config) { c.RekeyAfter, c.PreviousGrace = 50, 20 })
+			ends := [2]*end{{ch: h, opened: map[uint32]int{}}, {ch: g, opened: map[uint32]int{}}}
+			nets := [2]*lossyNet{
+				{rng: rng, depth: 8, dupPct: 5},
+				{rng: rng, depth: 8, dupPct: 5},
+			}
+			const frames = 20000
+			installed := false
+			deliver := func(to int, flush bool) {
+				for f := nets[1-to].next(flush); f != nil; f = nets[1-to].next(flush) {
+					body, err := ends[to].ch.Open(f)
+					if err != nil {
+						id := binary.BigEndian.Uint32(f[8:]) // Seq in clear: the frame's id
+						if ends[to].opened[id] == 0 || !(errors.Is(err, seal.ErrReplayed) || errors.Is(err, seal.ErrUnknownEpoch)) {
+							t.Fatalf("side %d: frame %d refused (%v) before it ever opened", to, id, err)
+						}
+						continue
+					}
+					id := binary.BigEndian.Uint32(body)
+					ends[to].opened[id]++
+					if ends[to].opened[id] > 1 {
+						t.Fatalf("side %d: frame %d opened twice", to, id)
+					}
+				}
+			}
+			var buf []byte
+			for step := 0; ends[0].sent < frames || ends[1].sent < frames; step++ {
+				from := rng.IntN(2)
+				for range 1 + rng.IntN(3) {
+					e := ends[from]
+					body := make([]byte, 4+rng.IntN(64))
+					binary.BigEndian.PutUint32(body, uint32(e.sent))
+					f, err := e.ch.Seal(buf[:0], plainFrame(encap.MsgTLP, uint32(e.sent), body))
+					if err != nil {
+						t.Fatalf("side %d frame %d: seal: %v", from, e.sent, err)
+					}
+					nets[from].send(append([]byte(nil), f...))
+					e.sent++
+					buf = f
+				}
+				deliver(1-from, false)
+				if rng.IntN(400) == 0 {
+					ends[rng.IntN(2)].ch.Rekey()
+				}
+				if !installed && ends[0].sent > frames/2 {
+					// The manager's key change: install on both, activate on one;
+					// the other follows when it sees the new generation.
+					for _, e := range ends {
+						if err := e.ch.InstallKey(2, testKey(0x40)); err != nil {
+							t.Fatal(err)
+						}
+					}
+					h.ActivateKey()
+					installed = true
+				}
+			}
+			deliver(0, true)
+			deliver(1, true)
+			for side, e := range ends {
+				peer := ends[1-side]
+				if len(peer.opened) != e.sent {
+					t.Errorf("side %d sent %d frames, the peer opened %d distinct", side, e.sent, len(peer.opened))
+				}
+				c, st := e.ch.Counters(), e.ch.State()
+				t.Logf("side %d: %+v\n  %+v", side, c, st)
+				if c.AuthFailed != 0 {
+					t.Errorf("side %d: %d frames failed authentication", side, c.AuthFailed)
+				}
+				if c.TxRekeys < frames/100 {
+					t.Errorf("side %d: only %d rekeys in %d frames (RekeyAfter 50)", side, c.TxRekeys, e.sent)
+				}
+				if c.Replayed == 0 {
+					t.Errorf("side %d: no duplicate was refused as replayed", side)
+				}
+				if st.TxGeneration != 2 || st.RxGeneration != 2 {
+					t.Errorf("side %d: generations tx %d rx %d after the change, want 2", side, st.TxGeneration, st.RxGeneration)
+				}
+			}
+		})
+	}
+}
