@@ -28,26 +28,33 @@ const testPair = 0x123456
 // session; tweak adjusts both configs.
 func pair(t testing.TB, m seal.Mode, tweak func(*seal.Config)) (host, gpu *seal.Channel) {
 	t.Helper()
+	host, gpu, err := newPair(m, tweak)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return host, gpu
+}
+
+func newPair(m seal.Mode, tweak func(*seal.Config)) (host, gpu *seal.Channel, err error) {
 	hc := seal.Config{PairID: testPair, Role: encap.RoleHost, Mode: m}
 	gc := seal.Config{PairID: testPair, Role: encap.RoleGPU, Mode: m}
 	if tweak != nil {
 		tweak(&hc)
 		tweak(&gc)
 	}
-	var err error
 	if host, err = seal.New(hc, 1, testKey(0)); err != nil {
-		t.Fatal(err)
+		return nil, nil, err
 	}
 	if gpu, err = seal.New(gc, 1, testKey(0)); err != nil {
-		t.Fatal(err)
+		return nil, nil, err
 	}
 	if err := host.StartSession(hostNonce, gpuNonce); err != nil {
-		t.Fatal(err)
+		return nil, nil, err
 	}
 	if err := gpu.StartSession(gpuNonce, hostNonce); err != nil {
-		t.Fatal(err)
+		return nil, nil, err
 	}
-	return host, gpu
+	return host, gpu, nil
 }
 
 // plainFrame builds a plain dxpu frame of type t with the given body and a
