@@ -147,3 +147,85 @@ func TestRekeyUnderReorderingLosesNothing(t *testing.T) {
 		})
 	}
 }
+
+// TestSenderWaitsForThePeersEcho: with no frames coming back, the sender
+// cannot learn that the peer holds its epoch; it moves once (the peer
+// starts a session holding epoch 1), then refuses past 2 * RekeyAfter
+// rather than reuse a key further or outrun the peer. One frame back
+// unblocks it.
+func TestSenderWaitsForThePeersEcho(t *testing.T) {
+	t.Parallel()
+	host, gpu := pair(t, seal.ModeGCM, func(c *seal.Config) { c.RekeyAfter, c.PreviousGrace = 4, 2 })
+	send := func() error {
+		f, err := host.Seal(nil, plainFrame(encap.MsgTLP, 0, []byte("x")))
+		if err != nil {
+			return err
+		}
+		_, err = gpu.Open(f)
+		return err
+	}
+	for i := range 4 + 8 {
+		if err := send(); err != nil {
+			t.Fatalf("frame %d: %v", i, err)
+		}
+	}
+	if st := host.State(); st.TxEpoch != 1 || st.TxFrames != 8 {
+		t.Fatalf("after 12 frames: %+v, want epoch 1 with 8 frames", st)
+	}
+	if err := send(); !errors.Is(err, seal.ErrKeyExhausted) {
+		t.Fatalf("frame 13 with no echo: %v, want ErrKeyExhausted", err)
+	}
+	back, err := gpu.Seal(nil, plainFrame(encap.MsgAck, 0, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := host.Open(back); err != nil {
+		t.Fatal(err)
+	}
+	if err := send(); err != nil {
+		t.Fatalf("after the echo: %v", err)
+	}
+	if st := host.State(); st.TxEpoch != 2 {
+		t.Fatalf("after the echo: %+v, want epoch 2", st)
+	}
+}
+
+// TestKeyChangeAcrossSessionStart: the host side activated generation 2
+// before the session started, the GPU side only installed it: the GPU side
+// opens the host's epoch-0 frames under generation 2 and follows.
+func TestKeyChangeAcrossSessionStart(t *testing.T) {
+	t.Parallel()
+	host, gpu := pair(t, seal.ModeGMAC, nil)
+	for _, c := range []*seal.Channel{host, gpu} {
+		c.EndSession()
+		if err := c.InstallKey(2, testKey(0x80)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	host.ActivateKey()
+	if err := host.StartSession(hostNonce, gpuNonce); err != nil {
+		t.Fatal(err)
+	}
+	if err := gpu.StartSession(gpuNonce, hostNonce); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		f, err := host.Seal(nil, plainFrame(encap.MsgTLP, uint32(i), []byte("y")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := gpu.Open(f); err != nil {
+			t.Fatalf("host frame %d under generation 2: %v", i, err)
+		}
+		r, err := gpu.Seal(nil, plainFrame(encap.MsgAck, 0, nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := host.Open(r); err != nil {
+			t.Fatalf("GPU frame %d: %v", i, err)
+		}
+	}
+	if st := gpu.State(); st.ActiveGeneration != 2 || st.TxGeneration != 2 || st.RxGeneration != 2 {
+		t.Fatalf("GPU side did not follow to generation 2: %+v", st)
+	}
+}
