@@ -108,6 +108,13 @@ func TestForgedAndReplayed(t *testing.T) {
 	if _, err := gpu.Open(bytes.Clone(captured)); !errors.Is(err, seal.ErrAuth) {
 		t.Errorf("frame of an earlier session: %v, want ErrAuth", err)
 	}
+	// The host side restarts instead: the same, whichever nonce changed.
+	if err := gpu.StartSession(gpuNonce, []byte{9, 9, 9, 9}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := gpu.Open(bytes.Clone(captured)); !errors.Is(err, seal.ErrAuth) {
+		t.Errorf("frame from before the host side restarted: %v, want ErrAuth", err)
+	}
 	gpu.EndSession()
 	if _, err := gpu.Open(bytes.Clone(captured)); !errors.Is(err, seal.ErrNoSession) {
 		t.Errorf("session frame with no session: %v, want ErrNoSession", err)

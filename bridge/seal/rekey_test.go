@@ -10,40 +10,42 @@ import (
 	"github.com/dxpu/dxpu/tlp/encap"
 )
 
-// lossyNet is one direction of a network that reorders within batches of
-// depth frames and duplicates some: every frame arrives at least once.
+// lossyNet is one direction of a network that delays each frame by 0 to
+// maxDelay-1 ticks (so frames overtake each other) and duplicates some
+// (the copy comes later still): every frame arrives at least once.
 type lossyNet struct {
-	rng     *rand.Rand
-	depth   int
-	dupPct  int
-	pending [][]byte // sent, not yet in a batch
-	batch   [][]byte // shuffled, being delivered
-	dups    [][]byte // copies delivered one batch later
+	rng      *rand.Rand
+	maxDelay int
+	dupPct   int
+	inFlight []flight
 }
 
-func (n *lossyNet) send(f []byte) { n.pending = append(n.pending, f) }
+type flight struct {
+	due   int
+	frame []byte
+}
 
-// next returns the next frame to deliver, or nil when nothing is queued.
-func (n *lossyNet) next(flush bool) []byte {
-	if len(n.batch) == 0 {
-		if len(n.pending) < n.depth && !flush {
-			return nil
-		}
-		take := min(n.depth, len(n.pending))
-		n.batch = append(n.batch, n.pending[:take]...)
-		n.pending = n.pending[take:]
-		n.batch = append(n.batch, n.dups...)
-		n.dups = n.dups[:0]
-		n.rng.Shuffle(len(n.batch), func(i, j int) { n.batch[i], n.batch[j] = n.batch[j], n.batch[i] })
+func (n *lossyNet) send(now int, f []byte) {
+	n.inFlight = append(n.inFlight, flight{now + n.rng.IntN(n.maxDelay), f})
+	if n.rng.IntN(100) < n.dupPct {
+		n.inFlight = append(n.inFlight, flight{now + n.rng.IntN(3*n.maxDelay), append([]byte(nil), f...)})
 	}
-	if len(n.batch) == 0 {
+}
+
+// due returns a random frame due by now (everything, when flush), or nil.
+func (n *lossyNet) due(now int, flush bool) []byte {
+	var idx []int
+	for i, f := range n.inFlight {
+		if flush || f.due <= now {
+			idx = append(idx, i)
+		}
+	}
+	if len(idx) == 0 {
 		return nil
 	}
-	f := n.batch[0]
-	n.batch = n.batch[1:]
-	if n.rng.IntN(100) < n.dupPct {
-		n.dups = append(n.dups, append([]byte(nil), f...))
-	}
+	i := idx[n.rng.IntN(len(idx))]
+	f := n.inFlight[i].frame
+	n.inFlight = append(n.inFlight[:i], n.inFlight[i+1:]...)
 	return f
 }
 
@@ -56,9 +58,10 @@ type end struct {
 }
 
 // TestRekeyUnderReorderingLosesNothing runs traffic both ways across many
-// epochs (RekeyAfter 50, Rekey on demand, a manager key change) through a
-// network that reorders within 8 frames and duplicates 5%: every frame
-// opens exactly once, a duplicate is refused as replayed (or, once its key
+// epochs (RekeyAfter 50, Rekey on demand every few frames, a manager key
+// change) through a
+// network that delays frames by up to 6 ticks (1 to 3 frames are sent per
+// tick) and duplicates 5%: every frame opens exactly once, a duplicate is refused as replayed (or, once its key
 // retired, as of an unknown epoch), nothing fails authentication.
 func TestRekeyUnderReorderingLosesNothing(t *testing.T) {
 	t.Parallel()
@@ -69,13 +72,14 @@ func TestRekeyUnderReorderingLosesNothing(t *testing.T) {
 			h, g := pair(t, m, func(c *seal.Config) { c.RekeyAfter, c.PreviousGrace = 50, 20 })
 			ends := [2]*end{{ch: h, opened: map[uint32]int{}}, {ch: g, opened: map[uint32]int{}}}
 			nets := [2]*lossyNet{
-				{rng: rng, depth: 8, dupPct: 5},
-				{rng: rng, depth: 8, dupPct: 5},
+				{rng: rng, maxDelay: 6, dupPct: 5},
+				{rng: rng, maxDelay: 6, dupPct: 5},
 			}
 			const frames = 20000
 			installed := false
+			tick := 0
 			deliver := func(to int, flush bool) {
-				for f := nets[1-to].next(flush); f != nil; f = nets[1-to].next(flush) {
+				for f := nets[1-to].due(tick, flush); f != nil; f = nets[1-to].due(tick, flush) {
 					body, err := ends[to].ch.Open(f)
 					if err != nil {
 						id := binary.BigEndian.Uint32(f[8:]) // Seq in clear: the frame's id
@@ -92,7 +96,7 @@ func TestRekeyUnderReorderingLosesNothing(t *testing.T) {
 				}
 			}
 			var buf []byte
-			for step := 0; ends[0].sent < frames || ends[1].sent < frames; step++ {
+			for ; ends[0].sent < frames || ends[1].sent < frames; tick++ {
 				from := rng.IntN(2)
 				for range 1 + rng.IntN(3) {
 					e := ends[from]
@@ -102,12 +106,14 @@ func TestRekeyUnderReorderingLosesNothing(t *testing.T) {
 					if err != nil {
 						t.Fatalf("side %d frame %d: seal: %v", from, e.sent, err)
 					}
-					nets[from].send(append([]byte(nil), f...))
+					nets[from].send(tick, append([]byte(nil), f...))
 					e.sent++
 					buf = f
 				}
-				deliver(1-from, false)
-				if rng.IntN(400) == 0 {
+				deliver(0, false)
+				deliver(1, false)
+				if rng.IntN(4) == 0 {
+					// Rekeys on demand, often: each waits for the peer's echo.
 					ends[rng.IntN(2)].ch.Rekey()
 				}
 				if !installed && ends[0].sent > frames/2 {
