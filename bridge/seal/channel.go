@@ -25,7 +25,7 @@ type Channel struct {
 
 	tx          txKey
 	rekeyWanted bool // Rekey called, or a newer generation became active
-	peerHolds   bool // the peer authenticated our current epoch: it holds the next one
+	peerHolds   bool // the peer's echo is our epoch: it opens nothing older and holds the next
 	rotated     bool // the receive key moved past the session's first
 
 	slots    [6]rxKey
@@ -226,8 +226,8 @@ func (c *Channel) activate() {
 }
 
 // Rekey asks the sender to move to a new epoch: at the next Seal if the
-// peer holds the current epoch, else as soon as it shows it does. Calls
-// before that move coalesce.
+// peer's echo allows it, else as soon as it does. Calls before that move
+// coalesce.
 func (c *Channel) Rekey() {
 	if c.session {
 		c.rekeyWanted = true
@@ -319,7 +319,7 @@ type State struct {
 	RxGeneration     uint32 // the receiver's current key
 	RxEpoch          uint32
 	RxPrevious       bool // the previous receive key is still open
-	PeerHolds        bool // the peer holds the sender's epoch: it may move on
+	PeerHolds        bool // the peer's echo is the sender's epoch: it may move on
 }
 
 // State returns the channel's key state.

@@ -30,7 +30,7 @@ func (c *Channel) Open(frame []byte) ([]byte, error) {
 	pn := binary.BigEndian.Uint64(frame[offPN:])
 	end := encap.HeaderLen + sealedLen
 	var k *rxKey
-	var role = c.cfg.peerRole()
+	role := c.cfg.peerRole()
 	if kind&kindHandshake != 0 {
 		if frame[offEpoch] != 0 || frame[offEcho] != 0 {
 			c.ctr.Malformed++

@@ -14,7 +14,7 @@ import (
 // more bytes. frame must not overlap dst's spare capacity. The sender
 // moves to a new epoch first when RekeyAfter frames were sealed under the
 // current key, Rekey was called or a newer generation became active, and
-// the peer holds the current epoch.
+// the peer's echo shows it opens nothing older than the current epoch.
 func (c *Channel) Seal(dst, frame []byte) ([]byte, error) {
 	n, err := checkPlain(frame)
 	if err != nil {
@@ -81,7 +81,7 @@ func (c *Channel) echo() byte {
 }
 
 // maybeRekey moves the sender to the next epoch when one is due and the
-// peer is known to hold it.
+// peer's echo allows it.
 func (c *Channel) maybeRekey() error {
 	if !c.peerHolds || (!c.rekeyWanted && c.tx.sent < c.cfg.RekeyAfter) {
 		return nil
