@@ -297,7 +297,7 @@ local function dissect_tlp(tvb, off, slot, tree, index, seq)
 	if avail < 4 then
 		t:add_proto_expert_info(E.tlp, string.format("TLP header cut: %d of %d bytes present", avail, slot))
 		t:append_text(" (cut)")
-		return "cut TLP"
+		return "[TLP cut by the capture]"
 	end
 	local b0, b1, b2 = tvb(off, 1), tvb(off + 1, 1), tvb(off + 2, 1)
 	local fmt, typ = b0:bitfield(0, 3), b0:bitfield(3, 5)
@@ -322,11 +322,11 @@ local function dissect_tlp(tvb, off, slot, tree, index, seq)
 	local li = t:add(F.tlp_length, tvb(off + 2, 2))
 	if fmt == 4 then
 		t:add_proto_expert_info(E.tlp, "TLP prefix (Fmt 100): not a TLP of its own")
-		return "TLP prefix"
+		return "[TLP prefix]"
 	end
 	if kind == nil then
 		t:add_proto_expert_info(E.tlp, string.format("reserved Fmt/Type %d/0x%02x", fmt, typ))
-		return "reserved Fmt/Type"
+		return "[reserved Fmt/Type]"
 	end
 	t:append_text(": " .. kind)
 	local four = fmt % 2 == 1
@@ -339,13 +339,14 @@ local function dissect_tlp(tvb, off, slot, tree, index, seq)
 	end
 	if avail < hlen then
 		t:add_proto_expert_info(E.tlp, string.format("%s header cut: %d of %d bytes present", kind, avail, hlen))
-		return kind .. " (cut)"
+		return kind .. " [header cut by the capture]"
 	end
 	local td = b2:bitfield(0, 1) == 1
 	local plen = data and 4 * dws or 0
 	local declared = hlen + plen + (td and 4 or 0)
 	local cut = avail < slot
-	if (cut and avail > declared) or (not cut and slot ~= declared) then
+	local malformed = (cut and avail > declared) or (not cut and slot ~= declared)
+	if malformed then
 		t:add_proto_expert_info(E.tlp, string.format(
 			"%s: header %d + payload %d + digest %d = %d bytes declared, the frame gives it %d",
 			kind, hlen, plen, td and 4 or 0, declared, slot))
@@ -415,6 +416,9 @@ local function dissect_tlp(tvb, off, slot, tree, index, seq)
 	if td and avail >= hlen + plen + 4 then
 		t:add(F.tlp_ecrc, tvb(off + hlen + plen, 4))
 	end
+	if malformed then
+		summary = summary .. " [size mismatch]"
+	end
 	return summary
 end
 
@@ -431,7 +435,7 @@ local function dissect_control(tvb, off, n, tree)
 	local t = tree:add(F.ctl, tvb(off, math.max(0, math.min(n, tvb:len() - off))))
 	local function fail(msg)
 		t:add_proto_expert_info(E.control, msg)
-		return "bad control message"
+		return "[bad control message: " .. msg .. "]"
 	end
 	if n < CONTROL_LEN or tvb:len() - off < CONTROL_LEN then
 		return fail(string.format("control message of %d bytes, need at least %d", n, CONTROL_LEN))
@@ -572,16 +576,18 @@ local function dissect_dxpu(tvb, pinfo, tree, udp)
 	local have = tvb:len()
 	local size = udp and udp_payload_len(tvb) or tvb:reported_len()
 	local root = tree:add(dxpu, tvb(0, math.min(have, HEADER_LEN)))
-	if udp and size < HEADER_LEN then
-		root:add_proto_expert_info(E.short, string.format(
-			"UDP payload of %d bytes, the dxpu header needs %d", size, HEADER_LEN))
-		pinfo.cols.info = "dxpu: short frame"
+	local info = "dxpu"
+	-- reject shows why the frame cannot be read further.
+	local function reject(ex, msg)
+		root:add_proto_expert_info(ex, msg)
+		pinfo.cols.info = info .. " [" .. msg .. "]"
 		return have
 	end
+	if udp and size < HEADER_LEN then
+		return reject(E.short, string.format("UDP payload of %d bytes, the dxpu header needs %d", size, HEADER_LEN))
+	end
 	if have < HEADER_LEN then
-		root:add_proto_expert_info(E.short, string.format("header cut: %d bytes, need %d", have, HEADER_LEN))
-		pinfo.cols.info = "dxpu: short frame"
-		return have
+		return reject(E.short, string.format("header cut: %d bytes, need %d", have, HEADER_LEN))
 	end
 	local version = tvb(0, 1):bitfield(0, 4)
 	local mtype = tvb(1, 1):uint()
@@ -611,19 +617,17 @@ local function dissect_dxpu(tvb, pinfo, tree, udp)
 
 	local pair = tvb(2, 3):uint()
 	local mname = msg_types[mtype] or ("type " .. mtype)
-	local info = string.format("%s pair %d", mname, pair)
+	info = string.format("%s pair %d", mname, pair)
 	pinfo.cols.info = info
 	root:append_text(string.format(", %s, pair %d", mname, pair))
 
 	if udp and version == 1 and HEADER_LEN + body ~= size then
-		root:add_proto_expert_info(E.body_len, string.format(
-			"body length %d, UDP payload after the header is %d", body, size - HEADER_LEN))
-		return have
+		return reject(E.body_len, string.format("body length %d, UDP payload after the header is %d",
+			body, size - HEADER_LEN))
 	end
 	local ex, msg = check_header(tvb, version, mtype, n, body)
 	if ex ~= nil then
-		root:add_proto_expert_info(ex, msg)
-		return have
+		return reject(ex, msg)
 	end
 	local fin = HEADER_LEN + body
 	if fin > have then
@@ -639,8 +643,7 @@ local function dissect_dxpu(tvb, pinfo, tree, udp)
 		local parts = {}
 		for i = 0, n - 1 do
 			local e = HEADER_LEN + 2 * i
-			if e + 2 > have then
-				root:add(F.tlp_len):append_text(string.format(" [%d]: cut by the capture", i))
+			if e + 2 > have then -- the table entry itself is cut
 				parts[#parts + 1] = dissect_tlp(tvb, have, 12, root, i, (seq + i) % 4294967296)
 			else
 				local l = tvb(e, 2):uint()
@@ -697,18 +700,20 @@ local function dissect_nettlp(tvb, pinfo, tree)
 	pinfo.cols.protocol = "NetTLP"
 	local have, size = tvb:len(), udp_payload_len(tvb)
 	local root = tree:add(nettlp, tvb(0, math.min(have, NETTLP_HEADER_LEN)))
-	if size < NETTLP_HEADER_LEN then
-		root:add_proto_expert_info(E.nettlp, string.format(
-			"UDP payload of %d bytes, the NetTLP header needs %d", size, NETTLP_HEADER_LEN))
+	local function reject(ex, msg)
+		root:add_proto_expert_info(ex, msg)
+		pinfo.cols.info = "NetTLP [" .. msg .. "]"
 		return have
+	end
+	if size < NETTLP_HEADER_LEN then
+		return reject(E.nettlp, string.format("UDP payload of %d bytes, the NetTLP header needs %d",
+			size, NETTLP_HEADER_LEN))
 	end
 	if size == NETTLP_HEADER_LEN then
-		root:add_proto_expert_info(E.nettlp, "datagram carries no TLP after its header")
-		return have
+		return reject(E.nettlp, "datagram carries no TLP after its header")
 	end
 	if have < NETTLP_HEADER_LEN then
-		root:add_proto_expert_info(E.short, string.format("header cut by the capture (%d bytes)", have))
-		return have
+		return reject(E.short, string.format("header cut by the capture (%d bytes)", have))
 	end
 	root:add(NF.seq, tvb(0, 2))
 	root:add(NF.timestamp, tvb(2, 4))
