@@ -37,8 +37,9 @@
 -- the 10-bit field (0 means 1024 DW where Length counts DWs) and
 -- dxpu.tlp.byte_count the 12-bit field (0 means 4096); the label says so.
 --
--- Written for Wireshark 3.x/4.x (Lua 5.2 to 5.4): no bitwise operators,
--- only field masks, TvbRange:bitfield and arithmetic.
+-- Tested with Wireshark 4.0 (Lua 5.2). It uses no bitwise operators (field
+-- masks, TvbRange:bitfield and arithmetic instead), so the Lua 5.3/5.4 of
+-- later Wireshark releases should load it unchanged.
 
 local HEADER_LEN = 40
 local CONTROL_LEN = 12
