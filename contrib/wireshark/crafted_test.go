@@ -225,9 +225,15 @@ func TestCraftedFrames(t *testing.T) {
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
+	// DXPU_CRAFTED_DUMP=FILE keeps a copy of the capture to open in Wireshark.
 	if d := os.Getenv("DXPU_CRAFTED_DUMP"); d != "" {
-		b, _ := os.ReadFile(path)
-		os.WriteFile(d, b, 0o644)
+		b, err := os.ReadFile(path)
+		if err == nil {
+			err = os.WriteFile(d, b, 0o644)
+		}
+		if err != nil {
+			t.Fatalf("DXPU_CRAFTED_DUMP: %v", err)
+		}
 	}
 	n := checkCapture(t, tshark, path)
 	t.Logf("compared %+v", n)
