@@ -43,12 +43,8 @@ func ParseEncap(s string) (Encap, error) {
 // does not have return zero values.
 type Frame struct {
 	b         []byte
-	encap     Encap
-	nvlan     uint8
+	lay       Layers
 	truncated bool
-	l3        int // IPv4 header offset, 0 if none
-	l4        int // UDP header offset, 0 if none
-	hdr       int // dxpu or NetTLP header offset
 	tlpOff    int // first TLP
 	end       int // declared end of the encapsulated data (may exceed len(b))
 	n         int // number of TLPs
@@ -68,19 +64,19 @@ func ParseFrame(frame []byte, cfg *Config) (Frame, error) {
 	if cfg == nil {
 		cfg = &defaultConfig
 	}
-	l, err := Walk(frame, cfg)
-	if err != nil && l.Net == 0 {
+	f := Frame{b: frame}
+	err := f.lay.walk(frame, cfg)
+	if err != nil && f.lay.Net == 0 {
 		return Frame{}, err
 	}
-	f := Frame{b: frame, encap: l.Encap, nvlan: uint8(l.Tags), l3: l.IPv4, l4: l.UDP, hdr: l.Payload}
 	switch {
 	case err != nil:
-	case l.Encap == EncapDxpuEth:
+	case f.lay.Encap == EncapDxpuEth:
 		err = f.parseDxpu(cfg, -1)
-	case l.Encap == EncapDxpuUDP:
-		err = f.parseDxpu(cfg, l.UDPEnd)
-	case l.Encap == EncapNetTLP:
-		err = f.parseNetTLP(cfg, l.UDPEnd)
+	case f.lay.Encap == EncapDxpuUDP:
+		err = f.parseDxpu(cfg, f.lay.UDPEnd)
+	case f.lay.Encap == EncapNetTLP:
+		err = f.parseNetTLP(cfg, f.lay.UDPEnd)
 	}
 	if err != nil {
 		// Keep what identifies the frame (MACs, VLANs, encapsulation,
@@ -91,12 +87,12 @@ func ParseFrame(frame []byte, cfg *Config) (Frame, error) {
 }
 
 func (f *Frame) parseNetTLP(cfg *Config, end int) error {
-	h := f.hdr
+	h := f.lay.Payload
 	if end-h < NetTLPHeaderLen {
-		return ferr(f.l4+UDPLengthOffset, "udp.length", ErrNetTLP, "UDP payload of %d bytes, the NetTLP header needs 6", end-h)
+		return ferr(f.lay.UDP+UDPLengthOffset, "udp.length", ErrNetTLP, "UDP payload of %d bytes, the NetTLP header needs 6", end-h)
 	}
 	if end-h == NetTLPHeaderLen {
-		return ferr(f.l4+UDPLengthOffset, "udp.length", ErrNetTLP, "datagram carries no TLP after its header")
+		return ferr(f.lay.UDP+UDPLengthOffset, "udp.length", ErrNetTLP, "datagram carries no TLP after its header")
 	}
 	if h+NetTLPHeaderLen > len(f.b) {
 		return ferr(h, "nettlp", ErrTruncated, "header cut by the frame end (%d bytes)", len(f.b))
@@ -108,18 +104,18 @@ func (f *Frame) parseNetTLP(cfg *Config, end int) error {
 func (f *Frame) checkTruncated(cfg *Config) error {
 	f.truncated = f.end > len(f.b)
 	if f.truncated && cfg.RejectTruncated {
-		return ferr(len(f.b), f.encap.String(), ErrTruncated, "lengths declare %d bytes, the frame holds %d", f.end, len(f.b))
+		return ferr(len(f.b), f.lay.Encap.String(), ErrTruncated, "lengths declare %d bytes, the frame holds %d", f.end, len(f.b))
 	}
 	f.curI, f.curOff = 0, f.tlpOff
 	return nil
 }
 
-// parseDxpu checks the dxpu header at f.hdr; udpEnd is the end of the UDP
+// parseDxpu checks the dxpu header at f.lay.Payload; udpEnd is the end of the UDP
 // datagram, or -1 on raw Ethernet.
 func (f *Frame) parseDxpu(cfg *Config, udpEnd int) error {
-	h := f.hdr
+	h := f.lay.Payload
 	if udpEnd >= 0 && udpEnd-h < HeaderLen {
-		return ferr(f.l4+UDPLengthOffset, "udp.length", ErrUDPLength, "UDP payload of %d bytes, the dxpu header needs 40", udpEnd-h)
+		return ferr(f.lay.UDP+UDPLengthOffset, "udp.length", ErrUDPLength, "UDP payload of %d bytes, the dxpu header needs 40", udpEnd-h)
 	}
 	if h+HeaderLen > len(f.b) {
 		return ferr(h, "dxpu", ErrShort, "header cut: %d bytes left, need 40", len(f.b)-h)
@@ -207,8 +203,11 @@ func checkDxpu(hd Header, base int) error {
 	return nil
 }
 
+// Layers returns where the frame's layers start, as Walk found them.
+func (f *Frame) Layers() Layers { return f.lay }
+
 // Encap returns how the frame carries TLPs.
-func (f *Frame) Encap() Encap { return f.encap }
+func (f *Frame) Encap() Encap { return f.lay.Encap }
 
 // NumTLPs returns the number of TLPs the frame declares.
 func (f *Frame) NumTLPs() int { return f.n }
@@ -220,13 +219,13 @@ func (f *Frame) TLP(i int) (b []byte, truncated bool) {
 	if i < 0 || i >= f.n {
 		return nil, false
 	}
-	if f.encap == EncapNetTLP {
+	if f.lay.Encap == EncapNetTLP {
 		return f.clip(f.tlpOff, f.end)
 	}
 	if i < f.curI {
 		f.curI, f.curOff = 0, f.tlpOff
 	}
-	tab := f.hdr + HeaderLen
+	tab := f.lay.Payload + HeaderLen
 	for f.curI < i {
 		e := tab + 2*f.curI
 		if e+2 > len(f.b) {
@@ -282,11 +281,11 @@ func (f *Frame) SrcMAC() []byte {
 }
 
 // NumVLANs returns the number of VLAN tags (0..MaxVLANTags).
-func (f *Frame) NumVLANs() int { return int(f.nvlan) }
+func (f *Frame) NumVLANs() int { return f.lay.Tags }
 
 // VLANTag returns the TPID and TCI of tag i (0 is the outermost).
 func (f *Frame) VLANTag(i int) (tpid, tci uint16) {
-	if i < 0 || i >= int(f.nvlan) {
+	if i < 0 || i >= f.lay.Tags {
 		return 0, 0
 	}
 	v := VLAN(f.b[EthTypeOffset+VLANTagLen*i:])
@@ -295,7 +294,7 @@ func (f *Frame) VLANTag(i int) (tpid, tci uint16) {
 
 // VLAN returns the VLAN ID (12 bits) of the outermost tag.
 func (f *Frame) VLAN() (vid uint16, ok bool) {
-	if f.nvlan == 0 {
+	if f.lay.Tags == 0 {
 		return 0, false
 	}
 	return VLAN(f.b[EthTypeOffset:]).VID(), true
@@ -303,7 +302,7 @@ func (f *Frame) VLAN() (vid uint16, ok bool) {
 
 // EtherType returns the EtherType after any VLAN tags.
 func (f *Frame) EtherType() uint16 {
-	o := EthTypeOffset + VLANTagLen*int(f.nvlan)
+	o := EthTypeOffset + VLANTagLen*f.lay.Tags
 	if o+2 > len(f.b) {
 		return 0
 	}
@@ -311,83 +310,83 @@ func (f *Frame) EtherType() uint16 {
 }
 
 // HasIPv4 reports whether the frame has a (checked) IPv4 header.
-func (f *Frame) HasIPv4() bool { return f.l3 != 0 }
+func (f *Frame) HasIPv4() bool { return f.lay.IPv4 != 0 }
 
 // SrcIP returns the IPv4 source (the zero Addr without IPv4).
 func (f *Frame) SrcIP() netip.Addr {
-	if f.l3 == 0 {
+	if f.lay.IPv4 == 0 {
 		return netip.Addr{}
 	}
-	return IPv4(f.b[f.l3:]).SrcAddr()
+	return IPv4(f.b[f.lay.IPv4:]).SrcAddr()
 }
 
 // DstIP returns the IPv4 destination (the zero Addr without IPv4).
 func (f *Frame) DstIP() netip.Addr {
-	if f.l3 == 0 {
+	if f.lay.IPv4 == 0 {
 		return netip.Addr{}
 	}
-	return IPv4(f.b[f.l3:]).DstAddr()
+	return IPv4(f.b[f.lay.IPv4:]).DstAddr()
 }
 
 // HasUDP reports whether the frame carries TLPs over UDP.
-func (f *Frame) HasUDP() bool { return f.l4 != 0 }
+func (f *Frame) HasUDP() bool { return f.lay.UDP != 0 }
 
 // SrcPort returns the UDP source port of a UDP encapsulation.
 func (f *Frame) SrcPort() uint16 {
-	if f.l4 == 0 {
+	if f.lay.UDP == 0 {
 		return 0
 	}
-	return UDP(f.b[f.l4:]).SrcPort()
+	return UDP(f.b[f.lay.UDP:]).SrcPort()
 }
 
 // DstPort returns the UDP destination port of a UDP encapsulation.
 func (f *Frame) DstPort() uint16 {
-	if f.l4 == 0 {
+	if f.lay.UDP == 0 {
 		return 0
 	}
-	return UDP(f.b[f.l4:]).DstPort()
+	return UDP(f.b[f.lay.UDP:]).DstPort()
 }
 
 // HeaderOffset returns the offset of the dxpu or NetTLP header (0 for
 // EncapNone).
-func (f *Frame) HeaderOffset() int { return f.hdr }
+func (f *Frame) HeaderOffset() int { return f.lay.Payload }
 
 // Header returns the dxpu header and body, up to the declared body length
 // or the frame's end, whichever comes first (nil unless dxpu). On a
 // truncated frame the body may be short: check Truncated before
 // Header.Body or Header.TLPLen.
 func (f *Frame) Header() Header {
-	if f.encap != EncapDxpuEth && f.encap != EncapDxpuUDP {
+	if f.lay.Encap != EncapDxpuEth && f.lay.Encap != EncapDxpuUDP {
 		return nil
 	}
 	end := min(f.end, len(f.b))
-	return Header(f.b[f.hdr:end:end])
+	return Header(f.b[f.lay.Payload:end:end])
 }
 
 // Body returns the dxpu body bytes present in the frame (the control
 // message of a CONTROL frame), padding excluded.
 func (f *Frame) Body() []byte {
-	if f.encap != EncapDxpuEth && f.encap != EncapDxpuUDP {
+	if f.lay.Encap != EncapDxpuEth && f.lay.Encap != EncapDxpuUDP {
 		return nil
 	}
-	start, end := f.hdr+HeaderLen, min(f.end, len(f.b))
+	start, end := f.lay.Payload+HeaderLen, min(f.end, len(f.b))
 	return f.b[start:end:end]
 }
 
 // NetTLPSeq returns the NetTLP header's sequence number.
 func (f *Frame) NetTLPSeq() uint16 {
-	if f.encap != EncapNetTLP {
+	if f.lay.Encap != EncapNetTLP {
 		return 0
 	}
-	return NetTLPHeader(f.b[f.hdr:]).Seq()
+	return NetTLPHeader(f.b[f.lay.Payload:]).Seq()
 }
 
 // NetTLPTimestamp returns the NetTLP header's timestamp.
 func (f *Frame) NetTLPTimestamp() uint32 {
-	if f.encap != EncapNetTLP {
+	if f.lay.Encap != EncapNetTLP {
 		return 0
 	}
-	return NetTLPHeader(f.b[f.hdr:]).Timestamp()
+	return NetTLPHeader(f.b[f.lay.Payload:]).Timestamp()
 }
 
 func be16(b []byte) uint16 { return binary.BigEndian.Uint16(b) }

@@ -5,8 +5,8 @@ package encap
 // not have (or that Walk did not reach) has offset 0.
 type Layers struct {
 	Encap     Encap  // how the frame carries TLPs; EncapNone when it does not
-	Tags      int    // VLAN tags walked, 0..MaxVLANTags; tag i starts at EthTypeOffset + i*VLANTagLen
 	EtherType uint16 // the EtherType after the tags
+	Tags      int    // VLAN tags walked, 0..MaxVLANTags; tag i starts at EthTypeOffset + i*VLANTagLen
 	Net       int    // first byte after the EtherType (IPv4 header, or the dxpu header on raw Ethernet)
 	IPv4      int    // checked IPv4 header
 	UDP       int    // UDP header of a dxpu-udp or NetTLP datagram
@@ -28,17 +28,26 @@ func Walk(frame []byte, cfg *Config) (Layers, error) {
 		cfg = &defaultConfig
 	}
 	var l Layers
+	err := l.walk(frame, cfg)
+	return l, err
+}
+
+// walk is Walk into l, which must be zero: ParseFrame walks into its Frame
+// so that nothing is copied.
+func (l *Layers) walk(frame []byte, cfg *Config) error {
 	if len(frame) < EthHeaderLen {
-		return l, ferr(0, "eth", ErrShort, "frame of %d bytes, an Ethernet header needs 14", len(frame))
+		return ferr(0, "eth", ErrShort, "frame of %d bytes, an Ethernet header needs 14", len(frame))
 	}
 	off := EthTypeOffset
 	et := Ethernet(frame).Type()
 	for IsVLANTPID(et) {
 		if l.Tags == MaxVLANTags {
-			return Layers{}, ferr(off, "vlan", ErrVLAN, "more than %d stacked tags", MaxVLANTags)
+			l.Tags = 0
+			return ferr(off, "vlan", ErrVLAN, "more than %d stacked tags", MaxVLANTags)
 		}
 		if off+VLANTagLen+2 > len(frame) {
-			return Layers{}, ferr(off, "vlan", ErrShort, "tag cut by the frame end (%d bytes)", len(frame))
+			l.Tags = 0
+			return ferr(off, "vlan", ErrShort, "tag cut by the frame end (%d bytes)", len(frame))
 		}
 		l.Tags++
 		off += VLANTagLen
@@ -49,9 +58,9 @@ func Walk(frame []byte, cfg *Config) (Layers, error) {
 	case EtherType:
 		l.Encap, l.Payload = EncapDxpuEth, l.Net
 	case EtherTypeIPv4:
-		return l, l.walkIPv4(frame, cfg)
+		return l.walkIPv4(frame, cfg)
 	}
-	return l, nil
+	return nil
 }
 
 // walkIPv4 checks the IPv4 header at l.Net and, for a UDP datagram to a
