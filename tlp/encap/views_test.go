@@ -65,7 +65,7 @@ func TestViewsAgreeWithGopacket(t *testing.T) {
 		}
 		for i, d := range tags {
 			v := encap.VLAN(frame[encap.EthTypeOffset+encap.VLANTagLen*i:])
-			next := encap.VLAN(frame[encap.EthTypeOffset+encap.VLANTagLen*(i+1):]).TPID() // the EtherType or the next TPID
+			next := v.Next() // the EtherType or the next TPID
 			if v.VID() != d.VLANIdentifier || v.PCP() != d.Priority || v.DEI() != d.DropEligible || next != uint16(d.Type) {
 				t.Errorf("iter %d tag %d: VID %d PCP %d DEI %v, gopacket %+v", iter, i, v.VID(), v.PCP(), v.DEI(), d)
 			}

@@ -46,6 +46,10 @@ func (v VLAN) PCP() uint8 { return uint8(v.TCI() >> VLANPCPShift) }
 // DEI reports the drop eligible indicator.
 func (v VLAN) DEI() bool { return v.TCI()&VLANDEIBit != 0 }
 
+// Next returns the field after the tag: the EtherType, or the next tag's
+// TPID (len(v) >= VLANTagLen+2).
+func (v VLAN) Next() uint16 { return binary.BigEndian.Uint16(v[VLANTagLen:]) }
+
 // SetTPID writes the TPID.
 func (v VLAN) SetTPID(t uint16) { binary.BigEndian.PutUint16(v[VLANTPIDOffset:], t) }
 
