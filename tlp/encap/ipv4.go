@@ -25,6 +25,9 @@ const (
 	IPProtoUDP    = 17
 )
 
+// IPv4IHLMask masks the header length (in 32-bit words) out of byte 0.
+const IPv4IHLMask = 0x0f
+
 // Bits of the flags and fragment offset field.
 const (
 	IPv4FlagDF         = 0x4000 // don't fragment
@@ -40,7 +43,7 @@ type IPv4 []byte
 func (ip IPv4) Version() uint8 { return ip[IPv4VersionIHLOffset] >> 4 }
 
 // HeaderLen returns the header length in bytes (IHL x 4, options included).
-func (ip IPv4) HeaderLen() int { return int(ip[IPv4VersionIHLOffset]&0xf) * 4 }
+func (ip IPv4) HeaderLen() int { return int(ip[IPv4VersionIHLOffset]&IPv4IHLMask) * 4 }
 
 // TOS returns the DSCP and ECN byte.
 func (ip IPv4) TOS() uint8 { return ip[IPv4TOSOffset] }
