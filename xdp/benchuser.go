@@ -80,7 +80,7 @@ func BenchUserspace(mode string, driver UserspaceDriver, duration time.Duration,
 	defer gen.Close()
 	defer sink.Close()
 
-	payload := max(0, frameBytes-14-encap.HeaderLen-2)
+	payload := max(0, frameBytes-encap.FrameOverhead(false, false)-2) // one TLP: its 2-byte length
 	payload = payload / 4 * 4
 	tlp := make([]byte, max(12, payload))
 	tlp[0] = 0x40

@@ -11,6 +11,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/dxpu/dxpu/tlp/encap"
 )
 
 // SlowPathFunc observes frames the forwarder hands to the slow path
@@ -138,7 +140,7 @@ type auxdata struct {
 const tpStatusVLANValid = 1 << 4
 
 // packetHeadroom leaves room to re-insert a stripped tag and to push one.
-const packetHeadroom = 2 * vlanTagLen
+const packetHeadroom = 2 * encap.VLANTagLen
 
 // PacketSocket is a raw AF_PACKET socket bound to one interface that
 // returns frames as they were on the wire: with their 802.1Q tag even when
@@ -183,7 +185,7 @@ var ErrTimeout = errors.New("switch: read timeout")
 // buf[off:end]; off may be up to 4 bytes before headroom when a stripped
 // tag was re-inserted, so headroom must be at least 4. No allocation.
 func (s *PacketSocket) ReadFrame(buf []byte, headroom int) (off, end int, err error) {
-	if headroom < vlanTagLen || headroom >= len(buf) {
+	if headroom < encap.VLANTagLen || headroom >= len(buf) {
 		return 0, 0, fmt.Errorf("switch: ReadFrame needs 4..%d bytes of headroom, got %d", len(buf)-1, headroom)
 	}
 	s.iov.Base = &buf[headroom]
@@ -200,11 +202,12 @@ func (s *PacketSocket) ReadFrame(buf []byte, headroom int) (off, end int, err er
 		return 0, 0, errno
 	}
 	off, end = headroom, headroom+int(n)
-	if tci, ok := vlanFromCmsg(s.oob[:s.msg.Controllen]); ok && end-off >= 12 {
-		copy(buf[off-vlanTagLen:], buf[off:off+12])
-		off -= vlanTagLen
-		binary.BigEndian.PutUint16(buf[off+12:], etherTypeVLAN)
-		binary.BigEndian.PutUint16(buf[off+14:], tci)
+	if tci, ok := vlanFromCmsg(s.oob[:s.msg.Controllen]); ok && end-off >= encap.EthTypeOffset {
+		copy(buf[off-encap.VLANTagLen:], buf[off:off+encap.EthTypeOffset])
+		off -= encap.VLANTagLen
+		tag := encap.VLAN(buf[off+encap.EthTypeOffset:])
+		tag.SetTPID(encap.EtherTypeVLAN)
+		tag.SetTCI(tci)
 	}
 	return off, end, nil
 }

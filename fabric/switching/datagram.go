@@ -1,6 +1,10 @@
 package switching
 
-import "net/netip"
+import (
+	"net/netip"
+
+	"github.com/dxpu/dxpu/tlp/encap"
+)
 
 // ForwardDatagram is the decision of a switch that is a UDP socket (mode
 // "udp": no raw sockets, no root): payload is a received UDP payload that
@@ -25,15 +29,15 @@ func (f *Forwarder) forwardDatagram(payload []byte, from netip.AddrPort, udpInde
 	n := len(payload)
 	res := Result{}
 	inCtr := lazyPort{f: f, ingress: udpIndex}
-	if n < dxpuHeaderLen || payload[0]>>4 != dxpuVersion {
+	if n < encap.HeaderLen || encap.Header(payload).Version() != encap.Version {
 		if slow {
 			res.Verdict, res.Reason = VerdictDrop, ReasonMalformed
 			return netip.AddrPort{}, res
 		}
 		return netip.AddrPort{}, f.finish(res, VerdictDrop, ReasonMalformed, nil, inCtr, n)
 	}
-	res.PairID = pairID(payload)
-	if payload[1] == msgControl && !slow {
+	res.PairID = encap.Header(payload).PairID()
+	if encap.Header(payload).Type() == encap.MsgControl && !slow {
 		return netip.AddrPort{}, f.finish(res, VerdictSlowPath, ReasonControl, nil, inCtr, n)
 	}
 	r := f.rules.Load().byID[res.PairID]

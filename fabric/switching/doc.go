@@ -1,7 +1,8 @@
 // Package switching is the userspace forwarding path of the dxpu switch and
 // the specification of its XDP fast path (package xdp): the same decision,
-// byte for byte, over the same compiled rules. (The directory is
-// fabric/switch; "switch" is a Go keyword, hence the package name.)
+// byte for byte, over the same compiled rules. Frames are read through
+// package encap's views (encap.Ethernet, encap.VLAN, encap.IPv4, encap.UDP,
+// encap.Header), whose constants xdp's tests pin to the XDP program's.
 //
 // # What the switch accepts
 //
@@ -11,8 +12,9 @@
 //	UDP/IPv4:      dst(6) src(6) [8100 TCI(2)] 0800 | IPv4 (IHL*4) | UDP (8, dst port 8855) | dxpu header | body
 //
 // The pair ID is bytes 2..4 of the dxpu header (24-bit big-endian). Anything
-// else (other EtherTypes, other UDP ports, IP fragments) is not dxpu and is
-// passed to the kernel stack (VerdictPass).
+// else (other EtherTypes, other UDP ports, IP fragments, frames with two
+// VLAN tags, which encap.ParseFrame reads but the XDP program does not) is
+// not dxpu and is passed to the kernel stack (VerdictPass).
 //
 // # The decision, in order
 //

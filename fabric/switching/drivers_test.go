@@ -9,11 +9,11 @@ import (
 	"time"
 
 	switching "github.com/dxpu/dxpu/fabric/switching"
-	"github.com/dxpu/dxpu/internal/switchtest"
 	"github.com/dxpu/dxpu/fabric/table"
 	"github.com/dxpu/dxpu/internal/privtest"
-	"github.com/dxpu/dxpu/tlp/encap"
+	"github.com/dxpu/dxpu/internal/switchtest"
 	"github.com/dxpu/dxpu/internal/xdptest"
+	"github.com/dxpu/dxpu/tlp/encap"
 )
 
 // TestPacketDriverEndToEnd runs the userspace switch over AF_PACKET in the

@@ -5,24 +5,14 @@ import (
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
+
+	"github.com/dxpu/dxpu/tlp/encap"
 )
 
-// Frame layout constants.
 const (
-	ethHeaderLen  = 14
-	vlanTagLen    = 4
-	etherTypeVLAN = 0x8100
-	etherTypeIPv4 = 0x0800
-	etherTypeDXPU = 0x88B5
-	dxpuHeaderLen = 40
-	dxpuVersion   = 1
-	msgControl    = 5
-	ipProtoUDP    = 17
-	udpHeaderLen  = 8
-	minIPv4Header = 20
-	million       = 1_000_000
+	million = 1_000_000
 	// Headroom is what Forward needs in front of a frame to push a VLAN tag.
-	Headroom = vlanTagLen
+	Headroom = encap.VLANTagLen
 )
 
 // Result is the decision for one frame.
@@ -162,53 +152,56 @@ func (f *Forwarder) decide(buf []byte, off int, ingress uint32, slow bool) Resul
 	// other verdicts look the ingress port up (inCtr below).
 	inCtr := lazyPort{f: f, ingress: ingress, quiet: slow}
 
-	if n < ethHeaderLen {
+	// One 802.1Q tag at most, as the XDP program reads: a QinQ frame is
+	// not dxpu to the switch (encap.Walk reads two).
+	if n < encap.EthHeaderLen {
 		return f.notDXPU(res, inCtr, n)
 	}
-	proto := binary.BigEndian.Uint16(frame[12:])
-	l3 := ethHeaderLen
+	proto := encap.Ethernet(frame).Type()
+	l3 := encap.EthHeaderLen
 	tagged := false
-	if proto == etherTypeVLAN {
-		if n < ethHeaderLen+vlanTagLen {
+	if proto == encap.EtherTypeVLAN {
+		if n < encap.EthHeaderLen+encap.VLANTagLen {
 			return f.notDXPU(res, inCtr, n)
 		}
-		proto = binary.BigEndian.Uint16(frame[16:])
-		l3 += vlanTagLen
+		proto = encap.VLAN(frame[encap.EthTypeOffset:]).Next()
+		l3 += encap.VLANTagLen
 		tagged = true
 	}
-	ip, udp, h := -1, -1, -1
+	var ip encap.IPv4 // nil on raw Ethernet
+	var ihl, h int
 	switch proto {
-	case etherTypeDXPU:
+	case encap.EtherType:
 		h = l3
-	case etherTypeIPv4:
-		ip = l3
-		if n < ip+minIPv4Header {
+	case encap.EtherTypeIPv4:
+		// Looser than encap.Walk, as the XDP program is: no checksum or
+		// length checks, any fragment is not dxpu.
+		if n < l3+encap.IPv4HeaderLen {
 			return f.notDXPU(res, inCtr, n)
 		}
-		ihl := int(frame[ip]&0x0f) * 4
-		if frame[ip]>>4 != 4 || ihl < minIPv4Header || frame[ip+9] != ipProtoUDP {
+		ip = encap.IPv4(frame[l3:])
+		ihl = ip.HeaderLen()
+		if ip.Version() != encap.IPv4Version || ihl < encap.IPv4HeaderLen || ip.Protocol() != encap.IPProtoUDP ||
+			ip.FlagsFrag()&(encap.IPv4FlagMF|encap.IPv4FragOffsetMask) != 0 {
 			return f.notDXPU(res, inCtr, n)
 		}
-		if binary.BigEndian.Uint16(frame[ip+6:])&0x3fff != 0 {
+		if n < l3+ihl+encap.UDPHeaderLen || encap.UDP(frame[l3+ihl:]).DstPort() != f.udpPort {
 			return f.notDXPU(res, inCtr, n)
 		}
-		udp = ip + ihl
-		if n < udp+udpHeaderLen || binary.BigEndian.Uint16(frame[udp+2:]) != f.udpPort {
-			return f.notDXPU(res, inCtr, n)
-		}
-		h = udp + udpHeaderLen
+		h = l3 + ihl + encap.UDPHeaderLen
 	default:
 		return f.notDXPU(res, inCtr, n)
 	}
 
-	if n < h+dxpuHeaderLen || frame[h]>>4 != dxpuVersion {
+	if n < h+encap.HeaderLen || encap.Header(frame[h:]).Version() != encap.Version {
 		if slow {
 			return Result{Verdict: VerdictDrop, Reason: ReasonMalformed, Off: off}
 		}
 		return f.finish(res, VerdictDrop, ReasonMalformed, nil, inCtr, n)
 	}
-	res.PairID = pairID(frame[h:])
-	if frame[h+1] == msgControl && !slow {
+	hdr := encap.Header(frame[h:])
+	res.PairID = hdr.PairID()
+	if hdr.Type() == encap.MsgControl && !slow {
 		return f.finish(res, VerdictSlowPath, ReasonControl, nil, inCtr, n)
 	}
 	r := f.rules.Load().byID[res.PairID]
@@ -221,15 +214,15 @@ func (f *Forwarder) decide(buf []byte, off int, ingress uint32, slow bool) Resul
 	}
 
 	var srcIP [4]byte
-	if ip >= 0 {
-		copy(srcIP[:], frame[ip+12:ip+16])
+	if ip != nil {
+		srcIP = [4]byte(ip.Src())
 	}
 	var d *Direction
 	var reason Reason
 	switch {
-	case accepts(&r.Dir[0], ingress, frame, ip >= 0, srcIP):
+	case accepts(&r.Dir[0], ingress, frame, ip != nil, srcIP):
 		d, reason = &r.Dir[0], ReasonToGPU
-	case accepts(&r.Dir[1], ingress, frame, ip >= 0, srcIP):
+	case accepts(&r.Dir[1], ingress, frame, ip != nil, srcIP):
 		d, reason = &r.Dir[1], ReasonToHost
 	default:
 		return f.finish(res, VerdictDrop, ReasonSpoofed, r.counters, inCtr, n)
@@ -238,36 +231,35 @@ func (f *Forwarder) decide(buf []byte, off int, ingress uint32, slow bool) Resul
 		return f.finish(res, VerdictDrop, ReasonFault, r.counters, inCtr, n)
 	}
 
-	if ip >= 0 {
-		rewriteUDP(frame[ip:], udp-ip, d, f.udpPort)
+	if ip != nil {
+		rewriteUDP(ip, ihl, d, f.udpPort)
 	}
 	switch {
 	case tagged && r.VLAN != 0:
-		frame[14] = frame[14]&0xf0 | byte(r.VLAN>>8)
-		frame[15] = byte(r.VLAN)
+		encap.VLAN(frame[encap.EthTypeOffset:]).SetVID(r.VLAN)
 	case tagged: // pop
-		off += vlanTagLen
+		off += encap.VLANTagLen
 	case r.VLAN != 0: // push
-		if off < vlanTagLen {
+		if off < encap.VLANTagLen {
 			return f.finish(res, VerdictDrop, ReasonNoRoom, r.counters, inCtr, n)
 		}
-		off -= vlanTagLen
-		frame = buf[off:]
-		binary.BigEndian.PutUint16(frame[12:], etherTypeVLAN)
-		binary.BigEndian.PutUint16(frame[14:], r.VLAN)
+		off -= encap.VLANTagLen
+		tag := encap.VLAN(buf[off+encap.EthTypeOffset:])
+		tag.SetTPID(encap.EtherTypeVLAN)
+		tag.SetTCI(r.VLAN)
 	}
-	frame = buf[off:]
-	copy(frame[0:6], d.DstMAC[:])
-	copy(frame[6:12], d.PortMAC[:])
+	eth := encap.Ethernet(buf[off:])
+	copy(eth.Dst(), d.DstMAC[:])
+	copy(eth.Src(), d.PortMAC[:])
 	res.Off = off
 	res.Egress = d.OutPort
 	res.Verdict, res.Reason = VerdictForward, reason
 	dir := int(reason)           // ReasonToGPU = 0, ReasonToHost = 1
 	tx := reason + ReasonTxToGPU // ReasonToHost+ReasonTxToGPU == ReasonTxToHost
 	r.counters.Add(reason, n)
-	r.counters.Add(tx, len(frame))
+	r.counters.Add(tx, len(eth))
 	r.inCtr[dir].Add(reason, n)
-	r.outCtr[dir].Add(tx, len(frame))
+	r.outCtr[dir].Add(tx, len(eth))
 	return res
 }
 
@@ -295,10 +287,8 @@ func (f *Forwarder) finish(res Result, v Verdict, r Reason, pair *Counters, port
 	return res
 }
 
-func pairID(h []byte) uint32 { return uint32(h[2])<<16 | uint32(h[3])<<8 | uint32(h[4]) }
-
 func accepts(d *Direction, ingress uint32, frame []byte, isUDP bool, srcIP [4]byte) bool {
-	if d.InPort != ingress || [6]byte(frame[6:12]) != d.SrcMAC {
+	if d.InPort != ingress || [6]byte(encap.Ethernet(frame).Src()) != d.SrcMAC {
 		return false
 	}
 	return !isUDP || d.SrcIP == [4]byte{} || d.SrcIP == srcIP
@@ -306,9 +296,9 @@ func accepts(d *Direction, ingress uint32, frame []byte, isUDP bool, srcIP [4]by
 
 // rewriteUDP rewrites addresses, ports and checksums of the IPv4 packet ip
 // whose UDP header starts at ip[udp:].
-func rewriteUDP(ip []byte, udp int, d *Direction, udpPort uint16) {
+func rewriteUDP(ip encap.IPv4, udp int, d *Direction, udpPort uint16) {
 	le := binary.LittleEndian
-	oldSrc, oldDst := le.Uint32(ip[12:]), le.Uint32(ip[16:])
+	oldSrc, oldDst := le.Uint32(ip[encap.IPv4SrcOffset:]), le.Uint32(ip[encap.IPv4DstOffset:])
 	newSrc, newDst := oldSrc, oldDst
 	if d.NewSrcIP != [4]byte{} {
 		newSrc = le.Uint32(d.NewSrcIP[:])
@@ -321,22 +311,23 @@ func rewriteUDP(ip []byte, udp int, d *Direction, udpPort uint16) {
 	binary.BigEndian.PutUint16(sp[:], udpPort)
 	binary.BigEndian.PutUint16(dp[:], d.DstUDPPort)
 	newSport, newDport := le.Uint16(sp[:]), le.Uint16(dp[:])
-	oldSport, oldDport := le.Uint16(ip[udp:]), le.Uint16(ip[udp+2:])
+	u := ip[udp:]
+	oldSport, oldDport := le.Uint16(u[encap.UDPSrcPortOffset:]), le.Uint16(u[encap.UDPDstPortOffset:])
 
 	// One RFC 1624 update per checksum: ~HC + sum(~old) + sum(new).
 	delta := notWords(oldSrc) + notWords(oldDst) + words(newSrc) + words(newDst)
-	le.PutUint16(ip[10:], ^csumFold(uint32(^le.Uint16(ip[10:]))+delta))
-	le.PutUint32(ip[12:], newSrc)
-	le.PutUint32(ip[16:], newDst)
-	le.PutUint16(ip[udp:], newSport)
-	le.PutUint16(ip[udp+2:], newDport)
-	if c := le.Uint16(ip[udp+6:]); c != 0 { // 0: no UDP checksum, keep it that way
+	le.PutUint16(ip[encap.IPv4ChecksumOffset:], ^csumFold(uint32(^le.Uint16(ip[encap.IPv4ChecksumOffset:]))+delta))
+	le.PutUint32(ip[encap.IPv4SrcOffset:], newSrc)
+	le.PutUint32(ip[encap.IPv4DstOffset:], newDst)
+	le.PutUint16(u[encap.UDPSrcPortOffset:], newSport)
+	le.PutUint16(u[encap.UDPDstPortOffset:], newDport)
+	if c := le.Uint16(u[encap.UDPChecksumOffset:]); c != 0 { // 0: no UDP checksum, keep it that way
 		delta += uint32(^oldSport) + uint32(^oldDport) + uint32(newSport) + uint32(newDport)
 		c = ^csumFold(uint32(^c) + delta)
 		if c == 0 {
 			c = 0xffff
 		}
-		le.PutUint16(ip[udp+6:], c)
+		le.PutUint16(u[encap.UDPChecksumOffset:], c)
 	}
 }
 

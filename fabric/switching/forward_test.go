@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	switching "github.com/dxpu/dxpu/fabric/switching"
-	"github.com/dxpu/dxpu/internal/switchtest"
 	"github.com/dxpu/dxpu/fabric/table"
+	"github.com/dxpu/dxpu/internal/switchtest"
 )
 
 var testIndex = map[string]uint32{switchtest.P1: 11, switchtest.P2: 12, switchtest.P3: 13}

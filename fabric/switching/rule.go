@@ -7,10 +7,11 @@ import (
 	"net/netip"
 
 	"github.com/dxpu/dxpu/fabric/table"
+	"github.com/dxpu/dxpu/tlp/encap"
 )
 
-// DefaultUDPPort is the UDP port of dxpu frames (encap.DefaultUDPPort).
-const DefaultUDPPort = 8855
+// DefaultUDPPort is the UDP port of dxpu frames.
+const DefaultUDPPort = encap.DefaultUDPPort
 
 // Port is one switch port: an interface and the addresses the switch uses
 // as source when it transmits on it.

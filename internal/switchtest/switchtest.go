@@ -118,26 +118,25 @@ func Frame(src, dst net.HardwareAddr, vlan int, l3 *encap.L3, typ encap.MsgType,
 	return b
 }
 
-// SetUDPChecksum computes the UDP checksum of an Ethernet/[VLAN]/IPv4/UDP
-// frame in place (the IPv4 header is assumed to be 20 bytes).
+// SetUDPChecksum computes the UDP checksum of a dxpu-udp frame in place.
+// It panics on another frame (a fixture bug, not input).
 func SetUDPChecksum(b []byte) {
-	ip := 14
-	if binary.BigEndian.Uint16(b[12:]) == 0x8100 {
-		ip = 18
+	l, err := encap.Walk(b, nil)
+	if err != nil || l.Encap != encap.EncapDxpuUDP {
+		panic(fmt.Sprintf("switchtest: SetUDPChecksum on a frame that is not dxpu-udp (%v, %v)", l.Encap, err))
 	}
-	udp := ip + 20
-	ulen := int(binary.BigEndian.Uint16(b[udp+4:]))
-	b[udp+6], b[udp+7] = 0, 0
+	ip, udp := encap.IPv4(b[l.IPv4:]), b[l.UDP:l.UDPEnd]
+	binary.BigEndian.PutUint16(udp[encap.UDPChecksumOffset:], 0)
 	var sum uint32
-	for i := 0; i < 8; i += 2 {
-		sum += uint32(binary.BigEndian.Uint16(b[ip+12+i:]))
+	for _, a := range [][]byte{ip.Src(), ip.Dst()} {
+		sum += uint32(binary.BigEndian.Uint16(a)) + uint32(binary.BigEndian.Uint16(a[2:]))
 	}
-	sum += 17 + uint32(ulen)
-	c := switching.Checksum(b[udp:udp+ulen], sum)
+	sum += encap.IPProtoUDP + uint32(len(udp))
+	c := switching.Checksum(udp, sum)
 	if c == 0 {
 		c = 0xffff
 	}
-	binary.BigEndian.PutUint16(b[udp+6:], c)
+	binary.BigEndian.PutUint16(udp[encap.UDPChecksumOffset:], c)
 }
 
 func l3(src, dst netip.Addr) *encap.L3 {
@@ -222,6 +221,17 @@ func Corpus() []Case {
 		panic(err)
 	}
 	add("not-dxpu/nettlp", P1, pass, switching.ReasonNotDXPU, nettlp)
+	// Two tags (encap.ParseFrame reads them): the switch, like its XDP
+	// program, reads one 802.1Q tag and leaves QinQ to the kernel.
+	for _, outer := range []uint16{encap.EtherTypeQinQ, encap.EtherTypeVLAN} {
+		l2 := &encap.L2{Src: mac6(host.MAC), Dst: mac6(PortMAC(1)), Tagged: true, VLAN: 100, OuterTPID: outer, OuterVLAN: 200}
+		f := &encap.Fields{PairID: PairPlain, Seq: 7}
+		qinq, err := encap.AppendDxpuEth(nil, l2, f, [][]byte{tlp})
+		if err != nil {
+			panic(err)
+		}
+		add(fmt.Sprintf("not-dxpu/qinq-%04x", outer), P1, pass, switching.ReasonNotDXPU, qinq)
+	}
 	return cs
 }
 

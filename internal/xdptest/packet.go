@@ -1,13 +1,13 @@
 package xdptest
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"testing"
 	"time"
 
 	switching "github.com/dxpu/dxpu/fabric/switching"
+	"github.com/dxpu/dxpu/tlp/encap"
 )
 
 // Conn is a raw AF_PACKET socket on one interface of a test namespace. It
@@ -57,22 +57,10 @@ func (c *Conn) RecvMatching(timeout time.Duration, keep func([]byte) bool) ([]by
 	return nil, fmt.Errorf("xdptest: nothing received on %s within %v", c.Iface.Name, timeout)
 }
 
-// IsDXPU reports whether a frame is dxpu on raw Ethernet (optionally
-// tagged) or UDP to port 8855: it skips the IPv6 and ARP chatter of
-// freshly created interfaces.
+// IsDXPU reports whether a frame is dxpu on raw Ethernet or over UDP to
+// port 8855 (tagged or not, as encap.Walk reads it): it skips the IPv6 and
+// ARP chatter of freshly created interfaces.
 func IsDXPU(b []byte) bool {
-	if len(b) < 14 {
-		return false
-	}
-	et, l3 := binary.BigEndian.Uint16(b[12:]), 14
-	if et == 0x8100 && len(b) >= 18 {
-		et, l3 = binary.BigEndian.Uint16(b[16:]), 18
-	}
-	switch et {
-	case 0x88B5:
-		return true
-	case 0x0800:
-		return len(b) >= l3+24 && b[l3+9] == 17 && binary.BigEndian.Uint16(b[l3+22:]) == 8855
-	}
-	return false
+	l, err := encap.Walk(b, &encap.Config{NoNetTLP: true})
+	return err == nil && (l.Encap == encap.EncapDxpuEth || l.Encap == encap.EncapDxpuUDP)
 }

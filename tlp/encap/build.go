@@ -8,9 +8,27 @@ import (
 // L2 is the Ethernet addressing of a frame to build.
 type L2 struct {
 	Dst, Src [6]byte
-	Tagged   bool   // insert one 802.1Q tag (TPID 0x8100)
+	Tagged   bool   // insert an 802.1Q tag (TPID 0x8100)
 	VLAN     uint16 // VLAN ID, 12 bits (when Tagged)
 	PCP      uint8  // priority code point, 3 bits (when Tagged)
+	// OuterTPID, when not 0, puts a second tag before the 802.1Q one
+	// (QinQ; needs Tagged): EtherTypeQinQ for an 802.1ad S-tag,
+	// EtherTypeVLAN for stacked 802.1Q, or EtherTypeQinQv1.
+	OuterTPID uint16
+	OuterVLAN uint16 // outer VLAN ID, 12 bits (when OuterTPID is set)
+	OuterPCP  uint8  // outer priority code point, 3 bits
+}
+
+// HeaderLen returns the bytes l2 writes: the Ethernet header and its tags.
+func (l2 *L2) HeaderLen() int {
+	n := EthHeaderLen
+	if l2.Tagged {
+		n += VLANTagLen
+	}
+	if l2.OuterTPID != 0 {
+		n += VLANTagLen
+	}
+	return n
 }
 
 // L3 is the IPv4/UDP addressing of a frame to build.
@@ -62,7 +80,7 @@ func (f *Fields) put(h Header, n, bodyLen int) {
 	h.SetSeq(f.Seq)
 	h.SetAck(f.Ack)
 	h.SetSack(f.Sack)
-	h[26], h[27] = 0, 0
+	h[HeaderInfiniteOffset], h[HeaderReservedOffset] = 0, 0
 	for t := CreditPH; t < NumCreditTypes; t++ {
 		h.SetCreditLimit(t, f.Limits[t], f.Infinite&(1<<t) != 0)
 	}
@@ -167,6 +185,9 @@ func NetTLPPort(tlp []byte) uint16 {
 // for a payload of n bytes; it returns the slice and the payload offset.
 // On error dst is returned unchanged.
 func appendHeaders(dst []byte, l2 *L2, l3 *L3, n int, defSrc, defDst uint16) ([]byte, int, error) {
+	if l2.OuterTPID != 0 && (!IsVLANTPID(l2.OuterTPID) || !l2.Tagged) {
+		return dst, 0, ferr(EthTypeOffset, "vlan", ErrVLAN, "outer TPID %#04x with Tagged %v: want 0x8100, 0x88a8 or 0x9100 over an 802.1Q tag", l2.OuterTPID, l2.Tagged)
+	}
 	if l3 != nil {
 		if !l3.Src.Is4() || !l3.Dst.Is4() {
 			return dst, 0, ferr(0, "ipv4.addr", ErrIPv4Header, "addresses %v -> %v are not IPv4", l3.Src, l3.Dst)
@@ -177,9 +198,11 @@ func appendHeaders(dst []byte, l2 *L2, l3 *L3, n int, defSrc, defDst uint16) ([]
 	}
 	dst = append(dst, l2.Dst[:]...)
 	dst = append(dst, l2.Src[:]...)
+	if l2.OuterTPID != 0 {
+		dst = appendVLAN(dst, l2.OuterTPID, l2.OuterPCP, l2.OuterVLAN)
+	}
 	if l2.Tagged {
-		dst = binary.BigEndian.AppendUint16(dst, EtherTypeVLAN)
-		dst = binary.BigEndian.AppendUint16(dst, uint16(l2.PCP&7)<<13|l2.VLAN&0xfff)
+		dst = appendVLAN(dst, EtherTypeVLAN, l2.PCP, l2.VLAN)
 	}
 	if l3 == nil {
 		dst = binary.BigEndian.AppendUint16(dst, EtherType)
@@ -192,13 +215,14 @@ func appendHeaders(dst []byte, l2 *L2, l3 *L3, n int, defSrc, defDst uint16) ([]
 		ttl = 64
 	}
 	src, dstIP := l3.Src.As4(), l3.Dst.As4()
-	dst = append(dst, 0x45, l3.TOS)
+	dst = append(dst, IPv4Version<<4|IPv4HeaderLen/4, l3.TOS)
 	dst = binary.BigEndian.AppendUint16(dst, uint16(IPv4HeaderLen+UDPHeaderLen+n))
 	dst = binary.BigEndian.AppendUint16(dst, l3.ID)
-	dst = append(dst, 0x40, 0, ttl, 17, 0, 0) // DF, no fragment; protocol UDP; checksum below
+	dst = binary.BigEndian.AppendUint16(dst, IPv4FlagDF) // no fragment
+	dst = append(dst, ttl, IPProtoUDP, 0, 0)             // checksum below
 	dst = append(dst, src[:]...)
 	dst = append(dst, dstIP[:]...)
-	binary.BigEndian.PutUint16(dst[ip+10:], checksum(dst[ip:ip+IPv4HeaderLen]))
+	binary.BigEndian.PutUint16(dst[ip+IPv4ChecksumOffset:], checksum(dst[ip:ip+IPv4HeaderLen]))
 	sp, dp := l3.SrcPort, l3.DstPort
 	if sp == 0 {
 		sp = defSrc
@@ -222,7 +246,9 @@ func pad(dst []byte, start int) []byte {
 
 // FrameOverhead returns the bytes a dxpu frame adds around its TLPs, not
 // counting the 2-byte length of each TLP: Ethernet (+4 with a VLAN tag),
-// IPv4 and UDP when udp, and the dxpu header.
+// IPv4 and UDP when udp, and the dxpu header. It turns a frame size into
+// TLP bytes (xdp's benchmark sizes its frames with it); a QinQ frame adds
+// another VLANTagLen (see L2.HeaderLen).
 func FrameOverhead(tagged, udp bool) int {
 	n := EthHeaderLen + HeaderLen
 	if tagged {

@@ -1,14 +1,5 @@
 package encap
 
-// NetTLP's UDP ports: both ends use 0x3000 + tag.
-const (
-	NetTLPPortBase = 0x3000
-	NetTLPPortMax  = 0x30ff
-	// NetTLPHeaderLen is the size of the NetTLP header: 16-bit sequence
-	// number and 32-bit timestamp, big-endian.
-	NetTLPHeaderLen = 6
-)
-
 // Config tells ParseFrame which UDP ports carry TLPs and how strict to be.
 // The zero value (and a nil *Config) means the defaults.
 type Config struct {

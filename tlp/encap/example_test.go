@@ -47,6 +47,16 @@ const (
 00 00 00 01 01 00 05 0f f0 00 10 00`
 )
 
+// docQinQ is the QinQ example of doc.go: its headers, then the dxpu header
+// and body of docDxpuEth (from byte 14 on).
+const docQinQ = `
+02 00 00 00 00 02 02 00 00 00 00 01
+88 a8 60 c8
+81 00 00 64
+08 00
+45 00 00 52 00 00 40 00 40 11 a5 46 c0 a8 0a 01 c0 a8 0a 03
+22 97 22 97 00 3e 00 00`
+
 func unhex(t testing.TB, s string) []byte {
 	b, err := hex.DecodeString(strings.Join(strings.Fields(s), ""))
 	if err != nil {
@@ -82,6 +92,38 @@ func TestDocExamples(t *testing.T) {
 	f, err = encap.ParseFrame(got, nil)
 	if err != nil || f.Encap() != encap.EncapNetTLP || f.NetTLPSeq() != 0x01b3 || f.NetTLPTimestamp() != 0xe132da1b || f.DstPort() != 0x3005 {
 		t.Fatalf("parse NetTLP example: %v %v", f.Encap(), err)
+	}
+
+	qinq := &encap.L2{Dst: exampleL2().Dst, Src: exampleL2().Src, Tagged: true, VLAN: 100,
+		OuterTPID: encap.EtherTypeQinQ, OuterVLAN: 200, OuterPCP: 3}
+	got, err = encap.AppendDxpuUDP(nil, qinq, l3, exampleFields(), [][]byte{exampleMRd})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := append(unhex(t, docQinQ), unhex(t, docDxpuEth)[encap.EthHeaderLen:]...)
+	if !bytes.Equal(got, want) {
+		t.Errorf("QinQ example:\n got %x\nwant %x", got, want)
+	}
+	l, err := encap.Walk(want, nil)
+	wantL := encap.Layers{Encap: encap.EncapDxpuUDP, Tags: 2, EtherType: 0x0800, Net: 22, IPv4: 22, UDP: 42, Payload: 50, UDPEnd: 104}
+	if err != nil || l != wantL {
+		t.Errorf("Walk of the QinQ example: %+v %v, want %+v", l, err, wantL)
+	}
+	f, err = encap.ParseFrame(want, nil)
+	if err != nil || f.Encap() != encap.EncapDxpuUDP || f.NumVLANs() != 2 || f.Header().PairID() != 42 {
+		t.Fatalf("parse QinQ example: %v, %d tags, %v", f.Encap(), f.NumVLANs(), err)
+	}
+	if tpid, tci := f.VLANTag(0); tpid != 0x88a8 || tci != 0x60c8 {
+		t.Errorf("QinQ example outer tag %#x %#x", tpid, tci)
+	}
+	if tpid, tci := f.VLANTag(1); tpid != 0x8100 || tci != 0x0064 {
+		t.Errorf("QinQ example inner tag %#x %#x", tpid, tci)
+	}
+	if vid, ok := f.VLAN(); !ok || vid != 200 {
+		t.Errorf("QinQ example VLAN() = %d %v, want the outer 200", vid, ok)
+	}
+	if tlp, tr := f.TLP(0); tr || !bytes.Equal(tlp, exampleMRd) {
+		t.Errorf("QinQ example TLP %x truncated=%v", tlp, tr)
 	}
 }
 

@@ -38,38 +38,13 @@ func ParseEncap(s string) (Encap, error) {
 	return EncapNone, fmt.Errorf("encap: unknown encapsulation %q (want nettlp, dxpu-eth or dxpu-udp)", s)
 }
 
-// EtherType values ParseFrame understands besides dxpu's.
-const (
-	EtherTypeIPv4   = 0x0800
-	EtherTypeVLAN   = 0x8100 // 802.1Q C-tag
-	EtherTypeQinQ   = 0x88a8 // 802.1ad S-tag
-	EtherTypeQinQv1 = 0x9100 // pre-standard S-tag
-	// MaxVLANTags is the number of stacked tags ParseFrame accepts.
-	MaxVLANTags = 2
-)
-
-// Ethernet and IP sizes.
-const (
-	EthHeaderLen  = 14
-	VLANTagLen    = 4
-	IPv4HeaderLen = 20
-	UDPHeaderLen  = 8
-	// MinFrameLen is the Ethernet minimum without the FCS; builders pad
-	// shorter frames with zeros.
-	MinFrameLen = 60
-)
-
 // Frame is a parsed frame: offsets into the frame's bytes, no copies. It is
 // a value type; ParseFrame allocates nothing. Accessors of a layer the frame
 // does not have return zero values.
 type Frame struct {
 	b         []byte
-	encap     Encap
-	nvlan     uint8
+	lay       Layers
 	truncated bool
-	l3        int // IPv4 header offset, 0 if none
-	l4        int // UDP header offset, 0 if none
-	hdr       int // dxpu or NetTLP header offset
 	tlpOff    int // first TLP
 	end       int // declared end of the encapsulated data (may exceed len(b))
 	n         int // number of TLPs
@@ -90,31 +65,18 @@ func ParseFrame(frame []byte, cfg *Config) (Frame, error) {
 		cfg = &defaultConfig
 	}
 	f := Frame{b: frame}
-	if len(frame) < EthHeaderLen {
-		return Frame{}, ferr(0, "eth", ErrShort, "frame of %d bytes, an Ethernet header needs 14", len(frame))
+	err := f.lay.walk(frame, cfg)
+	if err != nil && f.lay.Net == 0 {
+		return Frame{}, err
 	}
-	off := 12
-	et := be16(frame[off:])
-	for et == EtherTypeVLAN || et == EtherTypeQinQ || et == EtherTypeQinQv1 {
-		if f.nvlan == MaxVLANTags {
-			return Frame{}, ferr(off, "vlan", ErrVLAN, "more than %d stacked tags", MaxVLANTags)
-		}
-		if off+VLANTagLen+2 > len(frame) {
-			return Frame{}, ferr(off, "vlan", ErrShort, "tag cut by the frame end (%d bytes)", len(frame))
-		}
-		f.nvlan++
-		off += VLANTagLen
-		et = be16(frame[off:])
-	}
-	off += 2
-	var err error
-	switch et {
-	case EtherType:
-		f.encap = EncapDxpuEth
-		f.hdr = off
+	switch {
+	case err != nil:
+	case f.lay.Encap == EncapDxpuEth:
 		err = f.parseDxpu(cfg, -1)
-	case EtherTypeIPv4:
-		err = f.parseIPv4(cfg, off)
+	case f.lay.Encap == EncapDxpuUDP:
+		err = f.parseDxpu(cfg, f.lay.UDPEnd)
+	case f.lay.Encap == EncapNetTLP:
+		err = f.parseNetTLP(cfg, f.lay.UDPEnd)
 	}
 	if err != nil {
 		// Keep what identifies the frame (MACs, VLANs, encapsulation,
@@ -124,77 +86,13 @@ func ParseFrame(frame []byte, cfg *Config) (Frame, error) {
 	return f, err
 }
 
-func (f *Frame) parseIPv4(cfg *Config, off int) error {
-	b := f.b
-	if off+IPv4HeaderLen > len(b) {
-		return ferr(off, "ipv4", ErrShort, "header cut: %d bytes left, need 20", len(b)-off)
-	}
-	if v := b[off] >> 4; v != 4 {
-		return ferr(off, "ipv4.version", ErrIPv4Header, "version %d under EtherType 0x0800", v)
-	}
-	ihl := int(b[off]&0xf) * 4
-	if ihl < IPv4HeaderLen {
-		return ferr(off, "ipv4.ihl", ErrIPv4Header, "header length %d, minimum 20", ihl)
-	}
-	if off+ihl > len(b) {
-		return ferr(off, "ipv4.ihl", ErrShort, "header length %d, %d bytes left", ihl, len(b)-off)
-	}
-	total := int(be16(b[off+2:]))
-	if total < ihl {
-		return ferr(off+2, "ipv4.total_length", ErrIPv4Header, "total length %d shorter than header length %d", total, ihl)
-	}
-	if !cfg.SkipIPv4Checksum {
-		if s := checksum(b[off : off+ihl]); s != 0 {
-			return ferr(off+10, "ipv4.checksum", ErrIPv4Checksum, "checksum %#04x does not verify (want %#04x)",
-				be16(b[off+10:]), ^checksum2(b[off:off+10], b[off+12:off+ihl]))
-		}
-	}
-	f.l3 = off
-	if b[off+9] != 17 { // not UDP
-		return nil
-	}
-	frag := be16(b[off+6:])
-	if frag&0x1fff != 0 { // a later fragment: no UDP header here
-		return nil
-	}
-	l4 := off + ihl
-	if l4+UDPHeaderLen > len(b) {
-		return ferr(l4, "udp", ErrShort, "header cut: %d bytes left, need 8", len(b)-l4)
-	}
-	if total < ihl+UDPHeaderLen {
-		return ferr(off+2, "ipv4.total_length", ErrIPv4Header, "total length %d leaves no room for a UDP header", total)
-	}
-	sport, dport := be16(b[l4:]), be16(b[l4+2:])
-	var enc Encap
-	switch {
-	case dport == cfg.udpPort():
-		enc = EncapDxpuUDP
-	case cfg.isNetTLPPort(dport) || cfg.isNetTLPPort(sport):
-		enc = EncapNetTLP
-	default:
-		return nil
-	}
-	if frag&0x2000 != 0 {
-		return ferr(off+6, "ipv4.flags", ErrFragment, "more-fragments set on a %s datagram", enc)
-	}
-	ulen := int(be16(b[l4+4:]))
-	if ulen < UDPHeaderLen || l4+ulen > off+total {
-		return ferr(l4+4, "udp.length", ErrUDPLength, "UDP length %d, IPv4 leaves %d bytes", ulen, total-ihl)
-	}
-	f.l4, f.hdr, f.encap = l4, l4+UDPHeaderLen, enc
-	if enc == EncapNetTLP {
-		return f.parseNetTLP(cfg, l4+ulen)
-	}
-	return f.parseDxpu(cfg, l4+ulen)
-}
-
 func (f *Frame) parseNetTLP(cfg *Config, end int) error {
-	h := f.hdr
+	h := f.lay.Payload
 	if end-h < NetTLPHeaderLen {
-		return ferr(f.l4+4, "udp.length", ErrNetTLP, "UDP payload of %d bytes, the NetTLP header needs 6", end-h)
+		return ferr(f.lay.UDP+UDPLengthOffset, "udp.length", ErrNetTLP, "UDP payload of %d bytes, the NetTLP header needs 6", end-h)
 	}
 	if end-h == NetTLPHeaderLen {
-		return ferr(f.l4+4, "udp.length", ErrNetTLP, "datagram carries no TLP after its header")
+		return ferr(f.lay.UDP+UDPLengthOffset, "udp.length", ErrNetTLP, "datagram carries no TLP after its header")
 	}
 	if h+NetTLPHeaderLen > len(f.b) {
 		return ferr(h, "nettlp", ErrTruncated, "header cut by the frame end (%d bytes)", len(f.b))
@@ -206,18 +104,18 @@ func (f *Frame) parseNetTLP(cfg *Config, end int) error {
 func (f *Frame) checkTruncated(cfg *Config) error {
 	f.truncated = f.end > len(f.b)
 	if f.truncated && cfg.RejectTruncated {
-		return ferr(len(f.b), f.encap.String(), ErrTruncated, "lengths declare %d bytes, the frame holds %d", f.end, len(f.b))
+		return ferr(len(f.b), f.lay.Encap.String(), ErrTruncated, "lengths declare %d bytes, the frame holds %d", f.end, len(f.b))
 	}
 	f.curI, f.curOff = 0, f.tlpOff
 	return nil
 }
 
-// parseDxpu checks the dxpu header at f.hdr; udpEnd is the end of the UDP
+// parseDxpu checks the dxpu header at f.lay.Payload; udpEnd is the end of the UDP
 // datagram, or -1 on raw Ethernet.
 func (f *Frame) parseDxpu(cfg *Config, udpEnd int) error {
-	h := f.hdr
+	h := f.lay.Payload
 	if udpEnd >= 0 && udpEnd-h < HeaderLen {
-		return ferr(f.l4+4, "udp.length", ErrUDPLength, "UDP payload of %d bytes, the dxpu header needs 40", udpEnd-h)
+		return ferr(f.lay.UDP+UDPLengthOffset, "udp.length", ErrUDPLength, "UDP payload of %d bytes, the dxpu header needs 40", udpEnd-h)
 	}
 	if h+HeaderLen > len(f.b) {
 		return ferr(h, "dxpu", ErrShort, "header cut: %d bytes left, need 40", len(f.b)-h)
@@ -225,7 +123,7 @@ func (f *Frame) parseDxpu(cfg *Config, udpEnd int) error {
 	hd := Header(f.b[h:])
 	end := h + HeaderLen + hd.BodyLen()
 	if udpEnd >= 0 && end != udpEnd && hd.Version() == Version {
-		return ferr(h+6, "dxpu.body_len", ErrBodyLength, "body length %d, UDP payload after the header is %d", hd.BodyLen(), udpEnd-h-HeaderLen)
+		return ferr(h+HeaderBodyLenOffset, "dxpu.body_len", ErrBodyLength, "body length %d, UDP payload after the header is %d", hd.BodyLen(), udpEnd-h-HeaderLen)
 	}
 	if err := checkDxpu(hd, h); err != nil {
 		return err
@@ -265,24 +163,24 @@ func ParseHeader(b []byte) (h Header, truncated bool, err error) {
 // offset for error messages.
 func checkDxpu(hd Header, base int) error {
 	if v := hd.Version(); v != Version {
-		return ferr(base, "dxpu.version", ErrVersion, "version %d, want %d", v, Version)
+		return ferr(base+HeaderVersionFlagsOffset, "dxpu.version", ErrVersion, "version %d, want %d", v, Version)
 	}
 	mt := hd.Type()
 	if mt < MsgTLP || mt > MsgControl {
-		return ferr(base+1, "dxpu.type", ErrMsgType, "message type %d", mt)
+		return ferr(base+HeaderTypeOffset, "dxpu.type", ErrMsgType, "message type %d", mt)
 	}
 	n, body := hd.Count(), hd.BodyLen()
 	if mt != MsgTLP {
 		if n != 0 {
-			return ferr(base+5, "dxpu.count", ErrTLPCount, "%d TLPs in a %s message, want 0", n, mt)
+			return ferr(base+HeaderCountOffset, "dxpu.count", ErrTLPCount, "%d TLPs in a %s message, want 0", n, mt)
 		}
 		return nil
 	}
 	if 2*n > body {
-		return ferr(base+5, "dxpu.count", ErrTLPCount, "%d TLPs need a %d-byte length table, body length is %d", n, 2*n, body)
+		return ferr(base+HeaderCountOffset, "dxpu.count", ErrTLPCount, "%d TLPs need a %d-byte length table, body length is %d", n, 2*n, body)
 	}
 	if n == 0 && body != 0 {
-		return ferr(base+6, "dxpu.body_len", ErrTLPLength, "body length %d in a TLP message without TLPs", body)
+		return ferr(base+HeaderBodyLenOffset, "dxpu.body_len", ErrTLPLength, "body length %d in a TLP message without TLPs", body)
 	}
 	sum := 0
 	for i := 0; i < n; i++ {
@@ -299,14 +197,17 @@ func checkDxpu(hd Header, base int) error {
 			return ferr(base+e, fmt.Sprintf("dxpu.tlp_len[%d]", i), ErrTLPLength, "TLPs 0..%d end at body byte %d, beyond body length %d", i, 2*n+sum, body)
 		}
 		if i == n-1 && 2*n+sum != body {
-			return ferr(base+6, "dxpu.body_len", ErrTLPLength, "body length %d, the table and %d TLPs fill %d", body, n, 2*n+sum)
+			return ferr(base+HeaderBodyLenOffset, "dxpu.body_len", ErrTLPLength, "body length %d, the table and %d TLPs fill %d", body, n, 2*n+sum)
 		}
 	}
 	return nil
 }
 
+// Layers returns where the frame's layers start, as Walk found them.
+func (f *Frame) Layers() Layers { return f.lay }
+
 // Encap returns how the frame carries TLPs.
-func (f *Frame) Encap() Encap { return f.encap }
+func (f *Frame) Encap() Encap { return f.lay.Encap }
 
 // NumTLPs returns the number of TLPs the frame declares.
 func (f *Frame) NumTLPs() int { return f.n }
@@ -318,13 +219,13 @@ func (f *Frame) TLP(i int) (b []byte, truncated bool) {
 	if i < 0 || i >= f.n {
 		return nil, false
 	}
-	if f.encap == EncapNetTLP {
+	if f.lay.Encap == EncapNetTLP {
 		return f.clip(f.tlpOff, f.end)
 	}
 	if i < f.curI {
 		f.curI, f.curOff = 0, f.tlpOff
 	}
-	tab := f.hdr + HeaderLen
+	tab := f.lay.Payload + HeaderLen
 	for f.curI < i {
 		e := tab + 2*f.curI
 		if e+2 > len(f.b) {
@@ -368,7 +269,7 @@ func (f *Frame) DstMAC() []byte {
 	if len(f.b) < EthHeaderLen {
 		return nil
 	}
-	return f.b[0:6:6]
+	return Ethernet(f.b).Dst()
 }
 
 // SrcMAC returns the source Ethernet address (a slice of the frame).
@@ -376,33 +277,32 @@ func (f *Frame) SrcMAC() []byte {
 	if len(f.b) < EthHeaderLen {
 		return nil
 	}
-	return f.b[6:12:12]
+	return Ethernet(f.b).Src()
 }
 
 // NumVLANs returns the number of VLAN tags (0..MaxVLANTags).
-func (f *Frame) NumVLANs() int { return int(f.nvlan) }
+func (f *Frame) NumVLANs() int { return f.lay.Tags }
 
 // VLANTag returns the TPID and TCI of tag i (0 is the outermost).
 func (f *Frame) VLANTag(i int) (tpid, tci uint16) {
-	if i < 0 || i >= int(f.nvlan) {
+	if i < 0 || i >= f.lay.Tags {
 		return 0, 0
 	}
-	o := 12 + VLANTagLen*i
-	return be16(f.b[o:]), be16(f.b[o+2:])
+	v := VLAN(f.b[EthTypeOffset+VLANTagLen*i:])
+	return v.TPID(), v.TCI()
 }
 
 // VLAN returns the VLAN ID (12 bits) of the outermost tag.
 func (f *Frame) VLAN() (vid uint16, ok bool) {
-	if f.nvlan == 0 {
+	if f.lay.Tags == 0 {
 		return 0, false
 	}
-	_, tci := f.VLANTag(0)
-	return tci & 0xfff, true
+	return VLAN(f.b[EthTypeOffset:]).VID(), true
 }
 
 // EtherType returns the EtherType after any VLAN tags.
 func (f *Frame) EtherType() uint16 {
-	o := 12 + VLANTagLen*int(f.nvlan)
+	o := EthTypeOffset + VLANTagLen*f.lay.Tags
 	if o+2 > len(f.b) {
 		return 0
 	}
@@ -410,83 +310,83 @@ func (f *Frame) EtherType() uint16 {
 }
 
 // HasIPv4 reports whether the frame has a (checked) IPv4 header.
-func (f *Frame) HasIPv4() bool { return f.l3 != 0 }
+func (f *Frame) HasIPv4() bool { return f.lay.IPv4 != 0 }
 
 // SrcIP returns the IPv4 source (the zero Addr without IPv4).
 func (f *Frame) SrcIP() netip.Addr {
-	if f.l3 == 0 {
+	if f.lay.IPv4 == 0 {
 		return netip.Addr{}
 	}
-	return netip.AddrFrom4([4]byte(f.b[f.l3+12 : f.l3+16]))
+	return IPv4(f.b[f.lay.IPv4:]).SrcAddr()
 }
 
 // DstIP returns the IPv4 destination (the zero Addr without IPv4).
 func (f *Frame) DstIP() netip.Addr {
-	if f.l3 == 0 {
+	if f.lay.IPv4 == 0 {
 		return netip.Addr{}
 	}
-	return netip.AddrFrom4([4]byte(f.b[f.l3+16 : f.l3+20]))
+	return IPv4(f.b[f.lay.IPv4:]).DstAddr()
 }
 
 // HasUDP reports whether the frame carries TLPs over UDP.
-func (f *Frame) HasUDP() bool { return f.l4 != 0 }
+func (f *Frame) HasUDP() bool { return f.lay.UDP != 0 }
 
 // SrcPort returns the UDP source port of a UDP encapsulation.
 func (f *Frame) SrcPort() uint16 {
-	if f.l4 == 0 {
+	if f.lay.UDP == 0 {
 		return 0
 	}
-	return be16(f.b[f.l4:])
+	return UDP(f.b[f.lay.UDP:]).SrcPort()
 }
 
 // DstPort returns the UDP destination port of a UDP encapsulation.
 func (f *Frame) DstPort() uint16 {
-	if f.l4 == 0 {
+	if f.lay.UDP == 0 {
 		return 0
 	}
-	return be16(f.b[f.l4+2:])
+	return UDP(f.b[f.lay.UDP:]).DstPort()
 }
 
 // HeaderOffset returns the offset of the dxpu or NetTLP header (0 for
 // EncapNone).
-func (f *Frame) HeaderOffset() int { return f.hdr }
+func (f *Frame) HeaderOffset() int { return f.lay.Payload }
 
 // Header returns the dxpu header and body, up to the declared body length
 // or the frame's end, whichever comes first (nil unless dxpu). On a
 // truncated frame the body may be short: check Truncated before
 // Header.Body or Header.TLPLen.
 func (f *Frame) Header() Header {
-	if f.encap != EncapDxpuEth && f.encap != EncapDxpuUDP {
+	if f.lay.Encap != EncapDxpuEth && f.lay.Encap != EncapDxpuUDP {
 		return nil
 	}
 	end := min(f.end, len(f.b))
-	return Header(f.b[f.hdr:end:end])
+	return Header(f.b[f.lay.Payload:end:end])
 }
 
 // Body returns the dxpu body bytes present in the frame (the control
 // message of a CONTROL frame), padding excluded.
 func (f *Frame) Body() []byte {
-	if f.encap != EncapDxpuEth && f.encap != EncapDxpuUDP {
+	if f.lay.Encap != EncapDxpuEth && f.lay.Encap != EncapDxpuUDP {
 		return nil
 	}
-	start, end := f.hdr+HeaderLen, min(f.end, len(f.b))
+	start, end := f.lay.Payload+HeaderLen, min(f.end, len(f.b))
 	return f.b[start:end:end]
 }
 
 // NetTLPSeq returns the NetTLP header's sequence number.
 func (f *Frame) NetTLPSeq() uint16 {
-	if f.encap != EncapNetTLP {
+	if f.lay.Encap != EncapNetTLP {
 		return 0
 	}
-	return be16(f.b[f.hdr:])
+	return NetTLPHeader(f.b[f.lay.Payload:]).Seq()
 }
 
 // NetTLPTimestamp returns the NetTLP header's timestamp.
 func (f *Frame) NetTLPTimestamp() uint32 {
-	if f.encap != EncapNetTLP {
+	if f.lay.Encap != EncapNetTLP {
 		return 0
 	}
-	return binary.BigEndian.Uint32(f.b[f.hdr+2:])
+	return NetTLPHeader(f.b[f.lay.Payload:]).Timestamp()
 }
 
 func be16(b []byte) uint16 { return binary.BigEndian.Uint16(b) }

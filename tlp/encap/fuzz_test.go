@@ -31,6 +31,9 @@ func fuzzSeeds(f *testing.F) {
 	b, _ = encap.AppendNetTLP(nil, l2t, l3, 1, 2, exampleMRd)
 	f.Add(b)
 	f.Add(b[:50])
+	qinq := &encap.L2{Tagged: true, VLAN: 100, OuterTPID: encap.EtherTypeQinQ, OuterVLAN: 200, OuterPCP: 3}
+	b, _ = encap.AppendDxpuEth(nil, qinq, exampleFields(), two)
+	f.Add(b)
 	f.Add([]byte{})
 	// A few frames of each committed synthetic capture.
 	paths, _ := filepath.Glob(filepath.Join("..", "..", "testdata", "pcap", "*.pcap*"))
@@ -100,15 +103,19 @@ func FuzzParseFrame(f *testing.F) {
 			}
 			tlps[i] = b
 		}
-		if fr.Truncated() || fr.Encap() == encap.EncapNone || fr.NumVLANs() > 1 {
+		if fr.Truncated() || fr.Encap() == encap.EncapNone || !buildableTags(&fr) {
 			return
 		}
+		_, innerTCI := fr.VLANTag(fr.NumVLANs() - 1)
 		// Rebuild from what was parsed and compare.
 		l2 := &encap.L2{}
 		copy(l2.Dst[:], fr.DstMAC())
 		copy(l2.Src[:], fr.SrcMAC())
-		if _, tci := fr.VLANTag(0); fr.NumVLANs() == 1 {
-			l2.Tagged, l2.VLAN, l2.PCP = true, tci&0xfff, uint8(tci>>13)
+		if fr.NumVLANs() > 0 {
+			l2.Tagged, l2.VLAN, l2.PCP = true, innerTCI&encap.VLANVIDMask, uint8(innerTCI>>encap.VLANPCPShift)
+		}
+		if tpid, tci := fr.VLANTag(0); fr.NumVLANs() == 2 {
+			l2.OuterTPID, l2.OuterVLAN, l2.OuterPCP = tpid, tci&encap.VLANVIDMask, uint8(tci>>encap.VLANPCPShift)
 		}
 		var l3 *encap.L3
 		if fr.HasUDP() {
@@ -134,6 +141,9 @@ func FuzzParseFrame(f *testing.F) {
 		if err != nil {
 			t.Fatalf("rebuilt frame does not parse: %v\n in %x\nout %x", err, data, out)
 		}
+		if l2end := encap.EthTypeOffset + encap.VLANTagLen*fr.NumVLANs(); !bytes.Equal(out[:l2end], data[:l2end]) {
+			t.Fatalf("rebuilt addresses and tags differ:\n in %x\nout %x", data, out)
+		}
 		if re.Encap() != fr.Encap() || re.NumTLPs() != fr.NumTLPs() || !sameHeader(re.Header(), fr.Header()) ||
 			re.NetTLPSeq() != fr.NetTLPSeq() || re.NetTLPTimestamp() != fr.NetTLPTimestamp() {
 			t.Fatalf("rebuilt frame differs:\n in %x\nout %x", data, out)
@@ -144,6 +154,18 @@ func FuzzParseFrame(f *testing.F) {
 			}
 		}
 	})
+}
+
+// buildableTags reports whether the builders can write fr's tags: the
+// innermost 802.1Q, none with DEI set.
+func buildableTags(fr *encap.Frame) bool {
+	for i := 0; i < fr.NumVLANs(); i++ {
+		tpid, tci := fr.VLANTag(i)
+		if tci&encap.VLANDEIBit != 0 || i == fr.NumVLANs()-1 && tpid != encap.EtherTypeVLAN {
+			return false
+		}
+	}
+	return true
 }
 
 func appendDxpu(l2 *encap.L2, l3 *encap.L3, f *encap.Fields, tlps [][]byte) ([]byte, error) {

@@ -27,6 +27,9 @@ func FuzzLayers(f *testing.F) {
 		b, _ = encap.AppendNetTLP(nil, l2, l3, 1, 2, mwr)
 		f.Add(b)
 	}
+	qinq := &encap.L2{Dst: macB, Src: macA, Tagged: true, VLAN: 3, OuterTPID: encap.EtherTypeQinQ, OuterVLAN: 4}
+	b, _ := encap.AppendDxpuUDP(nil, qinq, l3, fields(), [][]byte{mrd, mwr})
+	f.Add(b)
 	f.Add(hopByHopNetTLP())
 	f.Fuzz(func(t *testing.T, data []byte) {
 		pkt := gopacket.NewPacket(data, layers.LinkTypeEthernet, gopacket.NoCopy)

@@ -219,9 +219,9 @@ func (n *NetTLP) DecodeFromBytes(data []byte, df gopacket.DecodeFeedback) error 
 		df.SetTruncated()
 		return &encap.FrameError{Field: "nettlp", Err: encap.ErrNetTLP, Detail: fmt.Sprintf("%d bytes, the header needs 6", len(data))}
 	}
-	n.Seq = binary.BigEndian.Uint16(data)
-	n.Timestamp = binary.BigEndian.Uint32(data[2:])
-	n.BaseLayer = layers.BaseLayer{Contents: data[:6:6], Payload: data[6:]}
+	h := encap.NetTLPHeader(data)
+	n.Seq, n.Timestamp = h.Seq(), h.Timestamp()
+	n.BaseLayer = layers.BaseLayer{Contents: data[:encap.NetTLPHeaderLen:encap.NetTLPHeaderLen], Payload: data[encap.NetTLPHeaderLen:]}
 	return nil
 }
 
@@ -231,8 +231,8 @@ func (n *NetTLP) SerializeTo(b gopacket.SerializeBuffer, opts gopacket.Serialize
 	if err != nil {
 		return err
 	}
-	binary.BigEndian.PutUint16(hb, n.Seq)
-	binary.BigEndian.PutUint32(hb[2:], n.Timestamp)
+	binary.BigEndian.PutUint16(hb[encap.NetTLPSeqOffset:], n.Seq)
+	binary.BigEndian.PutUint32(hb[encap.NetTLPTimestampOffset:], n.Timestamp)
 	return nil
 }
 
