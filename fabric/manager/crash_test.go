@@ -12,8 +12,8 @@ import (
 
 	"github.com/dxpu/dxpu/fabric/ctlclient"
 	"github.com/dxpu/dxpu/fabric/manager"
-	"github.com/dxpu/dxpu/internal/fakeagent"
 	"github.com/dxpu/dxpu/fabric/pool"
+	"github.com/dxpu/dxpu/internal/fakeagent"
 )
 
 // TestSIGKILLMidAllocation runs the manager as a separate process on a bbolt
