@@ -1,9 +1,11 @@
 package main
 
 import (
+	"errors"
 	"log/slog"
 	"os"
 
+	"github.com/dxpu/dxpu/internal/app/apperr"
 	"github.com/spf13/cobra"
 )
 
@@ -44,3 +46,17 @@ func (e exitCodeError) Error() string {
 }
 
 func (e exitCodeError) Unwrap() error { return e.err }
+
+// exitFor maps a product's error to an exit status: apperr.ErrUsage 2,
+// apperr.ErrFailed 1, any other error def.
+func exitFor(err error, def int) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, apperr.ErrUsage):
+		return exitCodeError{2, err}
+	case errors.Is(err, apperr.ErrFailed):
+		return exitCodeError{1, err}
+	}
+	return exitCodeError{def, err}
+}

@@ -4,13 +4,13 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/dxpu/dxpu/sim"
 	"github.com/dxpu/dxpu/emu/cuda"
 	"github.com/dxpu/dxpu/emu/gpu"
 	"github.com/dxpu/dxpu/emu/host"
 	"github.com/dxpu/dxpu/emu/pcie"
 	"github.com/dxpu/dxpu/emu/realtime"
 	"github.com/dxpu/dxpu/emu/topo"
+	"github.com/dxpu/dxpu/sim"
 )
 
 // Setup describes the world a benchmark runs in.

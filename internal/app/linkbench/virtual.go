@@ -5,8 +5,8 @@ import (
 	"time"
 
 	"github.com/dxpu/dxpu/bridge"
-	"github.com/dxpu/dxpu/internal/pairsim"
 	"github.com/dxpu/dxpu/bridge/memlink"
+	"github.com/dxpu/dxpu/internal/pairsim"
 )
 
 // RunVirtual runs the same measurement in virtual time on the
