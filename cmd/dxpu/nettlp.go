@@ -7,7 +7,6 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -184,7 +183,7 @@ func nettlpDialFlags() (*nettlp.Client, uint64, error) {
 	if fl.tag < 0 || fl.tag > 255 {
 		return nil, 0, exitCodeError{2, fmt.Errorf("--tag %d: want 0..255", fl.tag)}
 	}
-	addr, err := nettlpParseSize("addr", fl.addr)
+	addr, err := parseSize("addr", fl.addr)
 	if err != nil {
 		return nil, 0, exitCodeError{2, err}
 	}
@@ -201,32 +200,6 @@ func nettlpPattern(a uint64) byte {
 	return byte(a) ^ byte(a>>8) ^ byte(a>>16) ^ byte(a>>24) ^ byte(a>>32) ^ byte(a>>40) ^ byte(a>>48) ^ byte(a>>56)
 }
 
-// nettlpParseSize reads 64M, 1G, 4096, 0x1000, 512K.
-func nettlpParseSize(flag, s string) (uint64, error) {
-	t := strings.TrimSpace(s)
-	shift := 0
-	if n := len(t); n > 0 {
-		switch strings.ToUpper(t[n-1:]) {
-		case "K":
-			shift = 10
-		case "M":
-			shift = 20
-		case "G":
-			shift = 30
-		case "T":
-			shift = 40
-		}
-		if shift > 0 {
-			t = t[:n-1]
-		}
-	}
-	v, err := strconv.ParseUint(t, 0, 64)
-	if err != nil || (shift > 0 && v > (1<<64-1)>>shift) {
-		return 0, fmt.Errorf("--%s %q: want a byte count like 64M, 4096 or 0x1000", flag, s)
-	}
-	return v << shift, nil
-}
-
 func runNettlpServe(cmd *cobra.Command, _ []string) error {
 	fl := &nettlpServeFlags
 	usage := func(err error) error { return exitCodeError{2, err} }
@@ -234,15 +207,15 @@ func runNettlpServe(cmd *cobra.Command, _ []string) error {
 	if err != nil {
 		return usage(fmt.Errorf("--addr %q: %w", fl.addr, err))
 	}
-	size, err := nettlpParseSize("mem-size", fl.memSize)
+	size, err := parseSize("mem-size", fl.memSize)
 	if err != nil {
 		return usage(err)
 	}
-	base, err := nettlpParseSize("base", fl.base)
+	base, err := parseSize("base", fl.base)
 	if err != nil {
 		return usage(err)
 	}
-	rcvbuf, err := nettlpParseSize("rcvbuf", fl.rcvbuf)
+	rcvbuf, err := parseSize("rcvbuf", fl.rcvbuf)
 	if err != nil || rcvbuf > 1<<30 {
 		return usage(fmt.Errorf("--rcvbuf %q: want up to 1G", fl.rcvbuf))
 	}

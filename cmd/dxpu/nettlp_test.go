@@ -16,12 +16,12 @@ import (
 
 func TestNettlpParseSize(t *testing.T) {
 	for in, want := range map[string]uint64{"64M": 64 << 20, "4096": 4096, "0x1000": 0x1000, "1G": 1 << 30, "2k": 2048, "1T": 1 << 40} {
-		if got, err := nettlpParseSize("x", in); err != nil || got != want {
+		if got, err := parseSize("x", in); err != nil || got != want {
 			t.Errorf("%q: %d, %v", in, got, err)
 		}
 	}
 	for _, in := range []string{"", "M", "12Q", "-1", "99999999999999999999T"} {
-		if _, err := nettlpParseSize("x", in); err == nil {
+		if _, err := parseSize("x", in); err == nil {
 			t.Errorf("%q accepted", in)
 		}
 	}
