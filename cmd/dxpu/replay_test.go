@@ -2,21 +2,10 @@ package main
 
 import (
 	"bytes"
-	"context"
-	"encoding/json"
 	"errors"
-	"net/http"
-	"net/http/httptest"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"sync"
 	"testing"
-	"time"
-
-	"github.com/dxpu/dxpu/fabric/ctlclient"
-	"github.com/dxpu/dxpu/fabric/table"
-	"github.com/dxpu/dxpu/internal/switchtest"
 )
 
 func runReplayWith(t *testing.T, pcap, out, expect string) (string, error) {
@@ -75,70 +64,4 @@ func TestReplayBadFlags(t *testing.T) {
 			t.Errorf("%s: %v", tc.name, err)
 		}
 	}
-}
-
-// fakeManager serves GET /v1/table with the manager's watch semantics
-// (long-poll until the version differs).
-type fakeManager struct {
-	mu      sync.Mutex
-	current table.Table
-}
-
-func (m *fakeManager) set(t table.Table) {
-	m.mu.Lock()
-	m.current = t
-	m.mu.Unlock()
-}
-
-func (m *fakeManager) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	m.mu.Lock()
-	if q.Get("watch") == "1" {
-		v, _ := strconv.ParseUint(q.Get("version"), 10, 64)
-		deadline := time.Now().Add(2 * time.Second)
-		for m.current.Version == v && time.Now().Before(deadline) {
-			m.mu.Unlock()
-			time.Sleep(5 * time.Millisecond)
-			m.mu.Lock()
-		}
-	}
-	t := m.current
-	m.mu.Unlock()
-	json.NewEncoder(w).Encode(t)
-}
-
-// TestWatchManagerAppliesVersions: the switch applies the manager's table
-// and every later version, and skips invalid ones.
-func TestWatchManagerAppliesVersions(t *testing.T) {
-	m := &fakeManager{}
-	t1 := *switchtest.Table()
-	m.set(t1)
-	srv := httptest.NewServer(m)
-	defer srv.Close()
-	applied := make(chan uint64, 10)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go watchManager(ctx, ctlclient.New(srv.URL, ""), func(tb *table.Table) { applied <- tb.Version })
-	wait := func(want uint64) {
-		t.Helper()
-		select {
-		case v := <-applied:
-			if v != want {
-				t.Fatalf("applied version %d, want %d", v, want)
-			}
-		case <-time.After(5 * time.Second):
-			t.Fatalf("version %d never applied", want)
-		}
-	}
-	wait(1)
-	bad := *switchtest.Table()
-	bad.Version = 2
-	bad.Pairs = append(bad.Pairs, bad.Pairs[0]) // duplicate ID: invalid
-	m.set(bad)
-	t3 := *switchtest.Table()
-	t3.Version = 3
-	t3.Pairs = t3.Pairs[:1]
-	time.Sleep(50 * time.Millisecond)
-	m.set(t3)
-	wait(3)
 }
