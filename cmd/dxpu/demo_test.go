@@ -12,7 +12,7 @@ import (
 func runEmuCmd(t *testing.T, args ...string) ([]byte, error) {
 	t.Helper()
 	// Flag variables outlive a command run: start each from the defaults.
-	for _, c := range []*cobra.Command{demoCmd, benchFabricCmd} {
+	for _, c := range []*cobra.Command{benchFabricCmd} {
 		c.Flags().VisitAll(func(f *pflag.Flag) {
 			f.Value.Set(f.DefValue)
 			f.Changed = false
@@ -25,27 +25,6 @@ func runEmuCmd(t *testing.T, args ...string) ([]byte, error) {
 	defer func() { rootCmd.SetArgs(nil); rootCmd.SetOut(nil); rootCmd.SetErr(nil) }()
 	err := rootCmd.Execute()
 	return out.Bytes(), err
-}
-
-func TestDemoJSON(t *testing.T) {
-	out, err := runEmuCmd(t, "demo", "--json", "--quiet", "--traces", t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rows []map[string]any
-	if err := json.Unmarshal(out, &rows); err != nil {
-		t.Fatalf("demo --json output is not a JSON array: %v\n%s", err, out)
-	}
-	if len(rows) == 0 {
-		t.Fatal("no workloads")
-	}
-	for _, r := range rows {
-		for _, k := range []string{"workload", "native_s", "fabric_s", "overhead_pct"} {
-			if _, ok := r[k]; !ok {
-				t.Fatalf("row %v lacks %q", r, k)
-			}
-		}
-	}
 }
 
 func TestBenchFabricJSON(t *testing.T) {
