@@ -41,5 +41,3 @@ each natively (GPU on the host's root port) and over the fabric at --rtt.`,
 	f.StringVar(&o.Clock, "clock", "virtual", "virtual (simulated time, deterministic) or wall (real time; the fabric is a bridge pair over UDP on loopback, --rtt and --gbit do not apply)")
 	return cmd
 }
-
-func init() { benchCmd.AddCommand(newBenchFabricCmd()) }

@@ -57,5 +57,3 @@ with the same mix so the goodput ratio compares figures from one run.
 	f.DurationVar(&o.Interval, "interval", 50*time.Nanosecond, "with --virtual: one TLP issued every interval (open loop)")
 	return cmd
 }
-
-func init() { benchCmd.AddCommand(newBenchLinkCmd()) }

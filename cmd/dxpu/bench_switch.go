@@ -42,5 +42,3 @@ and the Go figure is still measured. Figures are medians over --rounds.`,
 	f.BoolVar(&o.NoXDP, "no-xdp", false, "skip the XDP and veth measurements (no root needed)")
 	return cmd
 }
-
-func init() { benchCmd.AddCommand(newBenchSwitchCmd()) }

@@ -101,5 +101,3 @@ Example, a NetTLP host (libtlp on 127.0.0.1) and an emulated GPU:
 	f.StringVar(&fl.memSize, "mem-size", "64M", "memory device size (suffixes K, M, G)")
 	return cmd
 }
-
-func init() { rootCmd.AddCommand(newBridgeCmd(&processEnv)) }

@@ -1,11 +1,9 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"strings"
 	"testing"
-	"time"
 )
 
 // TestBridgeCommandFlags: bad flags give exit code 2 and name the flag.
@@ -30,21 +28,4 @@ func TestBridgeCommandFlags(t *testing.T) {
 			t.Errorf("%v: %v, want exit code 2 naming %q", tc.args, err, tc.want)
 		}
 	}
-}
-
-// runDxpu runs one command line in a command tree of its own, under a
-// deadline, and returns its stdout, stderr and error.
-func runDxpu(t *testing.T, stdin string, args ...string) (string, string, error) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	var out, errb strings.Builder
-	e := newEnv(strings.NewReader(stdin), &out, &errb, args, func(string) string { return "" })
-	cmd := newBridgeCmd(e)
-	cmd.SetArgs(args[1:])
-	cmd.SetIn(e.stdin)
-	cmd.SetOut(e.stdout)
-	cmd.SetErr(e.stderr)
-	err := cmd.ExecuteContext(ctx)
-	return out.String(), errb.String(), err
 }

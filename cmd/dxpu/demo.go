@@ -35,5 +35,3 @@ the native time, the fabric time, the overhead and the performance model's predi
 	f.BoolVar(&o.Bridge, "bridge", false, "run the workloads' fabric side through real bridge pairs too (slower; enumeration always uses them)")
 	return cmd
 }
-
-func init() { rootCmd.AddCommand(newDemoCmd()) }

@@ -3,7 +3,6 @@ package main
 import (
 	"io"
 	"log/slog"
-	"os"
 )
 
 // env is all a command may touch of the process: its standard streams,
@@ -34,7 +33,3 @@ func (e *env) getenvOr(k, def string) string {
 	}
 	return def
 }
-
-// processEnv is the process's own env (until every command is built from
-// main's env).
-var processEnv = *newEnv(os.Stdin, os.Stdout, os.Stderr, os.Args[1:], os.Getenv)

@@ -55,5 +55,3 @@ Trace files may also be given as arguments.`,
 	fl.BoolVar(&o.Markdown, "markdown", false, "print a markdown table, one row per trace (overhead by RTT, budget)")
 	return cmd
 }
-
-func init() { rootCmd.AddCommand(newModelCmd()) }

@@ -154,5 +154,3 @@ difference.`,
 	cmd.Flags().BoolVar(&check, "check", false, "compare with --dir instead of writing")
 	return cmd
 }
-
-func init() { rootCmd.AddCommand(newPcapCmd()) }

@@ -47,5 +47,3 @@ status 1 names the first difference.`,
 	f.Uint16Var(&o.UDPPort, "udp-port", switching.DefaultUDPPort, "UDP port of dxpu frames")
 	return cmd
 }
-
-func init() { rootCmd.AddCommand(newReplayCmd()) }

@@ -3,32 +3,35 @@ package main
 import (
 	"errors"
 	"log/slog"
-	"os"
+
+	"github.com/spf13/cobra"
 
 	"github.com/dxpu/dxpu/internal/app/apperr"
-	"github.com/spf13/cobra"
 )
 
-// rootCmd is the top of the command tree; every subcommand file adds itself
-// with rootCmd.AddCommand in its init function.
-var rootCmd = &cobra.Command{
-	Use:           "dxpu",
-	Short:         "Datacenter-scale GPU disaggregation: PCIe TLPs over Ethernet",
-	SilenceUsage:  true,
-	SilenceErrors: true,
-	PersistentPreRun: func(cmd *cobra.Command, args []string) {
-		level := slog.LevelInfo
-		if verbose {
-			level = slog.LevelDebug
-		}
-		slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})))
-	},
-}
-
-var verbose bool
-
-func init() {
-	rootCmd.PersistentFlags().BoolVarP(&verbose, "verbose", "v", false, "log debug messages")
+// newRootCmd builds the whole command tree over e: its streams, its
+// arguments, and --verbose setting the level of e's logger.
+func newRootCmd(e *env) *cobra.Command {
+	var verbose bool
+	root := &cobra.Command{
+		Use:           "dxpu",
+		Short:         "Datacenter-scale GPU disaggregation: PCIe TLPs over Ethernet",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		PersistentPreRun: func(*cobra.Command, []string) {
+			if verbose {
+				e.level.Set(slog.LevelDebug)
+			}
+		},
+	}
+	root.PersistentFlags().BoolVarP(&verbose, "verbose", "v", false, "log debug messages")
+	root.AddCommand(newBridgeCmd(e), newSwitchCmd(e), newManagerCmd(e), newCtlCmd(e), newNettlpCmd(e),
+		newPcapCmd(), newTLPCmd(), newReplayCmd(), newModelCmd(), newDemoCmd(), newBenchCmd())
+	root.SetArgs(e.args)
+	root.SetIn(e.stdin)
+	root.SetOut(e.stdout)
+	root.SetErr(e.stderr)
+	return root
 }
 
 // exitCodeError carries a process exit status out of a subcommand: 1 for

@@ -58,5 +58,3 @@ Exit status: 0 after SIGINT/SIGTERM, 2 on bad flags or setup errors.`,
 	f.StringVar(&o.SlowPath, "slow-path", "packet", "--mode xdp: how slow-path frames reach Go: packet (XDP_PASS to an AF_PACKET listener) or xsk (AF_XDP sockets via the XSKMAP)")
 	return cmd
 }
-
-func init() { rootCmd.AddCommand(newSwitchCmd(&processEnv)) }

@@ -55,5 +55,3 @@ Exit status: 0 when every line encoded, 1 when any did not, 2 for I/O errors.`,
 	cmd.AddCommand(decode, encode)
 	return cmd
 }
-
-func init() { rootCmd.AddCommand(newTLPCmd()) }
