@@ -2,13 +2,13 @@ package main
 
 import "github.com/spf13/cobra"
 
-// benchCmd is the parent of the benchmark subcommands (bench link, bench
-// switch, bench fabric); each adds itself with benchCmd.AddCommand.
-var benchCmd = &cobra.Command{
-	Use:   "bench",
-	Short: "Measure dxpu components: bridge link, switch, fabric",
-}
-
-func init() {
-	rootCmd.AddCommand(benchCmd)
+// newBenchCmd builds `dxpu bench`, the parent of bench link, bench switch
+// and bench fabric.
+func newBenchCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Measure dxpu components: bridge link, switch, fabric",
+	}
+	cmd.AddCommand(newBenchLinkCmd(), newBenchSwitchCmd(), newBenchFabricCmd())
+	return cmd
 }

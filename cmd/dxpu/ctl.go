@@ -24,7 +24,9 @@ import (
 	"github.com/dxpu/dxpu/fabric/table"
 )
 
-var ctlFlags struct {
+// ctlOptions are the flags every ctl subcommand shares.
+type ctlOptions struct {
+	e         *env
 	manager   string
 	tokenFile string
 	json      bool
@@ -32,10 +34,13 @@ var ctlFlags struct {
 	caFile    string
 }
 
-var ctlCmd = &cobra.Command{
-	Use:   "ctl",
-	Short: "Talk to the manager: boxes, hosts, GPUs, allocations",
-	Long: `Ctl is the manager's command-line client. It prints tables for people and,
+// newCtlCmd builds `dxpu ctl` and its subcommands, the manager's client.
+func newCtlCmd(e *env) *cobra.Command {
+	fl := &ctlOptions{e: e}
+	ctlCmd := &cobra.Command{
+		Use:   "ctl",
+		Short: "Talk to the manager: boxes, hosts, GPUs, allocations",
+		Long: `Ctl is the manager's command-line client. It prints tables for people and,
 with --json, the API's JSON for programs.
 
 The manager is --manager (or $DXPU_MANAGER, default http://127.0.0.1:7700);
@@ -47,36 +52,35 @@ or the token itself in $DXPU_TOKEN).
 Exit status: 0 on success, 1 when the manager refused the call (the error's
 stable code is printed), 2 for usage errors or when the manager cannot be
 reached.`,
-}
+	}
 
-func init() {
 	pf := ctlCmd.PersistentFlags()
-	pf.StringVar(&ctlFlags.manager, "manager", envOr("DXPU_MANAGER", "http://127.0.0.1:7700"), "manager URL (several: comma-separated)")
-	pf.StringVar(&ctlFlags.tokenFile, "token-file", os.Getenv("DXPU_TOKEN_FILE"), "file holding the bearer token")
-	pf.BoolVar(&ctlFlags.json, "json", false, "print JSON instead of tables")
-	pf.DurationVar(&ctlFlags.timeout, "timeout", 60*time.Second, "give up on the manager after this long")
-	pf.StringVar(&ctlFlags.caFile, "ca-file", os.Getenv("DXPU_CA_FILE"), "PEM CA certificate(s) to trust for an https manager")
+	pf.StringVar(&fl.manager, "manager", e.getenvOr("DXPU_MANAGER", "http://127.0.0.1:7700"), "manager URL (several: comma-separated)")
+	pf.StringVar(&fl.tokenFile, "token-file", e.getenv("DXPU_TOKEN_FILE"), "file holding the bearer token")
+	pf.BoolVar(&fl.json, "json", false, "print JSON instead of tables")
+	pf.DurationVar(&fl.timeout, "timeout", 60*time.Second, "give up on the manager after this long")
+	pf.StringVar(&fl.caFile, "ca-file", e.getenv("DXPU_CA_FILE"), "PEM CA certificate(s) to trust for an https manager")
 
-	boxCmd := &cobra.Command{Use: "box [ID]", Short: "List boxes, or show one with its GPUs", Args: cobra.MaximumNArgs(1), RunE: ctlBox}
-	boxAdd := &cobra.Command{Use: "add FILE", Short: "Register or replace a box from JSON (- for stdin)", Args: cobra.ExactArgs(1), RunE: ctlBoxAdd}
-	boxRm := &cobra.Command{Use: "rm ID", Short: "Remove a box whose GPUs are all free", Args: cobra.ExactArgs(1), RunE: ctlBoxRm}
+	boxCmd := &cobra.Command{Use: "box [ID]", Short: "List boxes, or show one with its GPUs", Args: cobra.MaximumNArgs(1), RunE: fl.box}
+	boxAdd := &cobra.Command{Use: "add FILE", Short: "Register or replace a box from JSON (- for stdin)", Args: cobra.ExactArgs(1), RunE: fl.boxAdd}
+	boxRm := &cobra.Command{Use: "rm ID", Short: "Remove a box whose GPUs are all free", Args: cobra.ExactArgs(1), RunE: fl.boxRm}
 	boxCmd.AddCommand(boxAdd, boxRm)
 
-	hostCmd := &cobra.Command{Use: "host", Short: "List hosts", Args: cobra.NoArgs, RunE: ctlHost}
-	hostAdd := &cobra.Command{Use: "add FILE", Short: "Register or replace a host from JSON (- for stdin)", Args: cobra.ExactArgs(1), RunE: ctlHostAdd}
-	hostRm := &cobra.Command{Use: "rm ID", Short: "Remove a host that holds no GPUs", Args: cobra.ExactArgs(1), RunE: ctlHostRm}
+	hostCmd := &cobra.Command{Use: "host", Short: "List hosts", Args: cobra.NoArgs, RunE: fl.host}
+	hostAdd := &cobra.Command{Use: "add FILE", Short: "Register or replace a host from JSON (- for stdin)", Args: cobra.ExactArgs(1), RunE: fl.hostAdd}
+	hostRm := &cobra.Command{Use: "rm ID", Short: "Remove a host that holds no GPUs", Args: cobra.ExactArgs(1), RunE: fl.hostRm}
 	hostCmd.AddCommand(hostAdd, hostRm)
 
-	gpuCmd := &cobra.Command{Use: "gpu", Short: "List GPUs (--box, --state free|used|unhealthy)", Args: cobra.NoArgs, RunE: ctlGPU}
+	gpuCmd := &cobra.Command{Use: "gpu", Short: "List GPUs (--box, --state free|used|unhealthy)", Args: cobra.NoArgs, RunE: fl.gPU}
 	gpuCmd.Flags().String("box", "", "only this box")
 	gpuCmd.Flags().String("state", "", "only free, used or unhealthy GPUs")
 	gpuFail := &cobra.Command{Use: "fail ID", Short: "Mark a GPU unhealthy (its host gets a surprise removal)", Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error { return ctlHealth(cmd, args[0], pool.Unhealthy) }}
+		RunE: func(cmd *cobra.Command, args []string) error { return fl.health(cmd, args[0], pool.Unhealthy) }}
 	gpuHeal := &cobra.Command{Use: "heal ID", Short: "Mark a GPU healthy again", Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error { return ctlHealth(cmd, args[0], pool.Healthy) }}
+		RunE: func(cmd *cobra.Command, args []string) error { return fl.health(cmd, args[0], pool.Healthy) }}
 	gpuCmd.AddCommand(gpuFail, gpuHeal)
 
-	allocCmd := &cobra.Command{Use: "alloc --host H --count N", Short: "Lend GPUs to a host", Args: cobra.NoArgs, RunE: ctlAlloc}
+	allocCmd := &cobra.Command{Use: "alloc --host H --count N", Short: "Lend GPUs to a host", Args: cobra.NoArgs, RunE: fl.alloc}
 	af := allocCmd.Flags()
 	af.String("host", "", "host that gets the GPUs (required)")
 	af.Int("count", 0, "number of GPUs (required)")
@@ -86,63 +90,56 @@ func init() {
 	af.Bool("spread", false, "spread GPUs over boxes")
 	af.Duration("max-rtt", 0, "maximum RTT between the host and a GPU's box, e.g. 20us")
 	af.String("request-id", "", "idempotency key: retrying with it returns the same allocation")
-	allocList := &cobra.Command{Use: "list", Short: "List allocations (--host to filter)", Args: cobra.NoArgs, RunE: ctlAllocList}
+	allocList := &cobra.Command{Use: "list", Short: "List allocations (--host to filter)", Args: cobra.NoArgs, RunE: fl.allocList}
 	allocList.Flags().String("host", "", "only this host's allocations")
 	allocCmd.AddCommand(allocList)
 
-	freeCmd := &cobra.Command{Use: "free ID...", Short: "Release allocations", Args: cobra.MinimumNArgs(1), RunE: ctlFree}
-	drainCmd := &cobra.Command{Use: "drain BOX", Short: "Stop new allocations on a box and list the ones still there", Args: cobra.ExactArgs(1), RunE: ctlDrain}
+	freeCmd := &cobra.Command{Use: "free ID...", Short: "Release allocations", Args: cobra.MinimumNArgs(1), RunE: fl.free}
+	drainCmd := &cobra.Command{Use: "drain BOX", Short: "Stop new allocations on a box and list the ones still there", Args: cobra.ExactArgs(1), RunE: fl.drain}
 	drainCmd.Flags().Bool("off", false, "resume allocations on the box")
-	rttCmd := &cobra.Command{Use: "rtt", Short: "List measured RTTs, or record one with --host --box --rtt", Args: cobra.NoArgs, RunE: ctlRTT}
+	rttCmd := &cobra.Command{Use: "rtt", Short: "List measured RTTs, or record one with --host --box --rtt", Args: cobra.NoArgs, RunE: fl.rTT}
 	rttCmd.Flags().String("host", "", "host")
 	rttCmd.Flags().String("box", "", "box")
 	rttCmd.Flags().Duration("rtt", 0, "measured round-trip time")
-	statsCmd := &cobra.Command{Use: "stats", Short: "Count GPUs by state", Args: cobra.NoArgs, RunE: ctlStats}
-	tableCmd := &cobra.Command{Use: "table", Short: "Print the switch forwarding table (--watch: every change)", Args: cobra.NoArgs, RunE: ctlTable}
+	statsCmd := &cobra.Command{Use: "stats", Short: "Count GPUs by state", Args: cobra.NoArgs, RunE: fl.stats}
+	tableCmd := &cobra.Command{Use: "table", Short: "Print the switch forwarding table (--watch: every change)", Args: cobra.NoArgs, RunE: fl.table}
 	tableCmd.Flags().Bool("watch", false, "keep printing the table at every change (until interrupted)")
 
-	eventsCmd := &cobra.Command{Use: "events", Short: "Print pool events (--host to filter, --watch to follow)", Args: cobra.NoArgs, RunE: ctlEvents}
+	eventsCmd := &cobra.Command{Use: "events", Short: "Print pool events (--host to filter, --watch to follow)", Args: cobra.NoArgs, RunE: fl.events}
 	eventsCmd.Flags().String("host", "", "only this host's events")
 	eventsCmd.Flags().Bool("watch", false, "keep printing new events (until interrupted)")
 
 	ctlCmd.AddCommand(boxCmd, hostCmd, gpuCmd, allocCmd, freeCmd, drainCmd, rttCmd, statsCmd, tableCmd, eventsCmd)
-	rootCmd.AddCommand(ctlCmd)
+	return ctlCmd
 }
 
-func envOr(k, def string) string {
-	if v := os.Getenv(k); v != "" {
-		return v
-	}
-	return def
-}
-
-func ctlClient() (*ctlclient.Client, context.Context, context.CancelFunc, error) {
-	for _, m := range strings.Split(ctlFlags.manager, ",") {
+func (fl *ctlOptions) client(cmd *cobra.Command) (*ctlclient.Client, context.Context, context.CancelFunc, error) {
+	for _, m := range strings.Split(fl.manager, ",") {
 		u, err := url.Parse(strings.TrimSpace(m))
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return nil, nil, nil, exitCodeError{2, fmt.Errorf("--manager %q: want a URL such as http://127.0.0.1:7700, or several separated by commas", m)}
 		}
 	}
 	var err error
-	tok := os.Getenv("DXPU_TOKEN")
-	if ctlFlags.tokenFile != "" {
-		if tok, err = readToken(ctlFlags.tokenFile); err != nil {
+	tok := fl.e.getenv("DXPU_TOKEN")
+	if fl.tokenFile != "" {
+		if tok, err = readToken(fl.tokenFile); err != nil {
 			return nil, nil, nil, exitCodeError{2, err}
 		}
 	}
-	c := ctlclient.New(ctlFlags.manager, tok)
-	if ctlFlags.caFile != "" {
-		pem, err := os.ReadFile(ctlFlags.caFile)
+	c := ctlclient.New(fl.manager, tok)
+	if fl.caFile != "" {
+		pem, err := os.ReadFile(fl.caFile)
 		if err != nil {
 			return nil, nil, nil, exitCodeError{2, err}
 		}
 		roots := x509.NewCertPool()
 		if !roots.AppendCertsFromPEM(pem) {
-			return nil, nil, nil, exitCodeError{2, fmt.Errorf("--ca-file %s: no PEM certificate in it", ctlFlags.caFile)}
+			return nil, nil, nil, exitCodeError{2, fmt.Errorf("--ca-file %s: no PEM certificate in it", fl.caFile)}
 		}
 		c.HTTP.Transport = &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), ctlFlags.timeout)
+	ctx, cancel := context.WithTimeout(cmd.Context(), fl.timeout)
 	return c, ctx, cancel, nil
 }
 
@@ -159,8 +156,8 @@ func ctlErr(err error) error {
 }
 
 // call runs f with a client and prints its result as JSON or with table.
-func call[T any](cmd *cobra.Command, f func(ctx context.Context, c *ctlclient.Client) (T, error), table func(w io.Writer, v T)) error {
-	c, ctx, cancel, err := ctlClient()
+func call[T any](fl *ctlOptions, cmd *cobra.Command, f func(ctx context.Context, c *ctlclient.Client) (T, error), table func(w io.Writer, v T)) error {
+	c, ctx, cancel, err := fl.client(cmd)
 	if err != nil {
 		return err
 	}
@@ -169,7 +166,7 @@ func call[T any](cmd *cobra.Command, f func(ctx context.Context, c *ctlclient.Cl
 	if err != nil {
 		return ctlErr(err)
 	}
-	if ctlFlags.json {
+	if fl.json {
 		enc := json.NewEncoder(cmd.OutOrStdout())
 		enc.SetIndent("", "  ")
 		return enc.Encode(v)
@@ -179,9 +176,9 @@ func call[T any](cmd *cobra.Command, f func(ctx context.Context, c *ctlclient.Cl
 	return tw.Flush()
 }
 
-func readJSONArg[T any](path string) (T, error) {
+func readJSONArg[T any](stdin io.Reader, path string) (T, error) {
 	var v T
-	var r io.Reader = os.Stdin
+	r := stdin
 	if path != "-" {
 		f, err := os.Open(path)
 		if err != nil {
@@ -254,29 +251,29 @@ func allocTable(w io.Writer, as []pool.Allocation) {
 	}
 }
 
-func ctlBox(cmd *cobra.Command, args []string) error {
+func (fl *ctlOptions) box(cmd *cobra.Command, args []string) error {
 	if len(args) == 1 {
-		return call(cmd, func(ctx context.Context, c *ctlclient.Client) (pool.Box, error) { return c.Box(ctx, args[0]) },
+		return call(fl, cmd, func(ctx context.Context, c *ctlclient.Client) (pool.Box, error) { return c.Box(ctx, args[0]) },
 			func(w io.Writer, b pool.Box) {
 				boxTable(w, []pool.Box{b})
 				fmt.Fprintln(w)
 				gpuTable(w, b.GPUs)
 			})
 	}
-	return call(cmd, func(ctx context.Context, c *ctlclient.Client) ([]pool.Box, error) { return c.Boxes(ctx) }, boxTable)
+	return call(fl, cmd, func(ctx context.Context, c *ctlclient.Client) ([]pool.Box, error) { return c.Boxes(ctx) }, boxTable)
 }
 
-func ctlBoxAdd(cmd *cobra.Command, args []string) error {
-	b, err := readJSONArg[pool.Box](args[0])
+func (fl *ctlOptions) boxAdd(cmd *cobra.Command, args []string) error {
+	b, err := readJSONArg[pool.Box](cmd.InOrStdin(), args[0])
 	if err != nil {
 		return err
 	}
-	return call(cmd, func(ctx context.Context, c *ctlclient.Client) (pool.Box, error) { return c.RegisterBox(ctx, b) },
+	return call(fl, cmd, func(ctx context.Context, c *ctlclient.Client) (pool.Box, error) { return c.RegisterBox(ctx, b) },
 		func(w io.Writer, b pool.Box) { boxTable(w, []pool.Box{b}) })
 }
 
-func ctlBoxRm(cmd *cobra.Command, args []string) error {
-	return call(cmd, func(ctx context.Context, c *ctlclient.Client) (pool.Box, error) { return c.RemoveBox(ctx, args[0]) },
+func (fl *ctlOptions) boxRm(cmd *cobra.Command, args []string) error {
+	return call(fl, cmd, func(ctx context.Context, c *ctlclient.Client) (pool.Box, error) { return c.RemoveBox(ctx, args[0]) },
 		func(w io.Writer, b pool.Box) { fmt.Fprintf(w, "removed box %s (%d GPUs)\n", b.ID, len(b.GPUs)) })
 }
 
@@ -287,32 +284,32 @@ func hostTable(w io.Writer, hs []pool.Host) {
 	}
 }
 
-func ctlHost(cmd *cobra.Command, args []string) error {
-	return call(cmd, func(ctx context.Context, c *ctlclient.Client) ([]pool.Host, error) { return c.Hosts(ctx) }, hostTable)
+func (fl *ctlOptions) host(cmd *cobra.Command, args []string) error {
+	return call(fl, cmd, func(ctx context.Context, c *ctlclient.Client) ([]pool.Host, error) { return c.Hosts(ctx) }, hostTable)
 }
 
-func ctlHostAdd(cmd *cobra.Command, args []string) error {
-	h, err := readJSONArg[pool.Host](args[0])
+func (fl *ctlOptions) hostAdd(cmd *cobra.Command, args []string) error {
+	h, err := readJSONArg[pool.Host](cmd.InOrStdin(), args[0])
 	if err != nil {
 		return err
 	}
-	return call(cmd, func(ctx context.Context, c *ctlclient.Client) (pool.Host, error) { return c.RegisterHost(ctx, h) },
+	return call(fl, cmd, func(ctx context.Context, c *ctlclient.Client) (pool.Host, error) { return c.RegisterHost(ctx, h) },
 		func(w io.Writer, h pool.Host) { hostTable(w, []pool.Host{h}) })
 }
 
-func ctlHostRm(cmd *cobra.Command, args []string) error {
-	return call(cmd, func(ctx context.Context, c *ctlclient.Client) (pool.Host, error) { return c.RemoveHost(ctx, args[0]) },
+func (fl *ctlOptions) hostRm(cmd *cobra.Command, args []string) error {
+	return call(fl, cmd, func(ctx context.Context, c *ctlclient.Client) (pool.Host, error) { return c.RemoveHost(ctx, args[0]) },
 		func(w io.Writer, h pool.Host) { fmt.Fprintf(w, "removed host %s\n", h.ID) })
 }
 
-func ctlGPU(cmd *cobra.Command, args []string) error {
+func (fl *ctlOptions) gPU(cmd *cobra.Command, args []string) error {
 	box, _ := cmd.Flags().GetString("box")
 	state, _ := cmd.Flags().GetString("state")
-	return call(cmd, func(ctx context.Context, c *ctlclient.Client) ([]pool.GPU, error) { return c.GPUs(ctx, box, state) }, gpuTable)
+	return call(fl, cmd, func(ctx context.Context, c *ctlclient.Client) ([]pool.GPU, error) { return c.GPUs(ctx, box, state) }, gpuTable)
 }
 
-func ctlHealth(cmd *cobra.Command, gpu string, h pool.Health) error {
-	return call(cmd, func(ctx context.Context, c *ctlclient.Client) (pool.HealthChange, error) {
+func (fl *ctlOptions) health(cmd *cobra.Command, gpu string, h pool.Health) error {
+	return call(fl, cmd, func(ctx context.Context, c *ctlclient.Client) (pool.HealthChange, error) {
 		return c.SetGPUHealth(ctx, gpu, h)
 	},
 		func(w io.Writer, ch pool.HealthChange) {
@@ -324,7 +321,7 @@ func ctlHealth(cmd *cobra.Command, gpu string, h pool.Health) error {
 		})
 }
 
-func ctlAlloc(cmd *cobra.Command, args []string) error {
+func (fl *ctlOptions) alloc(cmd *cobra.Command, args []string) error {
 	f := cmd.Flags()
 	var req pool.Request
 	req.Host, _ = f.GetString("host")
@@ -339,7 +336,7 @@ func ctlAlloc(cmd *cobra.Command, args []string) error {
 	if req.Host == "" || req.Count <= 0 {
 		return exitCodeError{2, errors.New("alloc needs --host and --count (at least 1); 'ctl alloc list' lists allocations")}
 	}
-	return call(cmd, func(ctx context.Context, c *ctlclient.Client) (pool.Allocation, error) { return c.Allocate(ctx, req) },
+	return call(fl, cmd, func(ctx context.Context, c *ctlclient.Client) (pool.Allocation, error) { return c.Allocate(ctx, req) },
 		func(w io.Writer, a pool.Allocation) {
 			fmt.Fprintln(w, "GPU\tBOX\tPAIR\tHOST PORT")
 			for _, g := range a.GPUs {
@@ -349,15 +346,15 @@ func ctlAlloc(cmd *cobra.Command, args []string) error {
 		})
 }
 
-func ctlAllocList(cmd *cobra.Command, args []string) error {
+func (fl *ctlOptions) allocList(cmd *cobra.Command, args []string) error {
 	host, _ := cmd.Flags().GetString("host")
-	return call(cmd, func(ctx context.Context, c *ctlclient.Client) ([]pool.Allocation, error) {
+	return call(fl, cmd, func(ctx context.Context, c *ctlclient.Client) ([]pool.Allocation, error) {
 		return c.Allocations(ctx, host)
 	}, allocTable)
 }
 
-func ctlFree(cmd *cobra.Command, args []string) error {
-	return call(cmd, func(ctx context.Context, c *ctlclient.Client) ([]pool.Allocation, error) {
+func (fl *ctlOptions) free(cmd *cobra.Command, args []string) error {
+	return call(fl, cmd, func(ctx context.Context, c *ctlclient.Client) ([]pool.Allocation, error) {
 		var out []pool.Allocation
 		for _, id := range args {
 			a, err := c.Free(ctx, id)
@@ -374,9 +371,9 @@ func ctlFree(cmd *cobra.Command, args []string) error {
 	})
 }
 
-func ctlDrain(cmd *cobra.Command, args []string) error {
+func (fl *ctlOptions) drain(cmd *cobra.Command, args []string) error {
 	off, _ := cmd.Flags().GetBool("off")
-	return call(cmd, func(ctx context.Context, c *ctlclient.Client) (ctlclient.DrainResult, error) {
+	return call(fl, cmd, func(ctx context.Context, c *ctlclient.Client) (ctlclient.DrainResult, error) {
 		return c.Drain(ctx, args[0], !off)
 	},
 		func(w io.Writer, r ctlclient.DrainResult) {
@@ -387,7 +384,7 @@ func ctlDrain(cmd *cobra.Command, args []string) error {
 		})
 }
 
-func ctlRTT(cmd *cobra.Command, args []string) error {
+func (fl *ctlOptions) rTT(cmd *cobra.Command, args []string) error {
 	f := cmd.Flags()
 	host, _ := f.GetString("host")
 	box, _ := f.GetString("box")
@@ -397,10 +394,10 @@ func ctlRTT(cmd *cobra.Command, args []string) error {
 			return exitCodeError{2, errors.New("recording an RTT needs --host, --box and a positive --rtt")}
 		}
 		r := pool.RTT{Host: host, Box: box, RTT: pool.Duration(rtt)}
-		return call(cmd, func(ctx context.Context, c *ctlclient.Client) (pool.RTT, error) { return r, c.SetRTT(ctx, r) },
+		return call(fl, cmd, func(ctx context.Context, c *ctlclient.Client) (pool.RTT, error) { return r, c.SetRTT(ctx, r) },
 			func(w io.Writer, r pool.RTT) { fmt.Fprintf(w, "rtt %s <-> %s = %v\n", r.Host, r.Box, r.RTT) })
 	}
-	return call(cmd, func(ctx context.Context, c *ctlclient.Client) ([]pool.RTT, error) { return c.RTTs(ctx) },
+	return call(fl, cmd, func(ctx context.Context, c *ctlclient.Client) ([]pool.RTT, error) { return c.RTTs(ctx) },
 		func(w io.Writer, rs []pool.RTT) {
 			fmt.Fprintln(w, "HOST\tBOX\tRTT")
 			for _, r := range rs {
@@ -409,25 +406,25 @@ func ctlRTT(cmd *cobra.Command, args []string) error {
 		})
 }
 
-func ctlStats(cmd *cobra.Command, args []string) error {
-	return call(cmd, func(ctx context.Context, c *ctlclient.Client) (pool.Stats, error) { return c.Stats(ctx) },
+func (fl *ctlOptions) stats(cmd *cobra.Command, args []string) error {
+	return call(fl, cmd, func(ctx context.Context, c *ctlclient.Client) (pool.Stats, error) { return c.Stats(ctx) },
 		func(w io.Writer, s pool.Stats) {
 			fmt.Fprintln(w, "GPUS\tFREE\tUSED\tUNHEALTHY\tDRAINING\tBOXES\tHOSTS\tALLOCATIONS")
 			fmt.Fprintf(w, "%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", s.GPUs, s.Free, s.Used, s.Unhealthy, s.Draining, s.Boxes, s.Hosts, s.Allocs)
 		})
 }
 
-func ctlTable(cmd *cobra.Command, args []string) error {
+func (fl *ctlOptions) table(cmd *cobra.Command, args []string) error {
 	if watch, _ := cmd.Flags().GetBool("watch"); watch {
-		return ctlTableWatch(cmd)
+		return fl.tableWatch(cmd)
 	}
-	return call(cmd, func(ctx context.Context, c *ctlclient.Client) (table.Table, error) { return c.Table(ctx) }, printTable)
+	return call(fl, cmd, func(ctx context.Context, c *ctlclient.Client) (table.Table, error) { return c.Table(ctx) }, printTable)
 }
 
 // ctlTableWatch follows the table as a switch does: long-polls with the
 // version it has and prints every new version.
-func ctlTableWatch(cmd *cobra.Command) error {
-	c, _, cancel, err := ctlClient()
+func (fl *ctlOptions) tableWatch(cmd *cobra.Command) error {
+	c, _, cancel, err := fl.client(cmd)
 	if err != nil {
 		return err
 	}
@@ -447,7 +444,7 @@ func ctlTableWatch(cmd *cobra.Command) error {
 			continue
 		}
 		version = t.Version
-		if ctlFlags.json {
+		if fl.json {
 			json.NewEncoder(cmd.OutOrStdout()).Encode(t)
 			continue
 		}
@@ -483,10 +480,10 @@ func printEvent(w io.Writer, e ctlclient.Event) {
 	fmt.Fprintf(w, "%s\t%d\t%s\t%s\n", e.Time.Format(time.RFC3339Nano), e.Seq, e.Type, strings.Join(parts, " "))
 }
 
-func ctlEvents(cmd *cobra.Command, args []string) error {
+func (fl *ctlOptions) events(cmd *cobra.Command, args []string) error {
 	host, _ := cmd.Flags().GetString("host")
 	watch, _ := cmd.Flags().GetBool("watch")
-	c, ctx, cancel, err := ctlClient()
+	c, ctx, cancel, err := fl.client(cmd)
 	if err != nil {
 		return err
 	}
@@ -513,7 +510,7 @@ func ctlEvents(cmd *cobra.Command, args []string) error {
 		}
 		tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 		for _, e := range evs {
-			if ctlFlags.json {
+			if fl.json {
 				json.NewEncoder(out).Encode(e)
 			} else {
 				printEvent(tw, e)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"encoding/pem"
 	"errors"
@@ -11,43 +10,19 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/spf13/pflag"
-
 	"github.com/dxpu/dxpu/fabric/manager"
 	"github.com/dxpu/dxpu/fabric/pool"
 )
 
-// runCtl runs `dxpu ctl ...` in-process and returns its output and error.
+// runCtl runs `dxpu ctl ...` in a command tree of its own.
 func runCtl(t *testing.T, args ...string) (string, error) {
 	t.Helper()
-	reset := func(fs *pflag.FlagSet) {
-		fs.VisitAll(func(f *pflag.Flag) {
-			if sv, ok := f.Value.(pflag.SliceValue); ok {
-				sv.Replace(nil)
-			} else {
-				f.Value.Set(f.DefValue)
-			}
-			f.Changed = false
-		})
-	}
-	reset(ctlCmd.PersistentFlags())
-	for _, c := range ctlCmd.Commands() {
-		reset(c.Flags())
-		for _, cc := range c.Commands() {
-			reset(cc.Flags())
-		}
-	}
-	var out bytes.Buffer
-	rootCmd.SetArgs(append([]string{"ctl"}, args...))
-	rootCmd.SetOut(&out)
-	rootCmd.SetErr(&out)
-	defer func() { rootCmd.SetArgs(nil); rootCmd.SetOut(nil); rootCmd.SetErr(nil) }()
-	err := rootCmd.Execute()
-	t.Logf("dxpu ctl %v: %s (err %v)", args, out.String(), err)
-	return out.String(), err
+	out, errb, err := runDxpu(t, "", append([]string{"ctl"}, args...)...)
+	return out + errb, err
 }
 
 func TestCtl(t *testing.T) {
+	t.Parallel()
 	m, err := manager.New(manager.Config{Token: "tok"})
 	if err != nil {
 		t.Fatal(err)
@@ -126,6 +101,7 @@ func TestCtl(t *testing.T) {
 }
 
 func TestCtlHTTPS(t *testing.T) {
+	t.Parallel()
 	m, err := manager.New(manager.Config{Token: "tok"})
 	if err != nil {
 		t.Fatal(err)

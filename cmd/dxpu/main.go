@@ -1,25 +1,36 @@
 // Command dxpu is the single binary of the dxpu project: codecs, bridges,
 // switch, control plane, emulator, performance model and benchmarks, one
-// cobra subcommand each. Subcommands live one per file and register
-// themselves on rootCmd from init.
+// cobra subcommand each. Each command is built by a constructor over an
+// env (streams, arguments, environment, logger), parses its flags into a
+// product's options (internal/app/...) and maps the product's errors to
+// exit statuses.
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
 )
 
 func main() {
-	if err := rootCmd.Execute(); err != nil {
-		var ec exitCodeError
-		if errors.As(err, &ec) {
-			if ec.err != nil {
-				fmt.Fprintln(os.Stderr, "dxpu:", ec.err)
-			}
-			os.Exit(ec.code)
-		}
-		fmt.Fprintln(os.Stderr, "dxpu:", err)
-		os.Exit(2)
+	os.Exit(run(context.Background(), newEnv(os.Stdin, os.Stdout, os.Stderr, os.Args[1:], os.Getenv)))
+}
+
+// run runs the command line of e and returns the process's exit status,
+// after printing the error, if any, on e's stderr.
+func run(ctx context.Context, e *env) int {
+	err := newRootCmd(e).ExecuteContext(ctx)
+	if err == nil {
+		return 0
 	}
+	var ec exitCodeError
+	if errors.As(err, &ec) {
+		if ec.err != nil {
+			fmt.Fprintln(e.stderr, "dxpu:", ec.err)
+		}
+		return ec.code
+	}
+	fmt.Fprintln(e.stderr, "dxpu:", err)
+	return 2
 }

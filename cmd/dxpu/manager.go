@@ -6,7 +6,6 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -22,7 +21,8 @@ import (
 	"github.com/dxpu/dxpu/fabric/store"
 )
 
-var managerFlags struct {
+// managerOptions are dxpu manager's flags.
+type managerOptions struct {
 	store      string
 	etcd       string
 	etcdPrefix string
@@ -39,10 +39,13 @@ var managerFlags struct {
 	etcdKey    string
 }
 
-var managerCmd = &cobra.Command{
-	Use:   "manager",
-	Short: "Run the control plane: GPU pool, allocation sagas, HTTP API",
-	Long: `Manager runs dxpu's control plane. It keeps the pool of GPU boxes and
+// newManagerCmd builds `dxpu manager`, the control plane daemon.
+func newManagerCmd(e *env) *cobra.Command {
+	var fl managerOptions
+	cmd := &cobra.Command{
+		Use:   "manager",
+		Short: "Run the control plane: GPU pool, allocation sagas, HTTP API",
+		Long: `Manager runs dxpu's control plane. It keeps the pool of GPU boxes and
 hosts, lends GPUs to hosts (reserve, program the GPU-side bridge, the switch
 table and the host-side bridge, hot-add), and serves the HTTP+JSON API under
 /v1, Prometheus metrics on /metrics and /healthz.
@@ -62,27 +65,26 @@ API (package fabric/manager/agentapi: PUT/DELETE /agent/v1/pairs/{id},
 hot-add, hot-remove, surprise-remove), with the same bearer token. The
 switch follows GET /v1/table?watch=1&version=N. Exit status: 0 on
 SIGINT/SIGTERM, 2 for usage errors or when the store cannot be opened.`,
-	Args: cobra.NoArgs,
-	RunE: runManager,
-}
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runManager(cmd, e, fl) },
+	}
 
-func init() {
-	f := managerCmd.Flags()
-	f.StringVar(&managerFlags.store, "store", "dxpu-manager.db", "bbolt file holding the pool (ignored with --etcd)")
-	f.StringVar(&managerFlags.etcd, "etcd", "", "comma-separated etcd v3 endpoints; enables leader election")
-	f.StringVar(&managerFlags.etcdPrefix, "etcd-prefix", "/dxpu/", "key prefix in etcd")
-	f.IntVar(&managerFlags.leaseTTL, "lease-ttl", 3, "leader lease in seconds (etcd): how long a dead leader is waited for")
-	f.StringVar(&managerFlags.listen, "listen", "127.0.0.1:7700", "HTTP listen address")
-	f.StringVar(&managerFlags.advertise, "advertise", "", "URL other managers and clients should use for this one (default http://<listen>)")
-	f.StringVar(&managerFlags.tokenFile, "token-file", "", "file holding the bearer token for mutating calls")
-	f.BoolVar(&managerFlags.noAuth, "no-auth", false, "accept mutating calls without a token (lab only)")
-	f.StringVar(&managerFlags.etcdCA, "etcd-ca-file", "", "CA (PEM) of an etcd served over https")
-	f.StringVar(&managerFlags.etcdCert, "etcd-cert", "", "client certificate (PEM) for etcd")
-	f.StringVar(&managerFlags.etcdKey, "etcd-key", "", "client key (PEM) for etcd")
-	f.StringVar(&managerFlags.tlsCert, "tls-cert", "", "serve HTTPS with this certificate (PEM); needs --tls-key")
-	f.StringVar(&managerFlags.tlsKey, "tls-key", "", "private key (PEM) of --tls-cert")
-	f.DurationVar(&managerFlags.reconcile, "reconcile-interval", 30*time.Second, "how often to reconcile agents with the journal (negative: only at start-up)")
-	rootCmd.AddCommand(managerCmd)
+	f := cmd.Flags()
+	f.StringVar(&fl.store, "store", "dxpu-manager.db", "bbolt file holding the pool (ignored with --etcd)")
+	f.StringVar(&fl.etcd, "etcd", "", "comma-separated etcd v3 endpoints; enables leader election")
+	f.StringVar(&fl.etcdPrefix, "etcd-prefix", "/dxpu/", "key prefix in etcd")
+	f.IntVar(&fl.leaseTTL, "lease-ttl", 3, "leader lease in seconds (etcd): how long a dead leader is waited for")
+	f.StringVar(&fl.listen, "listen", "127.0.0.1:7700", "HTTP listen address")
+	f.StringVar(&fl.advertise, "advertise", "", "URL other managers and clients should use for this one (default http://<listen>)")
+	f.StringVar(&fl.tokenFile, "token-file", "", "file holding the bearer token for mutating calls")
+	f.BoolVar(&fl.noAuth, "no-auth", false, "accept mutating calls without a token (lab only)")
+	f.StringVar(&fl.etcdCA, "etcd-ca-file", "", "CA (PEM) of an etcd served over https")
+	f.StringVar(&fl.etcdCert, "etcd-cert", "", "client certificate (PEM) for etcd")
+	f.StringVar(&fl.etcdKey, "etcd-key", "", "client key (PEM) for etcd")
+	f.StringVar(&fl.tlsCert, "tls-cert", "", "serve HTTPS with this certificate (PEM); needs --tls-key")
+	f.StringVar(&fl.tlsKey, "tls-key", "", "private key (PEM) of --tls-cert")
+	f.DurationVar(&fl.reconcile, "reconcile-interval", 30*time.Second, "how often to reconcile agents with the journal (negative: only at start-up)")
+	return cmd
 }
 
 func readToken(path string) (string, error) {
@@ -100,8 +102,7 @@ func readToken(path string) (string, error) {
 	return tok, nil
 }
 
-func runManager(cmd *cobra.Command, _ []string) error {
-	fl := managerFlags
+func runManager(cmd *cobra.Command, e *env, fl managerOptions) error {
 	var token string
 	switch {
 	case fl.tokenFile != "" && fl.noAuth:
@@ -115,7 +116,7 @@ func runManager(cmd *cobra.Command, _ []string) error {
 	case !fl.noAuth:
 		return exitCodeError{2, errors.New("--token-file is required (or --no-auth for a lab)")}
 	default:
-		slog.Warn("authentication disabled: anyone who reaches the API can change the pool")
+		e.log.Warn("authentication disabled: anyone who reaches the API can change the pool")
 	}
 
 	if (fl.tlsCert == "") != (fl.tlsKey == "") {
@@ -157,7 +158,7 @@ func runManager(cmd *cobra.Command, _ []string) error {
 	// Bridges that registered an agent_url are programmed over the agent
 	// API, with the same token; the others follow /v1/table.
 	agents := &agentapi.Client{Token: token}
-	m, err := manager.New(manager.Config{Store: st, Token: token, ID: advertise, Logger: slog.Default(), ReconcileInterval: fl.reconcile,
+	m, err := manager.New(manager.Config{Store: st, Token: token, ID: advertise, Logger: e.log, ReconcileInterval: fl.reconcile,
 		GPUBridge: agentapi.GPUSide{Client: agents}, HostBridge: agentapi.HostSide{Client: agents}})
 	if err != nil {
 		ln.Close()
@@ -172,7 +173,7 @@ func runManager(cmd *cobra.Command, _ []string) error {
 			errc <- srv.Serve(ln)
 		}
 	}()
-	slog.Info("manager serving", "listen", ln.Addr().String(), "advertise", advertise, "store", storeName(fl.etcd, fl.store))
+	e.log.Info("manager serving", "listen", ln.Addr().String(), "advertise", advertise, "store", storeName(fl.etcd, fl.store))
 
 	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -182,7 +183,7 @@ func runManager(cmd *cobra.Command, _ []string) error {
 		m.Close()
 		return exitCodeError{2, err}
 	}
-	slog.Info("shutting down")
+	e.log.Info("shutting down")
 	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	srv.Shutdown(sctx)

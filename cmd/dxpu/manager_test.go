@@ -6,13 +6,12 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/spf13/pflag"
 )
 
 // TestManagerFlags checks the refusals that happen before the daemon
 // serves: no token source, both sources, an empty token file.
 func TestManagerFlags(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	empty := filepath.Join(dir, "empty")
 	os.WriteFile(empty, []byte("  \n"), 0o600)
@@ -31,10 +30,7 @@ func TestManagerFlags(t *testing.T) {
 		{[]string{"--token-file", good, "--tls-cert", good, "--tls-key", good}, "tls"},
 		{[]string{"--token-file", good, "--etcd", "http://127.0.0.1:1", "--etcd-ca-file", good}, "no PEM"},
 	} {
-		managerCmd.Flags().VisitAll(func(f *pflag.Flag) { f.Value.Set(f.DefValue); f.Changed = false })
-		rootCmd.SetArgs(append([]string{"manager", "--listen", "127.0.0.1:0"}, tc.args...))
-		err := rootCmd.Execute()
-		rootCmd.SetArgs(nil)
+		_, _, err := runDxpu(t, "", append([]string{"manager", "--listen", "127.0.0.1:0"}, tc.args...)...)
 		var ec exitCodeError
 		if !errors.As(err, &ec) || ec.code != 2 || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("manager %v: %v, want exit 2 mentioning %q", tc.args, err, tc.want)

@@ -7,23 +7,27 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
-	"github.com/spf13/cobra"
-
 	"github.com/dxpu/dxpu/bridge/nettlp"
 	"github.com/dxpu/dxpu/tlp"
+	"github.com/spf13/cobra"
 )
 
-var nettlpCmd = &cobra.Command{
-	Use:   "nettlp",
-	Short: "Interoperate with NetTLP: serve emulated host memory to libtlp and NetTLP devices",
+// newNettlpCmd builds `dxpu nettlp serve|read|write`.
+func newNettlpCmd(e *env) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "nettlp",
+		Short: "Interoperate with NetTLP: serve emulated host memory to libtlp and NetTLP devices",
+	}
+	cmd.AddCommand(newNettlpServeCmd(e), newNettlpReadCmd(), newNettlpWriteCmd())
+	return cmd
 }
 
-var nettlpServeFlags struct {
+// nettlpServeOptions are `dxpu nettlp serve`'s flags.
+type nettlpServeOptions struct {
 	addr      string
 	tags      int
 	memSize   string
@@ -35,10 +39,12 @@ var nettlpServeFlags struct {
 	every     time.Duration
 }
 
-var nettlpServeCmd = &cobra.Command{
-	Use:   "serve",
-	Short: "Run a NetTLP-compatible DMA target over an emulated host memory",
-	Long: `serve stands where a NetTLP adapter stands: it binds UDP ports 0x3000+tag
+func newNettlpServeCmd(e *env) *cobra.Command {
+	var fl nettlpServeOptions
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run a NetTLP-compatible DMA target over an emulated host memory",
+		Long: `serve stands where a NetTLP adapter stands: it binds UDP ports 0x3000+tag
 (tags 0..N-1) on --addr and answers the DMA reads (MRd, with CplDs) and
 writes (MWr) that NetTLP's libtlp tools or a device behind a NetTLP adapter
 send, out of a sparse memory of --mem-size bytes from --base.
@@ -54,121 +60,126 @@ Example, libtlp on the same machine:
   dxpu nettlp serve --addr 127.0.0.2 --tags 16 --mem-size 64M
   dma_write -r 127.0.0.2 -l 127.0.0.1 -a 0x1000 ...   (libtlp apps)
   dma_read  -r 127.0.0.2 -l 127.0.0.1 -a 0x1000 -s 64 -m 256`,
-	Args: cobra.NoArgs,
-	RunE: runNettlpServe,
-}
-
-func init() {
-	f := nettlpServeCmd.Flags()
-	f.StringVar(&nettlpServeFlags.addr, "addr", "127.0.0.2", "IPv4 address to bind (not 0.0.0.0: replies must leave from the address requests went to)")
-	f.IntVar(&nettlpServeFlags.tags, "tags", nettlp.MaxTags, "number of tag ports, 0x3000.. (1-16)")
-	f.StringVar(&nettlpServeFlags.memSize, "mem-size", "64M", "memory size in bytes (suffixes K, M, G, T: powers of 1024)")
-	f.StringVar(&nettlpServeFlags.base, "base", "0", "lowest memory address (0x... for hex; suffixes as --mem-size)")
-	f.IntVar(&nettlpServeFlags.mps, "mps", 256, "Max Payload Size: largest CplD payload (128-4096)")
-	f.IntVar(&nettlpServeFlags.rcb, "rcb", 64, "Read Completion Boundary: split points of larger reads (64 or 128)")
-	f.StringVar(&nettlpServeFlags.completer, "completer", "00:00.0", "completer ID in completions (bb:dd.f)")
-	f.StringVar(&nettlpServeFlags.fill, "fill", "zero", "content of never-written memory: zero, or pattern (each byte the XOR of its address bytes)")
-	f.StringVar(&nettlpServeFlags.rcvbuf, "rcvbuf", "8M", "receive buffer per socket (posted writes lost to a full buffer are lost silently)")
-	f.DurationVar(&nettlpServeFlags.every, "stats-every", 0, "log the counters at this interval (0: only at exit)")
-	nettlpCmd.AddCommand(nettlpServeCmd)
-
-	for _, c := range []*cobra.Command{nettlpReadCmd, nettlpWriteCmd} {
-		f := c.Flags()
-		f.StringVar(&nettlpClientFlags.remote, "remote", "127.0.0.2", "the NetTLP target (libtlp's -r)")
-		f.StringVar(&nettlpClientFlags.local, "local", "127.0.0.1", "local address to bind (libtlp's -l)")
-		f.IntVar(&nettlpClientFlags.tag, "tag", 0, "tag; the port is 0x3000 + (tag & 0xf)")
-		f.StringVar(&nettlpClientFlags.requester, "requester", "00:00.0", "requester ID (bb:dd.f)")
-		f.StringVar(&nettlpClientFlags.addr, "addr", "0", "DMA address (0x... for hex)")
-		f.DurationVar(&nettlpClientFlags.timeout, "timeout", nettlp.LibtlpTimeout, "wait per completion (libtlp: 500ms)")
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runNettlpServe(cmd, e, &fl) },
 	}
-	nettlpReadCmd.Flags().IntVar(&nettlpClientFlags.size, "size", 4, "bytes to read")
-	nettlpReadCmd.Flags().IntVar(&nettlpClientFlags.split, "mrrs", 0, "split into requests of at most this many bytes, as dma_read_aligned (0: one dma_read)")
-	nettlpWriteCmd.Flags().StringVar(&nettlpClientFlags.hexData, "hex", "", "data to write, in hex")
-	nettlpWriteCmd.Flags().StringVar(&nettlpClientFlags.strData, "string", "", "data to write, as text")
-	nettlpWriteCmd.Flags().IntVar(&nettlpClientFlags.split, "mps", 0, "split into writes of at most this many bytes, as dma_write_aligned (0: one dma_write)")
-	nettlpCmd.AddCommand(nettlpReadCmd, nettlpWriteCmd)
-	rootCmd.AddCommand(nettlpCmd)
+	f := cmd.Flags()
+	f.StringVar(&fl.addr, "addr", "127.0.0.2", "IPv4 address to bind (not 0.0.0.0: replies must leave from the address requests went to)")
+	f.IntVar(&fl.tags, "tags", nettlp.MaxTags, "number of tag ports, 0x3000.. (1-16)")
+	f.StringVar(&fl.memSize, "mem-size", "64M", "memory size in bytes (suffixes K, M, G, T: powers of 1024)")
+	f.StringVar(&fl.base, "base", "0", "lowest memory address (0x... for hex; suffixes as --mem-size)")
+	f.IntVar(&fl.mps, "mps", 256, "Max Payload Size: largest CplD payload (128-4096)")
+	f.IntVar(&fl.rcb, "rcb", 64, "Read Completion Boundary: split points of larger reads (64 or 128)")
+	f.StringVar(&fl.completer, "completer", "00:00.0", "completer ID in completions (bb:dd.f)")
+	f.StringVar(&fl.fill, "fill", "zero", "content of never-written memory: zero, or pattern (each byte the XOR of its address bytes)")
+	f.StringVar(&fl.rcvbuf, "rcvbuf", "8M", "receive buffer per socket (posted writes lost to a full buffer are lost silently)")
+	f.DurationVar(&fl.every, "stats-every", 0, "log the counters at this interval (0: only at exit)")
+	return cmd
 }
 
-var nettlpClientFlags struct {
+// nettlpClientOptions are the flags of `dxpu nettlp read` and `write`.
+type nettlpClientOptions struct {
 	remote, local, requester, addr string
 	tag, size, split               int
 	timeout                        time.Duration
 	hexData, strData               string
 }
 
-var nettlpReadCmd = &cobra.Command{
-	Use:   "read",
-	Short: "DMA-read from a NetTLP target the way libtlp's dma_read does, and hex-dump the bytes",
-	Args:  cobra.NoArgs,
-	RunE: func(cmd *cobra.Command, _ []string) error {
-		c, addr, err := nettlpDialFlags()
-		if err != nil {
-			return err
-		}
-		defer c.Close()
-		fl := &nettlpClientFlags
-		if fl.size < 1 || fl.size > 1<<20 {
-			return exitCodeError{2, fmt.Errorf("--size %d: want 1..1048576", fl.size)}
-		}
-		buf := make([]byte, fl.size)
-		var n int
-		if fl.split > 0 {
-			n, err = c.ReadAligned(addr, buf, fl.split)
-		} else {
-			n, err = c.Read(addr, buf)
-		}
-		fmt.Fprintf(cmd.OutOrStdout(), "read %d of %d bytes at %#x\n", n, fl.size, addr)
-		fmt.Fprint(cmd.OutOrStdout(), hex.Dump(buf[:n]))
-		if err != nil {
-			return exitCodeError{1, err}
-		}
-		return nil
-	},
+func (fl *nettlpClientOptions) addFlags(c *cobra.Command) {
+	f := c.Flags()
+	f.StringVar(&fl.remote, "remote", "127.0.0.2", "the NetTLP target (libtlp's -r)")
+	f.StringVar(&fl.local, "local", "127.0.0.1", "local address to bind (libtlp's -l)")
+	f.IntVar(&fl.tag, "tag", 0, "tag; the port is 0x3000 + (tag & 0xf)")
+	f.StringVar(&fl.requester, "requester", "00:00.0", "requester ID (bb:dd.f)")
+	f.StringVar(&fl.addr, "addr", "0", "DMA address (0x... for hex)")
+	f.DurationVar(&fl.timeout, "timeout", nettlp.LibtlpTimeout, "wait per completion (libtlp: 500ms)")
 }
 
-var nettlpWriteCmd = &cobra.Command{
-	Use:   "write",
-	Short: "DMA-write to a NetTLP target the way libtlp's dma_write does (posted: nothing comes back)",
-	Args:  cobra.NoArgs,
-	RunE: func(cmd *cobra.Command, _ []string) error {
-		fl := &nettlpClientFlags
-		data := []byte(fl.strData)
-		if fl.hexData != "" {
-			if fl.strData != "" {
-				return exitCodeError{2, fmt.Errorf("give --hex or --string, not both")}
+func newNettlpReadCmd() *cobra.Command {
+	var fl nettlpClientOptions
+	cmd := &cobra.Command{
+		Use:   "read",
+		Short: "DMA-read from a NetTLP target the way libtlp's dma_read does, and hex-dump the bytes",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, addr, err := fl.dial()
+			if err != nil {
+				return err
 			}
-			var err error
-			if data, err = hex.DecodeString(strings.ReplaceAll(fl.hexData, " ", "")); err != nil {
-				return exitCodeError{2, fmt.Errorf("--hex: %w", err)}
+			defer c.Close()
+			if fl.size < 1 || fl.size > 1<<20 {
+				return exitCodeError{2, fmt.Errorf("--size %d: want 1..1048576", fl.size)}
 			}
-		}
-		if len(data) == 0 || len(data) > 1<<20 {
-			return exitCodeError{2, fmt.Errorf("%d bytes to write: want 1..1048576 (--hex or --string)", len(data))}
-		}
-		c, addr, err := nettlpDialFlags()
-		if err != nil {
-			return err
-		}
-		defer c.Close()
-		var n int
-		if fl.split > 0 {
-			n, err = c.WriteAligned(addr, data, fl.split)
-		} else if len(data) > 4096 {
-			return exitCodeError{2, fmt.Errorf("%d bytes in one dma_write: at most 4096 (use --mps)", len(data))}
-		} else {
-			n, err = c.Write(addr, data)
-		}
-		if err != nil {
-			return exitCodeError{1, err}
-		}
-		fmt.Fprintf(cmd.OutOrStdout(), "wrote %d bytes at %#x\n", n, addr)
-		return nil
-	},
+			buf := make([]byte, fl.size)
+			var n int
+			if fl.split > 0 {
+				n, err = c.ReadAligned(addr, buf, fl.split)
+			} else {
+				n, err = c.Read(addr, buf)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "read %d of %d bytes at %#x\n", n, fl.size, addr)
+			fmt.Fprint(cmd.OutOrStdout(), hex.Dump(buf[:n]))
+			if err != nil {
+				return exitCodeError{1, err}
+			}
+			return nil
+		},
+	}
+	fl.addFlags(cmd)
+	cmd.Flags().IntVar(&fl.size, "size", 4, "bytes to read")
+	cmd.Flags().IntVar(&fl.split, "mrrs", 0, "split into requests of at most this many bytes, as dma_read_aligned (0: one dma_read)")
+	return cmd
 }
 
-func nettlpDialFlags() (*nettlp.Client, uint64, error) {
-	fl := &nettlpClientFlags
+func newNettlpWriteCmd() *cobra.Command {
+	var fl nettlpClientOptions
+	cmd := &cobra.Command{
+		Use:   "write",
+		Short: "DMA-write to a NetTLP target the way libtlp's dma_write does (posted: nothing comes back)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			data := []byte(fl.strData)
+			if fl.hexData != "" {
+				if fl.strData != "" {
+					return exitCodeError{2, fmt.Errorf("give --hex or --string, not both")}
+				}
+				var err error
+				if data, err = hex.DecodeString(strings.ReplaceAll(fl.hexData, " ", "")); err != nil {
+					return exitCodeError{2, fmt.Errorf("--hex: %w", err)}
+				}
+			}
+			if len(data) == 0 || len(data) > 1<<20 {
+				return exitCodeError{2, fmt.Errorf("%d bytes to write: want 1..1048576 (--hex or --string)", len(data))}
+			}
+			c, addr, err := fl.dial()
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			var n int
+			if fl.split > 0 {
+				n, err = c.WriteAligned(addr, data, fl.split)
+			} else if len(data) > 4096 {
+				return exitCodeError{2, fmt.Errorf("%d bytes in one dma_write: at most 4096 (use --mps)", len(data))}
+			} else {
+				n, err = c.Write(addr, data)
+			}
+			if err != nil {
+				return exitCodeError{1, err}
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "wrote %d bytes at %#x\n", n, addr)
+			return nil
+		},
+	}
+	fl.addFlags(cmd)
+	cmd.Flags().StringVar(&fl.hexData, "hex", "", "data to write, in hex")
+	cmd.Flags().StringVar(&fl.strData, "string", "", "data to write, as text")
+	cmd.Flags().IntVar(&fl.split, "mps", 0, "split into writes of at most this many bytes, as dma_write_aligned (0: one dma_write)")
+	return cmd
+}
+
+// dial opens a libtlp-like client with the flags.
+func (fl *nettlpClientOptions) dial() (*nettlp.Client, uint64, error) {
 	remote, err := netip.ParseAddr(fl.remote)
 	if err != nil {
 		return nil, 0, exitCodeError{2, fmt.Errorf("--remote %q: %w", fl.remote, err)}
@@ -184,7 +195,7 @@ func nettlpDialFlags() (*nettlp.Client, uint64, error) {
 	if fl.tag < 0 || fl.tag > 255 {
 		return nil, 0, exitCodeError{2, fmt.Errorf("--tag %d: want 0..255", fl.tag)}
 	}
-	addr, err := nettlpParseSize("addr", fl.addr)
+	addr, err := parseSize("addr", fl.addr)
 	if err != nil {
 		return nil, 0, exitCodeError{2, err}
 	}
@@ -201,48 +212,21 @@ func nettlpPattern(a uint64) byte {
 	return byte(a) ^ byte(a>>8) ^ byte(a>>16) ^ byte(a>>24) ^ byte(a>>32) ^ byte(a>>40) ^ byte(a>>48) ^ byte(a>>56)
 }
 
-// nettlpParseSize reads 64M, 1G, 4096, 0x1000, 512K.
-func nettlpParseSize(flag, s string) (uint64, error) {
-	t := strings.TrimSpace(s)
-	shift := 0
-	if n := len(t); n > 0 {
-		switch strings.ToUpper(t[n-1:]) {
-		case "K":
-			shift = 10
-		case "M":
-			shift = 20
-		case "G":
-			shift = 30
-		case "T":
-			shift = 40
-		}
-		if shift > 0 {
-			t = t[:n-1]
-		}
-	}
-	v, err := strconv.ParseUint(t, 0, 64)
-	if err != nil || (shift > 0 && v > (1<<64-1)>>shift) {
-		return 0, fmt.Errorf("--%s %q: want a byte count like 64M, 4096 or 0x1000", flag, s)
-	}
-	return v << shift, nil
-}
-
-func runNettlpServe(cmd *cobra.Command, _ []string) error {
-	fl := &nettlpServeFlags
+func runNettlpServe(cmd *cobra.Command, e *env, fl *nettlpServeOptions) error {
 	usage := func(err error) error { return exitCodeError{2, err} }
 	addr, err := netip.ParseAddr(fl.addr)
 	if err != nil {
 		return usage(fmt.Errorf("--addr %q: %w", fl.addr, err))
 	}
-	size, err := nettlpParseSize("mem-size", fl.memSize)
+	size, err := parseSize("mem-size", fl.memSize)
 	if err != nil {
 		return usage(err)
 	}
-	base, err := nettlpParseSize("base", fl.base)
+	base, err := parseSize("base", fl.base)
 	if err != nil {
 		return usage(err)
 	}
-	rcvbuf, err := nettlpParseSize("rcvbuf", fl.rcvbuf)
+	rcvbuf, err := parseSize("rcvbuf", fl.rcvbuf)
 	if err != nil || rcvbuf > 1<<30 {
 		return usage(fmt.Errorf("--rcvbuf %q: want up to 1G", fl.rcvbuf))
 	}
@@ -270,7 +254,7 @@ func runNettlpServe(cmd *cobra.Command, _ []string) error {
 		return usage(err)
 	}
 	tr := target.Transport()
-	slog.Info("nettlp target serving",
+	e.log.Info("nettlp target serving",
 		"addr", addr, "ports", fmt.Sprintf("%#x-%#x", nettlp.Port(0), nettlp.Port(uint16(tr.Tags()-1))),
 		"memory", fmt.Sprintf("[%#x, %#x)", base, base+size), "mps", fl.mps, "rcb", fl.rcb,
 		"completer", completer, "rcvbuf", tr.RecvBuffer(0))
@@ -286,21 +270,21 @@ func runNettlpServe(cmd *cobra.Command, _ []string) error {
 				case <-ctx.Done():
 					return
 				case <-tick.C:
-					nettlpLogStats("nettlp target", target.Stats().Snapshot(), mem.Pages())
+					nettlpLogStats(e.log, "nettlp target", target.Stats().Snapshot(), mem.Pages())
 				}
 			}
 		}()
 	}
 	err = target.Serve(ctx)
-	nettlpLogStats("nettlp target stopped", target.Stats().Snapshot(), mem.Pages())
+	nettlpLogStats(e.log, "nettlp target stopped", target.Stats().Snapshot(), mem.Pages())
 	if err != nil {
 		return exitCodeError{1, err}
 	}
 	return nil
 }
 
-func nettlpLogStats(msg string, s nettlp.StatsSnapshot, pages int) {
-	slog.Info(msg, "datagrams", s.Datagrams, "reads", s.Reads, "writes", s.Writes,
+func nettlpLogStats(log *slog.Logger, msg string, s nettlp.StatsSnapshot, pages int) {
+	log.Info(msg, "datagrams", s.Datagrams, "reads", s.Reads, "writes", s.Writes,
 		"bytes_read", s.BytesRead, "bytes_written", s.BytesWritten, "completions", s.Completions,
 		"ur", s.UR, "malformed", s.Malformed, "ignored", s.Ignored, "writes_lost", s.WritesLost,
 		"send_errors", s.SendErrors, "pages", pages)

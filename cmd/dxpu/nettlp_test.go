@@ -15,60 +15,59 @@ import (
 )
 
 func TestNettlpParseSize(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[string]uint64{"64M": 64 << 20, "4096": 4096, "0x1000": 0x1000, "1G": 1 << 30, "2k": 2048, "1T": 1 << 40} {
-		if got, err := nettlpParseSize("x", in); err != nil || got != want {
+		if got, err := parseSize("x", in); err != nil || got != want {
 			t.Errorf("%q: %d, %v", in, got, err)
 		}
 	}
 	for _, in := range []string{"", "M", "12Q", "-1", "99999999999999999999T"} {
-		if _, err := nettlpParseSize("x", in); err == nil {
+		if _, err := parseSize("x", in); err == nil {
 			t.Errorf("%q accepted", in)
 		}
 	}
 }
 
 // TestNettlpServe runs `dxpu nettlp serve` in-process and talks to it as
-// libtlp would.
+// libtlp would, then with the client subcommands.
 func TestNettlpServe(t *testing.T) {
-	// Addresses of this test alone, so no other test binary running at the
-	// same time (go test runs packages in parallel) holds these ports.
+	t.Parallel()
+	// Addresses of this test alone, so no other test running at the same
+	// time holds these ports.
 	addr, local := netip.MustParseAddr("127.0.3.1"), netip.MustParseAddr("127.0.3.11")
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var serveLog syncBuffer
+	bound := serveLog.await("nettlp target serving")
 	done := make(chan error, 1)
-	stopped := false
-	// However the test ends, the serve command must have returned before
-	// the next test uses rootCmd: cobra's command tree is not safe for
-	// concurrent use.
-	defer func() {
-		if !stopped {
-			cancel()
-			<-done
-		}
+	go func() {
+		_, err := execute(ctx, "", &serveLog, "nettlp", "serve", "--addr", addr.String(), "--tags", "4", "--mem-size", "1M", "--base", "0x10000",
+			"--fill", "pattern", "--mps", "512", "--rcb", "128", "--completer", "00:00.0", "--rcvbuf", "1M")
+		done <- err
 	}()
-	rootCmd.SetArgs([]string{"nettlp", "serve", "--addr", addr.String(), "--tags", "4", "--mem-size", "1M", "--base", "0x10000",
-		"--fill", "pattern", "--mps", "512", "--rcb", "128", "--completer", "00:00.0", "--rcvbuf", "1M"})
-	// cobra keeps a subcommand's first context; give this run's explicitly
-	// so a repeated run (-count) does not inherit a cancelled one.
-	nettlpServeCmd.SetContext(ctx)
-	go func() { done <- rootCmd.ExecuteContext(ctx) }()
+	defer func() { // however the test ends, the target stops
+		cancel()
+		<-done
+	}()
+	select {
+	case <-bound:
+	case err := <-done:
+		done <- err
+		t.Fatalf("serve stopped before binding: %v\n%s", err, serveLog.String())
+	case <-ctx.Done():
+		t.Fatalf("serve did not bind within the test's deadline:\n%s", serveLog.String())
+	}
 
 	c, err := nettlp.Dial(local, addr, 2, tlp.NewID(0x1b, 0, 0))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	c.Timeout = 100 * time.Millisecond
+	c.Timeout = 20 * time.Second
 	got := make([]byte, 8)
-	for i := 0; i < 500; i++ { // wait until the target has bound its ports
-		if _, err = c.Read(0x12345, got); err == nil {
-			break
-		}
-		time.Sleep(10 * time.Millisecond) // refused or timed out: not bound yet
-	}
-	if err != nil {
+	if _, err = c.Read(0x12345, got); err != nil {
 		t.Fatalf("read from the served memory: %v", err)
 	}
-	c.Timeout = 20 * time.Second
 	for i := range got {
 		if want := nettlpPattern(0x12345 + uint64(i)); got[i] != want {
 			t.Fatalf("byte %d = %#x, pattern says %#x", i, got[i], want)
@@ -87,38 +86,36 @@ func TestNettlpServe(t *testing.T) {
 	}
 
 	// The client subcommands against the same target.
-	var out bytes.Buffer
-	rootCmd.SetOut(&out)
-	defer rootCmd.SetOut(nil)
 	common := []string{"--remote", addr.String(), "--local", local.String(), "--tag", "3", "--requester", "1b:00.0", "--timeout", "20s"}
-	rootCmd.SetArgs(append([]string{"nettlp", "write", "--addr", "0x30001", "--string", "", "--hex", "c0ffee", "--mps", "0"}, common...))
-	if err := rootCmd.ExecuteContext(context.Background()); err != nil {
+	if _, _, err := runDxpu(t, "", append([]string{"nettlp", "write", "--addr", "0x30001", "--string", "", "--hex", "c0ffee", "--mps", "0"}, common...)...); err != nil {
 		t.Fatalf("nettlp write: %v", err)
 	}
-	rootCmd.SetArgs(append([]string{"nettlp", "read", "--addr", "0x30000", "--size", "5", "--mrrs", "0"}, common...))
-	if err := rootCmd.ExecuteContext(context.Background()); err != nil {
+	out, _, err := runDxpu(t, "", append([]string{"nettlp", "read", "--addr", "0x30000", "--size", "5", "--mrrs", "0"}, common...)...)
+	if err != nil {
 		t.Fatalf("nettlp read: %v", err)
 	}
-	if want := fmt.Sprintf("%02x c0 ff ee %02x", nettlpPattern(0x30000), nettlpPattern(0x30004)); !strings.Contains(out.String(), want) {
-		t.Fatalf("nettlp read printed %q, want %q in it", out.String(), want)
+	if want := fmt.Sprintf("%02x c0 ff ee %02x", nettlpPattern(0x30000), nettlpPattern(0x30004)); !strings.Contains(out, want) {
+		t.Fatalf("nettlp read printed %q, want %q in it", out, want)
 	}
 
 	cancel()
-	stopped = true
 	if err := <-done; err != nil {
 		t.Fatalf("serve: %v", err)
 	}
+	done <- nil
 }
 
+// TestNettlpServeBadFlags: each bad flag is a usage error before the
+// target serves (under the deadline: a check that regresses fails here).
 func TestNettlpServeBadFlags(t *testing.T) {
+	t.Parallel()
 	for _, args := range [][]string{
 		{"--addr", "0.0.0.0"}, {"--addr", "nope"}, {"--mps", "100"}, {"--rcb", "32"},
 		{"--mem-size", "lots"}, {"--fill", "random"}, {"--completer", "zz"}, {"--tags", "17"},
 	} {
 		full := append([]string{"nettlp", "serve", "--addr", "127.0.3.2", "--tags", "16", "--mem-size", "1M", "--base", "0",
 			"--mps", "256", "--rcb", "64", "--fill", "zero", "--completer", "00:00.0", "--rcvbuf", "1M"}, args...)
-		rootCmd.SetArgs(full)
-		err := rootCmd.ExecuteContext(context.Background())
+		_, _, err := runDxpu(t, "", full...)
 		var ec exitCodeError
 		if !errors.As(err, &ec) || ec.code != 2 {
 			t.Errorf("%v: %v, want exit code 2", args, err)

@@ -1,32 +1,37 @@
 package main
 
 import (
+	"errors"
 	"log/slog"
-	"os"
 
 	"github.com/spf13/cobra"
+
+	"github.com/dxpu/dxpu/internal/app/apperr"
 )
 
-// rootCmd is the top of the command tree; every subcommand file adds itself
-// with rootCmd.AddCommand in its init function.
-var rootCmd = &cobra.Command{
-	Use:           "dxpu",
-	Short:         "Datacenter-scale GPU disaggregation: PCIe TLPs over Ethernet",
-	SilenceUsage:  true,
-	SilenceErrors: true,
-	PersistentPreRun: func(cmd *cobra.Command, args []string) {
-		level := slog.LevelInfo
-		if verbose {
-			level = slog.LevelDebug
-		}
-		slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})))
-	},
-}
-
-var verbose bool
-
-func init() {
-	rootCmd.PersistentFlags().BoolVarP(&verbose, "verbose", "v", false, "log debug messages")
+// newRootCmd builds the whole command tree over e: its streams, its
+// arguments, and --verbose setting the level of e's logger.
+func newRootCmd(e *env) *cobra.Command {
+	var verbose bool
+	root := &cobra.Command{
+		Use:           "dxpu",
+		Short:         "Datacenter-scale GPU disaggregation: PCIe TLPs over Ethernet",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		PersistentPreRun: func(*cobra.Command, []string) {
+			if verbose {
+				e.level.Set(slog.LevelDebug)
+			}
+		},
+	}
+	root.PersistentFlags().BoolVarP(&verbose, "verbose", "v", false, "log debug messages")
+	root.AddCommand(newBridgeCmd(e), newSwitchCmd(e), newManagerCmd(e), newCtlCmd(e), newNettlpCmd(e),
+		newPcapCmd(), newTLPCmd(), newReplayCmd(), newModelCmd(), newDemoCmd(), newBenchCmd())
+	root.SetArgs(e.args)
+	root.SetIn(e.stdin)
+	root.SetOut(e.stdout)
+	root.SetErr(e.stderr)
+	return root
 }
 
 // exitCodeError carries a process exit status out of a subcommand: 1 for
@@ -44,3 +49,17 @@ func (e exitCodeError) Error() string {
 }
 
 func (e exitCodeError) Unwrap() error { return e.err }
+
+// exitFor maps a product's error to an exit status: apperr.ErrUsage 2,
+// apperr.ErrFailed 1, any other error def.
+func exitFor(err error, def int) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, apperr.ErrUsage):
+		return exitCodeError{2, err}
+	case errors.Is(err, apperr.ErrFailed):
+		return exitCodeError{1, err}
+	}
+	return exitCodeError{def, err}
+}

@@ -4,11 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -126,30 +124,6 @@ func (c *Config) logf(format string, args ...any) {
 	if c.Log != nil {
 		fmt.Fprintf(c.Log, format+"\n", args...)
 	}
-}
-
-// api calls the manager's HTTP handler in process.
-func api(h http.Handler, method, path string, body, out any) error {
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return err
-		}
-		rd = bytes.NewReader(b)
-	}
-	req := httptest.NewRequest(method, path, rd)
-	req.Header.Set("Authorization", "Bearer demo-token")
-	req.Header.Set("Content-Type", "application/json")
-	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, req)
-	if rec.Code >= 300 {
-		return fmt.Errorf("demo: %s %s: %d %s", method, path, rec.Code, bytes.TrimSpace(rec.Body.Bytes()))
-	}
-	if out != nil {
-		return json.Unmarshal(rec.Body.Bytes(), out)
-	}
-	return nil
 }
 
 // Run runs the demo.

@@ -1,10 +1,16 @@
 package demo
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
+	"io"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/dxpu/dxpu/internal/app/apperr"
 )
 
 func TestDemoWithoutTraces(t *testing.T) {
@@ -51,5 +57,65 @@ func TestDemoWithoutTraces(t *testing.T) {
 	}
 	if !strings.Contains(log.String(), "refused") {
 		t.Errorf("the over-large request was not refused: %s", log.String())
+	}
+}
+
+// TestPresentJSON: `dxpu demo --json` prints a JSON array with a row per
+// workload, and nothing on stderr with --quiet.
+func TestPresentJSON(t *testing.T) {
+	t.Parallel()
+	var out, errb bytes.Buffer
+	err := Present(context.Background(), Options{Config: Config{BytesPerSec: 100e9 / 8, TracesDir: t.TempDir(), Workers: 2}, JSON: true, Quiet: true}, &out, &errb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []map[string]any
+	if err := json.Unmarshal(out.Bytes(), &rows); err != nil {
+		t.Fatalf("demo --json output is not a JSON array: %v\n%s", err, out.String())
+	}
+	if len(rows) == 0 {
+		t.Fatal("no workloads")
+	}
+	for _, r := range rows {
+		for _, k := range []string{"workload", "native_s", "fabric_s", "overhead_pct"} {
+			if _, ok := r[k]; !ok {
+				t.Fatalf("row %v lacks %q", r, k)
+			}
+		}
+	}
+	if errb.Len() != 0 {
+		t.Errorf("--quiet printed on stderr: %q", errb.String())
+	}
+}
+
+func TestPresentBadOptions(t *testing.T) {
+	t.Parallel()
+	for _, o := range []Options{
+		{Config: Config{BytesPerSec: 0}},
+		{Config: Config{BytesPerSec: 1, RTT: -time.Microsecond}},
+		{Config: Config{BytesPerSec: 1, TracesDir: "/nonexistent/traces"}},
+	} {
+		if err := Present(context.Background(), o, io.Discard, io.Discard); !errors.Is(err, apperr.ErrUsage) {
+			t.Errorf("%+v: %v, want a usage error", o, err)
+		}
+	}
+}
+
+// TestWriteTables: the tables carry every host and workload, and the
+// figures in the units the demo prints.
+func TestWriteTables(t *testing.T) {
+	t.Parallel()
+	pct := 1.5
+	rep := &Report{
+		Hosts: []HostSummary{{Host: "host-a", Asked: 4, Enumerated: 4, RTTus: 3, ConfigSame: true, GPUs: []string{"g0", "g1", "g2", "g3"}}},
+		Rows:  []Row{{Workload: "mlp", Host: "host-a", GPUs: 1, RTTus: 5, NativeS: 0.0025, FabricS: 1.25, OverheadPct: 2.25, ModelPct: &pct}},
+		Notes: []string{"a note"},
+	}
+	var out strings.Builder
+	rep.WriteTables(&out)
+	for _, want := range []string{"host-a  4      4           3us      identical     [g0 g1 ... g3]", "2.500ms", "1.2500s", "2.25%", "1.50%", "note: a note"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("tables lack %q:\n%s", want, out.String())
+		}
 	}
 }

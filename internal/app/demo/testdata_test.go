@@ -32,7 +32,7 @@ func TestRegenerateTestdata(t *testing.T) {
 	if err := mlpTrain(c); err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join("..", "..", "testdata", "emu", "mlp-train-emu.json.gz")
+	path := filepath.Join("..", "..", "..", "testdata", "emu", "mlp-train-emu.json.gz")
 	f, err := os.Create(path)
 	if err != nil {
 		t.Fatal(err)

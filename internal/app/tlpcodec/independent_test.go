@@ -1,4 +1,4 @@
-package main
+package tlpcodec
 
 import (
 	"encoding/json"
@@ -100,6 +100,7 @@ func checkObjectFormat(t *testing.T, line string, o map[string]any) {
 }
 
 func TestTLPIndependentDecodeEncode(t *testing.T) {
+	t.Parallel()
 	good := []string{
 		"00fe3404 3fffa57e 80001000",                                       // MRd, every DW0 bit
 		"00000001 01000000 fee00000",                                       // zero-length read
@@ -175,6 +176,7 @@ func TestTLPIndependentDecodeEncode(t *testing.T) {
 }
 
 func TestTLPIndependentErrorObjects(t *testing.T) {
+	t.Parallel()
 	in := strings.Join([]string{
 		"00000001 0100050f fedc0010",                  // 1 good
 		"02000002 0100050f 00000cf8",                  // 2 IO Length 2
@@ -226,6 +228,7 @@ func TestTLPIndependentErrorObjects(t *testing.T) {
 // TLPs as tools print them: one 0x-prefixed DW per word, or bytes with
 // colons or commas.
 func TestTLPIndependentHexForms(t *testing.T) {
+	t.Parallel()
 	want := `"address":"0xfedc0010"`
 	for _, in := range []string{
 		"0x00000001 0x0100050f 0xfedc0010",

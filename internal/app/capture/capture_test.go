@@ -1,4 +1,4 @@
-package main
+package capture
 
 import (
 	"bytes"
@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/spf13/pflag"
+	"github.com/dxpu/dxpu/internal/app/apperr"
 
 	"github.com/dxpu/dxpu/internal/shareddata"
 	"github.com/dxpu/dxpu/tlp"
@@ -21,12 +21,13 @@ import (
 // TestPcapCorpusReproducible regenerates testdata/pcap into a temporary
 // directory: every file must be byte-identical to the committed one.
 func TestPcapCorpusReproducible(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
-	if err := pcapWriteCorpus(dir); err != nil {
+	if err := WriteCorpus(dir); err != nil {
 		t.Fatal(err)
 	}
-	committed := filepath.Join("..", "..", "testdata", "pcap")
-	diff, err := pcapCompareDirs(dir, committed)
+	committed := filepath.Join("..", "..", "..", "testdata", "pcap")
+	diff, err := CompareDirs(dir, committed)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,7 +35,7 @@ func TestPcapCorpusReproducible(t *testing.T) {
 		t.Fatalf("testdata/pcap is stale (%v): run go generate ./cmd/dxpu", diff)
 	}
 	var total int64
-	for _, name := range pcapCorpusFiles() {
+	for _, name := range CorpusFiles() {
 		st, _ := os.Stat(filepath.Join(committed, name))
 		total += st.Size()
 	}
@@ -46,8 +47,9 @@ func TestPcapCorpusReproducible(t *testing.T) {
 // TestPcapGeneratorValid: every generated TLP of every kind passes the
 // codec's validation, and each kind appears.
 func TestPcapGeneratorValid(t *testing.T) {
-	for _, k := range pcapAllKinds {
-		g := &pcapTLPGen{r: rand.New(rand.NewPCG(uint64(k), 9)), kinds: []tlp.Kind{k}, maxDW: 64}
+	t.Parallel()
+	for _, k := range allKinds {
+		g := &tlpGen{r: rand.New(rand.NewPCG(uint64(k), 9)), kinds: []tlp.Kind{k}, maxDW: 64}
 		for i := 0; i < 2000; i++ {
 			b, err := g.next(nil, tlp.NewID(1, 2, 3))
 			if err != nil {
@@ -100,34 +102,28 @@ func pcapReadTLPs(t *testing.T, path string) (out []pcapTLPRec, msgs int) {
 	}
 }
 
-func runDxpu(t *testing.T, args ...string) error {
+// convertTo returns the options of `dxpu pcap convert --in in --out out
+// --to to` with the flags' defaults.
+func convertTo(in, out, to string) ConvertOptions {
+	return ConvertOptions{In: in, Out: out, To: to, VLAN: -1, Pair: 1, UDPPort: encap.DefaultUDPPort,
+		SrcIP: "10.0.0.1", DstIP: "10.0.0.2", MTU: encap.DefaultMTU}
+}
+
+// convert runs Convert with its output in the test log.
+func convert(t *testing.T, o ConvertOptions) error {
 	t.Helper()
-	// Flag variables outlive a command run: start each from the defaults.
-	for _, c := range pcapCmd.Commands() {
-		c.Flags().VisitAll(func(f *pflag.Flag) {
-			f.Value.Set(f.DefValue)
-			f.Changed = false
-		})
-	}
-	rootCmd.SetArgs(args)
-	defer func() { // leave the shared command tree as other tests expect it
-		rootCmd.SetArgs(nil)
-		rootCmd.SetOut(nil)
-		rootCmd.SetErr(nil)
-	}()
 	var out bytes.Buffer
-	rootCmd.SetOut(&out)
-	rootCmd.SetErr(&out)
-	err := rootCmd.Execute()
-	t.Logf("dxpu %v: %s", args, out.String())
+	err := Convert(o, &out, &out)
+	t.Logf("convert %+v: %s", o, out.String())
 	return err
 }
 
 // TestPcapConvert converts captures through every encapsulation and back:
 // the TLPs (bytes, and whether the capture cut them) never change.
 func TestPcapConvert(t *testing.T) {
-	inputs := []string{filepath.Join("..", "..", "testdata", "pcap", "mix.pcap"),
-		filepath.Join("..", "..", "testdata", "pcap", "nettlp-vlan-snap128.pcap")}
+	t.Parallel()
+	inputs := []string{filepath.Join("..", "..", "..", "testdata", "pcap", "mix.pcap"),
+		filepath.Join("..", "..", "..", "testdata", "pcap", "nettlp-vlan-snap128.pcap")}
 	// A real NVMe capture too, when ../shared is there (CI requires it).
 	if root, err := shareddata.Root(); err == nil {
 		inputs = append(inputs, filepath.Join(root, "testdata", "nettlp", "nic-and-nvme", "pm1725", "pm1725-read-8blk.pcap"))
@@ -142,11 +138,11 @@ func TestPcapConvert(t *testing.T) {
 		prev := in
 		for i, to := range []string{"dxpu-eth", "nettlp", "dxpu-udp", "dxpu-eth", "nettlp"} {
 			out := filepath.Join(dir, filepath.Base(in)+"."+to+string(rune('0'+i))+".pcap")
-			args := []string{"pcap", "convert", "--in", prev, "--out", out, "--to", to, "--vlan", "-1"}
+			o := convertTo(prev, out, to)
 			if i == 2 {
-				args = append(args, "--pcapng", "--vlan", "7")
+				o.PcapNG, o.VLAN = true, 7
 			}
-			if err := runDxpu(t, args...); err != nil {
+			if err := convert(t, o); err != nil {
 				t.Fatalf("%s -> %s: %v", prev, to, err)
 			}
 			got, _ := pcapReadTLPs(t, out)
@@ -162,10 +158,10 @@ func TestPcapConvert(t *testing.T) {
 		}
 	}
 	// dxpu messages without TLPs survive dxpu -> dxpu conversion.
-	in := filepath.Join("..", "..", "testdata", "pcap", "dxpu-eth.pcap")
+	in := filepath.Join("..", "..", "..", "testdata", "pcap", "dxpu-eth.pcap")
 	_, msgs := pcapReadTLPs(t, in)
 	out := filepath.Join(dir, "msgs.pcap")
-	if err := runDxpu(t, "pcap", "convert", "--in", in, "--out", out, "--to", "dxpu-udp", "--vlan", "-1"); err != nil {
+	if err := convert(t, convertTo(in, out, "dxpu-udp")); err != nil {
 		t.Fatal(err)
 	}
 	if _, got := pcapReadTLPs(t, out); got != msgs || msgs == 0 {
@@ -173,29 +169,46 @@ func TestPcapConvert(t *testing.T) {
 	}
 }
 
-// TestPcapUsageErrors: bad flags exit with status 2.
+// TestPcapUsageErrors: bad options are usage errors; a missing input is an
+// I/O error naming the file (both exit status 2 on the command line).
 func TestPcapUsageErrors(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
-	for _, args := range [][]string{
-		{"pcap", "convert", "--in", "x", "--out", filepath.Join(dir, "y"), "--to", "ipx"},
-		{"pcap", "convert", "--in", filepath.Join(dir, "missing.pcap"), "--out", filepath.Join(dir, "y"), "--to", "nettlp"},
-		{"pcap", "generate", "--out", filepath.Join(dir, "g.pcap"), "--kind", "Foo"},
-		{"pcap", "generate", "--out", filepath.Join(dir, "g.pcap"), "--kind", "mix", "--mtu", "100"},
+	gen := func(kind string, mtu int) error {
+		return Generate(GenerateOptions{Out: filepath.Join(dir, "g.pcap"), Kind: kind, Encap: "mix", VLAN: -1, Count: 100, Seed: 1,
+			Pairs: 4, MaxTLPs: 8, MaxDW: 32, MTU: mtu, Control: 10}, io.Discard)
+	}
+	for name, err := range map[string]error{
+		"--to ipx":         convert(t, convertTo("x", filepath.Join(dir, "y"), "ipx")),
+		"--kind Foo":       gen("Foo", 1500),
+		"--mtu 100":        gen("mix", 100),
+		"--pack to nettlp": convert(t, ConvertOptions{In: "x", Out: filepath.Join(dir, "y"), To: "nettlp", Pack: true, SrcIP: "10.0.0.1", DstIP: "10.0.0.2", MTU: 1500}),
 	} {
-		err := runDxpu(t, args...)
-		var ec exitCodeError
-		if !errors.As(err, &ec) || ec.code != 2 {
-			t.Errorf("%v: %v, want exit status 2", args, err)
+		if !errors.Is(err, apperr.ErrUsage) {
+			t.Errorf("%s: %v, want a usage error", name, err)
 		}
+	}
+	missing := filepath.Join(dir, "missing.pcap")
+	err := convert(t, convertTo(missing, filepath.Join(dir, "y"), "nettlp"))
+	if err == nil || errors.Is(err, apperr.ErrUsage) || errors.Is(err, apperr.ErrFailed) || !strings.Contains(err.Error(), "missing.pcap") {
+		t.Errorf("missing input: %v, want an I/O error naming it", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "g.pcap")); !os.IsNotExist(err) {
+		t.Errorf("a refused generate left its output behind: %v", err)
 	}
 }
 
 // TestPcapGenerateFlags generates with explicit flags and reads it back.
 func TestPcapGenerateFlags(t *testing.T) {
+	t.Parallel()
 	out := filepath.Join(t.TempDir(), "g.pcapng")
-	if err := runDxpu(t, "pcap", "generate", "--out", out, "--kind", "MRd,CplD", "--encap", "dxpu-udp", "--vlan", "12",
-		"--count", "20", "--seed", "5", "--pairs", "3", "--pcapng", "--nanos", "--mtu", "1500"); err != nil {
+	var printed bytes.Buffer
+	if err := Generate(GenerateOptions{Out: out, Kind: "MRd,CplD", Encap: "dxpu-udp", VLAN: 12, Count: 20, Seed: 5, Pairs: 3,
+		MaxTLPs: 8, MaxDW: 32, MTU: 1500, Control: 10, PcapNG: true, Nanos: true}, &printed); err != nil {
 		t.Fatal(err)
+	}
+	if !strings.HasPrefix(printed.String(), out+": ") || !strings.Contains(printed.String(), "frames dxpu-udp+vlan12=") {
+		t.Errorf("generate printed %q", printed.String())
 	}
 	tlps, _ := pcapReadTLPs(t, out)
 	if len(tlps) == 0 {
@@ -206,7 +219,7 @@ func TestPcapGenerateFlags(t *testing.T) {
 			t.Fatalf("kind %v generated", k)
 		}
 	}
-	s, err := pcapInfo(out, nil, nil)
+	s, err := Tally(out, nil, nil)
 	if err != nil || s["frames"] != 20 || s["encap:dxpu-udp"] != 20 || s["vlan-tagged"] != 20 || s["bad"] != 0 {
 		t.Errorf("info %v %v", s, err)
 	}
@@ -216,8 +229,9 @@ func TestPcapGenerateFlags(t *testing.T) {
 // validation (whole TLPs with Parse, those cut by a snap length with
 // ParseTruncated).
 func TestPcapCorpusValid(t *testing.T) {
-	for _, c := range pcapCorpus {
-		path := filepath.Join("..", "..", "testdata", "pcap", c.name)
+	t.Parallel()
+	for _, c := range corpus {
+		path := filepath.Join("..", "..", "..", "testdata", "pcap", c.name)
 		tlps, _ := pcapReadTLPs(t, path)
 		if len(tlps) == 0 {
 			t.Fatalf("%s: no TLPs", c.name)
@@ -239,14 +253,17 @@ func TestPcapCorpusValid(t *testing.T) {
 // TestPcapConvertPack packs NetTLP TLPs into dxpu frames: same TLPs in the
 // same order, fewer frames, none over the MTU, sequence numbers running on.
 func TestPcapConvertPack(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	for _, in := range []string{
-		filepath.Join("..", "..", "testdata", "pcap", "nettlp.pcap"),
-		filepath.Join("..", "..", "testdata", "pcap", "nettlp-vlan-snap128.pcap"),
+		filepath.Join("..", "..", "..", "testdata", "pcap", "nettlp.pcap"),
+		filepath.Join("..", "..", "..", "testdata", "pcap", "nettlp-vlan-snap128.pcap"),
 	} {
 		want, _ := pcapReadTLPs(t, in)
 		out := filepath.Join(dir, filepath.Base(in)+".packed.pcap")
-		if err := runDxpu(t, "pcap", "convert", "--in", in, "--out", out, "--to", "dxpu-udp", "--pack", "--mtu", "600"); err != nil {
+		o := convertTo(in, out, "dxpu-udp")
+		o.Pack, o.MTU = true, 600
+		if err := convert(t, o); err != nil {
 			t.Fatal(err)
 		}
 		got, _ := pcapReadTLPs(t, out)
@@ -258,7 +275,7 @@ func TestPcapConvertPack(t *testing.T) {
 				t.Fatalf("%s: TLP %d differs", in, i)
 			}
 		}
-		s, err := pcapInfo(out, nil, nil)
+		s, err := Tally(out, nil, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,0 +1,35 @@
+package main
+
+import (
+	"io"
+	"log/slog"
+)
+
+// env is all a command may touch of the process: its standard streams,
+// its arguments and environment, and the logger (on stderr, at the level
+// --verbose sets). Commands get it from their constructor, so tests run
+// them with their own env, side by side.
+type env struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+	args           []string
+	getenv         func(string) string
+	level          *slog.LevelVar
+	log            *slog.Logger
+}
+
+// newEnv returns an env over the given streams, logging at Info level.
+func newEnv(stdin io.Reader, stdout, stderr io.Writer, args []string, getenv func(string) string) *env {
+	e := &env{stdin: stdin, stdout: stdout, stderr: stderr, args: args, getenv: getenv, level: new(slog.LevelVar)}
+	e.log = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: e.level}))
+	return e
+}
+
+// getenvOr returns the environment variable k, or def when it is unset or
+// empty.
+func (e *env) getenvOr(k, def string) string {
+	if v := e.getenv(k); v != "" {
+		return v
+	}
+	return def
+}

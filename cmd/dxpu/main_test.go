@@ -1,0 +1,130 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// noEnv is an empty environment: tests must not see the process's
+// DXPU_* variables.
+func noEnv(string) string { return "" }
+
+// execute runs one command line in a command tree of its own over ctx and
+// returns its stdout, stderr and error.
+func execute(ctx context.Context, stdin string, stderr *syncBuffer, args ...string) (string, error) {
+	var out strings.Builder
+	e := newEnv(strings.NewReader(stdin), &out, stderr, args, noEnv)
+	err := newRootCmd(e).ExecuteContext(ctx)
+	return out.String(), err
+}
+
+// runDxpu runs one command line under a deadline (a daemon whose checks
+// regress stops there and the test fails, instead of hanging) and
+// returns its stdout, stderr and error.
+func runDxpu(t *testing.T, stdin string, args ...string) (string, string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var errb syncBuffer
+	out, err := execute(ctx, stdin, &errb, args...)
+	t.Logf("dxpu %v: %s%s(err %v)", args, out, errb.String(), err)
+	return out, errb.String(), err
+}
+
+// syncBuffer is a writer for a command's stderr that goroutines may share,
+// and that says when a text has appeared in it.
+type syncBuffer struct {
+	mu    sync.Mutex
+	b     strings.Builder
+	wants []want
+}
+
+type want struct {
+	text string
+	seen chan struct{}
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.b.Write(p)
+	kept := s.wants[:0]
+	for _, w := range s.wants {
+		if strings.Contains(s.b.String(), w.text) {
+			close(w.seen)
+		} else {
+			kept = append(kept, w)
+		}
+	}
+	s.wants = kept
+	return len(p), nil
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// await returns a channel closed once text has been written.
+func (s *syncBuffer) await(text string) <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	w := want{text, make(chan struct{})}
+	if strings.Contains(s.b.String(), text) {
+		close(w.seen)
+	} else {
+		s.wants = append(s.wants, w)
+	}
+	return w.seen
+}
+
+// TestExitStatus: run prints the error after "dxpu:" on stderr and maps it
+// to the exit status: 1 for bad input, 2 for usage and I/O errors.
+func TestExitStatus(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args       []string
+		stdin      string
+		code       int
+		stdout     string
+		stderrText string
+	}{
+		{[]string{"tlp", "decode"}, "00000001 0100050f fedc0010", 0, `"kind":"MRd"`, ""},
+		{[]string{"tlp", "decode"}, "zz", 1, `"rule":"hex"`, "dxpu: tlp decode: 1 of 1 TLPs did not decode"},
+		{[]string{"tlp", "encode", "extra"}, "", 2, "", "dxpu: unknown command"},
+		{[]string{"tlp", "decode", "--pcap", "x.pcap", "0000"}, "", 2, "", "dxpu: give hex TLPs or --pcap, not both"},
+		{[]string{"pcap", "info", "/nonexistent.pcap"}, "", 2, "", "dxpu: "},
+		{[]string{"pcap", "generate", "--out", "x", "--kind", "Foo"}, "", 2, "", "dxpu: generate: --kind: unknown TLP kind"},
+		{[]string{"model"}, "", 2, "", "dxpu: model: give at least one --trace FILE"},
+		{[]string{"replay", "--pcap", "x"}, "", 2, "", "dxpu: replay: --pcap and --table are required"},
+		{[]string{"bench", "switch", "--repeat", "0"}, "", 2, "", "--repeat and --rounds must be positive"},
+		{[]string{"demo", "--gbit", "0"}, "", 2, "", "dxpu: --gbit must be positive, got 0"},
+		{[]string{"switch", "--mode", "udp"}, "", 2, "", "exactly one of --table and --manager"},
+		{[]string{"no-such-command"}, "", 2, "", "dxpu: unknown command"},
+	} {
+		var out, errb strings.Builder
+		code := run(context.Background(), newEnv(strings.NewReader(tc.stdin), &out, &errb, tc.args, noEnv))
+		if code != tc.code || !strings.Contains(out.String(), tc.stdout) || !strings.Contains(errb.String(), tc.stderrText) {
+			t.Errorf("dxpu %v: exit %d, stdout %q, stderr %q; want %d, %q, %q", tc.args, code, out.String(), errb.String(), tc.code, tc.stdout, tc.stderrText)
+		}
+	}
+}
+
+// TestVerboseStaysInItsTree: --verbose sets the level of its own env's
+// logger only, so commands run side by side do not share it.
+func TestVerboseStaysInItsTree(t *testing.T) {
+	t.Parallel()
+	var out, a, b strings.Builder
+	ea := newEnv(strings.NewReader(""), &out, &a, []string{"-v", "tlp", "decode", "00000001 0100050f fedc0010"}, noEnv)
+	eb := newEnv(strings.NewReader(""), &out, &b, []string{"tlp", "decode", "00000001 0100050f fedc0010"}, noEnv)
+	if run(context.Background(), ea) != 0 || run(context.Background(), eb) != 0 {
+		t.Fatal("decode failed")
+	}
+	if !ea.log.Enabled(context.Background(), -4) || eb.log.Enabled(context.Background(), -4) {
+		t.Errorf("debug enabled: with -v %v, without %v", ea.log.Enabled(context.Background(), -4), eb.log.Enabled(context.Background(), -4))
+	}
+}

@@ -1,0 +1,168 @@
+package bridged
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/dxpu/dxpu/bridge"
+	"github.com/dxpu/dxpu/bridge/driver"
+	"github.com/dxpu/dxpu/bridge/nettlp"
+	"github.com/dxpu/dxpu/bridge/nettlpside"
+	"github.com/dxpu/dxpu/bridge/udp"
+	"github.com/dxpu/dxpu/emu/gpu"
+	"github.com/dxpu/dxpu/emu/realtime"
+	"github.com/dxpu/dxpu/internal/app/apperr"
+	"github.com/dxpu/dxpu/tlp"
+)
+
+// Options is one bridge daemon's configuration.
+type Options struct {
+	Role              bridge.Role
+	Pair              uint32
+	Listen, Peer      netip.AddrPort // UDP: this bridge, the peer bridge
+	PCIe              PCIe
+	Metrics           string // TCP address for /metrics ("": none)
+	Keepalive         time.Duration
+	DeadAfter         time.Duration
+	CompletionTimeout time.Duration
+	GPUModel          gpu.Model // of an emu-gpu side
+	MemBase, MemSize  uint64    // of a memory side
+	Log               *slog.Logger
+	// Ready, when set, is called once everything is bound and running.
+	Ready func(*Daemon)
+}
+
+// Daemon is what a running bridge holds.
+type Daemon struct {
+	runner      *driver.Runner
+	host        *nettlpside.Host
+	gpu         *realtime.BridgedGPU
+	mem         *nettlpside.MemoryDevice
+	metricsAddr net.Addr
+}
+
+// State is the pair's link state as this side sees it.
+func (d *Daemon) State() bridge.State { return d.runner.State() }
+
+// MetricsAddr is where /metrics is served (nil without Options.Metrics).
+func (d *Daemon) MetricsAddr() net.Addr { return d.metricsAddr }
+
+// Run runs one bridge with its PCIe side until ctx ends; then it returns
+// nil, or the error that stopped the runner or the PCIe side. Options
+// that do not fit together are apperr.ErrUsage.
+func Run(ctx context.Context, o Options) error {
+	if o.Log == nil {
+		o.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	switch {
+	case o.Role == bridge.RoleHost && o.PCIe.Kind != KindNetTLP:
+		return apperr.Usage(fmt.Errorf("--role host takes --pcie nettlp:LOCAL:REMOTE, not %q", o.PCIe.Kind))
+	case o.Role == bridge.RoleGPU && o.PCIe.Kind != KindEmuGPU && o.PCIe.Kind != KindMemory:
+		return apperr.Usage(fmt.Errorf("--role gpu takes --pcie emu-gpu or memory (a NetTLP adapter is the host's side)"))
+	}
+	b, err := bridge.New(bridge.Config{Role: o.Role, PairID: o.Pair, Keepalive: o.Keepalive, DeadAfter: o.DeadAfter,
+		CompletionTimeout: o.CompletionTimeout, MaxRTO: max(20*time.Millisecond, o.DeadAfter/5)})
+	if err != nil {
+		return apperr.Usage(err)
+	}
+	conn, err := udp.Listen(o.Listen, o.Peer)
+	if err != nil {
+		return err
+	}
+	d := &Daemon{runner: driver.New(b, conn)}
+	d.runner.OnEvent = func(e bridge.Event) { o.Log.Info("bridge event", "pair", o.Pair, "role", o.Role, "event", e) }
+	side, err := d.pcieSide(&o)
+	if err != nil {
+		conn.Close()
+		return err
+	}
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var srv *http.Server
+	if o.Metrics != "" {
+		ln, err := net.Listen("tcp", o.Metrics)
+		if err != nil {
+			conn.Close()
+			return fmt.Errorf("--metrics %q: %w", o.Metrics, err)
+		}
+		d.metricsAddr = ln.Addr()
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", promhttp.HandlerFor(d.registry(&o), promhttp.HandlerOpts{}))
+		srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		go func() {
+			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				o.Log.Error("metrics server", "err", err)
+			}
+		}()
+	}
+
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	for i, fn := range []func(context.Context) error{d.runner.Run, side} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := fn(ctx); err != nil && !errors.Is(err, context.Canceled) {
+				errs[i] = err
+				cancel()
+			}
+		}()
+	}
+	o.Log.Info("bridge running", "role", o.Role, "pair", o.Pair, "listen", o.Listen, "peer", o.Peer, "pcie", o.PCIe.Kind)
+	if o.Ready != nil {
+		o.Ready(d)
+	}
+	<-ctx.Done()
+	wg.Wait()
+	if srv != nil {
+		sctx, scancel := context.WithTimeout(context.Background(), time.Second)
+		_ = srv.Shutdown(sctx)
+		scancel()
+	}
+	c := d.runner.Counters()
+	o.Log.Info("bridge stopped", "role", o.Role, "pair", o.Pair, "tlps_sent", c.TLPsSent, "tlps_received", c.TLPsReceived)
+	return errors.Join(errs...)
+}
+
+// pcieSide builds the PCIe side of o on the runner and returns its run
+// function. The caller closes the UDP socket on error.
+func (d *Daemon) pcieSide(o *Options) (func(context.Context) error, error) {
+	var err error
+	switch o.PCIe.Kind {
+	case KindNetTLP:
+		a, err := nettlp.NewAdapter(nettlp.AdapterConfig{Local: o.PCIe.Local, Remote: o.PCIe.Remote, DMARemote: o.PCIe.DMA, Logger: o.Log})
+		if err != nil {
+			return nil, err
+		}
+		if d.host, err = nettlpside.NewHost(d.runner, a, o.Log); err != nil {
+			a.Close()
+			return nil, err
+		}
+		return d.host.Run, nil
+	case KindEmuGPU:
+		if d.gpu, err = realtime.NewBridgedGPU(d.runner, realtime.BridgedGPUConfig{GPU: gpu.Config{Model: o.GPUModel}}); err != nil {
+			return nil, apperr.Usage(err)
+		}
+		return d.gpu.Run, nil
+	default: // KindMemory: Run checked the kind
+		mem, err := nettlp.NewSparseMemory(o.MemBase, o.MemSize, nil)
+		if err == nil {
+			d.mem, err = nettlpside.NewMemoryDevice(d.runner, mem, nettlp.CompleterConfig{CompleterID: tlp.NewID(3, 0, 0)})
+		}
+		if err != nil {
+			return nil, apperr.Usage(err)
+		}
+		return d.mem.Run, nil
+	}
+}

@@ -1,0 +1,81 @@
+package capture
+
+import (
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/google/gopacket/layers"
+
+	"github.com/dxpu/dxpu/internal/app/apperr"
+	"github.com/dxpu/dxpu/tlp"
+	"github.com/dxpu/dxpu/tlp/encap"
+	"github.com/dxpu/dxpu/tlp/pcapio"
+)
+
+// Info prints a tally line per capture to stdout; frames that do not
+// parse are reported on stderr. Any such frame makes the error
+// apperr.ErrFailed; unreadable captures are plain errors.
+func Info(paths []string, udpPort uint16, stdout, stderr io.Writer) error {
+	bad := 0
+	for _, path := range paths {
+		s, err := Tally(path, &encap.Config{UDPPort: udpPort}, stderr)
+		if err != nil {
+			return err
+		}
+		bad += s["bad"]
+		fmt.Fprintf(stdout, "%s: %s\n", path, StatsLine(s))
+	}
+	if bad > 0 {
+		return apperr.Failed(fmt.Errorf("%d frames did not parse", bad))
+	}
+	return nil
+}
+
+// Tally counts what a capture holds; frames that do not parse are
+// reported on errs (when not nil) with their 1-based number.
+func Tally(path string, cfg *encap.Config, errs io.Writer) (map[string]int, error) {
+	r, err := pcapio.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	if r.LinkType() != layers.LinkTypeEthernet {
+		return nil, fmt.Errorf("%s: link type %v, only Ethernet captures hold TLP frames", path, r.LinkType())
+	}
+	s := map[string]int{}
+	for {
+		data, _, err := r.ZeroCopyReadPacketData()
+		if errors.Is(err, io.EOF) {
+			return s, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		s["frames"]++
+		f, err := encap.ParseFrame(data, cfg)
+		if err != nil {
+			s["bad"]++
+			if errs != nil {
+				fmt.Fprintf(errs, "%s frame %d: %v\n", path, s["frames"], err)
+			}
+			continue
+		}
+		s["encap:"+f.Encap().String()]++
+		if f.NumVLANs() > 0 {
+			s["vlan-tagged"]++
+		}
+		if h := f.Header(); h != nil && h.Type() != encap.MsgTLP {
+			s["msg:"+h.Type().String()]++
+		}
+		for i := 0; i < f.NumTLPs(); i++ {
+			b, tr := f.TLP(i)
+			if tr {
+				s["truncated"]++
+			}
+			if len(b) >= 4 {
+				s["kind:"+tlp.View(b).Kind().String()]++
+			}
+		}
+	}
+}

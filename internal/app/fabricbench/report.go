@@ -1,0 +1,195 @@
+package fabricbench
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/dxpu/dxpu/emu/gpu"
+	"github.com/dxpu/dxpu/emu/topo"
+	"github.com/dxpu/dxpu/internal/app/apperr"
+)
+
+type Pair struct {
+	Native float64 `json:"native"`
+	Fabric float64 `json:"fabric"`
+}
+
+type Copy struct {
+	Bytes      uint64  `json:"bytes"`
+	NativeGBps float64 `json:"native_gbps"`
+	FabricGBps float64 `json:"fabric_gbps"`
+}
+
+type Report struct {
+	RTTus        float64 `json:"rtt_us"`
+	AddedRTTus   float64 `json:"added_rtt_us"`
+	Gbit         float64 `json:"gbit"`
+	Tags         int     `json:"tags"`
+	MRRS         int     `json:"mrrs"`
+	GPU          string  `json:"gpu"`
+	Path         string  `json:"path"`
+	Loss         float64 `json:"loss,omitempty"`
+	MMIOReadUs   Pair    `json:"mmio_read_us"`
+	LaunchSyncUs Pair    `json:"launch_sync_us"`
+	DMAReadUs    Pair    `json:"dma_read_rtt_us"`
+	H2D          []Copy  `json:"h2d"`
+	D2H          []Copy  `json:"d2h"`
+	VirtualTime  string  `json:"clock"`
+}
+
+// ReportOptions are `dxpu bench fabric`'s.
+type ReportOptions struct {
+	RTT      time.Duration // network round trip between the bridges
+	Gbit     float64       // fabric rate of the pair
+	Tags     int           // outstanding DMA reads (over 256: 10-bit tags)
+	MRRS     int           // max read request size
+	Sizes    string        // copy sizes, comma-separated, K/M/G suffixes
+	Model    string        // GPU model: h100 or a100
+	Bridge   bool          // a real bridge pair on the fabric path
+	JSON     bool
+	SimBytes uint64  // bytes of each copy moved as TLPs (0: all)
+	Clock    string  // virtual or wall
+	Loss     float64 // frame loss probability (needs Bridge)
+}
+
+// WriteReport measures every figure natively and over the fabric and
+// prints them as a table (or JSON) to out. Bad options are
+// apperr.ErrUsage; a failed measurement is apperr.ErrFailed.
+func WriteReport(o ReportOptions, out io.Writer) error {
+	fl := &o
+	sizes, err := parseSizes(fl.Sizes)
+	if err != nil {
+		return apperr.Usage(err)
+	}
+	mdl, ok := gpu.ModelByName(fl.Model)
+	switch {
+	case !ok:
+		return apperr.Usage(fmt.Errorf("--gpu %q: want h100 or a100", fl.Model))
+	case fl.RTT < 0:
+		return apperr.Usage(fmt.Errorf("--rtt must not be negative"))
+	case fl.Gbit <= 0:
+		return apperr.Usage(fmt.Errorf("--gbit must be positive"))
+	case fl.Tags < 1 || fl.Tags > 768:
+		return apperr.Usage(fmt.Errorf("--tags %d: want 1..768", fl.Tags))
+	case fl.MRRS < 128 || fl.MRRS > 4096 || fl.MRRS&(fl.MRRS-1) != 0:
+		return apperr.Usage(fmt.Errorf("--mrrs %d: want a power of two in 128..4096", fl.MRRS))
+	case fl.Loss < 0 || fl.Loss >= 1:
+		return apperr.Usage(fmt.Errorf("--loss %v: want 0 <= loss < 1", fl.Loss))
+	case fl.Loss > 0 && !fl.Bridge:
+		return apperr.Usage(fmt.Errorf("--loss needs --bridge: only real bridges recover lost frames"))
+	case fl.Clock != "virtual" && fl.Clock != "wall":
+		return apperr.Usage(fmt.Errorf("--clock %q: want virtual or wall", fl.Clock))
+	}
+	wall := fl.Clock == "wall"
+	fab := topo.Fabric{RTT: fl.RTT, BytesPerSec: fl.Gbit * 1e9 / 8, Loss: fl.Loss}
+	setup := func(f *topo.Fabric) Setup {
+		return Setup{Fabric: f, Model: mdl, TenBitTags: fl.Tags > 256, MaxOutstanding: fl.Tags, MRRS: fl.MRRS,
+			MaxSimBytes: fl.SimBytes, Bridge: fl.Bridge, Wall: wall}
+	}
+	rep := Report{RTTus: float64(fl.RTT) / 1e3, AddedRTTus: float64(fab.AddedRoundTrip()) / 1e3, Gbit: fl.Gbit,
+		Tags: fl.Tags, MRRS: fl.MRRS, GPU: mdl.Name, Path: "pipe", VirtualTime: fl.Clock, Loss: fl.Loss}
+	if fl.Bridge {
+		rep.Path = "bridge-pair"
+	}
+	if wall {
+		rep.Path = "bridge-pair-udp-loopback"
+		rep.RTTus, rep.AddedRTTus = 0, 0
+	}
+	var envs [2]*Env
+	for i, f := range []*topo.Fabric{nil, &fab} {
+		if envs[i], err = NewEnv(setup(f)); err != nil {
+			return apperr.Failed(err)
+		}
+		defer envs[i].Close()
+	}
+	us := func(d time.Duration) float64 { return float64(d) / 1e3 }
+	var vals [2][3]time.Duration
+	for i, e := range envs {
+		if vals[i][0], err = e.MMIOReadLatency(20); err != nil {
+			return apperr.Failed(err)
+		}
+		if vals[i][1], err = e.LaunchLatency(20); err != nil {
+			return apperr.Failed(err)
+		}
+		if vals[i][2], err = e.DMAReadRTT(uint64(fl.MRRS)); err != nil {
+			return apperr.Failed(err)
+		}
+	}
+	rep.MMIOReadUs = Pair{us(vals[0][0]), us(vals[1][0])}
+	rep.LaunchSyncUs = Pair{us(vals[0][1]), us(vals[1][1])}
+	rep.DMAReadUs = Pair{us(vals[0][2]), us(vals[1][2])}
+	for _, dir := range []Direction{H2D, D2H} {
+		for _, n := range sizes {
+			var r [2]float64
+			for i, e := range envs {
+				if r[i], _, err = e.CopyBandwidth(dir, n); err != nil {
+					return apperr.Failed(err)
+				}
+			}
+			c := Copy{Bytes: n, NativeGBps: r[0] / 1e9, FabricGBps: r[1] / 1e9}
+			if dir == H2D {
+				rep.H2D = append(rep.H2D, c)
+			} else {
+				rep.D2H = append(rep.D2H, c)
+			}
+		}
+	}
+	if fl.JSON {
+		return json.NewEncoder(out).Encode(rep)
+	}
+	if wall {
+		fmt.Fprintf(out, "emulated %s on the wall clock, fabric: a dxpu bridge pair over UDP loopback, %d tags, MRRS %d\n\n", mdl.Name, fl.Tags, fl.MRRS)
+	} else {
+		fmt.Fprintf(out, "emulated %s, fabric: network RTT %v (adds %.1fus to a round trip), %.0f Gbit/s, %d tags, MRRS %d, %s path, loss %.2g; virtual time\n\n",
+			mdl.Name, fl.RTT, rep.AddedRTTus, fl.Gbit, fl.Tags, fl.MRRS, rep.Path, fl.Loss)
+	}
+	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "\tnative\tfabric\t")
+	fmt.Fprintf(tw, "MMIO read\t%.2fus\t%.2fus\t\n", rep.MMIOReadUs.Native, rep.MMIOReadUs.Fabric)
+	fmt.Fprintf(tw, "empty launch + sync\t%.2fus\t%.2fus\t\n", rep.LaunchSyncUs.Native, rep.LaunchSyncUs.Fabric)
+	fmt.Fprintf(tw, "DMA read (%d B)\t%.2fus\t%.2fus\t\n", fl.MRRS, rep.DMAReadUs.Native, rep.DMAReadUs.Fabric)
+	for _, c := range rep.H2D {
+		fmt.Fprintf(tw, "H2D %s\t%.2f GB/s\t%.2f GB/s\t\n", sizeName(c.Bytes), c.NativeGBps, c.FabricGBps)
+	}
+	for _, c := range rep.D2H {
+		fmt.Fprintf(tw, "D2H %s\t%.2f GB/s\t%.2f GB/s\t\n", sizeName(c.Bytes), c.NativeGBps, c.FabricGBps)
+	}
+	return tw.Flush()
+}
+
+func parseSizes(s string) ([]uint64, error) {
+	var out []uint64
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		mult := uint64(1)
+		switch {
+		case strings.HasSuffix(f, "K"):
+			mult, f = 1<<10, strings.TrimSuffix(f, "K")
+		case strings.HasSuffix(f, "M"):
+			mult, f = 1<<20, strings.TrimSuffix(f, "M")
+		case strings.HasSuffix(f, "G"):
+			mult, f = 1<<30, strings.TrimSuffix(f, "G")
+		}
+		n, err := strconv.ParseUint(f, 10, 64)
+		if err != nil || n == 0 || n*mult > 4<<30 {
+			return nil, fmt.Errorf("--sizes: %q is not a size between 1 and 4G", f)
+		}
+		out = append(out, n*mult)
+	}
+	return out, nil
+}
+
+func sizeName(n uint64) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%dMiB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%dKiB", n>>10)
+	}
+	return fmt.Sprintf("%dB", n)
+}

@@ -1,0 +1,54 @@
+package fabricbench
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"testing"
+	"time"
+
+	"github.com/dxpu/dxpu/internal/app/apperr"
+)
+
+// reportOptions are `dxpu bench fabric`'s defaults.
+func reportOptions() ReportOptions {
+	return ReportOptions{RTT: 5 * time.Microsecond, Gbit: 100, Tags: 768, MRRS: 512, Sizes: "4K,64K,1M,16M,64M", Model: "h100",
+		SimBytes: 4 << 20, Clock: "virtual"}
+}
+
+func TestReportJSON(t *testing.T) {
+	t.Parallel()
+	o := reportOptions()
+	o.JSON, o.RTT, o.Tags, o.Sizes = true, 10*time.Microsecond, 256, "64K,4M"
+	var out bytes.Buffer
+	if err := WriteReport(o, &out); err != nil {
+		t.Fatal(err)
+	}
+	var rep Report
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	if rep.MMIOReadUs.Fabric-rep.MMIOReadUs.Native < 10 || len(rep.H2D) != 2 || rep.H2D[1].FabricGBps >= rep.H2D[1].NativeGBps {
+		t.Fatalf("unexpected report %+v", rep)
+	}
+	// 256 tags x 512 B over a ~12us read round trip bounds H2D near 11 GB/s.
+	if g := rep.H2D[1].FabricGBps; g > 11.5 || g < 8 {
+		t.Fatalf("H2D 4 MiB over the fabric at 10us with 256 tags: %.2f GB/s", g)
+	}
+}
+
+func TestReportBadOptions(t *testing.T) {
+	t.Parallel()
+	for name, mod := range map[string]func(*ReportOptions){
+		"--sizes 0": func(o *ReportOptions) { o.Sizes = "0" }, "--gpu v100": func(o *ReportOptions) { o.Model = "v100" },
+		"--tags 0": func(o *ReportOptions) { o.Tags = 0 }, "--mrrs 100": func(o *ReportOptions) { o.MRRS = 100 },
+		"--loss without --bridge": func(o *ReportOptions) { o.Loss = 0.1 }, "--clock now": func(o *ReportOptions) { o.Clock = "now" },
+	} {
+		o := reportOptions()
+		mod(&o)
+		if err := WriteReport(o, io.Discard); !errors.Is(err, apperr.ErrUsage) {
+			t.Errorf("%s: %v, want a usage error", name, err)
+		}
+	}
+}

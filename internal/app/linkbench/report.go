@@ -1,0 +1,175 @@
+package linkbench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/dxpu/dxpu/bridge/memlink"
+	"github.com/dxpu/dxpu/internal/app/apperr"
+)
+
+// Report is what `dxpu bench link` prints: the run, its faults, and the
+// lossless baseline when there was one.
+type Report struct {
+	Result
+	Faults          memlink.Faults `json:"faults"`
+	Virtual         bool           `json:"virtual"`
+	Baseline        *Result        `json:"baseline,omitempty"`
+	BaselineGoodput float64        `json:"baseline_goodput_gbps,omitempty"`
+	GoodputRatio    float64        `json:"goodput_ratio,omitempty"`
+	InvariantsHold  bool           `json:"invariants_hold"`
+}
+
+// ReportOptions are `dxpu bench link`'s.
+type ReportOptions struct {
+	Loss, Dup, Reorder, Corrupt float64 // fault probabilities, each direction
+	Delay                       time.Duration
+	BW                          string // bit/s with an optional K, M or G suffix ("": none)
+	Mix                         string // write=0.7,read=0.3 ...
+	WriteSize, ReadSize         int
+	Duration                    time.Duration
+	Outstanding, MTU, Window    int
+	Seed                        uint64
+	Baseline                    bool // with faults, first a lossless baseline
+	JSON                        bool
+	Virtual                     bool          // virtual time on the simulator
+	Interval                    time.Duration // with Virtual: one TLP every interval
+}
+
+// WriteReport runs the measurement (after a baseline when asked) and
+// prints the report to out. Bad options and failed runs are
+// apperr.ErrUsage; broken delivery invariants are apperr.ErrFailed.
+func WriteReport(ctx context.Context, ro ReportOptions, w io.Writer) error {
+	fl := &ro
+	for name, p := range map[string]float64{"loss": fl.Loss, "dup": fl.Dup, "reorder": fl.Reorder, "corrupt": fl.Corrupt} {
+		if p < 0 || p > 1 {
+			return apperr.Usage(fmt.Errorf("--%s %v: want a probability in 0..1", name, p))
+		}
+	}
+	bw, err := parseBandwidth(fl.BW)
+	if err != nil {
+		return apperr.Usage(err)
+	}
+	o := Options{
+		Faults:      memlink.Faults{Loss: fl.Loss, Duplicate: fl.Dup, Reorder: fl.Reorder, Corrupt: fl.Corrupt, Delay: fl.Delay, Bandwidth: bw},
+		WriteBytes:  fl.WriteSize,
+		ReadBytes:   fl.ReadSize,
+		Duration:    fl.Duration,
+		Outstanding: fl.Outstanding,
+		MTU:         fl.MTU,
+		Window:      fl.Window,
+		Seed:        fl.Seed,
+	}
+	if err := parseMix(fl.Mix, &o); err != nil {
+		return apperr.Usage(err)
+	}
+	run := func(o Options) (Result, error) {
+		if fl.Virtual {
+			return RunVirtual(o, fl.Interval)
+		}
+		return Run(ctx, o)
+	}
+	out := Report{Faults: o.Faults, Virtual: fl.Virtual}
+	if fl.Baseline && (o.Faults.Loss+o.Faults.Duplicate+o.Faults.Reorder+o.Faults.Corrupt > 0) {
+		bo := o
+		// The baseline keeps the delay and bandwidth: only the faults go.
+		bo.Faults = memlink.Faults{Delay: o.Faults.Delay, Bandwidth: o.Faults.Bandwidth}
+		b, err := run(bo)
+		if err != nil {
+			return apperr.Usage(err)
+		}
+		out.Baseline = &b
+		out.BaselineGoodput = b.GoodputGbps
+	}
+	r, err := run(o)
+	if err != nil {
+		return apperr.Usage(err)
+	}
+	out.Result = r
+	out.InvariantsHold = r.OK() && (out.Baseline == nil || out.Baseline.OK())
+	if out.Baseline != nil && out.Baseline.GoodputGbps > 0 {
+		out.GoodputRatio = r.GoodputGbps / out.Baseline.GoodputGbps
+	}
+	if fl.JSON {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(out); err != nil {
+			return apperr.Usage(err)
+		}
+	} else {
+		f := o.Faults
+		fmt.Fprintf(w, "faults: loss %g dup %g reorder %g corrupt %g delay %v bw %s\n", f.Loss, f.Duplicate, f.Reorder, f.Corrupt, f.Delay, fl.BW)
+		if b := out.Baseline; b != nil {
+			fmt.Fprintf(w, "baseline (same delay and bandwidth, no faults): goodput %.3f Gb/s\n", b.GoodputGbps)
+		}
+		fmt.Fprintf(w, "goodput %.3f Gb/s over %.6f s", r.GoodputGbps, r.Seconds)
+		if out.GoodputRatio > 0 {
+			fmt.Fprintf(w, " (%.0f%% of baseline)", 100*out.GoodputRatio)
+		}
+		fmt.Fprintln(w)
+		fmt.Fprintf(w, "write latency (one way) us: p50 %.1f p90 %.1f p99 %.1f p99.9 %.1f max %.1f (%d)\n",
+			r.WriteLatency.P50, r.WriteLatency.P90, r.WriteLatency.P99, r.WriteLatency.P999, r.WriteLatency.Max, r.WriteLatency.Count)
+		fmt.Fprintf(w, "read latency (round trip) us: p50 %.1f p90 %.1f p99 %.1f p99.9 %.1f max %.1f (%d)\n",
+			r.ReadLatency.P50, r.ReadLatency.P90, r.ReadLatency.P99, r.ReadLatency.P999, r.ReadLatency.Max, r.ReadLatency.Count)
+		fmt.Fprintf(w, "retransmits %d, RTOs %d, frames lost on the link %d\n", r.Retransmits, r.RTOs, r.Link[0].Lost+r.Link[1].Lost)
+		fmt.Fprintf(w, "delivered %d lost %d (reported %d, link downs %d) duplicated %d misordered %d unanswered %d (reads %d ok, %d failed)\n",
+			r.Delivered, r.Lost, r.ReportedLost, r.LinkDowns, r.Duplicated, r.Misordered, r.Unanswered, r.Completed, r.Failed)
+	}
+	if !out.InvariantsHold {
+		return apperr.Failed(fmt.Errorf("bench link: invariants broken: lost %d (reported %d) duplicated %d misordered %d unanswered %d",
+			r.Lost, r.ReportedLost, r.Duplicated, r.Misordered, r.Unanswered))
+	}
+	return nil
+}
+
+func parseBandwidth(s string) (float64, error) {
+	if s == "" {
+		return 0, nil
+	}
+	mult := 1.0
+	switch strings.ToUpper(s[len(s)-1:]) {
+	case "K":
+		mult = 1e3
+	case "M":
+		mult = 1e6
+	case "G":
+		mult = 1e9
+	}
+	if mult != 1 {
+		s = s[:len(s)-1]
+	}
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil || v <= 0 {
+		return 0, fmt.Errorf("--bw %q: want a positive number of bit/s with an optional K, M or G suffix", s)
+	}
+	return v * mult, nil
+}
+
+func parseMix(s string, o *Options) error {
+	for _, part := range strings.Split(s, ",") {
+		k, v, ok := strings.Cut(strings.TrimSpace(part), "=")
+		w, err := strconv.ParseFloat(v, 64)
+		if !ok || err != nil || w < 0 {
+			return fmt.Errorf("--mix: %q: want name=weight with a non-negative weight", part)
+		}
+		switch k {
+		case "write":
+			o.Write = w
+		case "read":
+			o.Read = w
+		case "cfg", "config":
+			o.Config = w
+		default:
+			return fmt.Errorf("--mix: unknown TLP kind %q (want write, read or cfg)", k)
+		}
+	}
+	if o.Write+o.Read+o.Config == 0 {
+		return fmt.Errorf("--mix %q: all weights are 0", s)
+	}
+	return nil
+}

@@ -1,0 +1,71 @@
+package predict
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/dxpu/dxpu/internal/app/apperr"
+	"github.com/dxpu/dxpu/model"
+)
+
+// fabricOf assembles the fabric from the options or a profile.
+func fabricOf(f *Options) (model.Fabric, error) {
+	fab := model.Native
+	rtt, err := model.ParseRTT(f.RTT)
+	if err != nil {
+		return fab, usage("--rtt: %v", err)
+	}
+	bw, err := model.ParseBandwidth(f.BW)
+	if err != nil {
+		return fab, usage("--bw: %v", err)
+	}
+	fab.RTT, fab.Bandwidth, fab.Tags, fab.MRRS = rtt, bw, f.Tags, f.MRRS
+	if f.Profile != "" {
+		pf, err := os.Open(f.Profile)
+		if err != nil {
+			return fab, apperr.Usage(err)
+		}
+		defer pf.Close()
+		base := fab
+		if fab, err = model.FabricFromProfile(pf, base); err != nil {
+			return base, apperr.Failed(fmt.Errorf("%s: %w", f.Profile, err))
+		}
+		// Flags given explicitly win over the profile.
+		if f.RTTSet {
+			fab.RTT = rtt
+		}
+		if f.BWSet {
+			fab.Bandwidth = bw
+		}
+		if f.TagsSet {
+			fab.Tags = f.Tags
+		}
+		if f.MRRSSet {
+			fab.MRRS = f.MRRS
+		}
+	}
+	if err := fab.Validate(); err != nil {
+		return fab, usage("%v", err)
+	}
+	return fab, nil
+}
+
+func parseSweep(s string) ([]time.Duration, error) {
+	if s == "" {
+		return nil, nil
+	}
+	if s == "default" {
+		return model.DefaultSweep, nil
+	}
+	var out []time.Duration
+	for _, part := range strings.Split(s, ",") {
+		d, err := model.ParseRTT(part)
+		if err != nil {
+			return nil, usage("--sweep: %v", err)
+		}
+		out = append(out, d)
+	}
+	return out, nil
+}

@@ -1,0 +1,95 @@
+package predict
+
+import (
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+
+	"github.com/dxpu/dxpu/model"
+)
+
+func printReport(out io.Writer, r *Report, fab model.Fabric) {
+	link := "no limit"
+	if fab.Bandwidth > 0 {
+		link = fmt.Sprintf("%g Gbit/s", fab.Bandwidth*8/1e9)
+	}
+	fmt.Fprintf(out, "trace %s: %d events, %d ops, %d launches, %d blocking waits\n", r.Trace, r.Graph.Events, r.Graph.Nodes, r.Graph.Launches, r.Graph.Waits)
+	fmt.Fprintf(out, "fabric: +%g us RTT, link %s, %d tags x %d B MRRS\n\n", r.RTTus, link, fab.Tags, fab.MRRS)
+	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
+	p := r.pred
+	fmt.Fprintf(tw, "baseline\t%s\n", fmtDur(p.Baseline))
+	fmt.Fprintf(tw, "predicted\t%s\n", fmtDur(p.Predicted))
+	fmt.Fprintf(tw, "overhead\t%.2f %%\n", p.OverheadPct)
+	for _, c := range model.Causes {
+		fmt.Fprintf(tw, "  %s\t%s\n", c, fmtDur(p.Breakdown[c]))
+	}
+	at := ""
+	if r.BudgetAtLeast {
+		at = ">= "
+	}
+	fmt.Fprintf(tw, "budget\t%s%.2f us added RTT keeps the overhead <= %g %%\n", at, r.BudgetRTTus, r.TargetPct)
+	tw.Flush()
+	if len(p.Steps) > 0 {
+		fmt.Fprintln(out)
+		tw = tabwriter.NewWriter(out, 2, 4, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "step\tbaseline\tpredicted\toverhead\t")
+		for _, s := range p.Steps {
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%.2f %%\t\n", s.Num, fmtDur(s.Baseline), fmtDur(s.Predicted), s.OverheadPct)
+		}
+		tw.Flush()
+	}
+	if len(r.Sweep) > 0 {
+		fmt.Fprintln(out)
+		tw = tabwriter.NewWriter(out, 2, 4, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprint(tw, "rtt (us)\tpredicted\toverhead\t")
+		for _, c := range model.Causes {
+			fmt.Fprintf(tw, "%s\t", c)
+		}
+		fmt.Fprintln(tw)
+		for _, s := range r.Sweep {
+			fmt.Fprintf(tw, "%g\t%s\t%.2f %%\t", s.RTTus, fmtDur(time.Duration(s.PredictedS*1e9)), s.OverheadPct)
+			for _, c := range model.Causes {
+				fmt.Fprintf(tw, "%s\t", fmtDur(time.Duration(s.Breakdown[c.String()]*1e9)))
+			}
+			fmt.Fprintln(tw)
+		}
+		tw.Flush()
+	}
+	if len(r.Validation) > 0 {
+		fmt.Fprintln(out)
+		tw = tabwriter.NewWriter(out, 2, 4, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "rtt (us)\tpredicted\tmeasured\tdifference\t")
+		for _, c := range r.Validation {
+			fmt.Fprintf(tw, "%g\t%.2f %%\t%.2f %%\t%+.2f pp\t\n", c.RTTus, c.PredictedPct, c.MeasuredPct, c.DiffPoints)
+		}
+		tw.Flush()
+	}
+}
+
+// printMarkdown prints the README's table: one row per trace.
+func printMarkdown(out io.Writer, reports []*Report) {
+	if len(reports) == 0 {
+		return
+	}
+	fmt.Fprint(out, "| trace | measured span |")
+	for _, s := range reports[0].Sweep {
+		fmt.Fprintf(out, " +%g us |", s.RTTus)
+	}
+	fmt.Fprintf(out, " RTT budget for %g %% |\n| --- | ---: |", reports[0].TargetPct)
+	for range reports[0].Sweep {
+		fmt.Fprint(out, " ---: |")
+	}
+	fmt.Fprintln(out, " ---: |")
+	for _, r := range reports {
+		fmt.Fprintf(out, "| %s | %s |", r.Trace, fmtDur(r.pred.Baseline))
+		for _, s := range r.Sweep {
+			fmt.Fprintf(out, " %.2f %% |", s.OverheadPct)
+		}
+		at := ""
+		if r.BudgetAtLeast {
+			at = ">= "
+		}
+		fmt.Fprintf(out, " %s%.0f us |\n", at, r.BudgetRTTus)
+	}
+}

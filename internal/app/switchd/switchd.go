@@ -1,0 +1,143 @@
+package switchd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/dxpu/dxpu/fabric/ctlclient"
+	switching "github.com/dxpu/dxpu/fabric/switching"
+	"github.com/dxpu/dxpu/fabric/table"
+	"github.com/dxpu/dxpu/internal/app/apperr"
+	"github.com/dxpu/dxpu/xdp"
+)
+
+// Options is the switch daemon's configuration.
+type Options struct {
+	Ports     []string // interfaces to switch between (not for mode udp)
+	Mode      string   // xdp, afxdp, packet or udp
+	TableFile string   // the table from this file (re-read when it changes), or
+	Manager   string   // the table from this manager's URL
+	Token     string   // bearer token for the manager
+	Metrics   string   // TCP address for /metrics ("": none)
+	UDPListen string   // mode udp: the relay's address
+	UDPPort   uint16   // of dxpu frames
+	MaxPairs  uint32   // mode xdp: pair table size
+	SlowPath  string   // mode xdp: packet or xsk
+	Log       *slog.Logger
+	// Ready, when set, is called once the first table is in force (with a
+	// table file) or the watch has started (with a manager), with the
+	// metrics address (nil without Metrics).
+	Ready func(metrics net.Addr)
+}
+
+// Run runs the switch until ctx ends, then returns nil. Bad options and
+// set-up failures (no such port, no privilege, an unusable table file) are
+// apperr.ErrUsage; an error of the data path while running is plain.
+func Run(ctx context.Context, o Options) error {
+	o.Log = orDiscard(o.Log)
+	dp, err := newDataPath(&o)
+	if err != nil {
+		return err
+	}
+	defer dp.close()
+
+	var version atomic.Uint64
+	apply := func(t *table.Table) {
+		skipped, err := dp.apply(t)
+		for _, s := range skipped {
+			o.Log.Warn("switch: pair not installed", "err", s)
+		}
+		if err != nil {
+			o.Log.Error("switch: applying table", "version", t.Version, "err", err)
+			return
+		}
+		version.Store(t.Version)
+		o.Log.Info("switch: table in force", "version", t.Version, "pairs", len(t.Pairs)-len(skipped))
+	}
+
+	var metricsAddr net.Addr
+	if o.Metrics != "" {
+		reg := prometheus.NewRegistry()
+		reg.MustRegister(switching.NewCollector(dp, version.Load))
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		ln, err := net.Listen("tcp", o.Metrics)
+		if err != nil {
+			return apperr.Usage(fmt.Errorf("switch: --metrics: %w", err))
+		}
+		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		go srv.Serve(ln)
+		defer srv.Close()
+		metricsAddr = ln.Addr()
+		o.Log.Info("switch: metrics", "url", "http://"+metricsAddr.String()+"/metrics")
+	}
+
+	if o.TableFile != "" {
+		t, err := switching.LoadTable(o.TableFile)
+		if err != nil {
+			return apperr.Usage(err)
+		}
+		apply(t)
+		go WatchTableFile(ctx, o.TableFile, time.Second, apply, o.Log)
+	} else {
+		go WatchManager(ctx, ctlclient.New(o.Manager, o.Token), apply, o.Log)
+	}
+	o.Log.Info("switch: running", "mode", o.Mode, "ports", o.Ports)
+	if o.Ready != nil {
+		o.Ready(metricsAddr)
+	}
+	if err := dp.run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return nil
+}
+
+// newDataPath checks the options and builds the mode's data path.
+func newDataPath(o *Options) (dataPath, error) {
+	if (o.TableFile == "") == (o.Manager == "") {
+		return nil, apperr.Usage(errors.New("switch: give exactly one of --table and --manager"))
+	}
+	switch o.Mode {
+	case "xdp", "afxdp", "packet", "udp":
+	default:
+		return nil, apperr.Usage(fmt.Errorf("switch: --mode %q: want xdp, afxdp, packet or udp", o.Mode))
+	}
+	if o.Mode != "udp" && len(o.Ports) == 0 {
+		return nil, apperr.Usage(fmt.Errorf("switch: --mode %s needs at least one --port", o.Mode))
+	}
+	var ports map[string]switching.Port
+	if o.Mode != "udp" {
+		var err error
+		if ports, err = resolvePorts(o.Ports); err != nil {
+			return nil, apperr.Usage(fmt.Errorf("switch: %w", err))
+		}
+	}
+	var dp dataPath
+	var err error
+	switch o.Mode {
+	case "xdp":
+		if o.SlowPath != "packet" && o.SlowPath != "xsk" {
+			return nil, apperr.Usage(fmt.Errorf("switch: --slow-path %q: want packet or xsk", o.SlowPath))
+		}
+		dp, err = newXDPDataPath(ports, xdp.Options{MaxPairs: o.MaxPairs, UDPPort: o.UDPPort}, o.SlowPath == "xsk", o.Log)
+	case "packet":
+		dp, err = newPacketDataPath(ports, o.UDPPort, o.Log)
+	case "afxdp":
+		dp, err = newAFXDPDataPath(ports, o.UDPPort, o.Log)
+	default: // udp
+		dp, err = newUDPDataPath(o.UDPListen, o.UDPPort, o.Log)
+	}
+	if err != nil {
+		return nil, apperr.Usage(err)
+	}
+	return dp, nil
+}

@@ -1,0 +1,217 @@
+package tlpcodec
+
+import (
+	"bufio"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+
+	"github.com/dxpu/dxpu/internal/app/apperr"
+	"github.com/dxpu/dxpu/tlp"
+	"github.com/dxpu/dxpu/tlp/encap"
+	"github.com/dxpu/dxpu/tlp/pcapio"
+)
+
+// parseHexLine turns one line of hex into bytes; ok=false for lines to skip.
+func parseHexLine(line string) (b []byte, ok bool, err error) {
+	s := strings.TrimSpace(line)
+	if s == "" || strings.HasPrefix(s, "#") {
+		return nil, false, nil
+	}
+	// Separators become spaces so that each word (a DW as tools print
+	// them, "0x0100050f") may carry its own 0x prefix.
+	s = strings.Map(func(r rune) rune {
+		switch r {
+		case '\t', ':', '_', '-', ',':
+			return ' '
+		}
+		return r
+	}, s)
+	var sb strings.Builder
+	for _, w := range strings.Fields(s) {
+		sb.WriteString(strings.TrimPrefix(strings.TrimPrefix(w, "0x"), "0X"))
+	}
+	b, err = hex.DecodeString(sb.String())
+	if err != nil {
+		return nil, true, fmt.Errorf("bad hex: %w", err)
+	}
+	return b, true, nil
+}
+
+// decoder writes one JSON line per TLP and counts failures.
+type decoder struct {
+	w        *bufio.Writer
+	buf      []byte
+	pkt      tlp.Packet
+	total    int
+	failures int
+}
+
+// emit writes one TLP's object. prefix holds the leading fields (line or
+// frame, encap, truncated) without braces.
+// A nil prefix on success when onlyOnError: hex lines print "line" only
+// with errors.
+func (d *decoder) emit(prefix []byte, raw []byte, lenient, onlyOnError bool) {
+	d.total++
+	var (
+		v         tlp.View
+		truncated bool
+		err       error
+	)
+	if lenient {
+		v, truncated, err = tlp.ParseTruncated(raw)
+	} else {
+		v, err = tlp.Parse(raw)
+	}
+	if err == nil {
+		err = d.pkt.Decode(v)
+	}
+	if err == nil && onlyOnError {
+		prefix = nil
+	}
+	b := append(d.buf[:0], '{')
+	b = append(b, prefix...)
+	if err != nil {
+		d.failures++
+		b = appendErrorFields(b, len(prefix) > 0, err)
+		b, _ = appendReadable(b, raw)
+	} else {
+		if len(prefix) > 0 {
+			b = append(b, ',')
+		}
+		if truncated {
+			b, _ = tlp.AppendViewJSONFields(b, v)
+		} else {
+			b = d.pkt.AppendJSONFields(b)
+		}
+	}
+	b = append(b, '}', '\n')
+	d.buf = b
+	d.w.Write(b)
+}
+
+func appendErrorFields(b []byte, comma bool, err error) []byte {
+	if comma {
+		b = append(b, ',')
+	}
+	b = append(b, `"error":`...)
+	b = strconv.AppendQuote(b, err.Error())
+	rule := tlp.RuleOf(err)
+	if rule == "" {
+		rule = "decode"
+	}
+	b = append(b, `,"rule":`...)
+	return strconv.AppendQuote(b, rule)
+}
+
+func appendReadable(b []byte, raw []byte) ([]byte, bool) {
+	n := len(b)
+	b = append(b, ',')
+	b, ok := tlp.AppendViewJSONFields(b, tlp.View(raw))
+	if !ok {
+		return b[:n], false
+	}
+	return b, true
+}
+
+// Decode prints one JSON object per TLP to stdout: of the hex TLPs given,
+// or of the capture at pcap, or of the hex lines of stdin. TLPs that do
+// not decode print error objects and make the error apperr.ErrFailed;
+// giving both hex and a capture is apperr.ErrUsage; I/O errors are plain.
+func Decode(hexTLPs []string, pcap string, stdin io.Reader, stdout io.Writer) error {
+	out := bufio.NewWriterSize(stdout, 64<<10)
+	d := &decoder{w: out}
+	var err error
+	switch {
+	case pcap != "" && len(hexTLPs) > 0:
+		return apperr.Usage(fmt.Errorf("give hex TLPs or --pcap, not both"))
+	case pcap != "":
+		err = d.decodePcap(pcap)
+	case len(hexTLPs) > 0:
+		err = d.decodeLines(strings.NewReader(strings.Join(hexTLPs, "\n")))
+	default:
+		err = d.decodeLines(stdin)
+	}
+	if ferr := out.Flush(); err == nil && ferr != nil {
+		err = ferr
+	}
+	if err != nil {
+		return err
+	}
+	if d.failures > 0 {
+		return apperr.Failed(fmt.Errorf("tlp decode: %d of %d TLPs did not decode", d.failures, d.total))
+	}
+	return nil
+}
+
+func (d *decoder) decodeLines(r io.Reader) error {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	var prefix []byte
+	for line := 1; sc.Scan(); line++ {
+		b, ok, err := parseHexLine(sc.Text())
+		if !ok {
+			continue
+		}
+		prefix = append(prefix[:0], `"line":`...)
+		prefix = strconv.AppendInt(prefix, int64(line), 10)
+		if err != nil {
+			d.total++
+			d.failures++
+			o := append([]byte{'{'}, prefix...)
+			o = append(o, `,"error":`...)
+			o = strconv.AppendQuote(o, fmt.Sprintf("line %d: %v", line, err))
+			o = append(o, `,"rule":"hex"}`+"\n"...)
+			d.w.Write(o)
+			continue
+		}
+		d.emit(prefix, b, false, true)
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("reading stdin: %w", err)
+	}
+	return nil
+}
+
+func (d *decoder) decodePcap(path string) error {
+	r, err := pcapio.Open(path)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	var prefix []byte
+	for frame := 1; ; frame++ {
+		data, _, err := r.Next()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("%s: frame %d: %w", path, frame, err)
+		}
+		f, ferr := encap.ParseFrame(data, nil)
+		if ferr != nil {
+			d.total++
+			d.failures++
+			o := fmt.Appendf(nil, `{"frame":%d`, frame)
+			if f.Encap() != encap.EncapNone {
+				o = fmt.Appendf(o, `,"encap":%q`, f.Encap().String())
+			}
+			o = append(o, `,"error":`...)
+			o = strconv.AppendQuote(o, ferr.Error())
+			o = append(o, `,"rule":"frame"}`+"\n"...)
+			d.w.Write(o)
+			continue
+		}
+		if f.Encap() == encap.EncapNone {
+			continue
+		}
+		for i := 0; i < f.NumTLPs(); i++ {
+			b, truncated := f.TLP(i)
+			prefix = fmt.Appendf(prefix[:0], `"frame":%d,"encap":%q,"truncated":%t`, frame, f.Encap().String(), truncated)
+			d.emit(prefix, b, truncated, false)
+		}
+	}
+}

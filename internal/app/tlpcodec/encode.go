@@ -1,0 +1,54 @@
+package tlpcodec
+
+import (
+	"bufio"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/dxpu/dxpu/internal/app/apperr"
+	"github.com/dxpu/dxpu/tlp"
+)
+
+// Encode reads JSON objects in Decode's format, one per line, from stdin
+// and prints each TLP as a hex line to stdout. Lines that do not encode are
+// reported on stderr with their number and make the error
+// apperr.ErrFailed; I/O errors are plain.
+func Encode(stdin io.Reader, stdout, stderr io.Writer) error {
+	out := bufio.NewWriterSize(stdout, 64<<10)
+	sc := bufio.NewScanner(stdin)
+	sc.Buffer(make([]byte, 64<<10), 4<<20)
+	var (
+		buf, hx         []byte
+		total, failures int
+	)
+	for line := 1; sc.Scan(); line++ {
+		s := strings.TrimSpace(sc.Text())
+		if s == "" || strings.HasPrefix(s, "#") {
+			continue
+		}
+		total++
+		var err error
+		buf, err = tlp.EncodeJSON(buf[:0], []byte(s))
+		if err != nil {
+			failures++
+			fmt.Fprintf(stderr, "dxpu tlp encode: line %d: %v\n", line, err)
+			continue
+		}
+		hx = hex.AppendEncode(hx[:0], buf)
+		hx = append(hx, '\n')
+		out.Write(hx)
+	}
+	err := sc.Err()
+	if ferr := out.Flush(); err == nil {
+		err = ferr
+	}
+	if err != nil {
+		return err
+	}
+	if failures > 0 {
+		return apperr.Failed(fmt.Errorf("tlp encode: %d of %d lines did not encode", failures, total))
+	}
+	return nil
+}
