@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dxpu/dxpu/internal/shareddata"
+	"github.com/dxpu/dxpu/internal/privtest"
 	"github.com/dxpu/dxpu/model/trace"
 )
 
@@ -15,7 +15,7 @@ import (
 func sharedGraphs(tb testing.TB) []*Graph {
 	tb.Helper()
 	var gs []*Graph
-	for _, p := range shareddata.Traces(tb) {
+	for _, p := range privtest.Traces(tb) {
 		w, err := trace.DecodeFile(p)
 		if err != nil {
 			tb.Fatal(err)

@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"github.com/dxpu/dxpu/bridge/nettlpside"
 	"net/netip"
 	"sync"
 	"testing"
@@ -15,10 +14,12 @@ import (
 	"github.com/dxpu/dxpu/bridge"
 	"github.com/dxpu/dxpu/bridge/driver"
 	"github.com/dxpu/dxpu/bridge/nettlp"
+	"github.com/dxpu/dxpu/bridge/nettlpside"
 	"github.com/dxpu/dxpu/bridge/udp"
 	"github.com/dxpu/dxpu/emu/gpu"
 	"github.com/dxpu/dxpu/emu/host"
 	"github.com/dxpu/dxpu/emu/realtime"
+	"github.com/dxpu/dxpu/internal/privtest"
 	"github.com/dxpu/dxpu/sim"
 	"github.com/dxpu/dxpu/tlp"
 )
@@ -41,14 +42,15 @@ func (n testNet) addr(host int) netip.Addr {
 // loopback, until the test ends; it returns once both are up.
 func startPair(t testing.TB, n testNet, dma bool, gpuSide func(r *driver.Runner) (func(context.Context) error, error)) *nettlpside.Host {
 	t.Helper()
+	privtest.Loopback(t)
 	hc, err := udp.Listen(netip.AddrPortFrom(n.addr(10), 0), netip.AddrPort{})
 	if err != nil {
-		t.Skipf("cannot bind %v: %v", n.addr(10), err)
+		t.Fatalf("cannot bind %v: %v", n.addr(10), err)
 	}
 	gc, err := udp.Listen(netip.AddrPortFrom(n.addr(11), 0), hc.LocalAddr())
 	if err != nil {
 		hc.Close()
-		t.Skipf("cannot bind %v: %v", n.addr(11), err)
+		t.Fatalf("cannot bind %v: %v", n.addr(11), err)
 	}
 	hc.SetPeer(gc.LocalAddr())
 	var runners [2]*driver.Runner
@@ -68,7 +70,7 @@ func startPair(t testing.TB, n testNet, dma bool, gpuSide func(r *driver.Runner)
 	}
 	a, err := nettlp.NewAdapter(cfg)
 	if err != nil {
-		t.Skipf("cannot bind %v: %v", n.addr(1), err)
+		t.Fatalf("cannot bind %v: %v", n.addr(1), err)
 	}
 	h, err := nettlpside.NewHost(runners[0], a, nil)
 	if err != nil {
@@ -110,9 +112,10 @@ func startPair(t testing.TB, n testNet, dma bool, gpuSide func(r *driver.Runner)
 
 func dial(t testing.TB, n testNet, tag uint8) *nettlp.Client {
 	t.Helper()
+	privtest.Loopback(t)
 	c, err := nettlp.Dial(n.addr(2), n.addr(1), tag, hostID)
 	if err != nil {
-		t.Skip(err)
+		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
 	c.Timeout = 5 * time.Second // a loaded machine; libtlp waits 500 ms
@@ -208,6 +211,7 @@ func splitRead(t *testing.T, h *nettlpside.Host, c *nettlp.Client, addr uint64, 
 // then launches work whose DMA reads and writes the host's memory through
 // the pair and its NetTLP port.
 func TestNetTLPHostToEmulatedGPU(t *testing.T) {
+	privtest.Loopback(t)
 	n := testNet("127.0.41")
 	hostMem, err := nettlp.NewSparseMemory(0, 1<<32, nil)
 	if err != nil {
@@ -215,7 +219,7 @@ func TestNetTLPHostToEmulatedGPU(t *testing.T) {
 	}
 	target, err := nettlp.NewTarget(nettlp.TargetConfig{Addr: n.addr(3)}, hostMem)
 	if err != nil {
-		t.Skipf("cannot bind %v: %v", n.addr(3), err)
+		t.Fatalf("cannot bind %v: %v", n.addr(3), err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
@@ -418,13 +422,14 @@ func TestNetTLPHostToMemoryDevice(t *testing.T) {
 // emulated host put in its DRAM, and its DMA writes land there, all as
 // NetTLP datagrams through the host-side bridge.
 func TestNetTLPGPUDMAIntoEmulatedHost(t *testing.T) {
+	privtest.Loopback(t)
 	n := testNet("127.0.51")
 	s := sim.New(1)
 	clk := realtime.New(s)
 	eh := host.New(s, host.Config{})
 	port, err := realtime.ServeNetTLP(context.Background(), nettlp.TargetConfig{Addr: n.addr(3)}, eh, clk)
 	if err != nil {
-		t.Skipf("cannot bind %v: %v", n.addr(3), err)
+		t.Fatalf("cannot bind %v: %v", n.addr(3), err)
 	}
 	t.Cleanup(func() {
 		if err := port.Close(); err != nil {

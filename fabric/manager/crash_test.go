@@ -12,8 +12,9 @@ import (
 
 	"github.com/dxpu/dxpu/fabric/ctlclient"
 	"github.com/dxpu/dxpu/fabric/manager"
-	"github.com/dxpu/dxpu/internal/fakeagent"
 	"github.com/dxpu/dxpu/fabric/pool"
+	"github.com/dxpu/dxpu/internal/fakeagent"
+	"github.com/dxpu/dxpu/internal/privtest"
 )
 
 // TestSIGKILLMidAllocation runs the manager as a separate process on a bbolt
@@ -23,9 +24,7 @@ import (
 // complete (active, programmed on every agent, hot-added) or rolled back
 // (nowhere), and that everything acknowledged before the kill survived.
 func TestSIGKILLMidAllocation(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts subprocesses")
-	}
+	privtest.Short(t, "starts subprocesses")
 	dir := t.TempDir()
 	env := []string{"DXPU_TEST_BOLT=" + filepath.Join(dir, "pool.db"), "DXPU_TEST_AGENTS=" + dir,
 		"DXPU_TEST_DELAY=3ms", "DXPU_TEST_TOKEN=" + token}

@@ -7,7 +7,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/dxpu/dxpu/internal/shareddata"
+	"github.com/dxpu/dxpu/internal/privtest"
 	"github.com/dxpu/dxpu/tlp/pcapio"
 )
 
@@ -16,7 +16,7 @@ import (
 // headers, and that the nanosecond magic is recognised.
 func TestSharedCaptures(t *testing.T) {
 	// Only classic pcap: the independent walk below reads pcap records.
-	files := shareddata.Files(t, shareddata.Dir(t, "testdata", "nettlp"), ".pcap")
+	files := privtest.SharedFiles(t, privtest.SharedDir(t, "testdata", "nettlp"), ".pcap")
 	nanos := 0
 	for _, path := range files {
 		raw, err := os.ReadFile(path)
