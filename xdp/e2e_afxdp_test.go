@@ -8,9 +8,9 @@ import (
 	switching "github.com/dxpu/dxpu/fabric/switching"
 	"github.com/dxpu/dxpu/fabric/switching/afxdp"
 	"github.com/dxpu/dxpu/internal/privtest"
+	"github.com/dxpu/dxpu/internal/xdptest"
 	"github.com/dxpu/dxpu/tlp/encap"
 	"github.com/dxpu/dxpu/xdp"
-	"github.com/dxpu/dxpu/internal/xdptest"
 )
 
 // TestEndToEndAFXDP runs the userspace switch over AF_XDP in the switch

@@ -6,8 +6,8 @@ import (
 	"testing"
 
 	switching "github.com/dxpu/dxpu/fabric/switching"
-	"github.com/dxpu/dxpu/internal/switchtest"
 	"github.com/dxpu/dxpu/fabric/table"
+	"github.com/dxpu/dxpu/internal/switchtest"
 )
 
 // TestReconcileSequence applies a sequence of tables (pairs added, changed

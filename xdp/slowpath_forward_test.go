@@ -7,9 +7,9 @@ import (
 
 	switching "github.com/dxpu/dxpu/fabric/switching"
 	"github.com/dxpu/dxpu/internal/switchtest"
+	"github.com/dxpu/dxpu/internal/xdptest"
 	"github.com/dxpu/dxpu/tlp/encap"
 	"github.com/dxpu/dxpu/xdp"
-	"github.com/dxpu/dxpu/internal/xdptest"
 )
 
 // TestSlowPathForwardsControl: the bridges' CONTROL messages (HELLO and

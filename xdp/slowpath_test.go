@@ -6,8 +6,8 @@ import (
 
 	"github.com/dxpu/dxpu/fabric/switching/afxdp"
 	"github.com/dxpu/dxpu/internal/switchtest"
-	"github.com/dxpu/dxpu/tlp/encap"
 	"github.com/dxpu/dxpu/internal/xdptest"
+	"github.com/dxpu/dxpu/tlp/encap"
 )
 
 // TestSlowPathToAFXDP registers an AF_XDP socket for the host port: CONTROL

@@ -6,10 +6,10 @@ import (
 	"testing"
 
 	switching "github.com/dxpu/dxpu/fabric/switching"
-	"github.com/dxpu/dxpu/internal/switchtest"
 	"github.com/dxpu/dxpu/internal/privtest"
-	"github.com/dxpu/dxpu/xdp"
+	"github.com/dxpu/dxpu/internal/switchtest"
 	"github.com/dxpu/dxpu/internal/xdptest"
+	"github.com/dxpu/dxpu/xdp"
 )
 
 // fixture loads the program in a scratch namespace with dummy ports named

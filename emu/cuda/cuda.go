@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/dxpu/dxpu/sim"
 	"github.com/dxpu/dxpu/emu/gpu"
 	"github.com/dxpu/dxpu/emu/host"
+	"github.com/dxpu/dxpu/sim"
 )
 
 // SyncMode says how a host thread waits for the GPU.

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dxpu/dxpu/sim"
 	"github.com/dxpu/dxpu/emu/pcie"
+	"github.com/dxpu/dxpu/sim"
 	"github.com/dxpu/dxpu/tlp"
 )
 

@@ -6,11 +6,11 @@ import (
 	"time"
 
 	"github.com/dxpu/dxpu/bridge"
-	"github.com/dxpu/dxpu/bridge/vpair"
 	"github.com/dxpu/dxpu/bridge/memlink"
-	"github.com/dxpu/dxpu/sim"
+	"github.com/dxpu/dxpu/bridge/vpair"
 	"github.com/dxpu/dxpu/emu/gpu"
 	"github.com/dxpu/dxpu/emu/pcie"
+	"github.com/dxpu/dxpu/sim"
 	"github.com/dxpu/dxpu/tlp"
 )
 

@@ -5,10 +5,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dxpu/dxpu/sim"
 	"github.com/dxpu/dxpu/emu/gpu"
 	"github.com/dxpu/dxpu/emu/host"
 	"github.com/dxpu/dxpu/emu/pcie"
+	"github.com/dxpu/dxpu/sim"
 )
 
 // TestBridgePair32GPUs enumerates 32 GPUs, each behind its own pair of real

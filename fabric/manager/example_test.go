@@ -7,8 +7,8 @@ import (
 
 	"github.com/dxpu/dxpu/fabric/ctlclient"
 	"github.com/dxpu/dxpu/fabric/manager"
-	"github.com/dxpu/dxpu/internal/fakeagent"
 	"github.com/dxpu/dxpu/fabric/pool"
+	"github.com/dxpu/dxpu/internal/fakeagent"
 )
 
 // The manager runs in-process, as the demo runs it: an in-memory store (or

@@ -20,8 +20,8 @@ import (
 
 	"github.com/dxpu/dxpu/fabric/ctlclient"
 	"github.com/dxpu/dxpu/fabric/manager"
-	"github.com/dxpu/dxpu/internal/fakeagent"
 	"github.com/dxpu/dxpu/fabric/store"
+	"github.com/dxpu/dxpu/internal/fakeagent"
 )
 
 // The test binary doubles as a manager daemon for the crash and failover

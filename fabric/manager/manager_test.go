@@ -19,9 +19,9 @@ import (
 
 	"github.com/dxpu/dxpu/fabric/ctlclient"
 	"github.com/dxpu/dxpu/fabric/manager"
-	"github.com/dxpu/dxpu/internal/fakeagent"
 	"github.com/dxpu/dxpu/fabric/pool"
 	"github.com/dxpu/dxpu/fabric/store"
+	"github.com/dxpu/dxpu/internal/fakeagent"
 )
 
 const token = "s3cret-token"

@@ -11,7 +11,6 @@ import (
 	"github.com/dxpu/dxpu/bridge"
 	"github.com/dxpu/dxpu/bridge/afpacket"
 	"github.com/dxpu/dxpu/bridge/driver"
-	"github.com/dxpu/dxpu/sim"
 	"github.com/dxpu/dxpu/emu/gpu"
 	"github.com/dxpu/dxpu/emu/host"
 	"github.com/dxpu/dxpu/emu/pcie"
@@ -20,6 +19,7 @@ import (
 	switching "github.com/dxpu/dxpu/fabric/switching"
 	"github.com/dxpu/dxpu/internal/privtest"
 	"github.com/dxpu/dxpu/internal/xdptest"
+	"github.com/dxpu/dxpu/sim"
 )
 
 // pairID is the host-GPU pair of the tests (24 bits).

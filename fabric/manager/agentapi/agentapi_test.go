@@ -13,8 +13,8 @@ import (
 	"github.com/dxpu/dxpu/fabric/ctlclient"
 	"github.com/dxpu/dxpu/fabric/manager"
 	"github.com/dxpu/dxpu/fabric/manager/agentapi"
-	"github.com/dxpu/dxpu/internal/fakeagent"
 	"github.com/dxpu/dxpu/fabric/pool"
+	"github.com/dxpu/dxpu/internal/fakeagent"
 )
 
 // TestManagerDrivesRemoteAgents runs a manager whose saga steps go over
