@@ -91,10 +91,10 @@ type Runner struct {
 	timer   *time.Timer
 	timerAt time.Duration
 	closed  bool
-	// SendErrors counts frames the transport failed to send.
-	SendErrors uint64
-	// LastFrameError is the latest reason the bridge dropped a frame.
-	LastFrameError error
+	// sendErrors counts frames the transport failed to send.
+	sendErrors uint64
+	// lastFrameError is the latest reason the bridge dropped a frame.
+	lastFrameError error
 	// Progress is signalled (non-blocking) whenever the bridge accepted
 	// acknowledgements or credits, so a producer that got ErrBusy can
 	// retry.
@@ -129,11 +129,19 @@ func (r *Runner) Counters() bridge.Counters {
 	return r.b.Counters()
 }
 
-// FrameError returns the latest reason a received frame was dropped.
+// FrameError returns the latest reason a received frame was dropped, or
+// nil.
 func (r *Runner) FrameError() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.LastFrameError
+	return r.lastFrameError
+}
+
+// SendErrors returns how many frames the transport failed to send.
+func (r *Runner) SendErrors() uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.sendErrors
 }
 
 // State returns the bridge's link state.
@@ -277,7 +285,7 @@ func (r *Runner) handle(frame []byte, bufs [][]byte, sizes []int) bool {
 	progress := false
 	feed := func(f []byte) {
 		if err := r.b.HandleFrame(now, f); err != nil {
-			r.LastFrameError = err
+			r.lastFrameError = err
 		} else {
 			progress = true
 		}
@@ -380,7 +388,7 @@ func (r *Runner) sendFrames() {
 	if r.bs == nil {
 		for _, f := range fs {
 			if err := r.t.Send(f); err != nil {
-				r.SendErrors++
+				r.sendErrors++
 			}
 		}
 		return
@@ -390,7 +398,7 @@ func (r *Runner) sendFrames() {
 		if err == nil || n >= len(fs) {
 			return
 		}
-		r.SendErrors++ // frame n failed; go on with the rest
+		r.sendErrors++ // frame n failed; go on with the rest
 		fs = fs[n+1:]
 	}
 }

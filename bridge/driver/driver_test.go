@@ -209,8 +209,8 @@ func TestRunnerDelivers(t *testing.T) {
 					t.Fatalf("delivery %d is write %d", i, a)
 				}
 			}
-			if runners[0].SendErrors != 0 || runners[1].SendErrors != 0 {
-				t.Fatalf("send errors %d %d", runners[0].SendErrors, runners[1].SendErrors)
+			if runners[0].SendErrors() != 0 || runners[1].SendErrors() != 0 {
+				t.Fatalf("send errors %d %d", runners[0].SendErrors(), runners[1].SendErrors())
 			}
 			if c.faults && runners[0].Counters().Retransmits == 0 {
 				t.Fatal("3% loss but no retransmission: faults not applied")
@@ -322,11 +322,11 @@ func TestRunnerCountsSendErrors(t *testing.T) {
 		if batches == 0 {
 			t.Fatalf("failAt %d: the flush sent nothing", failAt)
 		}
-		if failAt == 0 && (r.SendErrors == 0 || len(got) != 0) {
-			t.Fatalf("refused: send errors %d, %d frames through", r.SendErrors, len(got))
+		if failAt == 0 && (r.SendErrors() == 0 || len(got) != 0) {
+			t.Fatalf("refused: send errors %d, %d frames through", r.SendErrors(), len(got))
 		}
-		if failAt < 0 && (r.SendErrors != 0 || len(got) == 0) {
-			t.Fatalf("accepted: send errors %d, %d frames through", r.SendErrors, len(got))
+		if failAt < 0 && (r.SendErrors() != 0 || len(got) == 0) {
+			t.Fatalf("accepted: send errors %d, %d frames through", r.SendErrors(), len(got))
 		}
 	}
 }

@@ -161,9 +161,9 @@ func TestRemoteGPUThroughXDP(t *testing.T) {
 		ingress              string
 	}
 	dirs := []*direction{
-		{name: "host->GPU", sent: hc.FramesSent, sendErr: hr.SendErrors, drops: hostDrops,
+		{name: "host->GPU", sent: hc.FramesSent, sendErr: hr.SendErrors(), drops: hostDrops,
 			reasonFwd: switching.ReasonToGPU, ingress: f.net.SwitchHost.Name},
-		{name: "GPU->host", sent: gc.FramesSent, sendErr: gr.SendErrors, drops: gpuDrops,
+		{name: "GPU->host", sent: gc.FramesSent, sendErr: gr.SendErrors(), drops: gpuDrops,
 			reasonFwd: switching.ReasonToHost, ingress: f.net.SwitchGPU.Name},
 	}
 	read := func() bool {
