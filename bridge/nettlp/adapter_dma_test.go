@@ -10,11 +10,13 @@ import (
 	"time"
 
 	"github.com/dxpu/dxpu/internal/privtest"
+	"github.com/dxpu/dxpu/internal/waitfor"
 )
 
 // TestAdapterDMARemote: with DMARemote set, requests sent down go to it
 // and completions to Remote, and datagrams from both are delivered up.
 func TestAdapterDMARemote(t *testing.T) {
+	t.Parallel()
 	privtest.Loopback(t)
 	local, host, dma := netip.MustParseAddr("127.0.2.21"), netip.MustParseAddr("127.0.2.22"), netip.MustParseAddr("127.0.2.23")
 	if _, err := NewAdapter(AdapterConfig{Local: local, Remote: host, DMARemote: netip.MustParseAddr("::1")}); !errors.Is(err, ErrConfig) {
@@ -45,7 +47,7 @@ func TestAdapterDMARemote(t *testing.T) {
 	hostConn, dmaConn := listen(host), listen(dma)
 	recv := func(c *net.UDPConn) []byte {
 		buf := make([]byte, 2048)
-		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		c.SetReadDeadline(time.Now().Add(waitfor.Stall))
 		n, err := c.Read(buf)
 		if err != nil {
 			t.Fatal(err)
@@ -76,7 +78,7 @@ func TestAdapterDMARemote(t *testing.T) {
 			if !bytes.Equal(b, cpld) {
 				t.Fatalf("delivered % x", b)
 			}
-		case <-time.After(10 * time.Second):
+		case <-time.After(waitfor.Stall):
 			t.Fatalf("datagram from %v not delivered", c.LocalAddr())
 		}
 	}

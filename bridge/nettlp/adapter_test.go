@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/dxpu/dxpu/internal/privtest"
+	"github.com/dxpu/dxpu/internal/waitfor"
 	"github.com/dxpu/dxpu/tlp"
 )
 
@@ -35,7 +36,7 @@ func startAdapter(t *testing.T, local, remote netip.Addr) (*Adapter, <-chan []by
 			if err != nil {
 				t.Errorf("Run: %v", err)
 			}
-		case <-time.After(10 * time.Second):
+		case <-time.After(waitfor.Stall):
 			t.Error("Run did not return after cancel")
 		}
 	})
@@ -47,7 +48,7 @@ func recvTLP(t *testing.T, up <-chan []byte) []byte {
 	select {
 	case b := <-up:
 		return b
-	case <-time.After(20 * time.Second):
+	case <-time.After(waitfor.Stall):
 		t.Fatal("no TLP delivered")
 	}
 	return nil
@@ -58,6 +59,7 @@ func recvTLP(t *testing.T, up <-chan []byte) []byte {
 // bridge sends down leave on the port of their tag, from the same port,
 // with a running sequence number.
 func TestAdapterHostSide(t *testing.T) {
+	t.Parallel()
 	privtest.Loopback(t)
 	local, host := netip.MustParseAddr("127.0.2.1"), netip.MustParseAddr("127.0.2.2")
 	a, up := startAdapter(t, local, host)
@@ -92,7 +94,7 @@ func TestAdapterHostSide(t *testing.T) {
 			t.Fatal(err)
 		}
 		buf := make([]byte, 2048)
-		hostConns[tc.port].SetReadDeadline(time.Now().Add(20 * time.Second))
+		hostConns[tc.port].SetReadDeadline(time.Now().Add(waitfor.Stall))
 		n, from, err := hostConns[tc.port].ReadFromUDPAddrPort(buf)
 		if err != nil {
 			t.Fatalf("TLP %d: %v", i, err)
@@ -136,6 +138,7 @@ func TestAdapterHostSide(t *testing.T) {
 // read sent down through the Adapter reaches an emulated host's NetTLP
 // port (a Target), whose completions come back up through the Adapter.
 func TestAdapterAgainstTarget(t *testing.T) {
+	t.Parallel()
 	hostAddr, bridgeAddr := netip.MustParseAddr("127.0.2.3"), netip.MustParseAddr("127.0.2.4")
 	mem := newTestMemory(t, 0, 1<<32)
 	startTarget(t, hostAddr, mem, CompleterConfig{})
@@ -165,6 +168,7 @@ func TestAdapterAgainstTarget(t *testing.T) {
 }
 
 func TestRetryReceiver(t *testing.T) {
+	t.Parallel()
 	errBusy := errors.New("busy")
 	progress := make(chan struct{}, 1)
 	calls := 0

@@ -29,6 +29,7 @@ type replayCounts struct {
 // Junk frames in the captures (reserved Fmt, all-zero MRd) must be refused
 // without a malformed answer.
 func TestReplayCaptures(t *testing.T) {
+	t.Parallel()
 	var total replayCounts
 	for _, path := range privtest.NetTLPCaptures(t) {
 		name := filepath.Base(path)

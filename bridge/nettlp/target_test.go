@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/dxpu/dxpu/internal/privtest"
+	"github.com/dxpu/dxpu/internal/waitfor"
 	"github.com/dxpu/dxpu/tlp"
 )
 
@@ -235,7 +236,7 @@ func TestTargetRepliesFromRequestPort(t *testing.T) {
 			t.Fatal(err)
 		}
 		buf := make([]byte, 2048)
-		conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+		conn.SetReadDeadline(time.Now().Add(waitfor.Stall)) // one datagram: its own bound
 		n, from, err := conn.ReadFromUDPAddrPort(buf)
 		if err != nil {
 			t.Fatal(err)

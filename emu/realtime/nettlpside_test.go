@@ -20,6 +20,7 @@ import (
 	"github.com/dxpu/dxpu/emu/host"
 	"github.com/dxpu/dxpu/emu/realtime"
 	"github.com/dxpu/dxpu/internal/privtest"
+	"github.com/dxpu/dxpu/internal/waitfor"
 	"github.com/dxpu/dxpu/sim"
 	"github.com/dxpu/dxpu/tlp"
 )
@@ -100,13 +101,9 @@ func startPair(t testing.TB, n testNet, dma bool, gpuSide func(r *driver.Runner)
 			t.Error(err)
 		}
 	})
-	deadline := time.Now().Add(10 * time.Second)
-	for runners[0].State() != bridge.StateUp || runners[1].State() != bridge.StateUp {
-		if time.Now().After(deadline) {
-			t.Fatal("bridge pair not up after 10s")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitfor.Until(t, "bridge pair up", func() bool {
+		return runners[0].State() == bridge.StateUp && runners[1].State() == bridge.StateUp
+	})
 	return h
 }
 
@@ -211,6 +208,7 @@ func splitRead(t *testing.T, h *nettlpside.Host, c *nettlp.Client, addr uint64, 
 // then launches work whose DMA reads and writes the host's memory through
 // the pair and its NetTLP port.
 func TestNetTLPHostToEmulatedGPU(t *testing.T) {
+	t.Parallel()
 	privtest.Loopback(t)
 	n := testNet("127.0.41")
 	hostMem, err := nettlp.NewSparseMemory(0, 1<<32, nil)
@@ -329,21 +327,23 @@ func gpuWork(t *testing.T, h *nettlpside.Host, c *nettlp.Client, g *realtime.Bri
 			t.Fatal(err)
 		}
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	var s [8]byte
-	for {
+	stuck := true
+	defer func() {
+		if stuck {
+			g.Do(func(g *gpu.GPU) { t.Logf("GPU stats %+v", g.Stats) })
+			t.Logf("host memory port %+v", stats.Snapshot())
+		}
+	}()
+	// Progress: the GPU's DMA through the host's memory port.
+	waitfor.Progress(t, "the GPU releasing the semaphore", func() (bool, uint64) {
+		var s [8]byte
 		if err := hostMem.ReadAt(s[:], sem); err != nil {
 			t.Fatal(err)
 		}
-		if binary.LittleEndian.Uint64(s[:]) == 0x77 {
-			break
-		}
-		if time.Now().After(deadline) {
-			g.Do(func(g *gpu.GPU) { t.Logf("GPU stats %+v", g.Stats) })
-			t.Fatalf("semaphore not released after 20s; host memory port %+v", stats.Snapshot())
-		}
-		time.Sleep(time.Millisecond)
-	}
+		st := stats.Snapshot()
+		return binary.LittleEndian.Uint64(s[:]) == 0x77, st.Reads + st.Writes
+	})
+	stuck = false
 	got := make([]byte, len(data))
 	if err := hostMem.ReadAt(got, dst); err != nil {
 		t.Fatal(err)
@@ -375,6 +375,7 @@ func gpuWork(t *testing.T, h *nettlpside.Host, c *nettlp.Client, g *realtime.Bri
 // completions, ten tags at once, and an address outside the memory gets
 // UR, which libtlp reports as a bad message.
 func TestNetTLPHostToMemoryDevice(t *testing.T) {
+	t.Parallel()
 	n := testNet("127.0.44")
 	const base = 0x20_0000_0000
 	mem, err := nettlp.NewSparseMemory(base, 16<<20, nil)
@@ -408,9 +409,7 @@ func TestNetTLPHostToMemoryDevice(t *testing.T) {
 		t.Fatalf("read outside the device: %v, want a UR", err)
 	}
 	// The device counts the UR after sending it: give it a moment.
-	for deadline := time.Now().Add(5 * time.Second); dev.Stats().UR.Load() == 0 && time.Now().Before(deadline); {
-		time.Sleep(100 * time.Microsecond)
-	}
+	waitfor.Until(t, "the device counting its UR", func() bool { return dev.Stats().UR.Load() != 0 })
 	if st := dev.Stats().Snapshot(); st.UR != 1 || st.Malformed != 0 {
 		t.Fatalf("device stats %+v", st)
 	}
@@ -422,6 +421,7 @@ func TestNetTLPHostToMemoryDevice(t *testing.T) {
 // emulated host put in its DRAM, and its DMA writes land there, all as
 // NetTLP datagrams through the host-side bridge.
 func TestNetTLPGPUDMAIntoEmulatedHost(t *testing.T) {
+	t.Parallel()
 	privtest.Loopback(t)
 	n := testNet("127.0.51")
 	s := sim.New(1)

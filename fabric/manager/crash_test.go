@@ -8,13 +8,13 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/dxpu/dxpu/fabric/ctlclient"
 	"github.com/dxpu/dxpu/fabric/manager"
 	"github.com/dxpu/dxpu/fabric/pool"
 	"github.com/dxpu/dxpu/internal/fakeagent"
 	"github.com/dxpu/dxpu/internal/privtest"
+	"github.com/dxpu/dxpu/internal/waitfor"
 )
 
 // TestSIGKILLMidAllocation runs the manager as a separate process on a bbolt
@@ -105,13 +105,10 @@ func TestSIGKILLMidAllocation(t *testing.T) {
 				}
 			}(w)
 		}
-		deadline := time.Now().Add(2 * time.Minute)
-		for nAcks.Load() < 25 {
-			if time.Now().After(deadline) {
-				t.Fatalf("round %d: only %d calls acknowledged in 2 minutes", round, nAcks.Load())
-			}
-			time.Sleep(2 * time.Millisecond)
-		}
+		waitfor.Progress(t, fmt.Sprintf("round %d: acknowledged calls", round), func() (bool, uint64) {
+			n := nAcks.Load()
+			return n >= 25, uint64(n)
+		})
 		killed.Store(true)
 		d.kill() // SIGKILL, mid-saga for several requests
 		close(stop)

@@ -41,6 +41,23 @@ func Progress(tb testing.TB, what string, check func() (done bool, progress uint
 	}
 }
 
+// Settle polls check like Progress but, instead of failing the test,
+// returns false when the progress stands still for Stall: for a test that
+// then reports in detail what did not settle.
+func Settle(check func() (done bool, progress uint64)) bool {
+	w := newWatch(nil, "", Stall)
+	for {
+		done, p := check()
+		if done {
+			return true
+		}
+		if w.stalled(p) {
+			return false
+		}
+		w.sleep()
+	}
+}
+
 // Until polls cond until it holds, failing tb after Stall: for one event
 // with nothing to count on the way (a link coming up).
 func Until(tb testing.TB, what string, cond func() bool) bool {
@@ -72,14 +89,26 @@ func newWatch(tb testing.TB, what string, stall time.Duration) *Watch {
 // It reports false when it failed the test.
 func (w *Watch) Wait(progress uint64) bool {
 	w.tb.Helper()
-	now := time.Now()
-	if progress != w.last {
-		w.last, w.moved, w.poll = progress, now, firstPoll
-	} else if still := now.Sub(w.moved); still >= w.stall {
-		w.tb.Fatalf("%s: no progress for %v (stuck at %d)", w.what, still.Round(time.Millisecond), progress)
+	if w.stalled(progress) {
+		w.tb.Fatalf("%s: no progress for %v (stuck at %d)", w.what, time.Since(w.moved).Round(time.Millisecond), progress)
 		return false
 	}
+	w.sleep()
+	return true
+}
+
+// stalled notes progress and reports whether it has stood still for the
+// stall limit.
+func (w *Watch) stalled(progress uint64) bool {
+	if progress != w.last {
+		w.last, w.moved, w.poll = progress, time.Now(), firstPoll
+		return false
+	}
+	return time.Since(w.moved) >= w.stall
+}
+
+// sleep waits one poll interval and lengthens the next.
+func (w *Watch) sleep() {
 	time.Sleep(w.poll)
 	w.poll = min(2*w.poll, maxPoll)
-	return true
 }

@@ -70,3 +70,21 @@ func TestProgress(t *testing.T) {
 		t.Fatal("Until reported a failure")
 	}
 }
+
+// Settle returns true when the check finishes and false, without failing
+// the test, when it stops moving (here: never moves, with a short stall).
+func TestSettle(t *testing.T) {
+	t.Parallel()
+	n := 0
+	if !Settle(func() (bool, uint64) { n++; return n == 50, uint64(n) }) {
+		t.Fatal("Settle gave up on a moving check")
+	}
+	w := newWatch(nil, "", 20*time.Millisecond)
+	start := time.Now()
+	for !w.stalled(3) {
+		w.sleep()
+	}
+	if since := time.Since(start); since < 20*time.Millisecond {
+		t.Fatalf("stalled after %v", since)
+	}
+}
