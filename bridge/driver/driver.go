@@ -121,8 +121,9 @@ func New(b *bridge.Bridge, t Transport) *Runner {
 // Now returns the runner's clock: time since New.
 func (r *Runner) Now() time.Duration { return time.Since(r.start) }
 
-// Bridge returns the bridge; hold no reference across goroutines, use
-// Counters and State instead.
+// Counters returns a copy of the bridge's counters, taken under the
+// runner's lock (the bridge itself is not exposed: it is not safe to touch
+// from another goroutine).
 func (r *Runner) Counters() bridge.Counters {
 	r.mu.Lock()
 	defer r.mu.Unlock()
