@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
@@ -73,7 +74,11 @@ func vethPair(t *testing.T) (*Conn, *Conn) {
 func TestBridgeOverVeth(t *testing.T) {
 	t.Parallel()
 	a, b := vethPair(t)
-	cfg := bridge.Config{MTU: 9000}
+	// Timers for a shared, loaded test machine: with the defaults (1 ms
+	// keepalive, dead after 10 ms) a goroutine stalled for tens of
+	// milliseconds takes the link down, and a link going down loses the
+	// posted writes in flight, as PCIe does.
+	cfg := bridge.Config{MTU: 9000, Keepalive: 100 * time.Millisecond, DeadAfter: 5 * time.Second}
 	hc, gc := cfg, cfg
 	hc.Role, gc.Role = bridge.RoleHost, bridge.RoleGPU
 	hb, err := bridge.New(hc)
@@ -109,6 +114,14 @@ func TestBridgeOverVeth(t *testing.T) {
 		go func() { defer wg.Done(); _ = r.Run(ctx) }()
 	}
 	defer func() { cancel(); wg.Wait() }()
+	defer func() {
+		if t.Failed() {
+			t.Logf("host: state %v, %d pending, last frame error %v, send errors %d, counters %+v",
+				host.State(), host.Pending(), host.FrameError(), host.SendErrors(), host.Counters())
+			t.Logf("gpu: state %v, %d pending, last frame error %v, send errors %d, counters %+v",
+				gpu.State(), gpu.Pending(), gpu.FrameError(), gpu.SendErrors(), gpu.Counters())
+		}
+	}()
 	waitfor.Until(t, "link up over the veth pair", func() bool {
 		return host.State() == bridge.StateUp && gpu.State() == bridge.StateUp
 	})
@@ -116,6 +129,9 @@ func TestBridgeOverVeth(t *testing.T) {
 	// either grows the pair is working, however slowly. (Not read under mu:
 	// OnTLP takes mu with the runner's lock held.)
 	progress := func() uint64 {
+		if d := host.Counters().LinkDowns + gpu.Counters().LinkDowns; d != 0 {
+			t.Fatalf("the link went down %d times: posted writes in flight are lost", d)
+		}
 		c := gpu.Counters()
 		return c.TLPsReceived + c.TLPsDelivered
 	}
