@@ -31,6 +31,7 @@ func sharedGraphs(tb testing.TB) []*Graph {
 }
 
 func TestSharedNativeReproducesSpan(t *testing.T) {
+	t.Parallel()
 	for _, g := range sharedGraphs(t) {
 		p := g.Predict(Native)
 		t.Logf("%s: nodes=%d edges=%d stats=%+v dropped=%d baseline=%v predicted=%v overhead=%.4f%%",
@@ -50,6 +51,7 @@ func TestSharedNativeReproducesSpan(t *testing.T) {
 
 // TestNsysGraph builds the graph of the Nsight Systems test database.
 func TestNsysGraph(t *testing.T) {
+	t.Parallel()
 	_, file, _, _ := runtime.Caller(0)
 	g, err := LoadGraph(filepath.Join(filepath.Dir(file), "..", "testdata", "model", "nsys-small.sqlite"))
 	if err != nil {

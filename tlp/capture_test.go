@@ -69,6 +69,7 @@ var captureCounts = []struct {
 }
 
 func TestNetTLPCaptures(t *testing.T) {
+	t.Parallel()
 	root := privtest.SharedDir(t, "testdata", "nettlp", "nic-and-nvme")
 	var totals [5]int
 	for _, c := range captureCounts {

@@ -13,6 +13,7 @@ import (
 // model's prediction for the shared traces: they must agree within 2
 // percentage points (the model issue's acceptance) at 2, 10 and 20 us.
 func TestAgreesWithModel(t *testing.T) {
+	t.Parallel()
 	privtest.Short(t, "replays several traces")
 	for _, name := range []string{"alexnet-forward-a100.json.gz", "event-sync-multistream.json.gz", "cnn-train-v100.json.gz", "recsys-adagrad-a100.json.gz", "recsys-ddp-a100-rank0.json.gz"} {
 		g := loadGraph(t, name)

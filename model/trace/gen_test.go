@@ -104,6 +104,7 @@ func decodeMeasured(t *testing.T, n int, cpuOnly bool) (w *Workload, live, peak 
 // per-event state is bounded), and one where two in five events are kept,
 // whose heap must grow with the operations kept, not the bytes read.
 func TestBoundedMemory(t *testing.T) {
+	// Not parallel: it measures the process's allocations.
 	privtest.Short(t, "streams 2 x 100 MB")
 	const opSize = 128 // bytes of one Op, rounded up
 	w, live, peak := decodeMeasured(t, 500_000, true)
@@ -128,6 +129,7 @@ func TestBoundedMemory(t *testing.T) {
 }
 
 func TestSyntheticDecodes(t *testing.T) {
+	t.Parallel()
 	var cw countingWriter
 	if err := writeSynthetic(&cw, 1000); err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 )
 
 func TestSharedTraces(t *testing.T) {
+	t.Parallel()
 	for _, p := range privtest.Traces(t) {
 		t.Run(TraceName(p), func(t *testing.T) {
 			w, err := DecodeFile(p)

@@ -15,6 +15,7 @@ import (
 // count and lengths against an independent walk of the file's record
 // headers, and that the nanosecond magic is recognised.
 func TestSharedCaptures(t *testing.T) {
+	t.Parallel()
 	// Only classic pcap: the independent walk below reads pcap records.
 	files := privtest.SharedFiles(t, privtest.SharedDir(t, "testdata", "nettlp"), ".pcap")
 	nanos := 0
