@@ -106,6 +106,7 @@ func expect(t *testing.T, p Prediction, predicted time.Duration, causes map[Caus
 }
 
 func TestIdleLaunchPaysOneWayPlusRTT(t *testing.T) {
+	t.Parallel()
 	var b wl
 	b.call("cudaLaunchKernel", 0, 5, 1)
 	b.kernel(7, 10, 100, 1)
@@ -121,6 +122,7 @@ func TestIdleLaunchPaysOneWayPlusRTT(t *testing.T) {
 }
 
 func TestQueuedLaunchCostsNothing(t *testing.T) {
+	t.Parallel()
 	var b wl
 	b.call("cudaLaunchKernel", 0, 5, 1)
 	b.kernel(7, 10, 1000, 1) // idle launch: 10 us
@@ -132,6 +134,7 @@ func TestQueuedLaunchCostsNothing(t *testing.T) {
 }
 
 func TestSyncPaysNotification(t *testing.T) {
+	t.Parallel()
 	var b wl
 	b.call("cudaLaunchKernel", 0, 5, 1)
 	b.kernel(7, 10, 100, 1)
@@ -148,6 +151,7 @@ func TestSyncPaysNotification(t *testing.T) {
 }
 
 func TestSyncWithoutRecordIsInferred(t *testing.T) {
+	t.Parallel()
 	var b wl
 	b.call("cudaLaunchKernel", 0, 5, 1)
 	b.kernel(7, 10, 100, 1)
@@ -163,6 +167,7 @@ func TestSyncWithoutRecordIsInferred(t *testing.T) {
 }
 
 func TestDeviceSyncWaitsForEveryStream(t *testing.T) {
+	t.Parallel()
 	var b wl
 	b.call("cudaLaunchKernel", 0, 5, 1)
 	b.kernel(7, 10, 100, 1) // ends 110
@@ -183,6 +188,7 @@ func TestDeviceSyncWaitsForEveryStream(t *testing.T) {
 }
 
 func TestH2DCopyBoundByReadWindow(t *testing.T) {
+	t.Parallel()
 	var b wl
 	b.call("cudaMemcpyAsync", 0, 5, 1)
 	b.gpu(trace.Memcpy, "Memcpy HtoD (Pinned -> Device)", 7, 10, 100, 1, 1<<20)
@@ -204,6 +210,7 @@ func TestH2DCopyBoundByReadWindow(t *testing.T) {
 }
 
 func TestD2HCopyAtLinkRate(t *testing.T) {
+	t.Parallel()
 	f := Fabric{RTT: 10 * us, Bandwidth: 1e9 / 8, Tags: 256, MRRS: 512} // 1 Gbit/s
 	// 1 MiB at 125 MB/s is 8388.608 us; plus one way.
 	if got, want := f.CopyTime(D2H, 1<<20, 100*us), 8388608*time.Nanosecond+5*us; got != want {
@@ -219,6 +226,7 @@ func TestD2HCopyAtLinkRate(t *testing.T) {
 }
 
 func TestPageableCopyBlocksItsCall(t *testing.T) {
+	t.Parallel()
 	var b wl
 	b.call("cudaMemcpyAsync", 0, 120, 1) // returns after its copy
 	b.gpu(trace.Memcpy, "Memcpy DtoH (Device -> Pageable)", 7, 10, 100, 1, 4096)
@@ -237,6 +245,7 @@ func TestPageableCopyBlocksItsCall(t *testing.T) {
 }
 
 func TestMMIOReadsStallTheCPU(t *testing.T) {
+	t.Parallel()
 	var b wl
 	b.call("cudaMalloc", 0, 50, 1)
 	b.call("cudaLaunchKernel", 60, 5, 2)
@@ -246,6 +255,7 @@ func TestMMIOReadsStallTheCPU(t *testing.T) {
 }
 
 func TestEventWaitLinksStreams(t *testing.T) {
+	t.Parallel()
 	var b wl
 	b.call("cudaLaunchKernel", 0, 5, 1)
 	b.kernel(7, 10, 1000, 1) // A, ends 1010
@@ -263,6 +273,7 @@ func TestEventWaitLinksStreams(t *testing.T) {
 }
 
 func TestZeroFabricIsExact(t *testing.T) {
+	t.Parallel()
 	var b wl
 	b.call("cudaLaunchKernel", 0, 5, 1)
 	b.kernel(7, 10, 100, 1)
@@ -274,6 +285,7 @@ func TestZeroFabricIsExact(t *testing.T) {
 }
 
 func TestEmptyWorkload(t *testing.T) {
+	t.Parallel()
 	if _, err := Build(&trace.Workload{}); !errors.Is(err, ErrEmpty) {
 		t.Fatalf("Build(empty) = %v, want ErrEmpty", err)
 	}
@@ -310,6 +322,7 @@ func randomWorkload(r *rand.Rand, n int) *trace.Workload {
 }
 
 func TestRandomWorkloadsReproduceAndAreMonotone(t *testing.T) {
+	t.Parallel()
 	r := rand.New(rand.NewPCG(1, 2))
 	for iter := 0; iter < 200; iter++ {
 		w := randomWorkload(r, 5+r.IntN(60))
@@ -340,6 +353,7 @@ func TestRandomWorkloadsReproduceAndAreMonotone(t *testing.T) {
 }
 
 func TestBudget(t *testing.T) {
+	t.Parallel()
 	var b wl
 	b.call("cudaLaunchKernel", 0, 5, 1)
 	b.kernel(7, 10, 100, 1)
@@ -370,6 +384,7 @@ func TestBudget(t *testing.T) {
 }
 
 func TestSteps(t *testing.T) {
+	t.Parallel()
 	var b wl
 	b.w.Steps = []trace.Step{{Num: 1, Start: 0, Dur: 200_000}, {Num: 2, Start: 200_000, Dur: 200_000}}
 	for s := 0; s < 2; s++ {
@@ -395,6 +410,7 @@ func TestSteps(t *testing.T) {
 }
 
 func TestValidate(t *testing.T) {
+	t.Parallel()
 	var b wl
 	b.call("cudaLaunchKernel", 0, 5, 1)
 	b.kernel(7, 10, 100, 1)
@@ -420,6 +436,7 @@ const benchFabricOutput = `{"rtt_us":5,"added_rtt_us":6.3,"gbit":100,"tags":768,
 "d2h":[{"bytes":1048576,"native_gbps":55.144675256376544,"fabric_gbps":9.846616145965386}],"clock":"virtual"}`
 
 func TestFabricFromProfile(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		in   string
 		want Fabric
@@ -451,6 +468,7 @@ func TestFabricFromProfile(t *testing.T) {
 }
 
 func TestParsers(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[string]float64{"100Gbit": 12.5e9, "100Gbps": 12.5e9, "12.5GB/s": 12.5e9, "400G": 50e9, "0": 0, "800 Mbit": 1e8} {
 		if got, err := ParseBandwidth(in); err != nil || got != want {
 			t.Errorf("ParseBandwidth(%q) = %v, %v; want %v", in, got, err, want)
@@ -483,6 +501,7 @@ func TestParsers(t *testing.T) {
 }
 
 func TestPlot(t *testing.T) {
+	t.Parallel()
 	var b wl
 	b.call("cudaLaunchKernel", 0, 5, 1)
 	b.kernel(7, 10, 100, 1)

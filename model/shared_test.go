@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dxpu/dxpu/internal/shareddata"
+	"github.com/dxpu/dxpu/internal/privtest"
 	"github.com/dxpu/dxpu/model/trace"
 )
 
@@ -15,7 +15,7 @@ import (
 func sharedGraphs(tb testing.TB) []*Graph {
 	tb.Helper()
 	var gs []*Graph
-	for _, p := range shareddata.Traces(tb) {
+	for _, p := range privtest.Traces(tb) {
 		w, err := trace.DecodeFile(p)
 		if err != nil {
 			tb.Fatal(err)
@@ -31,6 +31,7 @@ func sharedGraphs(tb testing.TB) []*Graph {
 }
 
 func TestSharedNativeReproducesSpan(t *testing.T) {
+	t.Parallel()
 	for _, g := range sharedGraphs(t) {
 		p := g.Predict(Native)
 		t.Logf("%s: nodes=%d edges=%d stats=%+v dropped=%d baseline=%v predicted=%v overhead=%.4f%%",
@@ -50,6 +51,7 @@ func TestSharedNativeReproducesSpan(t *testing.T) {
 
 // TestNsysGraph builds the graph of the Nsight Systems test database.
 func TestNsysGraph(t *testing.T) {
+	t.Parallel()
 	_, file, _, _ := runtime.Caller(0)
 	g, err := LoadGraph(filepath.Join(filepath.Dir(file), "..", "testdata", "model", "nsys-small.sqlite"))
 	if err != nil {

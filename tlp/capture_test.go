@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/dxpu/dxpu/internal/shareddata"
+	"github.com/dxpu/dxpu/internal/privtest"
 	"github.com/dxpu/dxpu/tlp"
 	"github.com/dxpu/dxpu/tlp/encap"
 	"github.com/dxpu/dxpu/tlp/pcapio"
@@ -69,7 +69,8 @@ var captureCounts = []struct {
 }
 
 func TestNetTLPCaptures(t *testing.T) {
-	root := shareddata.Dir(t, "testdata", "nettlp", "nic-and-nvme")
+	t.Parallel()
+	root := privtest.SharedDir(t, "testdata", "nettlp", "nic-and-nvme")
 	var totals [5]int
 	for _, c := range captureCounts {
 		t.Run(filepath.Base(c.file), func(t *testing.T) {

@@ -42,6 +42,7 @@ func specECRC(tlp []byte) [4]byte {
 }
 
 func TestECRCMatchesSpecAlgorithm(t *testing.T) {
+	t.Parallel()
 	r := rand.New(rand.NewPCG(1, 2))
 	for n := 0; n < 200; n++ {
 		b := make([]byte, 12+4*r.IntN(40))
@@ -63,6 +64,7 @@ func TestECRCMatchesSpecAlgorithm(t *testing.T) {
 // That pins down the bit ordering the reference (and so ComputeECRC)
 // uses; masking then only changes the input.
 func TestECRCKnownValue(t *testing.T) {
+	t.Parallel()
 	var le [4]byte
 	binary.LittleEndian.PutUint32(le[:], 0xcbf43926)
 	if d := specCRC32NoMask([]byte("123456789")); d != le {
@@ -101,6 +103,7 @@ func specCRC32NoMask(b []byte) [4]byte {
 }
 
 func TestECRCEncodeVerify(t *testing.T) {
+	t.Parallel()
 	p := Packet{Kind: MWr, TD: true, RequesterID: 0x0100, Tag: 3, FirstBE: 0xf, LastBE: 0xf,
 		Address: 0x1000, Data: []byte{1, 2, 3, 4, 5, 6, 7, 8}}
 	b, err := p.Encode()

@@ -454,6 +454,7 @@ var independentVectors = []struct {
 }
 
 func TestIndependentVectors(t *testing.T) {
+	t.Parallel()
 	for _, v := range independentVectors {
 		b := hx(t, v.hex)
 		got, line := decodeJSON(t, b)
@@ -489,6 +490,7 @@ func TestIndependentVectors(t *testing.T) {
 // TestIndependentViewFields checks the View accessors against specField on
 // the vectors.
 func TestIndependentViewFields(t *testing.T) {
+	t.Parallel()
 	for _, v := range independentVectors {
 		b := hx(t, v.hex)
 		w, err := Parse(b)
@@ -530,6 +532,7 @@ func TestIndependentViewFields(t *testing.T) {
 // TestIndependentErrors: TLPs that break a rule of the specification, each
 // with the section it breaks and the rule name expected.
 func TestIndependentErrors(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name, hex, rule string
 		sentinel        error
@@ -757,6 +760,7 @@ func specRandomTLP(r *rand.Rand) []byte {
 // parse, print the object specJSON derives from the bytes, and encode back
 // to the same bytes through the JSON form.
 func TestIndependentRandom(t *testing.T) {
+	t.Parallel()
 	r := rand.New(rand.NewPCG(20261130, 2))
 	for i := range 4000 {
 		b := specRandomTLP(r)
@@ -784,6 +788,7 @@ func TestIndependentRandom(t *testing.T) {
 // bytes are the IEEE 802.3 CRC-32 of the masked TLP, least significant byte
 // first. The CRC here is a plain reflected shift loop (no table).
 func TestIndependentECRCAgainstIEEE(t *testing.T) {
+	t.Parallel()
 	ieee := func(b []byte) uint32 {
 		c := ^uint32(0)
 		for _, x := range b {
@@ -823,6 +828,7 @@ func TestIndependentECRCAgainstIEEE(t *testing.T) {
 // TestIndependentByteCount checks ByteCount against Table 2-40 row by row,
 // and the first completion's Lower Address against Table 2-41.
 func TestIndependentByteCount(t *testing.T) {
+	t.Parallel()
 	// Length 1 rows.
 	for _, c := range []struct {
 		fbe  uint8
@@ -873,6 +879,7 @@ func TestIndependentByteCount(t *testing.T) {
 // Byte Count decreasing by what each completion returned and Lower Address
 // the low 7 bits of each completion's first byte.
 func TestIndependentCompletionSplits(t *testing.T) {
+	t.Parallel()
 	allowed64 := map[string]bool{}
 	for _, s := range []string{"256", "32,224", "32,64,160", "32,64,64,96", "32,64,64,64,32", "32,64,128,32",
 		"32,128,96", "32,128,64,32", "96,160", "96,128,32", "96,64,96", "96,64,64,32", "160,96", "160,64,32", "224,32"} {
@@ -1033,6 +1040,7 @@ func specCheck(b []byte) string {
 // extended tails) and checks that Parse accepts exactly what specCheck
 // accepts and names the same rule.
 func TestIndependentRules(t *testing.T) {
+	t.Parallel()
 	r := rand.New(rand.NewPCG(11, 30))
 	counts := map[string]int{}
 	for i := range 30000 {
@@ -1068,6 +1076,7 @@ func TestIndependentRules(t *testing.T) {
 // operand size, with Lower Address reserved (0); for memory reads Table
 // 2-40 / 2-41, a TH read counting whole DWs.
 func TestIndependentCompletionByteCount(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name, hex string
 		bc        int

@@ -130,6 +130,7 @@ func randPacket(r *rand.Rand, k Kind) Packet {
 }
 
 func TestRoundTripProperty(t *testing.T) {
+	t.Parallel()
 	r := rand.New(rand.NewPCG(7, 11))
 	for i := 0; i < 20000; i++ {
 		k := MRd + Kind(i%int(kindCount-MRd))
@@ -169,6 +170,7 @@ func TestRoundTripProperty(t *testing.T) {
 }
 
 func TestEncodeRejects(t *testing.T) {
+	t.Parallel()
 	ok := Packet{Kind: MWr, FirstBE: 0xf, Address: 0x1000, Data: []byte{1, 2, 3, 4}}
 	if _, err := ok.Encode(); err != nil {
 		t.Fatalf("baseline: %v", err)
@@ -204,6 +206,7 @@ func TestEncodeRejects(t *testing.T) {
 }
 
 func TestAppendToReusesBuffer(t *testing.T) {
+	// Not parallel: it measures the process's allocations.
 	p := Packet{Kind: MRd, Length: 1, FirstBE: 0xf, Address: 0x1000}
 	buf := make([]byte, 0, 64)
 	allocs := testing.AllocsPerRun(100, func() {
@@ -219,6 +222,7 @@ func TestAppendToReusesBuffer(t *testing.T) {
 }
 
 func TestUnmarshalJSONRejects(t *testing.T) {
+	t.Parallel()
 	for _, js := range []string{
 		`{}`,
 		`{"kind":"MRead"}`,

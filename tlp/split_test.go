@@ -6,6 +6,7 @@ import (
 )
 
 func TestByteCountTable(t *testing.T) {
+	t.Parallel()
 	// The specification's table: Length 1 counts from the first to the
 	// last enabled byte of First BE; longer requests subtract the disabled
 	// bytes before First BE and after Last BE.
@@ -44,6 +45,7 @@ func collect(t *testing.T, addr uint64, length int, fbe, lbe uint8, mps, rcb int
 }
 
 func TestSplitCompletionsWorked(t *testing.T) {
+	t.Parallel()
 	// 512 bytes from 0x1010, MPS 128, RCB 64: the first completion stops
 	// at the RCB boundary 0x1080 (112 bytes); the middle ones carry 128;
 	// the last the remaining 16.
@@ -88,6 +90,7 @@ func TestSplitCompletionsWorked(t *testing.T) {
 }
 
 func TestSplitCompletionsProperty(t *testing.T) {
+	t.Parallel()
 	r := rand.New(rand.NewPCG(3, 4))
 	for i := 0; i < 5000; i++ {
 		n := 1 + r.IntN(1024)
@@ -141,6 +144,7 @@ func TestSplitCompletionsProperty(t *testing.T) {
 }
 
 func TestSplitRequests(t *testing.T) {
+	t.Parallel()
 	s, err := NewReqSplitter(0x0ffe, 1000, 256)
 	if err != nil {
 		t.Fatal(err)
@@ -197,6 +201,7 @@ func TestSplitRequests(t *testing.T) {
 }
 
 func TestSplittersAllocateNothing(t *testing.T) {
+	// Not parallel: it measures the process's allocations.
 	allocs := testing.AllocsPerRun(100, func() {
 		s, _ := NewCplSplitter(0x1010, 1024-4, 0xf, 0xf, 256, 64)
 		for {
@@ -217,6 +222,7 @@ func TestSplittersAllocateNothing(t *testing.T) {
 }
 
 func TestCredits(t *testing.T) {
+	t.Parallel()
 	v, _ := Parse(unhex(t, "400c4002 0011003c 00001004 deadbeef 01020304"))
 	if c, h, d := v.Credits(); c != Posted || h != 1 || d != 1 {
 		t.Errorf("MWr 2 DW: %v %d %d", c, h, d)
@@ -231,6 +237,7 @@ func TestCredits(t *testing.T) {
 }
 
 func TestSplitterForRequest(t *testing.T) {
+	t.Parallel()
 	// MRd of 3 DW at 0x1004, First BE 1100, Last BE 0011: 8 bytes from
 	// 0x1006; its first completion says Lower Address 0x06, Byte Count 8.
 	v, err := Parse(unhex(t, "00000003 010005 3c 00001004"))

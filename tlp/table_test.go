@@ -190,6 +190,7 @@ var validVectors = []struct {
 }
 
 func TestValidVectors(t *testing.T) {
+	t.Parallel()
 	for _, tc := range validVectors {
 		t.Run(tc.name, func(t *testing.T) {
 			b := unhex(t, tc.hex)
@@ -278,6 +279,7 @@ var errorVectors = []struct {
 }
 
 func TestErrorVectors(t *testing.T) {
+	t.Parallel()
 	for _, tc := range errorVectors {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse(unhex(t, tc.hex))
@@ -298,6 +300,7 @@ func TestErrorVectors(t *testing.T) {
 }
 
 func TestErrorNamesFieldAndValue(t *testing.T) {
+	t.Parallel()
 	_, err := Parse(unhex(t, "04000002 0000010f 03000100"))
 	var e *Error
 	if !errors.As(err, &e) {
@@ -312,6 +315,7 @@ func TestErrorNamesFieldAndValue(t *testing.T) {
 }
 
 func TestParseTruncated(t *testing.T) {
+	t.Parallel()
 	// A CplD of 64 DW cut at 16 bytes of payload, as a 128-byte snap
 	// length leaves it.
 	b := unhex(t, "4a000040 1b000100 19000000"+strings.Repeat("ab", 16))
@@ -347,6 +351,7 @@ func TestParseTruncated(t *testing.T) {
 }
 
 func TestViewAccessors(t *testing.T) {
+	t.Parallel()
 	// DW0 with every bit of byte 1 and 2 set except Fmt/Type/Length.
 	v := View(unhex(t, "40ffff01 0100050f fedc0013 00000000"))
 	if v.TC() != 7 || v.Attr() != 7 || !v.TH() || !v.LN() || !v.TD() || !v.EP() || v.AT() != 3 {
@@ -373,6 +378,7 @@ func TestViewAccessors(t *testing.T) {
 }
 
 func TestSplitPrefixes(t *testing.T) {
+	t.Parallel()
 	b := unhex(t, "90000001 8e000002 00000001 0100050f fedc0010")
 	pre, rest, err := SplitPrefixes(b)
 	if err != nil || len(pre) != 8 || len(rest) != 12 {
@@ -390,6 +396,7 @@ func TestSplitPrefixes(t *testing.T) {
 // fuzz target checks that the fast path never accepts more than the full
 // checks do.
 func TestFastPathCoversValidVectors(t *testing.T) {
+	t.Parallel()
 	for _, tc := range validVectors {
 		if got := quickOK(unhex(t, tc.hex)); got != (tc.name != "MRd QW-aligned sparse BEs") {
 			t.Errorf("%s: quickOK %v", tc.name, got)

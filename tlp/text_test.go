@@ -6,6 +6,7 @@ import (
 )
 
 func TestKindAndIDText(t *testing.T) {
+	t.Parallel()
 	type cfg struct {
 		K  Kind `json:"k"`
 		ID ID   `json:"id"`

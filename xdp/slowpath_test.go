@@ -2,10 +2,10 @@ package xdp_test
 
 import (
 	"testing"
-	"time"
 
 	"github.com/dxpu/dxpu/fabric/switching/afxdp"
 	"github.com/dxpu/dxpu/internal/switchtest"
+	"github.com/dxpu/dxpu/internal/waitfor"
 	"github.com/dxpu/dxpu/internal/xdptest"
 	"github.com/dxpu/dxpu/tlp/encap"
 )
@@ -37,13 +37,12 @@ func TestSlowPathToAFXDP(t *testing.T) {
 		}
 	}
 	var got [][]byte
-	deadline := time.Now().Add(3 * time.Second)
-	for len(got) < len(frames) && time.Now().Before(deadline) {
+	waitfor.Progress(t, "frames on the slow path socket", func() (bool, uint64) {
 		sock.Receive(8, func(f *afxdp.Frame) {
 			got = append(got, append([]byte(nil), f.Buf[f.Off:f.End]...))
 		})
-		time.Sleep(time.Millisecond)
-	}
+		return len(got) >= len(frames), uint64(len(got))
+	})
 	if len(got) != len(frames) {
 		t.Fatalf("slow path socket got %d frames, want %d", len(got), len(frames))
 	}

@@ -2,6 +2,7 @@ package afpacket
 
 import (
 	"context"
+	"errors"
 	"runtime"
 	"sync"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"github.com/dxpu/dxpu/bridge"
 	"github.com/dxpu/dxpu/bridge/driver"
 	"github.com/dxpu/dxpu/internal/privtest"
+	"github.com/dxpu/dxpu/internal/waitfor"
 	"github.com/dxpu/dxpu/tlp"
 )
 
@@ -70,8 +72,13 @@ func vethPair(t *testing.T) (*Conn, *Conn) {
 // Two bridges over raw Ethernet on a veth pair: posted writes arrive in
 // order and reads are answered.
 func TestBridgeOverVeth(t *testing.T) {
+	t.Parallel()
 	a, b := vethPair(t)
-	cfg := bridge.Config{MTU: 9000}
+	// Timers for a shared, loaded test machine: with the defaults (1 ms
+	// keepalive, dead after 10 ms) a goroutine stalled for tens of
+	// milliseconds takes the link down, and a link going down loses the
+	// posted writes in flight, as PCIe does.
+	cfg := bridge.Config{MTU: 9000, Keepalive: 100 * time.Millisecond, DeadAfter: 5 * time.Second}
 	hc, gc := cfg, cfg
 	hc.Role, gc.Role = bridge.RoleHost, bridge.RoleGPU
 	hb, err := bridge.New(hc)
@@ -107,37 +114,47 @@ func TestBridgeOverVeth(t *testing.T) {
 		go func() { defer wg.Done(); _ = r.Run(ctx) }()
 	}
 	defer func() { cancel(); wg.Wait() }()
-	deadline := time.Now().Add(5 * time.Second)
-	for host.State() != bridge.StateUp || gpu.State() != bridge.StateUp {
-		if time.Now().After(deadline) {
-			t.Fatal("no link up over the veth pair")
+	defer func() {
+		if t.Failed() {
+			t.Logf("host: state %v, %d pending, last frame error %v, send errors %d, counters %+v",
+				host.State(), host.Pending(), host.FrameError(), host.SendErrors(), host.Counters())
+			t.Logf("gpu: state %v, %d pending, last frame error %v, send errors %d, counters %+v",
+				gpu.State(), gpu.Pending(), gpu.FrameError(), gpu.SendErrors(), gpu.Counters())
 		}
-		time.Sleep(time.Millisecond)
+	}()
+	waitfor.Until(t, "link up over the veth pair", func() bool {
+		return host.State() == bridge.StateUp && gpu.State() == bridge.StateUp
+	})
+	// TLPs the GPU side took from the veth and handed to OnTLP: while
+	// either grows the pair is working, however slowly. (Not read under mu:
+	// OnTLP takes mu with the runner's lock held.)
+	progress := func() uint64 {
+		if d := host.Counters().LinkDowns + gpu.Counters().LinkDowns; d != 0 {
+			t.Fatalf("the link went down %d times: posted writes in flight are lost", d)
+		}
+		c := gpu.Counters()
+		return c.TLPsReceived + c.TLPsDelivered
 	}
 	const n = 2000
-	for i := 0; i < n; i++ {
+	w := waitfor.NewWatch(t, "writes over the veth pair")
+	for i := 0; i < n; {
 		p := tlp.Packet{Kind: tlp.MWr, Addr64: true, FirstBE: 0xf, LastBE: 0xf, Address: uint64(i) * 4096, Data: make([]byte, 128)}
 		raw, _ := p.AppendTo(nil)
-		for {
-			err := host.Send(raw)
-			if err == nil {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("write %d: %v", i, err)
-			}
-			time.Sleep(50 * time.Microsecond)
+		switch err := host.Send(raw); {
+		case err == nil:
+			i++
+		case errors.Is(err, bridge.ErrBusy):
+			w.Wait(progress())
+		default:
+			t.Fatalf("write %d: %v", i, err)
 		}
 	}
-	for {
+	waitfor.Progress(t, "writes arriving over the veth pair", func() (bool, uint64) {
+		p := progress()
 		mu.Lock()
-		k := len(got)
-		mu.Unlock()
-		if k == n || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(time.Millisecond)
-	}
+		defer mu.Unlock()
+		return len(got) >= n, p
+	})
 	mu.Lock()
 	defer mu.Unlock()
 	if len(got) != n {

@@ -12,6 +12,7 @@ import (
 	"github.com/dxpu/dxpu/bridge"
 	"github.com/dxpu/dxpu/bridge/driver"
 	"github.com/dxpu/dxpu/bridge/udp"
+	"github.com/dxpu/dxpu/internal/waitfor"
 	"github.com/dxpu/dxpu/tlp"
 )
 
@@ -52,14 +53,12 @@ func udpPair(tb testing.TB, delivered *atomic.Int64) (host, gpu *driver.Runner, 
 		wg.Add(1)
 		go func() { defer wg.Done(); _ = r.Run(ctx) }()
 	}
-	for t0 := time.Now(); runners[0].State() != bridge.StateUp || runners[1].State() != bridge.StateUp; {
-		if time.Since(t0) > 3*time.Second {
-			cancel()
-			tb.Fatal("link did not come up")
-		}
-		time.Sleep(time.Millisecond)
-	}
-	return runners[0], runners[1], func() { cancel(); wg.Wait() }
+	stop = func() { cancel(); wg.Wait() }
+	tb.Cleanup(stop)
+	waitfor.Until(tb, "link up", func() bool {
+		return runners[0].State() == bridge.StateUp && runners[1].State() == bridge.StateUp
+	})
+	return runners[0], runners[1], stop
 }
 
 // BenchmarkRunnerUDP pushes 256-byte posted writes through a host and a GPU
@@ -110,12 +109,10 @@ func BenchmarkRunnerUDP(b *testing.B) {
 					}
 				}
 			}
-			for t0 := time.Now(); delivered.Load() < int64(b.N); {
-				if time.Since(t0) > 10*time.Second {
-					b.Fatalf("delivered %d of %d", delivered.Load(), b.N)
-				}
-				time.Sleep(50 * time.Microsecond)
-			}
+			waitfor.Progress(b, "delivering", func() (bool, uint64) {
+				d := delivered.Load()
+				return d >= int64(b.N), uint64(d)
+			})
 			b.StopTimer()
 			hc, gc := host.Counters(), gpu.Counters()
 			b.ReportMetric(float64(hc.FramesSent)/float64(b.N), "host_frames/op")

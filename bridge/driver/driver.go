@@ -91,10 +91,10 @@ type Runner struct {
 	timer   *time.Timer
 	timerAt time.Duration
 	closed  bool
-	// SendErrors counts frames the transport failed to send.
-	SendErrors uint64
-	// LastFrameError is the latest reason the bridge dropped a frame.
-	LastFrameError error
+	// sendErrors counts frames the transport failed to send.
+	sendErrors uint64
+	// lastFrameError is the latest reason the bridge dropped a frame.
+	lastFrameError error
 	// Progress is signalled (non-blocking) whenever the bridge accepted
 	// acknowledgements or credits, so a producer that got ErrBusy can
 	// retry.
@@ -121,19 +121,28 @@ func New(b *bridge.Bridge, t Transport) *Runner {
 // Now returns the runner's clock: time since New.
 func (r *Runner) Now() time.Duration { return time.Since(r.start) }
 
-// Bridge returns the bridge; hold no reference across goroutines, use
-// Counters and State instead.
+// Counters returns a copy of the bridge's counters, taken under the
+// runner's lock (the bridge itself is not exposed: it is not safe to touch
+// from another goroutine).
 func (r *Runner) Counters() bridge.Counters {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.b.Counters()
 }
 
-// FrameError returns the latest reason a received frame was dropped.
+// FrameError returns the latest reason a received frame was dropped, or
+// nil.
 func (r *Runner) FrameError() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.LastFrameError
+	return r.lastFrameError
+}
+
+// SendErrors returns how many frames the transport failed to send.
+func (r *Runner) SendErrors() uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.sendErrors
 }
 
 // State returns the bridge's link state.
@@ -277,7 +286,7 @@ func (r *Runner) handle(frame []byte, bufs [][]byte, sizes []int) bool {
 	progress := false
 	feed := func(f []byte) {
 		if err := r.b.HandleFrame(now, f); err != nil {
-			r.LastFrameError = err
+			r.lastFrameError = err
 		} else {
 			progress = true
 		}
@@ -380,7 +389,7 @@ func (r *Runner) sendFrames() {
 	if r.bs == nil {
 		for _, f := range fs {
 			if err := r.t.Send(f); err != nil {
-				r.SendErrors++
+				r.sendErrors++
 			}
 		}
 		return
@@ -390,7 +399,7 @@ func (r *Runner) sendFrames() {
 		if err == nil || n >= len(fs) {
 			return
 		}
-		r.SendErrors++ // frame n failed; go on with the rest
+		r.sendErrors++ // frame n failed; go on with the rest
 		fs = fs[n+1:]
 	}
 }

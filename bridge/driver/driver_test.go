@@ -14,6 +14,7 @@ import (
 	"github.com/dxpu/dxpu/bridge"
 	"github.com/dxpu/dxpu/bridge/driver"
 	"github.com/dxpu/dxpu/bridge/memlink"
+	"github.com/dxpu/dxpu/internal/waitfor"
 	"github.com/dxpu/dxpu/tlp"
 )
 
@@ -129,13 +130,21 @@ func runPair(t *testing.T, ht, gt driver.Transport, n int) ([]uint64, [2]*driver
 		go func() { defer wg.Done(); _ = r.Run(ctx) }()
 	}
 	defer func() { cancel(); wg.Wait() }()
-	deadline := time.Now().Add(20 * time.Second)
-	for runners[0].State() != bridge.StateUp || runners[1].State() != bridge.StateUp {
-		if time.Now().After(deadline) {
-			t.Fatal("link did not come up")
-		}
-		time.Sleep(time.Millisecond)
+	waitfor.Until(t, "link up", func() bool {
+		return runners[0].State() == bridge.StateUp && runners[1].State() == bridge.StateUp
+	})
+	delivered := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(got)
 	}
+	// Progress: TLPs the GPU side took in and delivered. (Not under mu:
+	// OnTLP takes mu with the runner's lock held.)
+	progress := func() uint64 {
+		c := runners[1].Counters()
+		return c.TLPsReceived + c.TLPsDelivered
+	}
+	w := waitfor.NewWatch(t, fmt.Sprintf("sending %d writes", n))
 	data := make([]byte, 64)
 	var burst [][]byte
 	for i := 0; i < n; {
@@ -155,27 +164,15 @@ func runPair(t *testing.T, ht, gt driver.Transport, n int) ([]uint64, [2]*driver
 			if !errors.Is(err, bridge.ErrBusy) {
 				t.Fatal(err)
 			}
-			select {
-			case <-runners[0].Progress:
-			case <-time.After(time.Millisecond):
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("sent only %d of %d", i, n)
+			w.Wait(progress())
 		}
 	}
-	for {
-		mu.Lock()
-		k := len(got)
-		mu.Unlock()
-		if k >= n && runners[0].Pending() == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("delivered %d of %d, %d pending", k, n, runners[0].Pending())
-		}
-		time.Sleep(time.Millisecond)
-	}
+	// Done when all arrived and the host holds nothing unacknowledged;
+	// either count moving is progress.
+	waitfor.Progress(t, fmt.Sprintf("delivering %d writes", n), func() (bool, uint64) {
+		k, pending := delivered(), runners[0].Pending()
+		return k >= n && pending == 0, uint64(k)<<32 ^ uint64(pending)
+	})
 	mu.Lock()
 	defer mu.Unlock()
 	return append([]uint64(nil), got...), runners
@@ -184,6 +181,7 @@ func runPair(t *testing.T, ht, gt driver.Transport, n int) ([]uint64, [2]*driver
 // Over plain and batching transports, with and without faults, the runner
 // pair delivers every posted write exactly once and in order.
 func TestRunnerDelivers(t *testing.T) {
+	t.Parallel()
 	faults := memlink.Faults{Loss: 0.03, Duplicate: 0.02, Reorder: 0.02, Corrupt: 0.01, Delay: 20 * time.Microsecond}
 	for _, c := range []struct {
 		name   string
@@ -191,6 +189,7 @@ func TestRunnerDelivers(t *testing.T) {
 		faults bool
 	}{{"plain", false, false}, {"batch", true, false}, {"plain-faulty", false, true}, {"batch-faulty", true, true}} {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
 			a, b := newPipes()
 			var ht, gt driver.Transport = a, b
 			if c.batch {
@@ -209,8 +208,8 @@ func TestRunnerDelivers(t *testing.T) {
 					t.Fatalf("delivery %d is write %d", i, a)
 				}
 			}
-			if runners[0].SendErrors != 0 || runners[1].SendErrors != 0 {
-				t.Fatalf("send errors %d %d", runners[0].SendErrors, runners[1].SendErrors)
+			if runners[0].SendErrors() != 0 || runners[1].SendErrors() != 0 {
+				t.Fatalf("send errors %d %d", runners[0].SendErrors(), runners[1].SendErrors())
 			}
 			if c.faults && runners[0].Counters().Retransmits == 0 {
 				t.Fatal("3% loss but no retransmission: faults not applied")
@@ -264,8 +263,10 @@ func (r *recorder) snapshot() ([][]byte, int) {
 // frames (the caller may reuse them at once), and keeps their order, also
 // through the delay line.
 func TestFaultyBatchPassThrough(t *testing.T) {
+	t.Parallel()
 	for _, delay := range []time.Duration{0, 50 * time.Microsecond} {
 		t.Run(fmt.Sprint(delay), func(t *testing.T) {
+			t.Parallel()
 			rec := &recorder{failAt: -1}
 			f := driver.NewFaulty(rec, memlink.Faults{Delay: delay}, 1)
 			defer f.Close()
@@ -285,10 +286,10 @@ func TestFaultyBatchPassThrough(t *testing.T) {
 			}
 			var got [][]byte
 			var batches int
-			for t0 := time.Now(); len(got) < len(want) && time.Since(t0) < 5*time.Second; {
+			waitfor.Progress(t, "frames through the delay line", func() (bool, uint64) {
 				got, batches = rec.snapshot()
-				time.Sleep(100 * time.Microsecond)
-			}
+				return len(got) >= len(want), uint64(len(got))
+			})
 			if len(got) != len(want) {
 				t.Fatalf("got %d frames, want %d", len(got), len(want))
 			}
@@ -310,6 +311,7 @@ func TestFaultyBatchPassThrough(t *testing.T) {
 // A frame the transport refuses is counted as a send error; one it takes
 // is not.
 func TestRunnerCountsSendErrors(t *testing.T) {
+	t.Parallel()
 	for _, failAt := range []int{0, -1} {
 		rec := &recorder{failAt: failAt}
 		b, err := bridge.New(testConfig(bridge.RoleHost))
@@ -322,11 +324,11 @@ func TestRunnerCountsSendErrors(t *testing.T) {
 		if batches == 0 {
 			t.Fatalf("failAt %d: the flush sent nothing", failAt)
 		}
-		if failAt == 0 && (r.SendErrors == 0 || len(got) != 0) {
-			t.Fatalf("refused: send errors %d, %d frames through", r.SendErrors, len(got))
+		if failAt == 0 && (r.SendErrors() == 0 || len(got) != 0) {
+			t.Fatalf("refused: send errors %d, %d frames through", r.SendErrors(), len(got))
 		}
-		if failAt < 0 && (r.SendErrors != 0 || len(got) == 0) {
-			t.Fatalf("accepted: send errors %d, %d frames through", r.SendErrors, len(got))
+		if failAt < 0 && (r.SendErrors() != 0 || len(got) == 0) {
+			t.Fatalf("accepted: send errors %d, %d frames through", r.SendErrors(), len(got))
 		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 )
 
 func TestCollector(t *testing.T) {
+	t.Parallel()
 	b, err := bridge.New(bridge.Config{Role: bridge.RoleHost})
 	if err != nil {
 		t.Fatal(err)

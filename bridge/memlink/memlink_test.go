@@ -27,6 +27,7 @@ func run(t *testing.T, f Faults, n int, setup func(l *Link, s *sim.Sim)) ([]time
 }
 
 func TestDelayAndBandwidth(t *testing.T) {
+	t.Parallel()
 	at, got, _ := run(t, Faults{Delay: 5 * time.Microsecond, Bandwidth: 64e6}, 3, nil)
 	// 64-bit frames at 64 Mb/s take 1 us to serialize.
 	want := []time.Duration{6 * time.Microsecond, 7 * time.Microsecond, 8 * time.Microsecond}
@@ -38,6 +39,7 @@ func TestDelayAndBandwidth(t *testing.T) {
 }
 
 func TestFaultsCounted(t *testing.T) {
+	t.Parallel()
 	_, got, l := run(t, Faults{Loss: 1}, 50, nil)
 	if len(got) != 0 || l.Stats.Lost != 50 {
 		t.Fatalf("loss 1: delivered %d, lost %d", len(got), l.Stats.Lost)

@@ -88,7 +88,7 @@ type AdapterConfig struct {
 	Tags int
 	// RecvBuffer per socket in bytes (default DefaultRecvBuffer).
 	RecvBuffer int
-	// Logger for TLPs the Receiver refused (default slog.Default()).
+	// Logger for TLPs the Receiver refused (nil: no logging).
 	Logger *slog.Logger
 }
 
@@ -119,7 +119,7 @@ func NewAdapter(cfg AdapterConfig) (*Adapter, error) {
 	}
 	log := cfg.Logger
 	if log == nil {
-		log = slog.Default()
+		log = slog.New(slog.DiscardHandler)
 	}
 	a := &Adapter{cfg: cfg, tr: tr, log: log}
 	a.bufs.New = func() any { b := make([]byte, MaxDatagram); return &b }

@@ -8,18 +8,23 @@ import (
 	"net/netip"
 	"testing"
 	"time"
+
+	"github.com/dxpu/dxpu/internal/privtest"
+	"github.com/dxpu/dxpu/internal/waitfor"
 )
 
 // TestAdapterDMARemote: with DMARemote set, requests sent down go to it
 // and completions to Remote, and datagrams from both are delivered up.
 func TestAdapterDMARemote(t *testing.T) {
+	t.Parallel()
+	privtest.Loopback(t)
 	local, host, dma := netip.MustParseAddr("127.0.2.21"), netip.MustParseAddr("127.0.2.22"), netip.MustParseAddr("127.0.2.23")
 	if _, err := NewAdapter(AdapterConfig{Local: local, Remote: host, DMARemote: netip.MustParseAddr("::1")}); !errors.Is(err, ErrConfig) {
 		t.Fatalf("IPv6 DMA remote: %v", err)
 	}
 	a, err := NewAdapter(AdapterConfig{Local: local, Remote: host, DMARemote: dma})
 	if err != nil {
-		t.Skipf("cannot bind %v: %v", local, err)
+		t.Fatalf("cannot bind %v: %v", local, err)
 	}
 	up := make(chan []byte, 8)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -34,7 +39,7 @@ func TestAdapterDMARemote(t *testing.T) {
 	listen := func(addr netip.Addr) *net.UDPConn {
 		c, err := net.ListenUDP("udp4", net.UDPAddrFromAddrPort(netip.AddrPortFrom(addr, Port(5))))
 		if err != nil {
-			t.Skip(err)
+			t.Fatal(err)
 		}
 		t.Cleanup(func() { c.Close() })
 		return c
@@ -42,7 +47,7 @@ func TestAdapterDMARemote(t *testing.T) {
 	hostConn, dmaConn := listen(host), listen(dma)
 	recv := func(c *net.UDPConn) []byte {
 		buf := make([]byte, 2048)
-		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		c.SetReadDeadline(time.Now().Add(waitfor.Stall))
 		n, err := c.Read(buf)
 		if err != nil {
 			t.Fatal(err)
@@ -73,7 +78,7 @@ func TestAdapterDMARemote(t *testing.T) {
 			if !bytes.Equal(b, cpld) {
 				t.Fatalf("delivered % x", b)
 			}
-		case <-time.After(10 * time.Second):
+		case <-time.After(waitfor.Stall):
 			t.Fatalf("datagram from %v not delivered", c.LocalAddr())
 		}
 	}

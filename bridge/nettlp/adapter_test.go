@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dxpu/dxpu/internal/privtest"
+	"github.com/dxpu/dxpu/internal/waitfor"
 	"github.com/dxpu/dxpu/tlp"
 )
 
@@ -16,9 +18,10 @@ import (
 // channel, until the test ends.
 func startAdapter(t *testing.T, local, remote netip.Addr) (*Adapter, <-chan []byte) {
 	t.Helper()
+	privtest.Loopback(t)
 	a, err := NewAdapter(AdapterConfig{Local: local, Remote: remote})
 	if err != nil {
-		t.Skipf("cannot bind %v: %v", local, err)
+		t.Fatalf("cannot bind %v: %v", local, err)
 	}
 	up := make(chan []byte, 64)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -33,7 +36,7 @@ func startAdapter(t *testing.T, local, remote netip.Addr) (*Adapter, <-chan []by
 			if err != nil {
 				t.Errorf("Run: %v", err)
 			}
-		case <-time.After(10 * time.Second):
+		case <-time.After(waitfor.Stall):
 			t.Error("Run did not return after cancel")
 		}
 	})
@@ -45,7 +48,7 @@ func recvTLP(t *testing.T, up <-chan []byte) []byte {
 	select {
 	case b := <-up:
 		return b
-	case <-time.After(20 * time.Second):
+	case <-time.After(waitfor.Stall):
 		t.Fatal("no TLP delivered")
 	}
 	return nil
@@ -56,13 +59,15 @@ func recvTLP(t *testing.T, up <-chan []byte) []byte {
 // bridge sends down leave on the port of their tag, from the same port,
 // with a running sequence number.
 func TestAdapterHostSide(t *testing.T) {
+	t.Parallel()
+	privtest.Loopback(t)
 	local, host := netip.MustParseAddr("127.0.2.1"), netip.MustParseAddr("127.0.2.2")
 	a, up := startAdapter(t, local, host)
 	hostConns := make([]*net.UDPConn, MaxTags)
 	for i := range hostConns {
 		c, err := net.ListenUDP("udp4", net.UDPAddrFromAddrPort(netip.AddrPortFrom(host, Port(uint16(i)))))
 		if err != nil {
-			t.Skip(err)
+			t.Fatal(err)
 		}
 		defer c.Close()
 		hostConns[i] = c
@@ -89,7 +94,7 @@ func TestAdapterHostSide(t *testing.T) {
 			t.Fatal(err)
 		}
 		buf := make([]byte, 2048)
-		hostConns[tc.port].SetReadDeadline(time.Now().Add(20 * time.Second))
+		hostConns[tc.port].SetReadDeadline(time.Now().Add(waitfor.Stall))
 		n, from, err := hostConns[tc.port].ReadFromUDPAddrPort(buf)
 		if err != nil {
 			t.Fatalf("TLP %d: %v", i, err)
@@ -112,7 +117,7 @@ func TestAdapterHostSide(t *testing.T) {
 	// Datagrams from anyone but the adapter are dropped.
 	stranger, err := net.ListenUDP("udp4", net.UDPAddrFromAddrPort(netip.AddrPortFrom(netip.MustParseAddr("127.0.2.9"), 0)))
 	if err != nil {
-		t.Skip(err)
+		t.Fatal(err)
 	}
 	defer stranger.Close()
 	stranger.WriteToUDPAddrPort(append(make([]byte, HeaderLen), mmio...), netip.AddrPortFrom(local, Port(3)))
@@ -133,6 +138,7 @@ func TestAdapterHostSide(t *testing.T) {
 // read sent down through the Adapter reaches an emulated host's NetTLP
 // port (a Target), whose completions come back up through the Adapter.
 func TestAdapterAgainstTarget(t *testing.T) {
+	t.Parallel()
 	hostAddr, bridgeAddr := netip.MustParseAddr("127.0.2.3"), netip.MustParseAddr("127.0.2.4")
 	mem := newTestMemory(t, 0, 1<<32)
 	startTarget(t, hostAddr, mem, CompleterConfig{})
@@ -162,6 +168,7 @@ func TestAdapterAgainstTarget(t *testing.T) {
 }
 
 func TestRetryReceiver(t *testing.T) {
+	t.Parallel()
 	errBusy := errors.New("busy")
 	progress := make(chan struct{}, 1)
 	calls := 0

@@ -44,6 +44,7 @@ type cplShape struct {
 }
 
 func TestReadSplitShapes(t *testing.T) {
+	t.Parallel()
 	mem := newTestMemory(t, 0, 1<<20)
 	tests := []struct {
 		name     string
@@ -101,6 +102,7 @@ func TestReadSplitShapes(t *testing.T) {
 // TestReadLibtlpReassembles runs random libtlp reads (dma_read_aligned
 // pieces) through the completer and libtlp's own reassembly arithmetic.
 func TestReadLibtlpReassembles(t *testing.T) {
+	t.Parallel()
 	const base = 0x10000
 	mem := newTestMemory(t, base, 1<<20)
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -153,6 +155,7 @@ func TestReadLibtlpReassembles(t *testing.T) {
 // works around: an unaligned read answered by two CplDs is misassembled
 // by libtlp, which is why a read that fits in MPS always gets one CplD.
 func TestLibtlpUnalignedSplitLimit(t *testing.T) {
+	t.Parallel()
 	mem := newTestMemory(t, 0, 1<<16)
 	c, _ := NewCompleter(CompleterConfig{MPS: 256}, mem, HeaderLen, nil)
 	p := make([]byte, 256)
@@ -172,6 +175,7 @@ func TestLibtlpUnalignedSplitLimit(t *testing.T) {
 }
 
 func TestWriteLibtlpByteEnables(t *testing.T) {
+	t.Parallel()
 	for addr := uint64(0x2000); addr < 0x2008; addr++ {
 		for count := 1; count <= 300; count++ {
 			if count > 16 && count%37 != 0 {
@@ -204,6 +208,7 @@ func TestWriteLibtlpByteEnables(t *testing.T) {
 }
 
 func TestLength1024SpilledIntoAT(t *testing.T) {
+	t.Parallel()
 	mem := newTestMemory(t, 0, 1<<16)
 	c, _ := NewCompleter(CompleterConfig{}, mem, 0, nil)
 	req := libtlpMRd(0x1000, 4096, 9)
@@ -243,6 +248,7 @@ func TestLength1024SpilledIntoAT(t *testing.T) {
 }
 
 func TestUnsupportedAndOutOfRange(t *testing.T) {
+	t.Parallel()
 	mem := newTestMemory(t, 0x10000, 0x1000)
 	cfg := CompleterConfig{CompleterID: tlp.NewID(0x1b, 0, 0)}
 	c, _ := NewCompleter(cfg, mem, 0, nil)
@@ -295,6 +301,7 @@ func TestUnsupportedAndOutOfRange(t *testing.T) {
 }
 
 func TestMalformedRequests(t *testing.T) {
+	t.Parallel()
 	mem := newTestMemory(t, 0, 0x10000)
 	c, _ := NewCompleter(CompleterConfig{}, mem, 0, nil)
 	for _, tc := range []struct {
@@ -324,6 +331,7 @@ func TestMalformedRequests(t *testing.T) {
 }
 
 func TestCompletionCopiesRequestFields(t *testing.T) {
+	t.Parallel()
 	mem := newTestMemory(t, 0, 0x10000)
 	c, _ := NewCompleter(CompleterConfig{CompleterID: tlp.NewID(0, 0, 0)}, mem, 0, nil)
 	// MRd with TC 5, T9 and T8 set (tag 0x3a5), RO+NS+IDO, TH set, requester 19:00.1.
@@ -342,6 +350,7 @@ func TestCompletionCopiesRequestFields(t *testing.T) {
 }
 
 func TestCompleterConfig(t *testing.T) {
+	t.Parallel()
 	mem := newTestMemory(t, 0, 0x1000)
 	for _, cfg := range []CompleterConfig{{MPS: 100}, {MPS: 8192}, {RCB: 32}, {MPS: 128, RCB: 256}, {RCB: 96}} {
 		if _, err := NewCompleter(cfg, mem, 0, nil); !errors.Is(err, ErrConfig) {
@@ -355,6 +364,7 @@ func TestCompleterConfig(t *testing.T) {
 
 // TestDocExample checks the worked example of the package documentation.
 func TestDocExample(t *testing.T) {
+	t.Parallel()
 	var b [HeaderLen + 16]byte
 	n := putLibtlpRequest(b[:], false, 0x1001, 6, 2, tlp.NewID(0x1b, 0, 0))
 	want := []byte{0, 0, 0, 0, 0, 0, 0x00, 0x00, 0x00, 0x02, 0x1b, 0x00, 0x02, 0x7e, 0x00, 0x00, 0x10, 0x00}
@@ -377,6 +387,7 @@ func TestDocExample(t *testing.T) {
 // bytes (a single DW may have them; a Length-2 First BE of 0110 is taken
 // leniently).
 func TestWriteByteEnableHoles(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name  string
 		b     []byte

@@ -10,6 +10,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/dxpu/dxpu/internal/privtest"
 )
 
 // TestRealLibtlpApps runs NetTLP's own dma_write and dma_read tools (built
@@ -17,10 +19,7 @@ import (
 // Point DXPU_LIBTLP_APPS at the directory holding the built apps; without
 // it the test is skipped (libtlp is not packaged for apt).
 func TestRealLibtlpApps(t *testing.T) {
-	dir := os.Getenv("DXPU_LIBTLP_APPS")
-	if dir == "" {
-		t.Skip("DXPU_LIBTLP_APPS not set: build NetTLP/libtlp and point it at libtlp/apps")
-	}
+	dir := privtest.OptIn(t, "DXPU_LIBTLP_APPS", "build NetTLP/libtlp and point it at libtlp/apps")
 	dmaRead, dmaWrite := filepath.Join(dir, "dma_read"), filepath.Join(dir, "dma_write")
 	for _, p := range []string{dmaRead, dmaWrite} {
 		if _, err := os.Stat(p); err != nil {

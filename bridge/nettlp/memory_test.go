@@ -23,6 +23,7 @@ func (m mapMemory) Write(addr uint64, src []byte) {
 }
 
 func TestBoundedMemory(t *testing.T) {
+	t.Parallel()
 	var mu sync.Mutex
 	mem, err := Bounded(mapMemory{}, 0x1000, 0x100, &mu)
 	if err != nil {
@@ -55,6 +56,7 @@ func TestBoundedMemory(t *testing.T) {
 }
 
 func TestSparseMemory(t *testing.T) {
+	t.Parallel()
 	m, err := NewSparseMemory(0xfff, 0x2002, func(a uint64) byte { return byte(a) })
 	if err != nil {
 		t.Fatal(err)

@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/dxpu/dxpu/internal/shareddata"
+	"github.com/dxpu/dxpu/internal/privtest"
 	"github.com/dxpu/dxpu/tlp"
 	"github.com/dxpu/dxpu/tlp/encap"
 	"github.com/dxpu/dxpu/tlp/pcapio"
@@ -29,8 +29,9 @@ type replayCounts struct {
 // Junk frames in the captures (reserved Fmt, all-zero MRd) must be refused
 // without a malformed answer.
 func TestReplayCaptures(t *testing.T) {
+	t.Parallel()
 	var total replayCounts
-	for _, path := range shareddata.NetTLPCaptures(t) {
+	for _, path := range privtest.NetTLPCaptures(t) {
 		name := filepath.Base(path)
 		c, err := replayFile(path)
 		if err != nil {

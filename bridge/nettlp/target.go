@@ -21,7 +21,7 @@ type TargetConfig struct {
 	// Completer shapes completions (MPS, RCB, completer ID).
 	Completer CompleterConfig
 	// Logger receives one debug line per TLP that could not be served
-	// (default slog.Default()).
+	// (nil: no logging).
 	Logger *slog.Logger
 }
 
@@ -53,7 +53,7 @@ func NewTarget(cfg TargetConfig, mem Memory) (*Target, error) {
 	}
 	log := cfg.Logger
 	if log == nil {
-		log = slog.Default()
+		log = slog.New(slog.DiscardHandler)
 	}
 	return &Target{cfg: cfg, mem: mem, tr: tr, log: log}, nil
 }

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dxpu/dxpu/internal/privtest"
+	"github.com/dxpu/dxpu/internal/waitfor"
 	"github.com/dxpu/dxpu/tlp"
 )
 
@@ -23,9 +25,10 @@ var (
 // startTarget serves mem on addr until the test ends.
 func startTarget(t *testing.T, addr netip.Addr, mem Memory, cc CompleterConfig) *Target {
 	t.Helper()
+	privtest.Loopback(t)
 	tg, err := NewTarget(TargetConfig{Addr: addr, Completer: cc}, mem)
 	if err != nil {
-		t.Skipf("cannot bind the NetTLP ports on %v: %v", addr, err)
+		t.Fatalf("cannot bind the NetTLP ports on %v: %v", addr, err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -41,6 +44,7 @@ func startTarget(t *testing.T, addr netip.Addr, mem Memory, cc CompleterConfig) 
 
 func dialTag(t *testing.T, local, remote netip.Addr, tag uint8) *Client {
 	t.Helper()
+	privtest.Loopback(t)
 	c, err := Dial(local, remote, tag, tlp.NewID(0x1b, 0, 0))
 	if err != nil {
 		t.Fatal(err)
@@ -211,6 +215,7 @@ func fillPiece(p []byte, addr uint64) {
 // socket on another port: the CplD comes from the port the MRd went to,
 // back to the sender's port, with a running sequence number.
 func TestTargetRepliesFromRequestPort(t *testing.T) {
+	privtest.Loopback(t)
 	mem := newTestMemory(t, 0, 1<<20)
 	tg := startTarget(t, targetAddr, mem, CompleterConfig{})
 	conn, err := net.ListenUDP("udp4", net.UDPAddrFromAddrPort(netip.AddrPortFrom(clientAddr, 0)))
@@ -231,7 +236,7 @@ func TestTargetRepliesFromRequestPort(t *testing.T) {
 			t.Fatal(err)
 		}
 		buf := make([]byte, 2048)
-		conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+		conn.SetReadDeadline(time.Now().Add(waitfor.Stall)) // one datagram: its own bound
 		n, from, err := conn.ReadFromUDPAddrPort(buf)
 		if err != nil {
 			t.Fatal(err)
@@ -263,6 +268,7 @@ func TestTargetRepliesFromRequestPort(t *testing.T) {
 }
 
 func TestTransportRefusesWildcard(t *testing.T) {
+	privtest.Loopback(t)
 	for _, a := range []netip.Addr{{}, netip.IPv4Unspecified(), netip.MustParseAddr("::1")} {
 		if _, err := Listen(TransportConfig{Local: a}); !errors.Is(err, ErrConfig) {
 			t.Errorf("%v: %v", a, err)

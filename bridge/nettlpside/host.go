@@ -28,13 +28,13 @@ type Host struct {
 }
 
 // NewHost joins adapter a to the host-side bridge runner r. It sets
-// r.OnTLP, so call it before r.Run. log may be nil (slog.Default()).
+// r.OnTLP, so call it before r.Run. log may be nil (no logging).
 func NewHost(r *driver.Runner, a *nettlp.Adapter, log *slog.Logger) (*Host, error) {
 	if r == nil || a == nil {
 		return nil, fmt.Errorf("%w: NewHost needs a runner and an adapter", nettlp.ErrConfig)
 	}
 	if log == nil {
-		log = slog.Default()
+		log = slog.New(slog.DiscardHandler)
 	}
 	h := &Host{a: a, r: r, log: log}
 	r.OnTLP = func(v tlp.View) {

@@ -6,11 +6,36 @@ import (
 	"net/netip"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
+
+// waitReadable waits until c has a datagram queued, without taking it.
+func waitReadable(t *testing.T, c *Conn) {
+	t.Helper()
+	rc, err := c.c.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	cerr := rc.Control(func(fd uintptr) {
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		for {
+			// One event to wait for: a long bound, not a total for work.
+			if n, err = unix.Poll(fds, int((20 * time.Second).Milliseconds())); err != unix.EINTR {
+				return
+			}
+		}
+	})
+	if cerr != nil || err != nil || n != 1 {
+		t.Fatalf("waiting for a datagram on %v: ready %d, %v, %v", c.LocalAddr(), n, cerr, err)
+	}
+}
 
 // Frames from the peer come through; datagrams from anyone else are
 // counted and skipped.
 func TestPeerFilter(t *testing.T) {
+	t.Parallel()
 	lo := netip.MustParseAddr("127.0.0.1")
 	a, err := Listen(netip.AddrPortFrom(lo, 0), netip.AddrPort{})
 	if err != nil {
@@ -31,7 +56,7 @@ func TestPeerFilter(t *testing.T) {
 	if _, err := stranger.WriteToUDPAddrPort([]byte("not a dxpu frame"), a.LocalAddr()); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(10 * time.Millisecond) // let the stranger's datagram queue first
+	waitReadable(t, a) // the stranger's datagram is queued before the peer's frame
 	if err := b.Send([]byte("frame")); err != nil {
 		t.Fatal(err)
 	}

@@ -25,6 +25,7 @@ func world(t testing.TB, f *topo.Fabric, sync SyncMode) (*topo.World, *Context) 
 }
 
 func TestCopyRoundTripCarriesData(t *testing.T) {
+	t.Parallel()
 	for _, f := range []*topo.Fabric{nil, {RTT: 10 * time.Microsecond}} {
 		for _, mode := range []SyncMode{SyncSpin, SyncBlocking} {
 			w, c := world(t, f, mode)
@@ -65,6 +66,7 @@ func TestCopyRoundTripCarriesData(t *testing.T) {
 }
 
 func TestEventsAndCrossStreamWait(t *testing.T) {
+	t.Parallel()
 	_, c := world(t, &topo.Fabric{RTT: 4 * time.Microsecond}, SyncSpin)
 	d := c.Devices[0]
 	a, _ := d.NewStream()
@@ -109,6 +111,7 @@ func TestEventsAndCrossStreamWait(t *testing.T) {
 }
 
 func TestLaunchSyncCostsMoreOverFabric(t *testing.T) {
+	t.Parallel()
 	lat := func(f *topo.Fabric) time.Duration {
 		_, c := world(t, f, SyncSpin)
 		st, _ := c.Devices[0].NewStream()
@@ -131,6 +134,7 @@ func TestLaunchSyncCostsMoreOverFabric(t *testing.T) {
 }
 
 func TestSurpriseRemovalFailsWork(t *testing.T) {
+	t.Parallel()
 	w, c := world(t, &topo.Fabric{RTT: 2 * time.Microsecond}, SyncSpin)
 	st, _ := c.Devices[0].NewStream()
 	if err := c.Launch(st, time.Millisecond); err != nil {
@@ -152,6 +156,7 @@ func TestSurpriseRemovalFailsWork(t *testing.T) {
 // ErrDeviceLost in both sync modes: a spinning CPU gets no MSI, so the
 // removal itself has to wake it.
 func TestSurpriseRemovalWhileWaiting(t *testing.T) {
+	t.Parallel()
 	for _, mode := range []SyncMode{SyncSpin, SyncBlocking} {
 		for _, viaEvent := range []bool{false, true} {
 			w, c := world(t, &topo.Fabric{RTT: 2 * time.Microsecond}, mode)

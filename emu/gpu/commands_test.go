@@ -18,6 +18,7 @@ var sampleCommands = []Command{
 }
 
 func TestCommandsRoundTrip(t *testing.T) {
+	t.Parallel()
 	var b []byte
 	for _, c := range sampleCommands {
 		b = AppendCommand(b, c)
@@ -83,6 +84,7 @@ func FuzzDecodeCommands(f *testing.F) {
 }
 
 func TestOversizedCommandRefused(t *testing.T) {
+	t.Parallel()
 	g := New(sim.New(1), Config{Model: A100SXM})
 	ch := &channel{g: g}
 	ch.queue = []Command{{Op: OpMemset, Len: 1 << 62}, {Op: OpCopy, Dir: DirD2D, Len: 1 << 62}, {Op: OpNop}}

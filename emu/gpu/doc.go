@@ -1,5 +1,5 @@
 // Package gpu is an emulated NVIDIA data-center GPU as a PCIe endpoint,
-// driven in virtual time by bridge/sim.
+// driven in virtual time by package sim.
 //
 // # PCIe identity
 //

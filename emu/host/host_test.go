@@ -14,6 +14,7 @@ import (
 // every slot its windows, and finds no endpoint; reads of empty slots end
 // in Unsupported Request, not in a hang.
 func TestEmptySwitchEnumeration(t *testing.T) {
+	t.Parallel()
 	s := sim.New(1)
 	rc := New(s, Config{})
 	sw := NewSwitch(s, 32)
@@ -59,6 +60,7 @@ func TestEmptySwitchEnumeration(t *testing.T) {
 }
 
 func TestMSIAndWatch(t *testing.T) {
+	t.Parallel()
 	s := sim.New(1)
 	rc := New(s, Config{})
 	var msi []uint32

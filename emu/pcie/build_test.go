@@ -8,6 +8,7 @@ import (
 )
 
 func TestBuildersRoundTrip(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		addr uint64
 		n    int
@@ -44,6 +45,7 @@ func TestBuildersRoundTrip(t *testing.T) {
 }
 
 func TestSplitCompletionRules(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		addr     uint64
 		n        int
@@ -82,6 +84,7 @@ func TestSplitCompletionRules(t *testing.T) {
 }
 
 func TestConfigSpaceBARSizing(t *testing.T) {
+	t.Parallel()
 	var c ConfigSpace
 	c.DefineBAR(BAR{Index: 1, Size: 128 << 30, Is64: true, Prefetch: true})
 	c.Write(0x14, 0xf, [4]byte{0xff, 0xff, 0xff, 0xff})

@@ -1,5 +1,5 @@
 // Package pcie is the plumbing of dxpu's emulated PCIe world: links that
-// carry TLP bytes between components in virtual time (bridge/sim), with a
+// carry TLP bytes between components in virtual time (package sim), with a
 // one-way latency and a serialization rate per direction; the Path seam
 // through which a host reaches a device (a native link, a latency and
 // bandwidth pipe through a fabric, or a pair of real dxpu bridges); sparse

@@ -6,6 +6,7 @@ import (
 )
 
 func TestMemorySparseCopyFill(t *testing.T) {
+	t.Parallel()
 	a, b := NewMemory(), NewMemory()
 	data := make([]byte, 3*pageSize+123)
 	for i := range data {
@@ -40,6 +41,7 @@ func TestMemorySparseCopyFill(t *testing.T) {
 }
 
 func TestRunUntilStopsAtCancelledHead(t *testing.T) {
+	t.Parallel()
 	s := newSim()
 	tm := s.After(1000, func() {})
 	late := false

@@ -10,6 +10,8 @@ import (
 
 	"github.com/dxpu/dxpu/bridge/nettlp"
 	"github.com/dxpu/dxpu/emu/host"
+	"github.com/dxpu/dxpu/internal/privtest"
+	"github.com/dxpu/dxpu/internal/waitfor"
 	"github.com/dxpu/dxpu/sim"
 	"github.com/dxpu/dxpu/tlp"
 )
@@ -19,13 +21,15 @@ import (
 // the bytes in its memory, the client sees what the host wrote, and MMIO
 // space is refused, all while the simulation runs on the wall clock.
 func TestHostNetTLPPort(t *testing.T) {
+	t.Parallel()
+	privtest.Loopback(t)
 	s := sim.New(1)
 	clk := New(s)
 	h := host.New(s, host.Config{})
 	portAddr, clientAddr := netip.MustParseAddr("127.0.43.2"), netip.MustParseAddr("127.0.43.1")
 	port, err := ServeNetTLP(context.Background(), nettlp.TargetConfig{Addr: portAddr}, h, clk)
 	if err != nil {
-		t.Skipf("cannot bind %v: %v", portAddr, err)
+		t.Fatalf("cannot bind %v: %v", portAddr, err)
 	}
 	defer func() {
 		if err := port.Close(); err != nil {
@@ -52,7 +56,7 @@ func TestHostNetTLPPort(t *testing.T) {
 
 	c, err := nettlp.Dial(clientAddr, portAddr, 5, tlp.NewID(0x1b, 0, 0))
 	if err != nil {
-		t.Skip(err)
+		t.Fatal(err)
 	}
 	defer c.Close()
 	c.Timeout = 5 * time.Second
@@ -99,9 +103,7 @@ func TestHostNetTLPPort(t *testing.T) {
 		t.Fatalf("read of %#x: %v, want a UR", uint64(host.Mem32Base), err)
 	}
 	// The target counts a UR after sending it: give it a moment.
-	for deadline := time.Now().Add(5 * time.Second); port.Target.Stats().UR.Load() == 0 && time.Now().Before(deadline); {
-		time.Sleep(100 * time.Microsecond)
-	}
+	waitfor.Until(t, "the port counting its UR", func() bool { return port.Target.Stats().UR.Load() != 0 })
 	st := port.Target.Stats().Snapshot()
 	if st.UR != 1 || st.Writes == 0 || st.Reads == 0 {
 		t.Fatalf("port stats %+v", st)

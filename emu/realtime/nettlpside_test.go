@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"github.com/dxpu/dxpu/bridge/nettlpside"
 	"net/netip"
 	"sync"
 	"testing"
@@ -15,10 +14,13 @@ import (
 	"github.com/dxpu/dxpu/bridge"
 	"github.com/dxpu/dxpu/bridge/driver"
 	"github.com/dxpu/dxpu/bridge/nettlp"
+	"github.com/dxpu/dxpu/bridge/nettlpside"
 	"github.com/dxpu/dxpu/bridge/udp"
 	"github.com/dxpu/dxpu/emu/gpu"
 	"github.com/dxpu/dxpu/emu/host"
 	"github.com/dxpu/dxpu/emu/realtime"
+	"github.com/dxpu/dxpu/internal/privtest"
+	"github.com/dxpu/dxpu/internal/waitfor"
 	"github.com/dxpu/dxpu/sim"
 	"github.com/dxpu/dxpu/tlp"
 )
@@ -41,14 +43,15 @@ func (n testNet) addr(host int) netip.Addr {
 // loopback, until the test ends; it returns once both are up.
 func startPair(t testing.TB, n testNet, dma bool, gpuSide func(r *driver.Runner) (func(context.Context) error, error)) *nettlpside.Host {
 	t.Helper()
+	privtest.Loopback(t)
 	hc, err := udp.Listen(netip.AddrPortFrom(n.addr(10), 0), netip.AddrPort{})
 	if err != nil {
-		t.Skipf("cannot bind %v: %v", n.addr(10), err)
+		t.Fatalf("cannot bind %v: %v", n.addr(10), err)
 	}
 	gc, err := udp.Listen(netip.AddrPortFrom(n.addr(11), 0), hc.LocalAddr())
 	if err != nil {
 		hc.Close()
-		t.Skipf("cannot bind %v: %v", n.addr(11), err)
+		t.Fatalf("cannot bind %v: %v", n.addr(11), err)
 	}
 	hc.SetPeer(gc.LocalAddr())
 	var runners [2]*driver.Runner
@@ -68,7 +71,7 @@ func startPair(t testing.TB, n testNet, dma bool, gpuSide func(r *driver.Runner)
 	}
 	a, err := nettlp.NewAdapter(cfg)
 	if err != nil {
-		t.Skipf("cannot bind %v: %v", n.addr(1), err)
+		t.Fatalf("cannot bind %v: %v", n.addr(1), err)
 	}
 	h, err := nettlpside.NewHost(runners[0], a, nil)
 	if err != nil {
@@ -98,21 +101,18 @@ func startPair(t testing.TB, n testNet, dma bool, gpuSide func(r *driver.Runner)
 			t.Error(err)
 		}
 	})
-	deadline := time.Now().Add(10 * time.Second)
-	for runners[0].State() != bridge.StateUp || runners[1].State() != bridge.StateUp {
-		if time.Now().After(deadline) {
-			t.Fatal("bridge pair not up after 10s")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitfor.Until(t, "bridge pair up", func() bool {
+		return runners[0].State() == bridge.StateUp && runners[1].State() == bridge.StateUp
+	})
 	return h
 }
 
 func dial(t testing.TB, n testNet, tag uint8) *nettlp.Client {
 	t.Helper()
+	privtest.Loopback(t)
 	c, err := nettlp.Dial(n.addr(2), n.addr(1), tag, hostID)
 	if err != nil {
-		t.Skip(err)
+		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
 	c.Timeout = 5 * time.Second // a loaded machine; libtlp waits 500 ms
@@ -208,6 +208,8 @@ func splitRead(t *testing.T, h *nettlpside.Host, c *nettlp.Client, addr uint64, 
 // then launches work whose DMA reads and writes the host's memory through
 // the pair and its NetTLP port.
 func TestNetTLPHostToEmulatedGPU(t *testing.T) {
+	t.Parallel()
+	privtest.Loopback(t)
 	n := testNet("127.0.41")
 	hostMem, err := nettlp.NewSparseMemory(0, 1<<32, nil)
 	if err != nil {
@@ -215,7 +217,7 @@ func TestNetTLPHostToEmulatedGPU(t *testing.T) {
 	}
 	target, err := nettlp.NewTarget(nettlp.TargetConfig{Addr: n.addr(3)}, hostMem)
 	if err != nil {
-		t.Skipf("cannot bind %v: %v", n.addr(3), err)
+		t.Fatalf("cannot bind %v: %v", n.addr(3), err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
@@ -325,21 +327,23 @@ func gpuWork(t *testing.T, h *nettlpside.Host, c *nettlp.Client, g *realtime.Bri
 			t.Fatal(err)
 		}
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	var s [8]byte
-	for {
+	stuck := true
+	defer func() {
+		if stuck {
+			g.Do(func(g *gpu.GPU) { t.Logf("GPU stats %+v", g.Stats) })
+			t.Logf("host memory port %+v", stats.Snapshot())
+		}
+	}()
+	// Progress: the GPU's DMA through the host's memory port.
+	waitfor.Progress(t, "the GPU releasing the semaphore", func() (bool, uint64) {
+		var s [8]byte
 		if err := hostMem.ReadAt(s[:], sem); err != nil {
 			t.Fatal(err)
 		}
-		if binary.LittleEndian.Uint64(s[:]) == 0x77 {
-			break
-		}
-		if time.Now().After(deadline) {
-			g.Do(func(g *gpu.GPU) { t.Logf("GPU stats %+v", g.Stats) })
-			t.Fatalf("semaphore not released after 20s; host memory port %+v", stats.Snapshot())
-		}
-		time.Sleep(time.Millisecond)
-	}
+		st := stats.Snapshot()
+		return binary.LittleEndian.Uint64(s[:]) == 0x77, st.Reads + st.Writes
+	})
+	stuck = false
 	got := make([]byte, len(data))
 	if err := hostMem.ReadAt(got, dst); err != nil {
 		t.Fatal(err)
@@ -371,6 +375,7 @@ func gpuWork(t *testing.T, h *nettlpside.Host, c *nettlp.Client, g *realtime.Bri
 // completions, ten tags at once, and an address outside the memory gets
 // UR, which libtlp reports as a bad message.
 func TestNetTLPHostToMemoryDevice(t *testing.T) {
+	t.Parallel()
 	n := testNet("127.0.44")
 	const base = 0x20_0000_0000
 	mem, err := nettlp.NewSparseMemory(base, 16<<20, nil)
@@ -404,9 +409,7 @@ func TestNetTLPHostToMemoryDevice(t *testing.T) {
 		t.Fatalf("read outside the device: %v, want a UR", err)
 	}
 	// The device counts the UR after sending it: give it a moment.
-	for deadline := time.Now().Add(5 * time.Second); dev.Stats().UR.Load() == 0 && time.Now().Before(deadline); {
-		time.Sleep(100 * time.Microsecond)
-	}
+	waitfor.Until(t, "the device counting its UR", func() bool { return dev.Stats().UR.Load() != 0 })
 	if st := dev.Stats().Snapshot(); st.UR != 1 || st.Malformed != 0 {
 		t.Fatalf("device stats %+v", st)
 	}
@@ -418,13 +421,15 @@ func TestNetTLPHostToMemoryDevice(t *testing.T) {
 // emulated host put in its DRAM, and its DMA writes land there, all as
 // NetTLP datagrams through the host-side bridge.
 func TestNetTLPGPUDMAIntoEmulatedHost(t *testing.T) {
+	t.Parallel()
+	privtest.Loopback(t)
 	n := testNet("127.0.51")
 	s := sim.New(1)
 	clk := realtime.New(s)
 	eh := host.New(s, host.Config{})
 	port, err := realtime.ServeNetTLP(context.Background(), nettlp.TargetConfig{Addr: n.addr(3)}, eh, clk)
 	if err != nil {
-		t.Skipf("cannot bind %v: %v", n.addr(3), err)
+		t.Fatalf("cannot bind %v: %v", n.addr(3), err)
 	}
 	t.Cleanup(func() {
 		if err := port.Close(); err != nil {

@@ -18,6 +18,7 @@ import (
 // enumerates with its config space intact, data copied in and out comes
 // back equal, and a kernel launch completes.
 func TestWallClockOverUDP(t *testing.T) {
+	t.Parallel()
 	s := sim.New(1)
 	clk := New(s)
 	var paths []*UDPPath

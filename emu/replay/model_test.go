@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dxpu/dxpu/internal/privtest"
 	"github.com/dxpu/dxpu/model"
 )
 
@@ -12,9 +13,8 @@ import (
 // model's prediction for the shared traces: they must agree within 2
 // percentage points (the model issue's acceptance) at 2, 10 and 20 us.
 func TestAgreesWithModel(t *testing.T) {
-	if testing.Short() {
-		t.Skip("replays several traces")
-	}
+	t.Parallel()
+	privtest.Short(t, "replays several traces")
 	for _, name := range []string{"alexnet-forward-a100.json.gz", "event-sync-multistream.json.gz", "cnn-train-v100.json.gz", "recsys-adagrad-a100.json.gz", "recsys-ddp-a100-rank0.json.gz"} {
 		g := loadGraph(t, name)
 		checks, err := model.Validate(context.Background(), Measurer{}, g, model.Native.WithRTT(0), []time.Duration{2 * time.Microsecond, 10 * time.Microsecond, 20 * time.Microsecond})

@@ -8,14 +8,14 @@ import (
 	"time"
 
 	"github.com/dxpu/dxpu/emu/topo"
-	"github.com/dxpu/dxpu/internal/shareddata"
+	"github.com/dxpu/dxpu/internal/privtest"
 	"github.com/dxpu/dxpu/model"
 	"github.com/dxpu/dxpu/model/trace"
 )
 
 func loadGraph(t testing.TB, name string) *model.Graph {
 	t.Helper()
-	w, err := trace.DecodeFile(shareddata.File(t, "traces", name))
+	w, err := trace.DecodeFile(privtest.SharedFile(t, "traces", name))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -27,6 +27,7 @@ func loadGraph(t testing.TB, name string) *model.Graph {
 }
 
 func TestAlexnetNativeWithin5Percent(t *testing.T) {
+	t.Parallel()
 	g := loadGraph(t, "alexnet-forward-a100.json.gz")
 	res, err := Run(context.Background(), g, Options{})
 	if err != nil {
@@ -43,6 +44,7 @@ func TestAlexnetNativeWithin5Percent(t *testing.T) {
 }
 
 func TestAlexnetFabricCostsMore(t *testing.T) {
+	t.Parallel()
 	g := loadGraph(t, "alexnet-forward-a100.json.gz")
 	nat, err := Run(context.Background(), g, Options{})
 	if err != nil {
@@ -61,9 +63,8 @@ func TestAlexnetFabricCostsMore(t *testing.T) {
 // TestSharedTracesNative replays every shared trace natively: each within
 // 5% of its measured span.
 func TestSharedTracesNative(t *testing.T) {
-	if testing.Short() {
-		t.Skip("replays every shared trace")
-	}
+	t.Parallel()
+	privtest.Short(t, "replays every shared trace")
 	for _, name := range []string{"cnn-train-v100.json.gz", "event-sync-multistream.json.gz", "recsys-adagrad-a100.json.gz", "recsys-ddp-a100-rank0.json.gz"} {
 		g := loadGraph(t, name)
 		res, err := Run(context.Background(), g, Options{})
@@ -82,6 +83,7 @@ func TestSharedTracesNative(t *testing.T) {
 // loop (testdata/emu, no ../shared needed): natively within 5% of its
 // span, and slower over the fabric.
 func TestBundledTestdataTrace(t *testing.T) {
+	t.Parallel()
 	w, err := trace.DecodeFile(filepath.Join("..", "..", "testdata", "emu", "mlp-train-emu.json.gz"))
 	if err != nil {
 		t.Fatal(err)

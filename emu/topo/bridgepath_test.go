@@ -14,6 +14,7 @@ import (
 // TestBridgePair32GPUs enumerates 32 GPUs, each behind its own pair of real
 // dxpu bridges, and reads every config space through them.
 func TestBridgePair32GPUs(t *testing.T) {
+	t.Parallel()
 	f := Fabric{RTT: 4 * time.Microsecond}
 	w, err := Build(Options{GPUs: 32, Fabric: &f, Path: BridgePaths(f), Enum: host.EnumConfig{TenBitTags: true}})
 	if err != nil {
@@ -35,6 +36,7 @@ func TestBridgePair32GPUs(t *testing.T) {
 // of its frames: the bridges retransmit, and the GPU and the host see
 // every byte exactly once, in order.
 func TestBridgePairLossyCopy(t *testing.T) {
+	t.Parallel()
 	f := Fabric{RTT: 4 * time.Microsecond, Loss: 0.02}
 	var paths []*BridgePath
 	w, err := Build(Options{GPUs: 1, Fabric: &f, Enum: host.EnumConfig{TenBitTags: true},

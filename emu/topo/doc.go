@@ -24,7 +24,7 @@
 //
 // The fabric path is pluggable (Options.Path, a PathFactory). By default it
 // is a latency and bandwidth pipe (two pcie.Links). BridgePaths puts a real
-// pair of dxpu bridges (package bridge, via bridge/harness on the same
+// pair of dxpu bridges (package bridge, via bridge/vpair on the same
 // simulator) on every pair: frames with sequence numbers, acks, credits,
 // tag tracking and ID translation, over an in-memory link that can lose
 // frames (Fabric.Loss). Without loss both give the same times to the

@@ -13,6 +13,7 @@ import (
 )
 
 func TestNativeEnumeration(t *testing.T) {
+	t.Parallel()
 	w, err := Build(Options{GPUs: 2, Model: gpu.A100SXM})
 	if err != nil {
 		t.Fatal(err)
@@ -54,6 +55,7 @@ func readConfig(t *testing.T, rc *host.RootComplex, id tlp.ID) []byte {
 }
 
 func TestFabric32GPUsConfigIdentical(t *testing.T) {
+	t.Parallel()
 	w, err := Build(Options{GPUs: 32, Fabric: &Fabric{RTT: 5 * time.Microsecond}, Enum: host.EnumConfig{TenBitTags: true}})
 	if err != nil {
 		t.Fatal(err)
@@ -96,6 +98,7 @@ func TestFabric32GPUsConfigIdentical(t *testing.T) {
 }
 
 func TestHotAddAndSurpriseRemove(t *testing.T) {
+	t.Parallel()
 	w, err := Build(Options{GPUs: 2, Fabric: &Fabric{RTT: 2 * time.Microsecond}})
 	if err != nil {
 		t.Fatal(err)

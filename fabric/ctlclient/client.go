@@ -1,10 +1,20 @@
 // Package ctlclient is the Go client of the manager's HTTP API (/v1), used
-// by `dxpu ctl`, the bridges and the demo.
+// by `dxpu ctl` and by `dxpu switch` (which long-polls the forwarding table
+// with WatchTable).
 //
-// Every call returns *APIError for an error response, carrying the HTTP
-// status and the stable code of the body
+// A Client may name several managers sharing one store, comma-separated
+// in Base: a call that a standby refuses (503 not_leader) or whose
+// connection never opened goes to the next one; nothing else is retried,
+// since another manager may already have carried it out.
+//
+// An error response comes back as *APIError, carrying the HTTP status and
+// the stable code of the body
 //
 //	{"error": {"code": "insufficient_gpus", "message": "..."}}
+//
+// or, for a body that is not the manager's (a proxy's error page), the
+// code "http_<status>" and the body as the message. Transport errors come
+// back as the net/http client returns them.
 package ctlclient
 
 import (

@@ -13,6 +13,7 @@ import (
 )
 
 func TestErrorsFromNonJSONBodies(t *testing.T) {
+	t.Parallel()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "upstream down", http.StatusBadGateway)
 	}))
@@ -25,6 +26,7 @@ func TestErrorsFromNonJSONBodies(t *testing.T) {
 }
 
 func TestRoundTrip(t *testing.T) {
+	t.Parallel()
 	m, err := manager.New(manager.Config{Token: "t"})
 	if err != nil {
 		t.Fatal(err)
@@ -85,6 +87,7 @@ func TestRoundTrip(t *testing.T) {
 }
 
 func TestFollowsTheLeader(t *testing.T) {
+	t.Parallel()
 	standby := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(503)
 		w.Write([]byte(`{"error":{"code":"not_leader","message":"standby"}}`))

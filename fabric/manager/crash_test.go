@@ -8,12 +8,13 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/dxpu/dxpu/fabric/ctlclient"
 	"github.com/dxpu/dxpu/fabric/manager"
 	"github.com/dxpu/dxpu/fabric/pool"
 	"github.com/dxpu/dxpu/internal/fakeagent"
+	"github.com/dxpu/dxpu/internal/privtest"
+	"github.com/dxpu/dxpu/internal/waitfor"
 )
 
 // TestSIGKILLMidAllocation runs the manager as a separate process on a bbolt
@@ -23,9 +24,7 @@ import (
 // complete (active, programmed on every agent, hot-added) or rolled back
 // (nowhere), and that everything acknowledged before the kill survived.
 func TestSIGKILLMidAllocation(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts subprocesses")
-	}
+	privtest.Short(t, "starts subprocesses")
 	dir := t.TempDir()
 	env := []string{"DXPU_TEST_BOLT=" + filepath.Join(dir, "pool.db"), "DXPU_TEST_AGENTS=" + dir,
 		"DXPU_TEST_DELAY=3ms", "DXPU_TEST_TOKEN=" + token}
@@ -106,13 +105,10 @@ func TestSIGKILLMidAllocation(t *testing.T) {
 				}
 			}(w)
 		}
-		deadline := time.Now().Add(2 * time.Minute)
-		for nAcks.Load() < 25 {
-			if time.Now().After(deadline) {
-				t.Fatalf("round %d: only %d calls acknowledged in 2 minutes", round, nAcks.Load())
-			}
-			time.Sleep(2 * time.Millisecond)
-		}
+		waitfor.Progress(t, fmt.Sprintf("round %d: acknowledged calls", round), func() (bool, uint64) {
+			n := nAcks.Load()
+			return n >= 25, uint64(n)
+		})
 		killed.Store(true)
 		d.kill() // SIGKILL, mid-saga for several requests
 		close(stop)

@@ -12,6 +12,7 @@ import (
 	"github.com/dxpu/dxpu/fabric/manager"
 	"github.com/dxpu/dxpu/fabric/pool"
 	"github.com/dxpu/dxpu/internal/etcdtest"
+	"github.com/dxpu/dxpu/internal/privtest"
 )
 
 // TestEtcdFailover runs two manager processes on a three-member etcd
@@ -19,9 +20,7 @@ import (
 // with the pool intact. Then the old leader comes back as a standby and a
 // graceful stop (SIGTERM, which resigns) hands the lead back.
 func TestEtcdFailover(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts etcd and subprocesses")
-	}
+	privtest.Short(t, "starts etcd and subprocesses")
 	cluster := etcdtest.Start(t, 3)
 	env := []string{"DXPU_TEST_ETCD=" + strings.Join(cluster.Endpoints, ","), "DXPU_TEST_TTL=2", "DXPU_TEST_TOKEN=" + token}
 	ctx := context.Background()

@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -16,11 +17,11 @@ func ep(n int) Endpoint {
 	return Endpoint{SwitchPort: fmt.Sprintf("sw%d", n), MAC: fmt.Sprintf("02:00:00:00:%02x:%02x", n>>8&0xff, n&0xff), IP: fmt.Sprintf("10.0.%d.%d", n>>8&0xff, n&0xff), UDPPort: 4791}
 }
 
-var epN = 0
+// epN numbers endpoints; atomic, as tests run in parallel.
+var epN atomic.Int64
 
 func box(id, pod, rack string, n int, model string, mem uint64) Box {
-	epN++
-	b := Box{ID: id, Bridge: ep(epN), Location: Location{Pod: pod, Rack: rack}}
+	b := Box{ID: id, Bridge: ep(int(epN.Add(1))), Location: Location{Pod: pod, Rack: rack}}
 	for i := 0; i < n; i++ {
 		b.GPUs = append(b.GPUs, GPU{ID: fmt.Sprintf("%s-g%d", id, i), Model: model, MemoryMiB: mem,
 			BDF: fmt.Sprintf("0000:%02x:00.0", 0x41+i), Switch: i / 4, Port: i % 4})
@@ -29,8 +30,7 @@ func box(id, pod, rack string, n int, model string, mem uint64) Box {
 }
 
 func host(id, pod, rack string) Host {
-	epN++
-	return Host{ID: id, Bridge: ep(epN), Location: Location{Pod: pod, Rack: rack}, Ports: 32}
+	return Host{ID: id, Bridge: ep(int(epN.Add(1))), Location: Location{Pod: pod, Rack: rack}, Ports: 32}
 }
 
 func mustAdd(t testing.TB, p *Pool, items ...any) {
@@ -71,6 +71,7 @@ func snapshot(p *Pool) string {
 }
 
 func TestPrefersNearBoxAndBestFit(t *testing.T) {
+	t.Parallel()
 	p := New()
 	mustAdd(t, p,
 		box("far8", "p2", "r9", 8, "H100", 80<<10),
@@ -115,6 +116,7 @@ func TestPrefersNearBoxAndBestFit(t *testing.T) {
 }
 
 func TestMeasuredRTTWins(t *testing.T) {
+	t.Parallel()
 	p := New()
 	mustAdd(t, p, box("b1", "p1", "r1", 4, "A100", 40<<10), box("b2", "p2", "r5", 4, "A100", 40<<10), host("h", "p1", "r1"))
 	if err := p.SetRTT(RTT{Host: "h", Box: "b1", RTT: Duration(50 * time.Microsecond)}); err != nil {
@@ -134,6 +136,7 @@ func TestMeasuredRTTWins(t *testing.T) {
 }
 
 func TestConstraints(t *testing.T) {
+	t.Parallel()
 	p := New()
 	mustAdd(t, p,
 		box("a100", "p1", "r1", 4, "A100", 40<<10),
@@ -174,6 +177,7 @@ func TestConstraints(t *testing.T) {
 }
 
 func TestSpread(t *testing.T) {
+	t.Parallel()
 	p := New()
 	mustAdd(t, p, box("b1", "p1", "r1", 8, "H100", 1), box("b2", "p1", "r1", 8, "H100", 1),
 		box("b3", "p1", "r2", 8, "H100", 1), host("h", "p1", "r1"))
@@ -203,6 +207,7 @@ func TestSpread(t *testing.T) {
 }
 
 func TestPCIeSwitchLocality(t *testing.T) {
+	t.Parallel()
 	p := New()
 	b := box("b", "p", "r", 8, "H100", 1) // switches 0 (g0-g3) and 1 (g4-g7)
 	mustAdd(t, p, b, host("h", "p", "r"))
@@ -221,6 +226,7 @@ func TestPCIeSwitchLocality(t *testing.T) {
 }
 
 func TestInsufficientChangesNothing(t *testing.T) {
+	t.Parallel()
 	p := New()
 	mustAdd(t, p, box("b1", "p", "r", 4, "H100", 1), box("b2", "p", "r", 4, "H100", 1), host("h", "p", "r"))
 	if _, err := p.Reserve("a", Request{Host: "h", Count: 5}); err != nil {
@@ -239,6 +245,7 @@ func TestInsufficientChangesNothing(t *testing.T) {
 }
 
 func TestHostPorts(t *testing.T) {
+	t.Parallel()
 	p := New()
 	mustAdd(t, p, box("b1", "p", "r", 40, "H100", 1), host("h", "p", "r"))
 	if _, err := p.Reserve("a", Request{Host: "h", Count: 30}); err != nil {
@@ -260,6 +267,7 @@ func TestHostPorts(t *testing.T) {
 }
 
 func TestDrainAndRemove(t *testing.T) {
+	t.Parallel()
 	p := New()
 	mustAdd(t, p, box("b1", "p", "r", 2, "H100", 1), box("b2", "p", "r2", 2, "H100", 1), host("h", "p", "r"))
 	a, _ := p.Reserve("a", Request{Host: "h", Count: 1})
@@ -298,6 +306,7 @@ func TestDrainAndRemove(t *testing.T) {
 }
 
 func TestGPUFailureTouchesOnlyThatGPU(t *testing.T) {
+	t.Parallel()
 	p := New()
 	mustAdd(t, p, box("b", "p", "r", 8, "H100", 1), host("h1", "p", "r"), host("h2", "p", "r"))
 	a1, _ := p.Reserve("a1", Request{Host: "h1", Count: 3})
@@ -336,6 +345,7 @@ func TestGPUFailureTouchesOnlyThatGPU(t *testing.T) {
 }
 
 func TestRestoreRoundTrip(t *testing.T) {
+	t.Parallel()
 	p := New()
 	mustAdd(t, p, box("b", "p", "r", 8, "H100", 1), host("h", "p", "r"))
 	a, _ := p.Reserve("a", Request{Host: "h", Count: 3})
@@ -375,6 +385,7 @@ func TestRestoreRoundTrip(t *testing.T) {
 }
 
 func TestValidation(t *testing.T) {
+	t.Parallel()
 	p := New()
 	cases := []struct {
 		b    Box
@@ -405,6 +416,7 @@ func contains(s, sub string) bool {
 }
 
 func TestConcurrentReserveRelease(t *testing.T) {
+	t.Parallel()
 	p := New()
 	for i := 0; i < 10; i++ {
 		mustAdd(t, p, box(fmt.Sprintf("b%d", i), "p", fmt.Sprintf("r%d", i%3), 8, "H100", 1))
@@ -473,6 +485,7 @@ func TestConcurrentReserveRelease(t *testing.T) {
 // TestRandomOperations drives the pool with a random mix of every operation
 // and checks the invariants after each.
 func TestRandomOperations(t *testing.T) {
+	t.Parallel()
 	r := rand.New(rand.NewPCG(42, 7))
 	p := New()
 	var allocs []string
@@ -513,6 +526,7 @@ func TestRandomOperations(t *testing.T) {
 }
 
 func TestMixedBox(t *testing.T) {
+	t.Parallel()
 	p := New()
 	b := box("mix", "p", "r", 6, "A100", 40<<10)
 	for i := 3; i < 6; i++ {
@@ -544,6 +558,7 @@ func TestMixedBox(t *testing.T) {
 }
 
 func TestRequestID(t *testing.T) {
+	t.Parallel()
 	p := New()
 	mustAdd(t, p, box("b", "p", "r", 4, "H100", 1), host("h", "p", "r"))
 	a, err := p.Reserve("a", Request{Host: "h", Count: 2, RequestID: "r1"})
@@ -569,6 +584,7 @@ func TestRequestID(t *testing.T) {
 // bound holds enough eligible GPUs (for same_box: no box within a smaller
 // bound has enough).
 func TestNearestRadiusProperty(t *testing.T) {
+	t.Parallel()
 	r := rand.New(rand.NewPCG(3, 4))
 	served := 0
 	defer func() {

@@ -47,6 +47,7 @@ func conformance(t *testing.T, s store.Store) {
 func TestMemory(t *testing.T) { conformance(t, store.NewMemory()) }
 
 func TestBolt(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "s.db")
 	s, err := store.OpenBolt(path, time.Second)
 	if err != nil {
@@ -69,6 +70,7 @@ func TestBolt(t *testing.T) {
 }
 
 func TestEtcd(t *testing.T) {
+	t.Parallel()
 	c := etcdtest.Start(t, 1)
 	s, err := store.OpenEtcd(store.EtcdConfig{Endpoints: c.Endpoints, Prefix: "/t1/"})
 	if err != nil {
@@ -93,6 +95,7 @@ func TestEtcd(t *testing.T) {
 // (lease lost), its writes fail with ErrNotLeader, its lost channel closes,
 // and the standby takes over.
 func TestEtcdElectionFencing(t *testing.T) {
+	t.Parallel()
 	c := etcdtest.Start(t, 1)
 	ctx := context.Background()
 	open := func() *store.Etcd {
@@ -166,6 +169,7 @@ func TestEtcdElectionFencing(t *testing.T) {
 // TestEtcdStaleLeaderCannotWrite deletes the leader's election key behind
 // its back (as lease expiry would) and checks the fence.
 func TestEtcdStaleLeaderCannotWrite(t *testing.T) {
+	t.Parallel()
 	c := etcdtest.Start(t, 1)
 	ctx := context.Background()
 	a, err := store.OpenEtcd(store.EtcdConfig{Endpoints: c.Endpoints, Prefix: "/t3/", LeaseTTL: 2})

@@ -18,6 +18,7 @@ func samplePair(id uint32) Pair {
 }
 
 func TestJSONWritesReadableMACAndRoundTrips(t *testing.T) {
+	t.Parallel()
 	tbl := Table{Version: 3, Pairs: []Pair{samplePair(7)}}
 	b, err := json.Marshal(tbl)
 	if err != nil {
@@ -36,6 +37,7 @@ func TestJSONWritesReadableMACAndRoundTrips(t *testing.T) {
 }
 
 func TestJSONAcceptsBase64MAC(t *testing.T) {
+	t.Parallel()
 	var e Endpoint
 	if err := json.Unmarshal([]byte(`{"port":"p","mac":"AgAAAAIB"}`), &e); err != nil {
 		t.Fatal(err)
@@ -50,6 +52,7 @@ func TestJSONAcceptsBase64MAC(t *testing.T) {
 }
 
 func TestValidate(t *testing.T) {
+	t.Parallel()
 	good := Table{Pairs: []Pair{samplePair(1), samplePair(2)}}
 	if err := good.Validate(); err != nil {
 		t.Fatal(err)

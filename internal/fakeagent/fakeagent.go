@@ -1,5 +1,6 @@
 // Package fakeagent is an in-memory GPU bridge, switch and host bridge for
-// tests and the in-process demo. It implements every programmer interface of
+// the manager's tests (fabric/manager and its agentapi; the demo records
+// the manager's calls itself). It implements every programmer interface of
 // fabric/manager plus PairLister, can be told to fail a given call, can slow
 // every call down, and can keep its state in a file so that it outlives a
 // manager killed with SIGKILL (as real bridges do).

@@ -12,6 +12,7 @@ import (
 )
 
 func TestFailNthAndIdempotence(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	a := New("x")
 	a.FailNth(OpProgram, 2)
@@ -42,6 +43,7 @@ func TestFailNthAndIdempotence(t *testing.T) {
 }
 
 func TestFileStateSurvives(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "a.log")
 	a, err := Open("x", path)

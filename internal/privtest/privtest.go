@@ -1,7 +1,19 @@
-// Package privtest is the one gate for tests that need root, network
-// namespaces, clang, bpftool or tshark. On a machine without them the test is
-// skipped; with DXPU_REQUIRE_PRIVILEGED=1 (set by .ci/run) it fails instead,
-// so CI can never pass by skipping.
+// Package privtest is the one gate through which a test may skip. A test
+// skips only when something outside the product is missing: a privilege
+// (root, network namespaces, bpffs), a tool on PATH (clang, etcd, tshark),
+// an address space (the 127.0.0.0/8 loopback net beyond 127.0.0.1, which
+// only Linux routes to lo), or the shared files beside the checkout
+// (../shared: NetTLP captures, profiler traces).
+//
+// On a machine without them the test is skipped; with
+// DXPU_REQUIRE_PRIVILEGED=1 (privileges, tools, addresses) or
+// DXPU_REQUIRE_SHARED=1 (shared files), both set by .ci/run, it fails
+// instead, so CI can never pass by skipping. A product or configuration
+// error is never a reason to skip: tests report it with t.Fatal.
+//
+// Two skips are not about the machine and ignore the switches: Short (a
+// long test under go test -short) and OptIn (a test that needs something
+// CI cannot install, asked for by an environment variable).
 package privtest
 
 import (
@@ -13,14 +25,19 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// RequirePrivilegedEnv names the environment variable that, set to "1",
+// turns every skip for a missing privilege, tool or address into a failure.
+const RequirePrivilegedEnv = "DXPU_REQUIRE_PRIVILEGED"
+
 // Required reports whether missing privileges must fail tests instead of
 // skipping them.
-func Required() bool { return os.Getenv("DXPU_REQUIRE_PRIVILEGED") == "1" }
+func Required() bool { return os.Getenv(RequirePrivilegedEnv) == "1" }
 
 func unavailable(tb testing.TB, format string, args ...any) {
 	tb.Helper()
 	if Required() {
-		tb.Fatalf("DXPU_REQUIRE_PRIVILEGED=1 but "+format, args...)
+		tb.Fatalf(RequirePrivilegedEnv+"=1 but "+format, args...)
+		return
 	}
 	tb.Skipf("skipping: "+format, args...)
 }
@@ -73,5 +90,15 @@ func BPF(tb testing.TB) {
 	var st unix.Statfs_t
 	if err := unix.Statfs("/sys/fs/bpf", &st); err != nil {
 		unavailable(tb, "no /sys/fs/bpf: %v", err)
+	}
+}
+
+// Loopback skips (or fails) the test unless every address of 127.0.0.0/8
+// reaches the local host without configuration, as on Linux. Tests that
+// bind 127.0.x.y call it first; after it, failing to bind is a failure.
+func Loopback(tb testing.TB) {
+	tb.Helper()
+	if runtime.GOOS != "linux" {
+		unavailable(tb, "binds 127.0.0.0/8 addresses beyond 127.0.0.1, which only Linux routes to lo (running on %s)", runtime.GOOS)
 	}
 }

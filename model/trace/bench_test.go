@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dxpu/dxpu/internal/shareddata"
+	"github.com/dxpu/dxpu/internal/privtest"
 )
 
 func benchDecode(b *testing.B, data []byte) {
@@ -99,7 +99,7 @@ func BenchmarkEncodingJSONSynthetic(b *testing.B) { benchEncodingJSON(b, synthet
 // BenchmarkDecodeShared decodes each ../shared trace from memory,
 // decompressed (json) and as stored (gzip), beside the encoding/json baseline.
 func BenchmarkDecodeShared(b *testing.B) {
-	for _, p := range shareddata.Traces(b) {
+	for _, p := range privtest.Traces(b) {
 		gz, err := os.ReadFile(p)
 		if err != nil {
 			b.Fatal(err)

@@ -47,6 +47,7 @@ func decodeString(t *testing.T, s string) *Workload {
 }
 
 func TestDecodeNewSchema(t *testing.T) {
+	t.Parallel()
 	w := decodeString(t, newSchema)
 	if w.SchemaVersion != 1 || w.Events != 16 {
 		t.Fatalf("schema %d events %d, want 1 and 16", w.SchemaVersion, w.Events)
@@ -114,6 +115,7 @@ const oldSchema = `[
 ]`
 
 func TestDecodeOldSchema(t *testing.T) {
+	t.Parallel()
 	w := decodeString(t, oldSchema)
 	if len(w.Steps) != 1 || w.Steps[0].Num != 3 {
 		t.Fatalf("steps = %+v", w.Steps)
@@ -147,6 +149,7 @@ func TestDecodeOldSchema(t *testing.T) {
 }
 
 func TestDecodeGzipAndChunkedReads(t *testing.T) {
+	t.Parallel()
 	var buf bytes.Buffer
 	zw := gzip.NewWriter(&buf)
 	io.WriteString(zw, newSchema)
@@ -174,6 +177,7 @@ func TestDecodeGzipAndChunkedReads(t *testing.T) {
 }
 
 func TestDecodeTruncatedAtEveryByte(t *testing.T) {
+	t.Parallel()
 	for n := 0; n < len(newSchema); n++ {
 		prefix := newSchema[:n]
 		_, err := Decode(strings.NewReader(prefix))
@@ -197,6 +201,7 @@ func TestDecodeTruncatedAtEveryByte(t *testing.T) {
 }
 
 func TestDecodeTruncatedGzip(t *testing.T) {
+	t.Parallel()
 	var buf bytes.Buffer
 	zw := gzip.NewWriter(&buf)
 	io.WriteString(zw, newSchema)
@@ -212,6 +217,7 @@ func TestDecodeTruncatedGzip(t *testing.T) {
 }
 
 func TestDecodeErrors(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		in     string
 		offset int64
@@ -256,6 +262,7 @@ func TestDecodeErrors(t *testing.T) {
 }
 
 func TestDecodeLenientValues(t *testing.T) {
+	t.Parallel()
 	// Wrong types for members the decoder reads are not syntax errors.
 	w := decodeString(t, `{"traceEvents":[
 	 {"ph":"X","cat":"kernel","name":"a","pid":{"x":1},"tid":[7],"ts":"5","dur":null,"args":{"stream":"7","correlation":true}},
@@ -276,6 +283,7 @@ func TestDecodeLenientValues(t *testing.T) {
 }
 
 func TestMicrosToNanos(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[string]int64{
 		"0": 0, "1": 1000, "10.5": 10500, "1712195495519695.8": 1712195495519695800,
 		"2.0005": 2001, "2.0004": 2000, "-3.25": -3250, "1.5e3": 1500000, "0.001": 1,
@@ -289,6 +297,7 @@ func TestMicrosToNanos(t *testing.T) {
 }
 
 func TestParseCopy(t *testing.T) {
+	t.Parallel()
 	for name, want := range map[string]struct {
 		dir      CopyKind
 		pageable bool
@@ -310,6 +319,7 @@ func TestParseCopy(t *testing.T) {
 // scanner's buffer, with spaces before the colon, so that reading on
 // refills the buffer the key was read from.
 func TestKeyAcrossRefill(t *testing.T) {
+	t.Parallel()
 	head := `{"traceEvents":[{"ph":"X","cat":"kernel","name":"k","ts":1,"dur":2,"pid":0,"args":{"stream":7,"correlation":5}, "pad":"`
 	keyAt := bufSize - len(`,"tid"`)
 	pad := strings.Repeat("x", keyAt-len(head)-1)

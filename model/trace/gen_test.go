@@ -7,6 +7,8 @@ import (
 	"runtime"
 	"testing"
 	"time"
+
+	"github.com/dxpu/dxpu/internal/privtest"
 )
 
 // writeSynthetic writes a Kineto-like trace of about n events in groups of
@@ -102,9 +104,8 @@ func decodeMeasured(t *testing.T, n int, cpuOnly bool) (w *Workload, live, peak 
 // per-event state is bounded), and one where two in five events are kept,
 // whose heap must grow with the operations kept, not the bytes read.
 func TestBoundedMemory(t *testing.T) {
-	if testing.Short() {
-		t.Skip("streams 2 x 100 MB")
-	}
+	// Not parallel: it measures the process's allocations.
+	privtest.Short(t, "streams 2 x 100 MB")
 	const opSize = 128 // bytes of one Op, rounded up
 	w, live, peak := decodeMeasured(t, 500_000, true)
 	t.Logf("operators only: read %d MB, %d events, kept %d ops; heap +%.2f MB after, peak +%.1f MB (includes the generator's garbage)",
@@ -128,6 +129,7 @@ func TestBoundedMemory(t *testing.T) {
 }
 
 func TestSyntheticDecodes(t *testing.T) {
+	t.Parallel()
 	var cw countingWriter
 	if err := writeSynthetic(&cw, 1000); err != nil {
 		t.Fatal(err)

@@ -18,6 +18,7 @@ func nsysSmall(tb testing.TB) string {
 
 // TestDecodeNsys reads the database written by testdata/model/gen_nsys.py.
 func TestDecodeNsys(t *testing.T) {
+	t.Parallel()
 	w, err := DecodeFile(nsysSmall(t))
 	if err != nil {
 		t.Fatal(err)
@@ -70,6 +71,7 @@ func TestDecodeNsys(t *testing.T) {
 }
 
 func TestDecodeNsysErrors(t *testing.T) {
+	t.Parallel()
 	b, err := os.ReadFile(nsysSmall(t))
 	if err != nil {
 		t.Fatal(err)
@@ -102,6 +104,7 @@ func TestDecodeNsysErrors(t *testing.T) {
 }
 
 func TestParseColumns(t *testing.T) {
+	t.Parallel()
 	cols, rowid := parseColumns(`CREATE TABLE "T" (id INTEGER PRIMARY KEY, "value" TEXT NOT NULL, ref INT REFERENCES S(id, x), PRIMARY KEY (a, b))`)
 	if strings.Join(cols, ",") != "id,value,ref" || rowid != 0 {
 		t.Fatalf("columns %v rowid %d", cols, rowid)
@@ -109,6 +112,7 @@ func TestParseColumns(t *testing.T) {
 }
 
 func TestVarint(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		in   []byte
 		want uint64

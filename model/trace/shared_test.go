@@ -4,11 +4,12 @@ import (
 	"os"
 	"testing"
 
-	"github.com/dxpu/dxpu/internal/shareddata"
+	"github.com/dxpu/dxpu/internal/privtest"
 )
 
 func TestSharedTraces(t *testing.T) {
-	for _, p := range shareddata.Traces(t) {
+	t.Parallel()
+	for _, p := range privtest.Traces(t) {
 		t.Run(TraceName(p), func(t *testing.T) {
 			w, err := DecodeFile(p)
 			if err != nil {

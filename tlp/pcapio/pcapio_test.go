@@ -30,6 +30,7 @@ func frames() [][]byte {
 // TestRoundTrip writes frames in each format and resolution and reads them
 // back: same bytes, same lengths, timestamps at the written resolution.
 func TestRoundTrip(t *testing.T) {
+	t.Parallel()
 	base := time.Unix(1700000000, 123456789).UTC()
 	for _, opt := range []pcapio.WriterOptions{
 		{}, {Nanos: true}, {PcapNG: true}, {PcapNG: true, Nanos: true}, {Snaplen: 100},
@@ -88,6 +89,7 @@ func TestRoundTrip(t *testing.T) {
 
 // TestGzip reads a gzip-compressed pcapng.
 func TestGzip(t *testing.T) {
+	t.Parallel()
 	var raw bytes.Buffer
 	w, _ := pcapio.NewWriter(&raw, pcapio.WriterOptions{PcapNG: true})
 	w.WritePacket(gopacket.CaptureInfo{CaptureLength: 60, Length: 60}, make([]byte, 60))
@@ -108,6 +110,7 @@ func TestGzip(t *testing.T) {
 // TestBadInput checks that malformed captures give errors that say what and
 // where, never a panic or a huge allocation.
 func TestBadInput(t *testing.T) {
+	t.Parallel()
 	var good bytes.Buffer
 	w, _ := pcapio.NewWriter(&good, pcapio.WriterOptions{})
 	w.WritePacket(gopacket.CaptureInfo{CaptureLength: 60, Length: 60}, make([]byte, 60))
@@ -165,6 +168,7 @@ func patch(b []byte, at int, v ...byte) []byte {
 // TestHugeSnaplen: a pcapng interface declaring a 4 GiB snap length must
 // not make the reader allocate it (pcapgo sizes its buffer by it).
 func TestHugeSnaplen(t *testing.T) {
+	// Not parallel: it measures the process's allocations.
 	var ng bytes.Buffer
 	w, _ := pcapio.NewWriter(&ng, pcapio.WriterOptions{PcapNG: true})
 	w.WritePacket(gopacket.CaptureInfo{CaptureLength: 60, Length: 60}, make([]byte, 60))

@@ -7,7 +7,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/dxpu/dxpu/internal/shareddata"
+	"github.com/dxpu/dxpu/internal/privtest"
 	"github.com/dxpu/dxpu/tlp/pcapio"
 )
 
@@ -15,8 +15,9 @@ import (
 // count and lengths against an independent walk of the file's record
 // headers, and that the nanosecond magic is recognised.
 func TestSharedCaptures(t *testing.T) {
+	t.Parallel()
 	// Only classic pcap: the independent walk below reads pcap records.
-	files := shareddata.Files(t, shareddata.Dir(t, "testdata", "nettlp"), ".pcap")
+	files := privtest.SharedFiles(t, privtest.SharedDir(t, "testdata", "nettlp"), ".pcap")
 	nanos := 0
 	for _, path := range files {
 		raw, err := os.ReadFile(path)

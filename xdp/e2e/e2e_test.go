@@ -14,6 +14,7 @@ import (
 	"github.com/dxpu/dxpu/emu/pcie"
 	switching "github.com/dxpu/dxpu/fabric/switching"
 	"github.com/dxpu/dxpu/fabric/table"
+	"github.com/dxpu/dxpu/internal/waitfor"
 )
 
 // copyBytes is the size of each copy: 256 KiB needs at least
@@ -161,30 +162,30 @@ func TestRemoteGPUThroughXDP(t *testing.T) {
 		ingress              string
 	}
 	dirs := []*direction{
-		{name: "host->GPU", sent: hc.FramesSent, sendErr: hr.SendErrors, drops: hostDrops,
+		{name: "host->GPU", sent: hc.FramesSent, sendErr: hr.SendErrors(), drops: hostDrops,
 			reasonFwd: switching.ReasonToGPU, ingress: f.net.SwitchHost.Name},
-		{name: "GPU->host", sent: gc.FramesSent, sendErr: gr.SendErrors, drops: gpuDrops,
+		{name: "GPU->host", sent: gc.FramesSent, sendErr: gr.SendErrors(), drops: gpuDrops,
 			reasonFwd: switching.ReasonToHost, ingress: f.net.SwitchGPU.Name},
 	}
-	read := func() bool {
+	read := func() (bool, uint64) {
 		pair, ok := f.xdpPair(t)
 		if !ok {
 			t.Fatal("pair missing from the XDP switch")
 		}
 		slow := f.slowPair(t)
-		settled := true
+		settled, counted := true, uint64(0)
 		for _, dir := range dirs {
 			dir.xdp, dir.ctl = pair.Packets[dir.reasonFwd], f.xdpPort(t, dir.ingress).Packets[switching.ReasonControl]
 			dir.slow = slow.Packets[dir.reasonFwd]
 			settled = settled && dir.xdp+dir.ctl+dir.drops >= dir.sent-dir.sendErr
+			counted += dir.xdp + dir.ctl + dir.drops + dir.slow
 		}
-		return settled
+		return settled, counted
 	}
 	// Frames still in a veth's ring when the bridges stopped are counted
-	// when the switch's NAPI poll runs: wait for them (a liveness bound).
-	for deadline := time.Now().Add(5 * time.Second); !read() && time.Now().Before(deadline); {
-		time.Sleep(10 * time.Millisecond)
-	}
+	// when the switch's NAPI poll runs: wait for them while the counts
+	// move; the checks below say what did not settle.
+	waitfor.Settle(read)
 	for _, dir := range dirs {
 		t.Logf("%s: bridge sent %d frames (%d send errors, veth tx_dropped %d); XDP forwarded %d, passed %d CONTROL up; slow path forwarded %d",
 			dir.name, dir.sent, dir.sendErr, dir.drops, dir.xdp, dir.ctl, dir.slow)
@@ -355,10 +356,7 @@ func TestPairRemovedMidRun(t *testing.T) {
 	}
 	// The GPU side has no keepalive answer either; wait for it without a
 	// timing assertion (its silence limit is the same).
-	deadline := time.Now().Add(10 * time.Second)
-	for gr.Counters().LinkDowns == 0 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitfor.Settle(func() (bool, uint64) { return gr.Counters().LinkDowns != 0, 0 })
 	if gc = gr.Counters(); gc.LinkDowns == 0 {
 		t.Errorf("GPU bridge never declared the link down: %+v", gc)
 	}
