@@ -2,7 +2,6 @@ package manager
 
 import (
 	"context"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -161,18 +160,16 @@ func (m *Manager) routes() http.Handler {
 	return mux
 }
 
-func mutating(method string) bool {
-	return method != http.MethodGet && method != http.MethodHead && method != http.MethodOptions
-}
-
 // v1 wraps a handler with authentication, the leader check and JSON
 // encoding. A handler that has written a status (201) leaves it in place.
 func (m *Manager) v1(h func(w http.ResponseWriter, r *http.Request, p *pool.Pool) (any, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if mutating(r.Method) && !m.authorized(r) {
+		if ae := m.authorize(r); ae != nil {
 			m.metrics.unauthorized.Inc()
-			w.Header().Set("WWW-Authenticate", `Bearer realm="dxpu"`)
-			writeError(w, &APIError{Status: http.StatusUnauthorized, Code: CodeUnauthorized, Message: "this call changes state and needs a valid bearer token (Authorization: Bearer ...)"})
+			if ae.Status == http.StatusUnauthorized {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="dxpu"`)
+			}
+			writeError(w, ae)
 			return
 		}
 		p, err := m.livePool()
@@ -208,18 +205,6 @@ func (s *statusWriter) WriteHeader(code int) {
 	s.status = code
 	s.ResponseWriter.Header().Set("Content-Type", "application/json")
 	s.ResponseWriter.WriteHeader(code)
-}
-
-func (m *Manager) authorized(r *http.Request) bool {
-	if m.cfg.Token == "" {
-		return true
-	}
-	auth := r.Header.Get("Authorization")
-	tok, ok := strings.CutPrefix(auth, "Bearer ")
-	if !ok {
-		return false
-	}
-	return subtle.ConstantTimeCompare([]byte(strings.TrimSpace(tok)), []byte(m.cfg.Token)) == 1
 }
 
 func writeError(w http.ResponseWriter, e *APIError) {

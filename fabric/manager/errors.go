@@ -13,7 +13,8 @@ import (
 const (
 	CodeBadRequest   = "bad_request"      // malformed JSON, unknown field, bad parameter
 	CodeInvalid      = "invalid_argument" // well-formed but not acceptable
-	CodeUnauthorized = "unauthorized"
+	CodeUnauthorized = "unauthorized"     // no token, or not one the manager knows
+	CodeForbidden    = "forbidden"        // a known token whose role does not allow the call
 	CodeNotFound     = "not_found"
 	CodeExists       = "already_exists"
 	CodeInsufficient = "insufficient_gpus"

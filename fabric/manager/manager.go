@@ -30,9 +30,14 @@ type Config struct {
 	GPUBridge  GPUBridgeProgrammer
 	Switch     SwitchProgrammer
 	HostBridge HostBridgeProgrammer
-	// Token is the bearer token every mutating API call must carry. Empty
-	// disables authentication (in-process demo only).
+	// Token is the admin bearer token: it allows every API call. It never
+	// leaves the manager (agents get their own credentials). Empty turns
+	// authentication off (in-process demo only).
 	Token string
+	// ReadToken allows GET calls only (inventory, allocations, the table
+	// and event watches): for switches, dashboards and hosts that watch.
+	// Empty: reads need the admin token.
+	ReadToken string
 	// ID names this manager in the election; its advertised URL is best.
 	ID string
 	// Logger defaults to slog.Default().
@@ -75,6 +80,9 @@ type Manager struct {
 // reconciles agents before returning, so its Handler is ready; with an
 // Elector store it returns a standby that takes the lead in the background.
 func New(cfg Config) (*Manager, error) {
+	if err := checkTokens(cfg); err != nil {
+		return nil, err
+	}
 	if cfg.Store == nil {
 		cfg.Store = store.NewMemory()
 	}

@@ -63,7 +63,7 @@ func newMetrics(reg *prometheus.Registry, m *Manager) (*metrics, error) {
 		reconcileErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "dxpu_reconcile_errors_total", Help: "Allocations reconciliation could not re-apply."}),
 		loadErrors:      prometheus.NewCounter(prometheus.CounterOpts{Name: "dxpu_store_load_errors_total", Help: "Stored records skipped at load."}),
 		leader:          prometheus.NewGauge(prometheus.GaugeOpts{Name: "dxpu_manager_leader", Help: "1 while this manager leads."}),
-		unauthorized:    prometheus.NewCounter(prometheus.CounterOpts{Name: "dxpu_api_unauthorized_total", Help: "Mutating calls refused for a missing or wrong token."}),
+		unauthorized:    prometheus.NewCounter(prometheus.CounterOpts{Name: "dxpu_api_unauthorized_total", Help: "API calls refused for a missing or wrong token, or one whose role does not allow them."}),
 	}
 	pc := &poolCollector{m: m,
 		gpus: prometheus.NewDesc("dxpu_pool_gpus", "GPUs in the pool by state.", []string{"state"}, nil),
