@@ -44,7 +44,8 @@ func (m *Manager) routes() http.Handler {
 		if err := decode(r, &b); err != nil {
 			return nil, err
 		}
-		return m.RegisterBox(r.Context(), b)
+		nb, cred, err := m.enrolBox(r.Context(), b)
+		return boxRegistration{nb, cred}, err
 	})
 	v1("DELETE /v1/boxes/{id}", func(w http.ResponseWriter, r *http.Request, p *pool.Pool) (any, error) {
 		return m.RemoveBox(r.Context(), r.PathValue("id"))
@@ -74,7 +75,8 @@ func (m *Manager) routes() http.Handler {
 		if err := decode(r, &h); err != nil {
 			return nil, err
 		}
-		return m.RegisterHost(r.Context(), h)
+		nh, cred, err := m.enrolHost(r.Context(), h)
+		return hostRegistration{nh, cred}, err
 	})
 	v1("DELETE /v1/hosts/{id}", func(w http.ResponseWriter, r *http.Request, p *pool.Pool) (any, error) {
 		return m.RemoveHost(r.Context(), r.PathValue("id"))
@@ -193,6 +195,19 @@ func (m *Manager) v1(h func(w http.ResponseWriter, r *http.Request, p *pool.Pool
 		}
 		json.NewEncoder(w).Encode(v)
 	}
+}
+
+// boxRegistration and hostRegistration answer a registration: the bridge
+// as registered and, when it has an agent_url, the credential its agent
+// must require (only the admin may register, so only the admin sees it).
+type boxRegistration struct {
+	pool.Box
+	AgentCredential string `json:"agent_credential,omitempty"`
+}
+
+type hostRegistration struct {
+	pool.Host
+	AgentCredential string `json:"agent_credential,omitempty"`
 }
 
 // statusWriter delays WriteHeader so handlers may choose 201 before the body.

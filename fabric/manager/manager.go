@@ -50,6 +50,10 @@ type Config struct {
 	ReconcileInterval time.Duration
 	// Registry receives the manager's metrics; nil means a new one.
 	Registry *prometheus.Registry
+	// AllowInsecureAgents lets bridges register agent URLs over plain
+	// http (a lab without certificates): their credentials then cross
+	// the network in clear. Off, an http agent_url is 400.
+	AllowInsecureAgents bool
 }
 
 // Manager is dxpu's control plane: it owns the pool, runs the hot-plug saga
@@ -64,6 +68,7 @@ type Manager struct {
 	metrics *metrics
 	table   *tableState
 	events  *eventLog
+	creds   credentials // agents' credentials, loaded with the pool
 	handler http.Handler
 
 	mu      sync.RWMutex // guards pool and leading
@@ -107,7 +112,8 @@ func New(cfg Config) (*Manager, error) {
 	if cfg.ID == "" {
 		cfg.ID = "manager-" + randomID(4)
 	}
-	m := &Manager{cfg: cfg, log: cfg.Logger, table: newTableState(), events: newEventLog(), busy: map[string]bool{}}
+	m := &Manager{cfg: cfg, log: cfg.Logger, table: newTableState(), events: newEventLog(), busy: map[string]bool{},
+		creds: credentials{by: map[string]agentCred{}}}
 	m.ctx, m.cancel = context.WithCancel(context.Background())
 	var err error
 	if m.metrics, err = newMetrics(cfg.Registry, m); err != nil {
@@ -256,6 +262,7 @@ func (m *Manager) background(ctx context.Context) {
 // load reads the store into a fresh pool.
 func (m *Manager) load(ctx context.Context) (*pool.Pool, error) {
 	p := pool.New()
+	creds := map[string]agentCred{}
 	read := func(prefix string, each func(kv store.KV) error) error {
 		kvs, err := m.cfg.Store.List(ctx, prefix)
 		if err != nil {
@@ -308,6 +315,13 @@ func (m *Manager) load(ctx context.Context) (*pool.Pool, error) {
 			}
 			return p.Restore(a)
 		}},
+		{keyCred, func(kv store.KV) error {
+			ac, err := decodeCred(kv)
+			if err == nil {
+				creds[kv.Key] = ac
+			}
+			return err
+		}},
 	}
 	for _, s := range steps {
 		if err := read(s.prefix, s.each); err != nil {
@@ -317,6 +331,7 @@ func (m *Manager) load(ctx context.Context) (*pool.Pool, error) {
 	if err := p.CheckInvariants(); err != nil {
 		return nil, fmt.Errorf("manager: loaded pool inconsistent: %w", err)
 	}
+	m.creds.replace(creds)
 	return p, nil
 }
 
@@ -326,6 +341,7 @@ const (
 	keyHost  = "host/"
 	keyRTT   = "rtt/"
 	keyAlloc = "alloc/"
+	keyCred  = "cred/" // cred/box/<id>, cred/host/<id>: agent credentials
 )
 
 func boxKey(id string) string            { return keyBox + id }
