@@ -24,8 +24,8 @@ type Pair struct {
 	// its own agent only and never as part of a pair's JSON.
 	HostAgentCredential string `json:"-"`
 	GPUAgentCredential  string `json:"-"`
-	Model      string        `json:"model"`
-	MemoryMiB  uint64        `json:"memory_mib"`
+	Model               string `json:"model"`
+	MemoryMiB           uint64 `json:"memory_mib"`
 }
 
 // GPUBridgeProgrammer programs the GPU-side bridge of a box: which pair ID
