@@ -19,8 +19,9 @@ import (
 // maxBody bounds a request body.
 const maxBody = 1 << 20
 
-// maxWatch bounds one table long-poll.
-const maxWatch = 5 * time.Minute
+// MaxWatch bounds one long-poll (table or events watch), whatever timeout
+// it asks for.
+const MaxWatch = 5 * time.Minute
 
 func (m *Manager) routes() http.Handler {
 	mux := http.NewServeMux()
@@ -339,7 +340,7 @@ func (m *Manager) getTable(w http.ResponseWriter, r *http.Request, _ *pool.Pool)
 		if timeout, err = time.ParseDuration(ts); err != nil || timeout <= 0 {
 			return nil, badRequest(fmt.Sprintf("parameter timeout %q: want a positive Go duration such as 30s", ts))
 		}
-		timeout = min(timeout, maxWatch)
+		timeout = min(timeout, MaxWatch)
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), timeout)
 	defer cancel()
@@ -374,7 +375,7 @@ func (m *Manager) getEvents(w http.ResponseWriter, r *http.Request, _ *pool.Pool
 		if timeout, err = time.ParseDuration(ts); err != nil || timeout <= 0 {
 			return nil, badRequest(fmt.Sprintf("parameter timeout %q: want a positive Go duration such as 30s", ts))
 		}
-		timeout = min(timeout, maxWatch)
+		timeout = min(timeout, MaxWatch)
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), timeout)
 	defer cancel()
