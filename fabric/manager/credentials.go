@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
+	"strings"
 	"sync"
 
 	"github.com/dxpu/dxpu/fabric/pool"
@@ -31,17 +32,34 @@ type agentCred struct {
 	Credential string `json:"credential"`
 }
 
+// bridgeID names a box or a host; a struct key, so that looking up the
+// credentials of every pair of a saga allocates nothing.
+type bridgeID struct{ kind, id string }
+
 type credentials struct {
 	mu sync.RWMutex
-	by map[string]agentCred // credKey -> credential
+	by map[bridgeID]agentCred
 }
 
 func credKey(kind, id string) string { return keyCred + kind + "/" + id }
 
+// bridgeOfKey parses a store key cred/<kind>/<id>.
+func bridgeOfKey(key string) (bridgeID, bool) {
+	rest, ok := strings.CutPrefix(key, keyCred)
+	if !ok {
+		return bridgeID{}, false
+	}
+	kind, id, ok := strings.Cut(rest, "/")
+	if !ok || (kind != BridgeBox && kind != BridgeHost) || id == "" {
+		return bridgeID{}, false
+	}
+	return bridgeID{kind, id}, true
+}
+
 func (c *credentials) get(kind, id string) (agentCred, bool) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	ac, ok := c.by[credKey(kind, id)]
+	ac, ok := c.by[bridgeID{kind, id}]
 	return ac, ok
 }
 
@@ -49,14 +67,14 @@ func (c *credentials) set(kind, id string, ac agentCred, ok bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if ok {
-		c.by[credKey(kind, id)] = ac
+		c.by[bridgeID{kind, id}] = ac
 	} else {
-		delete(c.by, credKey(kind, id))
+		delete(c.by, bridgeID{kind, id})
 	}
 }
 
-// replace sets every credential (as loaded from the store, by store key).
-func (c *credentials) replace(by map[string]agentCred) {
+// replace sets every credential (as loaded from the store).
+func (c *credentials) replace(by map[bridgeID]agentCred) {
 	c.mu.Lock()
 	c.by = by
 	c.mu.Unlock()

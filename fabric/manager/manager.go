@@ -113,7 +113,7 @@ func New(cfg Config) (*Manager, error) {
 		cfg.ID = "manager-" + randomID(4)
 	}
 	m := &Manager{cfg: cfg, log: cfg.Logger, table: newTableState(), events: newEventLog(), busy: map[string]bool{},
-		creds: credentials{by: map[string]agentCred{}}}
+		creds: credentials{by: map[bridgeID]agentCred{}}}
 	m.ctx, m.cancel = context.WithCancel(context.Background())
 	var err error
 	if m.metrics, err = newMetrics(cfg.Registry, m); err != nil {
@@ -262,7 +262,7 @@ func (m *Manager) background(ctx context.Context) {
 // load reads the store into a fresh pool.
 func (m *Manager) load(ctx context.Context) (*pool.Pool, error) {
 	p := pool.New()
-	creds := map[string]agentCred{}
+	creds := map[bridgeID]agentCred{}
 	read := func(prefix string, each func(kv store.KV) error) error {
 		kvs, err := m.cfg.Store.List(ctx, prefix)
 		if err != nil {
@@ -316,9 +316,13 @@ func (m *Manager) load(ctx context.Context) (*pool.Pool, error) {
 			return p.Restore(a)
 		}},
 		{keyCred, func(kv store.KV) error {
+			who, ok := bridgeOfKey(kv.Key)
+			if !ok {
+				return fmt.Errorf("agent credential key %q: want cred/box/<id> or cred/host/<id>", kv.Key)
+			}
 			ac, err := decodeCred(kv)
 			if err == nil {
-				creds[kv.Key] = ac
+				creds[who] = ac
 			}
 			return err
 		}},

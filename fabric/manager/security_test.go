@@ -137,3 +137,34 @@ func TestConfigRefusesConfusedTokens(t *testing.T) {
 		}
 	}
 }
+
+// TestDamagedCredentialRecordsAreSkipped: a damaged or misnamed stored
+// credential costs only itself, and is counted.
+func TestDamagedCredentialRecordsAreSkipped(t *testing.T) {
+	t.Parallel()
+	st := store.NewMemory()
+	ctx := context.Background()
+	st.Apply(ctx,
+		store.Put("cred/box/good", []byte(`{"agent_url":"https://b:7701","credential":"c1"}`)),
+		store.Put("cred/box/broken", []byte(`{not json`)),
+		store.Put("cred/box/empty", []byte(`{"agent_url":"https://b:7701"}`)),
+		store.Put("cred/switch/odd", []byte(`{"agent_url":"https://b:7701","credential":"c2"}`)))
+	m, err := manager.New(manager.Config{Store: st, Token: token, Logger: quiet(), ReconcileInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if c, ok := m.AgentCredential(manager.BridgeBox, "good"); !ok || c != "c1" {
+		t.Fatalf("good record: %q %v", c, ok)
+	}
+	for _, id := range []string{"broken", "empty"} {
+		if _, ok := m.AgentCredential(manager.BridgeBox, id); ok {
+			t.Errorf("damaged record %s loaded", id)
+		}
+	}
+	srv := httptest.NewServer(m.Handler())
+	defer srv.Close()
+	if _, body := call(t, srv, "GET", "/metrics", "", ""); !strings.Contains(body, "dxpu_store_load_errors_total 3") {
+		t.Fatal("damaged credential records not counted as load errors")
+	}
+}
