@@ -115,7 +115,9 @@ func TestCtlHTTPS(t *testing.T) {
 	if _, err := runCtl(t, "--manager", srv.URL, "stats"); !errors.As(err, &ec) || ec.code != 2 || !strings.Contains(err.Error(), "certificate") {
 		t.Fatalf("untrusted certificate: %v", err)
 	}
-	out, err := runCtl(t, "--manager", srv.URL, "--ca-file", ca, "stats", "--json")
+	tok := filepath.Join(t.TempDir(), "token") // reads need a token too
+	os.WriteFile(tok, []byte("tok\n"), 0o600)
+	out, err := runCtl(t, "--manager", srv.URL, "--ca-file", ca, "--token-file", tok, "stats", "--json")
 	if err != nil || !strings.Contains(out, `"gpus": 0`) {
 		t.Fatalf("%q %v", out, err)
 	}

@@ -156,8 +156,8 @@ func runManager(cmd *cobra.Command, e *env, fl managerOptions) error {
 		advertise = scheme + ln.Addr().String()
 	}
 	// Bridges that registered an agent_url are programmed over the agent
-	// API, with the same token; the others follow /v1/table.
-	agents := &agentapi.Client{Token: token}
+	// API (https, each with its own credential); the others follow /v1/table.
+	agents := &agentapi.Client{}
 	m, err := manager.New(manager.Config{Store: st, Token: token, ID: advertise, Logger: e.log, ReconcileInterval: fl.reconcile,
 		GPUBridge: agentapi.GPUSide{Client: agents}, HostBridge: agentapi.HostSide{Client: agents}})
 	if err != nil {

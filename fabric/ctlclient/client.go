@@ -195,6 +195,18 @@ func (c *Client) RegisterBox(ctx context.Context, b pool.Box) (pool.Box, error) 
 	return out, err
 }
 
+// RegisterBoxAgent registers a box like RegisterBox and also returns the
+// credential the manager issued to the box's agent (empty without an
+// agent_url): the bridge's agent must accept exactly that (agentapi).
+func (c *Client) RegisterBoxAgent(ctx context.Context, b pool.Box) (pool.Box, string, error) {
+	var out struct {
+		pool.Box
+		AgentCredential string `json:"agent_credential"`
+	}
+	err := c.do(ctx, http.MethodPost, "/v1/boxes", b, &out)
+	return out.Box, out.AgentCredential, err
+}
+
 // RemoveBox removes a box with no GPU lent.
 func (c *Client) RemoveBox(ctx context.Context, id string) (pool.Box, error) {
 	var out pool.Box
@@ -231,6 +243,18 @@ func (c *Client) RegisterHost(ctx context.Context, h pool.Host) (pool.Host, erro
 	var out pool.Host
 	err := c.do(ctx, http.MethodPost, "/v1/hosts", h, &out)
 	return out, err
+}
+
+// RegisterHostAgent registers a host like RegisterHost and also returns the
+// credential the manager issued to the host's agent (empty without an
+// agent_url).
+func (c *Client) RegisterHostAgent(ctx context.Context, h pool.Host) (pool.Host, string, error) {
+	var out struct {
+		pool.Host
+		AgentCredential string `json:"agent_credential"`
+	}
+	err := c.do(ctx, http.MethodPost, "/v1/hosts", h, &out)
+	return out.Host, out.AgentCredential, err
 }
 
 // RemoveHost removes a host holding no GPUs.

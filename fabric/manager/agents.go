@@ -20,8 +20,12 @@ type Pair struct {
 	BDF        string        `json:"bdf"`                  // the GPU's BDF inside its box
 	HostAgent  string        `json:"host_agent,omitempty"` // agent API URL of the host bridge
 	GPUAgent   string        `json:"gpu_agent,omitempty"`  // agent API URL of the box bridge
-	Model      string        `json:"model"`
-	MemoryMiB  uint64        `json:"memory_mib"`
+	// The credentials the manager issued to those agents: each is sent to
+	// its own agent only and never as part of a pair's JSON.
+	HostAgentCredential string `json:"-"`
+	GPUAgentCredential  string `json:"-"`
+	Model               string `json:"model"`
+	MemoryMiB           uint64 `json:"memory_mib"`
 }
 
 // GPUBridgeProgrammer programs the GPU-side bridge of a box: which pair ID
@@ -67,10 +71,11 @@ type PairLister interface {
 
 // AgentPairLister is implemented by programmers that reach one agent per
 // bridge (package agentapi): the reconciler asks every agent URL that a
-// box or host of the pool registered. An agent that cannot list answers
-// ErrCannotList (wrapped) and is left alone.
+// box or host of the pool registered, with the credential issued to that
+// agent. An agent that cannot list answers ErrCannotList (wrapped) and is
+// left alone.
 type AgentPairLister interface {
-	ListPairsAt(ctx context.Context, agentURL string) ([]Pair, error)
+	ListPairsAt(ctx context.Context, agentURL, credential string) ([]Pair, error)
 }
 
 // ErrCannotList is returned by an AgentPairLister for an agent without a

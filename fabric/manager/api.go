@@ -2,7 +2,6 @@ package manager
 
 import (
 	"context"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -20,8 +19,9 @@ import (
 // maxBody bounds a request body.
 const maxBody = 1 << 20
 
-// maxWatch bounds one table long-poll.
-const maxWatch = 5 * time.Minute
+// MaxWatch bounds one long-poll (table or events watch), whatever timeout
+// it asks for.
+const MaxWatch = 5 * time.Minute
 
 func (m *Manager) routes() http.Handler {
 	mux := http.NewServeMux()
@@ -45,7 +45,8 @@ func (m *Manager) routes() http.Handler {
 		if err := decode(r, &b); err != nil {
 			return nil, err
 		}
-		return m.RegisterBox(r.Context(), b)
+		nb, cred, err := m.enrolBox(r.Context(), b)
+		return boxRegistration{nb, cred}, err
 	})
 	v1("DELETE /v1/boxes/{id}", func(w http.ResponseWriter, r *http.Request, p *pool.Pool) (any, error) {
 		return m.RemoveBox(r.Context(), r.PathValue("id"))
@@ -75,7 +76,8 @@ func (m *Manager) routes() http.Handler {
 		if err := decode(r, &h); err != nil {
 			return nil, err
 		}
-		return m.RegisterHost(r.Context(), h)
+		nh, cred, err := m.enrolHost(r.Context(), h)
+		return hostRegistration{nh, cred}, err
 	})
 	v1("DELETE /v1/hosts/{id}", func(w http.ResponseWriter, r *http.Request, p *pool.Pool) (any, error) {
 		return m.RemoveHost(r.Context(), r.PathValue("id"))
@@ -161,18 +163,16 @@ func (m *Manager) routes() http.Handler {
 	return mux
 }
 
-func mutating(method string) bool {
-	return method != http.MethodGet && method != http.MethodHead && method != http.MethodOptions
-}
-
 // v1 wraps a handler with authentication, the leader check and JSON
 // encoding. A handler that has written a status (201) leaves it in place.
 func (m *Manager) v1(h func(w http.ResponseWriter, r *http.Request, p *pool.Pool) (any, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if mutating(r.Method) && !m.authorized(r) {
+		if ae := m.authorize(r); ae != nil {
 			m.metrics.unauthorized.Inc()
-			w.Header().Set("WWW-Authenticate", `Bearer realm="dxpu"`)
-			writeError(w, &APIError{Status: http.StatusUnauthorized, Code: CodeUnauthorized, Message: "this call changes state and needs a valid bearer token (Authorization: Bearer ...)"})
+			if ae.Status == http.StatusUnauthorized {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="dxpu"`)
+			}
+			writeError(w, ae)
 			return
 		}
 		p, err := m.livePool()
@@ -198,6 +198,19 @@ func (m *Manager) v1(h func(w http.ResponseWriter, r *http.Request, p *pool.Pool
 	}
 }
 
+// boxRegistration and hostRegistration answer a registration: the bridge
+// as registered and, when it has an agent_url, the credential its agent
+// must require (only the admin may register, so only the admin sees it).
+type boxRegistration struct {
+	pool.Box
+	AgentCredential string `json:"agent_credential,omitempty"`
+}
+
+type hostRegistration struct {
+	pool.Host
+	AgentCredential string `json:"agent_credential,omitempty"`
+}
+
 // statusWriter delays WriteHeader so handlers may choose 201 before the body.
 type statusWriter struct {
 	http.ResponseWriter
@@ -208,18 +221,6 @@ func (s *statusWriter) WriteHeader(code int) {
 	s.status = code
 	s.ResponseWriter.Header().Set("Content-Type", "application/json")
 	s.ResponseWriter.WriteHeader(code)
-}
-
-func (m *Manager) authorized(r *http.Request) bool {
-	if m.cfg.Token == "" {
-		return true
-	}
-	auth := r.Header.Get("Authorization")
-	tok, ok := strings.CutPrefix(auth, "Bearer ")
-	if !ok {
-		return false
-	}
-	return subtle.ConstantTimeCompare([]byte(strings.TrimSpace(tok)), []byte(m.cfg.Token)) == 1
 }
 
 func writeError(w http.ResponseWriter, e *APIError) {
@@ -339,7 +340,7 @@ func (m *Manager) getTable(w http.ResponseWriter, r *http.Request, _ *pool.Pool)
 		if timeout, err = time.ParseDuration(ts); err != nil || timeout <= 0 {
 			return nil, badRequest(fmt.Sprintf("parameter timeout %q: want a positive Go duration such as 30s", ts))
 		}
-		timeout = min(timeout, maxWatch)
+		timeout = min(timeout, MaxWatch)
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), timeout)
 	defer cancel()
@@ -374,7 +375,7 @@ func (m *Manager) getEvents(w http.ResponseWriter, r *http.Request, _ *pool.Pool
 		if timeout, err = time.ParseDuration(ts); err != nil || timeout <= 0 {
 			return nil, badRequest(fmt.Sprintf("parameter timeout %q: want a positive Go duration such as 30s", ts))
 		}
-		timeout = min(timeout, maxWatch)
+		timeout = min(timeout, MaxWatch)
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), timeout)
 	defer cancel()

@@ -50,6 +50,47 @@
 // "agent_url" gets each step as an HTTP call; one without is expected to
 // follow the forwarding table.
 //
+// # Credentials
+//
+// Tokens are roles. The admin token (Config.Token) allows every call; the
+// read-only token (Config.ReadToken) allows GETs only (a switch following
+// the table, dashboards, hosts watching events). Neither ever leaves the
+// manager. Token files are loaded with LoadTokenFile, which refuses a file
+// group or others may access (mode 0600 or stricter), and made with
+// CreateTokenFile (256 random bits, a new 0600 file).
+//
+// Every agent has its own credential: when a box or host registers with an
+// agent_url, the manager issues one (crypto/rand, 256 bits), stores it
+// beside the bridge (cred/box/<id>, cred/host/<id>) and answers it in the
+// registration, as "agent_credential", to the caller, who holds the admin
+// token. The operator (or provisioning) puts it in a 0600 file on the
+// bridge's machine; the bridge's agent (agentapi.Server) accepts exactly
+// that credential and nothing else. The manager calls each agent with that
+// agent's credential only. Re-registering with the same agent_url keeps the
+// credential (so a restarted bridge can be told it again); a new agent_url
+// gets a new one, and removing the bridge or its agent_url drops it.
+// Agents are reached over https only; Config.AllowInsecureAgents allows
+// http agent URLs for a lab. No GET answer carries a credential.
+//
+// # Registration
+//
+// Registration refuses (409 conflict, naming the other bridge) a bridge
+// whose switch port and MAC, or IP and UDP port, another box or host has:
+// the table would send both ends of a pair to one place. A box or host with
+// GPUs lent may re-register only with the same endpoint (switch port, MAC,
+// IP, UDP port) and agent URL, else 409 in_use naming the lent GPUs and
+// allocations; a lent GPU keeps every field it was lent with (a field left
+// out keeps its value, a different one is 409 in_use).
+//
+// # Serving
+//
+// NewServer wraps Handler in an http.Server with read-header, read, write
+// and idle timeouts and a header cap (ServerConfig), and caps the table and
+// event watches one client address holds (429 too_many_watches); a watch
+// answers before the write deadline whatever timeout it asks (at most
+// MaxWatch). LimitListener caps connections: one over the cap is answered
+// 503 unavailable and closed, so descriptors stay bounded.
+//
 // # High availability
 //
 // With an etcd store the managers campaign for leadership; the leader loads
@@ -61,8 +102,12 @@
 //
 // # HTTP API
 //
-// Every mutating call (POST, PUT, DELETE) needs "Authorization: Bearer
-// <token>"; without it: 401 unauthorized, nothing changed. Bodies are JSON;
+// Every /v1 call needs "Authorization: Bearer <token>": GETs the read-only
+// or the admin token, mutating calls (POST, PUT, DELETE) the admin token.
+// Without a known token: 401 unauthorized; the read-only token on a
+// mutating call: 403 forbidden; nothing changed either way. /healthz and
+// /metrics need no token (probes and Prometheus; they name no bridge, only
+// counts and this manager's role and ID). Bodies are JSON;
 // unknown fields, malformed JSON and missing fields are 400 bad_request,
 // with the field or byte offset named. Errors are
 //
@@ -75,12 +120,13 @@
 //	GET    /v1/stats                    GPU counts by state
 //	GET    /v1/boxes                    {"boxes":[Box...]}
 //	GET    /v1/boxes/{id}               Box
-//	POST   /v1/boxes                    register or replace a box (bridge or operator)
+//	POST   /v1/boxes                    register or replace a box -> Box plus
+//	                                    "agent_credential" when it has an agent_url
 //	DELETE /v1/boxes/{id}               remove (409 in_use while a GPU is lent)
 //	POST   /v1/boxes/{id}/drain         {"box":Box,"allocations":["a-..."]}
 //	POST   /v1/boxes/{id}/undrain
 //	GET    /v1/hosts, /v1/hosts/{id}
-//	POST   /v1/hosts                    register or replace a host
+//	POST   /v1/hosts                    register or replace a host (same answer)
 //	DELETE /v1/hosts/{id}
 //	GET    /v1/gpus?box=B&state=free|used|unhealthy
 //	GET    /v1/gpus/{id}
@@ -114,9 +160,14 @@
 //
 // A box registration:
 //
-//	{"id":"box7","location":{"pod":"p1","rack":"r3"},
+//	POST /v1/boxes
+//	{"id":"box7","location":{"pod":"p1","rack":"r3"},"agent_url":"https://10.1.0.7:7701",
 //	 "bridge":{"switch_port":"eth3","mac":"02:00:00:00:07:00","ip":"10.1.0.7","udp_port":4791},
 //	 "gpus":[{"id":"box7-g0","model":"H100","memory_mib":81920,"bdf":"0000:18:00.0","pcie_switch":0,"pcie_port":0}]}
+//
+//	200 OK
+//	{"id":"box7", ... the box as registered ...,
+//	 "agent_credential":"9f2c...(64 hex digits)"}
 //
 // The table version starts, for each leader term, at the wall clock in
 // microseconds, and grows by one per change, so a switch following an old

@@ -11,21 +11,23 @@ import (
 
 // Stable error codes of the API.
 const (
-	CodeBadRequest   = "bad_request"      // malformed JSON, unknown field, bad parameter
-	CodeInvalid      = "invalid_argument" // well-formed but not acceptable
-	CodeUnauthorized = "unauthorized"
-	CodeNotFound     = "not_found"
-	CodeExists       = "already_exists"
-	CodeInsufficient = "insufficient_gpus"
-	CodeNoHostPorts  = "no_host_ports"
-	CodeInUse        = "in_use"
-	CodeConflict     = "conflict"
-	CodeBusy         = "busy"
-	CodeNotLeader    = "not_leader"
-	CodeAgentFailed  = "agent_failed" // a saga step failed; rolled back
-	CodeUnavailable  = "unavailable"  // store unreachable, deadline passed
-	CodeInternal     = "internal"
-	CodeMethod       = "method_not_allowed"
+	CodeBadRequest     = "bad_request"      // malformed JSON, unknown field, bad parameter
+	CodeInvalid        = "invalid_argument" // well-formed but not acceptable
+	CodeUnauthorized   = "unauthorized"     // no token, or not one the manager knows
+	CodeForbidden      = "forbidden"        // a known token whose role does not allow the call
+	CodeNotFound       = "not_found"
+	CodeExists         = "already_exists"
+	CodeInsufficient   = "insufficient_gpus"
+	CodeNoHostPorts    = "no_host_ports"
+	CodeInUse          = "in_use"
+	CodeConflict       = "conflict"
+	CodeBusy           = "busy"
+	CodeNotLeader      = "not_leader"
+	CodeAgentFailed    = "agent_failed"     // a saga step failed; rolled back
+	CodeUnavailable    = "unavailable"      // store unreachable, deadline passed, too many connections
+	CodeTooManyWatches = "too_many_watches" // a client holds ServerConfig.MaxWatchesPerClient watches
+	CodeInternal       = "internal"
+	CodeMethod         = "method_not_allowed"
 )
 
 // APIError is the body of every error response:

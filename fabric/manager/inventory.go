@@ -15,11 +15,21 @@ import (
 
 // RegisterBox adds or replaces a box (a GPU-side bridge reporting itself, or
 // an operator). A lent GPU reported unhealthy goes through SetGPUHealth, so
-// its host gets the surprise removal.
+// its host gets the surprise removal. A box with an agent_url gets an agent
+// credential (AgentCredential).
 func (m *Manager) RegisterBox(ctx context.Context, b pool.Box) (pool.Box, error) {
+	nb, _, err := m.enrolBox(ctx, b)
+	return nb, err
+}
+
+// enrolBox is RegisterBox, also returning the agent's credential.
+func (m *Manager) enrolBox(ctx context.Context, b pool.Box) (pool.Box, string, error) {
 	p, err := m.livePool()
 	if err != nil {
-		return pool.Box{}, err
+		return pool.Box{}, "", err
+	}
+	if err := m.checkAgentURL(b.AgentURL); err != nil {
+		return pool.Box{}, "", err
 	}
 	var failed []string
 	b.GPUs = slices.Clone(b.GPUs)
@@ -29,39 +39,48 @@ func (m *Manager) RegisterBox(ctx context.Context, b pool.Box) (pool.Box, error)
 			failed = append(failed, g.ID)
 		}
 	}
-	nb, err := m.registerBox(ctx, p, b)
+	nb, cred, err := m.registerBox(ctx, p, b)
 	if err != nil {
-		return pool.Box{}, err
+		return pool.Box{}, "", err
 	}
 	for _, id := range failed {
 		if _, err := m.SetGPUHealth(ctx, id, pool.Unhealthy); err != nil {
-			return pool.Box{}, fmt.Errorf("manager: box %s reports gpu %s failed: %w", b.ID, id, err)
+			return pool.Box{}, "", fmt.Errorf("manager: box %s reports gpu %s failed: %w", b.ID, id, err)
 		}
 	}
 	if len(failed) > 0 {
-		return p.Box(b.ID)
+		nb, err = p.Box(b.ID)
 	}
-	return nb, nil
+	return nb, cred, err
 }
 
-func (m *Manager) registerBox(ctx context.Context, p *pool.Pool, b pool.Box) (pool.Box, error) {
+func (m *Manager) registerBox(ctx context.Context, p *pool.Pool, b pool.Box) (pool.Box, string, error) {
 	m.inv.Lock()
 	defer m.inv.Unlock()
 	old, oldErr := p.Box(b.ID)
 	nb, err := p.AddBox(b)
 	if err != nil {
-		return pool.Box{}, err
+		return pool.Box{}, "", err
 	}
-	if err := m.cfg.Store.Apply(ctx, putJSON(boxKey(nb.ID), storedBox(nb))); err != nil {
+	undo := func() {
 		if oldErr == nil {
 			p.AddBox(old)
 		} else {
 			p.RemoveBox(nb.ID)
 		}
-		return pool.Box{}, fmt.Errorf("manager: persist box: %w", err)
 	}
+	ac, has, credOp, err := m.credFor(BridgeBox, nb.ID, nb.AgentURL)
+	if err != nil {
+		undo()
+		return pool.Box{}, "", err
+	}
+	if err := m.cfg.Store.Apply(ctx, putJSON(boxKey(nb.ID), storedBox(nb)), credOp); err != nil {
+		undo()
+		return pool.Box{}, "", fmt.Errorf("manager: persist box: %w", err)
+	}
+	m.creds.set(BridgeBox, nb.ID, ac, has)
 	m.events.add(Event{Type: EventBoxRegistered, Box: nb.ID})
-	return nb, nil
+	return nb, ac.Credential, nil
 }
 
 // RemoveBox forgets a box whose GPUs are all free.
@@ -84,40 +103,60 @@ func (m *Manager) RemoveBox(ctx context.Context, id string) (pool.Box, error) {
 	if err != nil {
 		return pool.Box{}, err
 	}
-	if err := m.cfg.Store.Apply(ctx, append(ops, store.Delete(boxKey(id)))...); err != nil {
+	if err := m.cfg.Store.Apply(ctx, append(ops, store.Delete(boxKey(id)), store.Delete(credKey(BridgeBox, id)))...); err != nil {
 		p.AddBox(b)
 		for _, r := range rtts {
 			p.SetRTT(r)
 		}
 		return pool.Box{}, fmt.Errorf("manager: persist box removal: %w", err)
 	}
+	m.creds.set(BridgeBox, id, agentCred{}, false)
 	m.events.add(Event{Type: EventBoxRemoved, Box: id})
 	return b, nil
 }
 
-// RegisterHost adds or replaces a host.
+// RegisterHost adds or replaces a host. A host with an agent_url gets an
+// agent credential (AgentCredential).
 func (m *Manager) RegisterHost(ctx context.Context, h pool.Host) (pool.Host, error) {
+	nh, _, err := m.enrolHost(ctx, h)
+	return nh, err
+}
+
+// enrolHost is RegisterHost, also returning the agent's credential.
+func (m *Manager) enrolHost(ctx context.Context, h pool.Host) (pool.Host, string, error) {
 	p, err := m.livePool()
 	if err != nil {
-		return pool.Host{}, err
+		return pool.Host{}, "", err
+	}
+	if err := m.checkAgentURL(h.AgentURL); err != nil {
+		return pool.Host{}, "", err
 	}
 	m.inv.Lock()
 	defer m.inv.Unlock()
 	old, oldErr := p.Host(h.ID)
 	nh, err := p.AddHost(h)
 	if err != nil {
-		return pool.Host{}, err
+		return pool.Host{}, "", err
 	}
-	if err := m.cfg.Store.Apply(ctx, putJSON(hostKey(nh.ID), storedHost(nh))); err != nil {
+	undo := func() {
 		if oldErr == nil {
 			p.AddHost(old)
 		} else {
 			p.RemoveHost(nh.ID)
 		}
-		return pool.Host{}, fmt.Errorf("manager: persist host: %w", err)
 	}
+	ac, has, credOp, err := m.credFor(BridgeHost, nh.ID, nh.AgentURL)
+	if err != nil {
+		undo()
+		return pool.Host{}, "", err
+	}
+	if err := m.cfg.Store.Apply(ctx, putJSON(hostKey(nh.ID), storedHost(nh)), credOp); err != nil {
+		undo()
+		return pool.Host{}, "", fmt.Errorf("manager: persist host: %w", err)
+	}
+	m.creds.set(BridgeHost, nh.ID, ac, has)
 	m.events.add(Event{Type: EventHostRegistered, Host: nh.ID})
-	return nh, nil
+	return nh, ac.Credential, nil
 }
 
 // RemoveHost forgets a host that holds no GPUs.
@@ -140,13 +179,14 @@ func (m *Manager) RemoveHost(ctx context.Context, id string) (pool.Host, error) 
 	if err != nil {
 		return pool.Host{}, err
 	}
-	if err := m.cfg.Store.Apply(ctx, append(ops, store.Delete(hostKey(id)))...); err != nil {
+	if err := m.cfg.Store.Apply(ctx, append(ops, store.Delete(hostKey(id)), store.Delete(credKey(BridgeHost, id)))...); err != nil {
 		p.AddHost(h)
 		for _, r := range rtts {
 			p.SetRTT(r)
 		}
 		return pool.Host{}, fmt.Errorf("manager: persist host removal: %w", err)
 	}
+	m.creds.set(BridgeHost, id, agentCred{}, false)
 	m.events.add(Event{Type: EventHostRemoved, Host: id})
 	return h, nil
 }
@@ -224,7 +264,7 @@ func (m *Manager) SetGPUHealth(ctx context.Context, gpu string, h pool.Health) (
 		if err != nil {
 			return pool.HealthChange{}, err
 		}
-		all, err := pairsOf(p, a)
+		all, err := m.pairsOf(p, a)
 		if err != nil {
 			return pool.HealthChange{}, err
 		}

@@ -30,9 +30,14 @@ type Config struct {
 	GPUBridge  GPUBridgeProgrammer
 	Switch     SwitchProgrammer
 	HostBridge HostBridgeProgrammer
-	// Token is the bearer token every mutating API call must carry. Empty
-	// disables authentication (in-process demo only).
+	// Token is the admin bearer token: it allows every API call. It never
+	// leaves the manager (agents get their own credentials). Empty turns
+	// authentication off (in-process demo only).
 	Token string
+	// ReadToken allows GET calls only (inventory, allocations, the table
+	// and event watches): for switches, dashboards and hosts that watch.
+	// Empty: reads need the admin token.
+	ReadToken string
 	// ID names this manager in the election; its advertised URL is best.
 	ID string
 	// Logger defaults to slog.Default().
@@ -45,6 +50,10 @@ type Config struct {
 	ReconcileInterval time.Duration
 	// Registry receives the manager's metrics; nil means a new one.
 	Registry *prometheus.Registry
+	// AllowInsecureAgents lets bridges register agent URLs over plain
+	// http (a lab without certificates): their credentials then cross
+	// the network in clear. Off, an http agent_url is 400.
+	AllowInsecureAgents bool
 }
 
 // Manager is dxpu's control plane: it owns the pool, runs the hot-plug saga
@@ -59,6 +68,7 @@ type Manager struct {
 	metrics *metrics
 	table   *tableState
 	events  *eventLog
+	creds   credentials // agents' credentials, loaded with the pool
 	handler http.Handler
 
 	mu      sync.RWMutex // guards pool and leading
@@ -75,6 +85,9 @@ type Manager struct {
 // reconciles agents before returning, so its Handler is ready; with an
 // Elector store it returns a standby that takes the lead in the background.
 func New(cfg Config) (*Manager, error) {
+	if err := checkTokens(cfg); err != nil {
+		return nil, err
+	}
 	if cfg.Store == nil {
 		cfg.Store = store.NewMemory()
 	}
@@ -99,7 +112,8 @@ func New(cfg Config) (*Manager, error) {
 	if cfg.ID == "" {
 		cfg.ID = "manager-" + randomID(4)
 	}
-	m := &Manager{cfg: cfg, log: cfg.Logger, table: newTableState(), events: newEventLog(), busy: map[string]bool{}}
+	m := &Manager{cfg: cfg, log: cfg.Logger, table: newTableState(), events: newEventLog(), busy: map[string]bool{},
+		creds: credentials{by: map[bridgeID]agentCred{}}}
 	m.ctx, m.cancel = context.WithCancel(context.Background())
 	var err error
 	if m.metrics, err = newMetrics(cfg.Registry, m); err != nil {
@@ -248,6 +262,7 @@ func (m *Manager) background(ctx context.Context) {
 // load reads the store into a fresh pool.
 func (m *Manager) load(ctx context.Context) (*pool.Pool, error) {
 	p := pool.New()
+	creds := map[bridgeID]agentCred{}
 	read := func(prefix string, each func(kv store.KV) error) error {
 		kvs, err := m.cfg.Store.List(ctx, prefix)
 		if err != nil {
@@ -300,6 +315,17 @@ func (m *Manager) load(ctx context.Context) (*pool.Pool, error) {
 			}
 			return p.Restore(a)
 		}},
+		{keyCred, func(kv store.KV) error {
+			who, ok := bridgeOfKey(kv.Key)
+			if !ok {
+				return fmt.Errorf("agent credential key %q: want cred/box/<id> or cred/host/<id>", kv.Key)
+			}
+			ac, err := decodeCred(kv)
+			if err == nil {
+				creds[who] = ac
+			}
+			return err
+		}},
 	}
 	for _, s := range steps {
 		if err := read(s.prefix, s.each); err != nil {
@@ -309,6 +335,7 @@ func (m *Manager) load(ctx context.Context) (*pool.Pool, error) {
 	if err := p.CheckInvariants(); err != nil {
 		return nil, fmt.Errorf("manager: loaded pool inconsistent: %w", err)
 	}
+	m.creds.replace(creds)
 	return p, nil
 }
 
@@ -318,6 +345,7 @@ const (
 	keyHost  = "host/"
 	keyRTT   = "rtt/"
 	keyAlloc = "alloc/"
+	keyCred  = "cred/" // cred/box/<id>, cred/host/<id>: agent credentials
 )
 
 func boxKey(id string) string            { return keyBox + id }

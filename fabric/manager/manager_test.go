@@ -316,8 +316,11 @@ func TestUnauthorizedChangesNothing(t *testing.T) {
 	if storeDump(t, e.st) != before {
 		t.Fatal("unauthorized calls changed the store")
 	}
-	// Reads need no token.
-	if _, err := e.anon.Boxes(e.ctx); err != nil {
+	// Reads need a token too (the inventory names MACs, IPs and agents).
+	if _, err := e.anon.Boxes(e.ctx); !ctlclient.IsCode(err, manager.CodeUnauthorized) {
+		t.Fatalf("anonymous read: %v, want 401 unauthorized", err)
+	}
+	if _, err := e.c.Boxes(e.ctx); err != nil {
 		t.Fatal(err)
 	}
 	e.agree()

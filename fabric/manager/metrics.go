@@ -20,6 +20,8 @@ type metrics struct {
 	loadErrors      prometheus.Counter
 	leader          prometheus.Gauge
 	unauthorized    prometheus.Counter
+	watches         prometheus.Gauge
+	watchesRefused  prometheus.Counter
 }
 
 // poolCollector reports the pool's GPU counts at scrape time.
@@ -63,14 +65,16 @@ func newMetrics(reg *prometheus.Registry, m *Manager) (*metrics, error) {
 		reconcileErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "dxpu_reconcile_errors_total", Help: "Allocations reconciliation could not re-apply."}),
 		loadErrors:      prometheus.NewCounter(prometheus.CounterOpts{Name: "dxpu_store_load_errors_total", Help: "Stored records skipped at load."}),
 		leader:          prometheus.NewGauge(prometheus.GaugeOpts{Name: "dxpu_manager_leader", Help: "1 while this manager leads."}),
-		unauthorized:    prometheus.NewCounter(prometheus.CounterOpts{Name: "dxpu_api_unauthorized_total", Help: "Mutating calls refused for a missing or wrong token."}),
+		unauthorized:    prometheus.NewCounter(prometheus.CounterOpts{Name: "dxpu_api_unauthorized_total", Help: "API calls refused for a missing or wrong token, or one whose role does not allow them."}),
+		watches:         prometheus.NewGauge(prometheus.GaugeOpts{Name: "dxpu_api_watches", Help: "Table and event watches in progress (served by NewServer)."}),
+		watchesRefused:  prometheus.NewCounter(prometheus.CounterOpts{Name: "dxpu_api_watches_refused_total", Help: "Watches refused because their client held the most allowed."}),
 	}
 	pc := &poolCollector{m: m,
 		gpus: prometheus.NewDesc("dxpu_pool_gpus", "GPUs in the pool by state.", []string{"state"}, nil),
 		cnt:  prometheus.NewDesc("dxpu_pool_objects", "Boxes, hosts and allocations in the pool.", []string{"kind"}, nil),
 	}
 	for _, c := range []prometheus.Collector{mt.allocLatency, mt.allocations, mt.sagaFailures, mt.releases, mt.gpuFailures,
-		mt.reconciles, mt.reconcileErrors, mt.loadErrors, mt.leader, mt.unauthorized, pc} {
+		mt.reconciles, mt.reconcileErrors, mt.loadErrors, mt.leader, mt.unauthorized, mt.watches, mt.watchesRefused, pc} {
 		if err := reg.Register(c); err != nil {
 			var already prometheus.AlreadyRegisteredError
 			if errors.As(err, &already) {

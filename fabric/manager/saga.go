@@ -82,7 +82,7 @@ func (m *Manager) undo(ctx context.Context, s Step, p Pair) error {
 }
 
 // pairs expands an allocation into agent pairs.
-func pairsOf(p *pool.Pool, a pool.Allocation) ([]Pair, error) {
+func (m *Manager) pairsOf(p *pool.Pool, a pool.Allocation) ([]Pair, error) {
 	h, err := p.Host(a.Host)
 	if err != nil {
 		return nil, err
@@ -103,7 +103,7 @@ func pairsOf(p *pool.Pool, a pool.Allocation) ([]Pair, error) {
 			HostAgent: h.AgentURL, GPUAgent: b.AgentURL,
 		})
 	}
-	return out, nil
+	return m.withCredentials(out), nil
 }
 
 func (m *Manager) claim(id string) bool {
@@ -160,7 +160,7 @@ func (m *Manager) allocate(ctx context.Context, req pool.Request) (pool.Allocati
 		p.Remove(id)
 		return pool.Allocation{}, fmt.Errorf("manager: journal allocation: %w", err)
 	}
-	pairs, err := pairsOf(p, a)
+	pairs, err := m.pairsOf(p, a)
 	undone := false
 	if err == nil {
 		undone, err = m.program(ctx, pairs)
@@ -262,7 +262,7 @@ func (m *Manager) finishRelease(ctx context.Context, p *pool.Pool, id string, pa
 		return err
 	}
 	if pairs == nil {
-		if pairs, err = pairsOf(p, a); err != nil {
+		if pairs, err = m.pairsOf(p, a); err != nil {
 			return err
 		}
 	}
@@ -344,7 +344,7 @@ func (m *Manager) reconcile(ctx context.Context, full bool) {
 				m.log.Info("reconcile: rolled back", "id", a.ID, "was", a.State)
 			}
 		case a.State == pool.StateActive && full:
-			pairs, err := pairsOf(p, a)
+			pairs, err := m.pairsOf(p, a)
 			if err == nil {
 				err = m.reapply(ctx, pairs)
 			}
@@ -409,11 +409,12 @@ func (m *Manager) sweep(ctx context.Context, p *pool.Pool) {
 		for _, b := range p.Boxes() {
 			if url := b.AgentURL; url != "" && !seen[url] {
 				seen[url] = true
+				cred, _ := m.AgentCredential(BridgeBox, b.ID)
 				agents = append(agents, agent{"gpu_bridge " + url,
-					func(ctx context.Context) ([]Pair, error) { return l.ListPairsAt(ctx, url) },
+					func(ctx context.Context) ([]Pair, error) { return l.ListPairsAt(ctx, url, cred) },
 					func(pr Pair) bool { return pr.GPUAgent == url },
 					func(ctx context.Context, pr Pair) error {
-						pr.GPUAgent = url
+						pr.GPUAgent, pr.GPUAgentCredential = url, cred
 						return m.cfg.GPUBridge.RemovePair(ctx, pr)
 					},
 					m.cfg.GPUBridge.ProgramPair})
@@ -425,10 +426,14 @@ func (m *Manager) sweep(ctx context.Context, p *pool.Pool) {
 		for _, h := range p.Hosts() {
 			if url := h.AgentURL; url != "" && !seen[url] {
 				seen[url] = true
+				cred, _ := m.AgentCredential(BridgeHost, h.ID)
 				agents = append(agents, agent{"host_bridge " + url,
-					func(ctx context.Context) ([]Pair, error) { return l.ListPairsAt(ctx, url) },
+					func(ctx context.Context) ([]Pair, error) { return l.ListPairsAt(ctx, url, cred) },
 					func(pr Pair) bool { return pr.HostAgent == url },
-					func(ctx context.Context, pr Pair) error { pr.HostAgent = url; return hostRemove(ctx, pr) },
+					func(ctx context.Context, pr Pair) error {
+						pr.HostAgent, pr.HostAgentCredential = url, cred
+						return hostRemove(ctx, pr)
+					},
 					hostAdd})
 			}
 		}
@@ -453,7 +458,7 @@ func (m *Manager) sweep(ctx context.Context, p *pool.Pool) {
 			m.busyMu.Lock()
 			busy[a.ID] = m.busy[a.ID]
 			m.busyMu.Unlock()
-			if ps, err := pairsOf(p, a); err == nil {
+			if ps, err := m.pairsOf(p, a); err == nil {
 				for _, pr := range ps {
 					desired[pr.ID] = pr
 				}

@@ -13,6 +13,18 @@
 // host occupies one of them. Every lent GPU is one host-GPU pair with a 24-bit
 // pair ID that is unique in the pool and tags every frame of that pair.
 //
+// # Registration
+//
+// AddBox and AddHost register a bridge or replace its registration. No two
+// bridges, boxes or hosts, share an endpoint: the same switch port and MAC,
+// or the same IP and UDP port, is ErrConflict naming the bridge that has it
+// (the forwarding table would send both ends of a pair to one place). A
+// bridge with GPUs lent keeps its endpoint and agent URL, since the table,
+// the agents and the journal name them: a change is ErrInUse naming the
+// lent GPUs and allocations. A lent GPU keeps the fields it was lent with:
+// one left empty (or zero) in the new registration keeps its value, a
+// different one is ErrInUse.
+//
 // # Allocation
 //
 // Reserve(id, Request) is all or nothing under one lock, so concurrent

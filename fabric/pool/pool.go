@@ -144,7 +144,10 @@ func (b Box) validate() error {
 }
 
 // AddBox registers a box or replaces its registration. A GPU that is lent
-// must stay in the box; the draining flag of a known box is kept.
+// must stay in the box with the fields it was lent with (ErrInUse), and a
+// box with GPUs lent keeps its bridge endpoint and agent URL (ErrInUse);
+// no two bridges share an endpoint (ErrConflict). The draining flag of a
+// known box is kept.
 func (p *Pool) AddBox(b Box) (Box, error) {
 	if err := b.validate(); err != nil {
 		return Box{}, err
@@ -159,10 +162,26 @@ func (p *Pool) AddBox(b Box) (Box, error) {
 			return Box{}, fmt.Errorf("%w: gpu %q belongs to box %q", ErrConflict, g.ID, gs.box.ID)
 		}
 	}
+	if err := p.clashLocked("box", b.ID, b.Bridge); err != nil {
+		return Box{}, err
+	}
 	if old != nil {
 		for _, gs := range old.gpus {
 			if gs.alloc != "" && !inNew[gs.ID] {
 				return Box{}, fmt.Errorf("%w: gpu %q is lent to allocation %q and missing from the new registration", ErrInUse, gs.ID, gs.alloc)
+			}
+		}
+		if lent := old.lentSummary(); lent != "" {
+			if err := lentMove(fmt.Sprintf("box %q", b.ID), old.Bridge, b.Bridge, old.AgentURL, b.AgentURL, lent); err != nil {
+				return Box{}, err
+			}
+		}
+		b.GPUs = slices.Clone(b.GPUs) // the caller's
+		for i := range b.GPUs {
+			if prev, ok := p.gpus[b.GPUs[i].ID]; ok && prev.alloc != "" {
+				if err := keepLentGPU(b.ID, prev.GPU, &b.GPUs[i], prev.alloc); err != nil {
+					return Box{}, err
+				}
 			}
 		}
 		b.Draining = old.Draining
@@ -270,7 +289,9 @@ func (p *Pool) RemoveBox(id string) (Box, error) {
 }
 
 // AddHost registers a host or replaces its registration; the port count may
-// not shrink below a port in use.
+// not shrink below a port in use, a host holding GPUs keeps its bridge
+// endpoint and agent URL (ErrInUse), and no two bridges share an endpoint
+// (ErrConflict).
 func (p *Pool) AddHost(h Host) (Host, error) {
 	if err := validID("id", h.ID); err != nil {
 		return Host{}, err
@@ -286,8 +307,16 @@ func (p *Pool) AddHost(h Host) (Host, error) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if err := p.clashLocked("host", h.ID, h.Bridge); err != nil {
+		return Host{}, err
+	}
 	hs := &hostState{Host: h, used: make([]bool, h.Ports)}
 	if old, ok := p.hosts[h.ID]; ok {
+		if lent := p.hostLentLocked(h.ID); lent != "" {
+			if err := lentMove(fmt.Sprintf("host %q", h.ID), old.Bridge, h.Bridge, old.AgentURL, h.AgentURL, lent); err != nil {
+				return Host{}, err
+			}
+		}
 		for port, u := range old.used {
 			if !u {
 				continue

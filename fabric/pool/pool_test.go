@@ -290,7 +290,8 @@ func TestDrainAndRemove(t *testing.T) {
 	}
 	// Re-registration keeps the drain flag and may not drop a lent GPU.
 	nb := box("b1", "p", "r", 1, "H100", 1)
-	nb.Bridge = ep(77)
+	cur, _ := p.Box("b1")
+	nb.Bridge = cur.Bridge // a box with GPUs lent keeps its endpoint
 	if _, err := p.AddBox(Box{ID: "b1", Bridge: ep(77)}); !errors.Is(err, ErrInUse) {
 		t.Fatalf("dropping a lent GPU: %v", err)
 	}

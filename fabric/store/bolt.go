@@ -3,10 +3,12 @@ package store
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
 )
 
 var bucket = []byte("dxpu")
@@ -18,9 +20,13 @@ type Bolt struct {
 }
 
 // OpenBolt opens or creates the store file at path. It waits up to timeout
-// for another process to release the file lock.
+// for another process to release the file lock, then fails with ErrLocked
+// (bbolt itself says only "timeout").
 func OpenBolt(path string, timeout time.Duration) (*Bolt, error) {
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: timeout})
+	if errors.Is(err, bolterrors.ErrTimeout) {
+		return nil, fmt.Errorf("%w: %s is held by another process, most likely another manager (waited %v); stop it or give this one another --store", ErrLocked, path, timeout)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}

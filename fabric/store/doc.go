@@ -11,6 +11,8 @@
 //	rtt/<host>/<box>  JSON pool.RTT
 //	alloc/<id>        JSON pool.Allocation: the saga journal (state pending,
 //	                  active or releasing, with the GPUs, pair IDs and ports)
+//	cred/box/<id>     JSON {"agent_url":"https://...","credential":"<64 hex>"}:
+//	cred/host/<id>    the credential issued to the bridge's agent
 //
 // bbolt keeps them in one bucket "dxpu"; etcd under a prefix (default
 // "/dxpu/", so box/b1 is the etcd key "/dxpu/data/box/b1"), so that one etcd

@@ -14,6 +14,8 @@ var (
 	ErrNotFound  = errors.New("store: key not found")
 	ErrNotLeader = errors.New("store: not the leader")
 	ErrClosed    = errors.New("store: closed")
+	// ErrLocked: another process (another manager) holds the bbolt file.
+	ErrLocked = errors.New("store: file locked by another process")
 )
 
 // KV is one key and its value.

@@ -1,16 +1,35 @@
 // Package agentapi carries the manager's saga steps to bridge agents over
 // HTTP+JSON, so that `dxpu manager` can drive bridges in other processes.
 //
-// A bridge serves Handler (under any prefix it likes, usually its own
-// listener) and registers with the manager giving that URL as "agent_url"
-// of its box or host. The manager's GPUSide and HostSide send each call to
-// the agent of the pair's box or host; a pair whose bridge has no agent URL
-// is skipped (that bridge follows the forwarding table instead).
+// A bridge serves a Server (NewServer; under any prefix it likes, usually
+// its own https listener) and registers with the manager giving that URL as
+// "agent_url" of its box or host. The manager's GPUSide and HostSide send
+// each call to the agent of the pair's box or host; a pair whose bridge has
+// no agent URL is skipped (that bridge follows the forwarding table
+// instead).
+//
+// # Credentials
+//
+// The manager issues every agent its own credential (256 random bits) when
+// its bridge registers with an agent_url, and answers it, as
+// "agent_credential", to the registering caller only (who holds the
+// manager's admin token, who stores it in a 0600 file on the bridge's
+// machine for the bridge to load with manager.LoadTokenFile, or the bridge
+// itself in a lab). The bridge gives it to
+// Server.SetCredential; a Server without one refuses every call. The
+// manager sends each agent that agent's credential and nothing else: its
+// admin token never leaves it, and one agent's credential never reaches
+// another (it is not part of a pair's JSON). Re-registering with the same
+// agent_url keeps the credential; a new agent_url gets a new one.
+//
+// The Client reaches agents over https only (ClientConfig.CAFile or RootCAs
+// name the CAs that sign agents' certificates) unless AllowInsecure is set
+// for a lab, and never follows a redirect.
 //
 // # Wire
 //
-// Every request carries the pair as JSON (manager.Pair) and, when a token is
-// set, "Authorization: Bearer <token>":
+// Every request carries the pair as JSON (manager.Pair) and
+// "Authorization: Bearer <the agent's credential>":
 //
 //	PUT    /agent/v1/pairs/{id}                  program the pair       -> 204
 //	DELETE /agent/v1/pairs/{id}                  remove it (idempotent) -> 204
@@ -19,30 +38,37 @@
 //	POST   /agent/v1/pairs/{id}/surprise-remove  host bridges only      -> 204
 //	GET    /agent/v1/pairs                       {"pairs":[Pair...]} (agents that list)
 //
-// {id} is the decimal pair ID and must equal the body's "id". Errors use the
-// manager's envelope {"error":{"code":"...","message":"..."}}. A worked
-// call:
+// {id} is the decimal pair ID and must equal the body's "id". A missing or
+// wrong credential is 401. Errors use the manager's envelope
+// {"error":{"code":"...","message":"..."}}. A worked call:
 //
 //	PUT /agent/v1/pairs/41
+//	Authorization: Bearer 9f2c...(64 hex digits)
+//
 //	{"id":41,"allocation":"a-3f9c0b6e21d4","host":"h1","host_port":0,
 //	 "host_bridge":{"switch_port":"eth1","mac":"02:00:00:00:02:01","ip":"10.2.0.1","udp_port":4791},
 //	 "box":"box7","gpu":"box7-g0",
 //	 "gpu_bridge":{"switch_port":"eth3","mac":"02:00:00:00:07:00","ip":"10.1.0.7","udp_port":4791},
 //	 "bdf":"0000:18:00.0","model":"H100","memory_mib":81920,
-//	 "host_agent":"http://10.2.0.1:7701","gpu_agent":"http://10.1.0.7:7701"}
+//	 "host_agent":"https://10.2.0.1:7701","gpu_agent":"https://10.1.0.7:7701"}
 package agentapi
 
 import (
 	"bytes"
 	"context"
 	"crypto/subtle"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
+	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/dxpu/dxpu/fabric/manager"
@@ -65,10 +91,18 @@ func (e *Error) Error() string {
 	return fmt.Sprintf("agent: %s (HTTP %d): %s", e.Code, e.Status, e.Message)
 }
 
-// Handler serves the agent API for impl, which is a GPU-bridge agent
+// Server serves the agent API for one bridge agent. It accepts only the
+// credential the manager issued to this agent (SetCredential); until one is
+// set every call is refused, so an agent never runs open.
+type Server struct {
+	mux  *http.ServeMux
+	cred atomic.Pointer[string]
+}
+
+// NewServer serves the agent API for impl, which is a GPU-bridge agent
 // (PairProgrammer) or a host-bridge agent (manager.HostBridgeProgrammer),
-// optionally a manager.PairLister. Token, if set, is required on every call.
-func Handler(impl PairProgrammer, token string) http.Handler {
+// optionally a manager.PairLister.
+func NewServer(impl PairProgrammer) *Server {
 	mux := http.NewServeMux()
 	host, _ := impl.(manager.HostBridgeProgrammer)
 	lister, _ := impl.(manager.PairLister)
@@ -117,17 +151,34 @@ func Handler(impl PairProgrammer, token string) http.Handler {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, http.StatusNotFound, "not_found", fmt.Sprintf("no route %s %s on this agent", r.Method, r.URL.Path))
 	})
-	if token == "" {
-		return mux
+	return &Server{mux: mux}
+}
+
+// SetCredential sets (or, on rotation, replaces) the credential this agent
+// accepts: the "agent_credential" of its bridge's registration. Safe while
+// serving.
+func (s *Server) SetCredential(credential string) { s.cred.Store(&credential) }
+
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	want := s.cred.Load()
+	if want == nil || *want == "" {
+		writeErr(w, http.StatusUnauthorized, "unauthorized", "this agent has no credential yet; register its bridge and set the agent_credential the manager answers")
+		return
 	}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if !ok || subtle.ConstantTimeCompare([]byte(tok), []byte(token)) != 1 {
-			writeErr(w, http.StatusUnauthorized, "unauthorized", "agent calls need the bearer token")
-			return
-		}
-		mux.ServeHTTP(w, r)
-	})
+	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok || subtle.ConstantTimeCompare([]byte(tok), []byte(*want)) != 1 {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="dxpu-agent"`)
+		writeErr(w, http.StatusUnauthorized, "unauthorized", "agent calls need this agent's credential (Authorization: Bearer ...)")
+		return
+	}
+	s.mux.ServeHTTP(w, r)
+}
+
+// Handler is NewServer(impl) accepting credential.
+func Handler(impl PairProgrammer, credential string) http.Handler {
+	s := NewServer(impl)
+	s.SetCredential(credential)
+	return s
 }
 
 func writeErr(w http.ResponseWriter, status int, code, msg string) {
@@ -136,13 +187,91 @@ func writeErr(w http.ResponseWriter, status int, code, msg string) {
 	json.NewEncoder(w).Encode(map[string]*Error{"error": {Code: code, Message: msg}})
 }
 
-// Client sends agent calls.
-type Client struct {
-	Token string
-	HTTP  *http.Client // default: 10s timeout
+// Sentinel errors of Client.
+var (
+	// ErrInsecureAgent: an agent URL over plain http without AllowInsecure.
+	ErrInsecureAgent = errors.New("agent reached over plain http")
+	// ErrNoCredential: a call for an agent the manager issued no credential.
+	ErrNoCredential = errors.New("no credential for agent")
+)
+
+// ClientConfig configures NewClient.
+type ClientConfig struct {
+	// CAFile is a PEM bundle of the CAs that sign agents' certificates;
+	// RootCAs is the same, already parsed. Neither: the system's roots.
+	CAFile  string
+	RootCAs *x509.CertPool
+	// AllowInsecure lets calls go to http:// agents (a lab without
+	// certificates; credentials then cross the network in clear).
+	AllowInsecure bool
+	// Timeout bounds one call (default 10s).
+	Timeout time.Duration
 }
 
-func (c *Client) call(ctx context.Context, base, method, path string, p *manager.Pair, out any) error {
+// Client sends agent calls, each with the credential of the agent it goes
+// to (Pair.GPUAgentCredential, Pair.HostAgentCredential).
+type Client struct {
+	AllowInsecure bool
+	HTTP          *http.Client // default: NewClient's
+}
+
+// NewClient returns a client that reaches agents over https, trusting the
+// configured CAs, and never follows redirects (a redirect could carry the
+// credential elsewhere).
+func NewClient(cfg ClientConfig) (*Client, error) {
+	roots := cfg.RootCAs
+	if cfg.CAFile != "" {
+		pemBytes, err := os.ReadFile(cfg.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("agentapi: agent CA file: %w", err)
+		}
+		if roots == nil {
+			roots = x509.NewCertPool()
+		}
+		if !roots.AppendCertsFromPEM(pemBytes) {
+			return nil, fmt.Errorf("agentapi: agent CA file %s holds no PEM certificate", cfg.CAFile)
+		}
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 10 * time.Second
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: roots}
+	return &Client{AllowInsecure: cfg.AllowInsecure, HTTP: &http.Client{
+		Timeout:   cfg.Timeout,
+		Transport: tr,
+		CheckRedirect: func(*http.Request, []*http.Request) error {
+			return http.ErrUseLastResponse
+		},
+	}}, nil
+}
+
+func (c *Client) httpClient() *http.Client {
+	if c.HTTP != nil {
+		return c.HTTP
+	}
+	return &http.Client{Timeout: 10 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+}
+
+// check refuses a call that would expose a credential or carry none.
+func (c *Client) check(base, credential string) error {
+	u, err := url.Parse(base)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		return fmt.Errorf("agent %q: not an http(s) URL", base)
+	}
+	if u.Scheme == "http" && !c.AllowInsecure {
+		return fmt.Errorf("%w: %s (agents are reached over https; AllowInsecure is off)", ErrInsecureAgent, base)
+	}
+	if credential == "" {
+		return fmt.Errorf("%w %s: re-register its bridge so that the manager issues one", ErrNoCredential, base)
+	}
+	return nil
+}
+
+func (c *Client) call(ctx context.Context, base, credential, method, path string, p *manager.Pair, out any) error {
+	if err := c.check(base, credential); err != nil {
+		return err
+	}
 	var body io.Reader
 	if p != nil {
 		b, err := json.Marshal(p)
@@ -156,14 +285,8 @@ func (c *Client) call(ctx context.Context, base, method, path string, p *manager
 		return err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	if c.Token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.Token)
-	}
-	hc := c.HTTP
-	if hc == nil {
-		hc = &http.Client{Timeout: 10 * time.Second}
-	}
-	resp, err := hc.Do(req)
+	req.Header.Set("Authorization", "Bearer "+credential)
+	resp, err := c.httpClient().Do(req)
 	if err != nil {
 		return fmt.Errorf("agent %s: %w", base, err)
 	}
@@ -187,15 +310,15 @@ func pairPath(p manager.Pair, suffix string) string {
 	return "/agent/v1/pairs/" + strconv.FormatUint(uint64(p.ID), 10) + suffix
 }
 
-// ListPairs asks one agent for its pairs.
-func (c *Client) ListPairs(ctx context.Context, base string) ([]manager.Pair, error) {
+// ListPairs asks one agent, with its credential, for its pairs.
+func (c *Client) ListPairs(ctx context.Context, base, credential string) ([]manager.Pair, error) {
 	var out struct{ Pairs []manager.Pair }
-	err := c.call(ctx, base, http.MethodGet, "/agent/v1/pairs", nil, &out)
+	err := c.call(ctx, base, credential, http.MethodGet, "/agent/v1/pairs", nil, &out)
 	return out.Pairs, err
 }
 
-func (c *Client) listAt(ctx context.Context, base string) ([]manager.Pair, error) {
-	ps, err := c.ListPairs(ctx, base)
+func (c *Client) listAt(ctx context.Context, base, credential string) ([]manager.Pair, error) {
+	ps, err := c.ListPairs(ctx, base, credential)
 	var e *Error
 	if errors.As(err, &e) && e.Status == http.StatusNotFound {
 		return nil, fmt.Errorf("%w: %v", manager.ErrCannotList, err)
@@ -204,13 +327,13 @@ func (c *Client) listAt(ctx context.Context, base string) ([]manager.Pair, error
 }
 
 // ListPairsAt implements manager.AgentPairLister.
-func (g GPUSide) ListPairsAt(ctx context.Context, url string) ([]manager.Pair, error) {
-	return g.Client.listAt(ctx, url)
+func (g GPUSide) ListPairsAt(ctx context.Context, url, credential string) ([]manager.Pair, error) {
+	return g.Client.listAt(ctx, url, credential)
 }
 
 // ListPairsAt implements manager.AgentPairLister.
-func (h HostSide) ListPairsAt(ctx context.Context, url string) ([]manager.Pair, error) {
-	return h.Client.listAt(ctx, url)
+func (h HostSide) ListPairsAt(ctx context.Context, url, credential string) ([]manager.Pair, error) {
+	return h.Client.listAt(ctx, url, credential)
 }
 
 // GPUSide is a manager.GPUBridgeProgrammer that calls the agent of each
@@ -221,14 +344,14 @@ func (g GPUSide) ProgramPair(ctx context.Context, p manager.Pair) error {
 	if p.GPUAgent == "" {
 		return nil
 	}
-	return g.Client.call(ctx, p.GPUAgent, http.MethodPut, pairPath(p, ""), &p, nil)
+	return g.Client.call(ctx, p.GPUAgent, p.GPUAgentCredential, http.MethodPut, pairPath(p, ""), &p, nil)
 }
 
 func (g GPUSide) RemovePair(ctx context.Context, p manager.Pair) error {
 	if p.GPUAgent == "" {
 		return nil
 	}
-	return g.Client.call(ctx, p.GPUAgent, http.MethodDelete, pairPath(p, ""), &p, nil)
+	return g.Client.call(ctx, p.GPUAgent, p.GPUAgentCredential, http.MethodDelete, pairPath(p, ""), &p, nil)
 }
 
 // HostSide is a manager.HostBridgeProgrammer that calls the agent of each
@@ -239,7 +362,7 @@ func (h HostSide) do(ctx context.Context, method, suffix string, p manager.Pair)
 	if p.HostAgent == "" {
 		return nil
 	}
-	return h.Client.call(ctx, p.HostAgent, method, pairPath(p, suffix), &p, nil)
+	return h.Client.call(ctx, p.HostAgent, p.HostAgentCredential, method, pairPath(p, suffix), &p, nil)
 }
 
 func (h HostSide) ProgramPair(ctx context.Context, p manager.Pair) error {

@@ -21,13 +21,14 @@ import (
 // HTTP to a box agent and a host agent (fake agents behind Handler).
 func TestManagerDrivesRemoteAgents(t *testing.T) {
 	gpu, host := fakeagent.New("gpu"), fakeagent.New("host")
-	gsrv := httptest.NewServer(agentapi.Handler(gpu, "agent-tok"))
+	gagent, hagent := agentapi.NewServer(gpu), agentapi.NewServer(host)
+	gsrv := httptest.NewServer(gagent)
 	defer gsrv.Close()
-	hsrv := httptest.NewServer(agentapi.Handler(host, "agent-tok"))
+	hsrv := httptest.NewServer(hagent)
 	defer hsrv.Close()
-	cl := &agentapi.Client{Token: "agent-tok"}
+	cl := &agentapi.Client{AllowInsecure: true} // plain http here; TLS in security_test.go
 	m, err := manager.New(manager.Config{GPUBridge: agentapi.GPUSide{Client: cl}, HostBridge: agentapi.HostSide{Client: cl}, Token: "t",
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), AllowInsecureAgents: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,13 +37,17 @@ func TestManagerDrivesRemoteAgents(t *testing.T) {
 	defer srv.Close()
 	c := ctlclient.New(srv.URL, "t")
 	ctx := context.Background()
-	if _, err := c.RegisterBox(ctx, pool.Box{ID: "b", AgentURL: gsrv.URL, Bridge: pool.Endpoint{SwitchPort: "p1", MAC: "02:00:00:00:00:01"},
-		GPUs: []pool.GPU{{ID: "b-0", Model: "H100"}, {ID: "b-1", Model: "H100"}, {ID: "b-2", Model: "H100"}}}); err != nil {
+	_, gcred, err := c.RegisterBoxAgent(ctx, pool.Box{ID: "b", AgentURL: gsrv.URL, Bridge: pool.Endpoint{SwitchPort: "p1", MAC: "02:00:00:00:00:01"},
+		GPUs: []pool.GPU{{ID: "b-0", Model: "H100"}, {ID: "b-1", Model: "H100"}, {ID: "b-2", Model: "H100"}}})
+	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.RegisterHost(ctx, pool.Host{ID: "h", AgentURL: hsrv.URL, Bridge: pool.Endpoint{SwitchPort: "p2", MAC: "02:00:00:00:00:02"}, Ports: 32}); err != nil {
+	gagent.SetCredential(gcred)
+	_, hcred, err := c.RegisterHostAgent(ctx, pool.Host{ID: "h", AgentURL: hsrv.URL, Bridge: pool.Endpoint{SwitchPort: "p2", MAC: "02:00:00:00:00:02"}, Ports: 32})
+	if err != nil {
 		t.Fatal(err)
 	}
+	hagent.SetCredential(hcred)
 	a, err := c.Allocate(ctx, pool.Request{Host: "h", Count: 2})
 	if err != nil {
 		t.Fatal(err)
@@ -51,7 +56,7 @@ func TestManagerDrivesRemoteAgents(t *testing.T) {
 	if !slices.Equal(gpu.Pairs(), want) || !slices.Equal(host.HotAdded(), want) {
 		t.Fatalf("gpu agent %v, host agent hot-added %v, want %v", gpu.Pairs(), host.HotAdded(), want)
 	}
-	listed, err := cl.ListPairs(ctx, gsrv.URL)
+	listed, err := cl.ListPairs(ctx, gsrv.URL, gcred)
 	if err != nil || len(listed) != 2 || listed[0].GPUAgent != gsrv.URL || listed[0].BDF != "" && listed[0].Box != "b" {
 		t.Fatalf("%+v %v", listed, err)
 	}

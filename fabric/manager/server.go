@@ -1,0 +1,214 @@
+package manager
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// ServerConfig bounds what clients can hold of the manager's HTTP server.
+// Zero fields take the defaults.
+type ServerConfig struct {
+	// ReadHeaderTimeout bounds reading a request's headers (default 10s).
+	ReadHeaderTimeout time.Duration
+	// ReadTimeout bounds reading a whole request, body included (default
+	// 30s): a request that declares a body it never sends is cut off.
+	ReadTimeout time.Duration
+	// WriteTimeout bounds a request from its headers to the end of the
+	// answer (default MaxWatch+30s). Watches end, with the unchanged
+	// table or no events, a second before it, whatever timeout they ask.
+	WriteTimeout time.Duration
+	// IdleTimeout closes a keep-alive connection idle that long
+	// (default 60s).
+	IdleTimeout time.Duration
+	// MaxHeaderBytes bounds request headers (default 64 KiB).
+	MaxHeaderBytes int
+	// MaxWatchesPerClient bounds the table and event watches one client
+	// address holds at once (default 8); one more is 429
+	// too_many_watches. Behind a proxy every client is the proxy.
+	MaxWatchesPerClient int
+}
+
+// Server defaults.
+const (
+	DefaultReadHeaderTimeout   = 10 * time.Second
+	DefaultReadTimeout         = 30 * time.Second
+	DefaultWriteTimeout        = MaxWatch + 30*time.Second
+	DefaultIdleTimeout         = 60 * time.Second
+	DefaultMaxHeaderBytes      = 64 << 10
+	DefaultMaxWatchesPerClient = 8
+	DefaultMaxConns            = 1024
+)
+
+func (c ServerConfig) withDefaults() ServerConfig {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&c.ReadHeaderTimeout, DefaultReadHeaderTimeout)
+	def(&c.ReadTimeout, DefaultReadTimeout)
+	def(&c.WriteTimeout, DefaultWriteTimeout)
+	def(&c.IdleTimeout, DefaultIdleTimeout)
+	if c.MaxHeaderBytes <= 0 {
+		c.MaxHeaderBytes = DefaultMaxHeaderBytes
+	}
+	if c.MaxWatchesPerClient <= 0 {
+		c.MaxWatchesPerClient = DefaultMaxWatchesPerClient
+	}
+	return c
+}
+
+// NewServer returns the manager's API server with every timeout and limit
+// of cfg set. Serve it on LimitListener(ln, n), so that connections are
+// capped too:
+//
+//	srv := manager.NewServer(m, manager.ServerConfig{})
+//	srv.Serve(manager.LimitListener(ln, manager.DefaultMaxConns))
+//
+// (or srv.ServeTLS with a certificate).
+func NewServer(m *Manager, cfg ServerConfig) *http.Server {
+	cfg = cfg.withDefaults()
+	return &http.Server{
+		Handler:           &watchLimiter{next: m.Handler(), m: m, max: cfg.MaxWatchesPerClient, end: cfg.WriteTimeout - time.Second, by: map[string]int{}},
+		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
+		ReadTimeout:       cfg.ReadTimeout,
+		WriteTimeout:      cfg.WriteTimeout,
+		IdleTimeout:       cfg.IdleTimeout,
+		MaxHeaderBytes:    cfg.MaxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(m.log.Handler(), slog.LevelWarn),
+	}
+}
+
+// watchLimiter caps the watches per client address and ends each before
+// the server's write deadline would cut it.
+type watchLimiter struct {
+	next http.Handler
+	m    *Manager
+	max  int
+	end  time.Duration // a watch answers this long after it starts, at the latest
+	mu   sync.Mutex
+	by   map[string]int // client address -> watches in progress
+}
+
+func isWatch(r *http.Request) bool {
+	if r.Method != http.MethodGet || (r.URL.Path != "/v1/table" && r.URL.Path != "/v1/events") {
+		return false
+	}
+	w := r.URL.Query().Get("watch")
+	return w != "" && w != "0"
+}
+
+func clientOf(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+func (l *watchLimiter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !isWatch(r) {
+		l.next.ServeHTTP(w, r)
+		return
+	}
+	client := clientOf(r)
+	l.mu.Lock()
+	if l.by[client] >= l.max {
+		l.mu.Unlock()
+		l.m.metrics.watchesRefused.Inc()
+		writeError(w, &APIError{Status: http.StatusTooManyRequests, Code: CodeTooManyWatches,
+			Message: fmt.Sprintf("client %s already holds %d watches, the limit; end one before starting another", client, l.max)})
+		return
+	}
+	l.by[client]++
+	l.mu.Unlock()
+	l.m.metrics.watches.Inc()
+	defer func() {
+		l.m.metrics.watches.Dec()
+		l.mu.Lock()
+		if l.by[client]--; l.by[client] == 0 {
+			delete(l.by, client)
+		}
+		l.mu.Unlock()
+	}()
+	if l.end > 0 {
+		ctx, cancel := context.WithTimeout(r.Context(), l.end)
+		defer cancel()
+		r = r.WithContext(ctx)
+	}
+	l.next.ServeHTTP(w, r)
+}
+
+// LimitListener accepts at most maxConns connections at once (0:
+// DefaultMaxConns). One more is answered 503 unavailable and closed at
+// once, so descriptors stay bounded however many a client opens; a TLS
+// client sees the refusal as a failed handshake.
+func LimitListener(ln net.Listener, maxConns int) net.Listener {
+	if maxConns <= 0 {
+		maxConns = DefaultMaxConns
+	}
+	body, _ := json.Marshal(map[string]*APIError{"error": {Code: CodeUnavailable,
+		Message: fmt.Sprintf("the manager holds %d connections, its limit; retry later", maxConns)}})
+	refusal := fmt.Sprintf("HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+	return &limitListener{Listener: ln, slots: make(chan struct{}, maxConns), refusal: []byte(refusal)}
+}
+
+type limitListener struct {
+	net.Listener
+	slots   chan struct{}
+	refusal []byte
+}
+
+func (l *limitListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		select {
+		case l.slots <- struct{}{}:
+			return &limitedConn{Conn: c, free: l.slots}, nil
+		default:
+			go refuse(c, l.refusal)
+		}
+	}
+}
+
+// refuse answers a connection over the limit and closes it; the client's
+// request is read (briefly) first, so that closing does not reset the
+// connection before the answer is read.
+func refuse(c net.Conn, answer []byte) {
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(time.Second))
+	if _, err := c.Write(answer); err != nil {
+		return
+	}
+	if tc, ok := c.(interface{ CloseWrite() error }); ok {
+		tc.CloseWrite()
+	}
+	buf := make([]byte, 4096)
+	for {
+		if _, err := c.Read(buf); err != nil {
+			return
+		}
+	}
+}
+
+// limitedConn gives its slot back when closed (once).
+type limitedConn struct {
+	net.Conn
+	free chan struct{}
+	once sync.Once
+}
+
+func (c *limitedConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(func() { <-c.free })
+	return err
+}

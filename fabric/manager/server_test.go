@@ -1,0 +1,266 @@
+package manager_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dxpu/dxpu/fabric/ctlclient"
+	"github.com/dxpu/dxpu/fabric/manager"
+)
+
+// stall bounds how long a test waits for something that should happen in
+// milliseconds: past it, nothing moved and the test fails.
+const stall = 10 * time.Second
+
+// hardened serves a manager through NewServer on a LimitListener.
+func hardened(t *testing.T, cfg manager.ServerConfig, maxConns int) (*manager.Manager, string) {
+	t.Helper()
+	m, err := manager.New(manager.Config{Token: token, Logger: quiet(), ReconcileInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := manager.NewServer(m, cfg)
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(manager.LimitListener(ln, maxConns)) }()
+	t.Cleanup(func() {
+		srv.Close()
+		if err := <-done; !errors.Is(err, http.ErrServerClosed) {
+			t.Errorf("serve: %v", err)
+		}
+		m.Close()
+	})
+	return m, ln.Addr().String()
+}
+
+func dial(t *testing.T, addr string) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// roundTrip sends one keep-alive request on c and reads its answer.
+func roundTrip(t *testing.T, c net.Conn, br *bufio.Reader, path string) *http.Response {
+	t.Helper()
+	fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: m\r\nAuthorization: Bearer %s\r\n\r\n", path, token)
+	c.SetReadDeadline(time.Now().Add(stall))
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatalf("GET %s: %v", path, err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp
+}
+
+// closedByServer waits for the server to close c, reading whatever it
+// sends first; it fails if c stays open for the stall bound.
+func closedByServer(t *testing.T, c net.Conn, what string) string {
+	t.Helper()
+	c.SetReadDeadline(time.Now().Add(stall))
+	got, err := io.ReadAll(c)
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("%s: connection still open after %v", what, stall)
+	}
+	return string(got)
+}
+
+// TestIdleConnectionIsClosed repeats the attack "idle keep-alive
+// connections stay open indefinitely".
+func TestIdleConnectionIsClosed(t *testing.T) {
+	t.Parallel()
+	_, addr := hardened(t, manager.ServerConfig{IdleTimeout: 50 * time.Millisecond}, 0)
+	c := dial(t, addr)
+	br := bufio.NewReader(c)
+	if resp := roundTrip(t, c, br, "/v1/stats"); resp.StatusCode != 200 || resp.Close {
+		t.Fatalf("first request: %d close=%v", resp.StatusCode, resp.Close)
+	}
+	start := time.Now()
+	closedByServer(t, c, "idle keep-alive")
+	t.Logf("idle connection closed after %v", time.Since(start).Round(time.Millisecond))
+}
+
+// TestUnsentBodyIsCutOff repeats the attack "GETs that declare a body they
+// never send stay open", and the same for headers never finished.
+func TestUnsentBodyIsCutOff(t *testing.T) {
+	t.Parallel()
+	_, addr := hardened(t, manager.ServerConfig{ReadTimeout: 100 * time.Millisecond, ReadHeaderTimeout: 100 * time.Millisecond}, 0)
+	for name, req := range map[string]string{
+		"GET declaring a body":    "GET /v1/stats HTTP/1.1\r\nHost: m\r\nAuthorization: Bearer " + token + "\r\nContent-Length: 1000\r\n\r\n",
+		"POST sending half":       "POST /v1/hosts HTTP/1.1\r\nHost: m\r\nAuthorization: Bearer " + token + "\r\nContent-Length: 1000\r\n\r\n{\"id\":",
+		"headers never finished":  "GET /v1/stats HTTP/1.1\r\nHost: m\r\n",
+		"watch declaring a body ": "GET /v1/table?watch=1&version=1&timeout=1h HTTP/1.1\r\nHost: m\r\nAuthorization: Bearer " + token + "\r\nContent-Length: 10\r\n\r\n",
+	} {
+		c := dial(t, addr)
+		io.WriteString(c, req)
+		start := time.Now()
+		closedByServer(t, c, name)
+		t.Logf("%s: cut off after %v", name, time.Since(start).Round(time.Millisecond))
+	}
+}
+
+// TestConnectionsBeyondTheCapAreRefused repeats the attack "200 idle
+// keep-alive connections exhaust descriptors": with a cap of 3, the fourth
+// is answered 503 and closed at once, the three held keep working, and a
+// slot frees when one closes.
+func TestConnectionsBeyondTheCapAreRefused(t *testing.T) {
+	t.Parallel()
+	_, addr := hardened(t, manager.ServerConfig{}, 3)
+	var held []net.Conn
+	var readers []*bufio.Reader
+	for i := 0; i < 3; i++ {
+		c := dial(t, addr)
+		br := bufio.NewReader(c)
+		if resp := roundTrip(t, c, br, "/healthz"); resp.StatusCode != 200 {
+			t.Fatalf("connection %d: %d", i, resp.StatusCode)
+		}
+		held, readers = append(held, c), append(readers, br)
+	}
+	extra := dial(t, addr)
+	fmt.Fprintf(extra, "GET /healthz HTTP/1.1\r\nHost: m\r\n\r\n")
+	got := closedByServer(t, extra, "connection over the cap")
+	if !strings.HasPrefix(got, "HTTP/1.1 503") || !strings.Contains(got, manager.CodeUnavailable) || !strings.Contains(got, "limit") {
+		t.Fatalf("connection over the cap got %q, want 503 unavailable naming the limit", got)
+	}
+	for i, c := range held {
+		if resp := roundTrip(t, c, readers[i], "/v1/stats"); resp.StatusCode != 200 {
+			t.Fatalf("held connection %d after the refusal: %d", i, resp.StatusCode)
+		}
+	}
+	// Closing one frees its slot once the server sees the close; each try
+	// is refused at once until then.
+	held[0].Close()
+	deadline := time.Now().Add(stall)
+	for {
+		resp, err := (&http.Client{Transport: &http.Transport{DisableKeepAlives: true}}).Get("http://" + addr + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no slot freed %v after closing a connection (last: %v)", stall, err)
+		}
+	}
+}
+
+// watches reads the dxpu_api_watches gauge.
+func watchesInProgress(t *testing.T, addr string) string {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "dxpu_api_watches "); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// clientFrom is an API client whose connections come from local address ip.
+func clientFrom(base, ip string) *ctlclient.Client {
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}}
+	c := ctlclient.New(base, token)
+	c.HTTP = &http.Client{Timeout: time.Minute, Transport: &http.Transport{DialContext: d.DialContext}}
+	return c
+}
+
+// TestWatchesPerClientAreCapped repeats the attack "tokenless table watches
+// stay open indefinitely" for a client with a token: its third watch is 429
+// while its two are served, other calls and other clients go on, and a
+// watch ends before the server's write deadline whatever timeout it asks.
+func TestWatchesPerClientAreCapped(t *testing.T) {
+	t.Parallel()
+	_, addr := hardened(t, manager.ServerConfig{MaxWatchesPerClient: 2}, 0)
+	base := "http://" + addr
+	one, other := clientFrom(base, "127.0.0.1"), clientFrom(base, "127.0.0.2")
+	ctx := context.Background()
+	_, since, err := one.Events(ctx, 0, "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	results := make(chan error, 3)
+	watch := func(c *ctlclient.Client) {
+		evs, _, err := c.Events(ctx, since, "", time.Hour)
+		if err == nil && len(evs) == 0 {
+			err = errors.New("watch ended without the event")
+		}
+		results <- err
+	}
+	go watch(one)
+	go watch(one)
+	deadline := time.Now().Add(stall)
+	for watchesInProgress(t, addr) != "2" {
+		if time.Now().After(deadline) {
+			t.Fatalf("the two watches did not start within %v", stall)
+		}
+	}
+	_, _, err = one.Events(ctx, since, "", time.Hour)
+	var ae *ctlclient.APIError
+	if !errors.As(err, &ae) || ae.Status != http.StatusTooManyRequests || ae.Code != manager.CodeTooManyWatches || !strings.Contains(ae.Message, "127.0.0.1") {
+		t.Fatalf("third watch: %v, want 429 too_many_watches naming the client", err)
+	}
+	if _, err := one.Stats(ctx); err != nil {
+		t.Fatalf("a plain call from the capped client: %v", err)
+	}
+	go watch(other) // another client is not capped by the first
+	for watchesInProgress(t, addr) != "3" {
+		if time.Now().After(deadline) {
+			t.Fatalf("the other client's watch did not start within %v", stall)
+		}
+	}
+	if _, err := one.RegisterHost(ctx, testHost(0)); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 3; i++ {
+		if err := <-results; err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The slots are free again.
+	if _, _, err := one.Events(ctx, 0, "", time.Hour); err != nil {
+		t.Fatalf("a watch after the others ended: %v", err)
+	}
+}
+
+// TestWatchEndsBeforeTheWriteDeadline: a watch asking for an hour under a
+// 1.2s write timeout answers (unchanged) instead of being cut.
+func TestWatchEndsBeforeTheWriteDeadline(t *testing.T) {
+	t.Parallel()
+	_, addr := hardened(t, manager.ServerConfig{WriteTimeout: 1200 * time.Millisecond}, 0)
+	c := ctlclient.New("http://"+addr, token)
+	ctx := context.Background()
+	t0, err := c.Table(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	t1, err := c.WatchTable(ctx, t0.Version, time.Hour)
+	if err != nil || t1.Version != t0.Version {
+		t.Fatalf("watch under a short write timeout: %+v %v, want the unchanged table", t1, err)
+	}
+	if d := time.Since(start); d > 1200*time.Millisecond {
+		t.Fatalf("watch answered after %v, past the write timeout", d)
+	}
+}
