@@ -20,6 +20,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/dxpu/dxpu/fabric/ctlclient"
+	"github.com/dxpu/dxpu/fabric/manager"
 	"github.com/dxpu/dxpu/fabric/pool"
 	"github.com/dxpu/dxpu/fabric/table"
 )
@@ -32,6 +33,7 @@ type ctlOptions struct {
 	json      bool
 	timeout   time.Duration
 	caFile    string
+	credOut   string
 }
 
 // newCtlCmd builds `dxpu ctl` and its subcommands, the manager's client.
@@ -63,11 +65,13 @@ reached.`,
 
 	boxCmd := &cobra.Command{Use: "box [ID]", Short: "List boxes, or show one with its GPUs", Args: cobra.MaximumNArgs(1), RunE: fl.box}
 	boxAdd := &cobra.Command{Use: "add FILE", Short: "Register or replace a box from JSON (- for stdin)", Args: cobra.ExactArgs(1), RunE: fl.boxAdd}
+	boxAdd.Flags().StringVar(&fl.credOut, "agent-credential-out", "", "write the bridge agent's credential (issued for an agent_url) to this new 0600 file")
 	boxRm := &cobra.Command{Use: "rm ID", Short: "Remove a box whose GPUs are all free", Args: cobra.ExactArgs(1), RunE: fl.boxRm}
 	boxCmd.AddCommand(boxAdd, boxRm)
 
 	hostCmd := &cobra.Command{Use: "host", Short: "List hosts", Args: cobra.NoArgs, RunE: fl.host}
 	hostAdd := &cobra.Command{Use: "add FILE", Short: "Register or replace a host from JSON (- for stdin)", Args: cobra.ExactArgs(1), RunE: fl.hostAdd}
+	hostAdd.Flags().StringVar(&fl.credOut, "agent-credential-out", "", "write the bridge agent's credential (issued for an agent_url) to this new 0600 file")
 	hostRm := &cobra.Command{Use: "rm ID", Short: "Remove a host that holds no GPUs", Args: cobra.ExactArgs(1), RunE: fl.hostRm}
 	hostCmd.AddCommand(hostAdd, hostRm)
 
@@ -123,7 +127,7 @@ func (fl *ctlOptions) client(cmd *cobra.Command) (*ctlclient.Client, context.Con
 	var err error
 	tok := fl.e.getenv("DXPU_TOKEN")
 	if fl.tokenFile != "" {
-		if tok, err = readToken(fl.tokenFile); err != nil {
+		if tok, err = manager.LoadTokenFile(fl.tokenFile); err != nil {
 			return nil, nil, nil, exitCodeError{2, err}
 		}
 	}
@@ -268,8 +272,13 @@ func (fl *ctlOptions) boxAdd(cmd *cobra.Command, args []string) error {
 	if err != nil {
 		return err
 	}
-	return call(fl, cmd, func(ctx context.Context, c *ctlclient.Client) (pool.Box, error) { return c.RegisterBox(ctx, b) },
-		func(w io.Writer, b pool.Box) { boxTable(w, []pool.Box{b}) })
+	return call(fl, cmd, func(ctx context.Context, c *ctlclient.Client) (pool.Box, error) {
+		out, cred, err := c.RegisterBoxAgent(ctx, b)
+		if err == nil {
+			err = fl.writeCredential(cred)
+		}
+		return out, err
+	}, func(w io.Writer, b pool.Box) { boxTable(w, []pool.Box{b}) })
 }
 
 func (fl *ctlOptions) boxRm(cmd *cobra.Command, args []string) error {
@@ -293,8 +302,34 @@ func (fl *ctlOptions) hostAdd(cmd *cobra.Command, args []string) error {
 	if err != nil {
 		return err
 	}
-	return call(fl, cmd, func(ctx context.Context, c *ctlclient.Client) (pool.Host, error) { return c.RegisterHost(ctx, h) },
-		func(w io.Writer, h pool.Host) { hostTable(w, []pool.Host{h}) })
+	return call(fl, cmd, func(ctx context.Context, c *ctlclient.Client) (pool.Host, error) {
+		out, cred, err := c.RegisterHostAgent(ctx, h)
+		if err == nil {
+			err = fl.writeCredential(cred)
+		}
+		return out, err
+	}, func(w io.Writer, h pool.Host) { hostTable(w, []pool.Host{h}) })
+}
+
+// writeCredential keeps the agent credential the manager issued where
+// --agent-credential-out says (a new file, mode 0600); without the flag
+// it is dropped: the manager hands the same one again on re-registration.
+func (fl *ctlOptions) writeCredential(cred string) error {
+	if fl.credOut == "" {
+		return nil
+	}
+	if cred == "" {
+		return exitCodeError{1, errors.New("--agent-credential-out: the manager issued no credential (no agent_url in the registration)")}
+	}
+	f, err := os.OpenFile(fl.credOut, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return exitCodeError{2, fmt.Errorf("--agent-credential-out: %w", err)}
+	}
+	if _, err := fmt.Fprintln(f, cred); err != nil {
+		f.Close()
+		return exitCodeError{2, fmt.Errorf("--agent-credential-out: %w", err)}
+	}
+	return f.Close()
 }
 
 func (fl *ctlOptions) hostRm(cmd *cobra.Command, args []string) error {

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"strings"
@@ -30,7 +29,12 @@ type managerOptions struct {
 	listen     string
 	advertise  string
 	tokenFile  string
+	initToken  bool
+	readTokens string
 	noAuth     bool
+	agentCA    string
+	insecure   bool
+	maxConns   int
 	reconcile  time.Duration
 	tlsCert    string
 	tlsKey     string
@@ -55,15 +59,23 @@ in etcd (--etcd): the managers elect a leader through etcd, the others stand
 by and answer 503 not_leader, and a standby takes over within the lease TTL
 when the leader dies (at once when it stops cleanly).
 
-Every call that changes state needs "Authorization: Bearer <token>" with the
-token read from --token-file; --no-auth turns that off (for a lab only).
+Every /v1 call needs "Authorization: Bearer <token>": the admin token read
+from --token-file for everything, or the read-only token of
+--read-token-file for GETs. Token files must be mode 0600 (or stricter);
+--init-token creates --token-file with a fresh random token if it does not
+exist. --no-auth turns authentication off (for a lab only). /healthz and
+/metrics stay open.
 With --tls-cert and --tls-key the API is served over HTTPS, as it should be
 wherever the token crosses a network.
 
 Bridges that register with an "agent_url" are programmed through the agent
 API (package fabric/manager/agentapi: PUT/DELETE /agent/v1/pairs/{id},
-hot-add, hot-remove, surprise-remove), with the same bearer token. The
-switch follows GET /v1/table?watch=1&version=N. Exit status: 0 on
+hot-add, hot-remove, surprise-remove) over https, each with its own
+credential, issued when it registered (the admin token never leaves the
+manager); --agent-ca-file names the CA of the agents' certificates, and
+--allow-insecure-agents permits http agent URLs (lab only). The switch
+follows GET /v1/table?watch=1&version=N. The server times out slow and
+idle clients, caps connections (--max-conns) and watches per client. Exit status: 0 on
 SIGINT/SIGTERM, 2 for usage errors or when the store cannot be opened.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runManager(cmd, e, fl) },
@@ -77,7 +89,12 @@ SIGINT/SIGTERM, 2 for usage errors or when the store cannot be opened.`,
 	f.StringVar(&fl.listen, "listen", "127.0.0.1:7700", "HTTP listen address")
 	f.StringVar(&fl.advertise, "advertise", "", "URL other managers and clients should use for this one (default http://<listen>)")
 	f.StringVar(&fl.tokenFile, "token-file", "", "file holding the bearer token for mutating calls")
-	f.BoolVar(&fl.noAuth, "no-auth", false, "accept mutating calls without a token (lab only)")
+	f.BoolVar(&fl.initToken, "init-token", false, "create --token-file (mode 0600, a fresh 256-bit token) if it does not exist")
+	f.StringVar(&fl.readTokens, "read-token-file", "", "file holding a read-only token (GETs only; mode 0600)")
+	f.BoolVar(&fl.noAuth, "no-auth", false, "accept every call without a token (lab only)")
+	f.StringVar(&fl.agentCA, "agent-ca-file", "", "CA bundle (PEM) that signs the bridges' agent certificates (default: the system's roots)")
+	f.BoolVar(&fl.insecure, "allow-insecure-agents", false, "allow http:// agent URLs (lab only: credentials cross the network in clear)")
+	f.IntVar(&fl.maxConns, "max-conns", manager.DefaultMaxConns, "most concurrent API connections; more are answered 503")
 	f.StringVar(&fl.etcdCA, "etcd-ca-file", "", "CA (PEM) of an etcd served over https")
 	f.StringVar(&fl.etcdCert, "etcd-cert", "", "client certificate (PEM) for etcd")
 	f.StringVar(&fl.etcdKey, "etcd-key", "", "client key (PEM) for etcd")
@@ -87,32 +104,35 @@ SIGINT/SIGTERM, 2 for usage errors or when the store cannot be opened.`,
 	return cmd
 }
 
-func readToken(path string) (string, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return "", err
-	}
-	tok := strings.TrimSpace(string(b))
-	if tok == "" {
-		return "", fmt.Errorf("token file %s is empty", path)
-	}
-	if strings.ContainsAny(tok, " \t\r\n") {
-		return "", fmt.Errorf("token file %s: the token must be one word", path)
-	}
-	return tok, nil
-}
-
 func runManager(cmd *cobra.Command, e *env, fl managerOptions) error {
-	var token string
+	var token, readToken string
+	if fl.maxConns <= 0 {
+		return exitCodeError{2, fmt.Errorf("--max-conns %d: want at least 1", fl.maxConns)}
+	}
 	switch {
 	case fl.tokenFile != "" && fl.noAuth:
 		return exitCodeError{2, errors.New("--token-file and --no-auth exclude each other")}
+	case fl.initToken && fl.tokenFile == "":
+		return exitCodeError{2, errors.New("--init-token needs --token-file")}
 	case fl.tokenFile != "":
-		t, err := readToken(fl.tokenFile)
+		if fl.initToken {
+			if _, err := os.Stat(fl.tokenFile); errors.Is(err, os.ErrNotExist) {
+				if _, err := manager.CreateTokenFile(fl.tokenFile); err != nil {
+					return exitCodeError{2, err}
+				}
+				e.log.Info("created a token file", "path", fl.tokenFile)
+			}
+		}
+		t, err := manager.LoadTokenFile(fl.tokenFile)
 		if err != nil {
 			return exitCodeError{2, err}
 		}
 		token = t
+		if fl.readTokens != "" {
+			if readToken, err = manager.LoadTokenFile(fl.readTokens); err != nil {
+				return exitCodeError{2, err}
+			}
+		}
 	case !fl.noAuth:
 		return exitCodeError{2, errors.New("--token-file is required (or --no-auth for a lab)")}
 	default:
@@ -147,6 +167,7 @@ func runManager(cmd *cobra.Command, e *env, fl managerOptions) error {
 	if err != nil {
 		return exitCodeError{2, err}
 	}
+	ln = manager.LimitListener(ln, fl.maxConns)
 	advertise := fl.advertise
 	if advertise == "" {
 		scheme := "http://"
@@ -157,14 +178,19 @@ func runManager(cmd *cobra.Command, e *env, fl managerOptions) error {
 	}
 	// Bridges that registered an agent_url are programmed over the agent
 	// API (https, each with its own credential); the others follow /v1/table.
-	agents := &agentapi.Client{}
-	m, err := manager.New(manager.Config{Store: st, Token: token, ID: advertise, Logger: e.log, ReconcileInterval: fl.reconcile,
+	agents, err := agentapi.NewClient(agentapi.ClientConfig{CAFile: fl.agentCA, AllowInsecure: fl.insecure})
+	if err != nil {
+		ln.Close()
+		return exitCodeError{2, err}
+	}
+	m, err := manager.New(manager.Config{Store: st, Token: token, ReadToken: readToken, AllowInsecureAgents: fl.insecure,
+		ID: advertise, Logger: e.log, ReconcileInterval: fl.reconcile,
 		GPUBridge: agentapi.GPUSide{Client: agents}, HostBridge: agentapi.HostSide{Client: agents}})
 	if err != nil {
 		ln.Close()
 		return exitCodeError{2, err}
 	}
-	srv := &http.Server{Handler: m.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	srv := manager.NewServer(m, manager.ServerConfig{})
 	errc := make(chan error, 1)
 	go func() {
 		if fl.tlsCert != "" {
