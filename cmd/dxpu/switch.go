@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/dxpu/dxpu/fabric/manager"
 	switching "github.com/dxpu/dxpu/fabric/switching"
 	"github.com/dxpu/dxpu/internal/app/switchd"
 	"github.com/dxpu/dxpu/xdp"
@@ -15,6 +16,7 @@ import (
 // newSwitchCmd builds `dxpu switch` (package internal/app/switchd runs it).
 func newSwitchCmd(e *env) *cobra.Command {
 	o := switchd.Options{Log: e.log}
+	var tokenFile string
 	cmd := &cobra.Command{
 		Use:   "switch --port IFACE... --mode xdp|afxdp|packet|udp (--table FILE | --manager URL)",
 		Short: "Run the dxpu switch: forward frames between the bridges of each host-GPU pair",
@@ -35,12 +37,20 @@ Modes:
           endpoints' IP:port (no root needed; the demo's switch)
 
 The table comes from --table FILE (re-read when the file changes) or from
-the manager (--manager URL, long-polling GET /v1/table?watch=1&version=N).
+the manager (--manager URL, long-polling GET /v1/table?watch=1&version=N,
+with the read-only token of --token-file, or $DXPU_TOKEN).
 Counters are served on --metrics (/metrics, Prometheus).
 Exit status: 0 after SIGINT/SIGTERM, 2 on bad flags or setup errors.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.Token = e.getenv("DXPU_TOKEN")
+			if tokenFile != "" {
+				tok, err := manager.LoadTokenFile(tokenFile)
+				if err != nil {
+					return exitCodeError{2, err}
+				}
+				o.Token = tok
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			return exitFor(switchd.Run(ctx, o), 2)
@@ -51,6 +61,7 @@ Exit status: 0 after SIGINT/SIGTERM, 2 on bad flags or setup errors.`,
 	f.StringVar(&o.Mode, "mode", "xdp", "data path: xdp, afxdp, packet or udp")
 	f.StringVar(&o.TableFile, "table", "", "forwarding table file (JSON)")
 	f.StringVar(&o.Manager, "manager", "", "manager URL to watch the table from, e.g. http://127.0.0.1:7700")
+	f.StringVar(&tokenFile, "token-file", "", "file holding a token for the manager (read-only is enough; mode 0600)")
 	f.StringVar(&o.Metrics, "metrics", "127.0.0.1:9855", "address for /metrics (empty: none)")
 	f.StringVar(&o.UDPListen, "udp-listen", "0.0.0.0:8855", "--mode udp: address to listen on")
 	f.Uint16Var(&o.UDPPort, "udp-port", switching.DefaultUDPPort, "UDP port of dxpu frames")
