@@ -3,6 +3,7 @@ package conform
 import (
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"net/netip"
 	"strings"
 	"sync"
@@ -33,6 +34,14 @@ var iutTimers = Timers{
 // pair 42) behind a driver.Runner on 127.0.0.1, its local side a Stub;
 // wrap, if set, sits between the runner and its socket.
 func runAgainstBridge(t *testing.T, wrap func(driver.Transport) driver.Transport, scenarios ...string) Report {
+	t.Helper()
+	return runAgainst(t, wrap, true, scenarios...)
+}
+
+// runAgainst is runAgainstBridge; controlled says whether the kit is told
+// it controls the stub (without, the stub is just the bridge's memory, as
+// for an implementation under test outside the process).
+func runAgainst(t *testing.T, wrap func(driver.Transport) driver.Transport, controlled bool, scenarios ...string) Report {
 	t.Helper()
 	lo := netip.MustParseAddr("127.0.0.1")
 	kc, err := udp.Listen(netip.AddrPortFrom(lo, 0), netip.AddrPort{})
@@ -73,7 +82,11 @@ func runAgainstBridge(t *testing.T, wrap func(driver.Transport) driver.Transport
 		}
 	}()
 	defer func() { cancel(); wg.Wait() }()
-	rep, err := Run(ctx, Options{Transport: kc, Role: encap.RoleGPU, PairID: 42, Timers: iutTimers, Stub: stub, Seed: 1, Scenarios: scenarios})
+	o := Options{Transport: kc, Role: encap.RoleGPU, PairID: 42, Timers: iutTimers, Seed: 1, Scenarios: scenarios}
+	if controlled {
+		o.Stub = stub
+	}
+	rep, err := Run(ctx, o)
 	if err != nil {
 		t.Fatalf("kit: %v", err)
 	}
@@ -98,6 +111,60 @@ func TestBridgeConforms(t *testing.T) {
 	}
 	if len(rep.Results) != len(Rules()) {
 		t.Errorf("%d results for %d rules", len(rep.Results), len(Rules()))
+	}
+}
+
+// Without control of the local side (an implementation outside the
+// process), the rules that need it are n/a with the reason, the rest pass.
+func TestWithoutStub(t *testing.T) {
+	t.Parallel()
+	rep := runAgainst(t, nil, false)
+	needs := map[string]bool{"ORD-2": true, "ORD-4": true, "TAG-1": true, "TAG-2": true, "TAG-4": true, "TAG-5": true, "LNK-4": true}
+	for _, r := range rep.Results {
+		switch {
+		case r.Verdict == Fail:
+			t.Errorf("%s fails: %s", r.Rule, r.Reason)
+		case needs[r.Rule] && (r.Verdict != NA || !strings.Contains(r.Reason, "Options.Stub")):
+			t.Errorf("%s: %s (%s), want n/a for want of the stub", r.Rule, r.Verdict, r.Reason)
+		case !needs[r.Rule] && r.Verdict == NA:
+			t.Errorf("%s not exercised: %s", r.Rule, r.Reason)
+		}
+	}
+}
+
+// The text form has one line per rule and a summary; the JSON form
+// carries the same results.
+func TestReportForms(t *testing.T) {
+	t.Parallel()
+	l := newLedger()
+	l.scenario = "exchange"
+	l.pass("ACK-1", "fine")
+	l.fail("CRD-2", "over by %d", 1)
+	l.pass("CRD-2", "ignored after a failure")
+	rep := Report{Peer: "udp:192.0.2.1:8855", Role: "gpu", Results: l.results()}
+	var txt strings.Builder
+	if err := rep.WriteText(&txt); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(txt.String()), "\n")
+	if len(lines) != len(Rules())+1 {
+		t.Fatalf("%d lines for %d rules:\n%s", len(lines), len(Rules()), txt.String())
+	}
+	for _, want := range []string{"ACK-1   pass exchange: fine", "CRD-2   fail exchange: over by 1", "FRM-4   n/a  not exercised"} {
+		if !strings.Contains(txt.String(), want+"\n") {
+			t.Errorf("text form lacks %q:\n%s", want, txt.String())
+		}
+	}
+	var js strings.Builder
+	if err := rep.WriteJSON(&js); err != nil {
+		t.Fatal(err)
+	}
+	var back Report
+	if err := json.Unmarshal([]byte(js.String()), &back); err != nil {
+		t.Fatal(err)
+	}
+	if r, _ := back.Result("CRD-2"); r.Verdict != Fail || r.Reason != "exchange: over by 1" || r.Checks != 2 {
+		t.Errorf("JSON round trip: %+v", r)
 	}
 }
 

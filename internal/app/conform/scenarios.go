@@ -567,7 +567,7 @@ func (k *kit) stubGotOwnTags(tags ...uint16) error {
 
 func (k *kit) tagsScenario() error {
 	if k.stub == nil {
-		for _, id := range []string{"TAG-1", "TAG-2"} {
+		for _, id := range []string{"TAG-1", "TAG-2", "TAG-5"} {
 			k.led.na(id, needStub)
 		}
 		return nil
