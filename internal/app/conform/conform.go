@@ -75,6 +75,10 @@ type Options struct {
 	// Transport, when set, carries the frames instead of a socket the kit
 	// opens (tests; the kit closes it when Run returns).
 	Transport driver.Transport
+	// Padded says Transport carries raw Ethernet frames, whose payloads
+	// may be padded to the Ethernet minimum (so the frame length is not
+	// judged against the body length, FRM-2).
+	Padded bool
 	// Role is the IUT's role; the kit plays the other.
 	Role encap.Role
 	// PairID is the pair's 24-bit ID.
@@ -140,6 +144,9 @@ func Run(ctx context.Context, o Options) (Report, error) {
 	k.end = newEnd(led, kitRole, o.PairID, exact, o.Timers, o.Seed)
 	k.link = startLink(t)
 	defer k.link.close()
+	watch := startStallWatch(k.start)
+	defer watch.stop()
+	k.end.stalled = watch.stalled
 	if o.Stub != nil {
 		k.stubNotify = o.Stub.notify
 	}
@@ -165,7 +172,7 @@ func Run(ctx context.Context, o Options) (Report, error) {
 // UDP payloads (no Ethernet padding).
 func (o *Options) transport() (driver.Transport, bool, error) {
 	if o.Transport != nil {
-		return o.Transport, true, nil
+		return o.Transport, !o.Padded, nil
 	}
 	kind, rest, ok := strings.Cut(o.Peer, ":")
 	if !ok {
@@ -321,6 +328,21 @@ func (k *kit) await(d time.Duration, cond func() bool) (bool, error) {
 			return false, fmt.Errorf("receive: %w", err)
 		case <-k.ctx.Done():
 			return false, k.ctx.Err()
+		}
+	}
+}
+
+// within runs the link until cond holds or bound passes, not counting the
+// kit's own stalls; it returns whether cond held and the time it took, also
+// without the stalls.
+func (k *kit) within(bound time.Duration, cond func() bool) (bool, time.Duration, error) {
+	t0 := k.now()
+	for {
+		left := bound - k.elapsed(t0, k.now())
+		ok, err := k.await(max(left, 0), cond)
+		el := k.elapsed(t0, k.now())
+		if err != nil || ok || el >= bound {
+			return ok, el, err
 		}
 	}
 }

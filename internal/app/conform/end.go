@@ -24,6 +24,9 @@ type end struct {
 	rng    *rand.Rand
 	timers Timers
 	kitID  tlp.ID
+	// stalled returns how long the kit itself was stalled in a span of
+	// its time (nil: never); judged bounds leave it out.
+	stalled func(from, to time.Duration) time.Duration
 
 	// The kit's session and its transmit side.
 	session, isn   uint32
@@ -171,11 +174,20 @@ func (e *end) resetRx() {
 	e.rcvNext = e.iut.ISN
 }
 
+// elapsed is the time from from to to that the kit was not stalled.
+func (e *end) elapsed(from, to time.Duration) time.Duration {
+	d := to - from
+	if e.stalled != nil {
+		d -= e.stalled(from, to)
+	}
+	return d
+}
+
 // observe checks one frame from the IUT (from the dxpu header on) and
 // applies it.
 func (e *end) observe(now time.Duration, b []byte) {
-	if e.iutUp && e.lastFrame > 0 && now-e.lastFrame > e.timers.Keepalive+e.timers.Slack {
-		e.led.fail("LNK-1", "silent for %v while up (Keepalive %v, slack %v)", (now - e.lastFrame).Round(time.Microsecond), e.timers.Keepalive, e.timers.Slack)
+	if gap := e.elapsed(e.lastFrame, now); e.iutUp && e.lastFrame > 0 && gap > e.timers.Keepalive+e.timers.Slack {
+		e.led.fail("LNK-1", "silent for %v while up (Keepalive %v, slack %v)", gap.Round(time.Microsecond), e.timers.Keepalive, e.timers.Slack)
 	} else if e.iutUp && e.lastFrame > 0 {
 		e.led.pass("LNK-1", "no silence longer than Keepalive %v (+%v slack) while up", e.timers.Keepalive, e.timers.Slack)
 	}
