@@ -27,7 +27,7 @@ var iutTimers = Timers{
 	AckDelay:          20 * time.Microsecond,
 	MaxRTO:            20 * time.Millisecond,
 	CompletionTimeout: 60 * time.Millisecond,
-	Slack:             15 * time.Millisecond,
+	Slack:             testSlack,
 }
 
 // runAgainstBridge runs the kit against dxpu's own bridge (GPU side,

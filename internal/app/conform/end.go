@@ -88,6 +88,7 @@ type end struct {
 	hellos      int
 	resets      []encap.Control
 	lastFrame   time.Duration
+	lastKind    string
 	frames      int
 	badFrames   int
 }
@@ -174,6 +175,18 @@ func (e *end) resetRx() {
 	e.rcvNext = e.iut.ISN
 }
 
+// frameKind names a frame for messages: its message or control type.
+func frameKind(b []byte) string {
+	if len(b) < encap.HeaderLen {
+		return "short frame"
+	}
+	h := encap.Header(b)
+	if h.Type() == encap.MsgControl && len(b) > encap.HeaderLen {
+		return encap.ControlType(b[encap.HeaderLen]).String()
+	}
+	return h.Type().String()
+}
+
 // elapsed is the time from from to to that the kit was not stalled.
 func (e *end) elapsed(from, to time.Duration) time.Duration {
 	d := to - from
@@ -186,12 +199,13 @@ func (e *end) elapsed(from, to time.Duration) time.Duration {
 // observe checks one frame from the IUT (from the dxpu header on) and
 // applies it.
 func (e *end) observe(now time.Duration, b []byte) {
+	kind := frameKind(b)
 	if gap := e.elapsed(e.lastFrame, now); e.iutUp && e.lastFrame > 0 && gap > e.timers.Keepalive+e.timers.Slack {
-		e.led.fail("LNK-1", "silent for %v while up (Keepalive %v, slack %v)", gap.Round(time.Microsecond), e.timers.Keepalive, e.timers.Slack)
+		e.led.fail("LNK-1", "silent for %v while up, between a %s and a %s (Keepalive %v, slack %v)", gap.Round(time.Microsecond), e.lastKind, kind, e.timers.Keepalive, e.timers.Slack)
 	} else if e.iutUp && e.lastFrame > 0 {
 		e.led.pass("LNK-1", "no silence longer than Keepalive %v (+%v slack) while up", e.timers.Keepalive, e.timers.Slack)
 	}
-	e.lastFrame = now
+	e.lastFrame, e.lastKind = now, kind
 	e.frames++
 	h, body, ok := e.checkFrame(b)
 	if !ok {
