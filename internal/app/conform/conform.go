@@ -1,0 +1,371 @@
+// Package conform is dxpu's conformance kit for bridge implementations
+// (SmartNIC firmware, FPGA bridges, other software): it plays the other end
+// of a pair against an implementation under test (the IUT) over UDP or raw
+// Ethernet, runs scripted scenarios, and judges the IUT only from what it
+// puts on the wire, rule by rule of docs/protocol.md (identifiers such as
+// SEQ-3 or CRD-2).
+//
+// The kit's end of the pair is sans-I/O (end: frames and times in, frames
+// out, verdicts to a ledger); a thin driver moves frames over a
+// driver.Transport (bridge/udp, bridge/afpacket) and waits for events.
+//
+// The kit assumes the IUT's local PCIe side is memory that accepts writes
+// and answers reads in [Options.Addr, Options.Addr+Options.Size). When the
+// kit also controls that side (Options.Stub, for testing dxpu's own bridge
+// in process), it can make the IUT issue requests, and judges tags,
+// completion timeouts, ordering of the IUT's own traffic and link-down
+// behaviour too; without it those rules are n/a.
+package conform
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"strings"
+	"time"
+
+	"github.com/dxpu/dxpu/bridge/afpacket"
+	"github.com/dxpu/dxpu/bridge/driver"
+	"github.com/dxpu/dxpu/bridge/udp"
+	"github.com/dxpu/dxpu/tlp/encap"
+)
+
+// Timers are the IUT's timer settings as the kit assumes them (the
+// protocol's defaults unless given), and the slack the kit allows on a real
+// clock.
+type Timers struct {
+	HelloInterval     time.Duration // default 1 ms
+	Keepalive         time.Duration // default 1 ms
+	DeadAfter         time.Duration // default 10 ms
+	AckDelay          time.Duration // default 20 us
+	MaxRTO            time.Duration // default 20 ms
+	CompletionTimeout time.Duration // default 50 ms
+	// Slack is added to every real-time bound the kit judges (scheduling,
+	// interrupt moderation); default 5 ms.
+	Slack time.Duration
+}
+
+func (t Timers) withDefaults() Timers {
+	def := func(p *time.Duration, d time.Duration) {
+		if *p <= 0 {
+			*p = d
+		}
+	}
+	def(&t.HelloInterval, time.Millisecond)
+	def(&t.Keepalive, time.Millisecond)
+	def(&t.DeadAfter, 10*time.Millisecond)
+	def(&t.AckDelay, 20*time.Microsecond)
+	def(&t.MaxRTO, 20*time.Millisecond)
+	def(&t.CompletionTimeout, 50*time.Millisecond)
+	def(&t.Slack, 5*time.Millisecond)
+	return t
+}
+
+// Options configure a run.
+type Options struct {
+	// Peer is the IUT: "udp:ADDR:PORT" or "eth:IFACE:MAC" (raw Ethernet
+	// through AF_PACKET, needs CAP_NET_RAW). Ignored when Transport is set.
+	Peer string
+	// Local is the kit's UDP address (default 0.0.0.0:8855), where the
+	// IUT sends its frames.
+	Local string
+	// Transport, when set, carries the frames instead of a socket the kit
+	// opens (tests; the kit closes it when Run returns).
+	Transport driver.Transport
+	// Padded says Transport carries raw Ethernet frames, whose payloads
+	// may be padded to the Ethernet minimum (so the frame length is not
+	// judged against the body length, FRM-2).
+	Padded bool
+	// Role is the IUT's role; the kit plays the other.
+	Role encap.Role
+	// PairID is the pair's 24-bit ID.
+	PairID uint32
+	// Addr and Size delimit memory at the IUT's local side that the kit
+	// may write and read (default 0x0 and 4096).
+	Addr uint64
+	Size int
+	// Timers are the IUT's timer settings.
+	Timers Timers
+	// Stub is the IUT's local side when the kit controls it.
+	Stub *Stub
+	// Scenarios selects scenarios by name (default all, see Scenarios).
+	Scenarios []string
+	// Seed seeds the kit's nonces and ISNs.
+	Seed uint64
+	// Logger receives progress at debug level; nil discards.
+	Logger *slog.Logger
+}
+
+// ErrOptions is wrapped by errors about Options.
+var ErrOptions = errors.New("conform: bad options")
+
+// Run plays the other end against the IUT and returns the report. The
+// error is for the kit's own failures (options, sockets, ctx); what the
+// IUT does wrong is in the report.
+func Run(ctx context.Context, o Options) (Report, error) {
+	o.Timers = o.Timers.withDefaults()
+	if o.Size == 0 {
+		o.Size = 4096
+	}
+	rep := Report{Peer: o.Peer, Role: o.Role.String()}
+	if o.Role != encap.RoleHost && o.Role != encap.RoleGPU {
+		return rep, fmt.Errorf("%w: role %d, want host (1) or gpu (2)", ErrOptions, o.Role)
+	}
+	if o.PairID >= 1<<24 {
+		return rep, fmt.Errorf("%w: pair ID %#x does not fit 24 bits", ErrOptions, o.PairID)
+	}
+	if o.Size < 64 || o.Addr%4 != 0 {
+		return rep, fmt.Errorf("%w: memory window %#x+%d: want a DW-aligned address and at least 64 bytes", ErrOptions, o.Addr, o.Size)
+	}
+	scen, err := pick(o.Scenarios)
+	if err != nil {
+		return rep, err
+	}
+	t, exact, err := o.transport()
+	if err != nil {
+		return rep, err
+	}
+	if o.Transport != nil {
+		rep.Peer = "in-process transport"
+	}
+	log := o.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	kitRole := encap.RoleHost
+	if o.Role == encap.RoleHost {
+		kitRole = encap.RoleGPU
+	}
+	led := newLedger()
+	k := &kit{opt: o, led: led, log: log, ctx: ctx, start: time.Now(), stub: o.Stub}
+	k.end = newEnd(led, kitRole, o.PairID, exact, o.Timers, o.Seed)
+	k.link = startLink(t)
+	defer k.link.close()
+	watch := startStallWatch(k.start)
+	defer watch.stop()
+	k.end.stalled = watch.stalled
+	if o.Stub != nil {
+		k.stubNotify = o.Stub.notify
+	}
+	for _, s := range scen {
+		log.Debug("conform: scenario", "name", s.name)
+		led.scenario = s.name
+		if err := s.run(k); err != nil {
+			if errors.Is(err, errNoLink) {
+				log.Debug("conform: scenario aborted", "name", s.name, "err", err)
+				continue
+			}
+			rep.Duration = time.Since(k.start)
+			rep.Results = led.results()
+			return rep, fmt.Errorf("conform: scenario %s: %w", s.name, err)
+		}
+	}
+	rep.Duration = time.Since(k.start)
+	rep.Results = led.results()
+	return rep, nil
+}
+
+// transport opens the socket Peer names; exact reports whether frames are
+// UDP payloads (no Ethernet padding).
+func (o *Options) transport() (driver.Transport, bool, error) {
+	if o.Transport != nil {
+		return o.Transport, !o.Padded, nil
+	}
+	kind, rest, ok := strings.Cut(o.Peer, ":")
+	if !ok {
+		return nil, false, fmt.Errorf("%w: peer %q: want udp:ADDR:PORT or eth:IFACE:MAC", ErrOptions, o.Peer)
+	}
+	switch kind {
+	case "udp":
+		peer, err := netip.ParseAddrPort(rest)
+		if err != nil {
+			return nil, false, fmt.Errorf("%w: peer %q: %w", ErrOptions, o.Peer, err)
+		}
+		local := o.Local
+		if local == "" {
+			local = fmt.Sprintf("0.0.0.0:%d", encap.DefaultUDPPort)
+		}
+		la, err := netip.ParseAddrPort(local)
+		if err != nil {
+			return nil, false, fmt.Errorf("%w: local %q: %w", ErrOptions, local, err)
+		}
+		c, err := udp.Listen(la, peer)
+		if err != nil {
+			return nil, false, err
+		}
+		return c, true, nil
+	case "eth":
+		ifname, mac, ok := strings.Cut(rest, ":")
+		if !ok {
+			return nil, false, fmt.Errorf("%w: peer %q: want eth:IFACE:MAC", ErrOptions, o.Peer)
+		}
+		hw, err := net.ParseMAC(mac)
+		if err != nil {
+			return nil, false, fmt.Errorf("%w: peer %q: %w", ErrOptions, o.Peer, err)
+		}
+		c, err := afpacket.Listen(ifname, hw)
+		if err != nil {
+			return nil, false, err
+		}
+		return c, false, nil
+	}
+	return nil, false, fmt.Errorf("%w: peer %q: unknown transport %q (want udp or eth)", ErrOptions, o.Peer, kind)
+}
+
+// errNoLink aborts a scenario whose handshake failed; the rules it would
+// have judged stay n/a.
+var errNoLink = errors.New("no link to the implementation under test")
+
+// link is the thin driver: a goroutine receives frames into a channel.
+type link struct {
+	t      driver.Transport
+	frames chan frameIn
+	errc   chan error
+	done   chan struct{}
+}
+
+type frameIn struct {
+	b  []byte
+	at time.Time
+}
+
+func startLink(t driver.Transport) *link {
+	l := &link{t: t, frames: make(chan frameIn, 4096), errc: make(chan error, 1), done: make(chan struct{})}
+	go func() {
+		buf := make([]byte, 65536)
+		for {
+			n, err := t.Recv(buf)
+			if err != nil {
+				select {
+				case l.errc <- err:
+				default:
+				}
+				return
+			}
+			select {
+			case l.frames <- frameIn{b: append([]byte(nil), buf[:n]...), at: time.Now()}:
+			case <-l.done:
+				return
+			}
+		}
+	}()
+	return l
+}
+
+func (l *link) close() {
+	close(l.done)
+	l.t.Close()
+}
+
+// kit runs scenarios: the end plus the driver.
+type kit struct {
+	*end
+	opt        Options
+	led        *ledger
+	log        *slog.Logger
+	ctx        context.Context
+	start      time.Time
+	link       *link
+	stub       *Stub
+	stubNotify chan struct{}
+	closed     bool
+}
+
+func (k *kit) now() time.Duration { return time.Since(k.start) }
+
+func (k *kit) send(b []byte) error {
+	k.lastSent = k.now()
+	if err := k.link.t.Send(b); err != nil {
+		return fmt.Errorf("send: %w", err)
+	}
+	return nil
+}
+
+func (k *kit) flush() error {
+	for _, f := range k.due(k.now()) {
+		if err := k.send(f); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// await runs the link until cond holds or d passes; it reports whether
+// cond held. The error is the kit's (transport, ctx).
+func (k *kit) await(d time.Duration, cond func() bool) (bool, error) {
+	end := k.now() + d
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	for {
+		if err := k.flush(); err != nil {
+			return false, err
+		}
+		if cond() {
+			return true, nil
+		}
+		now := k.now()
+		if now >= end {
+			return false, nil
+		}
+		timer.Reset(max(min(end, k.nextDue(now))-now, 50*time.Microsecond))
+		select {
+		case f := <-k.link.frames:
+			k.observe(f.at.Sub(k.start), f.b)
+			for more := true; more; {
+				select {
+				case f := <-k.link.frames:
+					k.observe(f.at.Sub(k.start), f.b)
+				default:
+					more = false
+				}
+			}
+		case <-k.stubNotify:
+		case <-timer.C:
+		case err := <-k.link.errc:
+			return false, fmt.Errorf("receive: %w", err)
+		case <-k.ctx.Done():
+			return false, k.ctx.Err()
+		}
+	}
+}
+
+// within runs the link until cond holds or bound passes, not counting the
+// kit's own stalls; it returns whether cond held and the time it took, also
+// without the stalls.
+func (k *kit) within(bound time.Duration, cond func() bool) (bool, time.Duration, error) {
+	t0 := k.now()
+	for {
+		left := bound - k.elapsed(t0, k.now())
+		ok, err := k.await(max(left, 0), cond)
+		el := k.elapsed(t0, k.now())
+		if err != nil || ok || el >= bound {
+			return ok, el, err
+		}
+	}
+}
+
+// watch runs the link for d, for judging what must not happen.
+func (k *kit) watch(d time.Duration) error {
+	_, err := k.await(d, func() bool { return false })
+	return err
+}
+
+// sendTLPs queues tlps and sends them in one frame; it returns the first
+// sequence number.
+func (k *kit) sendTLPs(tlps ...[]byte) (uint32, error) {
+	first := k.sndNxt
+	for _, t := range tlps {
+		k.queue(t)
+	}
+	f, err := k.tlpFrame(k.now(), first, len(tlps))
+	if err != nil {
+		return 0, err
+	}
+	return first, k.send(f)
+}
+
+// reply is how long the kit waits for something the IUT must do soon.
+func (k *kit) reply() time.Duration { return 2*k.timers.MaxRTO + 4*k.timers.Slack }

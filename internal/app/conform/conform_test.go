@@ -1,0 +1,385 @@
+package conform
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"net/netip"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/dxpu/dxpu/bridge"
+	"github.com/dxpu/dxpu/bridge/driver"
+	"github.com/dxpu/dxpu/bridge/udp"
+	"github.com/dxpu/dxpu/tlp"
+	"github.com/dxpu/dxpu/tlp/encap"
+)
+
+// iutTimers are the timers the bridge under test runs with: the
+// protocol's defaults where a loaded test machine allows, longer silence
+// limits where a descheduled goroutine would end the session.
+var iutTimers = Timers{
+	HelloInterval:     time.Millisecond,
+	Keepalive:         5 * time.Millisecond,
+	DeadAfter:         200 * time.Millisecond,
+	AckDelay:          20 * time.Microsecond,
+	MaxRTO:            20 * time.Millisecond,
+	CompletionTimeout: 60 * time.Millisecond,
+	Slack:             testSlack,
+}
+
+// runAgainstBridge runs the kit against dxpu's own bridge (GPU side,
+// pair 42) behind a driver.Runner on 127.0.0.1, its local side a Stub;
+// wrap, if set, sits between the runner and its socket.
+func runAgainstBridge(t *testing.T, wrap func(driver.Transport) driver.Transport, scenarios ...string) Report {
+	t.Helper()
+	return runAgainst(t, setup{wrap: wrap, controlled: true}, scenarios...)
+}
+
+// setup says how runAgainst connects the kit and the bridge.
+type setup struct {
+	wrap func(driver.Transport) driver.Transport
+	// controlled: the kit is told it controls the stub (without, the stub
+	// is just the bridge's memory, as for an implementation under test
+	// outside the process).
+	controlled bool
+	// conns opens the kit's and the bridge's transports; nil means UDP
+	// on 127.0.0.1. padded: they carry raw Ethernet frames.
+	conns  func(t *testing.T) (kit, iut driver.Transport)
+	padded bool
+}
+
+func udpConns(t *testing.T) (driver.Transport, driver.Transport) {
+	lo := netip.MustParseAddr("127.0.0.1")
+	kc, err := udp.Listen(netip.AddrPortFrom(lo, 0), netip.AddrPort{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ic, err := udp.Listen(netip.AddrPortFrom(lo, 0), kc.LocalAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	kc.SetPeer(ic.LocalAddr())
+	return kc, ic
+}
+
+func runAgainst(t *testing.T, su setup, scenarios ...string) Report {
+	t.Helper()
+	if su.conns == nil {
+		su.conns = udpConns
+	}
+	kc, ic := su.conns(t)
+	wrap := su.wrap
+	b, err := bridge.New(bridge.Config{Role: bridge.RoleGPU, PairID: 42, Keepalive: iutTimers.Keepalive,
+		DeadAfter: iutTimers.DeadAfter, CompletionTimeout: iutTimers.CompletionTimeout, HelloInterval: iutTimers.HelloInterval,
+		MaxRTO: iutTimers.MaxRTO, AckDelay: iutTimers.AckDelay, Seed: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tr driver.Transport = ic
+	if wrap != nil {
+		tr = wrap(ic)
+	}
+	r := driver.New(b, tr)
+	stub := NewStub(tlp.NewID(3, 0, 0), 0, 4096)
+	r.OnTLP = stub.Deliver
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); _ = r.Run(ctx) }()
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case b := <-stub.Out():
+				_ = driver.SendWait(ctx, r, b)
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	defer func() { cancel(); wg.Wait() }()
+	o := Options{Transport: kc, Padded: su.padded, Role: encap.RoleGPU, PairID: 42, Timers: iutTimers, Seed: 1, Scenarios: scenarios}
+	if su.controlled {
+		o.Stub = stub
+	}
+	rep, err := Run(ctx, o)
+	if err != nil {
+		t.Fatalf("kit: %v", err)
+	}
+	var sb strings.Builder
+	_ = rep.WriteText(&sb)
+	t.Logf("report:\n%s", sb.String())
+	return rep
+}
+
+// The kit passes dxpu's own bridge: no rule fails, and every rule is
+// exercised. Not parallel, like every test that expects all real-time
+// bounds kept: the bridge under test shares this process, and beside other
+// real-time runs on two cores its goroutines starve for tens of
+// milliseconds, which the kit rightly judges as silence.
+func TestBridgeConforms(t *testing.T) {
+	rep := runAgainstBridge(t, nil)
+	for _, f := range rep.Failed() {
+		t.Errorf("%s fails: %s", f.Rule, f.Reason)
+	}
+	for _, r := range rep.Results {
+		if r.Verdict == NA {
+			t.Errorf("%s not exercised: %s", r.Rule, r.Reason)
+		}
+	}
+	if len(rep.Results) != len(Rules()) {
+		t.Errorf("%d results for %d rules", len(rep.Results), len(Rules()))
+	}
+}
+
+// Without control of the local side (an implementation outside the
+// process), the rules that need it are n/a with the reason, the rest pass.
+// Not parallel: see TestBridgeConforms.
+func TestWithoutStub(t *testing.T) {
+	rep := runAgainst(t, setup{})
+	needs := map[string]bool{"ORD-2": true, "ORD-4": true, "TAG-1": true, "TAG-2": true, "TAG-4": true, "TAG-5": true, "LNK-4": true}
+	for _, r := range rep.Results {
+		switch {
+		case r.Verdict == Fail:
+			t.Errorf("%s fails: %s", r.Rule, r.Reason)
+		case needs[r.Rule] && (r.Verdict != NA || !strings.Contains(r.Reason, "Options.Stub")):
+			t.Errorf("%s: %s (%s), want n/a for want of the stub", r.Rule, r.Verdict, r.Reason)
+		case !needs[r.Rule] && r.Verdict == NA:
+			t.Errorf("%s not exercised: %s", r.Rule, r.Reason)
+		}
+	}
+}
+
+// The text form has one line per rule and a summary; the JSON form
+// carries the same results.
+func TestReportForms(t *testing.T) {
+	t.Parallel()
+	l := newLedger()
+	l.scenario = "exchange"
+	l.pass("ACK-1", "fine")
+	l.fail("CRD-2", "over by %d", 1)
+	l.pass("CRD-2", "ignored after a failure")
+	rep := Report{Peer: "udp:192.0.2.1:8855", Role: "gpu", Results: l.results()}
+	var txt strings.Builder
+	if err := rep.WriteText(&txt); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(txt.String()), "\n")
+	if len(lines) != len(Rules())+1 {
+		t.Fatalf("%d lines for %d rules:\n%s", len(lines), len(Rules()), txt.String())
+	}
+	for _, want := range []string{"ACK-1   pass exchange: fine", "CRD-2   fail exchange: over by 1", "FRM-4   n/a  not exercised"} {
+		if !strings.Contains(txt.String(), want+"\n") {
+			t.Errorf("text form lacks %q:\n%s", want, txt.String())
+		}
+	}
+	var js strings.Builder
+	if err := rep.WriteJSON(&js); err != nil {
+		t.Fatal(err)
+	}
+	var back Report
+	if err := json.Unmarshal([]byte(js.String()), &back); err != nil {
+		t.Fatal(err)
+	}
+	if r, _ := back.Result("CRD-2"); r.Verdict != Fail || r.Reason != "exchange: over by 1" || r.Checks != 2 {
+		t.Errorf("JSON round trip: %+v", r)
+	}
+}
+
+func expectFail(t *testing.T, rep Report, id string) {
+	t.Helper()
+	r, ok := rep.Result(id)
+	if !ok {
+		t.Fatalf("no result for %s", id)
+	}
+	if r.Verdict != Fail {
+		t.Errorf("%s: %s (%s), want a failure", id, r.Verdict, r.Reason)
+	} else if r.Reason == "" {
+		t.Errorf("%s fails without a reason", id)
+	}
+}
+
+// wrapped is a transport with hooks on both directions: recv may drop a
+// frame (false) or change it; send may change it.
+type wrapped struct {
+	driver.Transport
+	mu   sync.Mutex
+	recv func(w *wrapped, b []byte) bool
+	send func(w *wrapped, b []byte)
+	last []byte // the header of the bridge's latest frame
+}
+
+func (w *wrapped) Send(b []byte) error {
+	w.mu.Lock()
+	if len(b) >= encap.HeaderLen {
+		w.last = append(w.last[:0], b[:encap.HeaderLen]...)
+	}
+	if w.send != nil {
+		w.send(w, b)
+	}
+	w.mu.Unlock()
+	return w.Transport.Send(b)
+}
+
+func (w *wrapped) Recv(buf []byte) (int, error) {
+	for {
+		n, err := w.Transport.Recv(buf)
+		if err != nil || w.recv == nil {
+			return n, err
+		}
+		w.mu.Lock()
+		keep := w.recv(w, buf[:n])
+		w.mu.Unlock()
+		if keep {
+			return n, nil
+		}
+	}
+}
+
+// forEachTLP calls f on each TLP of a well-formed TLP frame.
+func forEachTLP(b []byte, f func(t tlp.View)) {
+	h, trunc, err := encap.ParseHeader(b)
+	if err != nil || trunc || h.Type() != encap.MsgTLP {
+		return
+	}
+	off := encap.HeaderLen + 2*h.Count()
+	for i := 0; i < h.Count(); i++ {
+		l := h.TLPLen(i)
+		f(tlp.View(b[off : off+l]))
+		off += l
+	}
+}
+
+// (a) A bridge that acknowledges a read before delivering it: the wrapper
+// acknowledges the first frame holding a read, then drops it.
+func TestAckBeforeDeliveryFails(t *testing.T) {
+	t.Parallel()
+	done := false
+	rep := runAgainstBridge(t, func(tr driver.Transport) driver.Transport {
+		return &wrapped{Transport: tr, recv: func(w *wrapped, b []byte) bool {
+			read := false
+			forEachTLP(b, func(v tlp.View) { read = read || v.Kind() == tlp.MRd })
+			if done || !read || len(w.last) < encap.HeaderLen {
+				return true
+			}
+			done = true
+			h := encap.Header(b)
+			ack := append([]byte(nil), w.last...)
+			a := encap.Header(ack)
+			a.SetVersionFlags(encap.Version, encap.FlagAck|encap.FlagCredit)
+			a.SetType(encap.MsgAck)
+			a.SetCount(0)
+			a.SetBodyLen(0)
+			a.SetSack(0)
+			a.SetAck(h.Seq() + uint32(h.Count()))
+			_ = w.Transport.Send(ack)
+			return false
+		}}
+	}, "handshake", "exchange")
+	expectFail(t, rep, "ACK-1")
+}
+
+// (b) A bridge that ignores credits: the wrapper makes it read every
+// HELLO as advertising infinite credits.
+func TestIgnoringCreditsFails(t *testing.T) {
+	t.Parallel()
+	rep := runAgainstBridge(t, func(tr driver.Transport) driver.Transport {
+		return &wrapped{Transport: tr, recv: func(w *wrapped, b []byte) bool {
+			h, _, err := encap.ParseHeader(b)
+			if err == nil && h.Type() == encap.MsgControl && len(h.Body()) >= encap.HelloLen {
+				if c := encap.ControlType(h.Body()[0]); c == encap.CtlHello || c == encap.CtlHelloAck {
+					h.Body()[26] = 0x3f
+				}
+			}
+			return true
+		}}
+	}, "handshake", "credits")
+	expectFail(t, rep, "CRD-2")
+}
+
+// (c) A bridge that reuses tags: the wrapper gives every request it sends
+// wire tag 0.
+func TestReusingTagsFails(t *testing.T) {
+	t.Parallel()
+	rep := runAgainstBridge(t, func(tr driver.Transport) driver.Transport {
+		return &wrapped{Transport: tr, send: func(w *wrapped, b []byte) {
+			forEachTLP(b, func(v tlp.View) {
+				if v.Kind().IsNonPosted() {
+					v.SetTag(0)
+				}
+			})
+		}}
+	}, "handshake", "tags")
+	expectFail(t, rep, "TAG-1")
+}
+
+// Garbage and malformed frames from the peer fail rules with reasons;
+// nothing panics (the sans-I/O end, fed directly).
+func TestGarbageFromPeerFailsRules(t *testing.T) {
+	t.Parallel()
+	led := newLedger()
+	e := newEnd(led, encap.RoleHost, 42, true, Timers{}.withDefaults(), 1)
+	hello := encap.Control{Type: encap.CtlHello, Role: encap.RoleGPU, TagBits: 8, Session: 9, Window: 64, MaxTLP: 532, ISN: 100}
+	hb := make([]byte, encap.HeaderLen)
+	h := encap.Header(hb)
+	h.SetVersionFlags(1, 0)
+	h.SetType(encap.MsgControl)
+	h.SetPairID(42)
+	h.SetBodyLen(encap.HelloLen)
+	hb = hello.AppendTo(hb)
+	e.observe(time.Millisecond, hb)
+	frames := map[string][]byte{
+		"FRM-2": {1, 2, 3},
+		"FRM-4": append([]byte{0x21, 1}, make([]byte, 38)...),
+		"FRM-5": append([]byte{0x10, 9, 0, 0, 42}, make([]byte, 35)...),
+		"FRM-6": append([]byte{0x10, 2, 0, 0, 43}, make([]byte, 35)...),
+		"FRM-8": append([]byte{0x10, 2, 0, 0, 42, 3}, make([]byte, 34)...),
+		"CTL-1": append(append([]byte{0x10, 5, 0, 0, 42, 0, 0, 12}, make([]byte, 32)...), 9, 1, 2, 0, 0, 0, 0, 1, 0, 0, 0, 0),
+	}
+	for id, f := range frames {
+		e.observe(2*time.Millisecond, f)
+		if !led.failed(id) {
+			t.Errorf("%s: frame % x did not fail it", id, f)
+		} else if led.get(id).Reason == "" {
+			t.Errorf("%s failed without a reason", id)
+		}
+	}
+}
+
+// FuzzObserve: any bytes from the peer, in any state, give verdicts, never
+// a panic.
+func FuzzObserve(f *testing.F) {
+	f.Add([]byte{0x13, 1, 0, 0, 42, 1, 0, 14}, uint8(0))
+	f.Add(make([]byte, 40), uint8(1))
+	f.Fuzz(func(t *testing.T, b []byte, mode uint8) {
+		e := newEnd(newLedger(), encap.RoleHost, 42, mode&1 == 0, Timers{}.withDefaults(), 1)
+		e.iutKnown, e.up, e.deaf = mode&2 != 0, mode&4 != 0, mode&8 != 0
+		if len(b) >= 8 {
+			binary.BigEndian.PutUint16(b[6:], uint16(max(len(b)-40, 0)))
+		}
+		e.observe(time.Millisecond, b)
+		_ = e.due(2 * time.Millisecond)
+	})
+}
+
+// Options that make no sense are errors wrapping ErrOptions.
+func TestBadOptions(t *testing.T) {
+	t.Parallel()
+	for _, o := range []Options{
+		{Peer: "udp:127.0.0.1:9", Role: 3},
+		{Peer: "tcp:127.0.0.1:9", Role: encap.RoleGPU},
+		{Peer: "udp:nowhere", Role: encap.RoleGPU},
+		{Peer: "eth:lo", Role: encap.RoleGPU},
+		{Peer: "eth:lo:zz", Role: encap.RoleGPU},
+		{Peer: "udp:127.0.0.1:9", Role: encap.RoleGPU, PairID: 1 << 24},
+		{Peer: "udp:127.0.0.1:9", Role: encap.RoleGPU, Scenarios: []string{"nope"}},
+		{Peer: "udp:127.0.0.1:9", Role: encap.RoleGPU, Addr: 2},
+	} {
+		if _, err := Run(context.Background(), o); err == nil || !strings.Contains(err.Error(), ErrOptions.Error()) {
+			t.Errorf("%+v: err %v, want ErrOptions", o, err)
+		}
+	}
+}
