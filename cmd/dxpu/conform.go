@@ -1,0 +1,92 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/dxpu/dxpu/internal/app/conform"
+	"github.com/dxpu/dxpu/tlp/encap"
+)
+
+// newConformCmd builds `dxpu conform`, the conformance kit.
+func newConformCmd(e *env) *cobra.Command {
+	var (
+		o      conform.Options
+		role   string
+		asJSON bool
+		pair   uint32
+	)
+	cmd := &cobra.Command{
+		Use:   "conform",
+		Short: "Play the other end of a pair against a bridge implementation and judge it rule by rule",
+		Long: `Conform is dxpu's conformance kit for implementations of the bridge protocol
+(docs/protocol.md): it plays the other end of one pair against the
+implementation under test (--peer), runs scripted scenarios (handshake,
+loss and reordering recovery, duplicate and stale frames, credit exhaustion
+and release, ordering, completion timeout, link flaps within and past the
+silence limit, malformed frames) and judges it only from what it puts on
+the wire. It prints one line per rule identifier of the spec (pass, fail or
+n/a with the reason); --json prints the same as one object.
+
+--role is the role of the implementation under test; the kit plays the
+other. The timer flags give the implementation's settings, so the kit knows
+what to expect. Exit status: 0 when no rule failed, 1 when one did, 2 on
+bad flags or when the kit itself could not run.`,
+		Example: `  dxpu conform --peer udp:192.0.2.7:8855 --role gpu --local 0.0.0.0:8855
+  dxpu conform --peer eth:eth1:02:00:00:00:00:07 --role host --json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			switch role {
+			case "host":
+				o.Role = encap.RoleHost
+			case "gpu":
+				o.Role = encap.RoleGPU
+			default:
+				return exitCodeError{2, fmt.Errorf("--role %q: want host or gpu (the implementation under test's role)", role)}
+			}
+			if pair == 0 || pair >= 1<<24 {
+				return exitCodeError{2, fmt.Errorf("--pair %d: want 1..16777215", pair)}
+			}
+			o.PairID = pair
+			o.Logger = e.log
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			rep, err := conform.Run(ctx, o)
+			if err != nil {
+				return exitCodeError{2, err}
+			}
+			if asJSON {
+				err = rep.WriteJSON(e.stdout)
+			} else {
+				err = rep.WriteText(e.stdout)
+			}
+			if err != nil {
+				return exitCodeError{2, err}
+			}
+			if f := rep.Failed(); len(f) > 0 {
+				return exitCodeError{1, fmt.Errorf("conform: %d rules failed", len(f))}
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.Peer, "peer", "", "implementation under test: udp:ADDR:PORT or eth:IFACE:MAC (raw Ethernet, needs CAP_NET_RAW)")
+	f.StringVar(&role, "role", "", "role of the implementation under test: host or gpu")
+	f.StringVar(&o.Local, "local", "0.0.0.0:8855", "the kit's UDP address, where the implementation sends")
+	f.Uint32Var(&pair, "pair", 1, "pair ID (24 bits)")
+	f.Uint64Var(&o.Addr, "addr", 0, "start of memory at the implementation's PCIe side the kit may write and read")
+	f.IntVar(&o.Size, "size", 4096, "bytes of that memory")
+	f.StringArrayVar(&o.Scenarios, "scenario", nil, fmt.Sprintf("run only this scenario (repeatable): %v", conform.Scenarios()))
+	f.DurationVar(&o.Timers.Keepalive, "keepalive", 0, "the implementation's keepalive interval (default 1ms)")
+	f.DurationVar(&o.Timers.DeadAfter, "dead-after", 0, "the implementation's silence limit before link-down (default 10ms)")
+	f.DurationVar(&o.Timers.CompletionTimeout, "completion-timeout", 0, "the implementation's completion timeout (default 50ms)")
+	f.DurationVar(&o.Timers.Slack, "slack", 0, "added to every real-time bound the kit judges (default 5ms)")
+	f.BoolVar(&asJSON, "json", false, "print the report as JSON")
+	_ = cmd.MarkFlagRequired("peer")
+	_ = cmd.MarkFlagRequired("role")
+	return cmd
+}
