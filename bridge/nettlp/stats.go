@@ -15,12 +15,13 @@ type Stats struct {
 	Ignored      atomic.Uint64 // posted TLPs and completions the target does not use
 	WritesLost   atomic.Uint64 // MWr dropped: out of range or poisoned
 	SendErrors   atomic.Uint64 // datagrams the socket refused
+	Refused      atomic.Uint64 // datagrams from sources the target does not answer
 }
 
 // StatsSnapshot is a plain copy of Stats.
 type StatsSnapshot struct {
 	Datagrams, Reads, Writes, BytesRead, BytesWritten, Completions,
-	UR, Malformed, Ignored, WritesLost, SendErrors uint64
+	UR, Malformed, Ignored, WritesLost, SendErrors, Refused uint64
 }
 
 // Snapshot copies the counters.
@@ -29,6 +30,6 @@ func (s *Stats) Snapshot() StatsSnapshot {
 		Datagrams: s.Datagrams.Load(), Reads: s.Reads.Load(), Writes: s.Writes.Load(),
 		BytesRead: s.BytesRead.Load(), BytesWritten: s.BytesWritten.Load(),
 		Completions: s.Completions.Load(), UR: s.UR.Load(), Malformed: s.Malformed.Load(),
-		Ignored: s.Ignored.Load(), WritesLost: s.WritesLost.Load(), SendErrors: s.SendErrors.Load(),
+		Ignored: s.Ignored.Load(), WritesLost: s.WritesLost.Load(), SendErrors: s.SendErrors.Load(), Refused: s.Refused.Load(),
 	}
 }

@@ -23,6 +23,25 @@ type TargetConfig struct {
 	// Logger receives one debug line per TLP that could not be served
 	// (nil: no logging).
 	Logger *slog.Logger
+	// Allow lists the sources the target answers. A datagram from any
+	// other address is dropped unread and counted (Stats.Refused): a
+	// target that answered anyone would be a reflection amplifier (a
+	// 24-byte read brings back up to 4 KiB). Empty: loopback sources only.
+	Allow []netip.Prefix
+}
+
+// allowed reports whether the target answers datagrams from a.
+func (c *TargetConfig) allowed(a netip.Addr) bool {
+	a = a.Unmap()
+	if len(c.Allow) == 0 {
+		return a.IsLoopback()
+	}
+	for _, p := range c.Allow {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
 }
 
 // Target is a NetTLP-compatible DMA target: it stands where a NetTLP
@@ -108,6 +127,10 @@ func (t *Target) servePort(i int, c *Completer) error {
 	}
 	return t.tr.recvLoop(i, func(d []byte, from netip.AddrPort) {
 		t.stats.Datagrams.Add(1)
+		if !t.cfg.allowed(from.Addr()) {
+			t.stats.Refused.Add(1)
+			return
+		}
 		src = from
 		_, b, err := SplitDatagram(d)
 		if err != nil {

@@ -37,6 +37,7 @@ type nettlpServeOptions struct {
 	fill      string
 	rcvbuf    string
 	every     time.Duration
+	allow     []string
 }
 
 func newNettlpServeCmd(e *env) *cobra.Command {
@@ -54,7 +55,10 @@ split on --rcb boundaries, completer ID --completer), with libtlp's limits
 kept: a read that fits in MPS gets one CplD. libtlp cannot reassemble an
 unaligned read split in several CplDs, so with the default MPS 256 keep
 unaligned libtlp reads to MRRS 128 (--mps 2048 or 4096 lifts that).
-Addresses outside the memory are answered with UR. Stop with Ctrl-C.
+Addresses outside the memory are answered with UR. Only sources in --allow
+are answered (default: loopback only); datagrams from anyone else are
+dropped unread and counted, so the target cannot be used as a reflection
+amplifier. Stop with Ctrl-C.
 
 Example, libtlp on the same machine:
   dxpu nettlp serve --addr 127.0.0.2 --tags 16 --mem-size 64M
@@ -73,6 +77,7 @@ Example, libtlp on the same machine:
 	f.StringVar(&fl.completer, "completer", "00:00.0", "completer ID in completions (bb:dd.f)")
 	f.StringVar(&fl.fill, "fill", "zero", "content of never-written memory: zero, or pattern (each byte the XOR of its address bytes)")
 	f.StringVar(&fl.rcvbuf, "rcvbuf", "8M", "receive buffer per socket (posted writes lost to a full buffer are lost silently)")
+	f.StringArrayVar(&fl.allow, "allow", nil, "answer this source prefix, e.g. 192.168.10.0/24 (repeatable; default: loopback only)")
 	f.DurationVar(&fl.every, "stats-every", 0, "log the counters at this interval (0: only at exit)")
 	return cmd
 }
@@ -246,8 +251,20 @@ func runNettlpServe(cmd *cobra.Command, e *env, fl *nettlpServeOptions) error {
 	if err != nil {
 		return usage(err)
 	}
+	var allow []netip.Prefix
+	for _, a := range fl.allow {
+		p, err := netip.ParsePrefix(a)
+		if err != nil {
+			ip, ierr := netip.ParseAddr(a)
+			if ierr != nil {
+				return usage(fmt.Errorf("--allow %q: want an address or a prefix such as 192.168.10.0/24", a))
+			}
+			p = netip.PrefixFrom(ip, ip.BitLen())
+		}
+		allow = append(allow, p)
+	}
 	target, err := nettlp.NewTarget(nettlp.TargetConfig{
-		Addr: addr, Tags: fl.tags, RecvBuffer: int(rcvbuf),
+		Addr: addr, Tags: fl.tags, RecvBuffer: int(rcvbuf), Allow: allow, Logger: e.log,
 		Completer: nettlp.CompleterConfig{MPS: fl.mps, RCB: fl.rcb, CompleterID: completer},
 	}, mem)
 	if err != nil {
@@ -257,7 +274,7 @@ func runNettlpServe(cmd *cobra.Command, e *env, fl *nettlpServeOptions) error {
 	e.log.Info("nettlp target serving",
 		"addr", addr, "ports", fmt.Sprintf("%#x-%#x", nettlp.Port(0), nettlp.Port(uint16(tr.Tags()-1))),
 		"memory", fmt.Sprintf("[%#x, %#x)", base, base+size), "mps", fl.mps, "rcb", fl.rcb,
-		"completer", completer, "rcvbuf", tr.RecvBuffer(0))
+		"completer", completer, "rcvbuf", tr.RecvBuffer(0), "allow", allowString(allow))
 
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -288,4 +305,11 @@ func nettlpLogStats(log *slog.Logger, msg string, s nettlp.StatsSnapshot, pages 
 		"bytes_read", s.BytesRead, "bytes_written", s.BytesWritten, "completions", s.Completions,
 		"ur", s.UR, "malformed", s.Malformed, "ignored", s.Ignored, "writes_lost", s.WritesLost,
 		"send_errors", s.SendErrors, "pages", pages)
+}
+
+func allowString(p []netip.Prefix) string {
+	if len(p) == 0 {
+		return "loopback"
+	}
+	return fmt.Sprint(p)
 }
