@@ -41,6 +41,12 @@ func parseHexLine(line string) (b []byte, ok bool, err error) {
 	return b, true, nil
 }
 
+// MaxErrorLines bounds the error objects Decode prints: a hostile file
+// (a small gzip that inflates to gigabytes of broken frames) must not fill a
+// disk. Past it, failures are only counted, and one closing object says how
+// many were not printed.
+const MaxErrorLines = 1000
+
 // decoder writes one JSON line per TLP and counts failures.
 type decoder struct {
 	w        *bufio.Writer
@@ -49,6 +55,9 @@ type decoder struct {
 	total    int
 	failures int
 }
+
+// quiet reports whether the failure just counted is past MaxErrorLines.
+func (d *decoder) quiet() bool { return d.failures > MaxErrorLines }
 
 // emit writes one TLP's object. prefix holds the leading fields (line or
 // frame, encap, truncated) without braces.
@@ -76,6 +85,9 @@ func (d *decoder) emit(prefix []byte, raw []byte, lenient, onlyOnError bool) {
 	b = append(b, prefix...)
 	if err != nil {
 		d.failures++
+		if d.quiet() {
+			return
+		}
 		b = appendErrorFields(b, len(prefix) > 0, err)
 		b, _ = appendReadable(b, raw)
 	} else {
@@ -135,6 +147,9 @@ func Decode(hexTLPs []string, pcap string, stdin io.Reader, stdout io.Writer) er
 	default:
 		err = d.decodeLines(stdin)
 	}
+	if d.failures > MaxErrorLines {
+		fmt.Fprintf(out, "{\"suppressed_errors\":%d,\"error\":\"only the first %d failures are printed\"}\n", d.failures-MaxErrorLines, MaxErrorLines)
+	}
 	if ferr := out.Flush(); err == nil && ferr != nil {
 		err = ferr
 	}
@@ -161,6 +176,9 @@ func (d *decoder) decodeLines(r io.Reader) error {
 		if err != nil {
 			d.total++
 			d.failures++
+			if d.quiet() {
+				continue
+			}
 			o := append([]byte{'{'}, prefix...)
 			o = append(o, `,"error":`...)
 			o = strconv.AppendQuote(o, fmt.Sprintf("line %d: %v", line, err))
@@ -195,6 +213,9 @@ func (d *decoder) decodePcap(path string) error {
 		if ferr != nil {
 			d.total++
 			d.failures++
+			if d.quiet() {
+				continue
+			}
 			o := fmt.Appendf(nil, `{"frame":%d`, frame)
 			if f.Encap() != encap.EncapNone {
 				o = fmt.Appendf(o, `,"encap":%q`, f.Encap().String())

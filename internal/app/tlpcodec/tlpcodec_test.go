@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -178,5 +179,28 @@ func TestTLPDecodeUsage(t *testing.T) {
 	}
 	if _, _, code := runTLPCmd(t, "", "tlp", "decode", "--pcap", "x.pcap", "0000"); code != 2 {
 		t.Errorf("hex and --pcap: exit %d, want 2", code)
+	}
+}
+
+// TestDecodeErrorOutputIsBounded: a file of nothing but broken TLPs prints
+// at most MaxErrorLines error objects and one summary, whatever its size.
+func TestDecodeErrorOutputIsBounded(t *testing.T) {
+	t.Parallel()
+	const n = MaxErrorLines * 5
+	var in strings.Builder
+	for range n {
+		in.WriteString("0000000f01000500\n") // 8 bytes: shorter than any TLP header
+	}
+	var out strings.Builder
+	err := Decode(nil, "", strings.NewReader(in.String()), &out)
+	if !errors.Is(err, apperr.ErrFailed) || !strings.Contains(err.Error(), fmt.Sprintf("%d of %d", n, n)) {
+		t.Fatalf("Decode: %v", err)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != MaxErrorLines+1 {
+		t.Fatalf("%d lines printed, want %d errors and a summary", len(lines), MaxErrorLines)
+	}
+	if last := lines[len(lines)-1]; !strings.Contains(last, fmt.Sprintf(`"suppressed_errors":%d`, n-MaxErrorLines)) {
+		t.Fatalf("summary %s", last)
 	}
 }
