@@ -92,9 +92,12 @@
 // when a newer generation became active, but only once the peer's echo
 // shows it opens nothing older than e: the peer then holds the key of e+1
 // already, and nothing of e-1 is still awaited. The receiver keeps three
-// keys: the current epoch's, the previous one's (retired after
+// kinds of keys: the current epoch's, the previous one's (retired after
 // PreviousGrace frames authenticated under the current one, or at the
-// next move) and the next one's (one per generation held). The first
+// next move) and the next one's, under every generation held (a sender
+// moves to epoch e+1 whether or not it changes generation; before the
+// session's first move also epoch 0 under the other generations, for a
+// peer that activated one before the session started). The first
 // frame authenticated under a next key makes it current; frames of the
 // old epoch reordered behind it still open during the grace, so
 // reordering across the switch loses nothing.

@@ -184,7 +184,7 @@ func (c *Channel) afterOpen(k *rxKey, echo byte) {
 	}
 	if k != c.cur && k != c.prev {
 		c.prev, c.cur = c.cur, k
-		c.nexts = [3]*rxKey{}
+		c.nexts = [maxNexts]*rxKey{}
 		c.rotated = true
 		c.ctr.RxRotations++
 		if k.gen == c.newest.gen && c.active != c.newest {
