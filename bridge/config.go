@@ -120,6 +120,12 @@ type Config struct {
 	// RekeyAfter frames sealed under one key move the sender to a new
 	// epoch; 0 means seal.DefaultRekeyAfter (2^22).
 	RekeyAfter uint64
+	// RekeyGrace frames authenticated under the peer's new epoch retire its
+	// previous one (frames of the old epoch reordered behind the switch
+	// open until then); the peer moves again, on RekeyAfter or Rekey, only
+	// after that. 0 means seal.DefaultPreviousGrace (4096) or RekeyAfter if
+	// smaller; at most RekeyAfter.
+	RekeyGrace uint64
 }
 
 // Keyed reports whether c configures a keyed pair.
