@@ -14,9 +14,16 @@ import (
 type Channel struct {
 	cfg Config
 
-	keys   []*pairKey // retained generations: active, newest, the receive key's
+	keys   []*pairKey // retained generations: active, newest, the receive key's, the peer's latest
 	active *pairKey   // the generation the sender uses for new keys and handshakes
 	newest *pairKey   // the latest InstallKey (== active when no change is under way)
+
+	// peerGen is the generation the peer is known to use: the first one,
+	// then that of its latest authenticated frame. It is kept until the
+	// peer is seen under another, because a peer that has not activated a
+	// change yet seals its HELLOs under it, also after this side's session
+	// ended.
+	peerGen uint32
 
 	session   bool
 	nonceHost [MaxNonceLen]byte
@@ -78,7 +85,7 @@ func New(cfg Config, gen uint32, key []byte) (*Channel, error) {
 		return nil, err
 	}
 	c.keys = append(c.keys, pk)
-	c.active, c.newest = pk, pk
+	c.active, c.newest, c.peerGen = pk, pk, gen
 	c.ctr.KeysInstalled++
 	return c, nil
 }
@@ -236,11 +243,12 @@ func (c *Channel) Rekey() {
 }
 
 // gcKeys drops generations nothing needs: the sender's active one, the
-// newest, and the one the current receive key came from stay.
+// newest, the one the current receive key came from and the one the peer
+// last used stay.
 func (c *Channel) gcKeys() {
 	kept := c.keys[:0]
 	for _, pk := range c.keys {
-		if pk == c.active || pk == c.newest || (c.cur != nil && pk.gen == c.cur.gen) {
+		if pk == c.active || pk == c.newest || (c.cur != nil && pk.gen == c.cur.gen) || pk.gen == c.peerGen {
 			kept = append(kept, pk)
 			continue
 		}
@@ -283,9 +291,9 @@ func (c *Channel) fillRx(s *rxKey, pk *pairKey, epoch uint32) error {
 }
 
 // maxNexts bounds the keys the peer may move to next: the next epoch
-// under each of up to 3 retained generations, and before the session's
-// first move also the current epoch under the 2 others.
-const maxNexts = 5
+// under each of up to 4 retained generations, and before the session's
+// first move also the current epoch under the 3 others.
+const maxNexts = 7
 
 // deriveNexts prepares the keys the peer may move to next: the next epoch
 // under every retained generation (a sender moves to tx epoch + 1 whether

@@ -106,7 +106,9 @@
 // opens the new generation at once), then ActivateKey on one or both; a
 // side that sees its peer's frames under the new generation activates it
 // too. Each side's next epoch is then under the new key, and the old pair
-// key is forgotten once neither direction uses it.
+// key is forgotten once neither direction uses it and the peer's frames
+// were seen under another (a peer that has not activated the change yet
+// seals its HELLOs under the old key, also after a session ended).
 //
 // # Worked example
 //

@@ -278,3 +278,60 @@ func TestKeyChangeInFirstEpoch(t *testing.T) {
 		}
 	}
 }
+
+// TestKeyChangeWhileSessionDown: the host side activated generation 2 and
+// its session ended before the GPU side saw any frame under it (the link
+// went down). The GPU side still seals its HELLO under generation 1: the
+// host side must still open it, and the next session must carry traffic
+// both ways and bring the GPU side to generation 2.
+func TestKeyChangeWhileSessionDown(t *testing.T) {
+	t.Parallel()
+	host, gpu := pair(t, seal.ModeGCM, nil)
+	for _, c := range []*seal.Channel{host, gpu} {
+		if err := c.InstallKey(2, testKey(0x80)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	host.ActivateKey()
+	host.EndSession()
+	gpu.EndSession()
+	hello, err := gpu.SealHandshake(nil, helloFrame(encap.CtlHello), 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := host.Open(hello); err != nil {
+		t.Fatalf("GPU HELLO under generation 1 after the host activated 2: %v", err)
+	}
+	hostHello, err := host.SealHandshake(nil, helloFrame(encap.CtlHelloAck), 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := gpu.Open(hostHello); err != nil {
+		t.Fatalf("host HELLO-ACK under generation 2: %v", err)
+	}
+	if err := host.StartSession(hostNonce, gpuNonce); err != nil {
+		t.Fatal(err)
+	}
+	if err := gpu.StartSession(gpuNonce, hostNonce); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 4 {
+		r, err := gpu.Seal(nil, plainFrame(encap.MsgAck, 0, nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := host.Open(r); err != nil {
+			t.Fatalf("GPU frame %d: %v (host %+v)", i, err, host.State())
+		}
+		f, err := host.Seal(nil, plainFrame(encap.MsgTLP, uint32(i), []byte("w")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := gpu.Open(f); err != nil {
+			t.Fatalf("host frame %d: %v (GPU %+v)", i, err, gpu.State())
+		}
+	}
+	if st := gpu.State(); st.ActiveGeneration != 2 || st.TxGeneration != 2 {
+		t.Fatalf("GPU side did not follow to generation 2: %+v", st)
+	}
+}
