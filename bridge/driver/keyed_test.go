@@ -98,6 +98,25 @@ func TestKeyedRunnerRestart(t *testing.T) {
 	waitFor(t, "up again", func() bool {
 		return h2.State() == bridge.StateUp && g.State() == bridge.StateUp && g.Counters().LinkUps == 2
 	}, h2, g)
+	// Rekey and a key change through the runners, under traffic-free
+	// keepalives: both sides end on the new generation.
+	if err := h2.Rekey(); err != nil {
+		t.Fatal(err)
+	}
+	newKey := make([]byte, seal.KeyLen)
+	for _, r := range []*driver.Runner{h2, g} {
+		if err := r.InstallKey(1, newKey); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := g.ActivateKey(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "key change", func() bool {
+		hs, _ := h2.KeyState()
+		gs, _ := g.KeyState()
+		return hs.TxGeneration == 1 && gs.TxGeneration == 1 && hs.RxGeneration == 1 && gs.RxGeneration == 1
+	}, h2, g)
 	// Without the wall clock the new bridge's first HELLOs would number
 	// below the old one's and be refused as replays.
 	if c := g.Counters(); c.DroppedReplayed != 0 {
