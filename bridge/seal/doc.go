@@ -162,13 +162,12 @@
 //     messages) has effect; with a key configured, unkeyed frames are never
 //     accepted, and a RESET or HELLO can only tear a session down when it
 //     opened.
-//   - Carries the session nonces in the handshake: today's 32-bit session
-//     fields of HELLO/HELLO-ACK come from a seeded PRNG and repeat after
-//     every restart. With keys they must come from crypto/rand, and
-//     better, a 16-byte key nonce should be appended to HELLO and
-//     HELLO-ACK (a control version bump: HELLO is a fixed 40 bytes today).
-//     With 32-bit nonces a restarted side reuses its old session keys
-//     with probability 2^-32 per restart. StartSession(local, peer) is
+//   - Carries the session nonces in the handshake: the bridge appends a
+//     16-byte key nonce (crypto/rand, per session) to HELLO and HELLO-ACK
+//     after the 40-byte message (ParseControl ignores trailing bytes, so
+//     no control version bump), and each side's session nonce here is its
+//     32-bit session || key nonce, 20 bytes (see Keys in the bridge
+//     package doc). StartSession(local, peer) is
 //     called when the bridge learns the peer's session (the same place it
 //     resets rcvNext today), EndSession when the session ends (goDown),
 //     Rekey from `ctl rekey`, InstallKey/ActivateKey from the agent.
