@@ -4,13 +4,25 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dxpu/dxpu/bridge/seal"
 	"github.com/dxpu/dxpu/tlp"
 )
 
 // benchPair moves TLPs host -> GPU through both bridges, acks back, with no
 // allocation per TLP in steady state.
 func benchDataPath(b *testing.B, raw []byte, batch int) {
-	p := newTestPair(b, Config{MTU: 9000, Window: 1024}, Config{AutoRelease: true, MTU: 9000, Window: 1024})
+	benchDataPathMode(b, raw, batch, 0)
+}
+
+// benchDataPathMode is benchDataPath over a pair keyed in mode (0:
+// unkeyed). Both sides seal and open: the figure is the whole pair's CPU
+// per TLP.
+func benchDataPathMode(b *testing.B, raw []byte, batch int, mode seal.Mode) {
+	hc, gc := Config{MTU: 9000, Window: 1024}, Config{AutoRelease: true, MTU: 9000, Window: 1024}
+	if mode != 0 {
+		hc, gc = keyed(hc, mode), keyed(gc, mode)
+	}
+	p := newTestPair(b, hc, gc)
 	p.up()
 	buf := make([]byte, 9000)
 	step := func() {
@@ -53,6 +65,38 @@ func benchDataPath(b *testing.B, raw []byte, batch int) {
 	b.StopTimer()
 	if c := p.g.Counters(); c.TLPsDelivered < uint64(b.N)/2 {
 		b.Fatalf("delivered %d of %d", c.TLPsDelivered, b.N)
+	}
+}
+
+// BenchmarkDataPathKeyed runs the posted-write data path unkeyed, then
+// keyed in both modes, in the same run: ns/TLP for each (MB/s is payload
+// goodput on one core for both bridges together), and for the keyed ones
+// keyed_ratio, keyed goodput over the plaintext goodput measured just
+// before.
+func BenchmarkDataPathKeyed(b *testing.B) {
+	cases := []struct {
+		name  string
+		size  int
+		batch int
+	}{{"MWr256", 256, 8}, {"MWr64Batch32", 64, 32}, {"MWr512", 512, 16}}
+	for _, c := range cases {
+		var plain float64 // ns/TLP of the latest plaintext run
+		for _, mode := range []seal.Mode{0, seal.ModeGCM, seal.ModeGMAC} {
+			name := "plaintext"
+			if mode != 0 {
+				name = mode.String()
+			}
+			b.Run(c.name+"/"+name, func(b *testing.B) {
+				benchDataPathMode(b, enc(mwr(0x1000, c.size)), c.batch, mode)
+				ns := float64(b.Elapsed().Nanoseconds()) / float64(b.N)
+				b.ReportMetric(ns, "ns/TLP")
+				if mode == 0 {
+					plain = ns
+				} else if plain > 0 {
+					b.ReportMetric(plain/ns, "keyed_ratio")
+				}
+			})
+		}
 	}
 }
 

@@ -128,6 +128,8 @@ type Bridge struct {
 	evHead  int
 	lostBuf []uint64
 
+	keys keyState // keyed pairs: the seal and its nonces
+
 	ctr Counters
 }
 
@@ -161,11 +163,17 @@ func New(cfg Config) (*Bridge, error) {
 	b.reorder = newReorderWindow(w)
 	b.rxTags = make([]tagEntry, 1024)
 	b.synth = newFifo[synthCpl](2048 + cfg.TxQueue)
+	var err error
+	if b.keys, err = newKeys(&cfg); err != nil {
+		return nil, err
+	}
+	b.cfg.Key = nil // the seal holds it; Config() must not hand it out
 	b.newSession(0)
 	return b, nil
 }
 
-// Config returns the configuration in use, defaults applied.
+// Config returns the configuration in use, defaults applied, without the
+// pair key.
 func (b *Bridge) Config() Config { return b.cfg }
 
 // State returns the link state.
@@ -179,6 +187,7 @@ func (b *Bridge) Counters() Counters {
 	c := b.ctr
 	c.TagsInUse = uint64(b.txTags.active)
 	c.SRTT, c.RTO = b.rtt.srtt, b.rtt.rto
+	b.sealCounters(&c)
 	return c
 }
 
@@ -216,21 +225,19 @@ func (b *Bridge) queuedToDeliver() int {
 	return n
 }
 
-func (b *Bridge) random() uint32 {
-	b.rng += 0x9e3779b97f4a7c15
-	z := b.rng
-	z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
-	z = (z ^ z>>27) * 0x94d049bb133111eb
-	return uint32(z ^ z>>31)
-}
-
-// newSession starts a fresh session: nonce, initial sequence number, and
-// the credits the receive buffers have room for now.
+// newSession starts a fresh session: nonce, initial sequence number, key
+// nonce (keyed pairs; the session keys follow once the peer's is known),
+// and the credits the receive buffers have room for now.
 func (b *Bridge) newSession(now time.Duration) {
 	for b.session = b.random(); b.session == 0 || b.session == b.peerSession; b.session = b.random() {
 	}
 	b.peerSession, b.peerKnown = 0, false
 	b.retx.restart(b.random())
+	if b.keys.ch != nil {
+		b.keys.ch.EndSession()
+		b.randomBytes(b.keys.nonce[:])
+		b.keys.peer = [KeyNonceLen]byte{}
+	}
 	b.rtoDeadline = noDeadline
 	b.rxEpoch++
 	b.buffers.restart()

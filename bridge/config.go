@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/dxpu/dxpu/bridge/seal"
 	"github.com/dxpu/dxpu/tlp"
 	"github.com/dxpu/dxpu/tlp/encap"
 )
@@ -96,8 +97,47 @@ type Config struct {
 	// AutoRelease returns a TLP's credits as soon as NextTLP hands it out,
 	// for local sides that consume instantly.
 	AutoRelease bool
-	// Seed seeds session nonces and initial sequence numbers.
+	// Seed, when not 0, makes session nonces, key nonces and initial
+	// sequence numbers a reproducible sequence, for simulations in virtual
+	// time. 0 (what daemons use) draws each from crypto/rand, so no two
+	// starts of a bridge share them.
 	Seed uint64
+
+	// Key is the pair key (seal.KeyLen = 32 bytes, random, issued by the
+	// manager to both bridges of the pair): every frame is then sealed
+	// (see Keys in the package doc). nil runs the pair unkeyed, as the
+	// emulated demo does. New copies the key; Config() does not return it.
+	Key []byte
+	// KeyGeneration numbers Key; keys installed later (InstallKey) must
+	// have higher generations.
+	KeyGeneration uint32
+	// SealMode is seal.ModeGCM (encryption and integrity, the default) or
+	// seal.ModeGMAC (integrity only); both sides must agree.
+	SealMode seal.Mode
+	// RequireKeys refuses an unkeyed pair: New fails without a Key. (A
+	// keyed bridge drops every unsealed frame in any case.)
+	RequireKeys bool
+	// RekeyAfter frames sealed under one key move the sender to a new
+	// epoch; 0 means seal.DefaultRekeyAfter (2^22).
+	RekeyAfter uint64
+	// RekeyGrace frames authenticated under the peer's new epoch retire its
+	// previous one (frames of the old epoch reordered behind the switch
+	// open until then); the peer moves again, on RekeyAfter or Rekey, only
+	// after that. 0 means seal.DefaultPreviousGrace (4096) or RekeyAfter if
+	// smaller; at most RekeyAfter.
+	RekeyGrace uint64
+}
+
+// Keyed reports whether c configures a keyed pair.
+func (c *Config) Keyed() bool { return len(c.Key) > 0 }
+
+// frameBudget is the largest plain frame the frame builder may write: the
+// MTU less what sealing adds.
+func (c *Config) frameBudget() int {
+	if c.Keyed() {
+		return c.MTU - seal.Overhead
+	}
+	return c.MTU
 }
 
 // Defaults returns c with every zero field set to its default.
@@ -132,6 +172,9 @@ func (c Config) Defaults() Config {
 	def(&c.Keepalive, time.Millisecond)
 	def(&c.DeadAfter, 10*time.Millisecond)
 	def(&c.HelloInterval, time.Millisecond)
+	if c.Keyed() && c.SealMode == 0 {
+		c.SealMode = seal.ModeGCM
+	}
 	w := 1
 	for w < c.Window {
 		w <<= 1
@@ -155,8 +198,15 @@ func (c *Config) Validate() error {
 		return bad("PairID", "%#x does not fit 24 bits", c.PairID)
 	case c.MaxPayload < 4 || c.MaxPayload > 4096 || c.MaxPayload%4 != 0:
 		return bad("MaxPayload", "%d: want a multiple of 4 in 4..4096", c.MaxPayload)
-	case c.MTU < encap.HeaderLen+2+c.maxTLP() || c.MTU > 65535:
-		return bad("MTU", "%d cannot carry one %d-byte TLP (need %d..65535)", c.MTU, c.maxTLP(), encap.HeaderLen+2+c.maxTLP())
+	case c.RequireKeys && !c.Keyed():
+		return bad("Key", "none, and RequireKeys refuses an unkeyed pair")
+	case c.Keyed() && len(c.Key) != seal.KeyLen:
+		return bad("Key", "%d bytes, want %d", len(c.Key), seal.KeyLen)
+	case c.Keyed() && c.SealMode != seal.ModeGCM && c.SealMode != seal.ModeGMAC:
+		return bad("SealMode", "%v is neither %v nor %v", c.SealMode, seal.ModeGCM, seal.ModeGMAC)
+	case c.MTU > 65535 || c.frameBudget() < encap.HeaderLen+2+c.maxTLP():
+		need := encap.HeaderLen + 2 + c.maxTLP() + (c.MTU - c.frameBudget())
+		return bad("MTU", "%d cannot carry one %d-byte TLP (need %d..65535)", c.MTU, c.maxTLP(), need)
 	case c.Window > 1<<15:
 		return bad("Window", "%d above 32768", c.Window)
 	case c.TxQueue < 1 || c.TxQueue > 1<<16:

@@ -44,4 +44,23 @@ type Counters struct {
 
 	LinkUps, LinkDowns uint64
 	SRTT, RTO          time.Duration
+
+	// Keyed pairs only (see Keys in the package doc). Frames the seal
+	// refused, by reason, before any of their fields took effect; each is
+	// in FramesDropped too.
+	DroppedUnsealed      uint64 // no SEALED flag: unkeyed frames on a keyed pair
+	DroppedForged        uint64 // tag did not verify: forged, altered, or sealed under other keys (pair, session, restart)
+	DroppedReplayed      uint64 // packet number seen already or left of the replay window
+	DroppedUnknownKey    uint64 // epoch and generation with no receive key
+	DroppedNoSession     uint64 // session frames while this side has no session keys
+	DroppedSealMalformed uint64 // short, bad body length, wrong mode or reserved bits
+	DroppedHandshakeType uint64 // a message other than HELLO, HELLO-ACK or RESET under the handshake key
+
+	FramesSealed   uint64 // frames sealed (handshake key included)
+	FramesOpened   uint64 // frames that authenticated
+	SealFailures   uint64 // frames the seal refused to seal (key exhausted: the peer echoed no epoch); lost
+	TxRekeys       uint64 // this side's sender moved to a new key epoch
+	RxKeyRotations uint64 // the receiver moved to the peer's new epoch
+	KeysInstalled  uint64 // pair key generations taken (Config.Key included)
+	KeyActivations uint64 // a newer generation became the one this side seals under
 }

@@ -201,11 +201,103 @@
 //	00 00 08 03  PD limit 2051: 2048 + three 16-byte writes released
 //	00 00 08 00  NPD limit 2048      00 00 08 00  CplD limit 2048
 //
+// # Keys
+//
+// A pair configured with a Key (32 random bytes the manager issues to both
+// bridges of the pair, with a KeyGeneration) seals every frame it sends
+// and opens every frame it takes with bridge/seal: AES-256-GCM (SealMode
+// seal.ModeGCM, the default) or integrity-only AES-256-GMAC. The 40-byte
+// header stays in clear (the switch forwards on the pair ID, unchanged),
+// flag bit 3 (SEALED) is set, and the body becomes a 12-byte security
+// header, the body (encrypted in GCM mode) and a 16-byte tag over all of
+// it: 28 bytes more per frame (seal.Overhead), so the frame builder fills
+// at most MTU - 28 bytes and seals last. The sealed layout and the nonce
+// construction are in the seal package doc, byte by byte. Without a Key
+// the pair runs unkeyed exactly as before (the emulated demo does);
+// RequireKeys makes New refuse a config without one, which daemons set.
+//
+// HandleFrame opens first. A frame that is not sealed, does not
+// authenticate (forged, altered, another pair's, sealed under an earlier
+// session's or another generation's keys), is replayed or too old for the
+// replay window, or names an unknown key epoch is dropped before any of
+// its fields (pair ID, Seq, Ack, SACK, credits, control message) takes
+// effect; the error wraps ErrFrame and the seal's sentinel, the Dropped*
+// counters say why, and a refusal allocates nothing. So a datagram that
+// knows the pair ID, the peer's address and the next sequence numbers
+// writes nothing, and no RESET or HELLO but the peer's own, fresh one
+// ends a session.
+//
+// Session keys. A keyed HELLO or HELLO-ACK carries, after the 40 bytes of
+// tlp/encap's message, a 16-byte key nonce the sender draws for every
+// session (receivers that parse only the 40 bytes ignore it):
+//
+//	off len field (CONTROL body)
+//	  0  40 HELLO or HELLO-ACK as in tlp/encap (session at 4-7, ISN at 16-19)
+//	 40  16 key nonce: random per session of the sender
+//
+// When a side learns the peer's session (where it restarts its receive
+// sequence numbers) it starts the seal's session with, for each side,
+// the 20 bytes session (big-endian) || key nonce; the session keys of both
+// directions derive from the pair key, the pair ID, the generation and both
+// of these (HKDF, see seal), so a restart of either side yields unrelated
+// keys and every frame of an earlier life fails authentication. Session
+// nonces, initial sequence numbers and key nonces come from crypto/rand
+// unless Config.Seed asks for a reproducible sequence (simulations in
+// virtual time only). When the session ends (link down, RESET, Reset) the
+// session keys go; HELLO, HELLO-ACK and RESET are sealed under the pair's
+// handshake key instead, which needs no session, and numbered by the
+// sender's wall clock (SetWallClock; drivers pass their start time):
+// the receiver takes a handshake frame only if numbered above every one it
+// took before, so a replayed HELLO or RESET is refused, and a restarted
+// bridge, whose clock has moved on, is let in. (A wall clock stepped back
+// delays a restarted bridge's handshake until it passes its old numbers.)
+// KEEPALIVE, its ACK and all data, ACK, NAK and credit frames need session
+// keys.
+//
+// A retransmission is a new frame with a new packet number, so the seal's
+// replay window (2048 packet numbers per key) and the bridge's sequence
+// numbers never interact: a replayed frame dies in the seal, a duplicate
+// TLP in a fresh frame in the bridge.
+//
+// Rekeying, lossless both. Each sender moves to a new key epoch after
+// RekeyAfter frames (default 2^22), on Rekey (`dxpu ctl rekey`), or when a
+// newer generation became active, but only once the peer's echo shows it
+// opens nothing older; the receiver keeps the previous epoch's key for
+// RekeyGrace frames of the new one (default 4096), so frames reordered
+// across the switch still open. A sender whose peer echoes nothing for
+// 2 * RekeyAfter frames stops sealing (SealFailures; the frames are lost
+// and retransmitted later), which only a side sending into a one-way
+// outage reaches: RekeyAfter must stay well above a window of frames. The
+// manager changes the pair key with InstallKey(gen, key) on both bridges,
+// then ActivateKey on one or both; the other follows when it sees the new
+// generation, and the old key is forgotten once neither side uses it.
+//
+// Worked example: the first HELLO of a keyed host side (pair 0x123456,
+// Seed 1, GMAC so the body stays readable, the pair key of TestDocKeyedHello):
+//
+//	18 05 12 34 56 00 00 54     version 1, SEALED; CONTROL; pair; body 84 = 56 + 28
+//	a0 7b d7 44 00 00 00 00     Seq (the ISN), Ack 0: not up, no other fields
+//	00 00 00 00 00 00 00 00     (24 more header bytes, all 0)
+//	00 00 00 00 00 00 00 00
+//	00 00 00 00 00 00 00 00
+//	00 82 00 00                 epoch 0; GMAC under the handshake key; echo 0; generation 0
+//	00 00 00 00 00 00 00 00     packet number: the clock, 0 at now 0
+//	01 01 01 08 c2 34 b7 bc     HELLO, version 1, host, 8 tag bits; session 0xc234b7bc
+//	00 00 00 00 01 00 02 14     peer session unknown; window 256; max TLP 532
+//	a0 7b d7 44 00 40 00 40     ISN; PH 64, NPH 64
+//	00 40 00 00 00 00 08 00     CplH 64, none infinite; PD 2048
+//	00 00 08 00 00 00 08 00     NPD 2048, CplD 2048
+//	4c 0f e5 94 a7 a6 0f 85     key nonce
+//	2a 06 c9 3b 4d ef a2 7b
+//	c3 2a b3 f4 9a 15 12 5a     tag
+//	3b 6b 83 b1 66 3f 06 c9
+//
 // # Memory
 //
 // A bridge allocates at New: (3 TxQueue + Window) transmit slots and
 // (Window + the three receive queue depths) receive slots of 16 +
 // MaxPayload + 4 bytes each, two tag tables of 1024 entries, and rings.
 // With the defaults (Window 256, TxQueue 64, MaxPayload 512, 64 headers per
-// class) that is about 470 KiB.
+// class) that is about 470 KiB. A keyed bridge adds an MTU-sized scratch
+// frame and the seal's keys and replay windows (about 3 KiB).
 package bridge

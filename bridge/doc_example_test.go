@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dxpu/dxpu/bridge/seal"
 	"github.com/dxpu/dxpu/tlp/encap"
 )
 
@@ -46,5 +47,43 @@ func TestDocACKExample(t *testing.T) {
 	want := strings.NewReplacer(" ", "", "\n", "").Replace(ackExample)
 	if got != want {
 		t.Fatalf("frame\n got %s\nwant %s", got, want)
+	}
+}
+
+// keyedHelloExample is the keyed HELLO of the package documentation.
+const keyedHelloExample = `
+18 05 12 34 56 00 00 54  a0 7b d7 44 00 00 00 00
+00 00 00 00 00 00 00 00  00 00 00 00 00 00 00 00
+00 00 00 00 00 00 00 00  00 82 00 00 00 00 00 00
+00 00 00 00 01 01 01 08  c2 34 b7 bc 00 00 00 00
+01 00 02 14 a0 7b d7 44  00 40 00 40 00 40 00 00
+00 00 08 00 00 00 08 00  00 00 08 00 4c 0f e5 94
+a7 a6 0f 85 2a 06 c9 3b  4d ef a2 7b c3 2a b3 f4
+9a 15 12 5a 3b 6b 83 b1  66 3f 06 c9`
+
+// TestDocKeyedHello: the first HELLO of a keyed host side (pair key
+// pairKey(1): byte i is 1 xor 7i), byte for byte, and a GPU side holding
+// the key opens it.
+func TestDocKeyedHello(t *testing.T) {
+	t.Parallel()
+	h, err := New(keyed(Config{Role: RoleHost, PairID: 0x123456, Seed: 1}, seal.ModeGMAC))
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, h.Config().MTU)
+	n := h.NextFrame(0, buf)
+	want := strings.NewReplacer(" ", "", "\n", "").Replace(keyedHelloExample)
+	if got := hex.EncodeToString(buf[:n]); got != want {
+		t.Fatalf("frame\n got %s\nwant %s", got, want)
+	}
+	g, err := New(keyed(Config{Role: RoleGPU, PairID: 0x123456, Seed: 2}, seal.ModeGMAC))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.HandleFrame(0, buf[:n]); err != nil {
+		t.Fatalf("GPU side refused the HELLO: %v", err)
+	}
+	if g.peerSession != 0xc234b7bc || g.keys.peer[0] != 0x4c {
+		t.Fatalf("GPU side learned session %#x, key nonce %x", g.peerSession, g.keys.peer)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/dxpu/dxpu/bridge/seal"
 	"github.com/dxpu/dxpu/tlp"
 	"github.com/dxpu/dxpu/tlp/encap"
 )
@@ -14,18 +15,33 @@ func (b *Bridge) dropFrame(format string, args ...any) error {
 }
 
 // HandleFrame takes one frame from the fabric, from the dxpu header on. The
-// bytes are not kept. Frames that are malformed, for another pair, stale or
-// out of protocol are dropped with an error wrapping ErrFrame (counted in
-// FramesDropped); nothing in them takes effect.
+// bytes are not kept; a keyed bridge decrypts them in place. Frames that
+// are malformed, for another pair, stale or out of protocol are dropped
+// with an error wrapping ErrFrame (counted in FramesDropped); nothing in
+// them takes effect. A keyed bridge opens the frame before anything else:
+// frames that are not sealed, do not authenticate or were seen before are
+// dropped there (the error also wraps the seal's sentinel, and the
+// Dropped* counters say why), so no field of theirs is ever read.
 func (b *Bridge) HandleFrame(now time.Duration, frame []byte) error {
 	b.HandleTimeout(now)
 	now = b.now
+	wireLen := len(frame)
+	if b.keys.ch != nil {
+		plain, err := b.keys.ch.OpenFrame(frame)
+		if err != nil {
+			return b.dropSealed(err)
+		}
+		frame = plain
+	}
 	if len(frame) < encap.HeaderLen {
 		return b.dropFrame("%d bytes, shorter than the %d-byte header", len(frame), encap.HeaderLen)
 	}
 	h := encap.Header(frame)
 	if h.Version() != encap.Version {
 		return b.dropFrame("byte 0: version %d, want %d", h.Version(), encap.Version)
+	}
+	if h.Flags()&seal.FlagSealed != 0 {
+		return b.dropFrame("byte 0: sealed frame (flags %#x), this pair runs unkeyed", h.Flags())
 	}
 	if h.PairID() != b.cfg.PairID {
 		return b.dropFrame("bytes 2-4: pair %#x, this bridge serves %#x", h.PairID(), b.cfg.PairID)
@@ -41,6 +57,12 @@ func (b *Bridge) HandleFrame(now time.Duration, frame []byte) error {
 		if err != nil {
 			return b.dropFrame("body: %v", err)
 		}
+		var keyNonce [KeyNonceLen]byte
+		if b.keys.ch != nil && (c.Type == encap.CtlHello || c.Type == encap.CtlHelloAck) {
+			if keyNonce, err = peerKeyNonce(body); err != nil {
+				return b.dropFrame("%v", err)
+			}
+		}
 		if b.state == StateUp && c.Session == b.peerSession && c.Role != b.cfg.Role {
 			// KEEPALIVE and its ACK refresh acks and credits: they are
 			// the probe that unblocks a sender whose update was lost.
@@ -51,7 +73,7 @@ func (b *Bridge) HandleFrame(now time.Duration, frame []byte) error {
 				b.onProbeAck(h.Ack())
 			}
 		}
-		if err := b.handleControl(now, &c); err != nil {
+		if err := b.handleControl(now, &c, &keyNonce); err != nil {
 			return err
 		}
 	case encap.MsgTLP, encap.MsgAck, encap.MsgNak, encap.MsgCredit:
@@ -85,7 +107,7 @@ func (b *Bridge) HandleFrame(now time.Duration, frame []byte) error {
 	}
 	b.lastRecv = now
 	b.ctr.FramesReceived++
-	b.ctr.BytesReceived += uint64(len(frame))
+	b.ctr.BytesReceived += uint64(wireLen)
 	return nil
 }
 
@@ -134,24 +156,35 @@ func (b *Bridge) checkTLPs(h encap.Header, body []byte) error {
 	return nil
 }
 
-func (b *Bridge) handleControl(now time.Duration, c *encap.Control) error {
+// handleControl acts on a control message; keyNonce is the key nonce of a
+// keyed HELLO or HELLO-ACK (zero otherwise).
+func (b *Bridge) handleControl(now time.Duration, c *encap.Control, keyNonce *[KeyNonceLen]byte) error {
 	if c.Role == b.cfg.Role {
 		return b.dropFrame("control: peer has the same role %v", c.Role)
 	}
 	switch c.Type {
 	case encap.CtlHello, encap.CtlHelloAck:
+		same := b.peerKnown && c.Session == b.peerSession && *keyNonce == b.keys.peer
 		if b.state == StateUp {
-			if c.Session == b.peerSession {
+			if same {
 				if c.Type == encap.CtlHello {
 					b.helloAckPending = true // it missed our echo
 				}
 				return nil
 			}
 			b.goDown(now, "peer restarted its session", 0)
+			same = false
 		}
-		if !b.peerKnown || c.Session != b.peerSession {
+		if !same {
 			b.peerSession, b.peerKnown, b.peer = c.Session, true, *c
+			b.keys.peer = *keyNonce
 			b.reorder.restart(c.ISN, &b.rxPool)
+			if b.keys.ch != nil {
+				if err := b.startKeys(); err != nil {
+					b.peerKnown = false
+					return b.dropFrame("session keys: %v", err)
+				}
+			}
 		}
 		b.helloAckPending = true
 		if c.PeerSession == b.session {

@@ -13,7 +13,8 @@ import (
 // due. Call it until it returns 0 after every input and at every deadline.
 // In order of priority: link control (RESET, HELLO, HELLO-ACK,
 // KEEPALIVE-ACK), retransmissions, new TLPs batched up to the MTU, then a
-// standalone NAK, ACK or credit update, then KEEPALIVE.
+// standalone NAK, ACK or credit update, then KEEPALIVE. A keyed bridge
+// builds the frame within MTU less seal.Overhead and seals it last.
 func (b *Bridge) NextFrame(now time.Duration, buf []byte) int {
 	b.HandleTimeout(now)
 	now = b.now
@@ -21,7 +22,16 @@ func (b *Bridge) NextFrame(now time.Duration, buf []byte) int {
 		return 0
 	}
 	buf = buf[:b.cfg.MTU]
-	n := b.nextFrame(now, buf)
+	var n int
+	if b.keys.ch == nil {
+		n = b.nextFrame(now, buf)
+	} else if n = b.nextFrame(now, b.keys.plain); n > 0 {
+		if n = b.sealInto(now, buf, n); n == 0 {
+			// Refused and lost: it still counts as sent for the
+			// keepalive timer, or the next call would build another.
+			b.lastSent = now
+		}
+	}
 	if n > 0 {
 		b.lastSent = now
 		b.ctr.FramesSent++
@@ -139,6 +149,11 @@ func (b *Bridge) control(buf []byte, c encap.Control) int {
 	n, err := c.Put(buf[encap.HeaderLen:])
 	if err != nil {
 		return 0
+	}
+	if b.keys.ch != nil && (c.Type == encap.CtlHello || c.Type == encap.CtlHelloAck) {
+		// Keyed: the key nonce follows the 40-byte message (receivers
+		// that parse only those ignore it).
+		n += copy(buf[encap.HeaderLen+n:], b.keys.nonce[:])
 	}
 	b.header(buf, encap.MsgControl, 0, n, b.retx.nxt)
 	return encap.HeaderLen + n

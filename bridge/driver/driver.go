@@ -104,6 +104,9 @@ type Runner struct {
 // New returns a runner for b over t. Call Run to start it.
 func New(b *bridge.Bridge, t Transport) *Runner {
 	r := &Runner{b: b, t: t, start: time.Now(), Accept: bridge.AcceptAll, Progress: make(chan struct{}, 1)}
+	// A keyed bridge numbers its handshake frames by wall clock, so that a
+	// restarted bridge's HELLOs number above its previous life's.
+	b.SetWallClock(r.start)
 	mtu := b.Config().MTU
 	n := 1
 	if bs, ok := t.(BatchSender); ok {

@@ -102,10 +102,15 @@ func testConfig(role bridge.Role) bridge.Config {
 // over the two transports and returns the write numbers in the order they
 // arrived, and the two runners.
 func runPair(t *testing.T, ht, gt driver.Transport, n int) ([]uint64, [2]*driver.Runner) {
+	return runPairConfig(t, ht, gt, n, testConfig)
+}
+
+// runPairConfig is runPair with the bridges configured by cfg.
+func runPairConfig(t *testing.T, ht, gt driver.Transport, n int, cfg func(bridge.Role) bridge.Config) ([]uint64, [2]*driver.Runner) {
 	t.Helper()
 	var runners [2]*driver.Runner
 	for i, role := range []bridge.Role{bridge.RoleHost, bridge.RoleGPU} {
-		b, err := bridge.New(testConfig(role))
+		b, err := bridge.New(cfg(role))
 		if err != nil {
 			t.Fatal(err)
 		}

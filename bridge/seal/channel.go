@@ -3,6 +3,7 @@ package seal
 import (
 	"crypto/cipher"
 	"fmt"
+	"slices"
 
 	"github.com/dxpu/dxpu/tlp/encap"
 )
@@ -13,9 +14,16 @@ import (
 type Channel struct {
 	cfg Config
 
-	keys   []*pairKey // retained generations: active, newest, the receive key's
+	keys   []*pairKey // retained generations: active, newest, the receive key's, the peer's latest
 	active *pairKey   // the generation the sender uses for new keys and handshakes
 	newest *pairKey   // the latest InstallKey (== active when no change is under way)
+
+	// peerGen is the generation the peer is known to use: the first one,
+	// then that of its latest authenticated frame. It is kept until the
+	// peer is seen under another, because a peer that has not activated a
+	// change yet seals its HELLOs under it, also after this side's session
+	// ended.
+	peerGen uint32
 
 	session   bool
 	nonceHost [MaxNonceLen]byte
@@ -28,11 +36,11 @@ type Channel struct {
 	peerHolds   bool // the peer's echo is our epoch: it opens nothing older and holds the next
 	rotated     bool // the receive key moved past the session's first
 
-	slots    [6]rxKey
-	cur      *rxKey    // the peer's current epoch
-	prev     *rxKey    // the one before, until its grace ends; nil when retired
-	nexts    [3]*rxKey // the peer's possible next keys, one per retained generation
-	hsNext   uint64    // next handshake packet number (at least the caller's clock)
+	slots    [maxNexts + 3]rxKey // cur, prev, the nexts and a spare
+	cur      *rxKey              // the peer's current epoch
+	prev     *rxKey              // the one before, until its grace ends; nil when retired
+	nexts    [maxNexts]*rxKey    // the peer's possible next keys (see deriveNexts)
+	hsNext   uint64              // next handshake packet number (at least the caller's clock)
 	nonceBuf [12]byte
 
 	ctr Counters
@@ -77,7 +85,7 @@ func New(cfg Config, gen uint32, key []byte) (*Channel, error) {
 		return nil, err
 	}
 	c.keys = append(c.keys, pk)
-	c.active, c.newest = pk, pk
+	c.active, c.newest, c.peerGen = pk, pk, gen
 	c.ctr.KeysInstalled++
 	return c, nil
 }
@@ -171,7 +179,7 @@ func (c *Channel) EndSession() {
 	for i := range c.slots {
 		c.slots[i].aead = nil
 	}
-	c.cur, c.prev, c.nexts = nil, nil, [3]*rxKey{}
+	c.cur, c.prev, c.nexts = nil, nil, [maxNexts]*rxKey{}
 	clear(c.nonceHost[:])
 	clear(c.nonceGPU[:])
 	c.gcKeys()
@@ -235,11 +243,12 @@ func (c *Channel) Rekey() {
 }
 
 // gcKeys drops generations nothing needs: the sender's active one, the
-// newest, and the one the current receive key came from stay.
+// newest, the one the current receive key came from and the one the peer
+// last used stay.
 func (c *Channel) gcKeys() {
 	kept := c.keys[:0]
 	for _, pk := range c.keys {
-		if pk == c.active || pk == c.newest || (c.cur != nil && pk.gen == c.cur.gen) {
+		if pk == c.active || pk == c.newest || (c.cur != nil && pk.gen == c.cur.gen) || pk.gen == c.peerGen {
 			kept = append(kept, pk)
 			continue
 		}
@@ -263,13 +272,13 @@ func (c *Channel) keyFor(genByte byte) *pairKey {
 func (c *Channel) takeSlot() *rxKey {
 	for i := range c.slots {
 		s := &c.slots[i]
-		if s == c.cur || s == c.prev || s == c.nexts[0] || s == c.nexts[1] || s == c.nexts[2] {
+		if s == c.cur || s == c.prev || slices.Contains(c.nexts[:], s) {
 			continue
 		}
 		*s = rxKey{}
 		return s
 	}
-	panic("seal: receive slots exhausted") // unreachable: 6 slots, at most 5 in use
+	panic("seal: receive slots exhausted") // unreachable: one more slot than cur, prev and the nexts
 }
 
 func (c *Channel) fillRx(s *rxKey, pk *pairKey, epoch uint32) error {
@@ -281,30 +290,38 @@ func (c *Channel) fillRx(s *rxKey, pk *pairKey, epoch uint32) error {
 	return nil
 }
 
+// maxNexts bounds the keys the peer may move to next: the next epoch
+// under each of up to 4 retained generations, and before the session's
+// first move also the current epoch under the 3 others.
+const maxNexts = 7
+
 // deriveNexts prepares the keys the peer may move to next: the next epoch
-// under every retained generation (before the first move of a session,
-// epoch 0 under a generation other than the current key's, for a peer
-// that activated it before the session started).
+// under every retained generation (a sender moves to tx epoch + 1 whether
+// or not it changes generation), and before the first move of a session
+// also epoch 0 under a generation other than the current key's, for a
+// peer that activated it before the session started.
 func (c *Channel) deriveNexts() {
-	c.nexts = [3]*rxKey{}
+	c.nexts = [maxNexts]*rxKey{}
 	if c.cur == nil || c.cur.epoch == ^uint32(0) {
 		return
 	}
 	n := 0
+	add := func(pk *pairKey, epoch uint32) {
+		s := c.takeSlot()
+		if err := c.fillRx(s, pk, epoch); err != nil {
+			return // cannot happen with fixed-size inputs; the peer's move would fail as unknown
+		}
+		c.nexts[n] = s
+		n++
+	}
 	for _, pk := range c.keys {
 		if pk.prk == nil {
 			continue
 		}
-		epoch := c.cur.epoch + 1
+		add(pk, c.cur.epoch+1)
 		if pk.gen != c.cur.gen && !c.rotated {
-			epoch = c.cur.epoch
+			add(pk, c.cur.epoch)
 		}
-		s := c.takeSlot()
-		if err := c.fillRx(s, pk, epoch); err != nil {
-			continue // cannot happen with fixed-size inputs; the peer's move would fail as unknown
-		}
-		c.nexts[n] = s
-		n++
 	}
 }
 

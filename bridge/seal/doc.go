@@ -92,9 +92,12 @@
 // when a newer generation became active, but only once the peer's echo
 // shows it opens nothing older than e: the peer then holds the key of e+1
 // already, and nothing of e-1 is still awaited. The receiver keeps three
-// keys: the current epoch's, the previous one's (retired after
+// kinds of keys: the current epoch's, the previous one's (retired after
 // PreviousGrace frames authenticated under the current one, or at the
-// next move) and the next one's (one per generation held). The first
+// next move) and the next one's, under every generation held (a sender
+// moves to epoch e+1 whether or not it changes generation; before the
+// session's first move also epoch 0 under the other generations, for a
+// peer that activated one before the session started). The first
 // frame authenticated under a next key makes it current; frames of the
 // old epoch reordered behind it still open during the grace, so
 // reordering across the switch loses nothing.
@@ -103,7 +106,9 @@
 // opens the new generation at once), then ActivateKey on one or both; a
 // side that sees its peer's frames under the new generation activates it
 // too. Each side's next epoch is then under the new key, and the old pair
-// key is forgotten once neither direction uses it.
+// key is forgotten once neither direction uses it and the peer's frames
+// were seen under another (a peer that has not activated the change yet
+// seals its HELLOs under the old key, also after a session ended).
 //
 // # Worked example
 //
@@ -157,13 +162,12 @@
 //     messages) has effect; with a key configured, unkeyed frames are never
 //     accepted, and a RESET or HELLO can only tear a session down when it
 //     opened.
-//   - Carries the session nonces in the handshake: today's 32-bit session
-//     fields of HELLO/HELLO-ACK come from a seeded PRNG and repeat after
-//     every restart. With keys they must come from crypto/rand, and
-//     better, a 16-byte key nonce should be appended to HELLO and
-//     HELLO-ACK (a control version bump: HELLO is a fixed 40 bytes today).
-//     With 32-bit nonces a restarted side reuses its old session keys
-//     with probability 2^-32 per restart. StartSession(local, peer) is
+//   - Carries the session nonces in the handshake: the bridge appends a
+//     16-byte key nonce (crypto/rand, per session) to HELLO and HELLO-ACK
+//     after the 40-byte message (ParseControl ignores trailing bytes, so
+//     no control version bump), and each side's session nonce here is its
+//     32-bit session || key nonce, 20 bytes (see Keys in the bridge
+//     package doc). StartSession(local, peer) is
 //     called when the bridge learns the peer's session (the same place it
 //     resets rcvNext today), EndSession when the session ends (goDown),
 //     Rekey from `ctl rekey`, InstallKey/ActivateKey from the agent.

@@ -81,13 +81,24 @@ func (c *Channel) Open(frame []byte) ([]byte, error) {
 		k.win.mark(pn)
 		k.opened++
 		c.ctr.OpenedHandshake++
+		c.sawPeerGen(k.gen)
 		return body, nil
 	}
 	k.win.mark(pn)
 	k.opened++
 	c.ctr.Opened++
 	c.afterOpen(k, frame[offEcho])
+	c.sawPeerGen(k.gen)
 	return body, nil
+}
+
+// sawPeerGen records the generation of the peer's latest authenticated
+// frame; the one it used before may go.
+func (c *Channel) sawPeerGen(gen uint32) {
+	if c.peerGen != gen {
+		c.peerGen = gen
+		c.gcKeys()
+	}
 }
 
 // OpenFrame is Open that also rewrites frame into the plain dxpu frame it
@@ -184,7 +195,7 @@ func (c *Channel) afterOpen(k *rxKey, echo byte) {
 	}
 	if k != c.cur && k != c.prev {
 		c.prev, c.cur = c.cur, k
-		c.nexts = [3]*rxKey{}
+		c.nexts = [maxNexts]*rxKey{}
 		c.rotated = true
 		c.ctr.RxRotations++
 		if k.gen == c.newest.gen && c.active != c.newest {

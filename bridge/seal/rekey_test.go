@@ -235,3 +235,103 @@ func TestKeyChangeAcrossSessionStart(t *testing.T) {
 		t.Fatalf("GPU side did not follow to generation 2: %+v", st)
 	}
 }
+
+// TestKeyChangeInFirstEpoch: the manager's key change in a session that
+// has not moved epoch yet (the usual case: RekeyAfter is large). The host
+// side activates generation 2 and moves to epoch 1 under it; the GPU side
+// opens that at once and follows; nothing is refused.
+func TestKeyChangeInFirstEpoch(t *testing.T) {
+	t.Parallel()
+	for _, m := range []seal.Mode{seal.ModeGCM, seal.ModeGMAC} {
+		host, gpu := pair(t, m, nil)
+		exchange := func(i int) {
+			t.Helper()
+			f, err := host.Seal(nil, plainFrame(encap.MsgTLP, uint32(i), []byte("z")))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := gpu.Open(f); err != nil {
+				t.Fatalf("%v: host frame %d (%+v): %v", m, i, host.State(), err)
+			}
+			r, err := gpu.Seal(nil, plainFrame(encap.MsgAck, 0, nil))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := host.Open(r); err != nil {
+				t.Fatalf("%v: GPU frame %d (%+v): %v", m, i, gpu.State(), err)
+			}
+		}
+		exchange(0)
+		for _, c := range []*seal.Channel{host, gpu} {
+			if err := c.InstallKey(2, testKey(0x80)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		host.ActivateKey()
+		for i := 1; i < 4; i++ {
+			exchange(i)
+		}
+		for side, c := range []*seal.Channel{host, gpu} {
+			if st := c.State(); st.TxGeneration != 2 || st.RxGeneration != 2 || st.TxEpoch != 1 {
+				t.Fatalf("%v: side %d after the change: %+v, want generation 2 both ways at epoch 1", m, side, st)
+			}
+		}
+	}
+}
+
+// TestKeyChangeWhileSessionDown: the host side activated generation 2 and
+// its session ended before the GPU side saw any frame under it (the link
+// went down). The GPU side still seals its HELLO under generation 1: the
+// host side must still open it, and the next session must carry traffic
+// both ways and bring the GPU side to generation 2.
+func TestKeyChangeWhileSessionDown(t *testing.T) {
+	t.Parallel()
+	host, gpu := pair(t, seal.ModeGCM, nil)
+	for _, c := range []*seal.Channel{host, gpu} {
+		if err := c.InstallKey(2, testKey(0x80)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	host.ActivateKey()
+	host.EndSession()
+	gpu.EndSession()
+	hello, err := gpu.SealHandshake(nil, helloFrame(encap.CtlHello), 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := host.Open(hello); err != nil {
+		t.Fatalf("GPU HELLO under generation 1 after the host activated 2: %v", err)
+	}
+	hostHello, err := host.SealHandshake(nil, helloFrame(encap.CtlHelloAck), 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := gpu.Open(hostHello); err != nil {
+		t.Fatalf("host HELLO-ACK under generation 2: %v", err)
+	}
+	if err := host.StartSession(hostNonce, gpuNonce); err != nil {
+		t.Fatal(err)
+	}
+	if err := gpu.StartSession(gpuNonce, hostNonce); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 4 {
+		r, err := gpu.Seal(nil, plainFrame(encap.MsgAck, 0, nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := host.Open(r); err != nil {
+			t.Fatalf("GPU frame %d: %v (host %+v)", i, err, host.State())
+		}
+		f, err := host.Seal(nil, plainFrame(encap.MsgTLP, uint32(i), []byte("w")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := gpu.Open(f); err != nil {
+			t.Fatalf("host frame %d: %v (GPU %+v)", i, err, gpu.State())
+		}
+	}
+	if st := gpu.State(); st.ActiveGeneration != 2 || st.TxGeneration != 2 {
+		t.Fatalf("GPU side did not follow to generation 2: %+v", st)
+	}
+}
