@@ -26,6 +26,9 @@ type Pair struct {
 	GPUAgentCredential  string `json:"-"`
 	Model               string `json:"model"`
 	MemoryMiB           uint64 `json:"memory_mib"`
+	// Key is the pair's key (see PairKey): sent to the two agents only,
+	// never part of a pair's JSON.
+	Key PairKey `json:"-"`
 }
 
 // GPUBridgeProgrammer programs the GPU-side bridge of a box: which pair ID

@@ -69,6 +69,7 @@ type Manager struct {
 	table   *tableState
 	events  *eventLog
 	creds   credentials // agents' credentials, loaded with the pool
+	keys    *keyIssuer  // pair keys: fresh for every programming, kept nowhere
 	handler http.Handler
 
 	mu      sync.RWMutex // guards pool and leading
@@ -114,8 +115,11 @@ func New(cfg Config) (*Manager, error) {
 	}
 	m := &Manager{cfg: cfg, log: cfg.Logger, table: newTableState(), events: newEventLog(), busy: map[string]bool{},
 		creds: credentials{by: map[bridgeID]agentCred{}}}
-	m.ctx, m.cancel = context.WithCancel(context.Background())
 	var err error
+	if m.keys, err = newKeyIssuer(); err != nil {
+		return nil, err
+	}
+	m.ctx, m.cancel = context.WithCancel(context.Background())
 	if m.metrics, err = newMetrics(cfg.Registry, m); err != nil {
 		return nil, err
 	}

@@ -103,7 +103,7 @@ func (m *Manager) pairsOf(p *pool.Pool, a pool.Allocation) ([]Pair, error) {
 			HostAgent: h.AgentURL, GPUAgent: b.AgentURL,
 		})
 	}
-	return m.withCredentials(out), nil
+	return m.withKeys(m.withCredentials(out))
 }
 
 func (m *Manager) claim(id string) bool {

@@ -59,6 +59,7 @@ import (
 	"crypto/subtle"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -108,10 +109,15 @@ func NewServer(impl PairProgrammer) *Server {
 	lister, _ := impl.(manager.PairLister)
 	step := func(pattern string, f func(ctx context.Context, p manager.Pair) error) {
 		mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
-			var p manager.Pair
+			var wp wirePair
 			dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<16))
 			dec.DisallowUnknownFields()
-			if err := dec.Decode(&p); err != nil {
+			if err := dec.Decode(&wp); err != nil {
+				writeErr(w, http.StatusBadRequest, "bad_request", "pair body: "+err.Error())
+				return
+			}
+			p, err := wp.pair()
+			if err != nil {
 				writeErr(w, http.StatusBadRequest, "bad_request", "pair body: "+err.Error())
 				return
 			}
@@ -274,7 +280,13 @@ func (c *Client) call(ctx context.Context, base, credential, method, path string
 	}
 	var body io.Reader
 	if p != nil {
-		b, err := json.Marshal(p)
+		wp := wirePair{Pair: *p}
+		if method == http.MethodPut && !p.Key.IsZero() {
+			// Only programming carries the pair's key, and only to the
+			// two agents of the pair.
+			wp.Key, wp.KeyGeneration = hex.EncodeToString(p.Key.Key[:]), p.Key.Generation
+		}
+		b, err := json.Marshal(wp)
 		if err != nil {
 			return err
 		}
@@ -385,4 +397,33 @@ func (h HostSide) SurpriseRemove(ctx context.Context, p manager.Pair) error {
 func IsAgentError(err error) bool {
 	var e *Error
 	return errors.As(err, &e)
+}
+
+// wirePair is a pair as the agent API carries it: the pair's JSON and, when
+// the manager programs the pair, its key (64 hex digits) and generation.
+// The key travels only in these bodies, over https, to the pair's agents.
+type wirePair struct {
+	manager.Pair
+	Key           string `json:"key,omitempty"`
+	KeyGeneration uint32 `json:"key_generation,omitempty"`
+}
+
+func (wp wirePair) pair() (manager.Pair, error) {
+	p := wp.Pair
+	if wp.Key == "" {
+		if wp.KeyGeneration != 0 {
+			return p, fmt.Errorf("key_generation %d without a key", wp.KeyGeneration)
+		}
+		return p, nil
+	}
+	b, err := hex.DecodeString(wp.Key)
+	if err != nil || len(b) != manager.PairKeySize {
+		return p, fmt.Errorf("key: want %d hex digits", 2*manager.PairKeySize)
+	}
+	if wp.KeyGeneration == 0 {
+		return p, errors.New("key without a key_generation (1 or more)")
+	}
+	copy(p.Key.Key[:], b)
+	p.Key.Generation = wp.KeyGeneration
+	return p, nil
 }
