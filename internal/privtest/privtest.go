@@ -7,7 +7,9 @@ package privtest
 import (
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
+	"sort"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -74,4 +76,18 @@ func BPF(tb testing.TB) {
 	if err := unix.Statfs("/sys/fs/bpf", &st); err != nil {
 		unavailable(tb, "no /sys/fs/bpf: %v", err)
 	}
+}
+
+// File skips (or fails) the test unless a file matches the glob pattern
+// (a guest kernel, a static busybox), and returns the last match in
+// lexical order (the newest of versioned names).
+func File(tb testing.TB, pattern string) string {
+	tb.Helper()
+	m, err := filepath.Glob(pattern)
+	if err != nil || len(m) == 0 {
+		unavailable(tb, "needs a file matching %s", pattern)
+		return ""
+	}
+	sort.Strings(m)
+	return m[len(m)-1]
 }
