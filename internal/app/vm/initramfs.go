@@ -9,7 +9,6 @@ import (
 	"io"
 	"os"
 	"strings"
-
 )
 
 // ErrNotStatic is a program for the initramfs that needs a dynamic loader:
@@ -126,4 +125,3 @@ func readStatic(path, what string) ([]byte, error) {
 
 // guestToolName is the guest tool's file name next to dxpu or on PATH.
 const guestToolName = "dxpu-guest"
-
