@@ -31,10 +31,11 @@ type InitramfsConfig struct {
 }
 
 // busybox applets /init and a debugging shell use.
-var applets = []string{"sh", "mount", "mkdir", "poweroff", "cat", "ls", "echo", "sleep", "dmesg", "devmem", "lspci"}
+var applets = []string{"sh", "mount", "mkdir", "poweroff", "cat", "ls", "echo", "sleep", "dmesg", "devmem", "lspci", "grep"}
 
 // initScript mounts what the tool needs, runs it with its report between
-// markers on the console (ttyS0) and powers off.
+// markers on the console (ttyS0) and powers off, unless the kernel command
+// line says dxpu.stayup.
 func initScript(args []string) string {
 	q := make([]string, len(args))
 	for i, a := range args {
@@ -49,6 +50,8 @@ mount -t hugetlbfs hugetlbfs /mnt/huge
 echo ` + guestUp + `
 /bin/dxpu-guest run --console ` + strings.Join(q, " ") + `
 echo "DXPU-EXIT $?"
+# dxpu.stayup: the host ends the guest (hot-plug tests, interactive use).
+grep -q dxpu.stayup /proc/cmdline && exec sleep 2147483647
 poweroff -f
 `
 }

@@ -62,6 +62,9 @@ type Options struct {
 	Dir, SerialLog string
 	// Append is added to the kernel command line.
 	Append string
+	// StayUp keeps the guest running after its tool is done, until Shutdown
+	// or Close (the default powers it off).
+	StayUp bool
 	// Log receives the launcher's messages (nil: discarded).
 	Log *slog.Logger
 }
@@ -253,7 +256,7 @@ func (v *VM) args(initrd, qmpPath string) []string {
 		"-object", "memory-backend-memfd,id=mem,size=" + mem + ",share=on",
 		"-machine", o.Machine + ",memory-backend=mem",
 		"-kernel", o.Kernel, "-initrd", initrd,
-		"-append", strings.TrimSpace("console=ttyS0 rdinit=/init panic=-1 quiet " + o.Append)}
+		"-append", strings.TrimSpace("console=ttyS0 rdinit=/init panic=-1 quiet " + stayUp(o.StayUp) + o.Append)}
 	if o.Machine == "q35" {
 		for i := range len(o.GPUs) + o.HotplugSlots {
 			// mem-reserve: an empty port still gets a window a GPU's BAR0
@@ -262,6 +265,13 @@ func (v *VM) args(initrd, qmpPath string) []string {
 		}
 	}
 	return args
+}
+
+func stayUp(on bool) string {
+	if on {
+		return "dxpu.stayup "
+	}
+	return ""
 }
 
 // proxyPair returns this process's end of a new proxy socket and the end
