@@ -86,6 +86,9 @@ func Describe(root, bdf string) (Function, error) {
 // region (BARs 0-5, the ROM, then bridge windows), unassigned ones all zero.
 func parseResources(s string) ([]Resource, error) {
 	var out []Resource
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
 	for i, line := range strings.Split(strings.TrimSpace(s), "\n") {
 		if i > 5 {
 			break // ROM and bridge windows
