@@ -2,8 +2,8 @@ package vm
 
 import (
 	"bytes"
-	"encoding/binary"
 	"compress/gzip"
+	"encoding/binary"
 	"errors"
 	"io"
 	"os"
