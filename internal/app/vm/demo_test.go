@@ -70,3 +70,21 @@ func checkGuestSawGPU(t *testing.T, pci []guest.Function, bdf string) {
 	}
 	t.Errorf("the guest lists no %q among %+v", bdf, pci)
 }
+
+// TestDemoWithLoss: the same with 1% of the pair's frames lost each way:
+// the bridge's retransmission keeps the guest's 64 MiB byte-identical.
+func TestDemoWithLoss(t *testing.T) {
+	o := vmOptions(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	res, err := Demo(ctx, DemoOptions{VM: o, Loss: 0.01})
+	b, _ := json.Marshal(res)
+	t.Logf("demo with 1%% loss: %s", b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkGuestSawGPU(t, res.PCI, res.GPU)
+	if !res.H2DOK || !res.D2HOK || !res.LaunchSyncOK || !slices.Equal(res.ConfigDiff, guestConfigDiffers) {
+		t.Errorf("h2d %v d2h %v launch %v config diff %v", res.H2DOK, res.D2HOK, res.LaunchSyncOK, res.ConfigDiff)
+	}
+}
