@@ -311,7 +311,8 @@ func (r *runner) launch(ctx context.Context) error {
 
 // submitWait submits cmds and polls the channel's semaphore in host
 // memory (no interrupts reach the guest) until they are done, checking
-// every 20 ms that the device still answers.
+// every 250 ms that the device still answers (each check is an MMIO read
+// that waits behind the GPU's posted writes: not too often).
 func (r *runner) submitWait(ctx context.Context, cmds ...gpu.Command) error {
 	done, err := r.ch.Completed()
 	if err != nil {
@@ -330,12 +331,14 @@ func (r *runner) submitWait(ctx context.Context, cmds ...gpu.Command) error {
 		if done >= seq {
 			return nil
 		}
-		if now := time.Now(); now.Sub(check) > 20*time.Millisecond {
+		if now := time.Now(); now.Sub(check) > 250*time.Millisecond {
 			check = now
 			if _, err := r.alive(); err != nil {
 				return err
 			}
-			if e, _ := r.bar.Read32(gpu.ChannelReg(r.o.Channel, gpu.ChErrors)); e != 0 {
+			if e, _ := r.bar.Read32(gpu.ChannelReg(r.o.Channel, gpu.ChErrors)); e == 0xffff_ffff {
+				return fmt.Errorf("%w: channel %d ERRORS of %s", ErrDeviceGone, r.o.Channel, r.rep.GPU)
+			} else if e != 0 {
 				return fmt.Errorf("guest: channel %d reports %d errors", r.o.Channel, e)
 			}
 			if now.After(deadline) {

@@ -11,7 +11,7 @@ import (
 
 // lendPair starts an emulated H100 behind a GPU-side bridge and returns it
 // with the RemoteGPU that reaches it over loopback UDP.
-func lendPair(t *testing.T, ctx context.Context, pair uint32) (*RemoteGPU, *EmulatedGPU) {
+func lendPair(t *testing.T, ctx context.Context, pair uint32, o Options) (*RemoteGPU, *EmulatedGPU) {
 	t.Helper()
 	ht, gt, err := loopbackPair(0, 1)
 	if err != nil {
@@ -23,7 +23,7 @@ func lendPair(t *testing.T, ctx context.Context, pair uint32) (*RemoteGPU, *Emul
 	}
 	t.Cleanup(emu.Stop)
 	c := emu.Config()
-	return &RemoteGPU{Transport: ht, Bridge: DefaultBridge(pair), Device: c.ID, BAR0: c.BAR0, BAR0Size: c.GPU.Model.BAR0Size}, emu
+	return &RemoteGPU{Transport: ht, Bridge: DefaultBridge(pair), Device: c.ID, BAR0: c.BAR0, BAR0Size: c.GPU.Model.BAR0Size, Log: o.Log}, emu
 }
 
 // TestPairRemovedWhileCopying: the GPU side vanishes while the guest
@@ -33,7 +33,7 @@ func TestPairRemovedWhileCopying(t *testing.T) {
 	o := vmOptions(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	remote, emu := lendPair(t, ctx, 2)
+	remote, emu := lendPair(t, ctx, 2, o)
 	o.GPUs = []GPU{remote}
 	o.GuestArgs = []string{"--bytes", "67108864", "--timeout", "30s"}
 	v, err := Start(ctx, o)
@@ -72,7 +72,7 @@ func TestHotAddAndRemove(t *testing.T) {
 	o := vmOptions(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	remote, _ := lendPair(t, ctx, 3)
+	remote, _ := lendPair(t, ctx, 3, o)
 	o.GuestArgs = []string{"--bytes", "4194304", "--wait-device", "90s", "--wait-removal", "60s"}
 	o.StayUp = true // so that QEMU is still there to confirm the removal
 	v, err := Start(ctx, o)
@@ -94,7 +94,8 @@ func TestHotAddAndRemove(t *testing.T) {
 	}
 	t.Logf("guest looking at %.1f s; hot-added; found %v %.0f ms after device_add", ev.At.Seconds(), found.Data["bdf"], float64(time.Since(t0).Milliseconds()))
 	if _, _, err := v.WaitEvent(ctx, next, "done"); err != nil {
-		t.Fatal(err)
+		ps, _ := remote.Stats()
+		t.Fatalf("%v (port: %d timeouts, %d error completions)", err, ps.Timeouts.Load(), ps.ErrorCompletions.Load())
 	}
 	t1 := time.Now()
 	if err := v.HotRemove(ctx, "gpu1"); err != nil {
@@ -111,5 +112,21 @@ func TestHotAddAndRemove(t *testing.T) {
 	checkGuestSawGPU(t, rep.PCI, rep.GPU)
 	if err := v.Shutdown(ctx, 10*time.Second); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestRunWithoutGPU: a guest with nothing lent boots, its tool reports that
+// no GPU is there, and Run returns that error after the guest powered off.
+func TestRunWithoutGPU(t *testing.T) {
+	o := vmOptions(t)
+	o.Machine = "pc"
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	rep, tm, err := Run(ctx, o, 30*time.Second)
+	if err == nil || !strings.Contains(rep.Error, "no such PCI function") || len(rep.PCI) == 0 {
+		t.Fatalf("err %v, report %+v", err, rep)
+	}
+	if tm.BootS <= 0 || tm.ResultS < tm.BootS {
+		t.Errorf("timing %+v", tm)
 	}
 }

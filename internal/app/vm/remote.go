@@ -37,8 +37,10 @@ type RemoteGPU struct {
 	// window onto it (QEMU's proxy device sizes 32-bit BARs only).
 	Device         tlp.ID
 	BAR0, BAR0Size uint64
-	// CompletionTimeout bounds a guest access (default 500 ms); then the
-	// guest reads all ones.
+	// CompletionTimeout bounds a guest access (default 2 s); then the
+	// guest reads all ones. A read waits behind the device's posted writes
+	// (PCIe ordering), so during a long device-to-host copy on a slow path
+	// it takes as long as they do; a link that goes down answers at once.
 	CompletionTimeout time.Duration
 	// LinkUpTimeout bounds the wait for the pair's handshake (default 10 s).
 	LinkUpTimeout time.Duration
@@ -101,7 +103,7 @@ func (g *RemoteGPU) Serve(ctx context.Context, conn *qemuproxy.Conn) error {
 	}
 	timeout := g.CompletionTimeout
 	if timeout == 0 {
-		timeout = 500 * time.Millisecond
+		timeout = 2 * time.Second
 	}
 	ram := &vmm.GuestRAM{}
 	defer ram.Close()

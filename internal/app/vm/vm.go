@@ -418,19 +418,23 @@ func (v *VM) Accel() string { return v.o.Accel }
 func (v *VM) SerialLog() string { return v.o.SerialLog }
 
 // WaitEvent waits for the guest tool's event named name (the first one
-// from index from on) and returns it with the index after it.
+// from index from on) and returns it with the index after it; an error if
+// the tool reports before it.
 func (v *VM) WaitEvent(ctx context.Context, from int, name string) (GuestEvent, int, error) {
 	var ev GuestEvent
-	next := from
+	next, found := from, false
 	err := v.con.waitFor(ctx, "guest event "+name, func() bool {
 		for i := from; i < len(v.con.events); i++ {
 			if v.con.events[i].Name == name {
-				ev, next = v.con.events[i], i+1
+				ev, next, found = v.con.events[i], i+1, true
 				return true
 			}
 		}
-		return false
+		return v.con.report != nil // the tool is done: the event will not come
 	})
+	if err == nil && !found {
+		err = fmt.Errorf("vm: the guest tool finished without event %s: %s", name, v.con.report.Error)
+	}
 	return ev, next, err
 }
 
