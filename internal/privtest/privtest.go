@@ -19,7 +19,9 @@ package privtest
 import (
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
+	"sort"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -101,4 +103,18 @@ func Loopback(tb testing.TB) {
 	if runtime.GOOS != "linux" {
 		unavailable(tb, "binds 127.0.0.0/8 addresses beyond 127.0.0.1, which only Linux routes to lo (running on %s)", runtime.GOOS)
 	}
+}
+
+// File skips (or fails) the test unless a file matches the glob pattern
+// (a guest kernel, a static busybox), and returns the last match in
+// lexical order (the newest of versioned names).
+func File(tb testing.TB, pattern string) string {
+	tb.Helper()
+	m, err := filepath.Glob(pattern)
+	if err != nil || len(m) == 0 {
+		unavailable(tb, "needs a file matching %s", pattern)
+		return ""
+	}
+	sort.Strings(m)
+	return m[len(m)-1]
 }

@@ -1,0 +1,200 @@
+package vm
+
+import (
+	"context"
+	"encoding/hex"
+	"fmt"
+	"hash/crc32"
+	"net/netip"
+	"strconv"
+	"time"
+
+	"github.com/dxpu/dxpu/bridge/driver"
+	"github.com/dxpu/dxpu/bridge/memlink"
+	"github.com/dxpu/dxpu/bridge/udp"
+	"github.com/dxpu/dxpu/emu/gpu"
+	"github.com/dxpu/dxpu/emu/realtime"
+	"github.com/dxpu/dxpu/internal/guest"
+)
+
+// DemoOptions configure Demo.
+type DemoOptions struct {
+	// VM configures the guest (GPUs and GuestArgs are set by Demo).
+	VM Options
+	// Bytes is the size of each copy (default 64 MiB).
+	Bytes uint64
+	// Loss drops that fraction of the pair's frames each way (0 to 1).
+	Loss float64
+	// PowerOffWait bounds the wait for the guest to power off after its
+	// report (default 30 s); then QEMU is killed.
+	PowerOffWait time.Duration
+}
+
+// DemoResult is what `dxpu vm demo --json` prints.
+type DemoResult struct {
+	// PCI lists the functions as the guest sees them; GPU is the one it drove.
+	PCI []guest.Function `json:"pci"`
+	GPU string           `json:"gpu"`
+	// ConfigDiff lists the config-space DWORD offsets where the guest's view
+	// differs from the GPU model's, among the ConfigSize bytes the guest
+	// could read (see the package doc for the expected ones and why).
+	ConfigDiff []string `json:"config_diff"`
+	ConfigSize int      `json:"config_size"`
+	// H2DOK: the copies completed and the GPU's memory holds the guest's
+	// bytes (CRC-32C VRAMCRC32C equals the guest's SrcCRC32C); D2HOK: the
+	// guest read back the same bytes; LaunchSyncOK: a kernel launch and its
+	// synchronization completed.
+	H2DOK        bool   `json:"h2d_ok"`
+	D2HOK        bool   `json:"d2h_ok"`
+	LaunchSyncOK bool   `json:"launch_sync_ok"`
+	Bytes        uint64 `json:"bytes"`
+	SrcCRC32C    string `json:"src_crc32c"`
+	VRAMCRC32C   string `json:"vram_crc32c"`
+	// BootS: QEMU start to the guest's /init; ResultS: to the guest's
+	// report.
+	BootS   float64 `json:"boot_s"`
+	ResultS float64 `json:"result_s"`
+	// MMIOReadUS is the mean latency of a BOOT_0 read from the guest (µs);
+	// MMIOScratchUS of a SCRATCH read.
+	MMIOReadUS    float64 `json:"mmio_read_us"`
+	MMIOScratchUS float64 `json:"mmio_scratch_us"`
+	H2DGbps       float64 `json:"h2d_gbps"`
+	D2HGbps       float64 `json:"d2h_gbps"`
+	Accel         string  `json:"accel"`
+	Machine       string  `json:"machine"`
+	Loss          float64 `json:"loss,omitempty"`
+	Error         string  `json:"error,omitempty"`
+}
+
+// loopbackPair returns the two ends of a bridge pair over loopback UDP,
+// wrapped to drop loss of the frames each sends.
+func loopbackPair(loss float64, seed uint64) (host, gpuSide driver.Transport, err error) {
+	hc, err := udp.Listen(netip.MustParseAddrPort("127.0.0.1:0"), netip.AddrPort{})
+	if err != nil {
+		return nil, nil, fmt.Errorf("vm: %w", err)
+	}
+	gc, err := udp.Listen(netip.MustParseAddrPort("127.0.0.1:0"), hc.LocalAddr())
+	if err != nil {
+		hc.Close()
+		return nil, nil, fmt.Errorf("vm: %w", err)
+	}
+	hc.SetPeer(gc.LocalAddr())
+	if loss <= 0 {
+		return hc, gc, nil
+	}
+	if loss >= 1 {
+		hc.Close()
+		gc.Close()
+		return nil, nil, fmt.Errorf("vm: frame loss %v: want less than 1", loss)
+	}
+	return driver.NewFaulty(hc, memlink.Faults{Loss: loss}, seed), driver.NewFaulty(gc, memlink.Faults{Loss: loss}, seed+1), nil
+}
+
+// Demo boots a guest that borrows one emulated H100 over a bridge pair on
+// this machine (loopback UDP), runs the guest tool and checks its work
+// against the GPU model. A failed step is in DemoResult.Error too.
+func Demo(ctx context.Context, o DemoOptions) (DemoResult, error) {
+	res := DemoResult{Loss: o.Loss, PCI: []guest.Function{}, ConfigDiff: []string{}}
+	if o.Bytes == 0 {
+		o.Bytes = 64 << 20
+	}
+	if o.PowerOffWait == 0 {
+		o.PowerOffWait = 30 * time.Second
+	}
+	fail := func(err error) (DemoResult, error) {
+		res.Error = err.Error()
+		return res, err
+	}
+	ht, gt, err := loopbackPair(o.Loss, uint64(time.Now().UnixNano()))
+	if err != nil {
+		return fail(err)
+	}
+	const pair = 1
+	emu, err := StartEmulatedGPU(ctx, gt, DefaultBridge(pair), realtime.BridgedGPUConfig{})
+	if err != nil {
+		ht.Close()
+		gt.Close()
+		return fail(err)
+	}
+	defer emu.Stop()
+	ecfg := emu.Config()
+	remote := &RemoteGPU{Transport: ht, Bridge: DefaultBridge(pair), Device: ecfg.ID, BAR0: ecfg.BAR0,
+		BAR0Size: ecfg.GPU.Model.BAR0Size, Log: o.VM.Log}
+	o.VM.GPUs = []GPU{remote}
+	o.VM.GuestArgs = []string{"--bytes", strconv.FormatUint(o.Bytes, 10)}
+	v, err := Start(ctx, o.VM)
+	if err != nil {
+		ht.Close()
+		return fail(err)
+	}
+	defer v.Close()
+	res.Accel, res.Machine = v.Accel(), v.o.Machine
+	rep, tm, err := v.Result(ctx)
+	if err != nil {
+		return fail(err)
+	}
+	res.BootS, res.ResultS = tm.BootS, tm.ResultS
+	res.fromGuest(rep)
+	pctx, cancel := context.WithTimeout(ctx, o.PowerOffWait)
+	err = v.Wait(pctx)
+	cancel()
+	if err != nil {
+		return fail(err)
+	}
+	if err := res.checkModel(emu, rep); err != nil {
+		return fail(err)
+	}
+	if rep.Error != "" {
+		return fail(fmt.Errorf("vm: the guest tool failed: %s", rep.Error))
+	}
+	if !res.H2DOK {
+		return fail(fmt.Errorf("vm: the GPU's memory holds CRC-32C %s, the guest sent %s", res.VRAMCRC32C, res.SrcCRC32C))
+	}
+	return res, nil
+}
+
+func (r *DemoResult) fromGuest(rep guest.Report) {
+	r.PCI, r.GPU = rep.PCI, rep.GPU
+	r.D2HOK, r.LaunchSyncOK = rep.D2HOK, rep.LaunchSyncOK
+	r.Bytes, r.SrcCRC32C = rep.Bytes, rep.SrcCRC32C
+	r.MMIOReadUS, r.MMIOScratchUS = rep.MMIOReadUS.Boot0, rep.MMIOReadUS.Scratch
+	r.H2DGbps, r.D2HGbps = rep.H2DGbps, rep.D2HGbps
+	r.ConfigSize = rep.ConfigSize
+}
+
+// checkModel compares the guest's view with the GPU model: config space
+// and the bytes in VRAM.
+func (r *DemoResult) checkModel(emu *EmulatedGPU, rep guest.Report) error {
+	cfg, err := hex.DecodeString(rep.Config)
+	if err != nil {
+		return fmt.Errorf("vm: the guest's config space: %w", err)
+	}
+	var model [4096]byte
+	var vram uint32
+	emu.Do(func(g *gpu.GPU) {
+		model = g.Cfg.Data
+		if rep.H2DOK && rep.Bytes > 0 {
+			buf := make([]byte, rep.Bytes)
+			g.VRAM.Read(0, buf)
+			vram = crc32.Checksum(buf, crc32.MakeTable(crc32.Castagnoli))
+		}
+	})
+	r.ConfigDiff = ConfigDiff(cfg, model[:])
+	if rep.H2DOK {
+		r.VRAMCRC32C = fmt.Sprintf("%#08x", vram)
+		r.H2DOK = r.VRAMCRC32C == rep.SrcCRC32C
+	}
+	return nil
+}
+
+// ConfigDiff returns the DWORD offsets (hex) where guest's config bytes
+// differ from model's, over the bytes the guest has.
+func ConfigDiff(guestView, model []byte) []string {
+	out := []string{}
+	for off := 0; off+4 <= len(guestView) && off+4 <= len(model); off += 4 {
+		if [4]byte(guestView[off:off+4]) != [4]byte(model[off:off+4]) {
+			out = append(out, fmt.Sprintf("%#x", off))
+		}
+	}
+	return out
+}

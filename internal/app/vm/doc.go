@@ -1,0 +1,67 @@
+// Package vm boots a real Linux guest under QEMU that borrows remote GPUs:
+// the launcher behind `dxpu vm`. Each GPU lent to the guest is a QEMU
+// proxy PCI device (x-pci-proxy-dev, QEMU 5.2 to 10.x) whose socket a
+// qemuproxy.Server serves in this process, through a vmm.Port into a
+// host-side bridge, over the network to the GPU-side bridge and the GPU.
+// The guest's RAM is a shared memfd, so the GPU's DMA lands in it
+// directly; the guest drives the GPU with dxpu-guest (cmd/dxpu-guest),
+// which runs the emulator's own driver code (emu/gpudrv) over sysfs.
+//
+// # The guest
+//
+// QEMU runs the Debian cloud kernel (linux-image-cloud-amd64: PCI, serial
+// console, devtmpfs, hugetlbfs built in) with an initramfs written on the
+// fly (a newc cpio, gzipped): a static busybox (busybox-static) with a few
+// applet links, dxpu-guest, /dev/console, and an /init that mounts proc,
+// sys, devtmpfs and hugetlbfs, runs `dxpu-guest run --console` and powers
+// off. The console is ttyS0 on QEMU's stdout, copied to a log file and
+// followed for the tool's DXPU-EVENT lines and its report between
+// DXPU-RESULT-BEGIN and DXPU-RESULT-END. KVM is used when /dev/kvm opens
+// and a probe guest boots under it, else TCG (nested KVM can open and
+// still fail: "KVM internal error" at the first instruction it must
+// emulate). Machine q35 puts each GPU slot on a pcie-root-port with
+// mem-reserve=64M (an empty port otherwise gets a window too small for
+// BAR0 when a GPU is hot-added); machine pc puts GPUs on the root bus.
+//
+// # Hot-plug
+//
+// HotAdd starts the GPU's server on a new socketpair first (device_add's
+// realize blocks QEMU's main loop on config reads only the server
+// answers), passes QEMU's end with QMP getfd (SCM_RIGHTS on the same
+// sendmsg) and plugs it with device_add (ACPI hot-plug). No firmware runs
+// for a hot-added function: the guest enables it (sysfs enable; dxpu-guest
+// does). HotRemove sends device_del, waits for DEVICE_DELETED and for the
+// server to see QEMU close the socket.
+//
+// # Where the guest's view differs from the GPU's
+//
+// Shown by TestDemo, which compares the config space the guest reads
+// through sysfs with the GPU model's:
+//
+//   - BAR registers 0x10-0x20: the guest sees one 32-bit, non-prefetchable
+//     16 MiB BAR0 placed by its firmware (e.g. 0xf6000000) in a shadow, and
+//     no BAR1 or BAR3; the GPU's BAR0 stays at 0x9000_0000 and its 64-bit
+//     BAR1 (128 GiB) and BAR3 (32 MiB) where the GPU side programmed them.
+//     QEMU 7.2's proxy device sizes every BAR register as a separate 32-bit
+//     BAR, so a 64-bit or 2 GiB-plus BAR cannot be presented.
+//   - Extended config space (0x100-0xfff, the AER capability): not
+//     visible. The proxy device is a conventional PCI function, so QEMU
+//     answers config accesses past 0xff itself with all ones and Linux
+//     reads 256 bytes.
+//   - Interrupts: the MSI capability is there but MSI writes cannot be
+//     delivered (the proxy protocol has no message for them; they are
+//     counted), and INTx reaches the guest only with KVM's irqfd. The
+//     guest polls a semaphore the GPU writes into its RAM.
+//
+// Everything else in the first 256 bytes (IDs, command and status,
+// capabilities, interrupt line) is the GPU's own, read through the bridge.
+//
+// # Failure
+//
+// A guest access the GPU side does not answer (link down, GPU removed,
+// completion timeout) reads all ones, as on a root complex; dxpu-guest
+// treats an all-ones BOOT_0 as a device gone, reports the error and exits
+// non-zero, and the guest powers off: no vCPU waits forever. Everything
+// Start began (QEMU's process group, the GPU servers) ends when its
+// context ends or Close is called.
+package vm

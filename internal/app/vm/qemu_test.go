@@ -1,0 +1,66 @@
+package vm
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// TestCheckQEMU: a missing QEMU is ErrQEMUMissing, one without the proxy
+// device ErrQEMUTooOld, one listing it passes.
+func TestCheckQEMU(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	if _, err := CheckQEMU(ctx, filepath.Join(t.TempDir(), "no-qemu")); !errors.Is(err, ErrQEMUMissing) {
+		t.Errorf("missing: %v", err)
+	}
+	dir := t.TempDir()
+	fake := func(name, out string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte("#!/bin/sh\necho '"+out+"'\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	if _, err := CheckQEMU(ctx, fake("old", `name "pci-testdev", bus PCI`)); !errors.Is(err, ErrQEMUTooOld) {
+		t.Errorf("too old: %v", err)
+	}
+	if p, err := CheckQEMU(ctx, fake("new", `name "x-pci-proxy-dev", bus PCI`)); err != nil || p != filepath.Join(dir, "new") {
+		t.Errorf("new: %q %v", p, err)
+	}
+}
+
+// TestOptionErrors: bad machine, accelerator or memory are refused before
+// anything starts.
+func TestOptionErrors(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	q := filepath.Join(dir, "qemu")
+	os.WriteFile(q, []byte("#!/bin/sh\necho '\"x-pci-proxy-dev\"'\n"), 0o755)
+	for _, o := range []Options{
+		{QEMU: q, Kernel: "k", GuestTool: "g", Machine: "virt"},
+		{QEMU: q, Kernel: "k", GuestTool: "g", Accel: "hvf"},
+		{QEMU: q, Kernel: "k", GuestTool: "g", MemoryMB: 64},
+	} {
+		if _, err := Start(context.Background(), o); err == nil {
+			t.Errorf("%+v started", o)
+		}
+	}
+}
+
+// TestConfigDiff: differing DWORDs are listed by offset over the bytes
+// both sides have.
+func TestConfigDiff(t *testing.T) {
+	t.Parallel()
+	a, b := make([]byte, 256), make([]byte, 4096)
+	a[0x11], a[0xff] = 1, 2
+	got := ConfigDiff(a, b)
+	if len(got) != 2 || got[0] != "0x10" || got[1] != "0xfc" {
+		t.Fatalf("%v", got)
+	}
+	if len(ConfigDiff(b[:256], b)) != 0 {
+		t.Fatal("equal bytes differ")
+	}
+}

@@ -1,0 +1,532 @@
+package vm
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/dxpu/dxpu/bridge/vmm/qemuproxy"
+	"github.com/dxpu/dxpu/internal/guest"
+)
+
+// ErrNoSlot is a hot-add with every hot-plug slot taken.
+var ErrNoSlot = errors.New("vm: no free slot for another GPU")
+
+// GPU is a PCI function lent to the guest: Serve answers QEMU's end of its
+// proxy socket (config and BAR accesses, the guest's RAM for DMA) until
+// QEMU closes it (nil) or ctx ends.
+type GPU interface {
+	Serve(ctx context.Context, conn *qemuproxy.Conn) error
+}
+
+// Options configure a guest.
+type Options struct {
+	// QEMU is the qemu-system-x86_64 to run (name or path; default on PATH).
+	QEMU string
+	// Kernel is the guest kernel (default: the newest Debian cloud kernel
+	// in /boot, see FindKernel).
+	Kernel string
+	// Busybox is a static busybox (default /bin/busybox, from
+	// busybox-static); GuestTool a static dxpu-guest (default
+	// FindGuestTool).
+	Busybox, GuestTool string
+	// GuestArgs are the flags of `dxpu-guest run` in the guest.
+	GuestArgs []string
+	// Machine is "q35" (default: a PCIe root port per GPU slot) or "pc"
+	// (GPUs on the root bus, ACPI hot-plug).
+	Machine string
+	// MemoryMB is the guest's RAM (default 512), shared with the GPUs'
+	// servers as a memfd.
+	MemoryMB int
+	// Accel is "kvm", "tcg", or "" for KVM when /dev/kvm answers, else TCG.
+	Accel string
+	// GPUs are lent at boot, in slots 0, 1, ...; HotplugSlots more slots
+	// are left empty for HotAdd (default 1 on q35).
+	GPUs         []GPU
+	HotplugSlots int
+	// Dir holds the initramfs, the QMP socket and the serial log (default:
+	// a temporary directory removed by Close). SerialLog defaults to
+	// Dir/serial.log.
+	Dir, SerialLog string
+	// Append is added to the kernel command line.
+	Append string
+	// StayUp keeps the guest running after its tool is done, until Shutdown
+	// or Close (the default powers it off).
+	StayUp bool
+	// Log receives the launcher's messages (nil: discarded).
+	Log *slog.Logger
+}
+
+func (o *Options) fill(ctx context.Context) error {
+	var err error
+	if o.QEMU, err = CheckQEMU(ctx, o.QEMU); err != nil {
+		return err
+	}
+	if o.Kernel == "" {
+		if o.Kernel, err = FindKernel(); err != nil {
+			return err
+		}
+	}
+	if o.Busybox == "" {
+		o.Busybox = "/bin/busybox"
+	}
+	if o.GuestTool == "" {
+		if o.GuestTool, err = FindGuestTool(); err != nil {
+			return err
+		}
+	}
+	switch o.Machine {
+	case "":
+		o.Machine = "q35"
+	case "q35", "pc":
+	default:
+		return fmt.Errorf("vm: machine %q: want q35 or pc", o.Machine)
+	}
+	if o.MemoryMB == 0 {
+		o.MemoryMB = 512
+	}
+	if o.MemoryMB < 128 || o.MemoryMB > 1<<20 {
+		return fmt.Errorf("vm: %d MiB of guest memory: want 128 or more", o.MemoryMB)
+	}
+	switch o.Accel {
+	case "":
+		o.Accel = "tcg"
+		if KVMUsable(ctx, o.QEMU, o.Kernel) {
+			o.Accel = "kvm"
+		}
+	case "kvm", "tcg":
+	default:
+		return fmt.Errorf("vm: accelerator %q: want kvm or tcg", o.Accel)
+	}
+	if o.Machine == "q35" && o.HotplugSlots == 0 {
+		o.HotplugSlots = 1
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	return nil
+}
+
+// VM is a running guest.
+type VM struct {
+	o       Options
+	dir     string
+	ownDir  bool
+	start   time.Time
+	cmd     *exec.Cmd
+	logFile *os.File
+	con     *console
+	qmp     *qmp
+	exited  chan struct{}
+	waitErr error
+	stopCtx func() bool
+
+	mu    sync.Mutex
+	slots []string // GPU id per slot ("" free); nil on pc
+	lent  map[string]*lending
+}
+
+type lending struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+	err    error
+}
+
+// Start boots a guest. It returns once QEMU answers on QMP; the guest
+// tool's events and report come through WaitEvent and Result. Everything
+// it started ends when ctx ends or Close is called.
+func Start(ctx context.Context, o Options) (_ *VM, err error) {
+	if err := o.fill(ctx); err != nil {
+		return nil, err
+	}
+	v := &VM{o: o, dir: o.Dir, lent: map[string]*lending{}, exited: make(chan struct{})}
+	defer func() {
+		if err != nil {
+			v.Close()
+		}
+	}()
+	if v.dir == "" {
+		if v.dir, err = os.MkdirTemp("", "dxpu-vm-"); err != nil {
+			return nil, fmt.Errorf("vm: %w", err)
+		}
+		v.ownDir = true
+	}
+	initrd := filepath.Join(v.dir, "initramfs.cpio.gz")
+	f, err := os.Create(initrd)
+	if err != nil {
+		return nil, fmt.Errorf("vm: %w", err)
+	}
+	err = WriteInitramfs(f, InitramfsConfig{Busybox: o.Busybox, GuestTool: o.GuestTool, GuestArgs: o.GuestArgs, Gzip: true})
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, err
+	}
+	if o.SerialLog == "" {
+		o.SerialLog = filepath.Join(v.dir, "serial.log")
+		v.o.SerialLog = o.SerialLog
+	}
+	if v.logFile, err = os.Create(o.SerialLog); err != nil {
+		return nil, fmt.Errorf("vm: serial log: %w", err)
+	}
+	qmpPath := filepath.Join(v.dir, "qmp.sock")
+	args := v.args(initrd, qmpPath)
+
+	// One socketpair per boot GPU: QEMU inherits one end as fd 3+i.
+	var theirs []*os.File
+	defer func() {
+		for _, f := range theirs {
+			f.Close()
+		}
+	}()
+	if o.Machine == "q35" {
+		v.slots = make([]string, len(o.GPUs)+o.HotplugSlots)
+	}
+	for i, g := range o.GPUs {
+		id := fmt.Sprintf("gpu%d", i)
+		conn, qf, err := proxyPair(id)
+		if err != nil {
+			return nil, err
+		}
+		theirs = append(theirs, qf)
+		v.serve(ctx, id, g, conn)
+		dev := fmt.Sprintf("x-pci-proxy-dev,id=%s,fd=%d", id, 3+i)
+		if v.slots != nil {
+			v.slots[i] = id
+			dev += fmt.Sprintf(",bus=rp%d", i)
+		}
+		args = append(args, "-device", dev)
+	}
+
+	v.cmd = exec.Command(o.QEMU, args...)
+	v.cmd.ExtraFiles = theirs
+	v.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	out, err := v.cmd.StdoutPipe()
+	if err != nil {
+		return nil, fmt.Errorf("vm: %w", err)
+	}
+	errOut, err := v.cmd.StderrPipe()
+	if err != nil {
+		return nil, fmt.Errorf("vm: %w", err)
+	}
+	o.Log.Info("vm: starting QEMU", "accel", o.Accel, "machine", o.Machine, "gpus", len(o.GPUs), "cmd", strings.Join(v.cmd.Args, " "))
+	v.start = time.Now()
+	v.con = newConsole(v.start)
+	if err := v.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("vm: starting %s: %w", o.QEMU, err)
+	}
+	go func() {
+		done := make(chan struct{})
+		go func() { v.con.followErrors(errOut, v.logFile); close(done) }()
+		v.con.follow(out, v.logFile)
+		<-done
+		v.waitErr = v.cmd.Wait()
+		close(v.exited)
+	}()
+	v.stopCtx = context.AfterFunc(ctx, v.kill)
+	qctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if v.qmp, err = dialQMP(qctx, qmpPath, v.exited); err != nil {
+		return nil, fmt.Errorf("%w (serial log %s)", err, o.SerialLog)
+	}
+	return v, nil
+}
+
+// args builds QEMU's command line.
+func (v *VM) args(initrd, qmpPath string) []string {
+	o := v.o
+	mem := fmt.Sprintf("%dM", o.MemoryMB)
+	args := []string{"-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
+		"-serial", "stdio", "-qmp", "unix:" + qmpPath + ",server=on,wait=off",
+		"-accel", o.Accel, "-cpu", "max", "-smp", "1", "-m", mem,
+		// memfd RAM shared: QEMU hands it to each GPU's server for DMA.
+		"-object", "memory-backend-memfd,id=mem,size=" + mem + ",share=on",
+		"-machine", o.Machine + ",memory-backend=mem",
+		"-kernel", o.Kernel, "-initrd", initrd,
+		"-append", strings.TrimSpace("console=ttyS0 rdinit=/init panic=-1 quiet " + stayUp(o.StayUp) + o.Append)}
+	if o.Machine == "q35" {
+		for i := range len(o.GPUs) + o.HotplugSlots {
+			// mem-reserve: an empty port still gets a window a GPU's BAR0
+			// fits in when it is hot-added.
+			args = append(args, "-device", fmt.Sprintf("pcie-root-port,id=rp%d,bus=pcie.0,chassis=%d,slot=%d,mem-reserve=64M", i, i+1, i+1))
+		}
+	}
+	return args
+}
+
+func stayUp(on bool) string {
+	if on {
+		return "dxpu.stayup "
+	}
+	return ""
+}
+
+// proxyPair returns this process's end of a new proxy socket and the end
+// for QEMU.
+func proxyPair(id string) (*qemuproxy.Conn, *os.File, error) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, fmt.Errorf("vm: socketpair for %s: %w", id, err)
+	}
+	ours := os.NewFile(uintptr(fds[0]), id+"-server")
+	nc, err := net.FileConn(ours)
+	ours.Close()
+	if err != nil {
+		unix.Close(fds[1])
+		return nil, nil, fmt.Errorf("vm: socket for %s: %w", id, err)
+	}
+	return qemuproxy.NewConn(nc.(*net.UnixConn)), os.NewFile(uintptr(fds[1]), id+"-qemu"), nil
+}
+
+// serve runs g on conn until QEMU lets go of it or the VM closes.
+func (v *VM) serve(ctx context.Context, id string, g GPU, conn *qemuproxy.Conn) {
+	sctx, cancel := context.WithCancel(ctx)
+	l := &lending{cancel: cancel, done: make(chan struct{})}
+	v.mu.Lock()
+	v.lent[id] = l
+	v.mu.Unlock()
+	go func() {
+		defer close(l.done)
+		l.err = g.Serve(sctx, conn)
+		_ = conn.Close()
+		if l.err != nil {
+			v.o.Log.Warn("vm: GPU server stopped", "gpu", id, "err", l.err)
+		}
+	}()
+}
+
+// HotAdd lends g to the running guest as function id: the socket goes to
+// QEMU through QMP getfd, then device_add plugs a proxy device on it
+// (ACPI hot-plug; the guest enables the function itself).
+func (v *VM) HotAdd(ctx context.Context, id string, g GPU) error {
+	v.mu.Lock()
+	_, taken := v.lent[id]
+	bus := "pci.0"
+	slot := -1
+	if v.slots != nil {
+		for i, s := range v.slots {
+			if s == "" {
+				slot = i
+				break
+			}
+		}
+		if slot >= 0 {
+			v.slots[slot] = id
+			bus = fmt.Sprintf("rp%d", slot)
+		}
+	}
+	v.mu.Unlock()
+	if taken {
+		return fmt.Errorf("vm: a GPU %q is already lent", id)
+	}
+	if v.slots != nil && slot < 0 {
+		return fmt.Errorf("%w (%d slots)", ErrNoSlot, len(v.slots))
+	}
+	conn, qf, err := proxyPair(id)
+	if err != nil {
+		v.freeSlot(id)
+		return err
+	}
+	defer qf.Close()
+	// Serve first: device_add's realize blocks QEMU's main loop on config
+	// reads that only the server answers.
+	v.serve(ctx, id, g, conn)
+	fail := func(err error) error {
+		v.stopLending(id)
+		return err
+	}
+	if _, err := v.qmp.execute(ctx, "getfd", map[string]any{"fdname": id}, []int{int(qf.Fd())}); err != nil {
+		return fail(err)
+	}
+	if _, err := v.qmp.execute(ctx, "device_add", map[string]any{"driver": "x-pci-proxy-dev", "id": id, "fd": id, "bus": bus}, nil); err != nil {
+		return fail(err)
+	}
+	v.o.Log.Info("vm: GPU hot-added", "gpu", id, "bus", bus)
+	return nil
+}
+
+// HotRemove unplugs function id (device_del), waits for QEMU's
+// DEVICE_DELETED and for the GPU's server to see QEMU close the socket.
+func (v *VM) HotRemove(ctx context.Context, id string) error {
+	v.mu.Lock()
+	l := v.lent[id]
+	v.mu.Unlock()
+	if l == nil {
+		return fmt.Errorf("vm: no GPU %q lent", id)
+	}
+	from := v.qmp.eventCount()
+	if _, err := v.qmp.execute(ctx, "device_del", map[string]any{"id": id}, nil); err != nil {
+		return err
+	}
+	if _, err := v.qmp.waitEvent(ctx, from, "DEVICE_DELETED", func(d json.RawMessage) bool {
+		var e struct {
+			Device string `json:"device"`
+		}
+		return json.Unmarshal(d, &e) == nil && e.Device == id
+	}); err != nil {
+		return err
+	}
+	select {
+	case <-l.done:
+	case <-ctx.Done():
+		return fmt.Errorf("vm: %s deleted but its server still runs: %w", id, ctx.Err())
+	}
+	v.stopLending(id)
+	v.o.Log.Info("vm: GPU hot-removed", "gpu", id)
+	return l.err
+}
+
+func (v *VM) stopLending(id string) {
+	v.mu.Lock()
+	l := v.lent[id]
+	delete(v.lent, id)
+	v.mu.Unlock()
+	if l != nil {
+		l.cancel()
+		<-l.done
+	}
+	v.freeSlot(id)
+}
+
+func (v *VM) freeSlot(id string) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	for i, s := range v.slots {
+		if s == id {
+			v.slots[i] = ""
+		}
+	}
+}
+
+// Accel returns the accelerator QEMU runs the guest with.
+func (v *VM) Accel() string { return v.o.Accel }
+
+// SerialLog returns the path of the guest's console log.
+func (v *VM) SerialLog() string { return v.o.SerialLog }
+
+// WaitEvent waits for the guest tool's event named name (the first one
+// from index from on) and returns it with the index after it; an error if
+// the tool reports before it.
+func (v *VM) WaitEvent(ctx context.Context, from int, name string) (GuestEvent, int, error) {
+	var ev GuestEvent
+	next, found := from, false
+	err := v.con.waitFor(ctx, "guest event "+name, func() bool {
+		for i := from; i < len(v.con.events); i++ {
+			if v.con.events[i].Name == name {
+				ev, next, found = v.con.events[i], i+1, true
+				return true
+			}
+		}
+		return v.con.report != nil // the tool is done: the event will not come
+	})
+	if err == nil && !found {
+		err = fmt.Errorf("vm: the guest tool finished without event %s: %s", name, v.con.report.Error)
+	}
+	return ev, next, err
+}
+
+// Timing is when things happened, in seconds since QEMU started.
+type Timing struct {
+	// BootS: the guest's /init ran; ResultS: the guest tool's report was
+	// printed.
+	BootS, ResultS float64
+}
+
+// Result waits for the guest tool's report; its Error is set when the
+// tool failed.
+func (v *VM) Result(ctx context.Context) (guest.Report, Timing, error) {
+	var rep guest.Report
+	var tm Timing
+	err := v.con.waitFor(ctx, "the guest's report", func() bool {
+		if v.con.report == nil {
+			return false
+		}
+		rep, tm = *v.con.report, Timing{BootS: v.con.up.Seconds(), ResultS: v.con.resAt.Seconds()}
+		return true
+	})
+	if err != nil {
+		return rep, tm, fmt.Errorf("%w: %w (serial log %s)", ErrNoResult, err, v.o.SerialLog)
+	}
+	return rep, tm, nil
+}
+
+// Wait waits for QEMU to exit (the guest powered off).
+func (v *VM) Wait(ctx context.Context) error {
+	select {
+	case <-v.exited:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("vm: waiting for the guest to power off: %w", ctx.Err())
+	}
+}
+
+// Shutdown asks QEMU to quit, and kills it if it has not within grace.
+func (v *VM) Shutdown(ctx context.Context, grace time.Duration) error {
+	select {
+	case <-v.exited:
+		return nil
+	default:
+	}
+	qctx, cancel := context.WithTimeout(ctx, grace)
+	defer cancel()
+	if v.qmp != nil {
+		_, _ = v.qmp.execute(qctx, "quit", nil, nil)
+	}
+	if err := v.Wait(qctx); err != nil {
+		v.kill()
+		<-v.exited
+		return fmt.Errorf("vm: QEMU did not quit within %v; killed", grace)
+	}
+	return nil
+}
+
+// kill ends QEMU's whole process group.
+func (v *VM) kill() {
+	if v.cmd != nil && v.cmd.Process != nil {
+		_ = syscall.Kill(-v.cmd.Process.Pid, syscall.SIGKILL)
+	}
+}
+
+// Close kills whatever still runs (QEMU, the GPUs' servers), waits for it
+// and removes the temporary directory.
+func (v *VM) Close() {
+	if v.stopCtx != nil {
+		v.stopCtx()
+	}
+	if v.cmd != nil && v.cmd.Process != nil {
+		v.kill()
+		<-v.exited
+	}
+	if v.qmp != nil {
+		v.qmp.close()
+		<-v.qmp.done
+	}
+	v.mu.Lock()
+	ids := make([]string, 0, len(v.lent))
+	for id := range v.lent {
+		ids = append(ids, id)
+	}
+	v.mu.Unlock()
+	for _, id := range ids {
+		v.stopLending(id)
+	}
+	if v.logFile != nil {
+		v.logFile.Close()
+	}
+	if v.ownDir {
+		os.RemoveAll(v.dir)
+	}
+}
