@@ -26,7 +26,7 @@ func newRootCmd(e *env) *cobra.Command {
 	}
 	root.PersistentFlags().BoolVarP(&verbose, "verbose", "v", false, "log debug messages")
 	root.AddCommand(newBridgeCmd(e), newSwitchCmd(e), newManagerCmd(e), newCtlCmd(e), newNettlpCmd(e),
-		newPcapCmd(), newTLPCmd(), newReplayCmd(), newModelCmd(), newDemoCmd(), newBenchCmd(), newConformCmd(e))
+		newPcapCmd(), newTLPCmd(), newReplayCmd(), newModelCmd(), newDemoCmd(), newBenchCmd(), newConformCmd(e), newVMCmd(e))
 	root.SetArgs(e.args)
 	root.SetIn(e.stdin)
 	root.SetOut(e.stdout)

@@ -1,0 +1,217 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/dxpu/dxpu/bridge/udp"
+	"github.com/dxpu/dxpu/internal/app/vm"
+)
+
+// vmFlags are the guest's settings, shared by `vm run` and `vm demo`.
+type vmFlags struct {
+	o     vm.Options
+	bytes uint64
+}
+
+func (f *vmFlags) add(cmd *cobra.Command) {
+	fs := cmd.Flags()
+	fs.StringVar(&f.o.QEMU, "qemu", "", "qemu-system-x86_64 to run (default: on PATH)")
+	fs.StringVar(&f.o.Kernel, "kernel", "", "guest kernel (default: the newest /boot/vmlinuz-*-cloud-amd64)")
+	fs.StringVar(&f.o.Busybox, "busybox", "", "static busybox for the initramfs (default /bin/busybox)")
+	fs.StringVar(&f.o.GuestTool, "guest-tool", "", "static dxpu-guest binary (default: next to dxpu, else on PATH)")
+	fs.StringVar(&f.o.Machine, "machine", "q35", "QEMU machine: q35 (a PCIe root port per GPU slot) or pc")
+	fs.IntVar(&f.o.MemoryMB, "memory-mb", 512, "guest RAM in MiB (shared with the GPU servers as a memfd)")
+	fs.StringVar(&f.o.Accel, "accel", "", "kvm or tcg (default: KVM when it works here, else TCG)")
+	fs.StringVar(&f.o.Dir, "dir", "", "keep the initramfs, QMP socket and serial log here (default: a temporary directory)")
+	fs.StringVar(&f.o.SerialLog, "serial-log", "", "write the guest's serial console here (default DIR/serial.log)")
+	fs.Uint64Var(&f.bytes, "bytes", 64<<20, "bytes of each host-to-device and device-to-host copy the guest tool checks")
+}
+
+func (f *vmFlags) check() error {
+	if f.o.MemoryMB < 128 || f.o.MemoryMB > 64<<10 {
+		return exitCodeError{2, fmt.Errorf("--memory-mb %d: want 128..65536", f.o.MemoryMB)}
+	}
+	if f.o.Machine != "q35" && f.o.Machine != "pc" {
+		return exitCodeError{2, fmt.Errorf("--machine %q: want q35 or pc", f.o.Machine)}
+	}
+	if f.o.Accel != "" && f.o.Accel != "kvm" && f.o.Accel != "tcg" {
+		return exitCodeError{2, fmt.Errorf("--accel %q: want kvm or tcg", f.o.Accel)}
+	}
+	if f.bytes == 0 || f.bytes > uint64(f.o.MemoryMB)<<20/4 {
+		return exitCodeError{2, fmt.Errorf("--bytes %d: want 1..a quarter of the guest's RAM", f.bytes)}
+	}
+	return nil
+}
+
+// newVMCmd builds `dxpu vm`: a QEMU guest as a host that borrows GPUs.
+func newVMCmd(e *env) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "vm",
+		Short: "Boot a QEMU guest (a real Linux kernel) that borrows remote GPUs through the host-side bridge",
+		Long: `vm boots an unmodified Linux guest under QEMU (KVM when it works, else TCG)
+whose PCI bus holds one x-pci-proxy-dev per borrowed GPU: QEMU hands the
+guest's config and BAR accesses to dxpu's host-side bridge, which turns them
+into TLPs toward the GPU and serves the GPU's DMA from the guest's RAM (a
+memfd QEMU shares). The guest runs dxpu-guest from an initramfs built on the
+fly (busybox-static and dxpu-guest), which finds the GPU in sysfs, maps
+BAR0, and drives it with dxpu's GPU driver: copies both ways with checks,
+a kernel launch and a synchronization, and a latency/bandwidth probe.
+
+Needs qemu-system-x86 (7.2 or later with x-pci-proxy-dev),
+linux-image-cloud-amd64 and busybox-static; dxpu-guest is built next to
+dxpu by 'make build'.`,
+	}
+	cmd.AddCommand(newVMDemoCmd(e), newVMRunCmd(e))
+	return cmd
+}
+
+func newVMDemoCmd(e *env) *cobra.Command {
+	var (
+		f      vmFlags
+		loss   float64
+		asJSON bool
+	)
+	cmd := &cobra.Command{
+		Use:   "demo",
+		Short: "Boot a guest that borrows one emulated H100 over a bridge pair on this machine",
+		Long: `demo boots a guest that borrows one emulated H100 over a bridge pair on this
+machine (UDP on loopback, no root needed beyond what QEMU needs), runs the
+guest tool and prints what the guest saw: its PCI functions, where its view
+of config space differs from the GPU model's, the copies' checks, the
+launch and sync, boot time, MMIO read latency and copy rates.`,
+		Example: "  dxpu vm demo --json\n  dxpu vm demo --loss 0.01 --bytes 16777216",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := f.check(); err != nil {
+				return err
+			}
+			if loss < 0 || loss >= 1 {
+				return exitCodeError{2, fmt.Errorf("--loss %g: want 0 <= loss < 1", loss)}
+			}
+			f.o.Log = e.log
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			res, err := vm.Demo(ctx, vm.DemoOptions{VM: f.o, Bytes: f.bytes, Loss: loss})
+			if asJSON {
+				enc := json.NewEncoder(e.stdout)
+				if jerr := enc.Encode(res); jerr != nil && err == nil {
+					err = jerr
+				}
+			} else {
+				b, _ := json.MarshalIndent(res, "", "  ")
+				fmt.Fprintln(e.stdout, string(b))
+			}
+			if err != nil {
+				return exitCodeError{1, err}
+			}
+			return nil
+		},
+	}
+	f.add(cmd)
+	cmd.Flags().Float64Var(&loss, "loss", 0, "drop this fraction of the pair's frames each way (0 to 1)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object on one line")
+	return cmd
+}
+
+func newVMRunCmd(e *env) *cobra.Command {
+	var (
+		f      vmFlags
+		gpus   []string
+		stayUp bool
+	)
+	cmd := &cobra.Command{
+		Use:   "run",
+		Short: "Boot a guest whose GPUs are remote: one host-side bridge per --gpu",
+		Long: `run boots a guest with one GPU per --gpu, each a host-side bridge that pairs
+with a GPU-side bridge elsewhere (dxpu bridge --role gpu, or a box agent):
+
+  --gpu pair=N,listen=IP:PORT,peer=IP:PORT
+
+The guest tool's report is printed as JSON when it is done; with
+--stay-up the guest keeps running until interrupted.`,
+		Example: `  dxpu bridge --role gpu --pair 1 --listen 127.0.0.1:7001 --peer 127.0.0.1:7002 --pcie emu-gpu &
+  dxpu vm run --gpu pair=1,listen=127.0.0.1:7002,peer=127.0.0.1:7001`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := f.check(); err != nil {
+				return err
+			}
+			if len(gpus) == 0 {
+				return exitCodeError{2, fmt.Errorf("give at least one --gpu pair=N,listen=IP:PORT,peer=IP:PORT")}
+			}
+			for _, g := range gpus {
+				rg, err := parseVMGPU(g)
+				if err != nil {
+					return exitCodeError{2, err}
+				}
+				rg.Log = e.log
+				f.o.GPUs = append(f.o.GPUs, rg)
+			}
+			f.o.Log, f.o.StayUp = e.log, stayUp
+			f.o.GuestArgs = []string{"--bytes", strconv.FormatUint(f.bytes, 10)}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			rep, timing, err := vm.Run(ctx, f.o, 30*time.Second)
+			out := struct {
+				Report any `json:"report"`
+				Timing any `json:"timing"`
+			}{rep, timing}
+			b, _ := json.MarshalIndent(out, "", "  ")
+			fmt.Fprintln(e.stdout, string(b))
+			if err != nil {
+				return exitCodeError{1, err}
+			}
+			return nil
+		},
+	}
+	f.add(cmd)
+	cmd.Flags().StringArrayVar(&gpus, "gpu", nil, "a remote GPU: pair=N,listen=IP:PORT,peer=IP:PORT (repeatable)")
+	cmd.Flags().BoolVar(&stayUp, "stay-up", false, "keep the guest running after its tool is done (until interrupted)")
+	return cmd
+}
+
+// parseVMGPU reads pair=N,listen=IP:PORT,peer=IP:PORT.
+func parseVMGPU(s string) (*vm.RemoteGPU, error) {
+	var pair uint64
+	var listen, peer netip.AddrPort
+	for _, kv := range strings.Split(s, ",") {
+		k, v, ok := strings.Cut(kv, "=")
+		var err error
+		switch {
+		case !ok:
+			return nil, fmt.Errorf("--gpu %q: %q is not key=value", s, kv)
+		case k == "pair":
+			pair, err = strconv.ParseUint(v, 0, 32)
+			if err == nil && (pair == 0 || pair >= 1<<24) {
+				err = fmt.Errorf("want 1..16777215")
+			}
+		case k == "listen":
+			listen, err = netip.ParseAddrPort(v)
+		case k == "peer":
+			peer, err = netip.ParseAddrPort(v)
+		default:
+			return nil, fmt.Errorf("--gpu %q: unknown key %q (want pair, listen, peer)", s, k)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("--gpu %q: %s=%q: %v", s, k, v, err)
+		}
+	}
+	if pair == 0 || !listen.IsValid() || !peer.IsValid() {
+		return nil, fmt.Errorf("--gpu %q: pair, listen and peer are all needed", s)
+	}
+	c, err := udp.Listen(listen, peer)
+	if err != nil {
+		return nil, fmt.Errorf("--gpu %q: %w", s, err)
+	}
+	return &vm.RemoteGPU{Transport: c, Bridge: vm.DefaultBridge(uint32(pair))}, nil
+}
