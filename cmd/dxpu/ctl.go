@@ -99,6 +99,7 @@ reached.`,
 	allocCmd.AddCommand(allocList)
 
 	freeCmd := &cobra.Command{Use: "free ID...", Short: "Release allocations", Args: cobra.MinimumNArgs(1), RunE: fl.free}
+	rekeyCmd := &cobra.Command{Use: "rekey ID...", Short: "Give every pair of allocations a fresh key (a lossless key change on both bridges)", Args: cobra.MinimumNArgs(1), RunE: fl.rekey}
 	drainCmd := &cobra.Command{Use: "drain BOX", Short: "Stop new allocations on a box and list the ones still there", Args: cobra.ExactArgs(1), RunE: fl.drain}
 	drainCmd.Flags().Bool("off", false, "resume allocations on the box")
 	rttCmd := &cobra.Command{Use: "rtt", Short: "List measured RTTs, or record one with --host --box --rtt", Args: cobra.NoArgs, RunE: fl.rTT}
@@ -113,7 +114,7 @@ reached.`,
 	eventsCmd.Flags().String("host", "", "only this host's events")
 	eventsCmd.Flags().Bool("watch", false, "keep printing new events (until interrupted)")
 
-	ctlCmd.AddCommand(boxCmd, hostCmd, gpuCmd, allocCmd, freeCmd, drainCmd, rttCmd, statsCmd, tableCmd, eventsCmd)
+	ctlCmd.AddCommand(boxCmd, hostCmd, gpuCmd, allocCmd, freeCmd, rekeyCmd, drainCmd, rttCmd, statsCmd, tableCmd, eventsCmd)
 	return ctlCmd
 }
 
@@ -402,6 +403,24 @@ func (fl *ctlOptions) free(cmd *cobra.Command, args []string) error {
 	}, func(w io.Writer, as []pool.Allocation) {
 		for _, a := range as {
 			fmt.Fprintf(w, "freed %s: %d GPUs back from host %s\n", a.ID, len(a.GPUs), a.Host)
+		}
+	})
+}
+
+func (fl *ctlOptions) rekey(cmd *cobra.Command, args []string) error {
+	return call(fl, cmd, func(ctx context.Context, c *ctlclient.Client) ([]pool.Allocation, error) {
+		var out []pool.Allocation
+		for _, id := range args {
+			a, err := c.Rekey(ctx, id)
+			if err != nil {
+				return out, fmt.Errorf("rekey %s: %w", id, err)
+			}
+			out = append(out, a)
+		}
+		return out, nil
+	}, func(w io.Writer, as []pool.Allocation) {
+		for _, a := range as {
+			fmt.Fprintf(w, "rekeyed %s: %d pairs of host %s have a new key\n", a.ID, len(a.GPUs), a.Host)
 		}
 	})
 }

@@ -309,6 +309,13 @@ func (c *Client) Free(ctx context.Context, id string) (pool.Allocation, error) {
 	return out, err
 }
 
+// Rekey has the manager give every pair of an allocation a fresh key.
+func (c *Client) Rekey(ctx context.Context, id string) (pool.Allocation, error) {
+	var out pool.Allocation
+	err := c.do(ctx, http.MethodPost, "/v1/allocations/"+url.PathEscape(id)+"/rekey", nil, &out)
+	return out, err
+}
+
 // Allocations lists allocations, of one host if host is set.
 func (c *Client) Allocations(ctx context.Context, host string) ([]pool.Allocation, error) {
 	path := "/v1/allocations"

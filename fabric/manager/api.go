@@ -155,6 +155,9 @@ func (m *Manager) routes() http.Handler {
 	v1("DELETE /v1/allocations/{id}", func(w http.ResponseWriter, r *http.Request, p *pool.Pool) (any, error) {
 		return m.Release(r.Context(), r.PathValue("id"))
 	})
+	v1("POST /v1/allocations/{id}/rekey", func(w http.ResponseWriter, r *http.Request, p *pool.Pool) (any, error) {
+		return m.Rekey(r.Context(), r.PathValue("id"))
+	})
 	v1("GET /v1/table", m.getTable)
 	v1("GET /v1/events", m.getEvents)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {

@@ -63,6 +63,19 @@ func TestPairKeys(t *testing.T) {
 		}
 		seen[gk[0].Key] = true
 	}
+	// ctl rekey: both sides of every pair get the same new key.
+	if _, err := m.Rekey(ctx, a.ID); err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range a.GPUs {
+		gk, hk := gpu.keys[g.Pair], host.keys[g.Pair]
+		if len(gk) != 2 || len(hk) != 2 || gk[1] != hk[1] || gk[1] == gk[0] || gk[1].Generation == gk[0].Generation {
+			t.Fatalf("pair %d after rekey: GPU side %v, host side %v", g.Pair, gk, hk)
+		}
+	}
+	if _, err := m.Rekey(ctx, "a-nonesuch"); err == nil {
+		t.Fatal("rekey of an unknown allocation succeeded")
+	}
 	// A restarted manager re-applies the active pairs with new keys (it
 	// kept none).
 	m.Close()
@@ -79,7 +92,7 @@ func TestPairKeys(t *testing.T) {
 	defer gpu.mu.Unlock()
 	for _, g := range a.GPUs {
 		gk := gpu.keys[g.Pair]
-		if len(gk) < 2 || gk[len(gk)-1] == gk[0] || gk[len(gk)-1].Generation == gk[0].Generation {
+		if len(gk) < 3 || gk[len(gk)-1] == gk[1] || gk[len(gk)-1].Generation == gk[1].Generation {
 			t.Fatalf("pair %d re-applied with the same key: %v", g.Pair, gk)
 		}
 	}
