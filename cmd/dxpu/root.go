@@ -25,8 +25,14 @@ func newRootCmd(e *env) *cobra.Command {
 		},
 	}
 	root.PersistentFlags().BoolVarP(&verbose, "verbose", "v", false, "log debug messages")
+	if v, ok := readVersion(); ok {
+		root.Version = v.String()
+	} else {
+		root.Version = "unknown (no build information)"
+	}
+	root.SetVersionTemplate("{{.Version}}\n")
 	root.AddCommand(newBridgeCmd(e), newSwitchCmd(e), newManagerCmd(e), newCtlCmd(e), newNettlpCmd(e),
-		newPcapCmd(), newTLPCmd(), newReplayCmd(), newModelCmd(), newDemoCmd(), newBenchCmd())
+		newPcapCmd(), newTLPCmd(), newReplayCmd(), newModelCmd(), newDemoCmd(), newBenchCmd(), newManCmd())
 	root.SetArgs(e.args)
 	root.SetIn(e.stdin)
 	root.SetOut(e.stdout)
