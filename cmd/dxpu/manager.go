@@ -31,6 +31,7 @@ type managerOptions struct {
 	advertise  string
 	tokenFile  string
 	noAuth     bool
+	initToken  bool
 	reconcile  time.Duration
 	tlsCert    string
 	tlsKey     string
@@ -78,6 +79,7 @@ SIGINT/SIGTERM, 2 for usage errors or when the store cannot be opened.`,
 	f.StringVar(&fl.advertise, "advertise", "", "URL other managers and clients should use for this one (default http://<listen>)")
 	f.StringVar(&fl.tokenFile, "token-file", "", "file holding the bearer token for mutating calls")
 	f.BoolVar(&fl.noAuth, "no-auth", false, "accept mutating calls without a token (lab only)")
+	f.BoolVar(&fl.initToken, "init-token", false, "first create --token-file (mode 0600, 32 random bytes in hex); refused if it exists")
 	f.StringVar(&fl.etcdCA, "etcd-ca-file", "", "CA (PEM) of an etcd served over https")
 	f.StringVar(&fl.etcdCert, "etcd-cert", "", "client certificate (PEM) for etcd")
 	f.StringVar(&fl.etcdKey, "etcd-key", "", "client key (PEM) for etcd")
@@ -104,6 +106,15 @@ func readToken(path string) (string, error) {
 
 func runManager(cmd *cobra.Command, e *env, fl managerOptions) error {
 	var token string
+	if fl.initToken {
+		if fl.tokenFile == "" {
+			return exitCodeError{2, errors.New("--init-token needs --token-file, the file to create")}
+		}
+		if err := createTokenFile(fl.tokenFile); err != nil {
+			return exitCodeError{2, err}
+		}
+		e.log.Info("token file created", "path", fl.tokenFile)
+	}
 	switch {
 	case fl.tokenFile != "" && fl.noAuth:
 		return exitCodeError{2, errors.New("--token-file and --no-auth exclude each other")}
