@@ -4,12 +4,24 @@ PKGS      ?= ./...
 FUZZTIME  ?= 15s
 BENCHTIME ?= 1s
 
-.PHONY: all build demo test bench generate check-generate lint fuzz ci clean
+BINDIR    ?= bin
+MANDIR    ?= $(BINDIR)/man
+
+.PHONY: all build install man demo test bench generate check-generate lint fuzz ci clean
 
 all: build
 
+## build: bin/dxpu, a static binary (no cgo) for this machine.
 build:
-	$(GO) build -o bin/dxpu ./cmd/dxpu
+	CGO_ENABLED=0 $(GO) build -o $(BINDIR)/dxpu ./cmd/dxpu
+
+## install: dxpu into $$(go env GOBIN), or $$(go env GOPATH)/bin.
+install:
+	CGO_ENABLED=0 $(GO) install ./cmd/dxpu
+
+## man: man pages of every command into MANDIR (generated from --help).
+man: build
+	$(BINDIR)/dxpu man --dir $(MANDIR)
 
 ## demo: the main job: a small emulated datacenter, native against fabric (no root).
 demo:

@@ -8,6 +8,10 @@ import (
 	"github.com/dxpu/dxpu/internal/app/linkbench"
 )
 
+// virtualDuration is --duration's default with --virtual: the simulator
+// runs a TLP every --interval, so seconds would be millions of TLPs.
+const virtualDuration = 2 * time.Millisecond
+
 // newBenchLinkCmd builds `dxpu bench link` (package internal/app/linkbench
 // measures).
 func newBenchLinkCmd() *cobra.Command {
@@ -29,10 +33,13 @@ without a final completion). With faults, a lossless baseline runs first
 with the same mix so the goodput ratio compares figures from one run.
 
   dxpu bench link --loss 0.01 --delay 5us --json
-  dxpu bench link --virtual --loss 0.01 --delay 5us --bw 100G --duration 2ms
+  dxpu bench link --virtual --loss 0.01 --delay 5us --link-gbps 100 --duration 2ms
   dxpu bench link --mix write=0.5,read=0.5 --read-size 4096 --duration 5s`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.Virtual && !cmd.Flags().Changed("duration") {
+				o.Duration = virtualDuration
+			}
 			return exitFor(linkbench.WriteReport(cmd.Context(), o, cmd.OutOrStdout()), 2)
 		},
 	}
@@ -42,11 +49,12 @@ with the same mix so the goodput ratio compares figures from one run.
 	f.Float64Var(&o.Reorder, "reorder", 0, "probability a frame is held back behind the next one")
 	f.Float64Var(&o.Corrupt, "corrupt", 0, "probability a frame gets a bit flipped (dropped by the FCS check)")
 	f.DurationVar(&o.Delay, "delay", 0, "one-way delay added to every frame (e.g. 5us)")
-	f.StringVar(&o.BW, "bw", "", "bandwidth limit per direction in bit/s, with K, M or G suffix (e.g. 10G)")
+	f.Float64Var(&o.LinkGbps, "link-gbps", 0, "link rate limit per direction in Gbit/s (0: none)")
+	deprecatedAlias(f, "bw", "link-gbps", func() { f.StringVar(&o.BW, "bw", "", "") })
 	f.StringVar(&o.Mix, "mix", "write=0.7,read=0.3", "TLP mix: weights of write (posted MWr), read (MRd) and cfg (CfgRd0)")
 	f.IntVar(&o.WriteSize, "write-size", 256, "payload bytes per posted write")
 	f.IntVar(&o.ReadSize, "read-size", 512, "bytes per read request")
-	f.DurationVar(&o.Duration, "duration", 2*time.Second, "how long to issue traffic")
+	f.DurationVar(&o.Duration, "duration", 2*time.Second, "how long to issue traffic (with --virtual: 2ms of virtual time unless given)")
 	f.IntVar(&o.Outstanding, "outstanding", 64, "reads in flight at most")
 	f.IntVar(&o.MTU, "mtu", 9000, "frame size limit from the dxpu header on (1472 for a 1500-byte Ethernet MTU)")
 	f.IntVar(&o.Window, "window", 1024, "TLPs in flight per direction")

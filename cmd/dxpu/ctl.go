@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"reflect"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -64,13 +65,15 @@ reached.`,
 	pf.StringVar(&fl.caFile, "ca-file", e.getenv("DXPU_CA_FILE"), "PEM CA certificate(s) to trust for an https manager")
 
 	boxCmd := &cobra.Command{Use: "box [ID]", Short: "List boxes, or show one with its GPUs", Args: cobra.MaximumNArgs(1), RunE: fl.box}
-	boxAdd := &cobra.Command{Use: "add FILE", Short: "Register or replace a box from JSON (- for stdin)", Args: cobra.ExactArgs(1), RunE: fl.boxAdd}
+	boxAdd := &cobra.Command{Use: "add FILE", Short: "Register or replace a box from JSON (- for stdin)", Args: cobra.ExactArgs(1), RunE: fl.boxAdd,
+		Long: addHelp("box", reflect.TypeFor[pool.Box](), boxExample)}
 	boxAdd.Flags().StringVar(&fl.credOut, "agent-credential-out", "", "write the bridge agent's credential (issued for an agent_url) to this new 0600 file")
 	boxRm := &cobra.Command{Use: "rm ID", Short: "Remove a box whose GPUs are all free", Args: cobra.ExactArgs(1), RunE: fl.boxRm}
 	boxCmd.AddCommand(boxAdd, boxRm)
 
 	hostCmd := &cobra.Command{Use: "host", Short: "List hosts", Args: cobra.NoArgs, RunE: fl.host}
-	hostAdd := &cobra.Command{Use: "add FILE", Short: "Register or replace a host from JSON (- for stdin)", Args: cobra.ExactArgs(1), RunE: fl.hostAdd}
+	hostAdd := &cobra.Command{Use: "add FILE", Short: "Register or replace a host from JSON (- for stdin)", Args: cobra.ExactArgs(1), RunE: fl.hostAdd,
+		Long: addHelp("host", reflect.TypeFor[pool.Host](), hostExample)}
 	hostAdd.Flags().StringVar(&fl.credOut, "agent-credential-out", "", "write the bridge agent's credential (issued for an agent_url) to this new 0600 file")
 	hostRm := &cobra.Command{Use: "rm ID", Short: "Remove a host that holds no GPUs", Args: cobra.ExactArgs(1), RunE: fl.hostRm}
 	hostCmd.AddCommand(hostAdd, hostRm)
@@ -195,7 +198,7 @@ func readJSONArg[T any](stdin io.Reader, path string) (T, error) {
 	dec := json.NewDecoder(r)
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&v); err != nil {
-		return v, exitCodeError{2, fmt.Errorf("%s: %w", path, err)}
+		return v, exitCodeError{2, fmt.Errorf("%s: %w", path, withValidFields(err, reflect.TypeFor[T]()))}
 	}
 	return v, nil
 }

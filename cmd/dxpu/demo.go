@@ -27,9 +27,10 @@ the native time, the fabric time, the overhead and the performance model's predi
 		},
 	}
 	f := cmd.Flags()
-	f.BoolVar(&o.JSON, "json", false, "print a JSON array, one object per workload (native_s, fabric_s, overhead_pct, ...)")
-	f.DurationVar(&o.RTT, "rtt", 0, "network RTT between bridges for every host (default: the control plane's per-rack RTTs, 3us and 6us)")
-	f.Float64Var(&gbit, "gbit", 100, "fabric rate of one host-GPU pair in Gbit/s")
+	f.BoolVar(&o.JSON, "json", false, "print JSON lines, one object per workload (native_s, fabric_s, overhead_pct, added_rtt_us, ...)")
+	f.DurationVar(&o.RTT, "rtt", 0, "network round trip between the bridges for every host (default: the control plane's per-rack RTTs, 3us and 6us)")
+	f.Float64Var(&gbit, "link-gbps", 100, "link rate of one host-GPU pair in Gbit/s")
+	deprecatedAlias(f, "gbit", "link-gbps", func() { f.Float64Var(&gbit, "gbit", 100, "") })
 	f.StringVar(&o.TracesDir, "traces", "", "directory of profiler traces (default ../shared/traces from the repository root; skipped if absent)")
 	f.BoolVar(&o.Quiet, "quiet", false, "no progress bar or progress lines on stderr")
 	f.BoolVar(&o.Bridge, "bridge", false, "run the workloads' fabric side through real bridge pairs too (slower; enumeration always uses them)")

@@ -69,7 +69,8 @@ Example, libtlp on the same machine:
 	}
 	f := cmd.Flags()
 	f.StringVar(&fl.addr, "addr", "127.0.0.2", "IPv4 address to bind (not 0.0.0.0: replies must leave from the address requests went to)")
-	f.IntVar(&fl.tags, "tags", nettlp.MaxTags, "number of tag ports, 0x3000.. (1-16)")
+	f.IntVar(&fl.tags, "tag-ports", nettlp.MaxTags, "number of NetTLP tag ports, 0x3000.. (1-16)")
+	deprecatedAlias(f, "tags", "tag-ports", func() { f.IntVar(&fl.tags, "tags", nettlp.MaxTags, "") })
 	f.StringVar(&fl.memSize, "mem-size", "64M", "memory size in bytes (suffixes K, M, G, T: powers of 1024)")
 	f.StringVar(&fl.base, "base", "0", "lowest memory address (0x... for hex; suffixes as --mem-size)")
 	f.IntVar(&fl.mps, "mps", 256, "Max Payload Size: largest CplD payload (128-4096)")

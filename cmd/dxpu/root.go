@@ -18,15 +18,24 @@ func newRootCmd(e *env) *cobra.Command {
 		Short:         "Datacenter-scale GPU disaggregation: PCIe TLPs over Ethernet",
 		SilenceUsage:  true,
 		SilenceErrors: true,
-		PersistentPreRun: func(*cobra.Command, []string) {
+		PersistentPreRun: func(cmd *cobra.Command, _ []string) {
 			if verbose {
 				e.level.Set(slog.LevelDebug)
 			}
+			warnDeprecated(cmd, e.stderr)
 		},
 	}
 	root.PersistentFlags().BoolVarP(&verbose, "verbose", "v", false, "log debug messages")
+	if v, ok := readVersion(); ok {
+		root.Version = v.String()
+	} else {
+		root.Version = "unknown (no build information)"
+	}
+	root.SetVersionTemplate("{{.Version}}\n")
 	root.AddCommand(newBridgeCmd(e), newSwitchCmd(e), newManagerCmd(e), newCtlCmd(e), newNettlpCmd(e),
-		newPcapCmd(), newTLPCmd(), newReplayCmd(), newModelCmd(), newDemoCmd(), newBenchCmd(), newConformCmd(e), newVMCmd(e))
+		newPcapCmd(), newTLPCmd(), newReplayCmd(), newModelCmd(), newDemoCmd(), newBenchCmd(), newConformCmd(e), newVMCmd(e),
+		newManCmd(), newUnitsTopic())
+	refuseUnknownSubcommands(root)
 	root.SetArgs(e.args)
 	root.SetIn(e.stdin)
 	root.SetOut(e.stdout)

@@ -80,7 +80,8 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	d := &Daemon{runner: driver.New(b, conn)}
-	d.runner.OnEvent = func(e bridge.Event) { o.Log.Info("bridge event", "pair", o.Pair, "role", o.Role, "event", e) }
+	events := newEventLog(o.Log, o.Pair, o.Role, nil)
+	d.runner.OnEvent = events.log
 	side, err := d.pcieSide(&o)
 	if err != nil {
 		conn.Close()
@@ -108,6 +109,7 @@ func Run(ctx context.Context, o Options) error {
 	}
 
 	var wg sync.WaitGroup
+	wg.Go(func() { events.limit.Run(ctx) })
 	errs := make([]error, 2)
 	for i, fn := range []func(context.Context) error{d.runner.Run, side} {
 		wg.Add(1)

@@ -78,8 +78,8 @@ func Encaps(name string, vlan int) ([]FrameEncap, error) {
 // Check reports the first option of t out of range, named as its flag.
 func (o *Traffic) Check() error {
 	switch {
-	case o.Count < 0:
-		return fmt.Errorf("--count %d is negative", o.Count)
+	case o.Count < 1:
+		return fmt.Errorf("--count %d: want at least 1 frame", o.Count)
 	case o.Pairs < 1 || o.Pairs > 0xffff:
 		return fmt.Errorf("--pairs %d: want 1..65535", o.Pairs)
 	case o.MaxTLPs < 1 || o.MaxTLPs > encap.MaxTLPs:

@@ -53,7 +53,7 @@ type Row struct {
 	Workload    string   `json:"workload"`
 	Host        string   `json:"host"`
 	GPUs        int      `json:"gpus"`
-	RTTus       float64  `json:"rtt_us"`
+	AddedRTTus  float64  `json:"added_rtt_us"` // what a round trip pays over native: network RTT + bridges
 	NativeS     float64  `json:"native_s"`
 	FabricS     float64  `json:"fabric_s"`
 	OverheadPct float64  `json:"overhead_pct"`
@@ -482,7 +482,7 @@ func runWorkloads(ctx context.Context, cfg *Config, plans []*hostPlan, rep *Repo
 		}
 		r := results[j]
 		fab := fabricOf(cfg, j.plan)
-		row := Row{Workload: j.name, Host: j.plan.id, GPUs: j.gpus, RTTus: float64(fab.AddedRoundTrip()) / 1e3,
+		row := Row{Workload: j.name, Host: j.plan.id, GPUs: j.gpus, AddedRTTus: float64(fab.AddedRoundTrip()) / 1e3,
 			NativeS: r[0].Seconds(), FabricS: r[1].Seconds(), OverheadPct: 100 * (r[1].Seconds()/r[0].Seconds() - 1)}
 		g := j.graph
 		if g == nil {

@@ -60,7 +60,7 @@ func TestDemoWithoutTraces(t *testing.T) {
 	}
 }
 
-// TestPresentJSON: `dxpu demo --json` prints a JSON array with a row per
+// TestPresentJSON: `dxpu demo --json` prints JSON lines, one object per
 // workload, and nothing on stderr with --quiet.
 func TestPresentJSON(t *testing.T) {
 	t.Parallel()
@@ -70,14 +70,18 @@ func TestPresentJSON(t *testing.T) {
 		t.Fatal(err)
 	}
 	var rows []map[string]any
-	if err := json.Unmarshal(out.Bytes(), &rows); err != nil {
-		t.Fatalf("demo --json output is not a JSON array: %v\n%s", err, out.String())
+	for i, line := range strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n") {
+		var r map[string]any
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			t.Fatalf("demo --json line %d is not one JSON object: %v\n%s", i+1, err, line)
+		}
+		rows = append(rows, r)
 	}
 	if len(rows) == 0 {
 		t.Fatal("no workloads")
 	}
 	for _, r := range rows {
-		for _, k := range []string{"workload", "native_s", "fabric_s", "overhead_pct"} {
+		for _, k := range []string{"workload", "native_s", "fabric_s", "overhead_pct", "added_rtt_us"} {
 			if _, ok := r[k]; !ok {
 				t.Fatalf("row %v lacks %q", r, k)
 			}
@@ -108,7 +112,7 @@ func TestWriteTables(t *testing.T) {
 	pct := 1.5
 	rep := &Report{
 		Hosts: []HostSummary{{Host: "host-a", Asked: 4, Enumerated: 4, RTTus: 3, ConfigSame: true, GPUs: []string{"g0", "g1", "g2", "g3"}}},
-		Rows:  []Row{{Workload: "mlp", Host: "host-a", GPUs: 1, RTTus: 5, NativeS: 0.0025, FabricS: 1.25, OverheadPct: 2.25, ModelPct: &pct}},
+		Rows:  []Row{{Workload: "mlp", Host: "host-a", GPUs: 1, AddedRTTus: 5, NativeS: 0.0025, FabricS: 1.25, OverheadPct: 2.25, ModelPct: &pct}},
 		Notes: []string{"a note"},
 	}
 	var out strings.Builder

@@ -20,7 +20,7 @@ import (
 // from Quiet and the stderr given to Present) and how to print it.
 type Options struct {
 	Config
-	JSON  bool // a JSON array of the rows instead of the tables
+	JSON  bool // one JSON object per workload and line (JSON lines) instead of the tables
 	Quiet bool // no progress bar or progress lines
 }
 
@@ -30,7 +30,7 @@ type Options struct {
 // apperr.ErrFailed.
 func Present(ctx context.Context, o Options, stdout, stderr io.Writer) error {
 	if o.BytesPerSec <= 0 {
-		return apperr.Usage(fmt.Errorf("--gbit must be positive, got %v", o.BytesPerSec*8/1e9))
+		return apperr.Usage(fmt.Errorf("--link-gbps must be positive, got %v", o.BytesPerSec*8/1e9))
 	}
 	if o.RTT < 0 {
 		return apperr.Usage(fmt.Errorf("--rtt must not be negative, got %v", o.RTT))
@@ -67,9 +67,14 @@ func Present(ctx context.Context, o Options, stdout, stderr io.Writer) error {
 		return apperr.Failed(err)
 	}
 	if o.JSON {
+		// JSON lines: a consumer reads row by row (jq -c, a log shipper).
 		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(rep.Rows)
+		for _, r := range rep.Rows {
+			if err := enc.Encode(r); err != nil {
+				return apperr.Usage(err)
+			}
+		}
+		return nil
 	}
 	rep.WriteTables(stdout)
 	if !o.Quiet {
@@ -111,7 +116,7 @@ func (rep *Report) WriteTables(out io.Writer) {
 		if r.ModelPct != nil {
 			mp = fmt.Sprintf("%.2f%%", *r.ModelPct)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%.1fus\t%s\t%s\t%.2f%%\t%s\t\n", r.Workload, r.Host, r.GPUs, r.RTTus,
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%.1fus\t%s\t%s\t%.2f%%\t%s\t\n", r.Workload, r.Host, r.GPUs, r.AddedRTTus,
 			fmtSeconds(r.NativeS), fmtSeconds(r.FabricS), r.OverheadPct, mp)
 	}
 	tw.Flush()

@@ -21,14 +21,14 @@ type Pair struct {
 
 type Copy struct {
 	Bytes      uint64  `json:"bytes"`
-	NativeGBps float64 `json:"native_gbps"`
-	FabricGBps float64 `json:"fabric_gbps"`
+	NativeGbps float64 `json:"native_gbps"` // Gbit/s, as every _gbps key
+	FabricGbps float64 `json:"fabric_gbps"`
 }
 
 type Report struct {
 	RTTus        float64 `json:"rtt_us"`
 	AddedRTTus   float64 `json:"added_rtt_us"`
-	Gbit         float64 `json:"gbit"`
+	LinkGbps     float64 `json:"link_gbps"`
 	Tags         int     `json:"tags"`
 	MRRS         int     `json:"mrrs"`
 	GPU          string  `json:"gpu"`
@@ -73,7 +73,7 @@ func WriteReport(o ReportOptions, out io.Writer) error {
 	case fl.RTT < 0:
 		return apperr.Usage(fmt.Errorf("--rtt must not be negative"))
 	case fl.Gbit <= 0:
-		return apperr.Usage(fmt.Errorf("--gbit must be positive"))
+		return apperr.Usage(fmt.Errorf("--link-gbps must be positive"))
 	case fl.Tags < 1 || fl.Tags > 768:
 		return apperr.Usage(fmt.Errorf("--tags %d: want 1..768", fl.Tags))
 	case fl.MRRS < 128 || fl.MRRS > 4096 || fl.MRRS&(fl.MRRS-1) != 0:
@@ -91,7 +91,7 @@ func WriteReport(o ReportOptions, out io.Writer) error {
 		return Setup{Fabric: f, Model: mdl, TenBitTags: fl.Tags > 256, MaxOutstanding: fl.Tags, MRRS: fl.MRRS,
 			MaxSimBytes: fl.SimBytes, Bridge: fl.Bridge, Wall: wall}
 	}
-	rep := Report{RTTus: float64(fl.RTT) / 1e3, AddedRTTus: float64(fab.AddedRoundTrip()) / 1e3, Gbit: fl.Gbit,
+	rep := Report{RTTus: float64(fl.RTT) / 1e3, AddedRTTus: float64(fab.AddedRoundTrip()) / 1e3, LinkGbps: fl.Gbit,
 		Tags: fl.Tags, MRRS: fl.MRRS, GPU: mdl.Name, Path: "pipe", VirtualTime: fl.Clock, Loss: fl.Loss}
 	if fl.Bridge {
 		rep.Path = "bridge-pair"
@@ -131,7 +131,7 @@ func WriteReport(o ReportOptions, out io.Writer) error {
 					return apperr.Failed(err)
 				}
 			}
-			c := Copy{Bytes: n, NativeGBps: r[0] / 1e9, FabricGBps: r[1] / 1e9}
+			c := Copy{Bytes: n, NativeGbps: r[0] * 8 / 1e9, FabricGbps: r[1] * 8 / 1e9}
 			if dir == H2D {
 				rep.H2D = append(rep.H2D, c)
 			} else {
@@ -154,10 +154,10 @@ func WriteReport(o ReportOptions, out io.Writer) error {
 	fmt.Fprintf(tw, "empty launch + sync\t%.2fus\t%.2fus\t\n", rep.LaunchSyncUs.Native, rep.LaunchSyncUs.Fabric)
 	fmt.Fprintf(tw, "DMA read (%d B)\t%.2fus\t%.2fus\t\n", fl.MRRS, rep.DMAReadUs.Native, rep.DMAReadUs.Fabric)
 	for _, c := range rep.H2D {
-		fmt.Fprintf(tw, "H2D %s\t%.2f GB/s\t%.2f GB/s\t\n", sizeName(c.Bytes), c.NativeGBps, c.FabricGBps)
+		fmt.Fprintf(tw, "H2D %s\t%.1f Gbit/s\t%.1f Gbit/s\t\n", sizeName(c.Bytes), c.NativeGbps, c.FabricGbps)
 	}
 	for _, c := range rep.D2H {
-		fmt.Fprintf(tw, "D2H %s\t%.2f GB/s\t%.2f GB/s\t\n", sizeName(c.Bytes), c.NativeGBps, c.FabricGBps)
+		fmt.Fprintf(tw, "D2H %s\t%.1f Gbit/s\t%.1f Gbit/s\t\n", sizeName(c.Bytes), c.NativeGbps, c.FabricGbps)
 	}
 	return tw.Flush()
 }

@@ -123,13 +123,13 @@ type Result struct {
 	// WriteLatency is the one-way time of a posted write from the host
 	// side's Send to the GPU side's delivery; ReadLatency the round trip
 	// of a read to its last completion.
-	WriteLatency Percentiles      `json:"write_latency"`
-	ReadLatency  Percentiles      `json:"read_latency"`
-	Retransmits  uint64           `json:"retransmits"`
-	RTOs         uint64           `json:"rtos"`
-	Host         bridge.Counters  `json:"host_counters"`
-	GPU          bridge.Counters  `json:"gpu_counters"`
-	Link         [2]memlink.Stats `json:"link_stats"`
+	WriteLatency Percentiles    `json:"write_latency"`
+	ReadLatency  Percentiles    `json:"read_latency"`
+	Retransmits  uint64         `json:"retransmits"`
+	RTOs         uint64         `json:"rtos"`
+	Host         BridgeCounters `json:"host_counters"`
+	GPU          BridgeCounters `json:"gpu_counters"`
+	Link         [2]LinkStats   `json:"link_stats"`
 	// Events lists link events (up, down with reason, losses) of both sides.
 	Events []string `json:"events,omitempty"`
 }
@@ -300,8 +300,8 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		WriteLatency: st.wlat.percentiles(),
 		ReadLatency:  st.rlat.percentiles(),
 		Events:       append(st.events, fmt.Sprintf("host last frame error: %v", host.FrameError()), fmt.Sprintf("gpu last frame error: %v", gpu.FrameError())),
-		Host:         host.Counters(),
-		GPU:          gpu.Counters(),
+		Host:         BridgeCounters(host.Counters()),
+		GPU:          BridgeCounters(gpu.Counters()),
 	}
 	for n := 0; n < st.writesSent; n++ {
 		if n >= len(st.seen) || st.seen[n] == 0 {
@@ -315,7 +315,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	res.Retransmits = res.Host.Retransmits + res.GPU.Retransmits
 	res.RTOs = res.Host.RTOs + res.GPU.RTOs
 	if hf != nil {
-		res.Link = [2]memlink.Stats{hf.Stats(), gf.Stats()}
+		res.Link = [2]LinkStats{LinkStats(hf.Stats()), LinkStats(gf.Stats())}
 	}
 	return res, nil
 }

@@ -3,6 +3,7 @@ package linkbench
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -17,20 +18,21 @@ import (
 // lossless baseline when there was one.
 type Report struct {
 	Result
-	Faults          memlink.Faults `json:"faults"`
-	Virtual         bool           `json:"virtual"`
-	Baseline        *Result        `json:"baseline,omitempty"`
-	BaselineGoodput float64        `json:"baseline_goodput_gbps,omitempty"`
-	GoodputRatio    float64        `json:"goodput_ratio,omitempty"`
-	InvariantsHold  bool           `json:"invariants_hold"`
+	Faults          Faults  `json:"faults"`
+	Virtual         bool    `json:"virtual"`
+	Baseline        *Result `json:"baseline,omitempty"`
+	BaselineGoodput float64 `json:"baseline_goodput_gbps,omitempty"`
+	GoodputRatio    float64 `json:"goodput_ratio,omitempty"`
+	InvariantsHold  bool    `json:"invariants_hold"`
 }
 
 // ReportOptions are `dxpu bench link`'s.
 type ReportOptions struct {
 	Loss, Dup, Reorder, Corrupt float64 // fault probabilities, each direction
 	Delay                       time.Duration
-	BW                          string // bit/s with an optional K, M or G suffix ("": none)
-	Mix                         string // write=0.7,read=0.3 ...
+	LinkGbps                    float64 // rate limit per direction in Gbit/s (0: none)
+	BW                          string  // deprecated --bw: bit/s with an optional K, M or G suffix ("": none)
+	Mix                         string  // write=0.7,read=0.3 ...
 	WriteSize, ReadSize         int
 	Duration                    time.Duration
 	Outstanding, MTU, Window    int
@@ -51,9 +53,15 @@ func WriteReport(ctx context.Context, ro ReportOptions, w io.Writer) error {
 			return apperr.Usage(fmt.Errorf("--%s %v: want a probability in 0..1", name, p))
 		}
 	}
+	if err := checkRanges(fl); err != nil {
+		return apperr.Usage(err)
+	}
 	bw, err := parseBandwidth(fl.BW)
 	if err != nil {
 		return apperr.Usage(err)
+	}
+	if fl.LinkGbps > 0 {
+		bw = fl.LinkGbps * 1e9
 	}
 	o := Options{
 		Faults:      memlink.Faults{Loss: fl.Loss, Duplicate: fl.Dup, Reorder: fl.Reorder, Corrupt: fl.Corrupt, Delay: fl.Delay, Bandwidth: bw},
@@ -74,7 +82,7 @@ func WriteReport(ctx context.Context, ro ReportOptions, w io.Writer) error {
 		}
 		return Run(ctx, o)
 	}
-	out := Report{Faults: o.Faults, Virtual: fl.Virtual}
+	out := Report{Faults: Faults(o.Faults), Virtual: fl.Virtual}
 	if fl.Baseline && (o.Faults.Loss+o.Faults.Duplicate+o.Faults.Reorder+o.Faults.Corrupt > 0) {
 		bo := o
 		// The baseline keeps the delay and bandwidth: only the faults go.
@@ -103,11 +111,15 @@ func WriteReport(ctx context.Context, ro ReportOptions, w io.Writer) error {
 		}
 	} else {
 		f := o.Faults
-		fmt.Fprintf(w, "faults: loss %g dup %g reorder %g corrupt %g delay %v bw %s\n", f.Loss, f.Duplicate, f.Reorder, f.Corrupt, f.Delay, fl.BW)
-		if b := out.Baseline; b != nil {
-			fmt.Fprintf(w, "baseline (same delay and bandwidth, no faults): goodput %.3f Gb/s\n", b.GoodputGbps)
+		link := "no limit"
+		if f.Bandwidth > 0 {
+			link = fmt.Sprintf("%g Gbit/s", f.Bandwidth/1e9)
 		}
-		fmt.Fprintf(w, "goodput %.3f Gb/s over %.6f s", r.GoodputGbps, r.Seconds)
+		fmt.Fprintf(w, "faults: loss %g dup %g reorder %g corrupt %g delay %v link %s\n", f.Loss, f.Duplicate, f.Reorder, f.Corrupt, f.Delay, link)
+		if b := out.Baseline; b != nil {
+			fmt.Fprintf(w, "baseline (same delay and bandwidth, no faults): goodput %.3f Gbit/s\n", b.GoodputGbps)
+		}
+		fmt.Fprintf(w, "goodput %.3f Gbit/s over %.6f s", r.GoodputGbps, r.Seconds)
 		if out.GoodputRatio > 0 {
 			fmt.Fprintf(w, " (%.0f%% of baseline)", 100*out.GoodputRatio)
 		}
@@ -123,6 +135,33 @@ func WriteReport(ctx context.Context, ro ReportOptions, w io.Writer) error {
 	if !out.InvariantsHold {
 		return apperr.Failed(fmt.Errorf("bench link: invariants broken: lost %d (reported %d) duplicated %d misordered %d unanswered %d",
 			r.Lost, r.ReportedLost, r.Duplicated, r.Misordered, r.Unanswered))
+	}
+	return nil
+}
+
+// checkRanges refuses values no run can use, naming the flag.
+func checkRanges(fl *ReportOptions) error {
+	switch {
+	case fl.LinkGbps < 0 || fl.LinkGbps > 10000:
+		return fmt.Errorf("--link-gbps %g: want 0 (no limit) up to 10000", fl.LinkGbps)
+	case fl.LinkGbps > 0 && fl.BW != "":
+		return errors.New("--link-gbps and --bw (deprecated) exclude each other")
+	case fl.Delay < 0:
+		return fmt.Errorf("--delay %v: must not be negative", fl.Delay)
+	case fl.Duration <= 0:
+		return fmt.Errorf("--duration %v: must be positive", fl.Duration)
+	case fl.WriteSize < 4 || fl.WriteSize > 4096 || fl.WriteSize%4 != 0:
+		return fmt.Errorf("--write-size %d: want a multiple of 4 in 4..4096 bytes", fl.WriteSize)
+	case fl.ReadSize < 4 || fl.ReadSize > 4096 || fl.ReadSize%4 != 0:
+		return fmt.Errorf("--read-size %d: want a multiple of 4 in 4..4096 bytes", fl.ReadSize)
+	case fl.Outstanding < 1 || fl.Outstanding > 256:
+		return fmt.Errorf("--outstanding %d: want 1..256 reads", fl.Outstanding)
+	case fl.MTU < 128 || fl.MTU > 65535:
+		return fmt.Errorf("--mtu %d: want 128..65535 bytes", fl.MTU)
+	case fl.Window < 1:
+		return fmt.Errorf("--window %d: must be positive", fl.Window)
+	case fl.Virtual && fl.Interval <= 0:
+		return fmt.Errorf("--interval %v: must be positive", fl.Interval)
 	}
 	return nil
 }

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/dxpu/dxpu/bridge"
-	"github.com/dxpu/dxpu/bridge/memlink"
 	"github.com/dxpu/dxpu/internal/pairsim"
 )
 
@@ -53,9 +52,9 @@ func RunVirtual(o Options, interval time.Duration) (Result, error) {
 		BadCpls:      h.BadCpls + h.ExtraCpls,
 		WriteLatency: percentiles(g.WriteLatency),
 		ReadLatency:  percentiles(h.ReadLatency),
-		Host:         r.Pair.Host.Bridge.Counters(),
-		GPU:          r.Pair.GPU.Bridge.Counters(),
-		Link:         [2]memlink.Stats{r.Pair.H2G.Stats, r.Pair.G2H.Stats},
+		Host:         BridgeCounters(r.Pair.Host.Bridge.Counters()),
+		GPU:          BridgeCounters(r.Pair.GPU.Bridge.Counters()),
+		Link:         [2]LinkStats{LinkStats(r.Pair.H2G.Stats), LinkStats(r.Pair.G2H.Stats)},
 	}
 	res.Lost = res.WritesSent - res.Delivered
 	res.ReportedLost = len(h.LostReported)

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dxpu/dxpu/emu/topo"
 	"github.com/dxpu/dxpu/internal/app/apperr"
 	"github.com/dxpu/dxpu/model"
 )
@@ -15,7 +16,17 @@ func fabricOf(f *Options) (model.Fabric, error) {
 	fab := model.Native
 	rtt, err := model.ParseRTT(f.RTT)
 	if err != nil {
-		return fab, usage("--rtt: %v", err)
+		return fab, usage("--added-rtt: %v", err)
+	}
+	if f.NetworkRTTSet {
+		if f.NetworkRTT < 0 {
+			return fab, usage("--rtt %v: must not be negative", f.NetworkRTT)
+		}
+		// The model re-times with what the fabric adds over native PCIe:
+		// the network round trip plus the bridges' fixed cost, as the
+		// emulator's fabric counts it.
+		rtt = topo.Fabric{RTT: f.NetworkRTT}.AddedRoundTrip()
+		f.RTTSet = true
 	}
 	bw, err := model.ParseBandwidth(f.BW)
 	if err != nil {

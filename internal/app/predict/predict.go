@@ -18,9 +18,13 @@ import (
 type Options struct {
 	Traces []string // Kineto JSON (plain or gzip) or Nsight Systems SQLite
 	RTT    string   // added round trip (5us, 0.02ms; a bare number is us)
-	BW     string   // link rate (100Gbit, 12.5GB/s; 0: no limit)
-	Tags   int      // outstanding read tags of the GPU's DMA
-	MRRS   int      // maximum read request size
+	// NetworkRTT, when NetworkRTTSet, replaces RTT: the network round trip
+	// between the bridges, to which the bridges' own fixed cost is added.
+	NetworkRTT    time.Duration
+	NetworkRTTSet bool
+	BW            string // link rate (100Gbit, 12.5GB/s; 0: no limit)
+	Tags          int    // outstanding read tags of the GPU's DMA
+	MRRS          int    // maximum read request size
 	// RTTSet, BWSet, TagsSet and MRRSSet say the option was given
 	// explicitly: it then wins over Profile.
 	RTTSet, BWSet, TagsSet, MRRSSet bool
@@ -56,6 +60,9 @@ func Run(ctx context.Context, o Options, out io.Writer) error {
 	if err != nil {
 		return usage("--target: %v", err)
 	}
+	if target > 100 {
+		return usage("--target %s: want a percentage above 0 and at most 100", f.Target)
+	}
 	sweep, err := parseSweep(f.Sweep)
 	if err != nil {
 		return err
@@ -87,7 +94,7 @@ func Run(ctx context.Context, o Options, out io.Writer) error {
 		}
 		r := reportFor(g, w, fab, target)
 		for _, p := range g.Sweep(fab, sweep) {
-			r.Sweep = append(r.Sweep, SweepReport{RTTus: us(p.Fabric.RTT), PredictedS: p.Predicted.Seconds(),
+			r.Sweep = append(r.Sweep, SweepReport{AddedRTTus: us(p.Fabric.RTT), PredictedS: p.Predicted.Seconds(),
 				OverheadPct: p.OverheadPct, Breakdown: breakdownMap(p.Breakdown)})
 		}
 		if f.Plot != "" {
@@ -103,7 +110,7 @@ func Run(ctx context.Context, o Options, out io.Writer) error {
 				validateErr = err
 			}
 			for _, c := range checks {
-				r.Validation = append(r.Validation, CheckReport{RTTus: us(c.RTT), PredictedPct: c.PredictedPct,
+				r.Validation = append(r.Validation, CheckReport{AddedRTTus: us(c.RTT), PredictedPct: c.PredictedPct,
 					MeasuredPct: c.MeasuredPct, DiffPoints: c.DifferencePoints})
 			}
 		}
@@ -113,15 +120,15 @@ func Run(ctx context.Context, o Options, out io.Writer) error {
 	case f.Markdown:
 		printMarkdown(out, reports)
 	case f.JSON:
+		// One trace: one indented object; several: JSON lines.
 		enc := json.NewEncoder(out)
-		enc.SetIndent("", "  ")
 		if len(reports) == 1 {
-			err = enc.Encode(reports[0])
-		} else {
-			err = enc.Encode(reports)
+			enc.SetIndent("", "  ")
 		}
-		if err != nil {
-			return apperr.Usage(err)
+		for _, r := range reports {
+			if err := enc.Encode(r); err != nil {
+				return apperr.Usage(err)
+			}
 		}
 	default:
 		for i, r := range reports {

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/dxpu/dxpu/emu/replay"
 	"github.com/dxpu/dxpu/internal/app/apperr"
@@ -58,7 +59,7 @@ func TestJSON(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &r); err != nil {
 		t.Fatalf("%v in %s", err, out)
 	}
-	for _, k := range []string{"baseline_s", "predicted_s", "overhead_pct", "breakdown", "budget_rtt_us", "steps", "sweep"} {
+	for _, k := range []string{"baseline_s", "predicted_s", "overhead_pct", "breakdown", "budget_added_rtt_us", "steps", "sweep"} {
 		if _, ok := r[k]; !ok {
 			t.Errorf("JSON lacks %q: %s", k, out)
 		}
@@ -119,7 +120,8 @@ func TestErrors(t *testing.T) {
 	for name, mod := range map[string]func(*Options){
 		"no trace": func(o *Options) { o.Traces = nil }, "--rtt soon": func(o *Options) { o.RTT = "soon" },
 		"--bw fast": func(o *Options) { o.BW = "fast" }, "--plot x.gif": func(o *Options) { o.Plot = "x.gif" },
-		"--target 0": func(o *Options) { o.Target = "0" },
+		"--target 0": func(o *Options) { o.Target = "0" }, "--target 200%": func(o *Options) { o.Target = "200%" },
+		"--rtt -1us": func(o *Options) { o.NetworkRTT, o.NetworkRTTSet = -time.Microsecond, true },
 	} {
 		o := opts(p)
 		mod(&o)
@@ -169,5 +171,19 @@ func TestProfileLosesToExplicitOptions(t *testing.T) {
 	o.Tags, o.TagsSet = 64, true
 	if out, err = run(t, o); err != nil || json.Unmarshal([]byte(out), &r) != nil || r.Tags != 64 {
 		t.Fatalf("explicit --tags lost to the profile: %v %s", err, out)
+	}
+}
+
+// TestNetworkRTT: --rtt is the network round trip between the bridges;
+// the model re-times with it plus the bridges' fixed cost (4 x 250 ns of
+// bridge latency and two 150 ns PCIe hops), so 5us becomes 6.3us added.
+func TestNetworkRTT(t *testing.T) {
+	t.Parallel()
+	o := opts(writeTrace(t, tinyTrace))
+	o.NetworkRTT, o.NetworkRTTSet, o.JSON = 5*time.Microsecond, true, true
+	out, err := run(t, o)
+	var r Report
+	if err != nil || json.Unmarshal([]byte(out), &r) != nil || r.AddedRTTus != 6.3 {
+		t.Fatalf("added_rtt_us %v (%v): %s", r.AddedRTTus, err, out)
 	}
 }

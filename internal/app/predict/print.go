@@ -15,7 +15,7 @@ func printReport(out io.Writer, r *Report, fab model.Fabric) {
 		link = fmt.Sprintf("%g Gbit/s", fab.Bandwidth*8/1e9)
 	}
 	fmt.Fprintf(out, "trace %s: %d events, %d ops, %d launches, %d blocking waits\n", r.Trace, r.Graph.Events, r.Graph.Nodes, r.Graph.Launches, r.Graph.Waits)
-	fmt.Fprintf(out, "fabric: +%g us RTT, link %s, %d tags x %d B MRRS\n\n", r.RTTus, link, fab.Tags, fab.MRRS)
+	fmt.Fprintf(out, "fabric: +%g us RTT, link %s, %d tags x %d B MRRS\n\n", r.AddedRTTus, link, fab.Tags, fab.MRRS)
 	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
 	p := r.pred
 	fmt.Fprintf(tw, "baseline\t%s\n", fmtDur(p.Baseline))
@@ -42,13 +42,13 @@ func printReport(out io.Writer, r *Report, fab model.Fabric) {
 	if len(r.Sweep) > 0 {
 		fmt.Fprintln(out)
 		tw = tabwriter.NewWriter(out, 2, 4, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprint(tw, "rtt (us)\tpredicted\toverhead\t")
+		fmt.Fprint(tw, "added rtt (us)\tpredicted\toverhead\t")
 		for _, c := range model.Causes {
 			fmt.Fprintf(tw, "%s\t", c)
 		}
 		fmt.Fprintln(tw)
 		for _, s := range r.Sweep {
-			fmt.Fprintf(tw, "%g\t%s\t%.2f %%\t", s.RTTus, fmtDur(time.Duration(s.PredictedS*1e9)), s.OverheadPct)
+			fmt.Fprintf(tw, "%g\t%s\t%.2f %%\t", s.AddedRTTus, fmtDur(time.Duration(s.PredictedS*1e9)), s.OverheadPct)
 			for _, c := range model.Causes {
 				fmt.Fprintf(tw, "%s\t", fmtDur(time.Duration(s.Breakdown[c.String()]*1e9)))
 			}
@@ -59,9 +59,9 @@ func printReport(out io.Writer, r *Report, fab model.Fabric) {
 	if len(r.Validation) > 0 {
 		fmt.Fprintln(out)
 		tw = tabwriter.NewWriter(out, 2, 4, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "rtt (us)\tpredicted\tmeasured\tdifference\t")
+		fmt.Fprintln(tw, "added rtt (us)\tpredicted\tmeasured\tdifference\t")
 		for _, c := range r.Validation {
-			fmt.Fprintf(tw, "%g\t%.2f %%\t%.2f %%\t%+.2f pp\t\n", c.RTTus, c.PredictedPct, c.MeasuredPct, c.DiffPoints)
+			fmt.Fprintf(tw, "%g\t%.2f %%\t%.2f %%\t%+.2f pp\t\n", c.AddedRTTus, c.PredictedPct, c.MeasuredPct, c.DiffPoints)
 		}
 		tw.Flush()
 	}
@@ -74,7 +74,7 @@ func printMarkdown(out io.Writer, reports []*Report) {
 	}
 	fmt.Fprint(out, "| trace | measured span |")
 	for _, s := range reports[0].Sweep {
-		fmt.Fprintf(out, " +%g us |", s.RTTus)
+		fmt.Fprintf(out, " +%g us |", s.AddedRTTus)
 	}
 	fmt.Fprintf(out, " RTT budget for %g %% |\n| --- | ---: |", reports[0].TargetPct)
 	for range reports[0].Sweep {

@@ -10,19 +10,19 @@ import (
 
 // Report is the JSON of one trace.
 type Report struct {
-	Trace         string             `json:"trace"`
-	RTTus         float64            `json:"rtt_us"`
-	BandwidthGbps float64            `json:"bandwidth_gbps"`
-	Tags          int                `json:"tags"`
-	MRRS          int                `json:"mrrs"`
-	BaselineS     float64            `json:"baseline_s"`
-	PredictedS    float64            `json:"predicted_s"`
-	OverheadPct   float64            `json:"overhead_pct"`
-	Breakdown     map[string]float64 `json:"breakdown"`
-	TargetPct     float64            `json:"target_pct"`
-	BudgetRTTus   float64            `json:"budget_rtt_us"`
+	Trace       string             `json:"trace"`
+	AddedRTTus  float64            `json:"added_rtt_us"`
+	LinkGbps    float64            `json:"link_gbps"`
+	Tags        int                `json:"tags"`
+	MRRS        int                `json:"mrrs"`
+	BaselineS   float64            `json:"baseline_s"`
+	PredictedS  float64            `json:"predicted_s"`
+	OverheadPct float64            `json:"overhead_pct"`
+	Breakdown   map[string]float64 `json:"breakdown"`
+	TargetPct   float64            `json:"target_pct"`
+	BudgetRTTus float64            `json:"budget_added_rtt_us"`
 	// BudgetAtLeast is true when the search hit its bound: the budget is at
-	// least budget_rtt_us.
+	// least budget_added_rtt_us.
 	BudgetAtLeast bool          `json:"budget_at_least,omitempty"`
 	Steps         []StepReport  `json:"steps,omitempty"`
 	Sweep         []SweepReport `json:"sweep,omitempty"`
@@ -39,14 +39,14 @@ type StepReport struct {
 }
 
 type SweepReport struct {
-	RTTus       float64            `json:"rtt_us"`
+	AddedRTTus  float64            `json:"added_rtt_us"`
 	PredictedS  float64            `json:"predicted_s"`
 	OverheadPct float64            `json:"overhead_pct"`
 	Breakdown   map[string]float64 `json:"breakdown"`
 }
 
 type CheckReport struct {
-	RTTus        float64 `json:"rtt_us"`
+	AddedRTTus   float64 `json:"added_rtt_us"`
 	PredictedPct float64 `json:"predicted_overhead_pct"`
 	MeasuredPct  float64 `json:"measured_overhead_pct"`
 	DiffPoints   float64 `json:"difference_points"`
@@ -77,7 +77,7 @@ func reportFor(g *model.Graph, w *trace.Workload, fab model.Fabric, target float
 	p := g.Predict(fab)
 	budget, within := g.Budget(fab, target)
 	r := &Report{
-		Trace: g.Name, RTTus: us(fab.RTT), BandwidthGbps: fab.Bandwidth * 8 / 1e9, Tags: fab.Tags, MRRS: fab.MRRS,
+		Trace: g.Name, AddedRTTus: us(fab.RTT), LinkGbps: fab.Bandwidth * 8 / 1e9, Tags: fab.Tags, MRRS: fab.MRRS,
 		BaselineS: p.Baseline.Seconds(), PredictedS: p.Predicted.Seconds(), OverheadPct: p.OverheadPct,
 		Breakdown: breakdownMap(p.Breakdown), TargetPct: target, BudgetRTTus: us(budget), BudgetAtLeast: !within,
 		Graph: GraphReport{Events: w.Events, Nodes: len(g.Nodes), Edges: len(g.Edges), Launches: g.Stats.Launches,

@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"time"
 
 	switching "github.com/dxpu/dxpu/fabric/switching"
 	"github.com/dxpu/dxpu/fabric/table"
+	"github.com/dxpu/dxpu/internal/app/ratelog"
 )
 
 // dataPath is what a mode provides: apply a table, export counters, move
@@ -29,10 +31,16 @@ func install(fwd *switching.Forwarder, t *table.Table, ports map[string]switchin
 	return skipped, nil
 }
 
-// slowPathLogger logs frames the fast path handed to Go.
+// slowPathLogger logs frames the fast path handed to Go, one line per
+// port and second at most (the rest are counted): a peer that floods
+// control frames must not flood the log.
 func slowPathLogger(log *slog.Logger) func(port string, frame []byte) {
+	limit := ratelog.New(log, time.Second, nil)
 	return func(port string, frame []byte) {
-		log.Debug("switch: slow path", "port", port, "bytes", len(frame))
+		if !log.Enabled(context.Background(), slog.LevelDebug) {
+			return
+		}
+		limit.Log(slog.LevelDebug, "slow-path "+port, len(frame), "switch: slow path", "port", port, "bytes", len(frame))
 	}
 }
 

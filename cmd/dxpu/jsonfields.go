@@ -1,0 +1,47 @@
+package main
+
+import (
+	"fmt"
+	"reflect"
+	"strings"
+)
+
+// jsonFields lists the JSON field paths a value of type t accepts, nested
+// with dots and [] for lists: bridge.switch_port, gpus[].memory_mib.
+func jsonFields(t reflect.Type) []string {
+	var out []string
+	var walk func(prefix string, t reflect.Type)
+	walk = func(prefix string, t reflect.Type) {
+		for i := range t.NumField() {
+			f := t.Field(i)
+			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			if !f.IsExported() || name == "-" {
+				continue
+			}
+			if name == "" {
+				name = f.Name
+			}
+			ft := f.Type
+			suffix := ""
+			if ft.Kind() == reflect.Slice && ft.Elem().Kind() == reflect.Struct {
+				ft, suffix = ft.Elem(), "[]"
+			}
+			if ft.Kind() == reflect.Struct {
+				walk(prefix+name+suffix+".", ft)
+				continue
+			}
+			out = append(out, prefix+name)
+		}
+	}
+	walk("", t)
+	return out
+}
+
+// withValidFields adds the valid field names to the JSON decoder's
+// "unknown field" error, which names only the stranger.
+func withValidFields(err error, t reflect.Type) error {
+	if err == nil || !strings.Contains(err.Error(), "unknown field") {
+		return err
+	}
+	return fmt.Errorf("%w; valid fields: %s", err, strings.Join(jsonFields(t), ", "))
+}

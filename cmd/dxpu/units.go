@@ -1,0 +1,73 @@
+package main
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+)
+
+// defaultTags is every command's default for outstanding DMA read tags:
+// 768, what 10-bit tags allow (PCIe 6.0, and the H100 uses them).
+const defaultTags = 768
+
+// unitsHelp is the one place the names and units of all commands are
+// written down; `dxpu help units` prints it.
+const unitsHelp = `One name and one unit for each quantity, in every command:
+
+  --rtt DURATION      network round trip between the host-side and the GPU-side
+                      bridge: cables, switches, NIC pipelines, not the bridges.
+                      bench fabric, demo, model, ctl rtt, ctl alloc --max-rtt.
+  --added-rtt DURATION
+                      what a host-GPU round trip pays over native PCIe: the
+                      network round trip plus the bridges' fixed cost (4 x 250 ns
+                      of bridge latency and two 150 ns PCIe hops: --rtt 5us is
+                      --added-rtt 6.3us). The performance model's own quantity.
+  --link-gbps N       link rate of one host-GPU pair in Gbit/s (bench fabric,
+                      demo, bench link, model); 0 means no limit where allowed.
+  --tags N            outstanding DMA read tags: default 768 (10-bit tags)
+                      everywhere; 256 is the 8-bit limit.
+  --mrrs N            maximum read request size in bytes.
+  sizes               byte counts with K, M, G suffixes, powers of 1024 (64K, 1M).
+  --target P%         an overhead percentage above 0 and at most 100.
+
+Durations always carry a unit, in Go's syntax: 250ns, 5us (or 5µs), 1.5ms, 2s.
+
+JSON keys are snake_case and carry their unit: _us microseconds, _ns
+nanoseconds, _s seconds, _pct percent, _gbps Gbit/s (never GB/s), _bytes
+bytes. rtt_us is the network round trip, added_rtt_us the added one. Reports
+that print several objects print JSON lines (one object per line).
+
+Old spellings still work for a while, with a warning: --gbit and --bw are
+--link-gbps.`
+
+// newUnitsTopic builds the help topic `dxpu help units`.
+func newUnitsTopic() *cobra.Command {
+	return &cobra.Command{Use: "units", Short: "Names and units of flags and JSON keys, the same in every command", Long: unitsHelp}
+}
+
+// deprecatedFor is the annotation that marks an old spelling of a flag
+// with the name to use now.
+const deprecatedFor = "dxpu-deprecated-for"
+
+// deprecatedAlias registers, through register, an old spelling of a flag
+// that still works but is hidden; warnDeprecated warns when it is used.
+// (pflag's own MarkDeprecated would print on the command's stdout, into
+// the JSON a script reads.)
+func deprecatedAlias(f *pflag.FlagSet, old, now string, register func()) {
+	register()
+	fl := f.Lookup(old)
+	fl.Hidden = true
+	_ = f.SetAnnotation(old, deprecatedFor, []string{now})
+}
+
+// warnDeprecated writes one line on w for each old spelling used on the
+// command line of cmd.
+func warnDeprecated(cmd *cobra.Command, w io.Writer) {
+	cmd.Flags().Visit(func(f *pflag.Flag) {
+		if now := f.Annotations[deprecatedFor]; len(now) == 1 {
+			fmt.Fprintf(w, "dxpu: --%s is deprecated: use --%s (dxpu help units)\n", f.Name, now[0])
+		}
+	})
+}

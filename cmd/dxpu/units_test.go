@@ -1,0 +1,138 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/spf13/cobra"
+)
+
+// TestBenchLinkVirtualDefaults: --virtual runs with its own defaults
+// (2 ms of virtual time), and the JSON keys are snake_case with units:
+// the bridge counters, the faults, srtt_us.
+func TestBenchLinkVirtualDefaults(t *testing.T) {
+	t.Parallel()
+	out, _, err := runDxpu(t, "", "bench", "link", "--virtual", "--json", "--link-gbps", "10")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r map[string]any
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatal(err)
+	}
+	host, _ := r["host_counters"].(map[string]any)
+	faults, _ := r["faults"].(map[string]any)
+	if host["frames_sent"] == nil || host["srtt_us"] == nil || host["FramesSent"] != nil || faults["link_gbps"] != 10.0 {
+		t.Errorf("keys: host_counters %v faults %v", host, faults)
+	}
+	var bad []string
+	var walk func(prefix string, v any)
+	walk = func(prefix string, v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			for k, x := range v {
+				if k != strings.ToLower(k) {
+					bad = append(bad, prefix+k)
+				}
+				walk(prefix+k+".", x)
+			}
+		case []any:
+			for _, x := range v {
+				walk(prefix, x)
+			}
+		}
+	}
+	walk("", r)
+	if len(bad) > 0 {
+		t.Errorf("keys not snake_case: %v", bad)
+	}
+}
+
+// TestLinkRateAliases: the old spellings of the link rate still set it.
+func TestLinkRateAliases(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{
+		{"bench", "link", "--virtual", "--json", "--duration", "200us", "--bw", "10G"},
+		{"bench", "link", "--virtual", "--json", "--duration", "200us", "--link-gbps", "10"},
+	} {
+		out, errText, err := runDxpu(t, "", args...)
+		if deprecated := strings.Contains(errText, "--bw is deprecated: use --link-gbps"); deprecated != (args[len(args)-2] == "--bw") {
+			t.Errorf("%v: stderr %q", args, errText)
+		}
+		var r struct {
+			Faults struct {
+				LinkGbps float64 `json:"link_gbps"`
+			} `json:"faults"`
+		}
+		if err != nil || json.Unmarshal([]byte(out), &r) != nil || r.Faults.LinkGbps != 10 {
+			t.Errorf("%v: link_gbps %v (%v)", args, r.Faults.LinkGbps, err)
+		}
+	}
+}
+
+// TestDemoJSONLines: demo --json prints one object per line.
+func TestDemoJSONLines(t *testing.T) {
+	t.Parallel()
+	out, _, err := runDxpu(t, "", "demo", "--json", "--quiet", "--traces", t.TempDir(), "--link-gbps", "100")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	sc := bufio.NewScanner(strings.NewReader(out))
+	for sc.Scan() {
+		var row map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &row); err != nil || row["workload"] == nil || row["added_rtt_us"] == nil {
+			t.Fatalf("line %q: %v", sc.Text(), err)
+		}
+		n++
+	}
+	if n == 0 {
+		t.Fatal("no rows")
+	}
+}
+
+// TestHelpUnits: the units topic names every shared flag.
+func TestHelpUnits(t *testing.T) {
+	t.Parallel()
+	out, _, err := runDxpu(t, "", "help", "units")
+	for _, want := range []string{"--rtt", "--added-rtt", "--link-gbps", "--tags", "_gbps Gbit/s", "JSON lines"} {
+		if err != nil || !strings.Contains(out, want) {
+			t.Errorf("help units lacks %q (%v)", want, err)
+		}
+	}
+}
+
+// TestTagsDefaultEverywhere: every command with --tags defaults it to the
+// same value.
+func TestTagsDefaultEverywhere(t *testing.T) {
+	t.Parallel()
+	root := newRootCmd(newEnv(strings.NewReader(""), &strings.Builder{}, &strings.Builder{}, nil, noEnv))
+	var seen int
+	for _, c := range allCommands(root) {
+		if f := c.Flags().Lookup("tags"); f != nil && f.Annotations[deprecatedFor] == nil {
+			seen++
+			if f.DefValue != "768" {
+				t.Errorf("%s --tags defaults to %s", c.CommandPath(), f.DefValue)
+			}
+		}
+		for _, name := range []string{"gbit", "bw"} {
+			if f := c.Flags().Lookup(name); f != nil && (!f.Hidden || len(f.Annotations[deprecatedFor]) != 1) {
+				t.Errorf("%s --%s is not a hidden deprecated alias", c.CommandPath(), name)
+			}
+		}
+	}
+	if seen < 2 {
+		t.Errorf("--tags on %d commands", seen)
+	}
+}
+
+// allCommands lists c and every command below it.
+func allCommands(c *cobra.Command) []*cobra.Command {
+	out := []*cobra.Command{c}
+	for _, s := range c.Commands() {
+		out = append(out, allCommands(s)...)
+	}
+	return out
+}
