@@ -11,13 +11,14 @@ MANDIR    ?= $(BINDIR)/man
 
 all: build
 
-## build: bin/dxpu, a static binary (no cgo) for this machine.
+## build: bin/dxpu and bin/dxpu-guest (the tool `dxpu vm` puts in its guests), static (no cgo).
 build:
 	CGO_ENABLED=0 $(GO) build -o $(BINDIR)/dxpu ./cmd/dxpu
+	CGO_ENABLED=0 $(GO) build -o $(BINDIR)/dxpu-guest ./cmd/dxpu-guest
 
-## install: dxpu into $$(go env GOBIN), or $$(go env GOPATH)/bin.
+## install: dxpu and dxpu-guest into $$(go env GOBIN), or $$(go env GOPATH)/bin.
 install:
-	CGO_ENABLED=0 $(GO) install ./cmd/dxpu
+	CGO_ENABLED=0 $(GO) install ./cmd/dxpu ./cmd/dxpu-guest
 
 ## man: man pages of every command into MANDIR (generated from --help).
 man: build
