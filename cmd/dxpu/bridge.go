@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/dxpu/dxpu/bridge"
+	"github.com/dxpu/dxpu/bridge/seal"
 	"github.com/dxpu/dxpu/emu/gpu"
 	"github.com/dxpu/dxpu/internal/app/bridged"
 )
@@ -21,6 +22,9 @@ func newBridgeCmd(e *env) *cobra.Command {
 		pair                              uint32
 		keepalive, deadAfter, cplTimeout  time.Duration
 		gpuModel, memBase, memSize        string
+		keyFile, sealMode                 string
+		keyGen                            uint32
+		insecure                          bool
 	}
 	cmd := &cobra.Command{
 		Use:   "bridge --role host|gpu --pair N --listen UDPADDR --peer UDPADDR --pcie nettlp:LOCAL:REMOTE[:DMAREMOTE]|emu-gpu|memory",
@@ -41,17 +45,42 @@ over UDP (--listen, --peer), and a PCIe side:
   --role gpu --pcie memory
       a memory-backed device of --mem-size bytes at --mem-base.
 
-Bridge counters are exported to Prometheus on --metrics. Stop with Ctrl-C.
+Every frame of the pair is sealed (AES-256-GCM, or --seal-mode gmac for
+integrity only) with the pair key of --key-file, the same on both sides
+(32 random bytes or 64 hex digits, mode 0600): forged, altered and replayed
+frames are dropped and counted. Under the manager the key comes from the
+allocation instead (dxpu bridge agent). --insecure-no-keys runs unkeyed, for
+a lab only. Bridge counters are exported to Prometheus on --metrics. Stop
+with Ctrl-C.
 
 Example, a NetTLP host (libtlp on 127.0.0.1) and an emulated GPU:
-  dxpu bridge --role gpu  --pair 1 --listen 127.0.0.11:7001 --peer 127.0.0.10:7001 --pcie emu-gpu &
+  head -c 32 /dev/urandom > pair1.key && chmod 600 pair1.key
+  dxpu bridge --role gpu  --pair 1 --listen 127.0.0.11:7001 --peer 127.0.0.10:7001 --pcie emu-gpu --key-file pair1.key &
   dxpu bridge --role host --pair 1 --listen 127.0.0.10:7001 --peer 127.0.0.11:7001 \
-      --pcie nettlp:127.0.0.2:127.0.0.1 --metrics 127.0.0.10:9101 &
+      --pcie nettlp:127.0.0.2:127.0.0.1 --key-file pair1.key --metrics 127.0.0.10:9101 &
   dxpu nettlp read --remote 127.0.0.2 --local 127.0.0.1 --addr 0x90000000 --size 4`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o := bridged.Options{Pair: fl.pair, Metrics: fl.metrics, Keepalive: fl.keepalive, DeadAfter: fl.deadAfter,
-				CompletionTimeout: fl.cplTimeout, Log: e.log}
+				CompletionTimeout: fl.cplTimeout, Log: e.log, KeyGeneration: fl.keyGen, Insecure: fl.insecure}
+			switch {
+			case fl.keyFile != "" && fl.insecure:
+				return exitCodeError{2, fmt.Errorf("--key-file and --insecure-no-keys exclude each other")}
+			case fl.keyFile != "":
+				k, err := bridged.LoadKeyFile(fl.keyFile)
+				if err != nil {
+					return exitCodeError{2, err}
+				}
+				o.Key = k
+			}
+			switch fl.sealMode {
+			case "gcm":
+				o.SealMode = seal.ModeGCM
+			case "gmac":
+				o.SealMode = seal.ModeGMAC
+			default:
+				return exitCodeError{2, fmt.Errorf("--seal-mode %q: want gcm or gmac", fl.sealMode)}
+			}
 			switch fl.role {
 			case "host":
 				o.Role = bridge.RoleHost
@@ -97,6 +126,10 @@ Example, a NetTLP host (libtlp on 127.0.0.1) and an emulated GPU:
 	f.DurationVar(&fl.deadAfter, "dead-after", time.Second, "silence after which the link is down")
 	f.DurationVar(&fl.cplTimeout, "completion-timeout", 250*time.Millisecond, "a forwarded request unanswered this long gets a CA completion (below libtlp's 500 ms)")
 	f.StringVar(&fl.gpuModel, "gpu-model", "h100", "emulated GPU model (h100, a100)")
+	f.StringVar(&fl.keyFile, "key-file", "", "the pair key, the same on both sides: 32 raw bytes or 64 hex digits, mode 0600")
+	f.Uint32Var(&fl.keyGen, "key-generation", 1, "generation number of --key-file's key (both sides the same)")
+	f.StringVar(&fl.sealMode, "seal-mode", "gcm", "gcm (encryption and integrity) or gmac (integrity only); both sides the same")
+	f.BoolVar(&fl.insecure, "insecure-no-keys", false, "run the pair unkeyed (lab only: anyone on the fabric can inject TLPs)")
 	f.StringVar(&fl.memBase, "mem-base", "0x2000000000", "memory device base address")
 	f.StringVar(&fl.memSize, "mem-size", "64M", "memory device size (suffixes K, M, G)")
 	return cmd

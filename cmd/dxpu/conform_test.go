@@ -37,7 +37,7 @@ func TestConformAgainstTheBridgeDaemon(t *testing.T) {
 	go func() {
 		defer wg.Done()
 		_, err := execute(dctx, "", &daemonLog, "bridge", "--role", "gpu", "--pair", "5", "--listen", iut, "--peer", kit,
-			"--pcie", "memory", "--mem-base", "0x0", "--mem-size", "64K", "--metrics", "")
+			"--pcie", "memory", "--mem-base", "0x0", "--mem-size", "64K", "--metrics", "", "--insecure-no-keys")
 		daemonErr <- err
 	}()
 	defer func() {

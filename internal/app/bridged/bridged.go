@@ -18,6 +18,7 @@ import (
 	"github.com/dxpu/dxpu/bridge/driver"
 	"github.com/dxpu/dxpu/bridge/nettlp"
 	"github.com/dxpu/dxpu/bridge/nettlpside"
+	"github.com/dxpu/dxpu/bridge/seal"
 	"github.com/dxpu/dxpu/bridge/udp"
 	"github.com/dxpu/dxpu/emu/gpu"
 	"github.com/dxpu/dxpu/emu/realtime"
@@ -27,11 +28,18 @@ import (
 
 // Options is one bridge daemon's configuration.
 type Options struct {
-	Role              bridge.Role
-	Pair              uint32
-	Listen, Peer      netip.AddrPort // UDP: this bridge, the peer bridge
-	PCIe              PCIe
-	Metrics           string // TCP address for /metrics ("": none)
+	Role         bridge.Role
+	Pair         uint32
+	Listen, Peer netip.AddrPort // UDP: this bridge, the peer bridge
+	PCIe         PCIe
+	Metrics      string // TCP address for /metrics ("": none)
+	// Key is the pair key (32 bytes, both sides the same); KeyGeneration
+	// numbers it and SealMode picks GCM or GMAC. Without a key the daemon
+	// refuses to run unless Insecure says so (a lab).
+	Key               []byte
+	KeyGeneration     uint32
+	SealMode          seal.Mode
+	Insecure          bool
 	Keepalive         time.Duration
 	DeadAfter         time.Duration
 	CompletionTimeout time.Duration
@@ -70,8 +78,15 @@ func Run(ctx context.Context, o Options) error {
 	case o.Role == bridge.RoleGPU && o.PCIe.Kind != KindEmuGPU && o.PCIe.Kind != KindMemory:
 		return apperr.Usage(fmt.Errorf("--role gpu takes --pcie emu-gpu or memory (a NetTLP adapter is the host's side)"))
 	}
+	if len(o.Key) == 0 && !o.Insecure {
+		return apperr.Usage(fmt.Errorf("a daemon seals its pair's frames: give the pair key (--key-file), or --insecure-no-keys for a lab"))
+	}
+	if o.Insecure && len(o.Key) == 0 {
+		o.Log.Warn("running unkeyed (--insecure-no-keys): anyone on the fabric who knows the pair ID can inject TLPs")
+	}
 	b, err := bridge.New(bridge.Config{Role: o.Role, PairID: o.Pair, Keepalive: o.Keepalive, DeadAfter: o.DeadAfter,
-		CompletionTimeout: o.CompletionTimeout, MaxRTO: max(20*time.Millisecond, o.DeadAfter/5)})
+		CompletionTimeout: o.CompletionTimeout, MaxRTO: max(20*time.Millisecond, o.DeadAfter/5),
+		Key: o.Key, KeyGeneration: o.KeyGeneration, SealMode: o.SealMode, RequireKeys: !o.Insecure})
 	if err != nil {
 		return apperr.Usage(err)
 	}

@@ -54,14 +54,27 @@ func TestRoleAndPCIeMismatch(t *testing.T) {
 		{bridge.RoleGPU, PCIe{Kind: KindNetTLP, Local: netip.MustParseAddr("127.0.42.21"), Remote: netip.MustParseAddr("127.0.42.22")}, "--role gpu takes"},
 		{bridge.RoleGPU, PCIe{}, "--role gpu takes"},
 	} {
-		err := Run(ctx, Options{Role: tc.role, Pair: 1, Listen: addr, Peer: addr, PCIe: tc.pcie})
+		err := Run(ctx, Options{Role: tc.role, Pair: 1, Listen: addr, Peer: addr, PCIe: tc.pcie, Insecure: true})
 		if !errors.Is(err, apperr.ErrUsage) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v with %q: %v, want a usage error naming %q", tc.role, tc.pcie.Kind, err, tc.want)
 		}
 	}
 }
 
-// TestDaemonsNetTLP runs two bridge daemons, a host side with a NetTLP
+// TestUnkeyedDaemonRefused: a daemon without a pair key refuses to run
+// unless told it is a lab.
+func TestUnkeyedDaemonRefused(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	addr := netip.MustParseAddrPort("127.0.42.30:1")
+	err := Run(ctx, Options{Role: bridge.RoleGPU, Pair: 1, Listen: addr, Peer: addr, PCIe: PCIe{Kind: KindMemory}, MemSize: 4096})
+	if !errors.Is(err, apperr.ErrUsage) || !strings.Contains(err.Error(), "--key-file") {
+		t.Fatalf("unkeyed daemon: %v", err)
+	}
+}
+
+// TestDaemonsNetTLP runs two bridge daemons (keyed), a host side with a NetTLP
 // PCIe side and a GPU side with an emulated GPU, and drives them with a
 // libtlp-like client: MMIO to the GPU's registers and VRAM lands and
 // returns, and the metrics count it. The addresses (127.0.42.1-11) are
@@ -74,6 +87,7 @@ func TestDaemonsNetTLP(t *testing.T) {
 	base := func(o Options) Options {
 		o.Pair, o.Keepalive, o.DeadAfter, o.CompletionTimeout = 9, 100*time.Millisecond, 5*time.Second, 5*time.Second
 		o.GPUModel = gpu.H100SXM
+		o.Key = bytes.Repeat([]byte{0x5a}, 32) // keyed, as daemons run
 		return o
 	}
 	hostUDP, gpuUDP := netip.MustParseAddrPort("127.0.42.10:17001"), netip.MustParseAddrPort("127.0.42.11:17001")
@@ -152,7 +166,8 @@ func TestDaemonsNetTLP(t *testing.T) {
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	for _, m := range []string{`dxpu_bridge_tlps_sent_total{pair="9",role="host"}`, `dxpu_nettlp_datagrams_total{pair="9",role="host"}`} {
+	for _, m := range []string{`dxpu_bridge_tlps_sent_total{pair="9",role="host"}`, `dxpu_nettlp_datagrams_total{pair="9",role="host"}`,
+		`dxpu_bridge_frames_sealed_total{pair="9",role="host"}`, `dxpu_bridge_frames_opened_total{pair="9",role="host"}`} {
 		i := bytes.Index(body, []byte(m))
 		if i < 0 {
 			t.Fatalf("metric %s missing", m)
