@@ -61,6 +61,8 @@ with the same mix so the goodput ratio compares figures from one run.
 	f.Uint64Var(&o.Seed, "seed", 1, "seed of the traffic and fault draws")
 	f.BoolVar(&o.Baseline, "baseline", true, "with faults, first run a lossless baseline and report the goodput ratio")
 	f.BoolVar(&o.JSON, "json", false, "print one JSON object")
+	f.BoolVar(&o.Keys, "keys", false, "seal the pair with a fresh key and run the same measurement unkeyed just before it (plaintext_goodput_gbps, keyed_ratio)")
+	f.StringVar(&o.SealMode, "seal-mode", "", "with --keys: gcm (default: encryption and integrity) or gmac (integrity only)")
 	f.BoolVar(&o.Virtual, "virtual", false, "run in virtual time on the simulator over in-memory links (deterministic; --duration is virtual, keep it to milliseconds)")
 	f.DurationVar(&o.Interval, "interval", 50*time.Nanosecond, "with --virtual: one TLP issued every interval (open loop)")
 	return cmd

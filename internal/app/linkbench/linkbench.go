@@ -20,6 +20,7 @@ import (
 	"github.com/dxpu/dxpu/bridge"
 	"github.com/dxpu/dxpu/bridge/driver"
 	"github.com/dxpu/dxpu/bridge/memlink"
+	"github.com/dxpu/dxpu/bridge/seal"
 	"github.com/dxpu/dxpu/bridge/udp"
 	"github.com/dxpu/dxpu/tlp"
 )
@@ -40,6 +41,10 @@ type Options struct {
 	MaxPayload int
 	Window     int
 	Seed       uint64
+	// Key, when set, keys the pair (32 bytes): every frame sealed with
+	// SealMode (seal.ModeGCM by default).
+	Key      []byte
+	SealMode seal.Mode
 }
 
 func (o *Options) defaults() {
@@ -207,7 +212,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	}
 	cfg := bridge.Config{MTU: o.MTU, MaxPayload: o.MaxPayload, Window: o.Window, TxQueue: 256,
 		MinRTO: 200 * time.Microsecond, InitialRTO: 2 * time.Millisecond, AckDelay: 10 * time.Microsecond,
-		DeadAfter: 200 * time.Millisecond, Keepalive: 5 * time.Millisecond}
+		DeadAfter: 200 * time.Millisecond, Keepalive: 5 * time.Millisecond, Key: o.Key, SealMode: o.SealMode}
 	for i := range cfg.Credits {
 		cfg.Credits[i] = bridge.ClassCredits{Headers: 512, Data: 512 * o.MaxPayload / 16}
 	}

@@ -2,6 +2,7 @@ package linkbench
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/dxpu/dxpu/bridge/memlink"
+	"github.com/dxpu/dxpu/bridge/seal"
 	"github.com/dxpu/dxpu/internal/app/apperr"
 )
 
@@ -23,7 +25,15 @@ type Report struct {
 	Baseline        *Result `json:"baseline,omitempty"`
 	BaselineGoodput float64 `json:"baseline_goodput_gbps,omitempty"`
 	GoodputRatio    float64 `json:"goodput_ratio,omitempty"`
-	InvariantsHold  bool    `json:"invariants_hold"`
+	// With --keys: the run is keyed (SealMode), Plaintext is the same run
+	// unkeyed, measured just before it, and KeyedRatio keyed over
+	// plaintext goodput.
+	Keyed                bool    `json:"keyed"`
+	SealMode             string  `json:"seal_mode,omitempty"`
+	Plaintext            *Result `json:"plaintext,omitempty"`
+	PlaintextGoodputGbps float64 `json:"plaintext_goodput_gbps,omitempty"`
+	KeyedRatio           float64 `json:"keyed_ratio,omitempty"`
+	InvariantsHold       bool    `json:"invariants_hold"`
 }
 
 // ReportOptions are `dxpu bench link`'s.
@@ -39,6 +49,8 @@ type ReportOptions struct {
 	Seed                        uint64
 	Baseline                    bool // with faults, first a lossless baseline
 	JSON                        bool
+	Keys                        bool          // seal the pair (a fresh random key) and compare with plaintext
+	SealMode                    string        // with Keys: gcm (default) or gmac
 	Virtual                     bool          // virtual time on the simulator
 	Interval                    time.Duration // with Virtual: one TLP every interval
 }
@@ -83,6 +95,29 @@ func WriteReport(ctx context.Context, ro ReportOptions, w io.Writer) error {
 		return Run(ctx, o)
 	}
 	out := Report{Faults: Faults(o.Faults), Virtual: fl.Virtual}
+	if fl.Keys {
+		switch fl.SealMode {
+		case "", "gcm":
+			o.SealMode, out.SealMode = seal.ModeGCM, "gcm"
+		case "gmac":
+			o.SealMode, out.SealMode = seal.ModeGMAC, "gmac"
+		default:
+			return apperr.Usage(fmt.Errorf("--seal-mode %q: want gcm or gmac", fl.SealMode))
+		}
+		// Plaintext first, the same run unkeyed, then the keyed one.
+		p, err := run(o)
+		if err != nil {
+			return apperr.Usage(err)
+		}
+		out.Plaintext, out.PlaintextGoodputGbps = &p, p.GoodputGbps
+		o.Key = make([]byte, seal.KeyLen)
+		if _, err := rand.Read(o.Key); err != nil {
+			return err
+		}
+		out.Keyed = true
+	} else if fl.SealMode != "" {
+		return apperr.Usage(errors.New("--seal-mode needs --keys"))
+	}
 	if fl.Baseline && (o.Faults.Loss+o.Faults.Duplicate+o.Faults.Reorder+o.Faults.Corrupt > 0) {
 		bo := o
 		// The baseline keeps the delay and bandwidth: only the faults go.
@@ -99,7 +134,10 @@ func WriteReport(ctx context.Context, ro ReportOptions, w io.Writer) error {
 		return apperr.Usage(err)
 	}
 	out.Result = r
-	out.InvariantsHold = r.OK() && (out.Baseline == nil || out.Baseline.OK())
+	out.InvariantsHold = r.OK() && (out.Baseline == nil || out.Baseline.OK()) && (out.Plaintext == nil || out.Plaintext.OK())
+	if out.Plaintext != nil && out.Plaintext.GoodputGbps > 0 {
+		out.KeyedRatio = r.GoodputGbps / out.Plaintext.GoodputGbps
+	}
 	if out.Baseline != nil && out.Baseline.GoodputGbps > 0 {
 		out.GoodputRatio = r.GoodputGbps / out.Baseline.GoodputGbps
 	}
@@ -118,6 +156,9 @@ func WriteReport(ctx context.Context, ro ReportOptions, w io.Writer) error {
 		fmt.Fprintf(w, "faults: loss %g dup %g reorder %g corrupt %g delay %v link %s\n", f.Loss, f.Duplicate, f.Reorder, f.Corrupt, f.Delay, link)
 		if b := out.Baseline; b != nil {
 			fmt.Fprintf(w, "baseline (same delay and bandwidth, no faults): goodput %.3f Gbit/s\n", b.GoodputGbps)
+		}
+		if p := out.Plaintext; p != nil {
+			fmt.Fprintf(w, "plaintext (the same run unkeyed): goodput %.3f Gbit/s; keyed (%s) below: %.2fx of it\n", p.GoodputGbps, out.SealMode, out.KeyedRatio)
 		}
 		fmt.Fprintf(w, "goodput %.3f Gbit/s over %.6f s", r.GoodputGbps, r.Seconds)
 		if out.GoodputRatio > 0 {

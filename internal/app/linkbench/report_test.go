@@ -53,11 +53,51 @@ func TestReportBadOptions(t *testing.T) {
 	for name, mod := range map[string]func(*ReportOptions){
 		"--loss 2": func(o *ReportOptions) { o.Loss = 2 }, "--bw fast": func(o *ReportOptions) { o.BW = "fast" },
 		"--mix nope=1": func(o *ReportOptions) { o.Mix = "nope=1" }, "--mix write=0": func(o *ReportOptions) { o.Mix = "write=0" },
+		"--seal-mode without --keys": func(o *ReportOptions) { o.SealMode = "gcm" },
+		"--seal-mode ccm":            func(o *ReportOptions) { o.Keys, o.SealMode = true, "ccm" },
 	} {
 		o := reportOptions()
 		mod(&o)
 		if err := WriteReport(context.Background(), o, io.Discard); !errors.Is(err, apperr.ErrUsage) {
 			t.Errorf("%s: %v, want a usage error", name, err)
+		}
+	}
+}
+
+// TestReportKeys: --keys runs the pair unkeyed, then keyed (frames sealed
+// and opened, none refused), both with the invariants holding, and reports
+// the plaintext goodput and the ratio.
+func TestReportKeys(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []string{"gcm", "gmac"} {
+		o := reportOptions()
+		o.Loss, o.Keys, o.SealMode, o.JSON = 0.01, true, mode, true
+		var out bytes.Buffer
+		if err := WriteReport(context.Background(), o, &out); err != nil {
+			t.Fatalf("%s: %v\n%s", mode, err, out.String())
+		}
+		var rep Report
+		if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+			t.Fatal(err)
+		}
+		if !rep.Keyed || rep.SealMode != mode || rep.Plaintext == nil || rep.PlaintextGoodputGbps <= 0 || rep.KeyedRatio <= 0 ||
+			!rep.InvariantsHold || rep.Delivered == 0 {
+			t.Fatalf("%s: report %+v", mode, rep)
+		}
+		var raw map[string]any
+		if err := json.Unmarshal(out.Bytes(), &raw); err != nil {
+			t.Fatal(err)
+		}
+		sealed := func(run map[string]any) float64 {
+			return run["host_counters"].(map[string]any)["frames_sealed"].(float64)
+		}
+		if k, p := sealed(raw), sealed(raw["plaintext"].(map[string]any)); k == 0 || p != 0 {
+			t.Fatalf("%s: frames sealed keyed %v, plaintext %v", mode, k, p)
+		}
+		for _, key := range []string{`"plaintext_goodput_gbps"`, `"keyed_ratio"`} {
+			if !strings.Contains(out.String(), key) {
+				t.Errorf("JSON lacks %s", key)
+			}
 		}
 	}
 }

@@ -24,7 +24,7 @@ func RunVirtual(o Options, interval time.Duration) (Result, error) {
 		return Result{}, fmt.Errorf("linkbench: %v / %v = %d TLPs: want 1..2000000 (shorten --duration in virtual mode)", o.Duration, interval, count)
 	}
 	cfg := bridge.Config{MTU: o.MTU, MaxPayload: o.MaxPayload, Window: o.Window, TxQueue: 256,
-		MinRTO: 200 * time.Microsecond, InitialRTO: 2 * time.Millisecond, AckDelay: 10 * time.Microsecond}
+		MinRTO: 200 * time.Microsecond, InitialRTO: 2 * time.Millisecond, AckDelay: 10 * time.Microsecond, Key: o.Key, SealMode: o.SealMode}
 	for i := range cfg.Credits {
 		cfg.Credits[i] = bridge.ClassCredits{Headers: 512, Data: 512 * o.MaxPayload / 16}
 	}
