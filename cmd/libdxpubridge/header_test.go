@@ -46,13 +46,13 @@ func TestHeaderMatchesGo(t *testing.T) {
 		"DXPU_ROLE_HOST": int64(bridge.RoleHost), "DXPU_ROLE_GPU": int64(bridge.RoleGPU),
 		"DXPU_CLASS_POSTED": int64(tlp.Posted), "DXPU_CLASS_NONPOSTED": int64(tlp.NonPosted),
 		"DXPU_CLASS_COMPLETION": int64(tlp.Completion),
-		"DXPU_ACCEPT_POSTED": int64(bridge.AcceptPosted), "DXPU_ACCEPT_NONPOSTED": int64(bridge.AcceptNonPosted),
+		"DXPU_ACCEPT_POSTED":    int64(bridge.AcceptPosted), "DXPU_ACCEPT_NONPOSTED": int64(bridge.AcceptNonPosted),
 		"DXPU_ACCEPT_COMPLETION": int64(bridge.AcceptCompletion), "DXPU_ACCEPT_ALL": int64(bridge.AcceptAll),
 		"DXPU_STATE_INIT": int64(bridge.StateInit), "DXPU_STATE_UP": int64(bridge.StateUp),
-		"DXPU_STATE_DOWN": int64(bridge.StateDown),
+		"DXPU_STATE_DOWN":    int64(bridge.StateDown),
 		"DXPU_EVENT_LINK_UP": int64(bridge.EventLinkUp), "DXPU_EVENT_LINK_DOWN": int64(bridge.EventLinkDown),
-		"DXPU_EVENT_SURPRISE_REMOVAL": int64(bridge.EventSurpriseRemoval),
-		"DXPU_EVENT_POSTED_LOST":      int64(bridge.EventPostedLost),
+		"DXPU_EVENT_SURPRISE_REMOVAL":   int64(bridge.EventSurpriseRemoval),
+		"DXPU_EVENT_POSTED_LOST":        int64(bridge.EventPostedLost),
 		"DXPU_EVENT_COMPLETION_TIMEOUT": int64(bridge.EventCompletionTimeout),
 	}
 	for name, v := range want {
