@@ -30,6 +30,12 @@ const (
 	pairID   = 1
 	// stallLimit: a run fails when nothing moves for this long.
 	stallLimit = 30 * time.Second
+	// cplTimeout is the host sides' completion timeout (pair.c's default):
+	// 256 reads of 4 KiB in flight can outlast 50 ms on a loaded machine.
+	cplTimeout = time.Second
+	// deadAfter is every side's silence limit: a Go side under -race on a
+	// loaded machine can stall for longer than the default 10 ms.
+	deadAfter = 500 * time.Millisecond
 )
 
 // patternByte is byte i of the region, as example/pair.c computes it.
@@ -120,7 +126,7 @@ func newGPUSide(t *testing.T, region uint64) *gpuSide {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := bridge.New(bridge.Config{Role: bridge.RoleGPU, PairID: pairID, Seed: uint64(time.Now().UnixNano())})
+	b, err := bridge.New(bridge.Config{Role: bridge.RoleGPU, PairID: pairID, Seed: uint64(time.Now().UnixNano()), DeadAfter: deadAfter})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -197,7 +203,9 @@ func runCPair(t *testing.T, bin string, region uint64) figures {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	cmd := exec.Command(bin, "--peer", g.conn.LocalAddr().String(), "--bytes", strconv.FormatUint(region, 10),
-		"--base", strconv.FormatUint(pairBase, 10), "--pair", strconv.Itoa(pairID))
+		"--base", strconv.FormatUint(pairBase, 10), "--pair", strconv.Itoa(pairID),
+		"--completion-timeout-ms", strconv.FormatInt(cplTimeout.Milliseconds(), 10),
+		"--dead-after-ms", strconv.FormatInt(deadAfter.Milliseconds(), 10))
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	stdout, err := cmd.StdoutPipe()
@@ -315,7 +323,8 @@ func runGoPair(t *testing.T, region uint64) figures {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := bridge.New(bridge.Config{Role: bridge.RoleHost, PairID: pairID, Seed: uint64(time.Now().UnixNano())})
+	b, err := bridge.New(bridge.Config{Role: bridge.RoleHost, PairID: pairID, Seed: uint64(time.Now().UnixNano()),
+		CompletionTimeout: cplTimeout, DeadAfter: deadAfter})
 	if err != nil {
 		t.Fatal(err)
 	}

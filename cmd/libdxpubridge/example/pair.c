@@ -6,13 +6,17 @@
  *
  *   pair --peer 127.0.0.1:PORT [--local 127.0.0.1:0] [--bytes 67108864]
  *        [--base 0x100000000] [--pair 1] [--stall-ms 10000]
+ *        [--completion-timeout-ms 1000] [--dead-after-ms 0 (the default, 10)]
  *
  * The peer is a GPU-side bridge with memory behind it at [base,
  * base+bytes), e.g. the Go test's driver.Runner with a
  * nettlpside.MemoryDevice. The program prints one JSON line with the
  * address it bound ({"listening":"IP:PORT"}) and, at the end, one with its
  * figures; it exits 0 only if every byte read back matched. It gives up
- * (exit 2) when nothing arrives from the peer for --stall-ms.
+ * (exit 2) when nothing arrives from the peer for --stall-ms. With 256
+ * reads of 4 KiB in flight, a loaded machine can take longer than PCIe's
+ * usual 50 ms to complete the last of them, hence the longer default
+ * completion timeout.
  *
  * The data pattern: byte i of the region (offset from base) is byte i%8 of
  * mix(i/8), mix being the splitmix64 finalizer (see pattern_byte).
@@ -47,6 +51,8 @@ static dxpu_bridge br;
 static int link_up;
 static int64_t last_rx_ns;
 static int64_t stall_ns = 10LL * 1000000000;
+static int64_t cpl_timeout_ns = 1000LL * 1000000;
+static int64_t dead_after_ns;
 
 /* Outstanding reads by tag. */
 struct read {
@@ -333,13 +339,17 @@ int main(int argc, char **argv)
 			pair_id = strtoull(argv[i + 1], NULL, 0);
 		else if (!strcmp(argv[i], "--stall-ms"))
 			stall_ns = (int64_t)strtoll(argv[i + 1], NULL, 0) * 1000000;
+		else if (!strcmp(argv[i], "--completion-timeout-ms"))
+			cpl_timeout_ns = (int64_t)strtoll(argv[i + 1], NULL, 0) * 1000000;
+		else if (!strcmp(argv[i], "--dead-after-ms"))
+			dead_after_ns = (int64_t)strtoll(argv[i + 1], NULL, 0) * 1000000;
 		else {
 			fprintf(stderr, "pair: unknown flag %s\n", argv[i]);
 			return 64;
 		}
 	}
 	if (!peer || region == 0 || region % READ_SIZE || base_addr % READ_SIZE) {
-		fprintf(stderr, "usage: pair --peer IP:PORT [--local IP:PORT] [--bytes N (multiple of %d)] [--base ADDR] [--pair ID] [--stall-ms MS]\n", READ_SIZE);
+		fprintf(stderr, "usage: pair --peer IP:PORT [--local IP:PORT] [--bytes N (multiple of %d)] [--base ADDR] [--pair ID] [--stall-ms MS] [--completion-timeout-ms MS] [--dead-after-ms MS]\n", READ_SIZE);
 		return 64;
 	}
 	if (dxpu_abi_version() != DXPU_ABI_VERSION) {
@@ -371,6 +381,8 @@ int main(int argc, char **argv)
 	cfg.role = DXPU_ROLE_HOST;
 	cfg.pair_id = (uint32_t)pair_id;
 	cfg.auto_release = 1;
+	cfg.completion_timeout_ns = cpl_timeout_ns;
+	cfg.dead_after_ns = dead_after_ns;
 	cfg.seed = (uint64_t)mono_ns();
 	char err[256];
 	br = dxpu_bridge_new(&cfg, err, sizeof err);
