@@ -184,19 +184,53 @@ static void completion(const uint8_t *t, size_t n)
 	}
 }
 
+/* send_due sends every frame the bridge has due, BATCH per sendmmsg. */
+static void send_due(int64_t now)
+{
+	static uint8_t tx[BATCH][2048];
+	static struct mmsghdr msgs[BATCH];
+	static struct iovec iov[BATCH];
+	int rc;
+	for (;;) {
+		int n = 0;
+		size_t len;
+		while (n < BATCH && (rc = dxpu_bridge_next_frame(br, now, tx[n], sizeof tx[n], &len)) == DXPU_MORE) {
+			iov[n] = (struct iovec){tx[n], len};
+			msgs[n] = (struct mmsghdr){.msg_hdr = {.msg_iov = &iov[n], .msg_iovlen = 1}};
+			n++;
+		}
+		if (rc < 0)
+			die("next_frame", rc);
+		for (int sent = 0; sent < n;) {
+			int k = sendmmsg(fd, msgs + sent, n - sent, 0);
+			if (k < 0) {
+				if (errno == EINTR || errno == EAGAIN || errno == ENOBUFS || errno == ECONNREFUSED)
+					break; /* the bridge retransmits what is lost */
+				perror("sendmmsg");
+				exit(1);
+			}
+			sent += k;
+		}
+		if (n < BATCH)
+			return;
+	}
+}
+
 /*
- * pump runs the bridge once: wait up to wait_ns for a frame (never past
- * the bridge's deadline), feed what arrived, run timers, send what is due,
- * and take TLPs and events.
+ * pump runs the bridge once: send what the TLPs offered since the last
+ * pump made due, wait up to wait_ns for a frame (never past the bridge's
+ * deadline), feed what arrived, run timers, send what is due, and take
+ * TLPs and events.
  */
 static void pump(int64_t wait_ns)
 {
-	static uint8_t rx[BATCH][2048], tx[BATCH][2048], tlp[DXPU_MAX_TLP];
+	static uint8_t rx[BATCH][2048], tlp[DXPU_MAX_TLP];
 	static struct mmsghdr msgs[BATCH];
 	static struct iovec iov[BATCH];
 	int64_t now = mono_ns(), deadline;
 	int rc;
 
+	send_due(now);
 	if ((rc = dxpu_bridge_deadline(br, &deadline)) != DXPU_OK)
 		die("deadline", rc);
 	if (deadline - now < wait_ns)
@@ -229,29 +263,7 @@ static void pump(int64_t wait_ns)
 	}
 	if ((rc = dxpu_bridge_on_timer(br, now)) != DXPU_OK)
 		die("on_timer", rc);
-	for (;;) {
-		int n = 0;
-		size_t len;
-		while (n < BATCH && (rc = dxpu_bridge_next_frame(br, now, tx[n], sizeof tx[n], &len)) == DXPU_MORE) {
-			iov[n] = (struct iovec){tx[n], len};
-			msgs[n] = (struct mmsghdr){.msg_hdr = {.msg_iov = &iov[n], .msg_iovlen = 1}};
-			n++;
-		}
-		if (rc < 0)
-			die("next_frame", rc);
-		for (int sent = 0; sent < n;) {
-			int k = sendmmsg(fd, msgs + sent, n - sent, 0);
-			if (k < 0) {
-				if (errno == EINTR || errno == EAGAIN || errno == ENOBUFS || errno == ECONNREFUSED)
-					break; /* the bridge retransmits what is lost */
-				perror("sendmmsg");
-				exit(1);
-			}
-			sent += k;
-		}
-		if (n < BATCH)
-			break;
-	}
+	send_due(now);
 	size_t len;
 	while ((rc = dxpu_bridge_next_tlp(br, DXPU_ACCEPT_ALL, tlp, sizeof tlp, &len)) == DXPU_MORE)
 		completion(tlp, len);
