@@ -106,7 +106,7 @@ func dxpu_bridge_new(c *C.struct_dxpu_bridge_config, errbuf *C.char, errlen C.si
 	cfg, err := configFrom(c)
 	if err != nil {
 		putString(errbuf, errlen, "dxpu_bridge_new: "+err.Error())
-		return codeInval
+		return C.dxpu_bridge(codeOf(err))
 	}
 	id, code, err := opNew(cfg)
 	if err != nil {

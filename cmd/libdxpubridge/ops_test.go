@@ -296,3 +296,59 @@ func BenchmarkTLPThroughABI(b *testing.B) {
 		moveOne(b, host, gpu, now, w, frame, out)
 	}
 }
+
+// TestConcurrentCallsAndFree: calls on one handle from several goroutines,
+// and a free in the middle of them, are serialized (go test -race checks
+// the locking): each call returns a documented code, and once the free
+// returned every call says DXPU_E_HANDLE.
+func TestConcurrentCallsAndFree(t *testing.T) {
+	t.Parallel()
+	id, code, err := opNew(bridge.Config{Role: bridge.RoleHost, PairID: 2})
+	if code != codeOK {
+		t.Fatal(err)
+	}
+	start := make(chan struct{})
+	results := make(chan int, 4*200)
+	for g := range 4 {
+		go func() {
+			buf := make([]byte, 1472)
+			<-start
+			for i := range 200 {
+				now := time.Duration(i*4+g) * time.Microsecond
+				var code int
+				switch i % 4 {
+				case 0:
+					_, code = opNextFrame(id, now, buf)
+				case 1:
+					code = opOnTimer(id, now)
+				case 2:
+					_, code = opCounters(id)
+				default:
+					code = opHandleFrame(id, now, buf[:20])
+				}
+				results <- code
+			}
+		}()
+	}
+	close(start)
+	for range 300 {
+		switch c := <-results; c {
+		case codeOK, codeMore, codeTime, codeFrame:
+		default:
+			t.Fatalf("before free: %s", codeName(c))
+		}
+	}
+	if code := opFree(id); code != codeOK {
+		t.Fatalf("free: %s", codeName(code))
+	}
+	for range 500 {
+		switch c := <-results; c {
+		case codeOK, codeMore, codeTime, codeFrame, codeHandle:
+		default:
+			t.Fatalf("around free: %s", codeName(c))
+		}
+	}
+	if code := opOnTimer(id, time.Hour); code != codeHandle {
+		t.Fatalf("after free: %s", codeName(code))
+	}
+}

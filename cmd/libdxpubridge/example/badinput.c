@@ -98,7 +98,7 @@ static void test_new(void)
 	for (size_t i = 0; i < sizeof roles / sizeof roles[0]; i++) {
 		cfg.role = roles[i];
 		dxpu_bridge h = dxpu_bridge_new(&cfg, err, sizeof err);
-		CHECK(h < 0 && strstr(err, "ole"), "role %u: %" PRId64 " %s", roles[i], h, err);
+		CHECK(h == DXPU_E_CONFIG && strstr(err, "ole"), "role %u: %" PRId64 " %s", roles[i], h, err);
 	}
 
 	cfg.role = DXPU_ROLE_HOST;
@@ -112,10 +112,10 @@ static void test_new(void)
 	CHECK(dxpu_bridge_new(&cfg, err, sizeof err) == DXPU_E_CONFIG, "dead_after -5: %s", err);
 	cfg.dead_after_ns = 0;
 	cfg.reserved[3] = 1;
-	CHECK(dxpu_bridge_new(&cfg, err, sizeof err) < 0 && strstr(err, "reserved"), "reserved: %s", err);
+	CHECK(dxpu_bridge_new(&cfg, err, sizeof err) == DXPU_E_CONFIG && strstr(err, "reserved"), "reserved: %s", err);
 	cfg.reserved[3] = 0;
 	cfg.n_id_map = 2;
-	CHECK(dxpu_bridge_new(&cfg, err, sizeof err) < 0 && strstr(err, "id_map"), "id_map NULL: %s", err);
+	CHECK(dxpu_bridge_new(&cfg, err, sizeof err) == DXPU_E_CONFIG && strstr(err, "id_map"), "id_map NULL: %s", err);
 	struct dxpu_id_mapping dup[2] = {{0x100, 0x200}, {0x100, 0x300}};
 	cfg.id_map = dup;
 	CHECK(dxpu_bridge_new(&cfg, err, sizeof err) == DXPU_E_CONFIG && strstr(err, "IDMap"), "id_map dup: %s", err);

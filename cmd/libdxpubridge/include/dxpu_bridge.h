@@ -305,7 +305,8 @@ int dxpu_bridge_counters(dxpu_bridge h, struct dxpu_counters *c);
 /*
  * dxpu_bridge_last_error writes the reason of the handle's latest failed
  * call (NUL-terminated, cut to len; "" when none failed) and returns its
- * code (DXPU_OK when none). A failure to name the handle is not recorded.
+ * code (DXPU_OK when none). Failures found before the handle is looked up
+ * (NULL pointers, lengths out of range, DXPU_E_HANDLE) are not recorded.
  */
 int dxpu_bridge_last_error(dxpu_bridge h, char *buf, size_t len);
 
