@@ -158,9 +158,14 @@ func (g *gpuSide) start(t *testing.T, ctx context.Context, peer netip.AddrPort) 
 	}
 }
 
-// checkMemory compares the device memory with the pattern.
+// checkMemory compares the device memory with the pattern, and checks the
+// device got every request exactly once: the writes, the flushing read and
+// the 4 KiB reads.
 func (g *gpuSide) checkMemory(t *testing.T, region uint64) {
 	t.Helper()
+	if got, want := g.r.Counters().TLPsDelivered, region/512+1+region/4096; got != want {
+		t.Errorf("the device got %d TLPs, want %d", got, want)
+	}
 	buf := make([]byte, 1<<20)
 	for off := uint64(0); off < region; off += uint64(len(buf)) {
 		if err := g.mem.ReadAt(buf, pairBase+off); err != nil {
