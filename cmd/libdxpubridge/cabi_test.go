@@ -203,7 +203,6 @@ func watch(t *testing.T, r *driver.Runner, done <-chan struct{}, stop func()) {
 
 func runCPair(t *testing.T, bin string, region uint64) figures {
 	t.Helper()
-	privtest.Loopback(t)
 	g := newGPUSide(t, region)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -320,7 +319,6 @@ func sendAll(ctx context.Context, r *driver.Runner, tlps [][]byte) error {
 
 func runGoPair(t *testing.T, region uint64) figures {
 	t.Helper()
-	privtest.Loopback(t)
 	g := newGPUSide(t, region)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -21,7 +21,7 @@
  * The data pattern: byte i of the region (offset from base) is byte i%8 of
  * mix(i/8), mix being the splitmix64 finalizer (see pattern_byte).
  *
- * One thread: poll the socket until a frame arrives or the bridge's
+ * Linux (recvmmsg, sendmmsg, ppoll). One thread: poll the socket until a frame arrives or the bridge's
  * deadline passes, feed frames in, drain frames out (sendmmsg), TLPs in,
  * events; offer new TLPs until the bridge says DXPU_E_BUSY.
  */
