@@ -21,9 +21,10 @@
  * The data pattern: byte i of the region (offset from base) is byte i%8 of
  * mix(i/8), mix being the splitmix64 finalizer (see pattern_byte).
  *
- * Linux (recvmmsg, sendmmsg, ppoll). One thread: poll the socket until a frame arrives or the bridge's
- * deadline passes, feed frames in, drain frames out (sendmmsg), TLPs in,
- * events; offer new TLPs until the bridge says DXPU_E_BUSY.
+ * Linux only (recvmmsg, sendmmsg, ppoll). One thread: poll the socket
+ * until a frame arrives or the bridge's deadline passes, feed frames in,
+ * drain frames out (sendmmsg), TLPs in, events; offer new TLPs until the
+ * bridge says DXPU_E_BUSY.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
