@@ -7,7 +7,7 @@ BENCHTIME ?= 1s
 BINDIR    ?= bin
 MANDIR    ?= $(BINDIR)/man
 
-.PHONY: all build install man demo test bench generate check-generate lint fuzz ci clean
+.PHONY: all build install man libdxpubridge cross-build demo test bench generate check-generate lint fuzz ci clean
 
 all: build
 
@@ -23,6 +23,15 @@ install:
 ## man: man pages of every command into MANDIR (generated from --help).
 man: build
 	$(BINDIR)/dxpu man --dir $(MANDIR)
+
+## libdxpubridge: the bridge core as a C library (bin/libdxpubridge.a and .so; header in cmd/libdxpubridge/include).
+libdxpubridge:
+	$(GO) build -buildmode=c-archive -o $(BINDIR)/libdxpubridge.a ./cmd/libdxpubridge
+	$(GO) build -buildmode=c-shared -o $(BINDIR)/libdxpubridge.so ./cmd/libdxpubridge
+
+## cross-build: arm64 builds of dxpu and the C library (needs gcc-aarch64-linux-gnu).
+cross-build:
+	scripts/cross-build.sh
 
 ## demo: the main job: a small emulated datacenter, native against fabric (no root).
 demo:
