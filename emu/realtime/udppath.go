@@ -135,10 +135,7 @@ func (p *UDPPath) start(upstream, downstream pcie.Receiver) error {
 	for i, t := range []driver.Transport{hc, gc} {
 		r := driver.New(bridges[i], t)
 		dst := []pcie.Receiver{upstream, downstream}[i]
-		r.OnTLP = func(v tlp.View) {
-			b := append([]byte(nil), v...)
-			p.Clock.Post(func() { dst.ReceiveTLP(b) })
-		}
+		r.OnTLP = func(v tlp.View) { p.Clock.PostTLP(dst, v) }
 		if p.OnEvent != nil {
 			role := []bridge.Role{bridge.RoleHost, bridge.RoleGPU}[i]
 			r.OnEvent = func(e bridge.Event) { p.OnEvent(role, e) }
