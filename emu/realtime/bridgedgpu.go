@@ -112,7 +112,10 @@ func NewBridgedGPU(r *driver.Runner, cfg BridgedGPUConfig) (*BridgedGPU, error) 
 	// them go nowhere before the GPU is attached.
 	s.RunWhile(func() bool { return true }, 0)
 	clk := New(s)
-	g.Attach(driver.NewQueuedSender(s, r))
+	q := driver.NewQueuedSender(s, r)
+	q.Batch = true
+	clk.AddFlusher(q.Flush)
+	g.Attach(q)
 	r.OnTLP = func(v tlp.View) { clk.PostTLP(g, v) }
 	return &BridgedGPU{clk: clk, g: g, cfg: cfg}, nil
 }

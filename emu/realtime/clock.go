@@ -29,6 +29,8 @@ type Clock struct {
 	// world (a NetTLP port reading host memory) holds it too.
 	world sync.Mutex
 	wake  chan struct{}
+	// flushers run after each step (see AddFlusher).
+	flushers []func() bool
 	// Tick bounds one sleep of the loop when nothing is scheduled (default
 	// 1ms): how often it looks at a condition that depends on the wall
 	// clock alone.
@@ -98,9 +100,17 @@ func (c *Clock) drain() int {
 	return n
 }
 
+// AddFlusher registers f to run after each step of the loop, with the
+// world held: a sender that batches what a step produced (a
+// driver.QueuedSender with Batch set) sends it there. f reports whether it
+// still holds work (the bridge pushed back); the loop then keeps polling
+// instead of sleeping. Register before the clock runs.
+func (c *Clock) AddFlusher(f func() bool) { c.flushers = append(c.flushers, f) }
+
 // step brings the simulation up to the wall clock, runs what is due and
-// what was posted, and returns how many things ran and when the next
-// event is due (ok false: none).
+// what was posted, flushes, and returns how many things ran and when the
+// next event is due (ok false: none; a flusher's backlog counts as due
+// now).
 func (c *Clock) step() (n int, next time.Duration, ok bool) {
 	c.world.Lock()
 	defer c.world.Unlock()
@@ -109,7 +119,14 @@ func (c *Clock) step() (n int, next time.Duration, ok bool) {
 	// scheduling a sentinel, and never runs an event after now.
 	n = int(c.S.Run(c.Elapsed()))
 	n += c.drain()
+	backlog := false
+	for _, f := range c.flushers {
+		backlog = f() || backlog
+	}
 	next, ok = c.S.Next()
+	if backlog {
+		next, ok = c.S.Now(), true
+	}
 	return n, next, ok
 }
 

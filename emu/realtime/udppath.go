@@ -62,7 +62,16 @@ func (p *UDPPath) Connect(upstream, downstream pcie.Receiver) (down, up pcie.Sen
 	if !p.Up() {
 		p.setErr(fmt.Errorf("realtime: bridge pair %d did not come up within %v", p.PairID, within))
 	}
-	return driver.NewQueuedSender(p.Clock.S, p.runners[0]), driver.NewQueuedSender(p.Clock.S, p.runners[1])
+	return p.sender(p.runners[0]), p.sender(p.runners[1])
+}
+
+// sender returns a batching sender to r, flushed after each step of the
+// clock: what a step produced leaves in as few frames as fit.
+func (p *UDPPath) sender(r *driver.Runner) pcie.Sender {
+	q := driver.NewQueuedSender(p.Clock.S, r)
+	q.Batch = true
+	p.Clock.AddFlusher(q.Flush)
+	return q
 }
 
 func (p *UDPPath) setErr(err error) {
