@@ -35,6 +35,10 @@ type QueuedSender struct {
 // NewQueuedSender returns a sender to r that retries on s.
 func NewQueuedSender(s *sim.Sim, r *Runner) *QueuedSender { return &QueuedSender{s: s, r: r} }
 
+// retryEvery is how often a refused queue is tried again without news
+// from the runner.
+const retryEvery = 20 * time.Microsecond
+
 func refused(err error) bool {
 	return errors.Is(err, bridge.ErrBusy) || errors.Is(err, bridge.ErrNotUp)
 }
@@ -61,7 +65,10 @@ func (s *QueuedSender) Flush() (backlog bool) {
 	if s.q.len() == 0 {
 		return false
 	}
-	if s.q.refused {
+	if s.q.refused && s.s.Now()-s.q.refusedAt < retryEvery {
+		// Progress is one signal shared with every other waiter on the
+		// runner: one may be missed, so the old retry period bounds the
+		// wait.
 		select {
 		case <-s.r.Progress:
 		default:
@@ -84,7 +91,7 @@ func (s *QueuedSender) send() {
 		}
 		s.q.pop(n)
 		if err != nil && refused(err) {
-			s.q.refused = true
+			s.q.refused, s.q.refusedAt = true, s.s.Now()
 			return
 		}
 	}
@@ -96,7 +103,7 @@ func (s *QueuedSender) retry() {
 		return
 	}
 	s.armed = true
-	s.s.After(20*time.Microsecond, func() {
+	s.s.After(retryEvery, func() {
 		s.armed = false
 		s.send()
 		if s.q.len() > 0 {
@@ -117,6 +124,8 @@ type tlpQueue struct {
 	ends    []int // end offset of each queued TLP in buf
 	head    int   // first queued TLP
 	refused bool  // the bridge refused the head; wait for progress
+	// refusedAt is when, in the simulation's time.
+	refusedAt time.Duration
 }
 
 func (q *tlpQueue) len() int { return len(q.ends) - q.head }

@@ -112,10 +112,7 @@ func NewBridgedGPU(r *driver.Runner, cfg BridgedGPUConfig) (*BridgedGPU, error) 
 	// them go nowhere before the GPU is attached.
 	s.RunWhile(func() bool { return true }, 0)
 	clk := New(s)
-	q := driver.NewQueuedSender(s, r)
-	q.Batch = true
-	clk.AddFlusher(q.Flush)
-	g.Attach(q)
+	g.Attach(driver.NewQueuedSender(s, r))
 	r.OnTLP = func(v tlp.View) { clk.PostTLP(g, v) }
 	return &BridgedGPU{clk: clk, g: g, cfg: cfg}, nil
 }

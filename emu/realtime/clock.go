@@ -3,6 +3,7 @@ package realtime
 import (
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/dxpu/dxpu/emu/pcie"
@@ -148,7 +149,13 @@ func (c *Clock) run(cond func() bool, until time.Duration) bool {
 	}()
 	lastWork := time.Now()
 	idleSince := lastWork
-	alone := runtime.GOMAXPROCS(0) == 1
+	procs := int32(runtime.GOMAXPROCS(0))
+	spinning := false
+	defer func() {
+		if spinning {
+			spinners.Add(-1)
+		}
+	}()
 	for cond() {
 		n, next, pending := c.step()
 		now := time.Now()
@@ -174,13 +181,23 @@ func (c *Clock) run(cond func() bool, until time.Duration) bool {
 			// loop does. Without yielding: a goroutine that yields stays
 			// runnable, and a processor with runnable work never polls the
 			// network, so the bridges feeding us would wait for the spin
-			// to end. Spinning on one processor leaves the other idle, and
-			// an idle processor waits in the network poller. With one
-			// processor there is no other: yield.
-			if alone {
-				runtime.Gosched()
+			// to end. Spinning on one processor leaves another idle, and
+			// an idle processor waits in the network poller. So spin only
+			// while another processor stays free (other clocks in the
+			// process spin too); else yield.
+			if !spinning {
+				spinning = true
+				if spinners.Add(1) >= procs {
+					spinning = false
+					spinners.Add(-1)
+					runtime.Gosched()
+				}
 			}
 			continue
+		}
+		if spinning {
+			spinning = false
+			spinners.Add(-1)
 		}
 		// Sleep, but wake Spin early and poll the rest of the way.
 		d := min(wait-c.Spin, c.Tick)
@@ -217,6 +234,10 @@ func (c *Clock) Advance(d time.Duration) {
 	pcie.RunUntil(c.S, end)
 	c.world.Unlock()
 }
+
+// spinners counts the clocks polling without yielding, each holding a
+// processor.
+var spinners atomic.Int32
 
 // World returns the lock held while the simulation runs. Hold it to read
 // or write the emulated world (host memory, say) from another goroutine:

@@ -49,7 +49,7 @@ func newWorld(open func() (host, gpu driver.Transport, err error), bcfg bridge.C
 	if open != nil {
 		o.Fabric = &topo.Fabric{}
 		o.Path = func(_ *sim.Sim, i int, _ *gpu.GPU) pcie.Path {
-			wd.path = &realtime.UDPPath{Clock: clk, PairID: pairID, Transports: open,
+			wd.path = &realtime.UDPPath{Clock: clk, PairID: pairID, Transports: open, BatchSends: true,
 				Bridge: bcfg, UpWithin: 10 * time.Second}
 			return wd.path
 		}
