@@ -3,6 +3,7 @@ package e2ebench
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strconv"
 	"testing"
 	"time"
@@ -80,5 +81,14 @@ func TestOptionsRejected(t *testing.T) {
 		if _, err := Run(context.Background(), o); err == nil {
 			t.Errorf("%+v: no error", o)
 		}
+	}
+}
+
+// TestNamespacesNotYet: until namespace mode exists, Run says so with the
+// sentinel rather than measuring loopback under the wrong name.
+func TestNamespacesNotYet(t *testing.T) {
+	t.Parallel()
+	if _, err := Run(context.Background(), Options{}); !errors.Is(err, ErrNamespaces) {
+		t.Fatalf("namespace mode: %v, want ErrNamespaces", err)
 	}
 }
