@@ -85,6 +85,21 @@ func (s *Sim) After(d time.Duration, fn func()) Timer { return s.At(s.now+d, fn)
 // until they are reached).
 func (s *Sim) Pending() int { return len(s.events) }
 
+// Next returns the time of the earliest live event, and false when none
+// is scheduled. It drops cancelled events from the head of the queue
+// (they would be skipped anyway) and runs nothing.
+func (s *Sim) Next() (time.Duration, bool) {
+	for len(s.events) > 0 {
+		head := s.events[0]
+		if head.fn != nil {
+			return head.at, true
+		}
+		heap.Pop(&s.events)
+		s.free = append(s.free, head)
+	}
+	return 0, false
+}
+
 // Step runs the next event and reports whether there was one.
 func (s *Sim) Step() bool {
 	for len(s.events) > 0 {

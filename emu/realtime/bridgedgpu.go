@@ -113,10 +113,7 @@ func NewBridgedGPU(r *driver.Runner, cfg BridgedGPUConfig) (*BridgedGPU, error) 
 	s.RunWhile(func() bool { return true }, 0)
 	clk := New(s)
 	g.Attach(driver.NewQueuedSender(s, r))
-	r.OnTLP = func(v tlp.View) {
-		b := append([]byte(nil), v...)
-		clk.Post(func() { g.ReceiveTLP(b) })
-	}
+	r.OnTLP = func(v tlp.View) { clk.PostTLP(g, v) }
 	return &BridgedGPU{clk: clk, g: g, cfg: cfg}, nil
 }
 

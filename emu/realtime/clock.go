@@ -3,37 +3,51 @@ package realtime
 import (
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/dxpu/dxpu/emu/pcie"
 	"github.com/dxpu/dxpu/sim"
+	"github.com/dxpu/dxpu/tlp"
 )
 
 // Clock paces a simulator to the wall clock. It implements host.Driver.
+//
+// The loop is event-driven: it runs what is due as soon as it is due or
+// posted, polls (yielding the processor between looks) while the next
+// event is near or work just happened, and only sleeps when nothing is
+// due within Spin. Sleeping is what costs: a Go timer shorter than a
+// millisecond sleeps about a millisecond on an idle Linux scheduler, and
+// a wake-up from a channel takes tens of microseconds on a loaded one.
 type Clock struct {
 	S     *sim.Sim
 	start time.Time
 	mu    sync.Mutex
-	inbox []func()
+	in    inbox // guarded by mu
+	spare inbox // the loop's side of the double buffer
 	// world is held while the simulation runs (a step, or the tail of
 	// Advance): code outside the simulation's goroutine that touches the
 	// world (a NetTLP port reading host memory) holds it too.
 	world sync.Mutex
 	wake  chan struct{}
-	// Tick bounds how long the loop sleeps between looks at the clock
-	// (default 20us): the resolution of the wall-clock world.
+	// flushers run after each step (see AddFlusher).
+	flushers []func() bool
+	// Tick bounds one sleep of the loop when nothing is scheduled (default
+	// 1ms): how often it looks at a condition that depends on the wall
+	// clock alone.
 	Tick time.Duration
 	// Idle is how long RunWhile waits with nothing scheduled and nothing
 	// posted before it reports a stall (default 2s).
 	Idle time.Duration
-	// Spin is how long the loop polls after the last event before it
-	// sleeps (default 50us).
+	// Spin is how long the loop polls after the last piece of work, and
+	// how near the next event must be for the loop to poll for it rather
+	// than sleep (default 100us).
 	Spin time.Duration
 }
 
 // New returns a clock for s, which must be at virtual time 0 (fresh).
 func New(s *sim.Sim) *Clock {
-	return &Clock{S: s, start: time.Now(), wake: make(chan struct{}, 1), Tick: 20 * time.Microsecond, Idle: 2 * time.Second, Spin: 50 * time.Microsecond}
+	return &Clock{S: s, start: time.Now(), wake: make(chan struct{}, 1), Tick: time.Millisecond, Idle: 2 * time.Second, Spin: 100 * time.Microsecond}
 }
 
 // Elapsed returns the wall time since the clock started.
@@ -43,61 +57,155 @@ func (c *Clock) Elapsed() time.Duration { return time.Since(c.start) }
 // called from any goroutine and never blocks.
 func (c *Clock) Post(fn func()) {
 	c.mu.Lock()
-	c.inbox = append(c.inbox, fn)
+	c.in.recs = append(c.in.recs, posted{fn: fn})
 	c.mu.Unlock()
+	c.signal()
+}
+
+// PostTLP queues a copy of v for dst, delivered in the simulation at the
+// current time in order with everything else posted. It may be called
+// from any goroutine and never blocks; in steady state it allocates
+// nothing (the copies live in a buffer the loop hands back).
+func (c *Clock) PostTLP(dst pcie.Receiver, v tlp.View) {
+	c.mu.Lock()
+	off := len(c.in.buf)
+	c.in.buf = append(c.in.buf, v...)
+	c.in.recs = append(c.in.recs, posted{dst: dst, off: off, n: len(v)})
+	c.mu.Unlock()
+	c.signal()
+}
+
+func (c *Clock) signal() {
 	select {
 	case c.wake <- struct{}{}:
 	default:
 	}
 }
 
+// drain runs what was posted, in order. Called with world held.
 func (c *Clock) drain() int {
 	c.mu.Lock()
-	q := c.inbox
-	c.inbox = nil
+	c.in, c.spare = c.spare, c.in
 	c.mu.Unlock()
-	for _, fn := range q {
-		fn()
+	q := &c.spare
+	for i := range q.recs {
+		r := &q.recs[i]
+		if r.fn != nil {
+			r.fn()
+		} else {
+			r.dst.ReceiveTLP(tlp.View(q.buf[r.off : r.off+r.n : r.off+r.n]))
+		}
 	}
-	return len(q)
+	n := len(q.recs)
+	q.reset()
+	return n
 }
 
-// step brings the simulation up to the wall clock and runs what is due.
-func (c *Clock) step() int {
+// AddFlusher registers f to run after each step of the loop, with the
+// world held: a sender that batches what a step produced (a
+// driver.QueuedSender with Batch set) sends it there. f reports whether it
+// still holds work (the bridge pushed back); the loop then keeps polling
+// instead of sleeping. Register before the clock runs.
+func (c *Clock) AddFlusher(f func() bool) { c.flushers = append(c.flushers, f) }
+
+// step brings the simulation up to the wall clock, runs what is due and
+// what was posted, flushes, and returns how many things ran and when the
+// next event is due (ok false: none; a flusher's backlog counts as due
+// now).
+func (c *Clock) step() (n int, next time.Duration, ok bool) {
 	c.world.Lock()
 	defer c.world.Unlock()
-	n := int(pcie.RunUntil(c.S, c.Elapsed()))
-	return n + c.drain()
+	// Run, not pcie.RunUntil: it also brings the clock to now when
+	// nothing is due (posted work is stamped with the wall time) without
+	// scheduling a sentinel, and never runs an event after now.
+	n = int(c.S.Run(c.Elapsed()))
+	n += c.drain()
+	backlog := false
+	for _, f := range c.flushers {
+		backlog = f() || backlog
+	}
+	next, ok = c.S.Next()
+	if backlog {
+		next, ok = c.S.Now(), true
+	}
+	return n, next, ok
 }
 
 // RunWhile implements host.Driver: it runs the simulation in step with the
 // wall clock while cond holds.
 func (c *Clock) RunWhile(cond func() bool) bool {
 	c.rebase()
-	idleSince := time.Now()
-	t := time.NewTimer(c.Tick)
-	defer t.Stop()
-	lastIdleCheck := time.Now()
+	return c.run(cond, -1)
+}
+
+// run is RunWhile's loop; until (virtual time, < 0: none) is a moment cond
+// depends on, to wake for like an event.
+func (c *Clock) run(cond func() bool, until time.Duration) bool {
+	var t *time.Timer
+	defer func() {
+		if t != nil {
+			t.Stop()
+		}
+	}()
+	lastWork := time.Now()
+	idleSince := lastWork
+	procs := int32(runtime.GOMAXPROCS(0))
+	spinning := false
+	defer func() {
+		if spinning {
+			spinners.Add(-1)
+		}
+	}()
 	for cond() {
-		if c.step() > 0 {
-			idleSince = time.Now()
-			lastIdleCheck = idleSince
-		} else if c.S.Pending() > 0 {
-			lastIdleCheck = time.Now()
-		} else if time.Since(lastIdleCheck) > c.Idle {
-			return false
-		}
-		if !cond() {
-			break
-		}
-		if time.Since(idleSince) < c.Spin {
-			// Something just happened and more is likely due within
-			// microseconds (device latencies): poll briefly, as a
-			// kernel-bypass loop does, before sleeping.
-			runtime.Gosched()
+		n, next, pending := c.step()
+		now := time.Now()
+		if n > 0 {
+			lastWork, idleSince = now, now
 			continue
 		}
-		t.Reset(c.Tick)
+		if pending {
+			idleSince = now
+		} else if now.Sub(idleSince) > c.Idle {
+			return false
+		}
+		wait := c.Tick
+		if pending {
+			wait = next - c.Elapsed()
+		}
+		if until >= 0 {
+			wait = min(wait, until-c.Elapsed())
+		}
+		if wait <= c.Spin || now.Sub(lastWork) < c.Spin {
+			// Something is due within microseconds (device latencies), or
+			// just happened and more is likely: poll, as a kernel-bypass
+			// loop does. Without yielding: a goroutine that yields stays
+			// runnable, and a processor with runnable work never polls the
+			// network, so the bridges feeding us would wait for the spin
+			// to end. Spinning on one processor leaves another idle, and
+			// an idle processor waits in the network poller. So spin only
+			// while another processor stays free (other clocks in the
+			// process spin too); else yield.
+			if !spinning {
+				spinning = true
+				if spinners.Add(1) >= procs {
+					spinning = false
+					spinners.Add(-1)
+					runtime.Gosched()
+				}
+			}
+			continue
+		}
+		if spinning {
+			spinning = false
+			spinners.Add(-1)
+		}
+		// Sleep, but wake Spin early and poll the rest of the way.
+		d := min(wait-c.Spin, c.Tick)
+		if t == nil {
+			t = time.NewTimer(d)
+		} else {
+			t.Reset(d)
+		}
 		select {
 		case <-c.wake:
 		case <-t.C:
@@ -121,13 +229,38 @@ func (c *Clock) rebase() {
 func (c *Clock) Advance(d time.Duration) {
 	c.rebase()
 	end := c.S.Now() + d
-	c.RunWhile(func() bool { return c.Elapsed() < end })
+	c.run(func() bool { return c.Elapsed() < end }, end)
 	c.world.Lock()
 	pcie.RunUntil(c.S, end)
 	c.world.Unlock()
 }
 
+// spinners counts the clocks polling without yielding, each holding a
+// processor.
+var spinners atomic.Int32
+
 // World returns the lock held while the simulation runs. Hold it to read
 // or write the emulated world (host memory, say) from another goroutine:
 // between steps nothing in the simulation moves.
 func (c *Clock) World() sync.Locker { return &c.world }
+
+// posted is one entry of the inbox: a function, or a TLP in the inbox's
+// buffer for dst.
+type posted struct {
+	fn     func()
+	dst    pcie.Receiver
+	off, n int
+}
+
+// inbox is what other goroutines posted since the last drain.
+type inbox struct {
+	recs []posted
+	buf  []byte
+}
+
+// reset empties the inbox, keeping its storage, and drops references so a
+// drained closure or receiver is not kept alive.
+func (q *inbox) reset() {
+	clear(q.recs)
+	q.recs, q.buf = q.recs[:0], q.buf[:0]
+}

@@ -1,0 +1,22 @@
+// Package e2ebench measures the real-time path end to end and, in the same
+// run, the network under it: `dxpu bench e2e`. An emulated host and an
+// emulated GPU on the wall clock (package emu/realtime) are joined by a
+// dxpu bridge pair as the bridges run in production (bridge/driver over
+// UDP); beside them, a UDP echo between the same two endpoints and a
+// lossless bridge pair flooded with writes give the baselines every
+// figure is judged against. In namespace mode the host side, the XDP
+// switch and the GPU side each live in their own network namespace (root
+// only); in loopback mode both ends use 127.0.0.1.
+//
+// The JSON result, times in microseconds and rates in Gbit/s:
+//
+//	echo_p50_us, echo_p99_us          UDP echo round trip (the baseline)
+//	mmio_read_p50_us, _p99_us         a BAR0 register read, CPU to CPU
+//	dma_read_p50_us, _p99_us          one 512-byte DMA read on the copy engine
+//	launch_sync_us                    empty kernel launch + stream sync (p50)
+//	native_launch_sync_us             the same with the GPU on native PCIe
+//	h2d_gbps, d2h_gbps                {"65536": rate, ...} by copy size in bytes
+//	link_goodput_gbps                 the flooded lossless bridge pair
+//	cpu_s_per_gb                      process CPU seconds per GB copied
+//	ratios                            each figure over its baseline
+package e2ebench

@@ -1,0 +1,240 @@
+package e2ebench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"strconv"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Options configures a run.
+type Options struct {
+	// Loopback runs both ends on 127.0.0.1 instead of in network
+	// namespaces behind the XDP switch (which needs root).
+	Loopback bool
+	// Sizes are the copy sizes in bytes (default 64 KiB, 256 KiB, ...
+	// 64 MiB).
+	Sizes []uint64
+	// Samples is how many MMIO reads and echoes are timed (default 2000);
+	// DMA reads and launches take a quarter as many.
+	Samples int
+	// Copies is how many times each size is copied each way; the median
+	// rate is reported (default 3).
+	Copies int
+	// LinkFor is how long the link's goodput is measured (default 1s).
+	LinkFor time.Duration
+	// MTU of the bridges (default 9000 on loopback, 1472 in namespaces:
+	// their veths carry 1500-byte packets).
+	MTU int
+	// Log receives progress (default: discarded).
+	Log *slog.Logger
+}
+
+func (o *Options) defaults() error {
+	if len(o.Sizes) == 0 {
+		for s := uint64(64 << 10); s <= 64<<20; s *= 4 {
+			o.Sizes = append(o.Sizes, s)
+		}
+	}
+	for _, s := range o.Sizes {
+		if s == 0 || s > 1<<30 || s%4 != 0 {
+			return fmt.Errorf("e2ebench: copy size %d: want a multiple of 4 in 4..1GiB", s)
+		}
+	}
+	if o.Samples == 0 {
+		o.Samples = 2000
+	}
+	if o.Copies == 0 {
+		o.Copies = 3
+	}
+	if o.LinkFor == 0 {
+		o.LinkFor = time.Second
+	}
+	if o.MTU == 0 {
+		o.MTU = 1472
+		if o.Loopback {
+			o.MTU = 9000
+		}
+	}
+	switch {
+	case o.Samples < 4:
+		return fmt.Errorf("e2ebench: %d samples: want at least 4", o.Samples)
+	case o.Copies < 1:
+		return fmt.Errorf("e2ebench: %d copies: want at least 1", o.Copies)
+	case o.LinkFor < 0:
+		return fmt.Errorf("e2ebench: link measured for %v: want a positive duration", o.LinkFor)
+	case o.MTU < 576 || o.MTU > 65000:
+		return fmt.Errorf("e2ebench: MTU %d: want 576..65000", o.MTU)
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return nil
+}
+
+// Result is what a run measured; times in microseconds, rates in Gbit/s.
+type Result struct {
+	Mode               string             `json:"mode"` // "loopback" or "netns"
+	EchoP50Us          float64            `json:"echo_p50_us"`
+	EchoP99Us          float64            `json:"echo_p99_us"`
+	MMIOReadP50Us      float64            `json:"mmio_read_p50_us"`
+	MMIOReadP99Us      float64            `json:"mmio_read_p99_us"`
+	DMAReadP50Us       float64            `json:"dma_read_p50_us"`
+	DMAReadP99Us       float64            `json:"dma_read_p99_us"`
+	LaunchSyncUs       float64            `json:"launch_sync_us"`
+	NativeLaunchSyncUs float64            `json:"native_launch_sync_us"`
+	NativeMMIOReadUs   float64            `json:"native_mmio_read_us"`
+	H2DGbps            map[string]float64 `json:"h2d_gbps"`
+	D2HGbps            map[string]float64 `json:"d2h_gbps"`
+	LinkGoodputGbps    float64            `json:"link_goodput_gbps"`
+	CPUSecondsPerGB    float64            `json:"cpu_s_per_gb"`
+	Ratios             Ratios             `json:"ratios"`
+	MTU                int                `json:"mtu"`
+}
+
+// Ratios are the figures against their baselines, as the targets state
+// them: MMIO read p50 <= 1.5 and p99 <= 2 times the echo's; launch+sync
+// within native + 2 echo p50s (LaunchSyncExcess <= 2); the largest copy
+// >= 0.5 of the link's goodput each way.
+type Ratios struct {
+	MMIOP50OverEcho  float64 `json:"mmio_p50_over_echo_p50"`
+	MMIOP99OverEcho  float64 `json:"mmio_p99_over_echo_p99"`
+	LaunchSyncExcess float64 `json:"launch_sync_minus_native_over_echo_p50"`
+	H2DOverLink      float64 `json:"h2d_largest_over_link"`
+	D2HOverLink      float64 `json:"d2h_largest_over_link"`
+}
+
+// Run performs one measurement.
+func Run(ctx context.Context, o Options) (Result, error) {
+	if err := o.defaults(); err != nil {
+		return Result{}, err
+	}
+	var net network
+	var err error
+	if o.Loopback {
+		net = loopbackNet{}
+	} else {
+		net, err = newNamespaces(ctx, o.Log)
+	}
+	if err != nil {
+		return Result{}, err
+	}
+	defer net.close()
+	res := Result{Mode: net.name(), MTU: o.MTU, H2DGbps: map[string]float64{}, D2HGbps: map[string]float64{}}
+	cfg := bridgeConfig(o.MTU)
+	maxCopy := slices.Max(o.Sizes)
+
+	o.Log.Info("e2ebench: echo baseline", "mode", res.Mode, "samples", o.Samples)
+	echo, err := net.echo(ctx, o.Samples)
+	if err != nil {
+		return res, err
+	}
+	res.EchoP50Us, res.EchoP99Us = quantileUs(echo, 0.5), quantileUs(echo, 0.99)
+
+	o.Log.Info("e2ebench: native world")
+	native, err := newWorld(nil, cfg, 4096)
+	if err != nil {
+		return res, err
+	}
+	nm, err := native.mmioReads(o.Samples / 4)
+	if err == nil {
+		var nl []time.Duration
+		if nl, err = native.launchSyncs(o.Samples / 4); err == nil {
+			res.NativeMMIOReadUs, res.NativeLaunchSyncUs = quantileUs(nm, 0.5), quantileUs(nl, 0.5)
+		}
+	}
+	native.close()
+	if err != nil {
+		return res, fmt.Errorf("native: %w", err)
+	}
+
+	o.Log.Info("e2ebench: world over the bridge pair")
+	wd, err := newWorld(net.bridges, cfg, maxCopy)
+	if err != nil {
+		return res, err
+	}
+	defer wd.close()
+	mm, err := wd.mmioReads(o.Samples)
+	if err != nil {
+		return res, err
+	}
+	res.MMIOReadP50Us, res.MMIOReadP99Us = quantileUs(mm, 0.5), quantileUs(mm, 0.99)
+	dr, err := wd.dmaReads(o.Samples / 4)
+	if err != nil {
+		return res, err
+	}
+	res.DMAReadP50Us, res.DMAReadP99Us = quantileUs(dr, 0.5), quantileUs(dr, 0.99)
+	ls, err := wd.launchSyncs(o.Samples / 4)
+	if err != nil {
+		return res, err
+	}
+	res.LaunchSyncUs = quantileUs(ls, 0.5)
+
+	cpu0 := cpuTime()
+	var moved uint64
+	for _, dir := range []direction{h2d, d2h} {
+		rates := map[string]float64{}
+		for _, size := range o.Sizes {
+			var rs []float64
+			for range o.Copies {
+				if err := ctx.Err(); err != nil {
+					return res, err
+				}
+				el, err := wd.copyTime(dir, size)
+				if err != nil {
+					return res, err
+				}
+				moved += size
+				rs = append(rs, float64(size)*8/el.Seconds()/1e9)
+			}
+			slices.Sort(rs)
+			rates[strconv.FormatUint(size, 10)] = rs[len(rs)/2]
+			o.Log.Info("e2ebench: copy", "dir", dir.String(), "bytes", size, "gbps", rs[len(rs)/2])
+		}
+		if dir == h2d {
+			res.H2DGbps = rates
+		} else {
+			res.D2HGbps = rates
+		}
+	}
+	res.CPUSecondsPerGB = (cpuTime() - cpu0).Seconds() / (float64(moved) / 1e9)
+	wd.close()
+
+	o.Log.Info("e2ebench: link goodput", "for", o.LinkFor)
+	if res.LinkGoodputGbps, err = linkGoodput(ctx, net.bridges, cfg, o.LinkFor); err != nil {
+		return res, err
+	}
+	big := strconv.FormatUint(maxCopy, 10)
+	res.Ratios = Ratios{
+		MMIOP50OverEcho:  res.MMIOReadP50Us / res.EchoP50Us,
+		MMIOP99OverEcho:  res.MMIOReadP99Us / res.EchoP99Us,
+		LaunchSyncExcess: (res.LaunchSyncUs - res.NativeLaunchSyncUs) / res.EchoP50Us,
+		H2DOverLink:      res.H2DGbps[big] / res.LinkGoodputGbps,
+		D2HOverLink:      res.D2HGbps[big] / res.LinkGoodputGbps,
+	}
+	return res, nil
+}
+
+// quantileUs returns the q-quantile of d in microseconds.
+func quantileUs(d []time.Duration, q float64) float64 {
+	if len(d) == 0 {
+		return 0
+	}
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return float64(s[int(q*float64(len(s)-1))]) / 1e3
+}
+
+// cpuTime returns the CPU time (user and system) the process used so far.
+func cpuTime() time.Duration {
+	var ru unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}

@@ -1,0 +1,95 @@
+package e2ebench
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/dxpu/dxpu/emu/gpu"
+)
+
+// mmioReads times n reads of a BAR0 register, each a full round trip.
+func (wd *world) mmioReads(n int) ([]time.Duration, error) {
+	out := make([]time.Duration, 0, n)
+	for i := 0; i < n; i++ {
+		t0 := time.Now()
+		if _, err := wd.c.ReadRegister(wd.d, gpu.RegScratch); err != nil {
+			return nil, fmt.Errorf("e2ebench: MMIO read %d: %w", i, err)
+		}
+		out = append(out, time.Since(t0))
+	}
+	return out, nil
+}
+
+// dmaReads times n copies of one read request's worth (MRRS, 512 bytes)
+// from host to device on the copy engine: request to last completion, as
+// the GPU's copy engine reports it on the clock that runs the world.
+func (wd *world) dmaReads(n int) ([]time.Duration, error) {
+	const size = 512
+	out := make([]time.Duration, 0, n)
+	var dur time.Duration
+	prev := wd.g.OnOp
+	wd.g.OnOp = func(c gpu.Command, s, t time.Duration) { dur = t - s }
+	defer func() { wd.g.OnOp = prev }()
+	for i := 0; i < n; i++ {
+		dur = -1
+		if err := wd.c.MemcpyHtoD(wd.st, wd.dst, wd.src, size); err != nil {
+			return nil, fmt.Errorf("e2ebench: DMA read %d: %w", i, err)
+		}
+		if dur < 0 {
+			return nil, fmt.Errorf("e2ebench: DMA read %d: the copy engine reported no operation", i)
+		}
+		out = append(out, dur)
+	}
+	return out, nil
+}
+
+// launchSyncs times n empty-kernel launches each followed by a stream
+// synchronization, as the CPU sees them.
+func (wd *world) launchSyncs(n int) ([]time.Duration, error) {
+	out := make([]time.Duration, 0, n)
+	for i := 0; i < n; i++ {
+		t0 := time.Now()
+		if err := wd.c.Launch(wd.st, 0); err != nil {
+			return nil, fmt.Errorf("e2ebench: launch %d: %w", i, err)
+		}
+		if err := wd.c.StreamSynchronize(wd.st); err != nil {
+			return nil, fmt.Errorf("e2ebench: synchronize %d: %w", i, err)
+		}
+		out = append(out, time.Since(t0))
+	}
+	return out, nil
+}
+
+// Direction of a copy.
+type direction int
+
+const (
+	h2d direction = iota
+	d2h
+)
+
+func (d direction) String() string {
+	if d == h2d {
+		return "h2d"
+	}
+	return "d2h"
+}
+
+// copyTime moves size bytes in one synchronous copy and returns the wall
+// time from the call to its return: every byte crosses as TLPs.
+func (wd *world) copyTime(dir direction, size uint64) (time.Duration, error) {
+	if size > wd.bufSize {
+		return 0, fmt.Errorf("e2ebench: copy of %d bytes: buffers hold %d", size, wd.bufSize)
+	}
+	t0 := time.Now()
+	var err error
+	if dir == h2d {
+		err = wd.c.MemcpyHtoD(wd.st, wd.dst, wd.src, size)
+	} else {
+		err = wd.c.MemcpyDtoH(wd.st, wd.src, wd.dst, size)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("e2ebench: %v copy of %d bytes: %w", dir, size, err)
+	}
+	return time.Since(t0), nil
+}

@@ -1,0 +1,58 @@
+package e2ebench
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"time"
+
+	"github.com/dxpu/dxpu/bridge/driver"
+	"github.com/dxpu/dxpu/bridge/udp"
+)
+
+// network is where the two ends live: it opens the bridge pair's
+// transports and runs the echo baseline between the same two endpoints.
+type network interface {
+	name() string
+	bridges() (host, gpu driver.Transport, err error)
+	echo(ctx context.Context, n int) ([]time.Duration, error)
+	close()
+}
+
+// loopbackNet puts both ends on 127.0.0.1.
+type loopbackNet struct{}
+
+func (loopbackNet) name() string { return "loopback" }
+func (loopbackNet) close()       {}
+
+func (loopbackNet) bridges() (driver.Transport, driver.Transport, error) {
+	lo := netip.MustParseAddrPort("127.0.0.1:0")
+	hc, err := udp.Listen(lo, netip.AddrPort{})
+	if err != nil {
+		return nil, nil, fmt.Errorf("e2ebench: host-side socket: %w", err)
+	}
+	gc, err := udp.Listen(lo, hc.LocalAddr())
+	if err != nil {
+		hc.Close()
+		return nil, nil, fmt.Errorf("e2ebench: GPU-side socket: %w", err)
+	}
+	hc.SetPeer(gc.LocalAddr())
+	return hc, gc, nil
+}
+
+func (loopbackNet) echo(ctx context.Context, n int) ([]time.Duration, error) {
+	lo := &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)}
+	sc, err := net.ListenUDP("udp", lo)
+	if err != nil {
+		return nil, fmt.Errorf("e2ebench: echo server: %w", err)
+	}
+	defer sc.Close()
+	cc, err := net.ListenUDP("udp", lo)
+	if err != nil {
+		return nil, fmt.Errorf("e2ebench: echo client: %w", err)
+	}
+	defer cc.Close()
+	go echoServer(sc)
+	return echoRTTs(ctx, cc, sc.LocalAddr().(*net.UDPAddr).AddrPort(), n, 64, nil)
+}
