@@ -39,7 +39,7 @@ type world struct {
 }
 
 // newWorld builds and enumerates the world; open nil means native PCIe.
-func newWorld(open func() (host, gpu driver.Transport, err error), bcfg bridge.Config, maxCopy uint64) (*world, error) {
+func newWorld(open func() (host, gpu driver.Transport, err error), bcfg bridge.Config, maxCopy uint64, batch bool) (*world, error) {
 	s := sim.New(1)
 	clk := realtime.New(s)
 	wd := &world{clk: clk}
@@ -49,7 +49,7 @@ func newWorld(open func() (host, gpu driver.Transport, err error), bcfg bridge.C
 	if open != nil {
 		o.Fabric = &topo.Fabric{}
 		o.Path = func(_ *sim.Sim, i int, _ *gpu.GPU) pcie.Path {
-			wd.path = &realtime.UDPPath{Clock: clk, PairID: pairID, Transports: open, BatchSends: true,
+			wd.path = &realtime.UDPPath{Clock: clk, PairID: pairID, Transports: open, BatchSends: batch,
 				Bridge: bcfg, UpWithin: 10 * time.Second}
 			return wd.path
 		}
