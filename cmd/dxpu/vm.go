@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/dxpu/dxpu/bridge/udp"
+	"github.com/dxpu/dxpu/internal/app/bridged"
 	"github.com/dxpu/dxpu/internal/app/vm"
 )
 
@@ -125,9 +126,10 @@ launch and sync, boot time, MMIO read latency and copy rates.`,
 
 func newVMRunCmd(e *env) *cobra.Command {
 	var (
-		f      vmFlags
-		gpus   []string
-		stayUp bool
+		f        vmFlags
+		gpus     []string
+		stayUp   bool
+		insecure bool
 	)
 	cmd := &cobra.Command{
 		Use:   "run",
@@ -135,12 +137,13 @@ func newVMRunCmd(e *env) *cobra.Command {
 		Long: `run boots a guest with one GPU per --gpu, each a host-side bridge that pairs
 with a GPU-side bridge elsewhere (dxpu bridge --role gpu, or a box agent):
 
-  --gpu pair=N,listen=IP:PORT,peer=IP:PORT
+  --gpu pair=N,listen=IP:PORT,peer=IP:PORT,key=FILE
 
-The guest tool's report is printed as JSON when it is done; with
+key is the pair key file the GPU side's bridge was given (--key-file there);
+--insecure-no-keys runs every pair unkeyed, for a lab only. The guest tool's report is printed as JSON when it is done; with
 --stay-up the guest keeps running until interrupted.`,
-		Example: `  dxpu bridge --role gpu --pair 1 --listen 127.0.0.1:7001 --peer 127.0.0.1:7002 --pcie emu-gpu &
-  dxpu vm run --gpu pair=1,listen=127.0.0.1:7002,peer=127.0.0.1:7001`,
+		Example: `  dxpu bridge --role gpu --pair 1 --listen 127.0.0.1:7001 --peer 127.0.0.1:7002 --pcie emu-gpu --key-file pair1.key &
+  dxpu vm run --gpu pair=1,listen=127.0.0.1:7002,peer=127.0.0.1:7001,key=pair1.key`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := f.check(); err != nil {
@@ -150,7 +153,7 @@ The guest tool's report is printed as JSON when it is done; with
 				return exitCodeError{2, fmt.Errorf("give at least one --gpu pair=N,listen=IP:PORT,peer=IP:PORT")}
 			}
 			for _, g := range gpus {
-				rg, err := parseVMGPU(g)
+				rg, err := parseVMGPU(g, insecure)
 				if err != nil {
 					return exitCodeError{2, err}
 				}
@@ -175,15 +178,17 @@ The guest tool's report is printed as JSON when it is done; with
 		},
 	}
 	f.add(cmd)
-	cmd.Flags().StringArrayVar(&gpus, "gpu", nil, "a remote GPU: pair=N,listen=IP:PORT,peer=IP:PORT (repeatable)")
+	cmd.Flags().StringArrayVar(&gpus, "gpu", nil, "a remote GPU: pair=N,listen=IP:PORT,peer=IP:PORT,key=FILE (repeatable)")
+	cmd.Flags().BoolVar(&insecure, "insecure-no-keys", false, "run the pairs unkeyed (lab only: anyone on the fabric can inject TLPs)")
 	cmd.Flags().BoolVar(&stayUp, "stay-up", false, "keep the guest running after its tool is done (until interrupted)")
 	return cmd
 }
 
-// parseVMGPU reads pair=N,listen=IP:PORT,peer=IP:PORT.
-func parseVMGPU(s string) (*vm.RemoteGPU, error) {
+// parseVMGPU reads pair=N,listen=IP:PORT,peer=IP:PORT,key=FILE.
+func parseVMGPU(s string, insecure bool) (*vm.RemoteGPU, error) {
 	var pair uint64
 	var listen, peer netip.AddrPort
+	var key []byte
 	for _, kv := range strings.Split(s, ",") {
 		k, v, ok := strings.Cut(kv, "=")
 		var err error
@@ -199,8 +204,10 @@ func parseVMGPU(s string) (*vm.RemoteGPU, error) {
 			listen, err = netip.ParseAddrPort(v)
 		case k == "peer":
 			peer, err = netip.ParseAddrPort(v)
+		case k == "key":
+			key, err = bridged.LoadKeyFile(v)
 		default:
-			return nil, fmt.Errorf("--gpu %q: unknown key %q (want pair, listen, peer)", s, k)
+			return nil, fmt.Errorf("--gpu %q: unknown key %q (want pair, listen, peer, key)", s, k)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("--gpu %q: %s=%q: %v", s, k, v, err)
@@ -209,9 +216,17 @@ func parseVMGPU(s string) (*vm.RemoteGPU, error) {
 	if pair == 0 || !listen.IsValid() || !peer.IsValid() {
 		return nil, fmt.Errorf("--gpu %q: pair, listen and peer are all needed", s)
 	}
+	switch {
+	case key == nil && !insecure:
+		return nil, fmt.Errorf("--gpu %q: key=FILE is needed (the pair key), or --insecure-no-keys for a lab", s)
+	case key != nil && insecure:
+		return nil, fmt.Errorf("--gpu %q: key= and --insecure-no-keys exclude each other", s)
+	}
+	bc := vm.DefaultBridge(uint32(pair))
+	bc.Key, bc.RequireKeys = key, !insecure
 	c, err := udp.Listen(listen, peer)
 	if err != nil {
 		return nil, fmt.Errorf("--gpu %q: %w", s, err)
 	}
-	return &vm.RemoteGPU{Transport: c, Bridge: vm.DefaultBridge(uint32(pair))}, nil
+	return &vm.RemoteGPU{Transport: c, Bridge: bc}, nil
 }

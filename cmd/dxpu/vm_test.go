@@ -23,6 +23,8 @@ func TestVMFlags(t *testing.T) {
 		{[]string{"vm", "run", "--gpu", "pair=0,listen=127.0.0.1:1,peer=127.0.0.1:2"}, "16777215"},
 		{[]string{"vm", "run", "--gpu", "pair=1,listen=127.0.0.1:1,peer=127.0.0.1:2,colour=red"}, "unknown key"},
 		{[]string{"vm", "run", "--gpu", "pair=1,listen=here,peer=127.0.0.1:2"}, "listen"},
+		{[]string{"vm", "run", "--gpu", "pair=1,listen=127.0.0.1:1,peer=127.0.0.1:2"}, "key=FILE is needed"},
+		{[]string{"vm", "run", "--gpu", "pair=1,listen=127.0.0.1:1,peer=127.0.0.1:2,key=/nonexistent"}, "pair key file"},
 	} {
 		_, _, err := runDxpu(t, "", tc.args...)
 		var ec exitCodeError
@@ -34,7 +36,7 @@ func TestVMFlags(t *testing.T) {
 
 func TestParseVMGPU(t *testing.T) {
 	t.Parallel()
-	g, err := parseVMGPU("pair=7,listen=127.0.0.1:0,peer=127.0.0.1:9")
+	g, err := parseVMGPU("pair=7,listen=127.0.0.1:0,peer=127.0.0.1:9", true)
 	if err != nil {
 		t.Fatal(err)
 	}
