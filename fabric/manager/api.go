@@ -160,6 +160,7 @@ func (m *Manager) routes() http.Handler {
 	})
 	v1("GET /v1/table", m.getTable)
 	v1("GET /v1/events", m.getEvents)
+	mux.HandleFunc("POST /v1/agent/pairs/{id}/link-down", m.agentLinkDown) // the agent's credential, not a token
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &APIError{Status: http.StatusNotFound, Code: CodeNotFound, Message: fmt.Sprintf("no route %s %s", r.Method, r.URL.Path)})
 	})

@@ -147,6 +147,10 @@
 //	                                    returns when the version differs from N
 //	                                    (at once if it already does), or after
 //	                                    timeout with the unchanged table
+//	POST   /v1/agent/pairs/{id}/link-down {"reason":"..."}, with an agent's own
+//	                                    credential instead of a token: a bridge
+//	                                    agent reports its pair's link down; the
+//	                                    GPU is marked unhealthy (see agentreport.go)
 //
 // A worked allocation:
 //

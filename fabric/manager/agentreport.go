@@ -1,0 +1,98 @@
+package manager
+
+import (
+	"crypto/subtle"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/dxpu/dxpu/fabric/pool"
+)
+
+// Agent reports. A bridge's agent tells the manager what only it can see,
+// with its own credential (never the admin token):
+//
+//	POST /v1/agent/pairs/{id}/link-down   {"reason":"peer silent for 1s"}
+//	Authorization: Bearer <the agent's credential>
+//
+//	200 {"pair":41,"gpu":"box7-g0","allocation":"a-3f9c0b6e21d4"}
+//
+// A host bridge whose pair link went down (the GPU side died), or the box
+// bridge of the pair, may report it: the pair's GPU is marked unhealthy
+// exactly as POST /v1/gpus/{id}/health would, so the host gets its surprise
+// removal and the pair is torn down. A credential that is no agent's is
+// 401; an agent that holds neither end of the pair 403; a pair that no
+// allocation holds (already torn down: the report is done) 404.
+
+// agentOf returns the box or host whose agent credential tok is, comparing
+// with every credential in constant time.
+func (m *Manager) agentOf(tok string) (bridgeID, bool) {
+	m.creds.mu.RLock()
+	defer m.creds.mu.RUnlock()
+	var who bridgeID
+	found := false
+	for id, ac := range m.creds.by {
+		if subtle.ConstantTimeCompare([]byte(tok), []byte(ac.Credential)) == 1 {
+			who, found = id, true
+		}
+	}
+	return who, found
+}
+
+// agentLinkDown serves POST /v1/agent/pairs/{id}/link-down.
+func (m *Manager) agentLinkDown(w http.ResponseWriter, r *http.Request) {
+	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	who, known := m.agentOf(strings.TrimSpace(tok))
+	if !ok || !known {
+		m.metrics.unauthorized.Inc()
+		w.Header().Set("WWW-Authenticate", `Bearer realm="dxpu-agent-report"`)
+		writeError(w, &APIError{Status: http.StatusUnauthorized, Code: CodeUnauthorized,
+			Message: "agent reports need the reporting agent's own credential (Authorization: Bearer ...)"})
+		return
+	}
+	p, err := m.livePool()
+	if err != nil {
+		writeError(w, apiErrorOf(err))
+		return
+	}
+	id, err := strconv.ParseUint(r.PathValue("id"), 10, 32)
+	if err != nil || id == 0 || id > 1<<24-1 {
+		writeError(w, badRequest(fmt.Sprintf("path pair id %q: want 1..16777215", r.PathValue("id"))))
+		return
+	}
+	var body struct {
+		Reason string `json:"reason"`
+	}
+	if err := decode(r, &body); err != nil {
+		writeError(w, apiErrorOf(err))
+		return
+	}
+	var alloc pool.Allocation
+	var as pool.Assignment
+	found := false
+	for _, a := range p.Allocations() {
+		for _, g := range a.GPUs {
+			if g.Pair == uint32(id) {
+				alloc, as, found = a, g, true
+			}
+		}
+	}
+	if !found {
+		writeError(w, &APIError{Status: http.StatusNotFound, Code: CodeNotFound, Message: fmt.Sprintf("pair %d is in no allocation", id)})
+		return
+	}
+	if who != (bridgeID{BridgeHost, alloc.Host}) && who != (bridgeID{BridgeBox, as.Box}) {
+		writeError(w, &APIError{Status: http.StatusForbidden, Code: CodeForbidden,
+			Message: fmt.Sprintf("the agent of %s %s holds neither end of pair %d (host %s, box %s)", who.kind, who.id, id, alloc.Host, as.Box)})
+		return
+	}
+	m.log.Warn("agent reports pair link down; marking its GPU unhealthy", "agent", who.kind+"/"+who.id,
+		"pair", id, "gpu", as.GPU, "allocation", alloc.ID, "reason", body.Reason)
+	if _, err := m.SetGPUHealth(r.Context(), as.GPU, pool.Unhealthy); err != nil {
+		writeError(w, apiErrorOf(err))
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	fmt.Fprintf(w, "{\"pair\":%d,\"gpu\":%q,\"allocation\":%q}\n", id, as.GPU, alloc.ID)
+}
