@@ -1,0 +1,330 @@
+package bridgeagent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/netip"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/dxpu/dxpu/bridge"
+	"github.com/dxpu/dxpu/bridge/driver"
+	"github.com/dxpu/dxpu/emu/pcie"
+	"github.com/dxpu/dxpu/fabric/manager"
+	"github.com/dxpu/dxpu/tlp"
+	"github.com/dxpu/dxpu/tlp/encap"
+)
+
+// Sentinel errors of the agent's calls (the manager sees their text in a
+// 502 agent_failed).
+var (
+	// ErrWrongBridge: a pair for another box, host or GPU than this agent's.
+	ErrWrongBridge = errors.New("pair is not for this bridge")
+	// ErrInUse: the pair's GPU or host port serves another pair.
+	ErrInUse = errors.New("in use by another pair")
+	// ErrNoPair: a hot-plug call for a pair that is not programmed.
+	ErrNoPair = errors.New("pair not programmed")
+)
+
+// Agent is the agent of one bridge daemon: it programs a bridge per pair on
+// one data-plane socket and, on a host, drives the emulated host's
+// hot-plug. Start one with Start; it stops when its context ends.
+type Agent struct {
+	o    Options
+	log  *slog.Logger
+	mux  *Mux
+	host *emuHost // host role
+	rep  *reporter
+	cred atomic.Pointer[string]
+	ctx  context.Context
+	wg   sync.WaitGroup
+
+	mu    sync.Mutex
+	pairs map[uint32]*pairRun
+}
+
+// pairRun is one programmed pair: its bridge on the wall clock and, on a
+// GPU box, the device behind it.
+type pairRun struct {
+	p      manager.Pair
+	runner *driver.Runner
+	ctx    context.Context // ends when the pair is removed
+	cancel context.CancelFunc
+	done   chan struct{} // closed when its goroutines returned
+	// Host role: where the bridge's TLPs go once the GPU is plugged, and
+	// a signal for every link-up.
+	to     atomic.Pointer[pcie.Receiver]
+	linkUp chan struct{}
+}
+
+// Start binds the data-plane socket, brings up the PCIe side and starts
+// the agent; it runs until ctx ends (Wait returns then).
+func Start(ctx context.Context, o Options) (*Agent, error) {
+	if err := o.fill(); err != nil {
+		return nil, err
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	mux, err := ListenMux(o.Listen)
+	if err != nil {
+		return nil, err
+	}
+	a := &Agent{o: o, log: o.Log, mux: mux, ctx: ctx, pairs: map[uint32]*pairRun{}}
+	a.cred.Store(&o.Credential)
+	if a.rep, err = newReporter(o, a.credential, o.Log); err != nil {
+		mux.Close()
+		return nil, err
+	}
+	a.wg.Add(1)
+	go func() {
+		defer a.wg.Done()
+		if err := mux.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+			a.log.Error("data plane stopped", "err", err)
+		}
+	}()
+	if o.Role == bridge.RoleHost {
+		a.host = newEmuHost(o.Ports, o.Log)
+		a.wg.Add(1)
+		go func() { defer a.wg.Done(); a.host.loop(ctx) }()
+		if err := a.host.start(ctx); err != nil {
+			mux.Close()
+			return nil, err
+		}
+	}
+	a.log.Info("bridge agent running", "role", o.Role, "data_plane", mux.LocalAddr(), "switch", o.Switch)
+	return a, nil
+}
+
+// Wait returns once the agent's context ended and every pair stopped.
+func (a *Agent) Wait() {
+	<-a.ctx.Done()
+	a.mu.Lock()
+	for id, pr := range a.pairs {
+		pr.cancel()
+		<-pr.done
+		delete(a.pairs, id)
+	}
+	a.mu.Unlock()
+	a.wg.Wait()
+}
+
+// DataPlane is the bound UDP address.
+func (a *Agent) DataPlane() netip.AddrPort { return a.mux.LocalAddr() }
+
+// SetCredential replaces the agent credential (after a re-registration).
+func (a *Agent) SetCredential(c string) { a.cred.Store(&c) }
+
+func (a *Agent) credential() string { return *a.cred.Load() }
+
+// check refuses a pair this agent does not serve.
+func (a *Agent) check(p manager.Pair) error {
+	if a.o.Role == bridge.RoleHost {
+		if a.o.HostID != "" && p.Host != a.o.HostID {
+			return fmt.Errorf("pair %d is for host %q, this agent serves %q: %w", p.ID, p.Host, a.o.HostID, ErrWrongBridge)
+		}
+		if p.HostPort < 0 || p.HostPort >= a.o.Ports {
+			return fmt.Errorf("pair %d: host_port %d, this host has ports 0..%d: %w", p.ID, p.HostPort, a.o.Ports-1, ErrWrongBridge)
+		}
+		return nil
+	}
+	if b := a.o.Box; b != nil {
+		if p.Box != b.ID {
+			return fmt.Errorf("pair %d is for box %q, this agent serves %q: %w", p.ID, p.Box, b.ID, ErrWrongBridge)
+		}
+		ids := make([]string, len(b.GPUs))
+		for i, g := range b.GPUs {
+			ids[i] = g.ID
+		}
+		if !slices.Contains(ids, p.GPU) {
+			return fmt.Errorf("pair %d: gpu %q is not in box %s (it lists %v): %w", p.ID, p.GPU, b.ID, ids, ErrWrongBridge)
+		}
+	}
+	if a.o.PCIe == PCIeEmuGPU {
+		if _, err := modelOf(p.Model); err != nil {
+			return fmt.Errorf("pair %d gpu %s: %w", p.ID, p.GPU, err)
+		}
+	}
+	return nil
+}
+
+// peerOf is where the pair's frames go: the switch, or the far end.
+func (a *Agent) peerOf(p manager.Pair) (netip.AddrPort, error) {
+	if a.o.Switch.IsValid() {
+		return a.o.Switch, nil
+	}
+	far, side := p.GPUBridge, "gpu_bridge"
+	if a.o.Role == bridge.RoleGPU {
+		far, side = p.HostBridge, "host_bridge"
+	}
+	ip, err := netip.ParseAddr(far.IP)
+	if err != nil {
+		return netip.AddrPort{}, fmt.Errorf("pair %d: %s.ip %q: frames need an address (or start the agent with --switch): %w", p.ID, side, far.IP, ErrWrongBridge)
+	}
+	port := far.UDPPort
+	if port == 0 {
+		port = encap.DefaultUDPPort
+	}
+	return netip.AddrPortFrom(ip, port), nil
+}
+
+// ProgramPair creates the pair's bridge (idempotent: the same pair again
+// changes nothing; a pair ID with other contents replaces it).
+func (a *Agent) ProgramPair(ctx context.Context, p manager.Pair) error {
+	p.HostAgentCredential, p.GPUAgentCredential = "", ""
+	if err := a.check(p); err != nil {
+		return err
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if old, ok := a.pairs[p.ID]; ok {
+		if old.p == p {
+			return nil
+		}
+		a.log.Info("pair reprogrammed; replacing its bridge", "pair", p.ID)
+		a.stop(ctx, old)
+	}
+	for _, o := range a.pairs {
+		if a.o.Role == bridge.RoleGPU && o.p.GPU == p.GPU {
+			return fmt.Errorf("pair %d: gpu %s serves pair %d: %w", p.ID, p.GPU, o.p.ID, ErrInUse)
+		}
+		if a.o.Role == bridge.RoleHost && o.p.HostPort == p.HostPort {
+			return fmt.Errorf("pair %d: host port %d serves pair %d: %w", p.ID, p.HostPort, o.p.ID, ErrInUse)
+		}
+	}
+	peer, err := a.peerOf(p)
+	if err != nil {
+		return err
+	}
+	b, err := bridge.New(bridge.Config{Role: a.o.Role, PairID: p.ID, Keepalive: a.o.Keepalive, DeadAfter: a.o.DeadAfter,
+		CompletionTimeout: a.o.CompletionTimeout, MaxRTO: max(a.o.DeadAfter/5, 20*time.Millisecond)})
+	if err != nil {
+		return fmt.Errorf("pair %d: %w", p.ID, err)
+	}
+	conn, err := a.mux.Open(p.ID, peer)
+	if err != nil {
+		return err
+	}
+	pr := &pairRun{p: p, runner: driver.New(b, conn), done: make(chan struct{}), linkUp: make(chan struct{}, 1)}
+	pr.runner.OnEvent = func(e bridge.Event) { a.onEvent(pr, e) }
+	var side func(context.Context) error
+	if a.o.Role == bridge.RoleGPU {
+		if side, err = a.device(pr); err != nil {
+			conn.Close()
+			return err
+		}
+	} else {
+		pr.runner.OnTLP = func(v tlp.View) { a.host.post(&pr.to, v) }
+	}
+	pctx, cancel := context.WithCancel(a.ctx)
+	pr.ctx, pr.cancel = pctx, cancel
+	var wg sync.WaitGroup
+	for _, fn := range []func(context.Context) error{pr.runner.Run, side} {
+		if fn == nil {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := fn(pctx); err != nil && !errors.Is(err, context.Canceled) {
+				a.log.Error("pair stopped", "pair", p.ID, "err", err)
+			}
+		}()
+	}
+	go func() { wg.Wait(); close(pr.done) }()
+	a.pairs[p.ID] = pr
+	a.log.Info("pair programmed", "pair", p.ID, "allocation", p.Allocation, "host", p.Host, "host_port", p.HostPort,
+		"box", p.Box, "gpu", p.GPU, "peer", peer)
+	return nil
+}
+
+// stop ends a pair's bridge (called with a.mu held); on a host its device
+// leaves the emulated host first.
+func (a *Agent) stop(ctx context.Context, pr *pairRun) {
+	if a.host != nil {
+		if err := a.host.unplug(ctx, pr.p.HostPort, pr.p.ID, RemovedHotRemove, "pair removed"); err != nil {
+			a.log.Warn("removing the device of a removed pair", "pair", pr.p.ID, "err", err)
+		}
+	}
+	pr.cancel()
+	<-pr.done
+	delete(a.pairs, pr.p.ID)
+}
+
+// RemovePair tears the pair's bridge down (idempotent).
+func (a *Agent) RemovePair(ctx context.Context, p manager.Pair) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	pr, ok := a.pairs[p.ID]
+	if !ok {
+		return nil
+	}
+	a.stop(ctx, pr)
+	a.log.Info("pair removed", "pair", p.ID, "gpu", pr.p.GPU)
+	return nil
+}
+
+// ListPairs reports the pairs the agent runs, for reconciliation.
+func (a *Agent) ListPairs(context.Context) ([]manager.Pair, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := make([]manager.Pair, 0, len(a.pairs))
+	for _, pr := range a.pairs {
+		out = append(out, pr.p)
+	}
+	slices.SortFunc(out, func(x, y manager.Pair) int { return int(x.ID) - int(y.ID) })
+	return out, nil
+}
+
+func (a *Agent) pair(p manager.Pair) (*pairRun, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	pr, ok := a.pairs[p.ID]
+	if !ok {
+		return nil, fmt.Errorf("pair %d: %w (program it first)", p.ID, ErrNoPair)
+	}
+	return pr, nil
+}
+
+// onEvent runs on the pair's runner with its lock held: it only logs and
+// hands work to other goroutines.
+func (a *Agent) onEvent(pr *pairRun, e bridge.Event) {
+	switch e.Kind {
+	case bridge.EventLinkUp:
+		a.log.Info("pair link up", "pair", pr.p.ID, "session", e.Session)
+		select {
+		case pr.linkUp <- struct{}{}:
+		default:
+		}
+	case bridge.EventLinkDown:
+		a.log.Warn("pair link down", "pair", pr.p.ID, "reason", e.Reason)
+		if a.o.Role == bridge.RoleHost {
+			a.wg.Add(1)
+			go func() { defer a.wg.Done(); a.linkDown(pr, e.Reason) }()
+		}
+	default:
+		// Per-TLP events (lost posted writes, completion timeouts) are
+		// counted by the bridge; a line each would flood the log.
+		a.log.Debug("bridge event", "pair", pr.p.ID, "event", e)
+	}
+}
+
+// linkDown is the host's side of a dead pair: the device vanishes from the
+// emulated host (a surprise removal, as a real switch port reports a link
+// down) and the manager is told, so the GPU is marked unhealthy and the
+// pair torn down everywhere.
+func (a *Agent) linkDown(pr *pairRun, reason string) {
+	ctx, cancel := context.WithCancel(a.ctx)
+	defer cancel()
+	stop := context.AfterFunc(pr.ctx, cancel) // the pair removed: nothing left to report
+	defer stop()
+	if err := a.host.unplug(ctx, pr.p.HostPort, pr.p.ID, RemovedSurprise, "link down: "+reason); err != nil {
+		a.log.Warn("surprise removal after link down", "pair", pr.p.ID, "err", err)
+	}
+	a.rep.linkDown(ctx, pr.p, reason)
+}

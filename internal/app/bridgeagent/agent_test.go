@@ -1,0 +1,264 @@
+package bridgeagent
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dxpu/dxpu/bridge"
+	"github.com/dxpu/dxpu/emu/gpu"
+	"github.com/dxpu/dxpu/fabric/ctlclient"
+	"github.com/dxpu/dxpu/fabric/manager"
+	"github.com/dxpu/dxpu/fabric/manager/agentapi"
+	"github.com/dxpu/dxpu/fabric/pool"
+)
+
+const adminToken = "admin-token-for-the-test"
+
+// rig is a manager driving real agents in this process: the saga reaches
+// them over HTTP (agentapi), their bridges talk over UDP on loopback.
+type rig struct {
+	t      *testing.T
+	ctx    context.Context
+	mgr    *manager.Manager
+	mgrURL string
+	c      *ctlclient.Client
+	host   *Agent
+	boxes  []*Agent
+	stop   []context.CancelFunc // per box agent
+}
+
+func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+func newRig(t *testing.T, boxGPUs ...int) *rig {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	cl, err := agentapi.NewClient(agentapi.ClientConfig{AllowInsecure: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := manager.New(manager.Config{Token: adminToken, GPUBridge: agentapi.GPUSide{Client: cl}, HostBridge: agentapi.HostSide{Client: cl},
+		AllowInsecureAgents: true, ReconcileInterval: -1, Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	msrv := httptest.NewServer(m.Handler())
+	t.Cleanup(func() { msrv.Close(); m.Close() })
+	r := &rig{t: t, ctx: ctx, mgr: m, mgrURL: msrv.URL, c: ctlclient.New(msrv.URL, adminToken)}
+
+	timers := func(o Options) Options {
+		o.Keepalive, o.DeadAfter, o.CompletionTimeout, o.Insecure, o.Log = 50*time.Millisecond, time.Second, 2*time.Second, true, quiet()
+		o.Listen = netip.MustParseAddrPort("127.0.0.1:0")
+		return o
+	}
+	start := func(o Options) (*Agent, string, context.CancelFunc) {
+		actx, acancel := context.WithCancel(ctx)
+		a, err := Start(actx, timers(o))
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := httptest.NewServer(a.Handler())
+		t.Cleanup(func() { acancel(); srv.Close(); a.Wait() })
+		return a, srv.URL, acancel
+	}
+	endpoint := func(a *Agent, n int) pool.Endpoint {
+		return pool.Endpoint{SwitchPort: fmt.Sprintf("p%d", n), MAC: fmt.Sprintf("02:00:00:00:00:%02x", n), IP: "127.0.0.1", UDPPort: a.DataPlane().Port()}
+	}
+	for i, n := range boxGPUs {
+		b := pool.Box{ID: fmt.Sprintf("box%d", i)}
+		for g := range n {
+			b.GPUs = append(b.GPUs, pool.GPU{ID: fmt.Sprintf("box%d-g%d", i, g), Model: "H100", MemoryMiB: 80 << 10, BDF: fmt.Sprintf("0000:%02x:00.0", 0x18+g)})
+		}
+		a, url, stop := start(Options{Role: bridge.RoleGPU, Box: &b})
+		b.Bridge, b.AgentURL = endpoint(a, 0x10+i), url
+		_, cred, err := r.c.RegisterBoxAgent(ctx, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a.SetCredential(cred)
+		r.boxes, r.stop = append(r.boxes, a), append(r.stop, stop)
+	}
+	a, url, _ := start(Options{Role: bridge.RoleHost, Ports: 32, HostID: "h1", Manager: msrv.URL})
+	_, cred, err := r.c.RegisterHostAgent(ctx, pool.Host{ID: "h1", Ports: 32, Bridge: endpoint(a, 1), AgentURL: url})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.SetCredential(cred)
+	r.host = a
+	return r
+}
+
+// present returns the host's slots holding an enumerated device.
+func (r *rig) present() map[string]Slot {
+	out := map[string]Slot{}
+	for _, s := range r.host.Status().Slots {
+		if s.Present {
+			out[s.GPU] = s
+		}
+	}
+	return out
+}
+
+// TestSagaDrivesAgents: the manager's saga, over the agent API, makes the
+// lent GPUs appear on the emulated host (enumerated, vendor 10de, BOOT_0
+// read through the bridges), release removes them and tears every pair
+// down, and a GPU box that dies is reported by the host's agent: the host
+// sees a surprise removal and the manager marks the GPU unhealthy.
+func TestSagaDrivesAgents(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, 2, 1)
+	a, err := r.c.Allocate(r.ctx, pool.Request{Host: "h1", Count: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := r.present()
+	if len(got) != 3 {
+		t.Fatalf("after alloc the host has %d GPUs enumerated: %+v", len(got), r.host.Status().Slots)
+	}
+	for _, as := range a.GPUs {
+		s, ok := got[as.GPU]
+		if !ok || s.Vendor != "0x10de" || s.Port != as.HostPort || s.Pair != as.Pair || s.Boot0 != fmt.Sprintf("%#08x", gpu.H100SXM.Boot0) {
+			t.Errorf("gpu %s (pair %d, port %d): slot %+v", as.GPU, as.Pair, as.HostPort, s)
+		}
+	}
+	if _, err := r.c.Free(r.ctx, a.ID); err != nil {
+		t.Fatal(err)
+	}
+	st := r.host.Status()
+	if len(st.Pairs) != 0 || len(r.present()) != 0 {
+		t.Fatalf("after free the host runs pairs %+v, slots %+v", st.Pairs, st.Slots)
+	}
+	for _, s := range st.Slots {
+		if s.Removed != RemovedHotRemove {
+			t.Errorf("slot %+v: want an orderly removal", s)
+		}
+	}
+	for i, b := range r.boxes {
+		if ps, _ := b.ListPairs(r.ctx); len(ps) != 0 {
+			t.Errorf("box%d still runs %+v", i, ps)
+		}
+	}
+
+	a, err = r.c.Allocate(r.ctx, pool.Request{Host: "h1", Count: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dead pool.Assignment
+	for _, as := range a.GPUs {
+		if as.Box == "box1" {
+			dead = as
+		}
+	}
+	r.stop[1]() // box1's daemon dies
+	deadline := time.NewTimer(20 * time.Second)
+	defer deadline.Stop()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		gs, err := r.c.GPUs(r.ctx, "box1", "unhealthy")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(gs) == 1 && gs[0].ID == dead.GPU {
+			break
+		}
+		select {
+		case <-tick.C:
+		case <-deadline.C:
+			t.Fatalf("the manager never marked %s unhealthy; host slots %+v", dead.GPU, r.host.Status().Slots)
+		}
+	}
+	var slot Slot
+	for _, s := range r.host.Status().Slots {
+		if s.Pair == dead.Pair {
+			slot = s
+		}
+	}
+	if slot.Present || slot.Removed != RemovedSurprise || !strings.Contains(slot.Reason, "link down") {
+		t.Fatalf("the dead GPU's slot: %+v, want a surprise removal after link down", slot)
+	}
+	if got := r.present(); len(got) != 2 {
+		t.Fatalf("the other GPUs must stay: %+v", got)
+	}
+}
+
+// TestAgentRefusesWrongPairs: a pair for another box or GPU, a model that
+// cannot be emulated, a taken GPU or host port, and hot-plug calls on a
+// GPU box are refused with errors naming what is wrong; the agent API
+// needs the credential.
+func TestAgentRefusesWrongPairs(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, 1)
+	box := r.boxes[0]
+	base := manager.Pair{ID: 7, Allocation: "a-1", Host: "h1", Box: "box0", GPU: "box0-g0", Model: "H100",
+		HostBridge: pool.Endpoint{IP: "127.0.0.1", UDPPort: r.host.DataPlane().Port()}}
+	for _, tc := range []struct {
+		name string
+		edit func(p *manager.Pair)
+		says string
+	}{
+		{"other box", func(p *manager.Pair) { p.Box = "box9" }, `box "box9"`},
+		{"unknown gpu", func(p *manager.Pair) { p.GPU = "box0-g7" }, "box0-g7"},
+		{"model", func(p *manager.Pair) { p.Model = "L40" }, "L40"},
+	} {
+		p := base
+		tc.edit(&p)
+		if err := box.ProgramPair(r.ctx, p); err == nil || !strings.Contains(err.Error(), tc.says) {
+			t.Errorf("%s: %v, want an error naming %q", tc.name, err, tc.says)
+		}
+	}
+	if err := box.ProgramPair(r.ctx, base); err != nil {
+		t.Fatal(err)
+	}
+	if err := box.ProgramPair(r.ctx, base); err != nil {
+		t.Fatalf("programming the same pair again: %v", err)
+	}
+	other := base
+	other.ID = 8
+	if err := box.ProgramPair(r.ctx, other); err == nil || !strings.Contains(err.Error(), "serves pair 7") {
+		t.Fatalf("a second pair on the same GPU: %v", err)
+	}
+	if err := box.HotAdd(r.ctx, base); err == nil || !strings.Contains(err.Error(), "host's agent") {
+		t.Fatalf("hot-add on a GPU box: %v", err)
+	}
+	hp := base
+	hp.HostPort = 32
+	if err := r.host.ProgramPair(r.ctx, hp); err == nil || !strings.Contains(err.Error(), "ports 0..31") {
+		t.Fatalf("a host port the host lacks: %v", err)
+	}
+	hp.HostPort, hp.Host = 0, "h2"
+	if err := r.host.ProgramPair(r.ctx, hp); err == nil || !strings.Contains(err.Error(), `"h2"`) {
+		t.Fatalf("a pair for another host: %v", err)
+	}
+
+	srv := httptest.NewServer(box.Handler())
+	defer srv.Close()
+	for _, tok := range []string{"", adminToken} {
+		req, _ := http.NewRequest(http.MethodGet, srv.URL+"/agent/v1/status", nil)
+		if tok != "" {
+			req.Header.Set("Authorization", "Bearer "+tok)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Errorf("status with token %q: %d, want 401", tok, resp.StatusCode)
+		}
+	}
+	if err := box.RemovePair(r.ctx, base); err != nil {
+		t.Fatal(err)
+	}
+	if ps, _ := box.ListPairs(r.ctx); len(ps) != 0 {
+		t.Fatalf("after RemovePair: %+v", ps)
+	}
+}

@@ -1,0 +1,123 @@
+package bridgeagent
+
+import (
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"strings"
+	"time"
+
+	"github.com/dxpu/dxpu/bridge"
+	"github.com/dxpu/dxpu/emu/gpu"
+	"github.com/dxpu/dxpu/fabric/pool"
+	"github.com/dxpu/dxpu/internal/app/apperr"
+)
+
+// PCIe sides of a GPU box's agent.
+const (
+	PCIeEmuGPU = "emu-gpu" // an emulated GPU per pair, of the pair's model
+	PCIeMemory = "memory"  // a memory-backed device per pair (no config space)
+)
+
+// Options configure an agent.
+type Options struct {
+	Role bridge.Role
+
+	// AgentListen is the TCP address of the agent API. CertFile and
+	// KeyFile serve it over https; Insecure allows plain http (a lab).
+	AgentListen       string
+	CertFile, KeyFile string
+	Insecure          bool
+	// Credential is the agent credential the manager issued at
+	// registration; the agent accepts calls carrying it and nothing else,
+	// and reports to the manager with it.
+	Credential string
+
+	// Listen is the UDP address of the data plane: the bridge endpoint
+	// (ip, udp_port) registered for this box or host. Every pair's frames
+	// arrive on it.
+	Listen netip.AddrPort
+	// Switch is where frames go (the UDP switch's address); unset, each
+	// pair's frames go to the other end's registered ip:udp_port, through
+	// whatever switch routes between them.
+	Switch netip.AddrPort
+
+	// Host role: Ports virtual downstream ports (default 32), HostID the
+	// host this agent serves ("": any).
+	Ports  int
+	HostID string
+
+	// GPU role: PCIe is PCIeEmuGPU (default) or PCIeMemory; Box, when
+	// set, is the box as registered (its JSON): pairs for other boxes or
+	// GPUs it does not list are refused. MemBase and MemSize size a
+	// memory device.
+	PCIe             string
+	Box              *pool.Box
+	MemBase, MemSize uint64
+
+	// Bridge timers (defaults 50ms, 1s, 1s).
+	Keepalive, DeadAfter, CompletionTimeout time.Duration
+
+	// Manager is the manager's URL, for link-down reports (host role);
+	// ManagerCAFile the CA that signs it when https ("": system roots).
+	Manager, ManagerCAFile string
+
+	Log *slog.Logger
+}
+
+func (o *Options) fill() error {
+	if o.Keepalive <= 0 {
+		o.Keepalive = 50 * time.Millisecond
+	}
+	if o.DeadAfter <= 0 {
+		o.DeadAfter = time.Second
+	}
+	if o.CompletionTimeout <= 0 {
+		o.CompletionTimeout = time.Second
+	}
+	if o.Ports == 0 {
+		o.Ports = 32
+	}
+	if o.PCIe == "" {
+		o.PCIe = PCIeEmuGPU
+	}
+	if o.MemSize == 0 {
+		o.MemSize = 64 << 20
+	}
+	if o.MemBase == 0 {
+		o.MemBase = 0x20_0000_0000
+	}
+	switch {
+	case o.Role != bridge.RoleHost && o.Role != bridge.RoleGPU:
+		return apperr.Usage(fmt.Errorf("role %v: want host or gpu", o.Role))
+	case !o.Listen.IsValid():
+		return apperr.Usage(fmt.Errorf("--listen: the data plane needs a UDP address (the bridge's registered ip:udp_port)"))
+	case o.Ports < 1 || o.Ports > 32:
+		return apperr.Usage(fmt.Errorf("--ports %d: want 1..32 (the virtual switch's downstream ports)", o.Ports))
+	case o.PCIe != PCIeEmuGPU && o.PCIe != PCIeMemory:
+		return apperr.Usage(fmt.Errorf("--pcie %q: want %s or %s", o.PCIe, PCIeEmuGPU, PCIeMemory))
+	case o.Keepalive >= o.DeadAfter:
+		return apperr.Usage(fmt.Errorf("--keepalive %v must be shorter than --dead-after %v", o.Keepalive, o.DeadAfter))
+	}
+	if o.Box != nil {
+		for _, g := range o.Box.GPUs {
+			if o.PCIe == PCIeEmuGPU {
+				if _, err := modelOf(g.Model); err != nil {
+					return apperr.Usage(fmt.Errorf("box %s gpu %s: %w", o.Box.ID, g.ID, err))
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// modelOf maps a pool GPU model to the emulated one.
+func modelOf(name string) (gpu.Model, error) {
+	if m, ok := gpu.ModelByName(name); ok {
+		return m, nil
+	}
+	if m, ok := gpu.ModelByName(strings.ToLower(name)); ok {
+		return m, nil
+	}
+	return gpu.Model{}, fmt.Errorf("model %q cannot be emulated (H100 or A100)", name)
+}

@@ -1,0 +1,101 @@
+package bridgeagent
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"net/http"
+	"strings"
+
+	"github.com/dxpu/dxpu/bridge"
+	"github.com/dxpu/dxpu/fabric/manager"
+	"github.com/dxpu/dxpu/fabric/manager/agentapi"
+)
+
+// Status is what GET /agent/v1/status answers.
+type Status struct {
+	Role      string       `json:"role"`
+	DataPlane string       `json:"data_plane"`
+	Pairs     []PairStatus `json:"pairs"`
+	// Slots (host role): the downstream ports that have held a GPU.
+	Slots []Slot `json:"slots,omitempty"`
+	// Frames the data-plane socket dropped before any bridge saw them.
+	FramesUnknownPair uint64 `json:"frames_unknown_pair"`
+	FramesMalformed   uint64 `json:"frames_malformed"`
+	FramesOverflow    uint64 `json:"frames_overflow"`
+}
+
+// PairStatus is one programmed pair.
+type PairStatus struct {
+	ID            uint32 `json:"id"`
+	Allocation    string `json:"allocation"`
+	Host          string `json:"host"`
+	HostPort      int    `json:"host_port"`
+	GPU           string `json:"gpu"`
+	Link          string `json:"link"` // init, up, down
+	TLPsSent      uint64 `json:"tlps_sent"`
+	TLPsReceived  uint64 `json:"tlps_received"`
+	FramesDropped uint64 `json:"frames_dropped"`
+}
+
+// Status reports the pairs, their links and (host role) the slots.
+func (a *Agent) Status() Status {
+	st := Status{Role: a.o.Role.String(), DataPlane: a.mux.LocalAddr().String(), Pairs: []PairStatus{},
+		FramesUnknownPair: a.mux.Unknown.Load(), FramesMalformed: a.mux.Malformed.Load(), FramesOverflow: a.mux.Overflow.Load()}
+	a.mu.Lock()
+	for _, pr := range a.pairs {
+		c := pr.runner.Counters()
+		st.Pairs = append(st.Pairs, PairStatus{ID: pr.p.ID, Allocation: pr.p.Allocation, Host: pr.p.Host, HostPort: pr.p.HostPort,
+			GPU: pr.p.GPU, Link: pr.runner.State().String(), TLPsSent: c.TLPsSent, TLPsReceived: c.TLPsReceived, FramesDropped: c.FramesDropped})
+	}
+	a.mu.Unlock()
+	if a.host != nil {
+		for _, s := range a.host.Slots() {
+			if s.Pair != 0 {
+				st.Slots = append(st.Slots, s)
+			}
+		}
+	}
+	return st
+}
+
+// gpuLister is a GPU box's agent as the agent API sees it: pairs and
+// their listing, no hot-plug routes.
+type gpuLister struct{ a *Agent }
+
+func (g gpuLister) ProgramPair(ctx context.Context, p manager.Pair) error {
+	return g.a.ProgramPair(ctx, p)
+}
+func (g gpuLister) RemovePair(ctx context.Context, p manager.Pair) error {
+	return g.a.RemovePair(ctx, p)
+}
+func (g gpuLister) ListPairs(ctx context.Context) ([]manager.Pair, error) { return g.a.ListPairs(ctx) }
+
+// Handler serves the agent API (package agentapi: the manager's saga
+// steps and pair listing) and GET /agent/v1/status, all behind the
+// agent's credential.
+func (a *Agent) Handler() http.Handler {
+	var impl agentapi.PairProgrammer = a
+	if a.o.Role == bridge.RoleGPU {
+		impl = gpuLister{a}
+	}
+	api := agentapi.NewServer(impl)
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /agent/v1/status", func(w http.ResponseWriter, r *http.Request) {
+		tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if want := a.credential(); !ok || want == "" || subtle.ConstantTimeCompare([]byte(tok), []byte(want)) != 1 {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusUnauthorized)
+			json.NewEncoder(w).Encode(map[string]any{"error": map[string]string{"code": "unauthorized",
+				"message": "the status needs this agent's credential (Authorization: Bearer ...)"}})
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(a.Status())
+	})
+	mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		api.SetCredential(a.credential()) // follows SetCredential
+		api.ServeHTTP(w, r)
+	}))
+	return mux
+}
