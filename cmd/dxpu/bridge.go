@@ -132,5 +132,6 @@ Example, a NetTLP host (libtlp on 127.0.0.1) and an emulated GPU:
 	f.BoolVar(&fl.insecure, "insecure-no-keys", false, "run the pair unkeyed (lab only: anyone on the fabric can inject TLPs)")
 	f.StringVar(&fl.memBase, "mem-base", "0x2000000000", "memory device base address")
 	f.StringVar(&fl.memSize, "mem-size", "64M", "memory device size (suffixes K, M, G)")
+	cmd.AddCommand(newBridgeAgentCmd(e))
 	return cmd
 }
