@@ -2,6 +2,8 @@ package bridgeagent
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -201,8 +203,13 @@ func (a *Agent) ProgramPair(ctx context.Context, p manager.Pair) error {
 	if err != nil {
 		return err
 	}
+	// A random seed gives every bridge its own session nonces: with the
+	// default one, a restarted daemon would open the session its peer
+	// still holds, and the peer would take it for the old one.
+	var seed [8]byte
+	rand.Read(seed[:])
 	b, err := bridge.New(bridge.Config{Role: a.o.Role, PairID: p.ID, Keepalive: a.o.Keepalive, DeadAfter: a.o.DeadAfter,
-		CompletionTimeout: a.o.CompletionTimeout, MaxRTO: max(a.o.DeadAfter/5, 20*time.Millisecond)})
+		CompletionTimeout: a.o.CompletionTimeout, MaxRTO: max(a.o.DeadAfter/5, 20*time.Millisecond), Seed: binary.LittleEndian.Uint64(seed[:])})
 	if err != nil {
 		return fmt.Errorf("pair %d: %w", p.ID, err)
 	}
@@ -319,12 +326,8 @@ func (a *Agent) onEvent(pr *pairRun, e bridge.Event) {
 // down) and the manager is told, so the GPU is marked unhealthy and the
 // pair torn down everywhere.
 func (a *Agent) linkDown(pr *pairRun, reason string) {
-	ctx, cancel := context.WithCancel(a.ctx)
-	defer cancel()
-	stop := context.AfterFunc(pr.ctx, cancel) // the pair removed: nothing left to report
-	defer stop()
-	if err := a.host.unplug(ctx, pr.p.HostPort, pr.p.ID, RemovedSurprise, "link down: "+reason); err != nil {
+	if err := a.host.unplug(a.ctx, pr.p.HostPort, pr.p.ID, RemovedSurprise, "link down: "+reason); err != nil {
 		a.log.Warn("surprise removal after link down", "pair", pr.p.ID, "err", err)
 	}
-	a.rep.linkDown(ctx, pr.p, reason)
+	a.rep.linkDown(a.ctx, pr.ctx.Done(), pr.p, reason)
 }

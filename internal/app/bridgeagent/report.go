@@ -63,9 +63,11 @@ func newReporter(o Options, cred func() string, log *slog.Logger) (*reporter, er
 }
 
 // linkDown reports pair p's link down until the manager takes the report,
-// answers that no allocation holds the pair (already torn down), or ctx
-// ends (the pair was removed here, or the agent stops).
-func (r *reporter) linkDown(ctx context.Context, p manager.Pair, reason string) {
+// answers that no allocation holds the pair (already torn down), removed is
+// closed (the manager removed the pair here: it knows), or ctx ends (the
+// agent stops). A report in flight is not cut short by the removal, which
+// the manager may well make while it handles the report.
+func (r *reporter) linkDown(ctx context.Context, removed <-chan struct{}, p manager.Pair, reason string) {
 	if r.base == "" {
 		r.log.Warn("pair link down; no --manager to report it to: mark its GPU unhealthy by hand", "pair", p.ID, "gpu", p.GPU)
 		return
@@ -83,10 +85,17 @@ func (r *reporter) linkDown(ctx context.Context, p manager.Pair, reason string) 
 		case err == nil:
 			err = fmt.Errorf("HTTP %d: %s", status, msg)
 		}
+		select {
+		case <-removed:
+			r.log.Info("pair removed by the manager; its link-down needs no report", "pair", p.ID, "last_err", err)
+			return
+		default:
+		}
 		r.log.Warn("reporting pair link down failed; retrying", "pair", p.ID, "attempt", attempt, "in", wait, "err", err)
 		t := time.NewTimer(wait)
 		select {
 		case <-t.C:
+		case <-removed:
 		case <-ctx.Done():
 			t.Stop()
 			return

@@ -1,0 +1,348 @@
+package bridgeagent_test
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/vishvananda/netlink"
+
+	"github.com/dxpu/dxpu/fabric/manager"
+	"github.com/dxpu/dxpu/fabric/pool"
+	"github.com/dxpu/dxpu/internal/privtest"
+	"github.com/dxpu/dxpu/internal/xdptest"
+)
+
+// The deployment under test, every daemon a separate dxpu process in its
+// own network namespace:
+//
+//	netns mgr   10.77.0.2  dxpu manager (bbolt store), dxpu ctl
+//	netns sw    10.77.N.1  dxpu switch --mode udp (relay on :8855), and the
+//	                       router between the others (ip_forward)
+//	netns host  10.77.1.2  dxpu bridge agent --role host (emulated host)
+//	netns gpu0  10.77.2.2  dxpu bridge agent --role gpu, box0 with 2 GPUs
+//	netns gpu1  10.77.3.2  dxpu bridge agent --role gpu, box1 with 1 GPU
+//
+// The switch runs in UDP mode (the XDP switch needs XDP programs on the
+// bridges' veth peers as well; xdp/e2e covers it with in-process bridges).
+
+// proc is one daemon: its output lines, kept and streamed.
+type proc struct {
+	name  string
+	cmd   *exec.Cmd
+	mu    sync.Mutex
+	lines []string
+	more  chan struct{} // signalled on every new line
+	done  chan struct{}
+}
+
+// deployment holds the namespaces and the files of one test.
+type deployment struct {
+	t      *testing.T
+	bin    string
+	dir    string
+	ns     map[string]xdptest.NS
+	mgrURL string
+}
+
+func (d *deployment) path(name string) string { return filepath.Join(d.dir, name) }
+
+// start runs the dxpu binary with args inside namespace ns.
+func (d *deployment) start(ns, name string, args ...string) *proc {
+	d.t.Helper()
+	p := &proc{name: name, more: make(chan struct{}, 1), done: make(chan struct{})}
+	p.cmd = exec.Command(d.bin, args...)
+	p.cmd.Dir = d.dir
+	r, w, err := os.Pipe()
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	p.cmd.Stdout, p.cmd.Stderr = w, w
+	// The child inherits the namespace of the thread that forks it.
+	if err := d.ns[ns].Do(func() error { return p.cmd.Start() }); err != nil {
+		d.t.Fatalf("starting %s: %v", name, err)
+	}
+	w.Close()
+	go func() {
+		defer close(p.done)
+		sc := bufio.NewScanner(r)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			p.mu.Lock()
+			p.lines = append(p.lines, sc.Text())
+			p.mu.Unlock()
+			select {
+			case p.more <- struct{}{}:
+			default:
+			}
+		}
+		r.Close()
+		p.cmd.Wait()
+	}()
+	d.t.Cleanup(func() {
+		p.cmd.Process.Kill()
+		<-p.done
+		if d.t.Failed() {
+			p.mu.Lock()
+			d.t.Logf("--- %s output:\n%s", name, strings.Join(p.lines, "\n"))
+			p.mu.Unlock()
+		}
+	})
+	return p
+}
+
+// waitLines waits until n lines containing every one of parts have been
+// printed; it fails when none has come for a while (progress stalls) or the
+// process exits first.
+func (p *proc) waitLines(t *testing.T, n int, parts ...string) []string {
+	t.Helper()
+	const stall = 30 * time.Second
+	for {
+		p.mu.Lock()
+		var got []string
+		for _, l := range p.lines {
+			ok := true
+			for _, s := range parts {
+				ok = ok && strings.Contains(l, s)
+			}
+			if ok {
+				got = append(got, l)
+			}
+		}
+		p.mu.Unlock()
+		if len(got) >= n {
+			return got
+		}
+		t0 := time.NewTimer(stall)
+		select {
+		case <-p.more:
+			t0.Stop()
+		case <-p.done:
+			t0.Stop()
+			t.Fatalf("%s exited before printing %d lines with %q (got %d)", p.name, n, parts, len(got))
+		case <-t0.C:
+			t.Fatalf("%s printed nothing for %v while waiting for %d lines with %q (got %d)", p.name, stall, n, parts, len(got))
+		}
+	}
+}
+
+// stop ends a daemon with sig and waits for it.
+func (p *proc) stop(t *testing.T, sig syscall.Signal) {
+	t.Helper()
+	p.cmd.Process.Signal(sig)
+	select {
+	case <-p.done:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("%s did not exit within 30s of %v", p.name, sig)
+	}
+}
+
+// ctl runs `dxpu ctl` in the manager's namespace and returns its stdout.
+func (d *deployment) ctl(args ...string) []byte {
+	d.t.Helper()
+	cmd := exec.Command(d.bin, append([]string{"ctl", "--manager", d.mgrURL, "--token-file", d.path("admin.tok"), "--timeout", "60s"}, args...)...)
+	cmd.Dir = d.dir
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := d.ns["mgr"].Do(func() error { return cmd.Run() }); err != nil {
+		d.t.Fatalf("dxpu ctl %s: %v\n%s", strings.Join(args, " "), err, errb.String())
+	}
+	return out.Bytes()
+}
+
+// network builds the namespaces: sw routes between the others, each leaf
+// on its own /24 (10.77.N.0/24, sw at .1, the leaf at .2).
+func (d *deployment) network(leaves []string) {
+	d.t.Helper()
+	d.ns = map[string]xdptest.NS{"sw": xdptest.NewNS(d.t, "sw")}
+	err := d.ns["sw"].Do(func() error {
+		return os.WriteFile("/proc/sys/net/ipv4/ip_forward", []byte("1"), 0o644)
+	})
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	for i, leaf := range leaves {
+		d.ns[leaf] = xdptest.NewNS(d.t, leaf)
+		swName := "s-" + leaf
+		err := d.ns["sw"].Do(func() error {
+			la := netlink.NewLinkAttrs()
+			la.Name = swName
+			if err := netlink.LinkAdd(&netlink.Veth{LinkAttrs: la, PeerName: "eth0", PeerNamespace: netlink.NsFd(d.ns[leaf].Handle)}); err != nil {
+				return err
+			}
+			return up(swName, fmt.Sprintf("10.77.%d.1/24", i))
+		})
+		if err == nil {
+			err = d.ns[leaf].Do(func() error {
+				if err := up("eth0", fmt.Sprintf("10.77.%d.2/24", i)); err != nil {
+					return err
+				}
+				return netlink.RouteAdd(&netlink.Route{Gw: net.IPv4(10, 77, byte(i), 1)})
+			})
+		}
+		if err != nil {
+			d.t.Fatalf("namespace %s: %v", leaf, err)
+		}
+	}
+}
+
+func up(name, cidr string) error {
+	l, err := netlink.LinkByName(name)
+	if err != nil {
+		return err
+	}
+	a, err := netlink.ParseAddr(cidr)
+	if err != nil {
+		return err
+	}
+	if err := netlink.AddrAdd(l, a); err != nil {
+		return err
+	}
+	return netlink.LinkSetUp(l)
+}
+
+func writeJSON(t *testing.T, path string, v any) {
+	t.Helper()
+	b, _ := json.Marshal(v)
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestDeployment runs the control plane and the data plane as an operator
+// would: `ctl alloc` makes the GPUs appear on the host, `ctl free` removes
+// them, a GPU box whose daemon is killed is reported by the host's agent
+// (surprise removal on the host, GPU unhealthy in the pool), and a
+// restarted manager restores the pairs a restarted host daemon lost.
+func TestDeployment(t *testing.T) {
+	privtest.NetNS(t)
+	d := &deployment{t: t, dir: t.TempDir()}
+	d.bin = filepath.Join(d.dir, "dxpu")
+	if out, err := exec.Command("go", "build", "-o", d.bin, "github.com/dxpu/dxpu/cmd/dxpu").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	leaves := []string{"mgr", "host", "gpu0", "gpu1"}
+	d.network(leaves)
+	d.mgrURL = "http://10.77.0.2:7700"
+
+	// Secrets: the admin token stays with the manager and ctl; the switch
+	// reads the table with a read-only token; each agent gets its own
+	// credential from its registration.
+	if _, err := manager.CreateTokenFile(d.path("read.tok")); err != nil {
+		t.Fatal(err)
+	}
+	managerArgs := []string{"manager", "--listen", "10.77.0.2:7700", "--store", d.path("pool.db"), "--token-file", d.path("admin.tok"),
+		"--init-token", "--read-token-file", d.path("read.tok"), "--allow-insecure-agents", "--reconcile-interval", "2s"}
+	mgr := d.start("mgr", "manager", managerArgs...)
+	mgr.waitLines(t, 1, "manager serving")
+
+	endpoint := func(i int) pool.Endpoint {
+		return pool.Endpoint{SwitchPort: fmt.Sprintf("s-%s", leaves[i]), MAC: fmt.Sprintf("02:77:00:00:00:%02x", i), IP: fmt.Sprintf("10.77.%d.2", i), UDPPort: 4791}
+	}
+	agentURL := func(i int) string { return fmt.Sprintf("http://10.77.%d.2:7701", i) }
+	writeJSON(t, d.path("h1.json"), pool.Host{ID: "h1", Ports: 32, Bridge: endpoint(1), AgentURL: agentURL(1)})
+	for b, n := range []int{2, 1} {
+		box := pool.Box{ID: fmt.Sprintf("box%d", b), Bridge: endpoint(2 + b), AgentURL: agentURL(2 + b)}
+		for g := range n {
+			box.GPUs = append(box.GPUs, pool.GPU{ID: fmt.Sprintf("box%d-g%d", b, g), Model: "H100", MemoryMiB: 80 << 10, BDF: fmt.Sprintf("0000:%02x:00.0", 0x18+g)})
+		}
+		writeJSON(t, d.path(box.ID+".json"), box)
+		d.ctl("box", "add", d.path(box.ID+".json"), "--agent-credential-out", d.path(box.ID+".cred"))
+	}
+	d.ctl("host", "add", d.path("h1.json"), "--agent-credential-out", d.path("h1.cred"))
+
+	sw := d.start("sw", "switch", "switch", "--mode", "udp", "--udp-listen", "0.0.0.0:8855", "--manager", d.mgrURL,
+		"--token-file", d.path("read.tok"), "--metrics", "")
+	sw.waitLines(t, 1, "switch: UDP relay")
+	agentArgs := func(i int, extra ...string) []string {
+		return append([]string{"bridge", "agent", "--agent-listen", fmt.Sprintf("10.77.%d.2:7701", i), "--insecure",
+			"--listen", fmt.Sprintf("10.77.%d.2:4791", i), "--switch", fmt.Sprintf("10.77.%d.1:8855", i), "--dead-after", "2s"}, extra...)
+	}
+	hostArgs := agentArgs(1, "--role", "host", "--host-id", "h1", "--agent-credential-file", d.path("h1.cred"), "--manager", d.mgrURL)
+	host := d.start("host", "host agent", hostArgs...)
+	boxes := []*proc{
+		d.start("gpu0", "box0 agent", agentArgs(2, "--role", "gpu", "--box", d.path("box0.json"), "--agent-credential-file", d.path("box0.cred"))...),
+		d.start("gpu1", "box1 agent", agentArgs(3, "--role", "gpu", "--box", d.path("box1.json"), "--agent-credential-file", d.path("box1.cred"))...),
+	}
+	for _, p := range append(boxes, host) {
+		p.waitLines(t, 1, "agent API serving")
+	}
+
+	alloc := func() pool.Allocation {
+		var a pool.Allocation
+		if err := json.Unmarshal(d.ctl("--json", "alloc", "--host", "h1", "--count", "3"), &a); err != nil || len(a.GPUs) != 3 {
+			t.Fatalf("ctl alloc: %+v, %v", a, err)
+		}
+		return a
+	}
+	// 1. ctl alloc: the three GPUs appear on the host, enumerated.
+	a := alloc()
+	enumerated := host.waitLines(t, 3, `msg="gpu enumerated"`)
+	for _, as := range a.GPUs {
+		if !slices(enumerated, "gpu="+as.GPU+" ", "vendor=0x10de", fmt.Sprintf("host_port=%d ", as.HostPort), "boot0=0x180000a1") {
+			t.Fatalf("no enumeration of %s (vendor 10de, BOOT_0 read) on port %d in %q", as.GPU, as.HostPort, enumerated)
+		}
+	}
+	// 2. ctl free: they leave the host in order.
+	d.ctl("free", a.ID)
+	host.waitLines(t, 3, `msg="gpu removed"`, "how=hot-remove")
+	host.waitLines(t, 3, `msg="pair removed"`)
+
+	// 3. A GPU box's daemon dies: the host sees a surprise removal, its
+	// agent reports, the pool marks the GPU unhealthy.
+	a = alloc()
+	host.waitLines(t, 6, `msg="gpu enumerated"`)
+	boxes[1].stop(t, syscall.SIGKILL)
+	host.waitLines(t, 1, `msg="gpu removed"`, "gpu=box1-g0", "how=surprise")
+	host.waitLines(t, 1, "reported pair link down to the manager")
+	var gpus []pool.GPU
+	if err := json.Unmarshal(d.ctl("--json", "gpu", "--state", "unhealthy"), &gpus); err != nil || len(gpus) != 1 || gpus[0].ID != "box1-g0" {
+		t.Fatalf("unhealthy GPUs after box1 died: %+v, %v", gpus, err)
+	}
+
+	// 4. The manager stops; the host's daemon restarts empty; the manager
+	// comes back and restores box0's two GPUs on it from its journal.
+	mgr.stop(t, syscall.SIGTERM)
+	host.stop(t, syscall.SIGKILL)
+	host2 := d.start("host", "host agent (restarted)", hostArgs...)
+	host2.waitLines(t, 1, "agent API serving")
+	mgr2 := d.start("mgr", "manager (restarted)", managerArgs...)
+	mgr2.waitLines(t, 1, "manager serving")
+	restored := host2.waitLines(t, 2, `msg="gpu enumerated"`)
+	for _, g := range []string{"box0-g0", "box0-g1"} {
+		if !slices(restored, "gpu="+g+" ", "vendor=0x10de") {
+			t.Fatalf("the restarted manager did not restore %s on the host: %q", g, restored)
+		}
+	}
+	var list []pool.Allocation
+	if err := json.Unmarshal(d.ctl("--json", "alloc", "list", "--host", "h1"), &list); err != nil || len(list) != 1 {
+		t.Fatalf("ctl alloc list: %+v, %v", list, err)
+	}
+	if after := list[0]; after.ID != a.ID || after.State != pool.StateActive || len(after.GPUs) != 2 || len(after.Lost) != 1 || after.Lost[0] != "box1-g0" {
+		t.Fatalf("allocation after the restart: %+v", after)
+	}
+}
+
+// slices reports whether some line contains every part.
+func slices(lines []string, parts ...string) bool {
+	for _, l := range lines {
+		ok := true
+		for _, p := range parts {
+			ok = ok && strings.Contains(l, p)
+		}
+		if ok {
+			return true
+		}
+	}
+	return false
+}
