@@ -2,9 +2,9 @@ package manager
 
 import (
 	"crypto/rand"
-	"encoding/binary"
 	"fmt"
 	"sync"
+	"time"
 )
 
 // PairKeySize is the length of a pair key: AES-256 (package bridge/seal).
@@ -34,20 +34,18 @@ func (k PairKey) String() string {
 	return fmt.Sprintf("key generation %d", k.Generation)
 }
 
-// keyIssuer draws pair keys with increasing generations.
+// keyIssuer draws pair keys with increasing generations. A generation is
+// at least the Unix time in seconds, so a restarted manager's keys come
+// after the ones its bridges hold (agents install a key only over an older
+// generation; they restart a pair whose key they cannot install).
 type keyIssuer struct {
 	mu  sync.Mutex
 	gen uint32
+	now func() time.Time
 }
 
 func newKeyIssuer() (*keyIssuer, error) {
-	var b [4]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return nil, fmt.Errorf("manager: key generations: %w", err)
-	}
-	// A random start: a restarted manager's generations differ from the
-	// ones its bridges hold, with overwhelming probability.
-	return &keyIssuer{gen: binary.LittleEndian.Uint32(b[:]) | 1}, nil
+	return &keyIssuer{now: time.Now}, nil
 }
 
 func (k *keyIssuer) issue() (PairKey, error) {
@@ -56,10 +54,7 @@ func (k *keyIssuer) issue() (PairKey, error) {
 		return PairKey{}, fmt.Errorf("manager: pair key: %w", err)
 	}
 	k.mu.Lock()
-	k.gen++
-	if k.gen == 0 {
-		k.gen = 1
-	}
+	k.gen = max(k.gen+1, uint32(k.now().Unix()))
 	pk.Generation = k.gen
 	k.mu.Unlock()
 	return pk, nil

@@ -31,6 +31,9 @@ var (
 	ErrInUse = errors.New("in use by another pair")
 	// ErrNoPair: a hot-plug call for a pair that is not programmed.
 	ErrNoPair = errors.New("pair not programmed")
+	// ErrNoKey: a pair programmed without its key; agents run keyed pairs
+	// only (the manager issues a key with every programming).
+	ErrNoKey = errors.New("pair has no key: the manager sends one with every programming")
 )
 
 // Agent is the agent of one bridge daemon: it programs a bridge per pair on
@@ -184,10 +187,33 @@ func (a *Agent) ProgramPair(ctx context.Context, p manager.Pair) error {
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if p.Key.IsZero() {
+		return fmt.Errorf("pair %d: %w", p.ID, ErrNoKey)
+	}
 	if old, ok := a.pairs[p.ID]; ok {
 		if old.p == p {
 			return nil
 		}
+		same := old.p
+		same.Key = p.Key
+		if same == p && old.runner.State() == bridge.StateUp {
+			// Only the key changed (ctl rekey, or a restarted manager
+			// re-applying the pair) on a live link: a lossless key change
+			// on the running bridge; the peer gets the same key and follows.
+			err := old.runner.InstallKey(p.Key.Generation, p.Key.Key[:])
+			if err == nil {
+				err = old.runner.ActivateKey()
+			}
+			if err == nil {
+				old.p = p
+				a.log.Info("pair key changed", "pair", p.ID, "key", p.Key.String())
+				return nil
+			}
+			a.log.Warn("pair key change refused; restarting the pair with the new key", "pair", p.ID, "key", p.Key.String(), "err", err)
+		}
+		// Anything else changed, the link is not up (the peer restarted:
+		// nothing in flight to keep), or the key could not be installed:
+		// a new bridge for the pair.
 		a.log.Info("pair reprogrammed; replacing its bridge", "pair", p.ID)
 		a.stop(ctx, old)
 	}
@@ -209,7 +235,8 @@ func (a *Agent) ProgramPair(ctx context.Context, p manager.Pair) error {
 	var seed [8]byte
 	rand.Read(seed[:])
 	b, err := bridge.New(bridge.Config{Role: a.o.Role, PairID: p.ID, Keepalive: a.o.Keepalive, DeadAfter: a.o.DeadAfter,
-		CompletionTimeout: a.o.CompletionTimeout, MaxRTO: max(a.o.DeadAfter/5, 20*time.Millisecond), Seed: binary.LittleEndian.Uint64(seed[:])})
+		CompletionTimeout: a.o.CompletionTimeout, MaxRTO: max(a.o.DeadAfter/5, 20*time.Millisecond), Seed: binary.LittleEndian.Uint64(seed[:]),
+		Key: p.Key.Key[:], KeyGeneration: p.Key.Generation, RequireKeys: true})
 	if err != nil {
 		return fmt.Errorf("pair %d: %w", p.ID, err)
 	}

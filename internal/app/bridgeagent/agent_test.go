@@ -199,7 +199,8 @@ func TestAgentRefusesWrongPairs(t *testing.T) {
 	r := newRig(t, 1)
 	box := r.boxes[0]
 	base := manager.Pair{ID: 7, Allocation: "a-1", Host: "h1", Box: "box0", GPU: "box0-g0", Model: "H100",
-		HostBridge: pool.Endpoint{IP: "127.0.0.1", UDPPort: r.host.DataPlane().Port()}}
+		HostBridge: pool.Endpoint{IP: "127.0.0.1", UDPPort: r.host.DataPlane().Port()},
+		Key:        manager.PairKey{Generation: 5, Key: [32]byte{1, 2, 3}}}
 	for _, tc := range []struct {
 		name string
 		edit func(p *manager.Pair)
@@ -208,6 +209,7 @@ func TestAgentRefusesWrongPairs(t *testing.T) {
 		{"other box", func(p *manager.Pair) { p.Box = "box9" }, `box "box9"`},
 		{"unknown gpu", func(p *manager.Pair) { p.GPU = "box0-g7" }, "box0-g7"},
 		{"model", func(p *manager.Pair) { p.Model = "L40" }, "L40"},
+		{"no key", func(p *manager.Pair) { p.Key = manager.PairKey{} }, "has no key"},
 	} {
 		p := base
 		tc.edit(&p)
@@ -221,6 +223,24 @@ func TestAgentRefusesWrongPairs(t *testing.T) {
 	if err := box.ProgramPair(r.ctx, base); err != nil {
 		t.Fatalf("programming the same pair again: %v", err)
 	}
+	// A new key for a pair whose link is not up replaces its bridge (there
+	// is nothing in flight to keep; TestDeployment shows the lossless key
+	// change on live links).
+	box.mu.Lock()
+	before := box.pairs[7].runner
+	box.mu.Unlock()
+	rekeyed := base
+	rekeyed.Key = manager.PairKey{Generation: 6, Key: [32]byte{9}}
+	if err := box.ProgramPair(r.ctx, rekeyed); err != nil {
+		t.Fatalf("a new key for the pair: %v", err)
+	}
+	box.mu.Lock()
+	after, key := box.pairs[7].runner, box.pairs[7].p.Key
+	box.mu.Unlock()
+	if after == before || key != rekeyed.Key {
+		t.Fatal("the pair did not take its new key")
+	}
+	base = rekeyed
 	other := base
 	other.ID = 8
 	if err := box.ProgramPair(r.ctx, other); err == nil || !strings.Contains(err.Error(), "serves pair 7") {

@@ -293,6 +293,10 @@ func TestDeployment(t *testing.T) {
 			t.Fatalf("no enumeration of %s (vendor 10de, BOOT_0 read) on port %d in %q", as.GPU, as.HostPort, enumerated)
 		}
 	}
+	// 1b. ctl rekey: every pair changes to a fresh key on both sides, on
+	// the running bridges.
+	d.ctl("rekey", a.ID)
+	host.waitLines(t, 3, `msg="pair key changed"`)
 	// 2. ctl free: they leave the host in order.
 	d.ctl("free", a.ID)
 	host.waitLines(t, 3, `msg="gpu removed"`, "how=hot-remove")
