@@ -49,7 +49,7 @@ func TestConformAgainstTheBridgeDaemon(t *testing.T) {
 	}()
 	var stderr syncBuffer
 	out, err := execute(ctx, "", &stderr, "conform", "--peer", "udp:"+iut, "--local", kit, "--role", "gpu", "--pair", "5",
-		"--keepalive", "50ms", "--dead-after", "1s", "--completion-timeout", "250ms", "--slack", "100ms", "--json")
+		"--keepalive", "50ms", "--dead-after", "1s", "--completion-timeout", "250ms", "--slack", "1s", "--json")
 	if err != nil {
 		t.Fatalf("conform: %v\n%s\n%s", err, out, stderr.String())
 	}
