@@ -1,14 +1,19 @@
-package main
+package ctl
 
 import (
+	"encoding/json"
 	"fmt"
+	"io"
+	"os"
 	"reflect"
 	"strings"
+
+	"github.com/dxpu/dxpu/internal/app/apperr"
 )
 
-// jsonFields lists the JSON field paths a value of type t accepts, nested
+// JSONFields lists the JSON field paths a value of type t accepts, nested
 // with dots and [] for lists: bridge.switch_port, gpus[].memory_mib.
-func jsonFields(t reflect.Type) []string {
+func JSONFields(t reflect.Type) []string {
 	var out []string
 	var walk func(prefix string, t reflect.Type)
 	walk = func(prefix string, t reflect.Type) {
@@ -43,5 +48,26 @@ func withValidFields(err error, t reflect.Type) error {
 	if err == nil || !strings.Contains(err.Error(), "unknown field") {
 		return err
 	}
-	return fmt.Errorf("%w; valid fields: %s", err, strings.Join(jsonFields(t), ", "))
+	return fmt.Errorf("%w; valid fields: %s", err, strings.Join(JSONFields(t), ", "))
+}
+
+// ReadJSON decodes a T from the file path ("-": stdin), refusing
+// unknown fields.
+func ReadJSON[T any](stdin io.Reader, path string) (T, error) {
+	var v T
+	r := stdin
+	if path != "-" {
+		f, err := os.Open(path)
+		if err != nil {
+			return v, apperr.Usage(err)
+		}
+		defer f.Close()
+		r = f
+	}
+	dec := json.NewDecoder(r)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&v); err != nil {
+		return v, apperr.Usage(fmt.Errorf("%s: %w", path, withValidFields(err, reflect.TypeFor[T]())))
+	}
+	return v, nil
 }
