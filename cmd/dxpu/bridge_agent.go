@@ -16,7 +16,7 @@ import (
 	"github.com/dxpu/dxpu/fabric/manager"
 	"github.com/dxpu/dxpu/fabric/pool"
 	"github.com/dxpu/dxpu/internal/app/bridgeagent"
-	"github.com/dxpu/dxpu/internal/app/ctl"
+	"github.com/dxpu/dxpu/internal/app/jsonfile"
 )
 
 // newBridgeAgentCmd builds `dxpu bridge agent` (package
@@ -84,7 +84,7 @@ Example (a lab over http; see 'go doc ./internal/app/bridgeagent'):
 				if o.Role != bridge.RoleGPU {
 					return exitCodeError{2, fmt.Errorf("--box is for --role gpu")}
 				}
-				b, err := ctl.ReadJSON[pool.Box](cmd.InOrStdin(), fl.box)
+				b, err := jsonfile.Read[pool.Box](cmd.InOrStdin(), fl.box)
 				if err != nil {
 					return exitFor(err, 2)
 				}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
+
+	"github.com/dxpu/dxpu/internal/app/jsonfile"
 )
 
 // BoxExample and HostExample are the JSON that `ctl box add --help` and
@@ -36,7 +38,7 @@ interface toward it ("udp" for a switch in --mode udp), its MAC, and for dxpu
 over UDP its IPv4 address and UDP port. The pool fills in the rest (health,
 allocation). Example (see also examples/%[1]s.json):
 
-%[3]s`, kind, strings.Join(JSONFields(t), "\n  "), indent(example, "  "))
+%[3]s`, kind, strings.Join(jsonfile.Fields(t), "\n  "), indent(example, "  "))
 }
 
 func indent(s, pre string) string {

@@ -12,6 +12,7 @@ import (
 	"github.com/dxpu/dxpu/fabric/ctlclient"
 	"github.com/dxpu/dxpu/fabric/pool"
 	"github.com/dxpu/dxpu/internal/app/apperr"
+	"github.com/dxpu/dxpu/internal/app/jsonfile"
 )
 
 // Box prints one box with its GPUs, or every box when id is empty.
@@ -29,7 +30,7 @@ func Box(ctx context.Context, o Options, id string) error {
 
 // AddBox registers the box in the JSON file path ("-": o.Stdin).
 func AddBox(ctx context.Context, o Options, path string) error {
-	b, err := ReadJSON[pool.Box](o.Stdin, path)
+	b, err := jsonfile.Read[pool.Box](o.Stdin, path)
 	if err != nil {
 		return err
 	}
@@ -55,7 +56,7 @@ func Hosts(ctx context.Context, o Options) error {
 
 // AddHost registers the host in the JSON file path ("-": o.Stdin).
 func AddHost(ctx context.Context, o Options, path string) error {
-	h, err := ReadJSON[pool.Host](o.Stdin, path)
+	h, err := jsonfile.Read[pool.Host](o.Stdin, path)
 	if err != nil {
 		return err
 	}

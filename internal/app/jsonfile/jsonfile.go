@@ -1,4 +1,7 @@
-package ctl
+// Package jsonfile reads the JSON files commands are given (a box, a
+// host) strictly: unknown fields are refused, and the error lists the
+// fields the type does accept, as dotted paths (gpus[].memory_mib).
+package jsonfile
 
 import (
 	"encoding/json"
@@ -11,9 +14,9 @@ import (
 	"github.com/dxpu/dxpu/internal/app/apperr"
 )
 
-// JSONFields lists the JSON field paths a value of type t accepts, nested
+// Fields lists the JSON field paths a value of type t accepts, nested
 // with dots and [] for lists: bridge.switch_port, gpus[].memory_mib.
-func JSONFields(t reflect.Type) []string {
+func Fields(t reflect.Type) []string {
 	var out []string
 	var walk func(prefix string, t reflect.Type)
 	walk = func(prefix string, t reflect.Type) {
@@ -48,12 +51,12 @@ func withValidFields(err error, t reflect.Type) error {
 	if err == nil || !strings.Contains(err.Error(), "unknown field") {
 		return err
 	}
-	return fmt.Errorf("%w; valid fields: %s", err, strings.Join(JSONFields(t), ", "))
+	return fmt.Errorf("%w; valid fields: %s", err, strings.Join(Fields(t), ", "))
 }
 
-// ReadJSON decodes a T from the file path ("-": stdin), refusing
-// unknown fields.
-func ReadJSON[T any](stdin io.Reader, path string) (T, error) {
+// Read decodes a T from the file path ("-": stdin), refusing
+// unknown fields; its errors are apperr.ErrUsage.
+func Read[T any](stdin io.Reader, path string) (T, error) {
 	var v T
 	r := stdin
 	if path != "-" {
