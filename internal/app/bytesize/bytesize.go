@@ -34,3 +34,20 @@ func Parse(flag, s string) (uint64, error) {
 	}
 	return v << shift, nil
 }
+
+// ParseList reads a comma-separated list of byte counts of the flag named
+// flag ("" is an empty list).
+func ParseList(flag, s string) ([]uint64, error) {
+	if s == "" {
+		return nil, nil
+	}
+	var out []uint64
+	for _, f := range strings.Split(s, ",") {
+		n, err := Parse(flag, strings.TrimSpace(f))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}

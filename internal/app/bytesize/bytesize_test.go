@@ -18,3 +18,17 @@ func TestParse(t *testing.T) {
 		}
 	}
 }
+
+func TestParseList(t *testing.T) {
+	t.Parallel()
+	got, err := ParseList("sizes", "64K, 1M,4096")
+	if err != nil || len(got) != 3 || got[0] != 64<<10 || got[1] != 1<<20 || got[2] != 4096 {
+		t.Fatalf("%v %v", got, err)
+	}
+	if got, err := ParseList("sizes", ""); err != nil || got != nil {
+		t.Fatalf("empty: %v %v", got, err)
+	}
+	if _, err := ParseList("sizes", "64K,lots"); err == nil || !strings.Contains(err.Error(), `--sizes "lots"`) {
+		t.Fatalf("bad element: %v", err)
+	}
+}
