@@ -5,12 +5,12 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/dxpu/dxpu/internal/app/bytesize"
 	"github.com/dxpu/dxpu/internal/app/e2ebench"
 )
 
@@ -39,14 +39,9 @@ yet: use --loopback. Times are microseconds, rates Gbit/s.`,
 		Example: "  dxpu bench e2e --loopback --json\n  dxpu bench e2e --loopback --sizes 64K,1M,16M --samples 500",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if sizes != "" {
-				for _, f := range strings.Split(sizes, ",") {
-					n, err := parseSize("sizes", strings.TrimSpace(f))
-					if err != nil {
-						return exitCodeError{2, err}
-					}
-					o.Sizes = append(o.Sizes, n)
-				}
+			var err error
+			if o.Sizes, err = bytesize.ParseList("sizes", sizes); err != nil {
+				return exitCodeError{2, err}
 			}
 			if o.Samples < 0 || o.Copies < 0 || o.LinkFor < 0 || o.MTU < 0 {
 				return exitCodeError{2, fmt.Errorf("--samples, --copies, --link-for and --mtu take positive values")}

@@ -1,31 +1,19 @@
 package main
 
 import (
-	"fmt"
-	"net/netip"
 	"os/signal"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/dxpu/dxpu/bridge"
-	"github.com/dxpu/dxpu/bridge/seal"
-	"github.com/dxpu/dxpu/emu/gpu"
 	"github.com/dxpu/dxpu/internal/app/bridged"
 )
 
 // newBridgeCmd builds `dxpu bridge` (package internal/app/bridged runs it).
 func newBridgeCmd(e *env) *cobra.Command {
-	var fl struct {
-		role, listen, peer, pcie, metrics string
-		pair                              uint32
-		keepalive, deadAfter, cplTimeout  time.Duration
-		gpuModel, memBase, memSize        string
-		keyFile, sealMode                 string
-		keyGen                            uint32
-		insecure                          bool
-	}
+	var fl bridged.Setup
+	var o bridged.Options
 	cmd := &cobra.Command{
 		Use:   "bridge --role host|gpu --pair N --listen UDPADDR --peer UDPADDR --pcie nettlp:LOCAL:REMOTE[:DMAREMOTE]|emu-gpu|memory",
 		Short: "Run one dxpu bridge (host or GPU side of a pair) over UDP, with a NetTLP or emulated PCIe side",
@@ -61,54 +49,9 @@ Example, a NetTLP host (libtlp on 127.0.0.1) and an emulated GPU:
   dxpu nettlp read --remote 127.0.0.2 --local 127.0.0.1 --addr 0x90000000 --size 4`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			o := bridged.Options{Pair: fl.pair, Metrics: fl.metrics, Keepalive: fl.keepalive, DeadAfter: fl.deadAfter,
-				CompletionTimeout: fl.cplTimeout, Log: e.log, KeyGeneration: fl.keyGen, Insecure: fl.insecure}
-			switch {
-			case fl.keyFile != "" && fl.insecure:
-				return exitCodeError{2, fmt.Errorf("--key-file and --insecure-no-keys exclude each other")}
-			case fl.keyFile != "":
-				k, err := bridged.LoadKeyFile(fl.keyFile)
-				if err != nil {
-					return exitCodeError{2, err}
-				}
-				o.Key = k
-			}
-			switch fl.sealMode {
-			case "gcm":
-				o.SealMode = seal.ModeGCM
-			case "gmac":
-				o.SealMode = seal.ModeGMAC
-			default:
-				return exitCodeError{2, fmt.Errorf("--seal-mode %q: want gcm or gmac", fl.sealMode)}
-			}
-			switch fl.role {
-			case "host":
-				o.Role = bridge.RoleHost
-			case "gpu":
-				o.Role = bridge.RoleGPU
-			default:
-				return exitCodeError{2, fmt.Errorf("--role %q: want host or gpu", fl.role)}
-			}
-			var err error
-			if o.Listen, err = netip.ParseAddrPort(fl.listen); err != nil {
-				return exitCodeError{2, fmt.Errorf("--listen %q: %w", fl.listen, err)}
-			}
-			if o.Peer, err = netip.ParseAddrPort(fl.peer); err != nil {
-				return exitCodeError{2, fmt.Errorf("--peer %q: %w", fl.peer, err)}
-			}
-			if o.PCIe, err = bridged.ParsePCIe(fl.pcie); err != nil {
-				return exitCodeError{2, err}
-			}
-			m, ok := gpu.ModelByName(fl.gpuModel)
-			if !ok {
-				return exitCodeError{2, fmt.Errorf("--gpu-model %q: want h100 or a100", fl.gpuModel)}
-			}
-			o.GPUModel = m
-			if o.MemBase, err = parseSize("mem-base", fl.memBase); err != nil {
-				return exitCodeError{2, err}
-			}
-			if o.MemSize, err = parseSize("mem-size", fl.memSize); err != nil {
-				return exitCodeError{2, err}
+			o.Log = e.log
+			if err := fl.Apply(&o); err != nil {
+				return exitFor(err, 2)
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
@@ -116,22 +59,22 @@ Example, a NetTLP host (libtlp on 127.0.0.1) and an emulated GPU:
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&fl.role, "role", "", "host or gpu")
-	f.Uint32Var(&fl.pair, "pair", 1, "pair ID (24 bits), the same on both sides")
-	f.StringVar(&fl.listen, "listen", "", "UDP address for frames from the peer (IP:PORT)")
-	f.StringVar(&fl.peer, "peer", "", "the peer bridge's UDP address (IP:PORT)")
-	f.StringVar(&fl.pcie, "pcie", "", "PCIe side: nettlp:LOCAL:REMOTE[:DMAREMOTE] (host), emu-gpu or memory (gpu)")
-	f.StringVar(&fl.metrics, "metrics", "", "serve Prometheus metrics on this TCP address (empty: off)")
-	f.DurationVar(&fl.keepalive, "keepalive", 50*time.Millisecond, "longest silence while up")
-	f.DurationVar(&fl.deadAfter, "dead-after", time.Second, "silence after which the link is down")
-	f.DurationVar(&fl.cplTimeout, "completion-timeout", 250*time.Millisecond, "a forwarded request unanswered this long gets a CA completion (below libtlp's 500 ms)")
-	f.StringVar(&fl.gpuModel, "gpu-model", "h100", "emulated GPU model (h100, a100)")
-	f.StringVar(&fl.keyFile, "key-file", "", "the pair key, the same on both sides: 32 raw bytes or 64 hex digits, mode 0600")
-	f.Uint32Var(&fl.keyGen, "key-generation", 1, "generation number of --key-file's key (both sides the same)")
-	f.StringVar(&fl.sealMode, "seal-mode", "gcm", "gcm (encryption and integrity) or gmac (integrity only); both sides the same")
-	f.BoolVar(&fl.insecure, "insecure-no-keys", false, "run the pair unkeyed (lab only: anyone on the fabric can inject TLPs)")
-	f.StringVar(&fl.memBase, "mem-base", "0x2000000000", "memory device base address")
-	f.StringVar(&fl.memSize, "mem-size", "64M", "memory device size (suffixes K, M, G)")
+	f.StringVar(&fl.Role, "role", "", "host or gpu")
+	f.Uint32Var(&o.Pair, "pair", 1, "pair ID (24 bits), the same on both sides")
+	f.StringVar(&fl.Listen, "listen", "", "UDP address for frames from the peer (IP:PORT)")
+	f.StringVar(&fl.Peer, "peer", "", "the peer bridge's UDP address (IP:PORT)")
+	f.StringVar(&fl.PCIe, "pcie", "", "PCIe side: nettlp:LOCAL:REMOTE[:DMAREMOTE] (host), emu-gpu or memory (gpu)")
+	f.StringVar(&o.Metrics, "metrics", "", "serve Prometheus metrics on this TCP address (empty: off)")
+	f.DurationVar(&o.Keepalive, "keepalive", 50*time.Millisecond, "longest silence while up")
+	f.DurationVar(&o.DeadAfter, "dead-after", time.Second, "silence after which the link is down")
+	f.DurationVar(&o.CompletionTimeout, "completion-timeout", 250*time.Millisecond, "a forwarded request unanswered this long gets a CA completion (below libtlp's 500 ms)")
+	f.StringVar(&fl.GPUModel, "gpu-model", "h100", "emulated GPU model (h100, a100)")
+	f.StringVar(&fl.KeyFile, "key-file", "", "the pair key, the same on both sides: 32 raw bytes or 64 hex digits, mode 0600")
+	f.Uint32Var(&o.KeyGeneration, "key-generation", 1, "generation number of --key-file's key (both sides the same)")
+	f.StringVar(&fl.SealMode, "seal-mode", "gcm", "gcm (encryption and integrity) or gmac (integrity only); both sides the same")
+	f.BoolVar(&o.Insecure, "insecure-no-keys", false, "run the pair unkeyed (lab only: anyone on the fabric can inject TLPs)")
+	f.StringVar(&fl.MemBase, "mem-base", "0x2000000000", "memory device base address")
+	f.StringVar(&fl.MemSize, "mem-size", "64M", "memory device size (suffixes K, M, G)")
 	cmd.AddCommand(newBridgeAgentCmd(e))
 	return cmd
 }

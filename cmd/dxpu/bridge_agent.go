@@ -1,10 +1,7 @@
 package main
 
 import (
-	"context"
-	"fmt"
 	"net"
-	"net/netip"
 	"os"
 	"os/signal"
 	"syscall"
@@ -12,18 +9,13 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/dxpu/dxpu/bridge"
-	"github.com/dxpu/dxpu/fabric/manager"
-	"github.com/dxpu/dxpu/fabric/pool"
 	"github.com/dxpu/dxpu/internal/app/bridgeagent"
 )
 
 // newBridgeAgentCmd builds `dxpu bridge agent` (package
 // internal/app/bridgeagent runs it).
 func newBridgeAgentCmd(e *env) *cobra.Command {
-	var fl struct {
-		role, listen, sw, credFile, box, memBase, memSize string
-	}
+	var fl bridgeagent.Setup
 	var o bridgeagent.Options
 	cmd := &cobra.Command{
 		Use:   "agent --role host|gpu --agent-listen ADDR --agent-credential-file FILE --listen IP:PORT [--switch IP:PORT]",
@@ -55,94 +47,36 @@ Example (a lab over http; see 'go doc ./internal/app/bridgeagent'):
       --agent-credential-file box7.cred --listen 10.1.0.7:4791 --switch 10.1.0.1:8855`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			o.Log = e.log
-			switch fl.role {
-			case "host":
-				o.Role = bridge.RoleHost
-			case "gpu":
-				o.Role = bridge.RoleGPU
-			default:
-				return exitCodeError{2, fmt.Errorf("--role %q: want host or gpu", fl.role)}
-			}
-			var err error
-			if o.Listen, err = netip.ParseAddrPort(fl.listen); err != nil {
-				return exitCodeError{2, fmt.Errorf("--listen %q: want IP:PORT: %w", fl.listen, err)}
-			}
-			if fl.sw != "" {
-				if o.Switch, err = netip.ParseAddrPort(fl.sw); err != nil {
-					return exitCodeError{2, fmt.Errorf("--switch %q: want IP:PORT: %w", fl.sw, err)}
-				}
-			}
-			if fl.credFile == "" {
-				return exitCodeError{2, fmt.Errorf("--agent-credential-file is required: the credential 'dxpu ctl box|host add --agent-credential-out FILE' wrote")}
-			}
-			if o.Credential, err = manager.LoadTokenFile(fl.credFile); err != nil {
-				return exitCodeError{2, fmt.Errorf("--agent-credential-file: %w", err)}
-			}
-			if fl.box != "" {
-				if o.Role != bridge.RoleGPU {
-					return exitCodeError{2, fmt.Errorf("--box is for --role gpu")}
-				}
-				b, err := readJSONArg[pool.Box](cmd.InOrStdin(), fl.box)
-				if err != nil {
-					return err
-				}
-				o.Box = &b
-			}
-			if o.MemBase, err = parseSize("mem-base", fl.memBase); err != nil {
-				return exitCodeError{2, err}
-			}
-			if o.MemSize, err = parseSize("mem-size", fl.memSize); err != nil {
-				return exitCodeError{2, err}
+			o.Log, fl.Stdin = e.log, cmd.InOrStdin()
+			if err := fl.Apply(&o); err != nil {
+				return exitFor(err, 2)
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			return exitFor(bridgeagent.Run(ctx, o, func(a *bridgeagent.Agent, _ net.Addr) {
-				go reloadCredential(ctx, a, fl.credFile, e)
+				go bridgeagent.ReloadCredentialOnHUP(ctx, a, fl.CredentialFile, e.log)
 			}), 1)
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&fl.role, "role", "", "host or gpu")
+	f.StringVar(&fl.Role, "role", "", "host or gpu")
 	f.StringVar(&o.AgentListen, "agent-listen", "", "TCP address of the agent API (the host:port of the registered agent_url)")
 	f.StringVar(&o.CertFile, "agent-cert", "", "certificate (PEM) the agent API serves https with")
 	f.StringVar(&o.KeyFile, "agent-key", "", "private key (PEM) of --agent-cert")
 	f.BoolVar(&o.Insecure, "insecure", false, "serve the agent API, and reach an http --manager, over plain http (lab only: the credential crosses the network in clear)")
-	f.StringVar(&fl.credFile, "agent-credential-file", "", "file (mode 0600) holding the agent credential the manager issued at registration")
-	f.StringVar(&fl.listen, "listen", "", "UDP address of the data plane: the bridge endpoint's ip:udp_port (all pairs share it)")
-	f.StringVar(&fl.sw, "switch", "", "UDP address frames go to (the UDP switch, e.g. 10.1.0.1:8855); empty: each pair's far end")
+	f.StringVar(&fl.CredentialFile, "agent-credential-file", "", "file (mode 0600) holding the agent credential the manager issued at registration")
+	f.StringVar(&fl.Listen, "listen", "", "UDP address of the data plane: the bridge endpoint's ip:udp_port (all pairs share it)")
+	f.StringVar(&fl.Switch, "switch", "", "UDP address frames go to (the UDP switch, e.g. 10.1.0.1:8855); empty: each pair's far end")
 	f.IntVar(&o.Ports, "ports", 32, "--role host: virtual downstream ports (1..32; the host's registered ports)")
 	f.StringVar(&o.HostID, "host-id", "", "--role host: refuse pairs for other hosts")
 	f.StringVar(&o.PCIe, "pcie", bridgeagent.PCIeEmuGPU, "--role gpu: emu-gpu or memory")
-	f.StringVar(&fl.box, "box", "", "--role gpu: the box JSON (as given to ctl box add); pairs for other boxes or GPUs are refused")
-	f.StringVar(&fl.memBase, "mem-base", "0x2000000000", "--pcie memory: base address")
-	f.StringVar(&fl.memSize, "mem-size", "64M", "--pcie memory: size (suffixes K, M, G)")
+	f.StringVar(&fl.BoxFile, "box", "", "--role gpu: the box JSON (as given to ctl box add); pairs for other boxes or GPUs are refused")
+	f.StringVar(&fl.MemBase, "mem-base", "0x2000000000", "--pcie memory: base address")
+	f.StringVar(&fl.MemSize, "mem-size", "64M", "--pcie memory: size (suffixes K, M, G)")
 	f.DurationVar(&o.Keepalive, "keepalive", 50*time.Millisecond, "longest silence of a pair's bridge while up")
 	f.DurationVar(&o.DeadAfter, "dead-after", time.Second, "silence after which a pair's link is down")
 	f.DurationVar(&o.CompletionTimeout, "completion-timeout", time.Second, "a forwarded request unanswered this long gets a CA completion")
 	f.StringVar(&o.Manager, "manager", "", "--role host: manager URL for link-down reports")
 	f.StringVar(&o.ManagerCAFile, "manager-ca-file", "", "CA (PEM) of an https --manager (default: the system's roots)")
 	return cmd
-}
-
-// reloadCredential re-reads the credential file on SIGHUP (after a
-// re-registration with a new agent_url issued another).
-func reloadCredential(ctx context.Context, a *bridgeagent.Agent, path string, e *env) {
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
-	for {
-		select {
-		case <-hup:
-			c, err := manager.LoadTokenFile(path)
-			if err != nil {
-				e.log.Error("SIGHUP: credential not reloaded", "err", err)
-				continue
-			}
-			a.SetCredential(c)
-			e.log.Info("SIGHUP: agent credential reloaded", "file", path)
-		case <-ctx.Done():
-			return
-		}
-	}
 }

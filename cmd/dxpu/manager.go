@@ -1,51 +1,19 @@
 package main
 
 import (
-	"context"
-	"crypto/tls"
-	"crypto/x509"
-	"errors"
-	"fmt"
-	"net"
-	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/dxpu/dxpu/fabric/manager"
-	"github.com/dxpu/dxpu/fabric/manager/agentapi"
-	"github.com/dxpu/dxpu/fabric/store"
+	"github.com/dxpu/dxpu/internal/app/managerd"
 )
-
-// managerOptions are dxpu manager's flags.
-type managerOptions struct {
-	store      string
-	etcd       string
-	etcdPrefix string
-	leaseTTL   int
-	listen     string
-	advertise  string
-	tokenFile  string
-	initToken  bool
-	readTokens string
-	noAuth     bool
-	agentCA    string
-	insecure   bool
-	maxConns   int
-	reconcile  time.Duration
-	tlsCert    string
-	tlsKey     string
-	etcdCA     string
-	etcdCert   string
-	etcdKey    string
-}
 
 // newManagerCmd builds `dxpu manager`, the control plane daemon.
 func newManagerCmd(e *env) *cobra.Command {
-	var fl managerOptions
+	var fl managerd.Options
 	cmd := &cobra.Command{
 		Use:   "manager",
 		Short: "Run the control plane: GPU pool, allocation sagas, HTTP API",
@@ -78,177 +46,33 @@ follows GET /v1/table?watch=1&version=N. The server times out slow and
 idle clients, caps connections (--max-conns) and watches per client. Exit status: 0 on
 SIGINT/SIGTERM, 2 for usage errors or when the store cannot be opened.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return runManager(cmd, e, fl) },
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			fl.Log = e.log
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			return exitFor(managerd.Run(ctx, fl), 2)
+		},
 	}
 
 	f := cmd.Flags()
-	f.StringVar(&fl.store, "store", "dxpu-manager.db", "bbolt file holding the pool (ignored with --etcd)")
-	f.StringVar(&fl.etcd, "etcd", "", "comma-separated etcd v3 endpoints; enables leader election")
-	f.StringVar(&fl.etcdPrefix, "etcd-prefix", "/dxpu/", "key prefix in etcd")
-	f.IntVar(&fl.leaseTTL, "lease-ttl", 3, "leader lease in seconds (etcd): how long a dead leader is waited for")
-	f.StringVar(&fl.listen, "listen", "127.0.0.1:7700", "HTTP listen address")
-	f.StringVar(&fl.advertise, "advertise", "", "URL other managers and clients should use for this one (default http://<listen>)")
-	f.StringVar(&fl.tokenFile, "token-file", "", "file holding the bearer token for mutating calls")
-	f.BoolVar(&fl.initToken, "init-token", false, "create --token-file (mode 0600, a fresh 256-bit token) if it does not exist")
-	f.StringVar(&fl.readTokens, "read-token-file", "", "file holding a read-only token (GETs only; mode 0600)")
-	f.BoolVar(&fl.noAuth, "no-auth", false, "accept every call without a token (lab only)")
-	f.StringVar(&fl.agentCA, "agent-ca-file", "", "CA bundle (PEM) that signs the bridges' agent certificates (default: the system's roots)")
-	f.BoolVar(&fl.insecure, "allow-insecure-agents", false, "allow http:// agent URLs (lab only: credentials cross the network in clear)")
-	f.IntVar(&fl.maxConns, "max-conns", manager.DefaultMaxConns, "most concurrent API connections; more are answered 503")
-	f.StringVar(&fl.etcdCA, "etcd-ca-file", "", "CA (PEM) of an etcd served over https")
-	f.StringVar(&fl.etcdCert, "etcd-cert", "", "client certificate (PEM) for etcd")
-	f.StringVar(&fl.etcdKey, "etcd-key", "", "client key (PEM) for etcd")
-	f.StringVar(&fl.tlsCert, "tls-cert", "", "serve HTTPS with this certificate (PEM); needs --tls-key")
-	f.StringVar(&fl.tlsKey, "tls-key", "", "private key (PEM) of --tls-cert")
-	f.DurationVar(&fl.reconcile, "reconcile-interval", 30*time.Second, "how often to reconcile agents with the journal (negative: only at start-up)")
+	f.StringVar(&fl.Store, "store", "dxpu-manager.db", "bbolt file holding the pool (ignored with --etcd)")
+	f.StringVar(&fl.Etcd, "etcd", "", "comma-separated etcd v3 endpoints; enables leader election")
+	f.StringVar(&fl.EtcdPrefix, "etcd-prefix", "/dxpu/", "key prefix in etcd")
+	f.IntVar(&fl.LeaseTTL, "lease-ttl", 3, "leader lease in seconds (etcd): how long a dead leader is waited for")
+	f.StringVar(&fl.Listen, "listen", "127.0.0.1:7700", "HTTP listen address")
+	f.StringVar(&fl.Advertise, "advertise", "", "URL other managers and clients should use for this one (default http://<listen>)")
+	f.StringVar(&fl.TokenFile, "token-file", "", "file holding the bearer token for mutating calls")
+	f.BoolVar(&fl.InitToken, "init-token", false, "create --token-file (mode 0600, a fresh 256-bit token) if it does not exist")
+	f.StringVar(&fl.ReadTokenFile, "read-token-file", "", "file holding a read-only token (GETs only; mode 0600)")
+	f.BoolVar(&fl.NoAuth, "no-auth", false, "accept every call without a token (lab only)")
+	f.StringVar(&fl.AgentCAFile, "agent-ca-file", "", "CA bundle (PEM) that signs the bridges' agent certificates (default: the system's roots)")
+	f.BoolVar(&fl.AllowInsecureAgents, "allow-insecure-agents", false, "allow http:// agent URLs (lab only: credentials cross the network in clear)")
+	f.IntVar(&fl.MaxConns, "max-conns", manager.DefaultMaxConns, "most concurrent API connections; more are answered 503")
+	f.StringVar(&fl.EtcdCAFile, "etcd-ca-file", "", "CA (PEM) of an etcd served over https")
+	f.StringVar(&fl.EtcdCert, "etcd-cert", "", "client certificate (PEM) for etcd")
+	f.StringVar(&fl.EtcdKey, "etcd-key", "", "client key (PEM) for etcd")
+	f.StringVar(&fl.TLSCert, "tls-cert", "", "serve HTTPS with this certificate (PEM); needs --tls-key")
+	f.StringVar(&fl.TLSKey, "tls-key", "", "private key (PEM) of --tls-cert")
+	f.DurationVar(&fl.ReconcileInterval, "reconcile-interval", 30*time.Second, "how often to reconcile agents with the journal (negative: only at start-up)")
 	return cmd
-}
-
-func runManager(cmd *cobra.Command, e *env, fl managerOptions) error {
-	var token, readToken string
-	if fl.maxConns <= 0 {
-		return exitCodeError{2, fmt.Errorf("--max-conns %d: want at least 1", fl.maxConns)}
-	}
-	switch {
-	case fl.tokenFile != "" && fl.noAuth:
-		return exitCodeError{2, errors.New("--token-file and --no-auth exclude each other")}
-	case fl.initToken && fl.tokenFile == "":
-		return exitCodeError{2, errors.New("--init-token needs --token-file")}
-	case fl.tokenFile != "":
-		if fl.initToken {
-			if _, err := os.Stat(fl.tokenFile); errors.Is(err, os.ErrNotExist) {
-				if _, err := manager.CreateTokenFile(fl.tokenFile); err != nil {
-					return exitCodeError{2, err}
-				}
-				e.log.Info("created a token file", "path", fl.tokenFile)
-			}
-		}
-		t, err := manager.LoadTokenFile(fl.tokenFile)
-		if err != nil {
-			return exitCodeError{2, err}
-		}
-		token = t
-		if fl.readTokens != "" {
-			if readToken, err = manager.LoadTokenFile(fl.readTokens); err != nil {
-				return exitCodeError{2, err}
-			}
-		}
-	case !fl.noAuth:
-		return exitCodeError{2, errors.New("--token-file is required (or --no-auth for a lab)")}
-	default:
-		e.log.Warn("authentication disabled: anyone who reaches the API can change the pool")
-	}
-
-	if (fl.tlsCert == "") != (fl.tlsKey == "") {
-		return exitCodeError{2, errors.New("--tls-cert and --tls-key go together")}
-	}
-	if fl.tlsCert != "" {
-		if _, err := tls.LoadX509KeyPair(fl.tlsCert, fl.tlsKey); err != nil {
-			return exitCodeError{2, fmt.Errorf("--tls-cert/--tls-key: %w", err)}
-		}
-	}
-	var st store.Store
-	var err error
-	if fl.etcd != "" {
-		tc, terr := etcdTLS(fl.etcdCA, fl.etcdCert, fl.etcdKey)
-		if terr != nil {
-			return exitCodeError{2, terr}
-		}
-		st, err = store.OpenEtcd(store.EtcdConfig{Endpoints: strings.Split(fl.etcd, ","), Prefix: fl.etcdPrefix, LeaseTTL: fl.leaseTTL, TLS: tc})
-	} else {
-		st, err = store.OpenBolt(fl.store, 5*time.Second)
-	}
-	if err != nil {
-		return exitCodeError{2, err}
-	}
-	defer st.Close()
-
-	ln, err := net.Listen("tcp", fl.listen)
-	if err != nil {
-		return exitCodeError{2, err}
-	}
-	ln = manager.LimitListener(ln, fl.maxConns)
-	advertise := fl.advertise
-	if advertise == "" {
-		scheme := "http://"
-		if fl.tlsCert != "" {
-			scheme = "https://"
-		}
-		advertise = scheme + ln.Addr().String()
-	}
-	// Bridges that registered an agent_url are programmed over the agent
-	// API (https, each with its own credential); the others follow /v1/table.
-	agents, err := agentapi.NewClient(agentapi.ClientConfig{CAFile: fl.agentCA, AllowInsecure: fl.insecure})
-	if err != nil {
-		ln.Close()
-		return exitCodeError{2, err}
-	}
-	m, err := manager.New(manager.Config{Store: st, Token: token, ReadToken: readToken, AllowInsecureAgents: fl.insecure,
-		ID: advertise, Logger: e.log, ReconcileInterval: fl.reconcile,
-		GPUBridge: agentapi.GPUSide{Client: agents}, HostBridge: agentapi.HostSide{Client: agents}})
-	if err != nil {
-		ln.Close()
-		return exitCodeError{2, err}
-	}
-	srv := manager.NewServer(m, manager.ServerConfig{})
-	errc := make(chan error, 1)
-	go func() {
-		if fl.tlsCert != "" {
-			errc <- srv.ServeTLS(ln, fl.tlsCert, fl.tlsKey)
-		} else {
-			errc <- srv.Serve(ln)
-		}
-	}()
-	e.log.Info("manager serving", "listen", ln.Addr().String(), "advertise", advertise, "store", storeName(fl.etcd, fl.store))
-
-	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	select {
-	case <-ctx.Done():
-	case err := <-errc:
-		m.Close()
-		return exitCodeError{2, err}
-	}
-	e.log.Info("shutting down")
-	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	srv.Shutdown(sctx)
-	return m.Close()
-}
-
-// etcdTLS builds the TLS configuration for etcd from the flags (nil when
-// none is given).
-func etcdTLS(caFile, certFile, keyFile string) (*tls.Config, error) {
-	if caFile == "" && certFile == "" && keyFile == "" {
-		return nil, nil
-	}
-	tc := &tls.Config{MinVersion: tls.VersionTLS12}
-	if caFile != "" {
-		b, err := os.ReadFile(caFile)
-		if err != nil {
-			return nil, err
-		}
-		tc.RootCAs = x509.NewCertPool()
-		if !tc.RootCAs.AppendCertsFromPEM(b) {
-			return nil, fmt.Errorf("--etcd-ca-file %s: no PEM certificate in it", caFile)
-		}
-	}
-	if (certFile == "") != (keyFile == "") {
-		return nil, errors.New("--etcd-cert and --etcd-key go together")
-	}
-	if certFile != "" {
-		cert, err := tls.LoadX509KeyPair(certFile, keyFile)
-		if err != nil {
-			return nil, fmt.Errorf("--etcd-cert/--etcd-key: %w", err)
-		}
-		tc.Certificates = []tls.Certificate{cert}
-	}
-	return tc, nil
-}
-
-func storeName(etcd, path string) string {
-	if etcd != "" {
-		return "etcd " + etcd
-	}
-	return "bbolt " + path
 }

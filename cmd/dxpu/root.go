@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/dxpu/dxpu/internal/app/apperr"
+	"github.com/dxpu/dxpu/internal/app/buildinfo"
 )
 
 // newRootCmd builds the whole command tree over e: its streams, its
@@ -26,7 +27,7 @@ func newRootCmd(e *env) *cobra.Command {
 		},
 	}
 	root.PersistentFlags().BoolVarP(&verbose, "verbose", "v", false, "log debug messages")
-	if v, ok := readVersion(); ok {
+	if v, ok := buildinfo.Read(); ok {
 		root.Version = v.String()
 	} else {
 		root.Version = "unknown (no build information)"

@@ -3,18 +3,14 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"net/netip"
 	"os"
 	"os/signal"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/dxpu/dxpu/bridge/udp"
-	"github.com/dxpu/dxpu/internal/app/bridged"
 	"github.com/dxpu/dxpu/internal/app/vm"
 )
 
@@ -153,7 +149,7 @@ key is the pair key file the GPU side's bridge was given (--key-file there);
 				return exitCodeError{2, fmt.Errorf("give at least one --gpu pair=N,listen=IP:PORT,peer=IP:PORT")}
 			}
 			for _, g := range gpus {
-				rg, err := parseVMGPU(g, insecure)
+				rg, err := vm.ParseGPU(g, insecure)
 				if err != nil {
 					return exitCodeError{2, err}
 				}
@@ -182,51 +178,4 @@ key is the pair key file the GPU side's bridge was given (--key-file there);
 	cmd.Flags().BoolVar(&insecure, "insecure-no-keys", false, "run the pairs unkeyed (lab only: anyone on the fabric can inject TLPs)")
 	cmd.Flags().BoolVar(&stayUp, "stay-up", false, "keep the guest running after its tool is done (until interrupted)")
 	return cmd
-}
-
-// parseVMGPU reads pair=N,listen=IP:PORT,peer=IP:PORT,key=FILE.
-func parseVMGPU(s string, insecure bool) (*vm.RemoteGPU, error) {
-	var pair uint64
-	var listen, peer netip.AddrPort
-	var key []byte
-	for _, kv := range strings.Split(s, ",") {
-		k, v, ok := strings.Cut(kv, "=")
-		var err error
-		switch {
-		case !ok:
-			return nil, fmt.Errorf("--gpu %q: %q is not key=value", s, kv)
-		case k == "pair":
-			pair, err = strconv.ParseUint(v, 0, 32)
-			if err == nil && (pair == 0 || pair >= 1<<24) {
-				err = fmt.Errorf("want 1..16777215")
-			}
-		case k == "listen":
-			listen, err = netip.ParseAddrPort(v)
-		case k == "peer":
-			peer, err = netip.ParseAddrPort(v)
-		case k == "key":
-			key, err = bridged.LoadKeyFile(v)
-		default:
-			return nil, fmt.Errorf("--gpu %q: unknown key %q (want pair, listen, peer, key)", s, k)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("--gpu %q: %s=%q: %v", s, k, v, err)
-		}
-	}
-	if pair == 0 || !listen.IsValid() || !peer.IsValid() {
-		return nil, fmt.Errorf("--gpu %q: pair, listen and peer are all needed", s)
-	}
-	switch {
-	case key == nil && !insecure:
-		return nil, fmt.Errorf("--gpu %q: key=FILE is needed (the pair key), or --insecure-no-keys for a lab", s)
-	case key != nil && insecure:
-		return nil, fmt.Errorf("--gpu %q: key= and --insecure-no-keys exclude each other", s)
-	}
-	bc := vm.DefaultBridge(uint32(pair))
-	bc.Key, bc.RequireKeys = key, !insecure
-	c, err := udp.Listen(listen, peer)
-	if err != nil {
-		return nil, fmt.Errorf("--gpu %q: %w", s, err)
-	}
-	return &vm.RemoteGPU{Transport: c, Bridge: bc}, nil
 }

@@ -1,31 +1,33 @@
-package main
+package ctl
 
 import (
 	"fmt"
 	"reflect"
 	"strings"
+
+	"github.com/dxpu/dxpu/internal/app/jsonfile"
 )
 
-// boxExample and hostExample are the JSON that `ctl box add --help` and
+// BoxExample and HostExample are the JSON that `ctl box add --help` and
 // `ctl host add --help` show (examples/box.json and host.json are longer
 // versions; a test decodes all of them).
-const boxExample = `{
+const BoxExample = `{
   "id": "box1",
   "bridge": {"switch_port": "eth2", "mac": "02:00:00:00:01:01", "ip": "10.77.0.20", "udp_port": 8855},
   "location": {"pod": "pod1", "rack": "r2"},
   "gpus": [{"id": "box1-gpu0", "model": "H100", "memory_mib": 81920, "bdf": "0000:03:00.0", "pcie_switch": 0, "pcie_port": 0}]
 }`
 
-const hostExample = `{
+const HostExample = `{
   "id": "host1",
   "bridge": {"switch_port": "eth1", "mac": "02:00:00:00:02:01", "ip": "10.77.0.10", "udp_port": 8855},
   "location": {"pod": "pod1", "rack": "r1"},
   "ports": 32
 }`
 
-// addHelp is the long help of `ctl KIND add`: the fields it reads and an
+// AddHelp is the long help of `ctl KIND add`: the fields it reads and an
 // example.
-func addHelp(kind string, t reflect.Type, example string) string {
+func AddHelp(kind string, t reflect.Type, example string) string {
 	return fmt.Sprintf(`Register a %[1]s, or replace the %[1]s with the same id, from a JSON file (- for
 stdin). Unknown fields are refused. The fields:
 
@@ -36,7 +38,7 @@ interface toward it ("udp" for a switch in --mode udp), its MAC, and for dxpu
 over UDP its IPv4 address and UDP port. The pool fills in the rest (health,
 allocation). Example (see also examples/%[1]s.json):
 
-%[3]s`, kind, strings.Join(jsonFields(t), "\n  "), indent(example, "  "))
+%[3]s`, kind, strings.Join(jsonfile.Fields(t), "\n  "), indent(example, "  "))
 }
 
 func indent(s, pre string) string {

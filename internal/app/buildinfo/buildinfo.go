@@ -1,34 +1,34 @@
-package main
+// Package buildinfo reads what `dxpu --version` reports from the build
+// information the Go toolchain embeds: the module version, the VCS
+// revision and time of the tree it was built from, whether that tree had
+// uncommitted changes, and the Go version.
+package buildinfo
 
 import (
 	"fmt"
-	"io"
 	"runtime/debug"
 	"strings"
 )
 
-// versionInfo is what `dxpu --version` reports, read from the build
-// information the Go toolchain embeds: the module version, the VCS
-// revision and time of the tree it was built from, whether that tree had
-// uncommitted changes, and the Go version.
-type versionInfo struct {
+// Info is the build's identity.
+type Info struct {
 	Module, Version, Revision, Time, Go string
 	Modified                            bool
 }
 
-// readVersion reads the build information (ok false when the binary has
+// Read reads the build information (ok false when the binary has
 // none, as under some test runners).
-func readVersion() (versionInfo, bool) {
+func Read() (Info, bool) {
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
-		return versionInfo{}, false
+		return Info{}, false
 	}
-	return versionFrom(bi), true
+	return From(bi), true
 }
 
-// versionFrom extracts versionInfo from build information.
-func versionFrom(bi *debug.BuildInfo) versionInfo {
-	v := versionInfo{Module: bi.Main.Path, Version: bi.Main.Version, Go: bi.GoVersion}
+// From extracts Info from build information.
+func From(bi *debug.BuildInfo) Info {
+	v := Info{Module: bi.Main.Path, Version: bi.Main.Version, Go: bi.GoVersion}
 	for _, s := range bi.Settings {
 		switch s.Key {
 		case "vcs.revision":
@@ -44,7 +44,7 @@ func versionFrom(bi *debug.BuildInfo) versionInfo {
 
 // String is the one line --version prints; fields the build did not
 // record say so rather than vanish.
-func (v versionInfo) String() string {
+func (v Info) String() string {
 	or := func(s, def string) string {
 		if s == "" {
 			return def
@@ -66,15 +66,4 @@ func (v versionInfo) String() string {
 		fmt.Fprintf(&b, " module %s", v.Module)
 	}
 	return b.String()
-}
-
-// writeVersion prints the version line, or says the binary carries no
-// build information.
-func writeVersion(w io.Writer) {
-	v, ok := readVersion()
-	if !ok {
-		fmt.Fprintln(w, "dxpu: no build information in this binary")
-		return
-	}
-	fmt.Fprintln(w, v.String())
 }

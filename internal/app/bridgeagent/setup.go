@@ -1,0 +1,100 @@
+package bridgeagent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/netip"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/dxpu/dxpu/bridge"
+	"github.com/dxpu/dxpu/fabric/manager"
+	"github.com/dxpu/dxpu/fabric/pool"
+	"github.com/dxpu/dxpu/internal/app/apperr"
+	"github.com/dxpu/dxpu/internal/app/bytesize"
+	"github.com/dxpu/dxpu/internal/app/jsonfile"
+)
+
+// Setup is what `dxpu bridge agent` gives as text and files; Apply turns
+// it into Options.
+type Setup struct {
+	Role           string // host or gpu
+	Listen, Switch string // IP:PORT; Switch may be empty
+	CredentialFile string
+	BoxFile        string // --role gpu: the box JSON ("-": Stdin)
+	MemBase        string
+	MemSize        string
+	Stdin          io.Reader
+}
+
+// Apply checks s and fills in o's role, addresses, credential, box and
+// memory window; its errors are apperr.ErrUsage and name the flag.
+func (s Setup) Apply(o *Options) error {
+	usage := apperr.Usage
+	switch s.Role {
+	case "host":
+		o.Role = bridge.RoleHost
+	case "gpu":
+		o.Role = bridge.RoleGPU
+	default:
+		return usage(fmt.Errorf("--role %q: want host or gpu", s.Role))
+	}
+	var err error
+	if o.Listen, err = netip.ParseAddrPort(s.Listen); err != nil {
+		return usage(fmt.Errorf("--listen %q: want IP:PORT: %w", s.Listen, err))
+	}
+	if s.Switch != "" {
+		if o.Switch, err = netip.ParseAddrPort(s.Switch); err != nil {
+			return usage(fmt.Errorf("--switch %q: want IP:PORT: %w", s.Switch, err))
+		}
+	}
+	if s.CredentialFile == "" {
+		return usage(errors.New("--agent-credential-file is required: the credential 'dxpu ctl box|host add --agent-credential-out FILE' wrote"))
+	}
+	if o.Credential, err = manager.LoadTokenFile(s.CredentialFile); err != nil {
+		return usage(fmt.Errorf("--agent-credential-file: %w", err))
+	}
+	if s.BoxFile != "" {
+		if o.Role != bridge.RoleGPU {
+			return usage(errors.New("--box is for --role gpu"))
+		}
+		b, err := jsonfile.Read[pool.Box](s.Stdin, s.BoxFile)
+		if err != nil {
+			return err
+		}
+		o.Box = &b
+	}
+	if o.MemBase, err = bytesize.Parse("mem-base", s.MemBase); err != nil {
+		return usage(err)
+	}
+	if o.MemSize, err = bytesize.Parse("mem-size", s.MemSize); err != nil {
+		return usage(err)
+	}
+	return nil
+}
+
+// ReloadCredentialOnHUP re-reads the credential file on SIGHUP (after a
+// re-registration with a new agent_url issued another) until ctx ends.
+func ReloadCredentialOnHUP(ctx context.Context, a *Agent, path string, log *slog.Logger) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	for {
+		select {
+		case <-hup:
+			c, err := manager.LoadTokenFile(path)
+			if err != nil {
+				log.Error("SIGHUP: credential not reloaded", "err", err)
+				continue
+			}
+			a.SetCredential(c)
+			log.Info("SIGHUP: agent credential reloaded", "file", path)
+		case <-ctx.Done():
+			return
+		}
+	}
+}

@@ -1,0 +1,78 @@
+package bridged
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+
+	"github.com/dxpu/dxpu/bridge"
+	"github.com/dxpu/dxpu/bridge/seal"
+	"github.com/dxpu/dxpu/emu/gpu"
+	"github.com/dxpu/dxpu/internal/app/apperr"
+	"github.com/dxpu/dxpu/internal/app/bytesize"
+)
+
+// Setup is what `dxpu bridge` gives as text and files; Apply turns it
+// into Options.
+type Setup struct {
+	Role, Listen, Peer, PCIe string
+	GPUModel                 string // h100 or a100
+	MemBase, MemSize         string
+	KeyFile                  string
+	SealMode                 string // gcm or gmac
+}
+
+// Apply checks s and fills in o's role, addresses, PCIe side, key, seal
+// mode, GPU model and memory window; its errors are apperr.ErrUsage and
+// name the flag.
+func (s Setup) Apply(o *Options) error {
+	usage := apperr.Usage
+	switch {
+	case s.KeyFile != "" && o.Insecure:
+		return usage(errors.New("--key-file and --insecure-no-keys exclude each other"))
+	case s.KeyFile != "":
+		k, err := LoadKeyFile(s.KeyFile)
+		if err != nil {
+			return usage(err)
+		}
+		o.Key = k
+	}
+	switch s.SealMode {
+	case "gcm":
+		o.SealMode = seal.ModeGCM
+	case "gmac":
+		o.SealMode = seal.ModeGMAC
+	default:
+		return usage(fmt.Errorf("--seal-mode %q: want gcm or gmac", s.SealMode))
+	}
+	switch s.Role {
+	case "host":
+		o.Role = bridge.RoleHost
+	case "gpu":
+		o.Role = bridge.RoleGPU
+	default:
+		return usage(fmt.Errorf("--role %q: want host or gpu", s.Role))
+	}
+	var err error
+	if o.Listen, err = netip.ParseAddrPort(s.Listen); err != nil {
+		return usage(fmt.Errorf("--listen %q: %w", s.Listen, err))
+	}
+	if o.Peer, err = netip.ParseAddrPort(s.Peer); err != nil {
+		return usage(fmt.Errorf("--peer %q: %w", s.Peer, err))
+	}
+	if o.PCIe, err = ParsePCIe(s.PCIe); err != nil {
+		return usage(err)
+	}
+	m, ok := gpu.ModelByName(s.GPUModel)
+	if !ok {
+		return usage(fmt.Errorf("--gpu-model %q: want h100 or a100", s.GPUModel))
+	}
+	o.GPUModel = m
+	if o.MemBase, err = bytesize.Parse("mem-base", s.MemBase); err != nil {
+		return usage(err)
+	}
+	if o.MemSize, err = bytesize.Parse("mem-size", s.MemSize); err != nil {
+		return usage(err)
+	}
+	return nil
+}

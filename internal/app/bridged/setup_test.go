@@ -1,0 +1,45 @@
+package bridged
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/dxpu/dxpu/bridge"
+	"github.com/dxpu/dxpu/bridge/seal"
+	"github.com/dxpu/dxpu/internal/app/apperr"
+)
+
+// TestSetupApply: good settings fill in Options; each bad one is a usage
+// error naming its flag.
+func TestSetupApply(t *testing.T) {
+	t.Parallel()
+	good := Setup{Role: "gpu", Listen: "127.0.0.1:7001", Peer: "127.0.0.1:7002", PCIe: "memory", GPUModel: "a100",
+		MemBase: "0x1000", MemSize: "64K", SealMode: "gmac"}
+	o := Options{Insecure: true}
+	if err := good.Apply(&o); err != nil {
+		t.Fatal(err)
+	}
+	if o.Role != bridge.RoleGPU || o.Listen.Port() != 7001 || o.Peer.Port() != 7002 || o.SealMode != seal.ModeGMAC ||
+		o.MemBase != 0x1000 || o.MemSize != 64<<10 || !strings.Contains(strings.ToLower(o.GPUModel.Name), "a100") {
+		t.Fatalf("%+v", o)
+	}
+	for want, bad := range map[string]func(*Setup){
+		"--role":       func(s *Setup) { s.Role = "middle" },
+		"--listen":     func(s *Setup) { s.Listen = "x" },
+		"--peer":       func(s *Setup) { s.Peer = "y" },
+		"--pcie":       func(s *Setup) { s.PCIe = "pci" },
+		"--gpu-model":  func(s *Setup) { s.GPUModel = "v100" },
+		"--seal-mode":  func(s *Setup) { s.SealMode = "none" },
+		"--mem-base":   func(s *Setup) { s.MemBase = "low" },
+		"--mem-size":   func(s *Setup) { s.MemSize = "lots" },
+		"exclude each": func(s *Setup) { s.KeyFile = "/nonexistent" },
+	} {
+		s := good
+		bad(&s)
+		o := Options{Insecure: true}
+		if err := s.Apply(&o); !errors.Is(err, apperr.ErrUsage) || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want a usage error naming it", want, err)
+		}
+	}
+}

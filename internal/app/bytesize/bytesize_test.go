@@ -1,0 +1,34 @@
+package bytesize
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestParse(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]uint64{"64M": 64 << 20, "4096": 4096, "0x1000": 0x1000, "1G": 1 << 30, "2k": 2048, "1T": 1 << 40} {
+		if got, err := Parse("x", in); err != nil || got != want {
+			t.Errorf("%q: %d, %v", in, got, err)
+		}
+	}
+	for _, in := range []string{"", "M", "12Q", "-1", "99999999999999999999T"} {
+		if _, err := Parse("x", in); err == nil || !strings.Contains(err.Error(), "--x") {
+			t.Errorf("%q: %v, want an error naming --x", in, err)
+		}
+	}
+}
+
+func TestParseList(t *testing.T) {
+	t.Parallel()
+	got, err := ParseList("sizes", "64K, 1M,4096")
+	if err != nil || len(got) != 3 || got[0] != 64<<10 || got[1] != 1<<20 || got[2] != 4096 {
+		t.Fatalf("%v %v", got, err)
+	}
+	if got, err := ParseList("sizes", ""); err != nil || got != nil {
+		t.Fatalf("empty: %v %v", got, err)
+	}
+	if _, err := ParseList("sizes", "64K,lots"); err == nil || !strings.Contains(err.Error(), `--sizes "lots"`) {
+		t.Fatalf("bad element: %v", err)
+	}
+}

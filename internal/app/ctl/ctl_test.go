@@ -1,0 +1,137 @@
+package ctl
+
+import (
+	"context"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dxpu/dxpu/fabric/manager"
+	"github.com/dxpu/dxpu/fabric/pool"
+	"github.com/dxpu/dxpu/internal/app/apperr"
+)
+
+// do runs one ctl call with o and returns what it printed.
+func do(t *testing.T, o Options, f func(context.Context, Options) error) (string, error) {
+	t.Helper()
+	var out strings.Builder
+	o.Stdout, o.Stdin = &out, strings.NewReader("")
+	if o.Timeout == 0 {
+		o.Timeout = 30 * time.Second
+	}
+	err := f(context.Background(), o)
+	t.Logf("%s(err %v)", out.String(), err)
+	return out.String(), err
+}
+
+func TestCtl(t *testing.T) {
+	t.Parallel()
+	m, err := manager.New(manager.Config{Token: "tok"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	srv := httptest.NewServer(m.Handler())
+	defer srv.Close()
+	dir := t.TempDir()
+	tokFile := filepath.Join(dir, "token")
+	os.WriteFile(tokFile, []byte("tok\n"), 0o600)
+	boxFile := filepath.Join(dir, "box.json")
+	os.WriteFile(boxFile, []byte(`{"id":"box0","bridge":{"switch_port":"veth-b0","mac":"02:00:00:00:01:00"},"location":{"pod":"p","rack":"r"},
+	  "gpus":[{"id":"g0","model":"H100","memory_mib":81920},{"id":"g1","model":"H100","memory_mib":81920},{"id":"g2","model":"A100","memory_mib":40960}]}`), 0o600)
+	hostFile := filepath.Join(dir, "host.json")
+	os.WriteFile(hostFile, []byte(`{"id":"h1","bridge":{"switch_port":"veth-h1","mac":"02:00:00:00:02:01"},"ports":32}`), 0o600)
+	o := Options{Manager: srv.URL, TokenFile: tokFile}
+	js := o
+	js.JSON = true
+
+	// Without the token: refused, a failed run (exit status 1).
+	_, err = do(t, Options{Manager: srv.URL}, func(ctx context.Context, o Options) error { return AddBox(ctx, o, boxFile) })
+	if !errors.Is(err, apperr.ErrFailed) || !strings.Contains(err.Error(), "unauthorized") {
+		t.Fatalf("no token: %v", err)
+	}
+	if _, err := do(t, o, func(ctx context.Context, o Options) error { return AddBox(ctx, o, boxFile) }); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := do(t, o, func(ctx context.Context, o Options) error { return AddHost(ctx, o, hostFile) }); err != nil {
+		t.Fatal(err)
+	}
+	out, err := do(t, js, func(ctx context.Context, o Options) error {
+		return Allocate(ctx, o, pool.Request{Host: "h1", Count: 2, Model: "H100"})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var a pool.Allocation
+	if err := json.Unmarshal([]byte(out), &a); err != nil || a.ID == "" || len(a.GPUs) != 2 || a.GPUs[0].GPU != "g0" {
+		t.Fatalf("alloc --json printed %q (%v)", out, err)
+	}
+	out, _ = do(t, o, func(ctx context.Context, o Options) error { return Box(ctx, o, "") })
+	if !strings.Contains(out, "box0") || !strings.Contains(out, "FREE") {
+		t.Fatalf("box table: %q", out)
+	}
+	out, _ = do(t, o, func(ctx context.Context, o Options) error { return GPUs(ctx, o, "", "free") })
+	if !strings.Contains(out, "g2") || strings.Contains(out, "g0 ") {
+		t.Fatalf("free GPUs: %q", out)
+	}
+	out, _ = do(t, o, func(ctx context.Context, o Options) error { return Allocations(ctx, o, "") })
+	if !strings.Contains(out, a.ID) || !strings.Contains(out, "g0,g1") {
+		t.Fatalf("alloc list: %q", out)
+	}
+	out, _ = do(t, o, func(ctx context.Context, o Options) error { return Drain(ctx, o, "box0", true) })
+	if !strings.Contains(out, "draining") || !strings.Contains(out, a.ID) {
+		t.Fatalf("drain: %q", out)
+	}
+	_, err = do(t, o, func(ctx context.Context, o Options) error {
+		return Allocate(ctx, o, pool.Request{Host: "h1", Count: 1})
+	})
+	if !errors.Is(err, apperr.ErrFailed) || !strings.Contains(err.Error(), "insufficient_gpus") {
+		t.Fatalf("alloc on a drained pool: %v", err)
+	}
+	if _, err := do(t, o, func(ctx context.Context, o Options) error { return Free(ctx, o, []string{a.ID}) }); err != nil {
+		t.Fatal(err)
+	}
+	out, _ = do(t, js, Stats)
+	var s pool.Stats
+	if json.Unmarshal([]byte(out), &s) != nil || s.Used != 0 || s.Draining != 3 {
+		t.Fatalf("stats %q", out)
+	}
+	out, _ = do(t, o, func(ctx context.Context, o Options) error { return Events(ctx, o, "h1", false) })
+	if !strings.Contains(out, "allocated") || !strings.Contains(out, "released") || !strings.Contains(out, a.ID) {
+		t.Fatalf("events: %q", out)
+	}
+	if _, err := do(t, o, func(ctx context.Context, o Options) error { return Allocate(ctx, o, pool.Request{Host: "h1"}) }); !errors.Is(err, apperr.ErrUsage) {
+		t.Fatalf("alloc without --count: %v", err)
+	}
+	if _, err := do(t, Options{Manager: "not a url"}, func(ctx context.Context, o Options) error { return Box(ctx, o, "") }); !errors.Is(err, apperr.ErrUsage) {
+		t.Fatalf("bad --manager: %v", err)
+	}
+}
+
+func TestCtlHTTPS(t *testing.T) {
+	t.Parallel()
+	m, err := manager.New(manager.Config{Token: "tok"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	srv := httptest.NewTLSServer(m.Handler())
+	defer srv.Close()
+	ca := filepath.Join(t.TempDir(), "ca.pem")
+	os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o600)
+	if _, err := do(t, Options{Manager: srv.URL}, Stats); !errors.Is(err, apperr.ErrUsage) || !strings.Contains(err.Error(), "certificate") {
+		t.Fatalf("untrusted certificate: %v", err)
+	}
+	tok := filepath.Join(t.TempDir(), "token") // reads need a token too
+	os.WriteFile(tok, []byte("tok\n"), 0o600)
+	out, err := do(t, Options{Manager: srv.URL, CAFile: ca, TokenFile: tok, JSON: true}, Stats)
+	if err != nil || !strings.Contains(out, `"gpus": 0`) {
+		t.Fatalf("%q %v", out, err)
+	}
+}

@@ -1,0 +1,215 @@
+package ctl
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/dxpu/dxpu/fabric/ctlclient"
+	"github.com/dxpu/dxpu/fabric/pool"
+	"github.com/dxpu/dxpu/internal/app/apperr"
+	"github.com/dxpu/dxpu/internal/app/jsonfile"
+)
+
+// Box prints one box with its GPUs, or every box when id is empty.
+func Box(ctx context.Context, o Options, id string) error {
+	if id != "" {
+		return call(ctx, o, func(ctx context.Context, c *ctlclient.Client) (pool.Box, error) { return c.Box(ctx, id) },
+			func(w io.Writer, b pool.Box) {
+				boxTable(w, []pool.Box{b})
+				fmt.Fprintln(w)
+				gpuTable(w, b.GPUs)
+			})
+	}
+	return call(ctx, o, func(ctx context.Context, c *ctlclient.Client) ([]pool.Box, error) { return c.Boxes(ctx) }, boxTable)
+}
+
+// AddBox registers the box in the JSON file path ("-": o.Stdin).
+func AddBox(ctx context.Context, o Options, path string) error {
+	b, err := jsonfile.Read[pool.Box](o.Stdin, path)
+	if err != nil {
+		return err
+	}
+	return call(ctx, o, func(ctx context.Context, c *ctlclient.Client) (pool.Box, error) {
+		out, cred, err := c.RegisterBoxAgent(ctx, b)
+		if err == nil {
+			err = writeCredential(o.CredentialOut, cred)
+		}
+		return out, err
+	}, func(w io.Writer, b pool.Box) { boxTable(w, []pool.Box{b}) })
+}
+
+// RemoveBox removes a box whose GPUs are all free.
+func RemoveBox(ctx context.Context, o Options, id string) error {
+	return call(ctx, o, func(ctx context.Context, c *ctlclient.Client) (pool.Box, error) { return c.RemoveBox(ctx, id) },
+		func(w io.Writer, b pool.Box) { fmt.Fprintf(w, "removed box %s (%d GPUs)\n", b.ID, len(b.GPUs)) })
+}
+
+// Hosts prints every host.
+func Hosts(ctx context.Context, o Options) error {
+	return call(ctx, o, func(ctx context.Context, c *ctlclient.Client) ([]pool.Host, error) { return c.Hosts(ctx) }, hostTable)
+}
+
+// AddHost registers the host in the JSON file path ("-": o.Stdin).
+func AddHost(ctx context.Context, o Options, path string) error {
+	h, err := jsonfile.Read[pool.Host](o.Stdin, path)
+	if err != nil {
+		return err
+	}
+	return call(ctx, o, func(ctx context.Context, c *ctlclient.Client) (pool.Host, error) {
+		out, cred, err := c.RegisterHostAgent(ctx, h)
+		if err == nil {
+			err = writeCredential(o.CredentialOut, cred)
+		}
+		return out, err
+	}, func(w io.Writer, h pool.Host) { hostTable(w, []pool.Host{h}) })
+}
+
+// writeCredential keeps the agent credential the manager issued in the new
+// file path (mode 0600); without a path it is dropped: the manager hands
+// the same one again on re-registration.
+func writeCredential(path, cred string) error {
+	if path == "" {
+		return nil
+	}
+	if cred == "" {
+		return apperr.Failed(errors.New("--agent-credential-out: the manager issued no credential (no agent_url in the registration)"))
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return apperr.Usage(fmt.Errorf("--agent-credential-out: %w", err))
+	}
+	if _, err := fmt.Fprintln(f, cred); err != nil {
+		f.Close()
+		return apperr.Usage(fmt.Errorf("--agent-credential-out: %w", err))
+	}
+	return f.Close()
+}
+
+// RemoveHost removes a host that holds no GPUs.
+func RemoveHost(ctx context.Context, o Options, id string) error {
+	return call(ctx, o, func(ctx context.Context, c *ctlclient.Client) (pool.Host, error) { return c.RemoveHost(ctx, id) },
+		func(w io.Writer, h pool.Host) { fmt.Fprintf(w, "removed host %s\n", h.ID) })
+}
+
+// GPUs prints the GPUs, only box's and only those in state when set.
+func GPUs(ctx context.Context, o Options, box, state string) error {
+	return call(ctx, o, func(ctx context.Context, c *ctlclient.Client) ([]pool.GPU, error) { return c.GPUs(ctx, box, state) }, gpuTable)
+}
+
+// SetHealth marks a GPU healthy or unhealthy.
+func SetHealth(ctx context.Context, o Options, gpu string, h pool.Health) error {
+	return call(ctx, o, func(ctx context.Context, c *ctlclient.Client) (pool.HealthChange, error) {
+		return c.SetGPUHealth(ctx, gpu, h)
+	},
+		func(w io.Writer, ch pool.HealthChange) {
+			fmt.Fprintf(w, "gpu %s is %s\n", ch.GPU.ID, ch.GPU.Health)
+			if ch.Alloc != nil && ch.Lost != nil {
+				fmt.Fprintf(w, "allocation %s (host %s) lost it: pair %d on host port %d removed; %d GPUs remain\n",
+					ch.Alloc.ID, ch.Alloc.Host, ch.Lost.Pair, ch.Lost.HostPort, len(ch.Alloc.GPUs))
+			}
+		})
+}
+
+// Allocate lends GPUs to a host as req asks.
+func Allocate(ctx context.Context, o Options, req pool.Request) error {
+	if req.Host == "" || req.Count <= 0 {
+		return apperr.Usage(errors.New("alloc needs --host and --count (at least 1); 'ctl alloc list' lists allocations"))
+	}
+	return call(ctx, o, func(ctx context.Context, c *ctlclient.Client) (pool.Allocation, error) { return c.Allocate(ctx, req) },
+		func(w io.Writer, a pool.Allocation) {
+			fmt.Fprintln(w, "GPU\tBOX\tPAIR\tHOST PORT")
+			for _, g := range a.GPUs {
+				fmt.Fprintf(w, "%s\t%s\t%d\t%d\n", g.GPU, g.Box, g.Pair, g.HostPort)
+			}
+			fmt.Fprintf(w, "allocation %s: %d GPUs for host %s\n", a.ID, len(a.GPUs), a.Host)
+		})
+}
+
+// Allocations prints the allocations, only host's when set.
+func Allocations(ctx context.Context, o Options, host string) error {
+	return call(ctx, o, func(ctx context.Context, c *ctlclient.Client) ([]pool.Allocation, error) {
+		return c.Allocations(ctx, host)
+	}, allocTable)
+}
+
+// eachAllocation applies op to every id in turn, stopping at the first
+// refusal, named with verb and the id.
+func eachAllocation(ctx context.Context, o Options, ids []string, verb string, op func(*ctlclient.Client, context.Context, string) (pool.Allocation, error), line func(io.Writer, pool.Allocation)) error {
+	return call(ctx, o, func(ctx context.Context, c *ctlclient.Client) ([]pool.Allocation, error) {
+		var out []pool.Allocation
+		for _, id := range ids {
+			a, err := op(c, ctx, id)
+			if err != nil {
+				return out, fmt.Errorf("%s %s: %w", verb, id, err)
+			}
+			out = append(out, a)
+		}
+		return out, nil
+	}, func(w io.Writer, as []pool.Allocation) {
+		for _, a := range as {
+			line(w, a)
+		}
+	})
+}
+
+// Free releases the allocations ids.
+func Free(ctx context.Context, o Options, ids []string) error {
+	return eachAllocation(ctx, o, ids, "free", (*ctlclient.Client).Free, func(w io.Writer, a pool.Allocation) {
+		fmt.Fprintf(w, "freed %s: %d GPUs back from host %s\n", a.ID, len(a.GPUs), a.Host)
+	})
+}
+
+// Rekey gives every pair of the allocations ids a fresh key.
+func Rekey(ctx context.Context, o Options, ids []string) error {
+	return eachAllocation(ctx, o, ids, "rekey", (*ctlclient.Client).Rekey, func(w io.Writer, a pool.Allocation) {
+		fmt.Fprintf(w, "rekeyed %s: %d pairs of host %s have a new key\n", a.ID, len(a.GPUs), a.Host)
+	})
+}
+
+// Drain stops (on) or resumes new allocations on a box and prints the
+// allocations still there.
+func Drain(ctx context.Context, o Options, box string, on bool) error {
+	return call(ctx, o, func(ctx context.Context, c *ctlclient.Client) (ctlclient.DrainResult, error) {
+		return c.Drain(ctx, box, on)
+	},
+		func(w io.Writer, r ctlclient.DrainResult) {
+			boxTable(w, []pool.Box{r.Box})
+			if len(r.Allocations) > 0 {
+				fmt.Fprintf(w, "\nallocations still on %s: %s\n", r.Box.ID, strings.Join(r.Allocations, " "))
+			}
+		})
+}
+
+// RTT prints the measured RTTs or, when any of host, box and rtt is set,
+// records one (then all three are needed).
+func RTT(ctx context.Context, o Options, host, box string, rtt time.Duration) error {
+	if host != "" || box != "" || rtt != 0 {
+		if host == "" || box == "" || rtt <= 0 {
+			return apperr.Usage(errors.New("recording an RTT needs --host, --box and a positive --rtt"))
+		}
+		r := pool.RTT{Host: host, Box: box, RTT: pool.Duration(rtt)}
+		return call(ctx, o, func(ctx context.Context, c *ctlclient.Client) (pool.RTT, error) { return r, c.SetRTT(ctx, r) },
+			func(w io.Writer, r pool.RTT) { fmt.Fprintf(w, "rtt %s <-> %s = %v\n", r.Host, r.Box, r.RTT) })
+	}
+	return call(ctx, o, func(ctx context.Context, c *ctlclient.Client) ([]pool.RTT, error) { return c.RTTs(ctx) },
+		func(w io.Writer, rs []pool.RTT) {
+			fmt.Fprintln(w, "HOST\tBOX\tRTT")
+			for _, r := range rs {
+				fmt.Fprintf(w, "%s\t%s\t%v\n", r.Host, r.Box, r.RTT)
+			}
+		})
+}
+
+// Stats prints the GPU counts by state.
+func Stats(ctx context.Context, o Options) error {
+	return call(ctx, o, func(ctx context.Context, c *ctlclient.Client) (pool.Stats, error) { return c.Stats(ctx) },
+		func(w io.Writer, s pool.Stats) {
+			fmt.Fprintln(w, "GPUS\tFREE\tUSED\tUNHEALTHY\tDRAINING\tBOXES\tHOSTS\tALLOCATIONS")
+			fmt.Fprintf(w, "%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", s.GPUs, s.Free, s.Used, s.Unhealthy, s.Draining, s.Boxes, s.Hosts, s.Allocs)
+		})
+}

@@ -1,0 +1,190 @@
+package managerd
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/dxpu/dxpu/fabric/manager"
+	"github.com/dxpu/dxpu/fabric/manager/agentapi"
+	"github.com/dxpu/dxpu/fabric/store"
+	"github.com/dxpu/dxpu/internal/app/apperr"
+)
+
+// Options are `dxpu manager`'s flags, and the logger.
+type Options struct {
+	Store               string // bbolt file (without Etcd)
+	Etcd                string // comma-separated etcd endpoints
+	EtcdPrefix          string
+	LeaseTTL            int // seconds
+	Listen              string
+	Advertise           string // default: http(s)://<listen>
+	TokenFile           string
+	InitToken           bool
+	ReadTokenFile       string
+	NoAuth              bool
+	AgentCAFile         string
+	AllowInsecureAgents bool
+	MaxConns            int
+	ReconcileInterval   time.Duration
+	TLSCert, TLSKey     string
+	EtcdCAFile          string
+	EtcdCert, EtcdKey   string
+	Log                 *slog.Logger
+}
+
+// Run checks o, opens the store, and serves the manager's API until ctx
+// ends (then it shuts down cleanly and returns nil).
+func Run(ctx context.Context, o Options) error {
+	var token, readToken string
+	if o.MaxConns <= 0 {
+		return apperr.Usage(fmt.Errorf("--max-conns %d: want at least 1", o.MaxConns))
+	}
+	switch {
+	case o.TokenFile != "" && o.NoAuth:
+		return apperr.Usage(errors.New("--token-file and --no-auth exclude each other"))
+	case o.InitToken && o.TokenFile == "":
+		return apperr.Usage(errors.New("--init-token needs --token-file"))
+	case o.TokenFile != "":
+		if o.InitToken {
+			if _, err := os.Stat(o.TokenFile); errors.Is(err, os.ErrNotExist) {
+				if _, err := manager.CreateTokenFile(o.TokenFile); err != nil {
+					return apperr.Usage(err)
+				}
+				o.Log.Info("created a token file", "path", o.TokenFile)
+			}
+		}
+		t, err := manager.LoadTokenFile(o.TokenFile)
+		if err != nil {
+			return apperr.Usage(err)
+		}
+		token = t
+		if o.ReadTokenFile != "" {
+			if readToken, err = manager.LoadTokenFile(o.ReadTokenFile); err != nil {
+				return apperr.Usage(err)
+			}
+		}
+	case !o.NoAuth:
+		return apperr.Usage(errors.New("--token-file is required (or --no-auth for a lab)"))
+	default:
+		o.Log.Warn("authentication disabled: anyone who reaches the API can change the pool")
+	}
+
+	if (o.TLSCert == "") != (o.TLSKey == "") {
+		return apperr.Usage(errors.New("--tls-cert and --tls-key go together"))
+	}
+	if o.TLSCert != "" {
+		if _, err := tls.LoadX509KeyPair(o.TLSCert, o.TLSKey); err != nil {
+			return apperr.Usage(fmt.Errorf("--tls-cert/--tls-key: %w", err))
+		}
+	}
+	var st store.Store
+	var err error
+	if o.Etcd != "" {
+		tc, terr := etcdTLS(o.EtcdCAFile, o.EtcdCert, o.EtcdKey)
+		if terr != nil {
+			return apperr.Usage(terr)
+		}
+		st, err = store.OpenEtcd(store.EtcdConfig{Endpoints: strings.Split(o.Etcd, ","), Prefix: o.EtcdPrefix, LeaseTTL: o.LeaseTTL, TLS: tc})
+	} else {
+		st, err = store.OpenBolt(o.Store, 5*time.Second)
+	}
+	if err != nil {
+		return apperr.Usage(err)
+	}
+	defer st.Close()
+
+	ln, err := net.Listen("tcp", o.Listen)
+	if err != nil {
+		return apperr.Usage(err)
+	}
+	ln = manager.LimitListener(ln, o.MaxConns)
+	advertise := o.Advertise
+	if advertise == "" {
+		scheme := "http://"
+		if o.TLSCert != "" {
+			scheme = "https://"
+		}
+		advertise = scheme + ln.Addr().String()
+	}
+	// Bridges that registered an agent_url are programmed over the agent
+	// API (https, each with its own credential); the others follow /v1/table.
+	agents, err := agentapi.NewClient(agentapi.ClientConfig{CAFile: o.AgentCAFile, AllowInsecure: o.AllowInsecureAgents})
+	if err != nil {
+		ln.Close()
+		return apperr.Usage(err)
+	}
+	m, err := manager.New(manager.Config{Store: st, Token: token, ReadToken: readToken, AllowInsecureAgents: o.AllowInsecureAgents,
+		ID: advertise, Logger: o.Log, ReconcileInterval: o.ReconcileInterval,
+		GPUBridge: agentapi.GPUSide{Client: agents}, HostBridge: agentapi.HostSide{Client: agents}})
+	if err != nil {
+		ln.Close()
+		return apperr.Usage(err)
+	}
+	srv := manager.NewServer(m, manager.ServerConfig{})
+	errc := make(chan error, 1)
+	go func() {
+		if o.TLSCert != "" {
+			errc <- srv.ServeTLS(ln, o.TLSCert, o.TLSKey)
+		} else {
+			errc <- srv.Serve(ln)
+		}
+	}()
+	o.Log.Info("manager serving", "listen", ln.Addr().String(), "advertise", advertise, "store", storeName(o.Etcd, o.Store))
+
+	select {
+	case <-ctx.Done():
+	case err := <-errc:
+		m.Close()
+		return err
+	}
+	o.Log.Info("shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	srv.Shutdown(sctx)
+	return m.Close()
+}
+
+// etcdTLS builds the TLS configuration for etcd from the flags (nil when
+// none is given).
+func etcdTLS(caFile, certFile, keyFile string) (*tls.Config, error) {
+	if caFile == "" && certFile == "" && keyFile == "" {
+		return nil, nil
+	}
+	tc := &tls.Config{MinVersion: tls.VersionTLS12}
+	if caFile != "" {
+		b, err := os.ReadFile(caFile)
+		if err != nil {
+			return nil, err
+		}
+		tc.RootCAs = x509.NewCertPool()
+		if !tc.RootCAs.AppendCertsFromPEM(b) {
+			return nil, fmt.Errorf("--etcd-ca-file %s: no PEM certificate in it", caFile)
+		}
+	}
+	if (certFile == "") != (keyFile == "") {
+		return nil, errors.New("--etcd-cert and --etcd-key go together")
+	}
+	if certFile != "" {
+		cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+		if err != nil {
+			return nil, fmt.Errorf("--etcd-cert/--etcd-key: %w", err)
+		}
+		tc.Certificates = []tls.Certificate{cert}
+	}
+	return tc, nil
+}
+
+func storeName(etcd, path string) string {
+	if etcd != "" {
+		return "etcd " + etcd
+	}
+	return "bbolt " + path
+}
