@@ -313,7 +313,7 @@ func testDeployment(t *testing.T, bin, mode string) {
 	}
 	d.ctl("host", "add", d.path("h1.json"), "--agent-credential-out", d.path("h1.cred"))
 
-	swArgs := []string{"switch", "--mode", mode, "--manager", d.mgrURL, "--token-file", d.path("read.tok"), "--metrics", ""}
+	swArgs := []string{"switch", "--mode", mode, "--manager", d.mgrURL, "--token-file", d.path("read.tok"), "--metrics", switchMetricsAddr}
 	if mode == "xdp" {
 		for _, leaf := range leaves[1:] {
 			swArgs = append(swArgs, "--port", "s-"+leaf)
@@ -350,6 +350,17 @@ func testDeployment(t *testing.T, bin, mode string) {
 	for _, as := range a.GPUs {
 		if !slices(enumerated, "gpu="+as.GPU+" ", "vendor=0x10de", fmt.Sprintf("host_port=%d ", as.HostPort), "boot0=0x180000a1") {
 			t.Fatalf("no enumeration of %s (vendor 10de, BOOT_0 read) on port %d in %q", as.GPU, as.HostPort, enumerated)
+		}
+	}
+	// The pairs' traffic crossed the switch (in xdp mode the XDP program:
+	// the kernel of sw has no socket on :8855), both ways.
+	samples, err := d.switchCounters()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, as := range a.GPUs {
+		if toGPU, toHost := pairForwarded(samples, as.Pair); toGPU == 0 || toHost == 0 {
+			t.Fatalf("switch (%s) forwarded %v frames to the GPU and %v to the host for pair %d", mode, toGPU, toHost, as.Pair)
 		}
 	}
 	// 1b. ctl rekey: every pair changes to a fresh key on both sides, on
