@@ -21,20 +21,30 @@ import (
 	"github.com/dxpu/dxpu/fabric/pool"
 	"github.com/dxpu/dxpu/internal/privtest"
 	"github.com/dxpu/dxpu/internal/xdptest"
+	"github.com/dxpu/dxpu/xdp"
 )
 
 // The deployment under test, every daemon a separate dxpu process in its
 // own network namespace:
 //
 //	netns mgr   10.77.0.2  dxpu manager (bbolt store), dxpu ctl
-//	netns sw    10.77.N.1  dxpu switch --mode udp (relay on :8855), and the
-//	                       router between the others (ip_forward)
+//	netns sw    10.77.N.1  dxpu switch, and the router between the others
+//	                       (ip_forward)
 //	netns host  10.77.1.2  dxpu bridge agent --role host (emulated host)
 //	netns gpu0  10.77.2.2  dxpu bridge agent --role gpu, box0 with 2 GPUs
 //	netns gpu1  10.77.3.2  dxpu bridge agent --role gpu, box1 with 1 GPU
 //
-// The switch runs in UDP mode (the XDP switch needs XDP programs on the
-// bridges' veth peers as well; xdp/e2e covers it with in-process bridges).
+// Each leaf reaches sw over its own veth (eth0 with MAC 02:77:00:00:00:0N
+// in the leaf, s-LEAF at 10.77.N.1 in sw); the s-LEAF are the switch's
+// ports. Agents send their dxpu datagrams to 10.77.N.1:8855. In xdp mode
+// the XDP program on s-host, s-gpu0 and s-gpu1 takes them there and
+// redirects them, rewritten, out of the far bridge's port (source
+// 10.77.M.1:8855, so the far agent sees its own --switch address); the
+// leaves' eth0 run a pass program, since a veth drops frames redirected
+// into it unless its peer runs XDP, and send with TX checksum offload off
+// (as onto a wire: the switch forwards the bytes it gets, and a veth's
+// unfinished checksum would arrive unfinished). In udp mode a relay socket on :8855
+// in sw does the same in user space.
 
 // proc is one daemon: its output lines, kept and streamed.
 type proc struct {
@@ -160,8 +170,13 @@ func (d *deployment) ctl(args ...string) []byte {
 	return out.Bytes()
 }
 
+// leafMAC is the fixed MAC of leaf i's eth0, the one registered for its
+// bridge: the XDP switch accepts a pair's frames only from it.
+func leafMAC(i int) net.HardwareAddr { return net.HardwareAddr{0x02, 0x77, 0, 0, 0, byte(i)} }
+
 // network builds the namespaces: sw routes between the others, each leaf
-// on its own /24 (10.77.N.0/24, sw at .1, the leaf at .2).
+// on its own /24 (10.77.N.0/24, sw at .1, the leaf at .2) over its own
+// veth (MTU 1500: native XDP on veth needs <= 3506).
 func (d *deployment) network(leaves []string) {
 	d.t.Helper()
 	d.ns = map[string]xdptest.NS{"sw": xdptest.NewNS(d.t, "sw")}
@@ -176,8 +191,8 @@ func (d *deployment) network(leaves []string) {
 		swName := "s-" + leaf
 		err := d.ns["sw"].Do(func() error {
 			la := netlink.NewLinkAttrs()
-			la.Name = swName
-			if err := netlink.LinkAdd(&netlink.Veth{LinkAttrs: la, PeerName: "eth0", PeerNamespace: netlink.NsFd(d.ns[leaf].Handle)}); err != nil {
+			la.Name, la.MTU = swName, 1500
+			if err := netlink.LinkAdd(&netlink.Veth{LinkAttrs: la, PeerName: "eth0", PeerHardwareAddr: leafMAC(i), PeerNamespace: netlink.NsFd(d.ns[leaf].Handle)}); err != nil {
 				return err
 			}
 			return up(swName, fmt.Sprintf("10.77.%d.1/24", i))
@@ -192,6 +207,31 @@ func (d *deployment) network(leaves []string) {
 		}
 		if err != nil {
 			d.t.Fatalf("namespace %s: %v", leaf, err)
+		}
+	}
+}
+
+// passOnLeaves attaches the pass program to the leaves' eth0, so that
+// frames the XDP switch redirects into their veths are delivered.
+func (d *deployment) passOnLeaves(leaves []string) {
+	d.t.Helper()
+	for _, leaf := range leaves {
+		err := d.ns[leaf].Do(func() error {
+			ifc, err := net.InterfaceByName("eth0")
+			if err != nil {
+				return err
+			}
+			if err := disableTXChecksum("eth0"); err != nil {
+				return err
+			}
+			l, _, err := xdp.AttachPass(ifc.Index)
+			if err == nil {
+				d.t.Cleanup(func() { l.Close() })
+			}
+			return err
+		})
+		if err != nil {
+			d.t.Fatalf("pass program on %s's eth0: %v", leaf, err)
 		}
 	}
 }
@@ -224,15 +264,27 @@ func writeJSON(t *testing.T, path string, v any) {
 // them, a GPU box whose daemon is killed is reported by the host's agent
 // (surprise removal on the host, GPU unhealthy in the pool), and a
 // restarted manager restores the pairs a restarted host daemon lost.
+// It runs once with the XDP switch and once with the UDP relay.
 func TestDeployment(t *testing.T) {
 	privtest.NetNS(t)
-	d := &deployment{t: t, dir: t.TempDir()}
-	d.bin = filepath.Join(d.dir, "dxpu")
-	if out, err := exec.Command("go", "build", "-o", d.bin, "github.com/dxpu/dxpu/cmd/dxpu").CombinedOutput(); err != nil {
+	bin := filepath.Join(t.TempDir(), "dxpu")
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/dxpu/dxpu/cmd/dxpu").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
+	t.Run("xdp", func(t *testing.T) {
+		privtest.BPF(t)
+		testDeployment(t, bin, "xdp")
+	})
+	t.Run("udp", func(t *testing.T) { testDeployment(t, bin, "udp") })
+}
+
+func testDeployment(t *testing.T, bin, mode string) {
+	d := &deployment{t: t, dir: t.TempDir(), bin: bin}
 	leaves := []string{"mgr", "host", "gpu0", "gpu1"}
 	d.network(leaves)
+	if mode == "xdp" {
+		d.passOnLeaves(leaves[1:])
+	}
 	d.mgrURL = "http://10.77.0.2:7700"
 
 	// Secrets: the admin token stays with the manager and ctl; the switch
@@ -247,7 +299,7 @@ func TestDeployment(t *testing.T) {
 	mgr.waitLines(t, 1, "manager serving")
 
 	endpoint := func(i int) pool.Endpoint {
-		return pool.Endpoint{SwitchPort: fmt.Sprintf("s-%s", leaves[i]), MAC: fmt.Sprintf("02:77:00:00:00:%02x", i), IP: fmt.Sprintf("10.77.%d.2", i), UDPPort: 4791}
+		return pool.Endpoint{SwitchPort: "s-" + leaves[i], MAC: leafMAC(i).String(), IP: fmt.Sprintf("10.77.%d.2", i), UDPPort: 4791}
 	}
 	agentURL := func(i int) string { return fmt.Sprintf("http://10.77.%d.2:7701", i) }
 	writeJSON(t, d.path("h1.json"), pool.Host{ID: "h1", Ports: 32, Bridge: endpoint(1), AgentURL: agentURL(1)})
@@ -261,9 +313,16 @@ func TestDeployment(t *testing.T) {
 	}
 	d.ctl("host", "add", d.path("h1.json"), "--agent-credential-out", d.path("h1.cred"))
 
-	sw := d.start("sw", "switch", "switch", "--mode", "udp", "--udp-listen", "0.0.0.0:8855", "--manager", d.mgrURL,
-		"--token-file", d.path("read.tok"), "--metrics", "")
-	sw.waitLines(t, 1, "switch: UDP relay")
+	swArgs := []string{"switch", "--mode", mode, "--manager", d.mgrURL, "--token-file", d.path("read.tok"), "--metrics", switchMetricsAddr}
+	if mode == "xdp" {
+		for _, leaf := range leaves[1:] {
+			swArgs = append(swArgs, "--port", "s-"+leaf)
+		}
+	} else {
+		swArgs = append(swArgs, "--udp-listen", "0.0.0.0:8855")
+	}
+	sw := d.start("sw", "switch", swArgs...)
+	sw.waitLines(t, 1, "switch: running", "mode="+mode)
 	agentArgs := func(i int, extra ...string) []string {
 		return append([]string{"bridge", "agent", "--agent-listen", fmt.Sprintf("10.77.%d.2:7701", i), "--insecure",
 			"--listen", fmt.Sprintf("10.77.%d.2:4791", i), "--switch", fmt.Sprintf("10.77.%d.1:8855", i), "--dead-after", "2s"}, extra...)
@@ -291,6 +350,17 @@ func TestDeployment(t *testing.T) {
 	for _, as := range a.GPUs {
 		if !slices(enumerated, "gpu="+as.GPU+" ", "vendor=0x10de", fmt.Sprintf("host_port=%d ", as.HostPort), "boot0=0x180000a1") {
 			t.Fatalf("no enumeration of %s (vendor 10de, BOOT_0 read) on port %d in %q", as.GPU, as.HostPort, enumerated)
+		}
+	}
+	// The pairs' traffic crossed the switch (in xdp mode the XDP program:
+	// the kernel of sw has no socket on :8855), both ways.
+	samples, err := d.switchCounters()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, as := range a.GPUs {
+		if toGPU, toHost := pairForwarded(samples, as.Pair); toGPU == 0 || toHost == 0 {
+			t.Fatalf("switch (%s) forwarded %v frames to the GPU and %v to the host for pair %d", mode, toGPU, toHost, as.Pair)
 		}
 	}
 	// 1b. ctl rekey: every pair changes to a fresh key on both sides, on
