@@ -30,7 +30,9 @@ Modes:
           path: AF_XDP sockets (--slow-path xsk) or the kernel stack, where an
           AF_PACKET listener picks them up (--slow-path packet). On veth
           ports the peers must run an XDP program too, or the kernel drops
-          frames redirected into them
+          frames redirected into them, and bridges on the far ends must turn
+          TX checksum offload off (ethtool -K IF tx off): the switch forwards
+          the unfinished UDP checksum a veth leaves as it is
   afxdp   the userspace path over AF_XDP sockets (copy mode)
   packet  the userspace path over AF_PACKET sockets
   udp     a UDP socket on --udp-listen relaying dxpu datagrams between the
