@@ -72,6 +72,10 @@ func parseSweep(s string) ([]time.Duration, error) {
 	}
 	var out []time.Duration
 	for _, part := range strings.Split(s, ",") {
+		// One vocabulary: durations carry their unit, as --rtt does.
+		if p := strings.TrimSpace(part); p != "0" && strings.TrimLeft(p, "0123456789.") == "" {
+			return nil, usage("--sweep %q: %q has no unit; give durations such as 2us,5us,10us", s, p)
+		}
 		d, err := model.ParseRTT(part)
 		if err != nil {
 			return nil, usage("--sweep: %v", err)
