@@ -6,7 +6,7 @@
 // slow path that forwards the bridges' CONTROL messages (SlowPath), and the
 // AF_XDP userspace switch (NewAFXDPSwitch).
 //
-// The program makes exactly the decision that fabric/switch (package
+// The program makes exactly the decision that fabric/switching (package
 // switching) specifies and implements in Go; the tests run every frame of
 // the replay corpus through both and compare verdicts, rewritten bytes and
 // counters.

@@ -1,7 +1,7 @@
 // Package memlink is an in-memory, one-way link between two bridges with
 // fault injection: loss, duplication, reordering, corruption, delay,
 // bandwidth limit, and link down/up. It runs on any clock: the virtual-time
-// simulator (bridge/sim) for deterministic tests, or wall-clock time.
+// simulator (package sim) for deterministic tests, or wall-clock time.
 //
 // This kernel has no netem; this link is how the bridge's fault handling is
 // tested.

@@ -1,5 +1,5 @@
 // Package harness wires bridges, in-memory links and PCIe stubs on the
-// virtual-time simulator (bridge/sim), deterministically from a seed, so any
+// virtual-time simulator (package sim), deterministically from a seed, so any
 // failing run replays exactly.
 //
 // A Pair is the path host side -> host bridge -> link -> GPU bridge -> GPU

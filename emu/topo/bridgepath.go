@@ -15,7 +15,7 @@ import (
 )
 
 // BridgePath is the fabric path through a real dxpu bridge pair (package
-// bridge, driven by bridge/harness on the same simulator): TLPs from the
+// bridge, driven by bridge/vpair on the same simulator): TLPs from the
 // host-side switch port enter the host-side bridge, cross an in-memory
 // Ethernet link in frames with sequence numbers, acks, credits and tag
 // tracking, and leave the GPU-side bridge towards the GPU; the GPU's TLPs
