@@ -1,12 +1,13 @@
-// Package harness wires bridges, in-memory links and PCIe stubs on the
-// virtual-time simulator (package sim), deterministically from a seed, so any
-// failing run replays exactly.
+// Package vpair joins a host-side and a GPU-side bridge with two in-memory
+// links (bridge/memlink) on the virtual-time simulator (package sim),
+// deterministically from a seed, so any run replays exactly: the fabric path
+// of the emulator (emu/topo) and of the seeded scenarios (internal/pairsim).
 //
 // A Pair is the path host side -> host bridge -> link -> GPU bridge -> GPU
 // side and back. Put PCIe models at both ends:
 //
 //	s := sim.New(seed)
-//	p, err := harness.NewPair(s, harness.PairConfig{Delay: 2 * time.Microsecond, Bandwidth: 100e9})
+//	p, err := vpair.NewPair(s, vpair.PairConfig{Delay: 2 * time.Microsecond, Bandwidth: 100e9})
 //	p.Host.OnTLP = func(t tlp.View) { rootComplex.Receive(t) } // TLPs from the GPU side
 //	p.GPU.OnTLP = func(t tlp.View) { gpu.Receive(t) }          // TLPs from the host side
 //	p.Host.Send(mrd)                                          // a TLP from the root complex
