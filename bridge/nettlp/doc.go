@@ -71,7 +71,7 @@
 //
 // # A host-side bridge with a NetTLP PCIe side
 //
-// Package bridge/nettlpside joins an Adapter to a bridge runner (and puts
+// The package bridge/nettlpside joins an Adapter to a bridge runner (and puts
 // an emulated GPU, or a memory-backed device, behind the GPU-side one);
 // `dxpu bridge` runs either side as a daemon. On one machine, with libtlp
 // (or `dxpu nettlp read/write`) on 127.0.0.1 standing for the host:

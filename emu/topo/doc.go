@@ -32,6 +32,6 @@
 // virtual time and their framing is what the pipe charges per TLP. The
 // bridges cost about 5-15x the wall time, so the demo enumerates through
 // bridge pairs and runs its workloads on the pipe unless asked (--bridge).
-// Package realtime supplies a third path: the bridge pair over real UDP
+// The package emu/realtime supplies a third path: the bridge pair over real UDP
 // sockets, on the wall clock.
 package topo
