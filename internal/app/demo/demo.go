@@ -199,6 +199,9 @@ func datacenter(ctx context.Context, cfg *Config, rep *Report) ([]*hostPlan, err
 		cfg.logf("control plane: host-a asking for 8 more: refused (%v)", shortErr(err))
 		rep.Notes = append(rep.Notes, "an over-large request was refused by the control plane and changed nothing")
 	}
+	// The demo's pairs live in one process, in virtual time: they run
+	// unkeyed. Daemons seal every frame (see SECURITY.md).
+	rep.Notes = append(rep.Notes, "the emulated pairs run unkeyed, in one process; bridge daemons seal every frame with the pair's key")
 	byPort := map[string]map[int]manager.Pair{}
 	for _, pr := range agent.added {
 		if byPort[pr.Host] == nil {

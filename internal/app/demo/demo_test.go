@@ -49,6 +49,9 @@ func TestDemoWithoutTraces(t *testing.T) {
 	if !strings.Contains(strings.Join(rep.Notes, "\n"), "traces skipped") {
 		t.Errorf("missing traces not noted: %v", rep.Notes)
 	}
+	if !strings.Contains(strings.Join(rep.Notes, "\n"), "run unkeyed") {
+		t.Errorf("the demo does not say its pairs are unkeyed: %v", rep.Notes)
+	}
 	if !strings.Contains(strings.Join(rep.Notes, "\n"), "surprise removal (1 device gone); its other 7 GPUs still answer") {
 		t.Errorf("GPU failure not handled as expected: %v", rep.Notes)
 	}
