@@ -17,6 +17,9 @@ import (
 func keyedConfig(role bridge.Role) bridge.Config {
 	c := testConfig(role)
 	c.Seed, c.RequireKeys = 0, true
+	// These pairs carry keepalives only while keys change: a grace of 16
+	// frames ends a change in milliseconds, not 4096 keepalive intervals.
+	c.RekeyGrace = 16
 	c.Key = make([]byte, seal.KeyLen)
 	for i := range c.Key {
 		c.Key[i] = byte(0x5a + i)
@@ -25,10 +28,16 @@ func keyedConfig(role bridge.Role) bridge.Config {
 }
 
 // waitFor waits until cond holds, as long as the runners keep handling
-// frames: it fails when none of them made progress for 5 s.
+// frames: it fails when none of them made progress for 5 s, or when frames
+// keep flowing for a minute without cond holding (keepalives alone are
+// no progress towards it).
 func waitFor(t *testing.T, what string, cond func() bool, runners ...*driver.Runner) {
 	t.Helper()
+	limit := time.Now().Add(time.Minute)
 	for !cond() {
+		if time.Now().After(limit) {
+			t.Fatalf("%s: frames flowed for a minute without it", what)
+		}
 		timeout := time.NewTimer(5 * time.Second)
 		select {
 		case <-runners[0].Progress:
