@@ -37,9 +37,11 @@ func TestWatch(t *testing.T) {
 		t.Fatalf("fatals %q", f.fatals)
 	}
 
+	// start is taken before the first Wait, where the watch starts its
+	// own clock: it may fail no sooner than stall after that.
+	start = time.Now()
 	w = newWatch(f, "writes delivered", stall)
 	w.Wait(7)
-	start = time.Now()
 	for w.Wait(7) {
 		if time.Since(start) > 100*stall {
 			t.Fatal("a stuck wait never failed")
