@@ -185,9 +185,9 @@ func (p *Port) config(now time.Duration, a Access) (Step, error) {
 		return Step{Done: true}, nil
 	}
 	pk := tlp.Packet{Kind: tlp.CfgRd0, RequesterID: p.cfg.Requester, TargetID: p.cfg.Device, Register: uint16(reg), FirstBE: be, Length: 1}
-	p.stats.CfgReads.Add(1)
-	if a.Op == CfgWrite {
-		p.stats.CfgReads.Add(^uint64(0))
+	if a.Op == CfgRead {
+		p.stats.CfgReads.Add(1)
+	} else {
 		p.stats.CfgWrites.Add(1)
 		pk.Kind = tlp.CfgWr0
 		var d [4]byte

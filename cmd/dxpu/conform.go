@@ -40,12 +40,8 @@ bad flags or when the kit itself could not run.`,
   dxpu conform --peer eth:eth1:02:00:00:00:00:07 --role host --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			switch role {
-			case "host":
-				o.Role = encap.RoleHost
-			case "gpu":
-				o.Role = encap.RoleGPU
-			default:
+			var ok bool
+			if o.Role, ok = encap.ParseRole(role); !ok {
 				return exitCodeError{2, fmt.Errorf("--role %q: want host or gpu (the implementation under test's role)", role)}
 			}
 			if pair == 0 || pair >= 1<<24 {

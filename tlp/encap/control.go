@@ -119,6 +119,17 @@ func (r Role) String() string {
 	return fmt.Sprintf("Role(%d)", uint8(r))
 }
 
+// ParseRole reads a role by the name String gives it ("host", "gpu").
+func ParseRole(s string) (Role, bool) {
+	switch s {
+	case "host":
+		return RoleHost, true
+	case "gpu":
+		return RoleGPU, true
+	}
+	return 0, false
+}
+
 // Reset reasons (byte 3 of RESET).
 const (
 	ResetAdmin          uint8 = 1

@@ -2,8 +2,6 @@ package bridgeagent
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -229,13 +227,10 @@ func (a *Agent) ProgramPair(ctx context.Context, p manager.Pair) error {
 	if err != nil {
 		return err
 	}
-	// A random seed gives every bridge its own session nonces: with the
-	// default one, a restarted daemon would open the session its peer
-	// still holds, and the peer would take it for the old one.
-	var seed [8]byte
-	rand.Read(seed[:])
+	// Seed 0: the bridge draws its session nonces and ISN from crypto/rand,
+	// so a restarted daemon never reopens the session its peer still holds.
 	b, err := bridge.New(bridge.Config{Role: a.o.Role, PairID: p.ID, Keepalive: a.o.Keepalive, DeadAfter: a.o.DeadAfter,
-		CompletionTimeout: a.o.CompletionTimeout, MaxRTO: max(a.o.DeadAfter/5, 20*time.Millisecond), Seed: binary.LittleEndian.Uint64(seed[:]),
+		CompletionTimeout: a.o.CompletionTimeout, MaxRTO: max(a.o.DeadAfter/5, 20*time.Millisecond),
 		Key: p.Key.Key[:], KeyGeneration: p.Key.Generation, RequireKeys: true})
 	if err != nil {
 		return fmt.Errorf("pair %d: %w", p.ID, err)

@@ -17,6 +17,7 @@ import (
 	"github.com/dxpu/dxpu/internal/app/apperr"
 	"github.com/dxpu/dxpu/internal/app/bytesize"
 	"github.com/dxpu/dxpu/internal/app/jsonfile"
+	"github.com/dxpu/dxpu/tlp/encap"
 )
 
 // Setup is what `dxpu bridge agent` gives as text and files; Apply turns
@@ -35,12 +36,8 @@ type Setup struct {
 // memory window; its errors are apperr.ErrUsage and name the flag.
 func (s Setup) Apply(o *Options) error {
 	usage := apperr.Usage
-	switch s.Role {
-	case "host":
-		o.Role = bridge.RoleHost
-	case "gpu":
-		o.Role = bridge.RoleGPU
-	default:
+	var ok bool
+	if o.Role, ok = encap.ParseRole(s.Role); !ok {
 		return usage(fmt.Errorf("--role %q: want host or gpu", s.Role))
 	}
 	var err error

@@ -5,11 +5,11 @@ import (
 	"fmt"
 	"net/netip"
 
-	"github.com/dxpu/dxpu/bridge"
 	"github.com/dxpu/dxpu/bridge/seal"
 	"github.com/dxpu/dxpu/emu/gpu"
 	"github.com/dxpu/dxpu/internal/app/apperr"
 	"github.com/dxpu/dxpu/internal/app/bytesize"
+	"github.com/dxpu/dxpu/tlp/encap"
 )
 
 // Setup is what `dxpu bridge` gives as text and files; Apply turns it
@@ -45,12 +45,8 @@ func (s Setup) Apply(o *Options) error {
 	default:
 		return usage(fmt.Errorf("--seal-mode %q: want gcm or gmac", s.SealMode))
 	}
-	switch s.Role {
-	case "host":
-		o.Role = bridge.RoleHost
-	case "gpu":
-		o.Role = bridge.RoleGPU
-	default:
+	var ok bool
+	if o.Role, ok = encap.ParseRole(s.Role); !ok {
 		return usage(fmt.Errorf("--role %q: want host or gpu", s.Role))
 	}
 	var err error
