@@ -5,13 +5,9 @@ import (
 	"encoding/hex"
 	"fmt"
 	"hash/crc32"
-	"net/netip"
 	"strconv"
 	"time"
 
-	"github.com/dxpu/dxpu/bridge/driver"
-	"github.com/dxpu/dxpu/bridge/memlink"
-	"github.com/dxpu/dxpu/bridge/udp"
 	"github.com/dxpu/dxpu/emu/gpu"
 	"github.com/dxpu/dxpu/emu/realtime"
 	"github.com/dxpu/dxpu/internal/guest"
@@ -25,6 +21,8 @@ type DemoOptions struct {
 	Bytes uint64
 	// Loss drops that fraction of the pair's frames each way (0 to 1).
 	Loss float64
+	// Link carries the pair's frames (default Loopback).
+	Link Link
 	// PowerOffWait bounds the wait for the guest to power off after its
 	// report (default 30 s); then QEMU is killed.
 	PowerOffWait time.Duration
@@ -62,37 +60,16 @@ type DemoResult struct {
 	D2HGbps       float64 `json:"d2h_gbps"`
 	Accel         string  `json:"accel"`
 	Machine       string  `json:"machine"`
-	Loss          float64 `json:"loss,omitempty"`
-	Error         string  `json:"error,omitempty"`
-}
-
-// loopbackPair returns the two ends of a bridge pair over loopback UDP,
-// wrapped to drop loss of the frames each sends.
-func loopbackPair(loss float64, seed uint64) (host, gpuSide driver.Transport, err error) {
-	hc, err := udp.Listen(netip.MustParseAddrPort("127.0.0.1:0"), netip.AddrPort{})
-	if err != nil {
-		return nil, nil, fmt.Errorf("vm: %w", err)
-	}
-	gc, err := udp.Listen(netip.MustParseAddrPort("127.0.0.1:0"), hc.LocalAddr())
-	if err != nil {
-		hc.Close()
-		return nil, nil, fmt.Errorf("vm: %w", err)
-	}
-	hc.SetPeer(gc.LocalAddr())
-	if loss <= 0 {
-		return hc, gc, nil
-	}
-	if loss >= 1 {
-		hc.Close()
-		gc.Close()
-		return nil, nil, fmt.Errorf("vm: frame loss %v: want less than 1", loss)
-	}
-	return driver.NewFaulty(hc, memlink.Faults{Loss: loss}, seed), driver.NewFaulty(gc, memlink.Faults{Loss: loss}, seed+1), nil
+	// Path is the way the pair's frames took (Link.Path).
+	Path  string  `json:"path"`
+	Loss  float64 `json:"loss,omitempty"`
+	Error string  `json:"error,omitempty"`
 }
 
 // Demo boots a guest that borrows one emulated H100 over a bridge pair on
-// this machine (loopback UDP), runs the guest tool and checks its work
-// against the GPU model. A failed step is in DemoResult.Error too.
+// this machine (o.Link, default loopback UDP), runs the guest tool and
+// checks its work against the GPU model. A failed step is in
+// DemoResult.Error too.
 func Demo(ctx context.Context, o DemoOptions) (DemoResult, error) {
 	res := DemoResult{Loss: o.Loss, PCI: []guest.Function{}, ConfigDiff: []string{}}
 	if o.Bytes == 0 {
@@ -105,11 +82,18 @@ func Demo(ctx context.Context, o DemoOptions) (DemoResult, error) {
 		res.Error = err.Error()
 		return res, err
 	}
-	ht, gt, err := loopbackPair(o.Loss, uint64(time.Now().UnixNano()))
-	if err != nil {
+	if o.Link == nil {
+		o.Link = Loopback{}
+	}
+	res.Path = o.Link.Path()
+	if err := checkLoss(o.Loss); err != nil {
 		return fail(err)
 	}
 	const pair = 1
+	ht, gt, err := o.Link.Open(pair, o.Loss)
+	if err != nil {
+		return fail(err)
+	}
 	emu, err := StartEmulatedGPU(ctx, gt, DefaultBridge(pair), realtime.BridgedGPUConfig{})
 	if err != nil {
 		ht.Close()
