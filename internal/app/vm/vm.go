@@ -225,7 +225,7 @@ func Start(ctx context.Context, o Options) (_ *VM, err error) {
 	o.Log.Info("vm: starting QEMU", "accel", o.Accel, "machine", o.Machine, "gpus", len(o.GPUs), "cmd", strings.Join(v.cmd.Args, " "))
 	v.start = time.Now()
 	v.con = newConsole(v.start)
-	if err := v.cmd.Start(); err != nil {
+	if err := startPinned(v.cmd, v.exited); err != nil {
 		return nil, fmt.Errorf("vm: starting %s: %w", o.QEMU, err)
 	}
 	go func() {
