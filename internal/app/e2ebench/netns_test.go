@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -21,8 +22,8 @@ type recorder struct {
 }
 
 func (r *recorder) Enabled(context.Context, slog.Level) bool { return true }
-func (r *recorder) WithAttrs([]slog.Attr) slog.Handler      { return r }
-func (r *recorder) WithGroup(string) slog.Handler           { return r }
+func (r *recorder) WithAttrs([]slog.Attr) slog.Handler       { return r }
+func (r *recorder) WithGroup(string) slog.Handler            { return r }
 func (r *recorder) Handle(_ context.Context, rec slog.Record) error {
 	if rec.Message != "e2ebench: switch forwarded" {
 		return nil
@@ -41,34 +42,40 @@ func (r *recorder) Handle(_ context.Context, rec slog.Record) error {
 	return nil
 }
 
-// nsHandles counts the network namespace descriptors the process holds.
-func nsHandles(t *testing.T) int {
+// heldFDs counts the process's descriptors of network namespaces and BPF
+// objects (programs, maps, links), by kind.
+func heldFDs(t *testing.T) map[string]int {
 	t.Helper()
 	fds, err := filepath.Glob("/proc/self/fd/*")
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := 0
+	held := map[string]int{}
 	for _, fd := range fds {
-		if l, err := os.Readlink(fd); err == nil && strings.HasPrefix(l, "net:[") {
-			n++
+		l, err := os.Readlink(fd)
+		switch {
+		case err != nil:
+		case strings.HasPrefix(l, "net:["):
+			held["netns"]++
+		case strings.HasPrefix(l, "anon_inode:bpf"):
+			held[strings.TrimPrefix(l, "anon_inode:")]++
 		}
 	}
-	return n
+	return held
 }
 
 // TestNamespaces runs namespace mode with small sizes: host side, XDP
 // switch and GPU side each in its own namespace. The figures are sane, the
 // fabric costs at least the echo on the same path, the switch's counters
 // show the echo and the copies crossed it (every echo each way, at least
-// the copied bytes each way), and nothing of the network is left held.
+// the copied bytes each way), and no namespace or BPF object of the network is left held.
 func TestNamespaces(t *testing.T) {
 	privtest.NetNS(t)
 	privtest.BPF(t)
 	sizes := []uint64{64 << 10, 256 << 10}
 	const samples, copies = 200, 2
 	rec := &recorder{}
-	before := nsHandles(t)
+	before := heldFDs(t)
 	r, err := Run(context.Background(), Options{Sizes: sizes, Samples: samples, Copies: copies, LinkFor: 200 * time.Millisecond, Log: slog.New(rec)})
 	if err != nil {
 		t.Fatal(err)
@@ -104,8 +111,8 @@ func TestNamespaces(t *testing.T) {
 		t.Errorf("switch forwarded %d bytes of pair %d to the host and %d to the GPU; the copies moved %d each way",
 			bridges["to_host_bytes"], pairID, bridges["to_gpu_bytes"], copied)
 	}
-	if after := nsHandles(t); after != before {
-		t.Errorf("the process holds %d namespace descriptors after the run, %d before", after, before)
+	if after := heldFDs(t); !maps.Equal(after, before) {
+		t.Errorf("the process holds %v namespace and BPF descriptors after the run, %v before", after, before)
 	}
 }
 
