@@ -68,7 +68,8 @@ func heldFDs(t *testing.T) map[string]int {
 // switch and GPU side each in its own namespace. The figures are sane, the
 // fabric costs at least the echo on the same path, the switch's counters
 // show the echo and the copies crossed it (every echo each way, at least
-// the copied bytes each way), and no namespace or BPF object of the network is left held.
+// the copied bytes each way), and no namespace or BPF object of the
+// network is left held. Not parallel: it counts the process's descriptors.
 func TestNamespaces(t *testing.T) {
 	privtest.NetNS(t)
 	privtest.BPF(t)
