@@ -1,8 +1,9 @@
-package e2ebench
+package labnet
 
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -11,13 +12,17 @@ import (
 	"time"
 )
 
-// switchMetrics fetches the switch's /metrics from inside netns sw (it
-// listens on that namespace's loopback) and returns the samples by series,
+// Metrics fetches the switch's /metrics from inside netns sw (it listens
+// on that namespace's loopback) and returns the samples by series,
 // `name{labels}` as the text format writes them.
-func (n *namespaces) switchMetrics(ctx context.Context) (map[string]float64, error) {
+func (n *Net) Metrics(ctx context.Context) (map[string]float64, error) {
+	if n.sw == nil || n.metrics == "" {
+		return nil, errors.New("switch metrics: the switch is not running")
+	}
+	sw := n.sw
 	tr := &http.Transport{DisableKeepAlives: true, DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
 		var c net.Conn
-		err := n.sw.Do(func() (err error) {
+		err := sw.Do(func() (err error) {
 			c, err = (&net.Dialer{}).DialContext(ctx, network, addr)
 			return err
 		})
@@ -61,28 +66,28 @@ func (n *namespaces) switchMetrics(ctx context.Context) (map[string]float64, err
 	return samples, nil
 }
 
-// flow is what the switch forwarded one way.
-type flow struct{ frames, bytes uint64 }
+// Flow is what the switch forwarded one way.
+type Flow struct{ Frames, Bytes uint64 }
 
-// pairFlows is what it forwarded of one pair, both ways.
-type pairFlows struct{ toGPU, toHost flow }
+// PairFlows is what it forwarded of one pair, both ways.
+type PairFlows struct{ ToGPU, ToHost Flow }
 
-// pairCounters returns the forwarded frames and bytes of the table's
+// PairCounters returns the forwarded frames and bytes of the table's
 // pairs, by pair ID (from dxpu_switch_pair_{packets,bytes}_total with
 // reason to_gpu and to_host).
-func (n *namespaces) pairCounters(ctx context.Context) (map[uint32]pairFlows, error) {
-	m, err := n.switchMetrics(ctx)
+func (n *Net) PairCounters(ctx context.Context) (map[uint32]PairFlows, error) {
+	m, err := n.Metrics(ctx)
 	if err != nil {
 		return nil, err
 	}
-	out := map[uint32]pairFlows{}
-	for _, p := range nsTable().Pairs {
+	out := map[uint32]PairFlows{}
+	for _, p := range n.pairs {
 		get := func(what, reason string) uint64 {
 			return uint64(m[fmt.Sprintf(`dxpu_switch_pair_%s_total{pair="%d",reason="%s"}`, what, p.ID, reason)])
 		}
-		out[p.ID] = pairFlows{
-			toGPU:  flow{get("packets", "to_gpu"), get("bytes", "to_gpu")},
-			toHost: flow{get("packets", "to_host"), get("bytes", "to_host")},
+		out[p.ID] = PairFlows{
+			ToGPU:  Flow{get("packets", "to_gpu"), get("bytes", "to_gpu")},
+			ToHost: Flow{get("packets", "to_host"), get("bytes", "to_host")},
 		}
 	}
 	return out, nil
