@@ -33,10 +33,10 @@ reports MMIO read and DMA read round-trip percentiles, launch+sync latency
 (native beside it), host-to-device and device-to-host rates by copy size,
 CPU seconds per GB moved, and every figure's ratio to its baseline.
 
---loopback runs everything on 127.0.0.1 (no root). Without it the three
-parts run in network namespaces behind the XDP switch, which is not built
-yet: use --loopback. Times are microseconds, rates Gbit/s.`,
-		Example: "  dxpu bench e2e --loopback --json\n  dxpu bench e2e --loopback --sizes 64K,1M,16M --samples 500",
+--loopback runs everything on 127.0.0.1 (no root). Without it (root only) the
+host side, XDP switch and GPU side each run in a network namespace and the
+echo crosses the switch as bridge frames do. Times in us, rates in Gbit/s.`,
+		Example: "  dxpu bench e2e --json            (root)\n  dxpu bench e2e --loopback --sizes 64K,1M,16M --samples 500",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var err error
@@ -67,7 +67,7 @@ yet: use --loopback. Times are microseconds, rates Gbit/s.`,
 	f.IntVar(&o.Samples, "samples", 2000, "MMIO reads and echoes timed (DMA reads and launches: a quarter)")
 	f.IntVar(&o.Copies, "copies", 3, "copies of each size each way; the median rate is reported")
 	f.DurationVar(&o.LinkFor, "link-for", time.Second, "how long the lossless link's goodput is measured")
-	f.IntVar(&o.MTU, "mtu", 0, "bridge MTU from the dxpu header on (default 9000 on loopback)")
+	f.IntVar(&o.MTU, "mtu", 0, "bridge MTU from the dxpu header on (default 9000 on loopback, 1472 in namespaces)")
 	f.BoolVar(&o.BatchSends, "batch", false, "pack each step's TLPs into as few frames as fit (faster copies; experimental)")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object on one line")
 	return cmd

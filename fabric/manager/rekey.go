@@ -13,18 +13,11 @@ import (
 // what `dxpu ctl rekey` calls; bridges also rekey on their own, under load,
 // long before a key's nonce space runs low.
 func (m *Manager) Rekey(ctx context.Context, id string) (pool.Allocation, error) {
-	p, err := m.livePool()
+	p, a, unclaim, err := m.claimAllocation(id)
 	if err != nil {
 		return pool.Allocation{}, err
 	}
-	if !m.claim(id) {
-		return pool.Allocation{}, fmt.Errorf("%w: %s is being allocated or released", ErrBusy, id)
-	}
-	defer m.unclaim(id)
-	a, err := p.Allocation(id)
-	if err != nil {
-		return pool.Allocation{}, err
-	}
+	defer unclaim()
 	if a.State != pool.StateActive {
 		return a, fmt.Errorf("%w: allocation %s is %s, not active", ErrBusy, id, a.State)
 	}

@@ -279,21 +279,32 @@ func (m *Manager) finishRelease(ctx context.Context, p *pool.Pool, id string, pa
 	return nil
 }
 
+// claimAllocation claims an existing allocation for one change (release,
+// rekey) and loads it; the caller runs unclaim when done.
+func (m *Manager) claimAllocation(id string) (*pool.Pool, pool.Allocation, func(), error) {
+	p, err := m.livePool()
+	if err != nil {
+		return nil, pool.Allocation{}, nil, err
+	}
+	if !m.claim(id) {
+		return nil, pool.Allocation{}, nil, fmt.Errorf("%w: %s is being allocated or released", ErrBusy, id)
+	}
+	a, err := p.Allocation(id)
+	if err != nil {
+		m.unclaim(id)
+		return nil, pool.Allocation{}, nil, err
+	}
+	return p, a, func() { m.unclaim(id) }, nil
+}
+
 // Release gives an allocation's GPUs back: hot-remove on the host, then
 // host bridge, switch and GPU bridge, then the pool.
 func (m *Manager) Release(ctx context.Context, id string) (pool.Allocation, error) {
-	p, err := m.livePool()
+	p, a, unclaim, err := m.claimAllocation(id)
 	if err != nil {
 		return pool.Allocation{}, err
 	}
-	if !m.claim(id) {
-		return pool.Allocation{}, fmt.Errorf("%w: %s is being allocated or released", ErrBusy, id)
-	}
-	defer m.unclaim(id)
-	a, err := p.Allocation(id)
-	if err != nil {
-		return pool.Allocation{}, err
-	}
+	defer unclaim()
 	a.State = pool.StateReleasing
 	if err := m.cfg.Store.Apply(ctx, putJSON(allocKey(id), a)); err != nil {
 		return pool.Allocation{}, fmt.Errorf("manager: journal release: %w", err)

@@ -1,13 +1,11 @@
 package xdptest
 
 import (
-	"fmt"
 	"net"
 	"testing"
 
-	"github.com/vishvananda/netlink"
-
 	"github.com/dxpu/dxpu/fabric/table"
+	"github.com/dxpu/dxpu/internal/netns"
 )
 
 // Topology is the end-to-end test network:
@@ -47,44 +45,15 @@ func NewTopology(tb testing.TB) *Topology {
 	return t
 }
 
-// veth creates name (in the switch namespace) with its peer (in peerNS)
-// and returns the switch end; the peer end goes to *peer.
+// veth creates name (in the switch namespace) with its peer (in peerNS),
+// MTU 1500, and returns the switch end; the peer end goes to *peer.
 func (t *Topology) veth(tb testing.TB, name string, mac net.HardwareAddr, peerNS NS, peerName string, peerMAC net.HardwareAddr, peer *Iface) Iface {
 	tb.Helper()
-	var sw Iface
-	err := t.Switch.Do(func() error {
-		la := netlink.NewLinkAttrs()
-		la.Name, la.HardwareAddr, la.MTU = name, mac, 1500
-		v := &netlink.Veth{LinkAttrs: la, PeerName: peerName, PeerHardwareAddr: peerMAC, PeerNamespace: netlink.NsFd(peerNS.Handle)}
-		if err := netlink.LinkAdd(v); err != nil {
-			return fmt.Errorf("adding veth %s/%s: %w", name, peerName, err)
-		}
-		l, err := netlink.LinkByName(name)
-		if err != nil {
-			return err
-		}
-		if err := netlink.LinkSetUp(l); err != nil {
-			return err
-		}
-		sw = Iface{Name: name, Index: l.Attrs().Index, MAC: l.Attrs().HardwareAddr}
-		return nil
-	})
-	if err == nil {
-		err = peerNS.Do(func() error {
-			l, err := netlink.LinkByName(peerName)
-			if err != nil {
-				return err
-			}
-			if err := netlink.LinkSetUp(l); err != nil {
-				return err
-			}
-			*peer = Iface{Name: peerName, Index: l.Attrs().Index, MAC: l.Attrs().HardwareAddr}
-			return nil
-		})
-	}
+	sw, p, err := t.Switch.AddVeth(netns.VethEnd{Name: name, MAC: mac}, peerNS.NS, netns.VethEnd{Name: peerName, MAC: peerMAC}, 1500)
 	if err != nil {
 		tb.Fatalf("xdptest: %v", err)
 	}
+	*peer = p
 	return sw
 }
 

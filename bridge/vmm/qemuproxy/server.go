@@ -15,7 +15,6 @@ import (
 	"github.com/dxpu/dxpu/bridge"
 	"github.com/dxpu/dxpu/bridge/driver"
 	"github.com/dxpu/dxpu/bridge/vmm"
-	"github.com/dxpu/dxpu/tlp"
 )
 
 // ServerStats count the protocol side; vmm.Port.Stats counts the PCIe side.
@@ -41,10 +40,7 @@ type Server struct {
 	answers chan vmm.Answer
 	down    chan struct{} // signalled when the link goes down
 
-	qmu   sync.Mutex
-	queue [][]byte // TLPs from the bridge, in arrival order
-	free  [][]byte
-	wake  chan struct{}
+	queue *driver.TLPQueue // TLPs from the bridge, in arrival order
 }
 
 // NewServer joins the proxy connection conn to the host-side runner r
@@ -59,18 +55,9 @@ func NewServer(conn *Conn, port *vmm.Port, ram *vmm.GuestRAM, r *driver.Runner, 
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{conn: conn, port: port, ram: ram, r: r, log: log,
-		answers: make(chan vmm.Answer, 1), down: make(chan struct{}, 1), wake: make(chan struct{}, 1)}
+		answers: make(chan vmm.Answer, 1), down: make(chan struct{}, 1), queue: driver.NewTLPQueue()}
 	// Both run with the runner's lock held: queue, never send.
-	r.OnTLP = func(v tlp.View) {
-		s.qmu.Lock()
-		var b []byte
-		if k := len(s.free); k > 0 {
-			b, s.free = s.free[k-1][:0], s.free[:k-1]
-		}
-		s.queue = append(s.queue, append(b, v...))
-		s.qmu.Unlock()
-		signal(s.wake)
-	}
+	r.OnTLP = s.queue.Push
 	r.OnEvent = func(e bridge.Event) {
 		if e.Kind == bridge.EventLinkDown || e.Kind == bridge.EventSurpriseRemoval {
 			signal(s.down)
@@ -222,31 +209,18 @@ func (s *Server) access(ctx context.Context, a vmm.Access) uint64 {
 // ordering: the guest that reads a register sees the DMA before it).
 func (s *Server) deliver(ctx context.Context) {
 	emit := func(b []byte) error { return driver.SendWait(ctx, s.r, b) }
-	for {
-		s.qmu.Lock()
-		q := s.queue
-		s.queue = nil
-		s.qmu.Unlock()
-		for _, b := range q {
-			s.mu.Lock()
-			ans, err := s.port.Receive(b, emit)
-			s.mu.Unlock()
-			if err != nil {
-				s.log.Debug("qemuproxy: device TLP not served", "err", err)
-			}
-			if ans.Done {
-				s.answers <- ans
-			}
+	_ = s.queue.Serve(ctx, func(b []byte) error {
+		s.mu.Lock()
+		ans, err := s.port.Receive(b, emit)
+		s.mu.Unlock()
+		if err != nil {
+			s.log.Debug("qemuproxy: device TLP not served", "err", err)
 		}
-		s.qmu.Lock()
-		s.free = append(s.free, q...)
-		s.qmu.Unlock()
-		select {
-		case <-ctx.Done():
-			return
-		case <-s.wake:
+		if ans.Done {
+			s.answers <- ans
 		}
-	}
+		return nil
+	})
 }
 
 // syncSysmem maps the regions QEMU sent and retires the previous map.

@@ -69,9 +69,7 @@ func (q *fakeQEMU) call(m Msg) uint64 {
 // runner, and a channel of the completions of its own DMA reads.
 type gpuStub struct {
 	r    *driver.Runner
-	mu   sync.Mutex
-	q    [][]byte
-	wake chan struct{}
+	q    *driver.TLPQueue
 	cpls chan []byte
 	c    *nettlp.Completer
 }
@@ -81,39 +79,25 @@ func newGPUStub(t *testing.T, r *driver.Runner) *gpuStub {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := &gpuStub{r: r, wake: make(chan struct{}, 1), cpls: make(chan []byte, 64)}
+	g := &gpuStub{r: r, q: driver.NewTLPQueue(), cpls: make(chan []byte, 64)}
 	if g.c, err = nettlp.NewCompleter(nettlp.CompleterConfig{CompleterID: gpuID}, mem, 0, nil); err != nil {
 		t.Fatal(err)
 	}
 	r.OnTLP = func(v tlp.View) {
-		b := append([]byte(nil), v...)
 		if k := v.Kind(); k == tlp.CplD || k == tlp.Cpl {
-			g.cpls <- b
+			g.cpls <- append([]byte(nil), v...)
 			return
 		}
-		g.mu.Lock()
-		g.q = append(g.q, b)
-		g.mu.Unlock()
-		signal(g.wake)
+		g.q.Push(v)
 	}
 	return g
 }
 
 func (g *gpuStub) run(ctx context.Context) error {
-	for {
-		g.mu.Lock()
-		q := g.q
-		g.q = nil
-		g.mu.Unlock()
-		for _, b := range q {
-			_ = g.c.Handle(b, func(c []byte) error { return driver.SendWait(ctx, g.r, c) })
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-g.wake:
-		}
-	}
+	return g.q.Serve(ctx, func(b []byte) error {
+		_ = g.c.Handle(b, func(c []byte) error { return driver.SendWait(ctx, g.r, c) })
+		return nil
+	})
 }
 
 type rig struct {

@@ -37,19 +37,15 @@ func (s Setup) Apply(o *Options) error {
 		}
 		o.Key = k
 	}
-	switch s.SealMode {
-	case "gcm":
-		o.SealMode = seal.ModeGCM
-	case "gmac":
-		o.SealMode = seal.ModeGMAC
-	default:
-		return usage(fmt.Errorf("--seal-mode %q: want gcm or gmac", s.SealMode))
+	mode, err := seal.ParseMode(s.SealMode)
+	if err != nil {
+		return usage(err)
 	}
+	o.SealMode = mode
 	var ok bool
 	if o.Role, ok = encap.ParseRole(s.Role); !ok {
 		return usage(fmt.Errorf("--role %q: want host or gpu", s.Role))
 	}
-	var err error
 	if o.Listen, err = netip.ParseAddrPort(s.Listen); err != nil {
 		return usage(fmt.Errorf("--listen %q: %w", s.Listen, err))
 	}

@@ -124,7 +124,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	if o.Loopback {
 		net = loopbackNet{}
 	} else {
-		net, err = newNamespaces(ctx, o.Log)
+		net, err = newNamespaces(ctx, o.MTU, o.Log)
 	}
 	if err != nil {
 		return Result{}, err

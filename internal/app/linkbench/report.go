@@ -98,14 +98,15 @@ func WriteReport(ctx context.Context, ro ReportOptions, w io.Writer) error {
 	}
 	out := Report{Faults: Faults(o.Faults), Virtual: fl.Virtual}
 	if fl.Keys {
-		switch fl.SealMode {
-		case "", "gcm":
-			o.SealMode, out.SealMode = seal.ModeGCM, "gcm"
-		case "gmac":
-			o.SealMode, out.SealMode = seal.ModeGMAC, "gmac"
-		default:
-			return apperr.Usage(fmt.Errorf("--seal-mode %q: want gcm or gmac", fl.SealMode))
+		name := fl.SealMode
+		if name == "" {
+			name = "gcm"
 		}
+		mode, err := seal.ParseMode(name)
+		if err != nil {
+			return apperr.Usage(err)
+		}
+		o.SealMode, out.SealMode = mode, name
 		// Plaintext and keyed alternate in three rounds of a third of
 		// the duration each, so that a change of load on a shared machine
 		// falls on both; the medians are compared.
