@@ -74,18 +74,19 @@ dxpu by 'make build'.`,
 
 func newVMDemoCmd(e *env) *cobra.Command {
 	var (
-		f      vmFlags
-		loss   float64
-		asJSON bool
+		f                vmFlags
+		loss             float64
+		asJSON, loopback bool
 	)
 	cmd := &cobra.Command{
 		Use:   "demo",
 		Short: "Boot a guest that borrows one emulated H100 over a bridge pair on this machine",
 		Long: `demo boots a guest that borrows one emulated H100 over a bridge pair on this
-machine (UDP on loopback, no root needed beyond what QEMU needs), runs the
+machine (as root through the XDP switch between network namespaces, else or
+with --loopback over loopback UDP, no root needed beyond QEMU's), runs the
 guest tool and prints what the guest saw: its PCI functions, where its view
 of config space differs from the GPU model's, the copies' checks, the
-launch and sync, boot time, MMIO read latency and copy rates.`,
+launch and sync, boot time, MMIO read latency, copy rates and the path.`,
 		Example: "  dxpu vm demo --json\n  dxpu vm demo --loss 0.01 --bytes 16777216",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -98,7 +99,7 @@ launch and sync, boot time, MMIO read latency and copy rates.`,
 			f.o.Log = e.log
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			res, err := vm.Demo(ctx, vm.DemoOptions{VM: f.o, Bytes: f.bytes, Loss: loss})
+			res, err := vm.Demo(ctx, vm.DemoOptions{VM: f.o, Bytes: f.bytes, Loss: loss, Loopback: loopback})
 			if asJSON {
 				enc := json.NewEncoder(e.stdout)
 				if jerr := enc.Encode(res); jerr != nil && err == nil {
@@ -117,6 +118,7 @@ launch and sync, boot time, MMIO read latency and copy rates.`,
 	f.add(cmd)
 	cmd.Flags().Float64Var(&loss, "loss", 0, "drop this fraction of the pair's frames each way (0 to 1)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object on one line")
+	cmd.Flags().BoolVar(&loopback, "loopback", false, "carry the pair over loopback UDP even as root (default as root: network namespaces and the XDP switch)")
 	return cmd
 }
 

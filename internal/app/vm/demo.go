@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"hash/crc32"
+	"os"
 	"strconv"
 	"time"
 
@@ -21,8 +22,11 @@ type DemoOptions struct {
 	Bytes uint64
 	// Loss drops that fraction of the pair's frames each way (0 to 1).
 	Loss float64
-	// Link carries the pair's frames (default Loopback).
-	Link Link
+	// Link carries the pair's frames. nil: as root NetnsXDP (through the
+	// XDP switch between network namespaces), else or with Loopback set
+	// UDP on 127.0.0.1.
+	Link     Link
+	Loopback bool
 	// PowerOffWait bounds the wait for the guest to power off after its
 	// report (default 30 s); then QEMU is killed.
 	PowerOffWait time.Duration
@@ -60,10 +64,12 @@ type DemoResult struct {
 	D2HGbps       float64 `json:"d2h_gbps"`
 	Accel         string  `json:"accel"`
 	Machine       string  `json:"machine"`
-	// Path is the way the pair's frames took (Link.Path).
-	Path  string  `json:"path"`
-	Loss  float64 `json:"loss,omitempty"`
-	Error string  `json:"error,omitempty"`
+	// Path is the way the pair's frames took (Link.Path); Switch what the
+	// switch on it forwarded of the pair, where there is one.
+	Path   string       `json:"path"`
+	Switch *SwitchFlows `json:"switch,omitempty"`
+	Loss   float64      `json:"loss,omitempty"`
+	Error  string       `json:"error,omitempty"`
 }
 
 // Demo boots a guest that borrows one emulated H100 over a bridge pair on
@@ -82,15 +88,17 @@ func Demo(ctx context.Context, o DemoOptions) (DemoResult, error) {
 		res.Error = err.Error()
 		return res, err
 	}
-	if o.Link == nil {
-		o.Link = Loopback{}
-	}
-	res.Path = o.Link.Path()
 	if err := checkLoss(o.Loss); err != nil {
 		return fail(err)
 	}
 	const pair = 1
-	ht, gt, err := o.Link.Open(pair, o.Loss)
+	link, closeLink, err := o.link(ctx, pair)
+	if err != nil {
+		return fail(err)
+	}
+	defer closeLink()
+	res.Path = link.Path()
+	ht, gt, err := link.Open(pair, o.Loss)
 	if err != nil {
 		return fail(err)
 	}
@@ -128,6 +136,9 @@ func Demo(ctx context.Context, o DemoOptions) (DemoResult, error) {
 	if err := res.checkModel(emu, rep); err != nil {
 		return fail(err)
 	}
+	if err := res.checkSwitch(ctx, link, pair); err != nil {
+		return fail(err)
+	}
 	if rep.Error != "" {
 		return fail(fmt.Errorf("vm: the guest tool failed: %s", rep.Error))
 	}
@@ -135,6 +146,44 @@ func Demo(ctx context.Context, o DemoOptions) (DemoResult, error) {
 		return fail(fmt.Errorf("vm: the GPU's memory holds CRC-32C %s, the guest sent %s", res.VRAMCRC32C, res.SrcCRC32C))
 	}
 	return res, nil
+}
+
+// link returns the Link the options ask for and what closes it.
+func (o *DemoOptions) link(ctx context.Context, pair uint32) (Link, func(), error) {
+	if o.Link != nil {
+		return o.Link, func() {}, nil
+	}
+	if o.Loopback || os.Geteuid() != 0 {
+		return Loopback{}, func() {}, nil
+	}
+	l, err := StartNetnsXDP(ctx, []uint32{pair}, o.VM.Log)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w (loopback UDP needs no privilege)", err)
+	}
+	return l, l.Close, nil
+}
+
+// forwardCounter is a Link with a switch that counts what it forwarded.
+type forwardCounter interface {
+	Forwarded(ctx context.Context, pair uint32) (SwitchFlows, error)
+}
+
+// checkSwitch reads what the link's switch forwarded of the pair: at
+// least the copies' bytes each way when they completed.
+func (r *DemoResult) checkSwitch(ctx context.Context, link Link, pair uint32) error {
+	fc, ok := link.(forwardCounter)
+	if !ok {
+		return nil
+	}
+	f, err := fc.Forwarded(ctx, pair)
+	if err != nil {
+		return err
+	}
+	r.Switch = &f
+	if r.H2DOK && r.D2HOK && (f.ToGPUBytes < r.Bytes || f.ToHostBytes < r.Bytes) {
+		return fmt.Errorf("vm: the switch forwarded %d bytes to the GPU and %d to the host, fewer than the %d-byte copies each way", f.ToGPUBytes, f.ToHostBytes, r.Bytes)
+	}
+	return nil
 }
 
 func (r *DemoResult) fromGuest(rep guest.Report) {

@@ -28,13 +28,16 @@ func TestDemo(t *testing.T) {
 	o := vmOptions(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	res, err := Demo(ctx, DemoOptions{VM: o})
+	res, err := Demo(ctx, DemoOptions{VM: o, Loopback: true})
 	b, _ := json.Marshal(res)
 	t.Logf("demo: %s", b)
 	if err != nil {
 		t.Fatal(err)
 	}
 	checkGuestSawGPU(t, res.PCI, res.GPU)
+	if res.Path != "loopback" || res.Switch != nil {
+		t.Errorf("path %q with switch counters %+v, want loopback with none", res.Path, res.Switch)
+	}
 	// QEMU's proxy device is a conventional PCI function: QEMU answers
 	// config accesses past 0xff itself (all ones), so Linux reads 256
 	// bytes.
@@ -77,7 +80,7 @@ func TestDemoWithLoss(t *testing.T) {
 	o := vmOptions(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	res, err := Demo(ctx, DemoOptions{VM: o, Loss: 0.01})
+	res, err := Demo(ctx, DemoOptions{VM: o, Loss: 0.01, Loopback: true})
 	b, _ := json.Marshal(res)
 	t.Logf("demo with 1%% loss: %s", b)
 	if err != nil {

@@ -7,6 +7,24 @@
 // directly; the guest drives the GPU with dxpu-guest (cmd/dxpu-guest),
 // which runs the emulator's own driver code (emu/gpudrv) over sysfs.
 //
+// # The pair's path
+//
+// Demo (`dxpu vm demo`) carries the bridge pair over a Link: as root
+// NetnsXDP, where the host-side bridge's UDP socket lives in one network
+// namespace and the GPU-side bridge's in another, joined only through a
+// third running the dxpu XDP switch (package labnet); otherwise, or asked
+// to, Loopback (UDP on 127.0.0.1). Only the two sockets move: QEMU and
+// every goroutine stay in the caller's namespace, since a socket keeps the
+// namespace it was opened in. The result names the path and, through the
+// switch, what it forwarded of the pair each way. TestThroughXDPSwitch
+// runs the same checks through the test rig's switch, once lossless and
+// once with the switch dropping 1% of the pair's frames (drop_ppm), and a
+// hot-added GPU whose pair leaves the switch's table mid-copy.
+//
+// QEMU is forked from a thread kept for it (startPinned): its
+// parent-death signal follows the forking thread, and namespace work ends
+// the threads it locks.
+//
 // # The guest
 //
 // QEMU runs the Debian cloud kernel (linux-image-cloud-amd64: PCI, serial

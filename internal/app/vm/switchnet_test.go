@@ -4,13 +4,10 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"runtime"
 	"sync"
 	"testing"
-	"unsafe"
 
 	"github.com/vishvananda/netlink"
-	"golang.org/x/sys/unix"
 
 	"github.com/dxpu/dxpu/bridge/driver"
 	"github.com/dxpu/dxpu/bridge/udp"
@@ -69,7 +66,11 @@ func newSwitchNet(t *testing.T) *switchNet {
 		{n.topo.Host, n.topo.HostIf, switchNetHostIP, switchNetGPUIP, n.topo.SwitchHost.MAC, "host"},
 		{n.topo.GPU, n.topo.GPUIf, switchNetGPUIP, switchNetHostIP, n.topo.SwitchGPU.MAC, "GPU"},
 	} {
-		if err := end.ns.Do(func() error { return bridgeEnd(end.ifc, end.self, end.far, end.switchPort) }); err != nil {
+		err := end.ns.Do(func() error { return bridgeEnd(end.ifc, end.self, end.far, end.switchPort) })
+		if err == nil {
+			err = end.ns.SetTXChecksum(end.ifc.Name, false)
+		}
+		if err != nil {
 			t.Fatalf("configuring the %s bridge's end %s: %v", end.description, end.ifc.Name, err)
 		}
 	}
@@ -77,9 +78,8 @@ func newSwitchNet(t *testing.T) *switchNet {
 	return n
 }
 
-// bridgeEnd gives ifc (in the calling thread's namespace) its address, a
-// permanent neighbour entry sending far's datagrams to the switch port,
-// and TX checksum offload off.
+// bridgeEnd gives ifc (in the calling thread's namespace) its address and
+// a permanent neighbour entry sending far's datagrams to the switch port.
 func bridgeEnd(ifc xdptest.Iface, self, far netip.Addr, switchPort net.HardwareAddr) error {
 	l, err := netlink.LinkByIndex(ifc.Index)
 	if err != nil {
@@ -93,36 +93,6 @@ func bridgeEnd(ifc xdptest.Iface, self, far netip.Addr, switchPort net.HardwareA
 		IP: far.AsSlice(), HardwareAddr: switchPort}
 	if err := netlink.NeighSet(neigh); err != nil {
 		return fmt.Errorf("neighbour %s at %s: %w", far, switchPort, err)
-	}
-	return disableTXChecksum(ifc.Name)
-}
-
-// ethtoolSTXCSUM is ETHTOOL_STXCSUM (linux/ethtool.h): set TX checksumming.
-const ethtoolSTXCSUM = 0x17
-
-// disableTXChecksum turns TX checksum offload off on interface name in the
-// calling thread's namespace, so that datagrams leave it with their UDP
-// checksum complete, as on a wire.
-func disableTXChecksum(name string) error {
-	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return fmt.Errorf("ethtool socket: %w", err)
-	}
-	defer unix.Close(fd)
-	// On the heap, which does not move: the kernel gets its address
-	// inside ifr as a plain integer.
-	val := &struct{ cmd, data uint32 }{cmd: ethtoolSTXCSUM}
-	var ifr struct {
-		name [unix.IFNAMSIZ]byte
-		data uintptr
-		_    [16]byte
-	}
-	copy(ifr.name[:], name)
-	ifr.data = uintptr(unsafe.Pointer(val))
-	_, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.SIOCETHTOOL, uintptr(unsafe.Pointer(&ifr)))
-	runtime.KeepAlive(val)
-	if errno != 0 {
-		return fmt.Errorf("ETHTOOL_STXCSUM off on %s: %w", name, errno)
 	}
 	return nil
 }
