@@ -52,31 +52,49 @@ type Server struct {
 // maps QEMU sends). It sets r.OnTLP and r.OnEvent, so call it before
 // r.Run. log may be nil.
 func NewServer(conn *Conn, port *vmm.Port, ram *vmm.GuestRAM, r *driver.Runner, log *slog.Logger) (*Server, error) {
+	s, err := NewAttachedServer(conn, port, ram, r, log)
+	if err != nil {
+		return nil, err
+	}
+	r.OnTLP, r.OnEvent = s.HandleTLP, s.HandleEvent
+	return s, nil
+}
+
+// NewAttachedServer is NewServer for a runner whose hooks belong to
+// someone else (a bridge agent's pair, running before QEMU connects and
+// after it leaves): it leaves r.OnTLP and r.OnEvent alone, and the
+// runner's owner passes the pair's TLPs and events on with HandleTLP and
+// HandleEvent.
+func NewAttachedServer(conn *Conn, port *vmm.Port, ram *vmm.GuestRAM, r *driver.Runner, log *slog.Logger) (*Server, error) {
 	if conn == nil || port == nil || ram == nil || r == nil {
 		return nil, fmt.Errorf("%w: NewServer needs a connection, a port, guest RAM and a runner", vmm.ErrConfig)
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{conn: conn, port: port, ram: ram, r: r, log: log,
-		answers: make(chan vmm.Answer, 1), down: make(chan struct{}, 1), wake: make(chan struct{}, 1)}
-	// Both run with the runner's lock held: queue, never send.
-	r.OnTLP = func(v tlp.View) {
-		s.qmu.Lock()
-		var b []byte
-		if k := len(s.free); k > 0 {
-			b, s.free = s.free[k-1][:0], s.free[:k-1]
-		}
-		s.queue = append(s.queue, append(b, v...))
-		s.qmu.Unlock()
-		signal(s.wake)
+	return &Server{conn: conn, port: port, ram: ram, r: r, log: log,
+		answers: make(chan vmm.Answer, 1), down: make(chan struct{}, 1), wake: make(chan struct{}, 1)}, nil
+}
+
+// HandleTLP takes a TLP the bridge delivered (the runner's OnTLP). It runs
+// with the runner's lock held: it queues, never sends.
+func (s *Server) HandleTLP(v tlp.View) {
+	s.qmu.Lock()
+	var b []byte
+	if k := len(s.free); k > 0 {
+		b, s.free = s.free[k-1][:0], s.free[:k-1]
 	}
-	r.OnEvent = func(e bridge.Event) {
-		if e.Kind == bridge.EventLinkDown || e.Kind == bridge.EventSurpriseRemoval {
-			signal(s.down)
-		}
+	s.queue = append(s.queue, append(b, v...))
+	s.qmu.Unlock()
+	signal(s.wake)
+}
+
+// HandleEvent takes a bridge event (the runner's OnEvent): a link down or
+// surprise removal answers the access in flight with all ones.
+func (s *Server) HandleEvent(e bridge.Event) {
+	if e.Kind == bridge.EventLinkDown || e.Kind == bridge.EventSurpriseRemoval {
+		signal(s.down)
 	}
-	return s, nil
 }
 
 func signal(c chan struct{}) {
