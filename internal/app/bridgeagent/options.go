@@ -11,6 +11,7 @@ import (
 	"github.com/dxpu/dxpu/emu/gpu"
 	"github.com/dxpu/dxpu/fabric/pool"
 	"github.com/dxpu/dxpu/internal/app/apperr"
+	"github.com/dxpu/dxpu/internal/app/vm"
 )
 
 // PCIe sides of a GPU box's agent.
@@ -42,10 +43,15 @@ type Options struct {
 	// whatever switch routes between them.
 	Switch netip.AddrPort
 
-	// Host role: Ports virtual downstream ports (default 32), HostID the
-	// host this agent serves ("": any).
+	// Host role: Ports hot-plug ports (default 32 on the emulated host, 4
+	// in a guest), HostID the host this agent serves ("": any).
 	Ports  int
 	HostID string
+	// VM, when set, makes the host a QEMU guest booted by the agent
+	// (package internal/app/vm; its GPUs and guest arguments are the
+	// agent's): each pair's hot-add is a device_add of a proxy device into
+	// the running guest, each removal a device_del. Nil: the emulated host.
+	VM *vm.Options
 
 	// GPU role: PCIe is PCIeEmuGPU (default) or PCIeMemory; Box, when
 	// set, is the box as registered (its JSON): pairs for other boxes or
@@ -77,6 +83,9 @@ func (o *Options) fill() error {
 	}
 	if o.Ports == 0 {
 		o.Ports = 32
+		if o.VM != nil {
+			o.Ports = 4
+		}
 	}
 	if o.PCIe == "" {
 		o.PCIe = PCIeEmuGPU
@@ -94,6 +103,10 @@ func (o *Options) fill() error {
 		return apperr.Usage(fmt.Errorf("--listen: the data plane needs a UDP address (the bridge's registered ip:udp_port)"))
 	case o.Ports < 1 || o.Ports > 32:
 		return apperr.Usage(fmt.Errorf("--ports %d: want 1..32 (the virtual switch's downstream ports)", o.Ports))
+	case o.VM != nil && o.Role != bridge.RoleHost:
+		return apperr.Usage(fmt.Errorf("--vm is for --role host: the guest is the host that borrows GPUs"))
+	case o.VM != nil && (o.VM.Machine == "" || o.VM.Machine == "q35") && o.Ports > maxGuestSlots:
+		return apperr.Usage(fmt.Errorf("--ports %d with --vm: want 1..%d (each is a PCIe root port reserving 64 MiB of the guest's 32-bit MMIO window)", o.Ports, maxGuestSlots))
 	case o.PCIe != PCIeEmuGPU && o.PCIe != PCIeMemory:
 		return apperr.Usage(fmt.Errorf("--pcie %q: want %s or %s", o.PCIe, PCIeEmuGPU, PCIeMemory))
 	case o.Keepalive >= o.DeadAfter:

@@ -9,6 +9,7 @@ import (
 
 	"github.com/dxpu/dxpu/bridge"
 	"github.com/dxpu/dxpu/internal/app/apperr"
+	"github.com/dxpu/dxpu/internal/app/vm"
 )
 
 // TestSetupApply: good settings fill in Options; each bad one is a usage
@@ -31,6 +32,28 @@ func TestSetupApply(t *testing.T) {
 		o.Box == nil || o.Box.ID != "box7" || o.MemBase != 0x1000 || o.MemSize != 1<<20 {
 		t.Fatalf("%+v", o)
 	}
+	// A host whose PCIe side is a guest.
+	guest := func(s *Setup) {
+		s.Role, s.BoxFile, s.VM, s.VMOptions = "host", "", true, vm.Options{MemoryMB: 1024, Machine: "q35"}
+	}
+	vmHost := good
+	guest(&vmHost)
+	o = Options{}
+	if err := vmHost.Apply(&o); err != nil || o.VM == nil || o.VM.MemoryMB != 1024 || o.Role != bridge.RoleHost {
+		t.Fatalf("--vm: %v, %+v", err, o)
+	}
+	o.Ports = 0
+	if err := o.fill(); err != nil || o.Ports != 4 {
+		t.Fatalf("a guest host's default ports: %d (%v), want 4", o.Ports, err)
+	}
+	o.Ports = 9
+	if err := o.fill(); !errors.Is(err, apperr.ErrUsage) || !strings.Contains(err.Error(), "--ports 9 with --vm") {
+		t.Fatalf("9 hot-plug slots in a q35 guest: %v", err)
+	}
+	o.VM.Machine, o.Ports = "pc", 32
+	if err := o.fill(); err != nil {
+		t.Fatalf("32 ports on a pc guest (no root ports): %v", err)
+	}
 	for want, bad := range map[string]func(*Setup){
 		"--role":                  func(s *Setup) { s.Role = "middle" },
 		"--listen":                func(s *Setup) { s.Listen = "x" },
@@ -41,6 +64,10 @@ func TestSetupApply(t *testing.T) {
 		"unknown field":           func(s *Setup) { s.BoxFile = strange },
 		"--mem-base":              func(s *Setup) { s.MemBase = "low" },
 		"--mem-size":              func(s *Setup) { s.MemSize = "lots" },
+		"--vm is for --role host": func(s *Setup) { s.VM = true },
+		"--memory-mb":             func(s *Setup) { guest(s); s.VMOptions.MemoryMB = 64 },
+		"--machine":               func(s *Setup) { guest(s); s.VMOptions.Machine = "virt" },
+		"--accel":                 func(s *Setup) { guest(s); s.VMOptions.Accel = "hvf" },
 	} {
 		s := good
 		bad(&s)
