@@ -41,7 +41,7 @@ end's registered ip:udp_port.
               side died) is surprise-removed at once and reported to
               --manager with the agent's credential: the manager marks the
               GPU unhealthy. With --vm the host is a QEMU guest booted here
-              (the guest flags of 'dxpu vm run'; --ports slots, default 4):
+              (the guest flags of 'dxpu vm run'; 8 slots on q35):
               hot-add is a device_add into it, removal a device_del.
 
 Example (a lab over http; see 'go doc ./internal/app/bridgeagent'):
@@ -70,7 +70,7 @@ Example (a lab over http; see 'go doc ./internal/app/bridgeagent'):
 	f.StringVar(&fl.CredentialFile, "agent-credential-file", "", "file (mode 0600) holding the agent credential the manager issued at registration")
 	f.StringVar(&fl.Listen, "listen", "", "UDP address of the data plane: the bridge endpoint's ip:udp_port (all pairs share it)")
 	f.StringVar(&fl.Switch, "switch", "", "UDP address frames go to (the UDP switch, e.g. 10.1.0.1:8855); empty: each pair's far end")
-	f.IntVar(&o.Ports, "ports", 0, "--role host: hot-plug ports, the host's registered ports (1..32, default 32; --vm: 1..8, default 4)")
+	f.IntVar(&o.Ports, "ports", 32, "--role host: hot-plug ports, the host's registered ports (1..32; a --vm q35 guest fills the first 8)")
 	f.BoolVar(&fl.VM, "vm", false, "--role host: the host is a QEMU guest this agent boots and keeps up (see 'dxpu vm')")
 	guest.add(cmd)
 	_ = f.MarkHidden("bytes") // the guest only watches its bus

@@ -140,8 +140,8 @@ func (a *Agent) check(p manager.Pair) error {
 		if a.o.HostID != "" && p.Host != a.o.HostID {
 			return fmt.Errorf("pair %d is for host %q, this agent serves %q: %w", p.ID, p.Host, a.o.HostID, ErrWrongBridge)
 		}
-		if p.HostPort < 0 || p.HostPort >= a.o.Ports {
-			return fmt.Errorf("pair %d: host_port %d, this host has ports 0..%d: %w", p.ID, p.HostPort, a.o.Ports-1, ErrWrongBridge)
+		if p.HostPort < 0 || p.HostPort >= a.o.slots() {
+			return fmt.Errorf("pair %d: host_port %d, this host has ports 0..%d: %w", p.ID, p.HostPort, a.o.slots()-1, ErrWrongBridge)
 		}
 		return nil
 	}

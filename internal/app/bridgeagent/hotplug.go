@@ -67,8 +67,8 @@ func (a *Agent) hostRole(p manager.Pair) error {
 	if a.host == nil {
 		return fmt.Errorf("pair %d: hot-plug calls go to the host's agent, this is a GPU box's: %w", p.ID, ErrWrongBridge)
 	}
-	if p.HostPort < 0 || p.HostPort >= a.o.Ports {
-		return fmt.Errorf("pair %d: host_port %d, this host has ports 0..%d: %w", p.ID, p.HostPort, a.o.Ports-1, ErrWrongBridge)
+	if p.HostPort < 0 || p.HostPort >= a.o.slots() {
+		return fmt.Errorf("pair %d: host_port %d, this host has ports 0..%d: %w", p.ID, p.HostPort, a.o.slots()-1, ErrWrongBridge)
 	}
 	return nil
 }

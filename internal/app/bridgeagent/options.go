@@ -43,8 +43,9 @@ type Options struct {
 	// whatever switch routes between them.
 	Switch netip.AddrPort
 
-	// Host role: Ports hot-plug ports (default 32 on the emulated host, 4
-	// in a guest), HostID the host this agent serves ("": any).
+	// Host role: Ports hot-plug ports, as registered (default 32; a q35
+	// guest has the first maxGuestSlots of them), HostID the host this
+	// agent serves ("": any).
 	Ports  int
 	HostID string
 	// VM, when set, makes the host a QEMU guest booted by the agent
@@ -83,9 +84,6 @@ func (o *Options) fill() error {
 	}
 	if o.Ports == 0 {
 		o.Ports = 32
-		if o.VM != nil {
-			o.Ports = 4
-		}
 	}
 	if o.PCIe == "" {
 		o.PCIe = PCIeEmuGPU
@@ -105,8 +103,6 @@ func (o *Options) fill() error {
 		return apperr.Usage(fmt.Errorf("--ports %d: want 1..32 (the virtual switch's downstream ports)", o.Ports))
 	case o.VM != nil && o.Role != bridge.RoleHost:
 		return apperr.Usage(fmt.Errorf("--vm is for --role host: the guest is the host that borrows GPUs"))
-	case o.VM != nil && (o.VM.Machine == "" || o.VM.Machine == "q35") && o.Ports > maxGuestSlots:
-		return apperr.Usage(fmt.Errorf("--ports %d with --vm: want 1..%d (each is a PCIe root port reserving 64 MiB of the guest's 32-bit MMIO window)", o.Ports, maxGuestSlots))
 	case o.PCIe != PCIeEmuGPU && o.PCIe != PCIeMemory:
 		return apperr.Usage(fmt.Errorf("--pcie %q: want %s or %s", o.PCIe, PCIeEmuGPU, PCIeMemory))
 	case o.Keepalive >= o.DeadAfter:
@@ -122,6 +118,16 @@ func (o *Options) fill() error {
 		}
 	}
 	return nil
+}
+
+// slots is the number of host ports that can hold a GPU: all of them,
+// but in a q35 guest only the first maxGuestSlots (each is a PCIe root
+// port reserving 64 MiB of the guest's 32-bit MMIO window).
+func (o *Options) slots() int {
+	if o.VM != nil && (o.VM.Machine == "" || o.VM.Machine == "q35") {
+		return min(o.Ports, maxGuestSlots)
+	}
+	return o.Ports
 }
 
 // modelOf maps a pool GPU model to the emulated one.

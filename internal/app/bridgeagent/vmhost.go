@@ -17,7 +17,8 @@ import (
 // Guest limits of the VM host.
 const (
 	// maxGuestSlots: on q35 each hot-plug slot is a pcie-root-port that
-	// reserves 64 MiB of the 32-bit MMIO window (about 1 GiB below 4 GiB).
+	// reserves 64 MiB of the 32-bit MMIO window (about 1 GiB below 4 GiB),
+	// so a guest takes GPUs on host ports 0..7 of its registered ports.
 	maxGuestSlots = 8
 	// guestBootTimeout bounds the boot, up to the guest tool watching (a
 	// TCG boot takes about 10 s on a loaded 2-core machine).
@@ -54,18 +55,18 @@ func newVMHost(ctx context.Context, o Options) (*vmHost, error) {
 		vo.Log = o.Log
 	}
 	if vo.Machine == "" || vo.Machine == "q35" {
-		vo.HotplugSlots = o.Ports
+		vo.HotplugSlots = o.slots()
 	}
 	h, err := vm.StartHost(ctx, vo, guestBootTimeout)
 	if err != nil {
 		return nil, fmt.Errorf("host guest: %w", err)
 	}
-	v := &vmHost{h: h, log: o.Log, timeout: o.CompletionTimeout + time.Second, slots: make([]Slot, o.Ports)}
+	v := &vmHost{h: h, log: o.Log, timeout: o.CompletionTimeout + time.Second, slots: make([]Slot, o.slots())}
 	for i := range v.slots {
 		v.slots[i].Port = i
 	}
 	g := v.guest()
-	o.Log.Info("host guest up", "accel", g.Accel, "boot_s", g.BootS, "serial_log", g.SerialLog, "slots", o.Ports)
+	o.Log.Info("host guest up", "accel", g.Accel, "boot_s", g.BootS, "serial_log", g.SerialLog, "slots", o.slots())
 	return v, nil
 }
 
