@@ -82,18 +82,10 @@ func Start(ctx context.Context, o Options) (*Agent, error) {
 		mux.Close()
 		return nil, err
 	}
-	a.wg.Add(1)
-	go func() {
-		defer a.wg.Done()
-		if err := mux.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
-			a.log.Error("data plane stopped", "err", err)
-		}
-	}()
 	switch {
 	case o.Role == bridge.RoleHost && o.VM != nil:
 		if a.host, err = newVMHost(ctx, o); err != nil {
 			mux.Close()
-			a.wg.Wait()
 			return nil, err
 		}
 	case o.Role == bridge.RoleHost:
@@ -106,6 +98,13 @@ func Start(ctx context.Context, o Options) (*Agent, error) {
 			return nil, err
 		}
 	}
+	a.wg.Add(1)
+	go func() {
+		defer a.wg.Done()
+		if err := mux.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+			a.log.Error("data plane stopped", "err", err)
+		}
+	}()
 	a.log.Info("bridge agent running", "role", o.Role, "data_plane", mux.LocalAddr(), "switch", o.Switch)
 	return a, nil
 }

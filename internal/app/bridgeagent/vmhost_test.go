@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -328,4 +329,29 @@ func TestVMHostUnderManager(t *testing.T) {
 	if left := qemuUsing(guestDir); len(left) != 0 {
 		t.Fatalf("still running after the agent stopped: %q", left)
 	}
+}
+
+// TestVMHostWithoutQEMU: a guest host whose QEMU is missing fails to
+// start with ErrQEMUMissing, and gives its data-plane socket back.
+func TestVMHostWithoutQEMU(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	listen := netip.MustParseAddrPort("127.0.0.1:0")
+	probe, err := bridgeagent.ListenMux(listen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	listen = probe.LocalAddr()
+	probe.Close()
+	_, err = bridgeagent.Start(ctx, bridgeagent.Options{Role: bridge.RoleHost, Listen: listen,
+		VM: &vm.Options{QEMU: filepath.Join(t.TempDir(), "no-qemu-here")}})
+	if !errors.Is(err, vm.ErrQEMUMissing) || !strings.Contains(err.Error(), "host guest") {
+		t.Fatalf("Start with a missing QEMU: %v", err)
+	}
+	again, err := bridgeagent.ListenMux(listen)
+	if err != nil {
+		t.Fatalf("the data plane %v stayed bound after the failed start: %v", listen, err)
+	}
+	again.Close()
 }
