@@ -6,6 +6,7 @@
 //	dxpu-guest list                 PCI functions, JSON
 //	dxpu-guest config BDF           a function's config space as sysfs gives it, hex
 //	dxpu-guest run [flags]          find the GPU, copy, launch, measure: one JSON object
+//	dxpu-guest run --watch          report functions as they come and go (events), until interrupted
 //
 // See package internal/guest for the report's fields.
 package main
@@ -76,8 +77,18 @@ func runGPU(args []string, root string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&o.WaitDevice, "wait-device", 0, "how long to wait for the GPU to appear (hot-add)")
 	fs.DurationVar(&o.WaitRemoval, "wait-removal", 0, "wait this long after the work for the GPU to be removed")
 	console := fs.Bool("console", false, "print events and the report between console markers")
+	watch := fs.Bool("watch", false, "drive nothing: report PCI functions as they come and go (hot-plug), until interrupted")
 	if err := fs.Parse(args); err != nil {
 		return 2
+	}
+	if *watch {
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+		defer stop()
+		if err := guest.Watch(ctx, guest.WatchOptions{Root: root, Vendor: o.Vendor, Events: stdout}); err != nil && ctx.Err() == nil {
+			fmt.Fprintln(stderr, "dxpu-guest:", err)
+			return 1
+		}
+		return 0
 	}
 	if *console {
 		o.Events = stdout

@@ -65,3 +65,13 @@ func TestRunWithoutGPU(t *testing.T) {
 		t.Fatalf("report %q (%v)", body, err)
 	}
 }
+
+// TestWatchWithoutBus: run --watch on a bus that cannot be listed exits 1
+// with the reason.
+func TestWatchWithoutBus(t *testing.T) {
+	t.Setenv("DXPU_SYSFS_PCI", filepath.Join(t.TempDir(), "none"))
+	var out, errb bytes.Buffer
+	if code := run([]string{"run", "--console", "--watch"}, &out, &errb); code != 1 || !strings.Contains(errb.String(), "listing PCI functions") {
+		t.Fatalf("exit %d, stderr %q", code, errb.String())
+	}
+}

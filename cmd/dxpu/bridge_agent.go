@@ -17,6 +17,7 @@ import (
 func newBridgeAgentCmd(e *env) *cobra.Command {
 	var fl bridgeagent.Setup
 	var o bridgeagent.Options
+	var guest vmFlags
 	cmd := &cobra.Command{
 		Use:   "agent --role host|gpu --agent-listen ADDR --agent-credential-file FILE --listen IP:PORT [--switch IP:PORT]",
 		Short: "Run a bridge daemon that the manager programs: a bridge per lent GPU, hot-plug on the host",
@@ -39,7 +40,9 @@ end's registered ip:udp_port.
               removal take it away. A pair whose link goes down (the GPU
               side died) is surprise-removed at once and reported to
               --manager with the agent's credential: the manager marks the
-              GPU unhealthy.
+              GPU unhealthy. With --vm the host is a QEMU guest booted here
+              (the guest flags of 'dxpu vm run'; 8 slots on q35):
+              hot-add is a device_add into it, removal a device_del.
 
 Example (a lab over http; see 'go doc ./internal/app/bridgeagent'):
   dxpu ctl box add box7.json --agent-credential-out box7.cred
@@ -47,7 +50,7 @@ Example (a lab over http; see 'go doc ./internal/app/bridgeagent'):
       --agent-credential-file box7.cred --listen 10.1.0.7:4791 --switch 10.1.0.1:8855`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			o.Log, fl.Stdin = e.log, cmd.InOrStdin()
+			o.Log, fl.Stdin, fl.VMOptions = e.log, cmd.InOrStdin(), guest.o
 			if err := fl.Apply(&o); err != nil {
 				return exitFor(err, 2)
 			}
@@ -67,7 +70,10 @@ Example (a lab over http; see 'go doc ./internal/app/bridgeagent'):
 	f.StringVar(&fl.CredentialFile, "agent-credential-file", "", "file (mode 0600) holding the agent credential the manager issued at registration")
 	f.StringVar(&fl.Listen, "listen", "", "UDP address of the data plane: the bridge endpoint's ip:udp_port (all pairs share it)")
 	f.StringVar(&fl.Switch, "switch", "", "UDP address frames go to (the UDP switch, e.g. 10.1.0.1:8855); empty: each pair's far end")
-	f.IntVar(&o.Ports, "ports", 32, "--role host: virtual downstream ports (1..32; the host's registered ports)")
+	f.IntVar(&o.Ports, "ports", 32, "--role host: hot-plug ports, the host's registered ports (1..32; a --vm q35 guest fills the first 8)")
+	f.BoolVar(&fl.VM, "vm", false, "--role host: the host is a QEMU guest this agent boots and keeps up (see 'dxpu vm')")
+	guest.add(cmd)
+	_ = f.MarkHidden("bytes") // the guest only watches its bus
 	f.StringVar(&o.HostID, "host-id", "", "--role host: refuse pairs for other hosts")
 	f.StringVar(&o.PCIe, "pcie", bridgeagent.PCIeEmuGPU, "--role gpu: emu-gpu or memory")
 	f.StringVar(&fl.BoxFile, "box", "", "--role gpu: the box JSON (as given to ctl box add); pairs for other boxes or GPUs are refused")

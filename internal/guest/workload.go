@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/crc32"
@@ -86,17 +85,7 @@ type runner struct {
 	ch   *gpudrv.Channel
 }
 
-func (r *runner) event(name string, kv ...any) {
-	if r.o.Events == nil {
-		return
-	}
-	m := map[string]any{"event": name}
-	for i := 0; i+1 < len(kv); i += 2 {
-		m[fmt.Sprint(kv[i])] = kv[i+1]
-	}
-	b, _ := json.Marshal(m)
-	fmt.Fprintf(r.o.Events, "%s%s\n", EventPrefix, b)
-}
+func (r *runner) event(name string, kv ...any) { emit(r.o.Events, name, kv...) }
 
 func (r *runner) run(ctx context.Context) error {
 	f, err := r.find(ctx)

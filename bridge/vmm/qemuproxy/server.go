@@ -15,6 +15,7 @@ import (
 	"github.com/dxpu/dxpu/bridge"
 	"github.com/dxpu/dxpu/bridge/driver"
 	"github.com/dxpu/dxpu/bridge/vmm"
+	"github.com/dxpu/dxpu/tlp"
 )
 
 // ServerStats count the protocol side; vmm.Port.Stats counts the PCIe side.
@@ -48,22 +49,40 @@ type Server struct {
 // maps QEMU sends). It sets r.OnTLP and r.OnEvent, so call it before
 // r.Run. log may be nil.
 func NewServer(conn *Conn, port *vmm.Port, ram *vmm.GuestRAM, r *driver.Runner, log *slog.Logger) (*Server, error) {
+	s, err := NewAttachedServer(conn, port, ram, r, log)
+	if err != nil {
+		return nil, err
+	}
+	r.OnTLP, r.OnEvent = s.HandleTLP, s.HandleEvent
+	return s, nil
+}
+
+// NewAttachedServer is NewServer for a runner whose hooks belong to
+// someone else (a bridge agent's pair, running before QEMU connects and
+// after it leaves): it leaves r.OnTLP and r.OnEvent alone, and the
+// runner's owner passes the pair's TLPs and events on with HandleTLP and
+// HandleEvent.
+func NewAttachedServer(conn *Conn, port *vmm.Port, ram *vmm.GuestRAM, r *driver.Runner, log *slog.Logger) (*Server, error) {
 	if conn == nil || port == nil || ram == nil || r == nil {
 		return nil, fmt.Errorf("%w: NewServer needs a connection, a port, guest RAM and a runner", vmm.ErrConfig)
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{conn: conn, port: port, ram: ram, r: r, log: log,
-		answers: make(chan vmm.Answer, 1), down: make(chan struct{}, 1), queue: driver.NewTLPQueue()}
-	// Both run with the runner's lock held: queue, never send.
-	r.OnTLP = s.queue.Push
-	r.OnEvent = func(e bridge.Event) {
-		if e.Kind == bridge.EventLinkDown || e.Kind == bridge.EventSurpriseRemoval {
-			signal(s.down)
-		}
+	return &Server{conn: conn, port: port, ram: ram, r: r, log: log,
+		answers: make(chan vmm.Answer, 1), down: make(chan struct{}, 1), queue: driver.NewTLPQueue()}, nil
+}
+
+// HandleTLP takes a TLP the bridge delivered (the runner's OnTLP). It runs
+// with the runner's lock held: it queues, never sends.
+func (s *Server) HandleTLP(v tlp.View) { s.queue.Push(v) }
+
+// HandleEvent takes a bridge event (the runner's OnEvent): a link down or
+// surprise removal answers the access in flight with all ones.
+func (s *Server) HandleEvent(e bridge.Event) {
+	if e.Kind == bridge.EventLinkDown || e.Kind == bridge.EventSurpriseRemoval {
+		signal(s.down)
 	}
-	return s, nil
 }
 
 func signal(c chan struct{}) {

@@ -14,9 +14,7 @@ import (
 
 	"github.com/dxpu/dxpu/bridge"
 	"github.com/dxpu/dxpu/bridge/driver"
-	"github.com/dxpu/dxpu/emu/pcie"
 	"github.com/dxpu/dxpu/fabric/manager"
-	"github.com/dxpu/dxpu/tlp"
 	"github.com/dxpu/dxpu/tlp/encap"
 )
 
@@ -41,7 +39,7 @@ type Agent struct {
 	o    Options
 	log  *slog.Logger
 	mux  *Mux
-	host *emuHost // host role
+	host hostSide // host role
 	rep  *reporter
 	cred atomic.Pointer[string]
 	ctx  context.Context
@@ -59,9 +57,9 @@ type pairRun struct {
 	ctx    context.Context // ends when the pair is removed
 	cancel context.CancelFunc
 	done   chan struct{} // closed when its goroutines returned
-	// Host role: where the bridge's TLPs go once the GPU is plugged, and
-	// a signal for every link-up.
-	to     atomic.Pointer[pcie.Receiver]
+	// Host role: the pair's place on the host, and a signal for every
+	// link-up.
+	slot   hostSlot
 	linkUp chan struct{}
 }
 
@@ -84,6 +82,22 @@ func Start(ctx context.Context, o Options) (*Agent, error) {
 		mux.Close()
 		return nil, err
 	}
+	switch {
+	case o.Role == bridge.RoleHost && o.VM != nil:
+		if a.host, err = newVMHost(ctx, o); err != nil {
+			mux.Close()
+			return nil, err
+		}
+	case o.Role == bridge.RoleHost:
+		h := newEmuHost(o.Ports, o.Log)
+		a.host = h
+		a.wg.Add(1)
+		go func() { defer a.wg.Done(); h.loop(ctx) }()
+		if err := h.start(ctx); err != nil {
+			mux.Close()
+			return nil, err
+		}
+	}
 	a.wg.Add(1)
 	go func() {
 		defer a.wg.Done()
@@ -91,15 +105,6 @@ func Start(ctx context.Context, o Options) (*Agent, error) {
 			a.log.Error("data plane stopped", "err", err)
 		}
 	}()
-	if o.Role == bridge.RoleHost {
-		a.host = newEmuHost(o.Ports, o.Log)
-		a.wg.Add(1)
-		go func() { defer a.wg.Done(); a.host.loop(ctx) }()
-		if err := a.host.start(ctx); err != nil {
-			mux.Close()
-			return nil, err
-		}
-	}
 	a.log.Info("bridge agent running", "role", o.Role, "data_plane", mux.LocalAddr(), "switch", o.Switch)
 	return a, nil
 }
@@ -115,6 +120,9 @@ func (a *Agent) Wait() {
 	}
 	a.mu.Unlock()
 	a.wg.Wait()
+	if a.host != nil {
+		a.host.close()
+	}
 }
 
 // DataPlane is the bound UDP address.
@@ -131,8 +139,8 @@ func (a *Agent) check(p manager.Pair) error {
 		if a.o.HostID != "" && p.Host != a.o.HostID {
 			return fmt.Errorf("pair %d is for host %q, this agent serves %q: %w", p.ID, p.Host, a.o.HostID, ErrWrongBridge)
 		}
-		if p.HostPort < 0 || p.HostPort >= a.o.Ports {
-			return fmt.Errorf("pair %d: host_port %d, this host has ports 0..%d: %w", p.ID, p.HostPort, a.o.Ports-1, ErrWrongBridge)
+		if p.HostPort < 0 || p.HostPort >= a.o.slots() {
+			return fmt.Errorf("pair %d: host_port %d, this host has ports 0..%d: %w", p.ID, p.HostPort, a.o.slots()-1, ErrWrongBridge)
 		}
 		return nil
 	}
@@ -248,7 +256,11 @@ func (a *Agent) ProgramPair(ctx context.Context, p manager.Pair) error {
 			return err
 		}
 	} else {
-		pr.runner.OnTLP = func(v tlp.View) { a.host.post(&pr.to, v) }
+		if pr.slot, err = a.host.attach(p, pr.runner); err != nil {
+			conn.Close()
+			return fmt.Errorf("pair %d: %w", p.ID, err)
+		}
+		pr.runner.OnTLP = pr.slot.deliver
 	}
 	pctx, cancel := context.WithCancel(a.ctx)
 	pr.ctx, pr.cancel = pctx, cancel
@@ -275,8 +287,8 @@ func (a *Agent) ProgramPair(ctx context.Context, p manager.Pair) error {
 // stop ends a pair's bridge (called with a.mu held); on a host its device
 // leaves the emulated host first.
 func (a *Agent) stop(ctx context.Context, pr *pairRun) {
-	if a.host != nil {
-		if err := a.host.unplug(ctx, pr.p.HostPort, pr.p.ID, RemovedHotRemove, "pair removed"); err != nil {
+	if pr.slot != nil {
+		if err := pr.slot.unplug(ctx, RemovedHotRemove, "pair removed"); err != nil {
 			a.log.Warn("removing the device of a removed pair", "pair", pr.p.ID, "err", err)
 		}
 	}
@@ -323,6 +335,9 @@ func (a *Agent) pair(p manager.Pair) (*pairRun, error) {
 // onEvent runs on the pair's runner with its lock held: it only logs and
 // hands work to other goroutines.
 func (a *Agent) onEvent(pr *pairRun, e bridge.Event) {
+	if pr.slot != nil {
+		pr.slot.event(e)
+	}
 	switch e.Kind {
 	case bridge.EventLinkUp:
 		a.log.Info("pair link up", "pair", pr.p.ID, "session", e.Session)
@@ -344,11 +359,11 @@ func (a *Agent) onEvent(pr *pairRun, e bridge.Event) {
 }
 
 // linkDown is the host's side of a dead pair: the device vanishes from the
-// emulated host (a surprise removal, as a real switch port reports a link
+// host (a surprise removal, as a real switch port reports a link
 // down) and the manager is told, so the GPU is marked unhealthy and the
 // pair torn down everywhere.
 func (a *Agent) linkDown(pr *pairRun, reason string) {
-	if err := a.host.unplug(a.ctx, pr.p.HostPort, pr.p.ID, RemovedSurprise, "link down: "+reason); err != nil {
+	if err := pr.slot.unplug(a.ctx, RemovedSurprise, "link down: "+reason); err != nil {
 		a.log.Warn("surprise removal after link down", "pair", pr.p.ID, "err", err)
 	}
 	a.rep.linkDown(a.ctx, pr.ctx.Done(), pr.p, reason)

@@ -2,8 +2,9 @@
 // the control plane. It serves the agent API (package
 // fabric/manager/agentapi) that the manager's allocation saga calls, runs
 // one dxpu bridge per pair it is given, and, on a host, drives the hot-plug
-// of an emulated host (emu/host on the wall clock) whose virtual switch
-// ports receive the lent GPUs.
+// of its host: an emulated host (emu/host on the wall clock) whose virtual
+// switch ports receive the lent GPUs, or (--vm) a QEMU guest the agent boots
+// and keeps up, into which the lent GPUs are hot-plugged as proxy devices.
 //
 // # Deployment
 //
@@ -69,7 +70,11 @@
 //	                                switch), plug the GPU into downstream port host_port and
 //	                                let the emulated host enumerate it (vendor 10de) and read
 //	                                its BOOT_0 register through the fabric
-//	POST   .../{id}/hot-remove      host: the device leaves the host in order
+//	                                (--vm: QMP device_add of a proxy device on the pair's
+//	                                bridge into the guest, which enumerates it, enables it
+//	                                and reads BOOT_0; the call returns once it has)
+//	POST   .../{id}/hot-remove      host: the device leaves the host in order (--vm:
+//	                                device_del, and the guest sees it go)
 //	POST   .../{id}/surprise-remove host: the device is gone without warning
 //	DELETE /agent/v1/pairs/{id}     the pair's bridge (and device) stop
 //	GET    /agent/v1/pairs          the pairs running, for reconciliation
@@ -111,6 +116,22 @@
 // holds the pair any more), or removes the pair. This route is the agent's
 // own: the admin token stays on the manager, and an agent may report only
 // on pairs whose host or box it is.
+//
+// # A host that is a QEMU guest
+//
+// With --vm (Options.VM) the host's PCIe side is a guest (package
+// internal/app/vm: kernel, busybox and dxpu-guest found as `dxpu vm` finds
+// them) booted before the agent API serves, with no GPU, its tool watching
+// the PCI bus (dxpu-guest run --watch). The pair's bridge runs from its
+// programming, as on the emulated host; the hot-add joins QEMU's proxy
+// socket to it (vm.AttachedGPU). A link down answers the guest's access in
+// flight with all ones and device_dels the function (QEMU has no surprise
+// removal of a proxy device: the guest's hot-plug driver sees it ejected).
+// On q35 each hot-plug slot is a PCIe root port reserving 64 MiB of the
+// guest's 32-bit MMIO window, so the guest takes GPUs on its first 8
+// registered ports; pairs on higher ports are refused. The agent's end
+// (SIGTERM) quits QEMU (QMP quit, killed after 10 s); QEMU also dies with
+// the agent's process (parent-death signal).
 //
 // A restarted agent starts with no pairs; the manager's reconciliation (at
 // its start-up and every --reconcile-interval) programs and hot-adds the

@@ -8,11 +8,13 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/dxpu/dxpu/bridge"
 	"github.com/dxpu/dxpu/bridge/driver"
 	"github.com/dxpu/dxpu/emu/gpu"
 	"github.com/dxpu/dxpu/emu/host"
 	"github.com/dxpu/dxpu/emu/pcie"
 	"github.com/dxpu/dxpu/emu/realtime"
+	"github.com/dxpu/dxpu/fabric/manager"
 	"github.com/dxpu/dxpu/sim"
 	"github.com/dxpu/dxpu/tlp"
 )
@@ -53,6 +55,30 @@ type emuHost struct {
 
 	mu    sync.Mutex
 	slots []Slot // the status; written by the loop
+}
+
+// emuSlot is a pair's downstream port on the emulated host.
+type emuSlot struct {
+	h *emuHost
+	p manager.Pair
+	r *driver.Runner
+	// to is where the bridge's TLPs go once the GPU is plugged.
+	to atomic.Pointer[pcie.Receiver]
+}
+
+func (h *emuHost) attach(p manager.Pair, r *driver.Runner) (hostSlot, error) {
+	return &emuSlot{h: h, p: p, r: r}, nil
+}
+
+func (h *emuHost) close() {} // the host CPU's loop ends with the agent's context
+
+func (s *emuSlot) deliver(v tlp.View) { s.h.post(&s.to, v) }
+func (s *emuSlot) event(bridge.Event) {} // a link down unplugs (Agent.linkDown)
+func (s *emuSlot) plug(ctx context.Context) error {
+	return s.h.plug(ctx, s.p.HostPort, s.p.ID, s.p.GPU, s.r, &s.to)
+}
+func (s *emuSlot) unplug(ctx context.Context, kind, reason string) error {
+	return s.h.unplug(ctx, s.p.HostPort, s.p.ID, kind, reason)
 }
 
 func newEmuHost(ports int, log *slog.Logger) *emuHost {

@@ -13,8 +13,8 @@ import (
 
 // HotAdd waits for the pair's link (the handshake with the GPU side across
 // the switch, as a real slot trains its link before presence detect), then
-// plugs the GPU into the pair's downstream port and lets the emulated host
-// enumerate it.
+// plugs the GPU into the host (the emulated host's downstream port, or the
+// guest by QMP device_add) and returns once the host has enumerated it.
 func (a *Agent) HotAdd(ctx context.Context, p manager.Pair) error {
 	if err := a.hostRole(p); err != nil {
 		return err
@@ -34,24 +34,31 @@ func (a *Agent) HotAdd(ctx context.Context, p manager.Pair) error {
 				p.ID, pr.runner.State(), ctx.Err())
 		}
 	}
-	return a.host.plug(ctx, p.HostPort, p.ID, p.GPU, pr.runner, &pr.to)
+	return pr.slot.plug(ctx)
 }
 
 // HotRemove is the orderly removal: the device leaves the host, the pair's
 // bridge stays until RemovePair.
 func (a *Agent) HotRemove(ctx context.Context, p manager.Pair) error {
-	if err := a.hostRole(p); err != nil {
-		return err
-	}
-	return a.host.unplug(ctx, p.HostPort, p.ID, RemovedHotRemove, "hot-remove by the manager")
+	return a.remove(ctx, p, RemovedHotRemove, "hot-remove by the manager")
 }
 
 // SurpriseRemove tells the host the GPU is gone without warning.
 func (a *Agent) SurpriseRemove(ctx context.Context, p manager.Pair) error {
+	return a.remove(ctx, p, RemovedSurprise, "surprise removal by the manager")
+}
+
+// remove takes the pair's GPU away from the host; a pair not programmed
+// has none there.
+func (a *Agent) remove(ctx context.Context, p manager.Pair, kind, reason string) error {
 	if err := a.hostRole(p); err != nil {
 		return err
 	}
-	return a.host.unplug(ctx, p.HostPort, p.ID, RemovedSurprise, "surprise removal by the manager")
+	pr, err := a.pair(p)
+	if err != nil {
+		return nil
+	}
+	return pr.slot.unplug(ctx, kind, reason)
 }
 
 // hostRole refuses hot-plug calls on a GPU box's agent, and ports the
@@ -60,8 +67,8 @@ func (a *Agent) hostRole(p manager.Pair) error {
 	if a.host == nil {
 		return fmt.Errorf("pair %d: hot-plug calls go to the host's agent, this is a GPU box's: %w", p.ID, ErrWrongBridge)
 	}
-	if p.HostPort < 0 || p.HostPort >= a.o.Ports {
-		return fmt.Errorf("pair %d: host_port %d, this host has ports 0..%d: %w", p.ID, p.HostPort, a.o.Ports-1, ErrWrongBridge)
+	if p.HostPort < 0 || p.HostPort >= a.o.slots() {
+		return fmt.Errorf("pair %d: host_port %d, this host has ports 0..%d: %w", p.ID, p.HostPort, a.o.slots()-1, ErrWrongBridge)
 	}
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/dxpu/dxpu/emu/gpu"
 	"github.com/dxpu/dxpu/fabric/pool"
 	"github.com/dxpu/dxpu/internal/app/apperr"
+	"github.com/dxpu/dxpu/internal/app/vm"
 )
 
 // PCIe sides of a GPU box's agent.
@@ -42,10 +43,16 @@ type Options struct {
 	// whatever switch routes between them.
 	Switch netip.AddrPort
 
-	// Host role: Ports virtual downstream ports (default 32), HostID the
-	// host this agent serves ("": any).
+	// Host role: Ports hot-plug ports, as registered (default 32; a q35
+	// guest has the first maxGuestSlots of them), HostID the host this
+	// agent serves ("": any).
 	Ports  int
 	HostID string
+	// VM, when set, makes the host a QEMU guest booted by the agent
+	// (package internal/app/vm; its GPUs and guest arguments are the
+	// agent's): each pair's hot-add is a device_add of a proxy device into
+	// the running guest, each removal a device_del. Nil: the emulated host.
+	VM *vm.Options
 
 	// GPU role: PCIe is PCIeEmuGPU (default) or PCIeMemory; Box, when
 	// set, is the box as registered (its JSON): pairs for other boxes or
@@ -94,6 +101,8 @@ func (o *Options) fill() error {
 		return apperr.Usage(fmt.Errorf("--listen: the data plane needs a UDP address (the bridge's registered ip:udp_port)"))
 	case o.Ports < 1 || o.Ports > 32:
 		return apperr.Usage(fmt.Errorf("--ports %d: want 1..32 (the virtual switch's downstream ports)", o.Ports))
+	case o.VM != nil && o.Role != bridge.RoleHost:
+		return apperr.Usage(fmt.Errorf("--vm is for --role host: the guest is the host that borrows GPUs"))
 	case o.PCIe != PCIeEmuGPU && o.PCIe != PCIeMemory:
 		return apperr.Usage(fmt.Errorf("--pcie %q: want %s or %s", o.PCIe, PCIeEmuGPU, PCIeMemory))
 	case o.Keepalive >= o.DeadAfter:
@@ -109,6 +118,16 @@ func (o *Options) fill() error {
 		}
 	}
 	return nil
+}
+
+// slots is the number of host ports that can hold a GPU: all of them,
+// but in a q35 guest only the first maxGuestSlots (each is a PCIe root
+// port reserving 64 MiB of the guest's 32-bit MMIO window).
+func (o *Options) slots() int {
+	if o.VM != nil && (o.VM.Machine == "" || o.VM.Machine == "q35") {
+		return min(o.Ports, maxGuestSlots)
+	}
+	return o.Ports
 }
 
 // modelOf maps a pool GPU model to the emulated one.

@@ -17,6 +17,7 @@ import (
 	"github.com/dxpu/dxpu/internal/app/apperr"
 	"github.com/dxpu/dxpu/internal/app/bytesize"
 	"github.com/dxpu/dxpu/internal/app/jsonfile"
+	"github.com/dxpu/dxpu/internal/app/vm"
 	"github.com/dxpu/dxpu/tlp/encap"
 )
 
@@ -29,7 +30,11 @@ type Setup struct {
 	BoxFile        string // --role gpu: the box JSON ("-": Stdin)
 	MemBase        string
 	MemSize        string
-	Stdin          io.Reader
+	// VM (--vm): the host is a QEMU guest with VMOptions (the flags of
+	// `dxpu vm run`).
+	VM        bool
+	VMOptions vm.Options
+	Stdin     io.Reader
 }
 
 // Apply checks s and fills in o's role, addresses, credential, box and
@@ -65,11 +70,34 @@ func (s Setup) Apply(o *Options) error {
 		}
 		o.Box = &b
 	}
+	if s.VM {
+		if o.Role != bridge.RoleHost {
+			return usage(errors.New("--vm is for --role host: the guest is the host that borrows GPUs"))
+		}
+		if err := checkGuest(s.VMOptions); err != nil {
+			return usage(err)
+		}
+		vo := s.VMOptions
+		o.VM = &vo
+	}
 	if o.MemBase, err = bytesize.Parse("mem-base", s.MemBase); err != nil {
 		return usage(err)
 	}
 	if o.MemSize, err = bytesize.Parse("mem-size", s.MemSize); err != nil {
 		return usage(err)
+	}
+	return nil
+}
+
+// checkGuest checks the guest flags as `dxpu vm run` does.
+func checkGuest(o vm.Options) error {
+	switch {
+	case o.MemoryMB != 0 && (o.MemoryMB < 128 || o.MemoryMB > 64<<10):
+		return fmt.Errorf("--memory-mb %d: want 128..65536", o.MemoryMB)
+	case o.Machine != "" && o.Machine != "q35" && o.Machine != "pc":
+		return fmt.Errorf("--machine %q: want q35 or pc", o.Machine)
+	case o.Accel != "" && o.Accel != "kvm" && o.Accel != "tcg":
+		return fmt.Errorf("--accel %q: want kvm or tcg", o.Accel)
 	}
 	return nil
 }

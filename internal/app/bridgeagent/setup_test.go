@@ -9,6 +9,7 @@ import (
 
 	"github.com/dxpu/dxpu/bridge"
 	"github.com/dxpu/dxpu/internal/app/apperr"
+	"github.com/dxpu/dxpu/internal/app/vm"
 )
 
 // TestSetupApply: good settings fill in Options; each bad one is a usage
@@ -31,6 +32,24 @@ func TestSetupApply(t *testing.T) {
 		o.Box == nil || o.Box.ID != "box7" || o.MemBase != 0x1000 || o.MemSize != 1<<20 {
 		t.Fatalf("%+v", o)
 	}
+	// A host whose PCIe side is a guest.
+	guest := func(s *Setup) {
+		s.Role, s.BoxFile, s.VM, s.VMOptions = "host", "", true, vm.Options{MemoryMB: 1024, Machine: "q35"}
+	}
+	vmHost := good
+	guest(&vmHost)
+	o = Options{}
+	if err := vmHost.Apply(&o); err != nil || o.VM == nil || o.VM.MemoryMB != 1024 || o.Role != bridge.RoleHost {
+		t.Fatalf("--vm: %v, %+v", err, o)
+	}
+	o.Ports = 0
+	if err := o.fill(); err != nil || o.Ports != 32 || o.slots() != maxGuestSlots {
+		t.Fatalf("a q35 guest host: %d ports, %d slots (%v); want 32 registered, %d slots", o.Ports, o.slots(), err, maxGuestSlots)
+	}
+	o.VM.Machine, o.Ports = "pc", 20
+	if o.slots() != 20 {
+		t.Fatalf("a pc guest (no root ports) has %d slots, want all 20 ports", o.slots())
+	}
 	for want, bad := range map[string]func(*Setup){
 		"--role":                  func(s *Setup) { s.Role = "middle" },
 		"--listen":                func(s *Setup) { s.Listen = "x" },
@@ -41,6 +60,10 @@ func TestSetupApply(t *testing.T) {
 		"unknown field":           func(s *Setup) { s.BoxFile = strange },
 		"--mem-base":              func(s *Setup) { s.MemBase = "low" },
 		"--mem-size":              func(s *Setup) { s.MemSize = "lots" },
+		"--vm is for --role host": func(s *Setup) { s.VM = true },
+		"--memory-mb":             func(s *Setup) { guest(s); s.VMOptions.MemoryMB = 64 },
+		"--machine":               func(s *Setup) { guest(s); s.VMOptions.Machine = "virt" },
+		"--accel":                 func(s *Setup) { guest(s); s.VMOptions.Accel = "hvf" },
 	} {
 		s := good
 		bad(&s)

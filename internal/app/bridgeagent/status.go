@@ -19,6 +19,8 @@ type Status struct {
 	Pairs     []PairStatus `json:"pairs"`
 	// Slots (host role): the downstream ports that have held a GPU.
 	Slots []Slot `json:"slots,omitempty"`
+	// Guest (host role with --vm): the QEMU guest that is the host.
+	Guest *GuestStatus `json:"guest,omitempty"`
 	// Frames the data-plane socket dropped before any bridge saw them.
 	FramesUnknownPair uint64 `json:"frames_unknown_pair"`
 	FramesMalformed   uint64 `json:"frames_malformed"`
@@ -49,6 +51,10 @@ func (a *Agent) Status() Status {
 			GPU: pr.p.GPU, Link: pr.runner.State().String(), TLPsSent: c.TLPsSent, TLPsReceived: c.TLPsReceived, FramesDropped: c.FramesDropped})
 	}
 	a.mu.Unlock()
+	if v, ok := a.host.(*vmHost); ok {
+		g := v.guest()
+		st.Guest = &g
+	}
 	if a.host != nil {
 		for _, s := range a.host.Slots() {
 			if s.Pair != 0 {
