@@ -86,7 +86,9 @@ func kvmBoots(ctx context.Context, qemu, kernel string) bool {
 		"-accel", "kvm", "-cpu", "max", "-m", "128M", "-kernel", kernel, "-append", "console=ttyS0 earlyprintk=ttyS0 panic=-1")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	out, err := cmd.StdoutPipe()
-	if err != nil || cmd.Start() != nil {
+	exited := make(chan struct{})
+	defer close(exited)
+	if err != nil || startPinned(cmd, exited) != nil {
 		return false
 	}
 	seen := make(chan bool, 1)
