@@ -101,6 +101,12 @@ type Bridge struct {
 	rtoDeadline time.Duration
 	credits     sendCredits
 	txTags      tagTable
+	// idle: pickNext found nothing to send, and since then no TLP was
+	// queued, no credit limit moved and no queued request's tag ended, so
+	// it would find nothing again. A pair stalled on credits calls
+	// NextFrame often with nothing to send; this spares it the walk. (A
+	// link down empties the queues: only a new TLP refills them.)
+	idle bool
 
 	// Receive side.
 	rxPool        pool
@@ -321,6 +327,7 @@ func (b *Bridge) HandleTimeout(now time.Duration) {
 // scanTags synthesizes CA for requests past the completion timeout and ends
 // the quarantine of stale tags.
 func (b *Bridge) scanTags(now time.Duration) {
+	b.idle = false // a queued request may time out
 	b.txTags.expire(now, b.cfg.CompletionTimeout, func(e *tagEntry) {
 		b.ctr.CompletionTimeouts++
 		b.ctr.SynthesizedCA++
@@ -504,6 +511,7 @@ func (b *Bridge) HandleTLP(now time.Duration, t []byte) error {
 	m.order = b.arrival
 	b.arrival++
 	b.pending[c].push(m)
+	b.idle = false
 	b.ctr.TLPsFromLocal++
 	return nil
 }
@@ -577,7 +585,7 @@ func (b *Bridge) pickNext() (int, int) {
 		if best >= 0 && b.pending[best].at(bestIdx).order < h.order {
 			continue
 		}
-		if !b.hasCredits(h) {
+		if !b.credits.allows(h.class, dataUnits(h)) {
 			if b.credits.stall(tlp.Class(c)) {
 				b.ctr.CreditStalls[c]++
 			}

@@ -216,9 +216,10 @@ func (b *Bridge) sendNew(now time.Duration, mtu int) (first uint32, n, size int)
 	q := &b.retx
 	size = encap.HeaderLen
 	first = q.nxt
-	for n < encap.MaxTLPs && q.canSend() {
+	for n < encap.MaxTLPs && q.canSend() && !b.idle {
 		c, idx := b.pickNext()
 		if c < 0 {
+			b.idle = true
 			break
 		}
 		if size+2+int(b.pending[c].at(idx).n) > mtu {
