@@ -276,6 +276,11 @@ func (b *Bridge) NextEvent() (Event, bool) {
 // NoDeadline when nothing is armed.
 func (b *Bridge) Deadline() time.Duration {
 	d := b.txTags.nextCheck
+	if b.keys.ch != nil {
+		if r, ok := b.keys.ch.Deadline(); ok {
+			d = min(d, r)
+		}
+	}
 	if b.state != StateUp {
 		return min(d, b.helloDue)
 	}
@@ -321,6 +326,9 @@ func (b *Bridge) HandleTimeout(now time.Duration) {
 	if b.state == StateUp && b.reorder.held > 0 && b.nakSent && now-b.nakAt >= b.renakAfter() {
 		// The hole outlived its NAK: the retransmission was lost too.
 		b.nakPending, b.nakAt = true, now
+	}
+	if b.keys.ch != nil {
+		b.keys.ch.Tick(now) // retires the peer's previous key after RekeyGraceTime
 	}
 }
 
