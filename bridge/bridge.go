@@ -485,7 +485,7 @@ func (b *Bridge) HandleTLP(now time.Duration, t []byte) error {
 		origTarget = tv.TargetID()
 	}
 	b.tr.outbound(tv)
-	m := metaOf(tv, slot)
+	var gen uint32 // non-posted: the generation of tag w
 	switch c {
 	case tlp.Completion:
 		e := &b.rxTags[tv.Tag()]
@@ -513,12 +513,16 @@ func (b *Bridge) HandleTLP(now time.Duration, t []byte) error {
 		e.start = now
 		b.txTags.nextCheck = min(b.txTags.nextCheck, now+b.cfg.CompletionTimeout)
 		tv.SetTag(w)
-		m.wireTag, m.gen = int32(w), e.gen
+		gen = e.gen
 	}
 	fixECRC(tv)
+	m := b.pending[c].grow() // not full: checked above
+	m.fill(tv, slot)
+	if c == tlp.NonPosted {
+		m.wireTag, m.gen = int32(w), gen
+	}
 	m.order = b.arrival
 	b.arrival++
-	b.pending[c].push(m)
 	b.idle = false
 	b.ctr.TLPsFromLocal++
 	return nil

@@ -361,10 +361,10 @@ func (b *Bridge) drainReorder() {
 			b.tr.inbound(v)
 		}
 		fixECRC(v)
-		m := metaOf(v, slot)
+		m := b.deliver[c].grow() // not full: checked above
+		m.fill(v, slot)
 		m.order = b.rxOrder
 		b.rxOrder++
-		b.deliver[c].push(m)
 	}
 }
 

@@ -24,6 +24,20 @@ func (f *fifo[T]) push(v T) bool {
 	return true
 }
 
+// grow appends an element for the caller to fill in place and returns it;
+// nil when full.
+func (f *fifo[T]) grow() *T {
+	if f.n == len(f.buf) {
+		return nil
+	}
+	i := f.head + f.n
+	if i >= len(f.buf) {
+		i -= len(f.buf)
+	}
+	f.n++
+	return &f.buf[i]
+}
+
 // at returns the i-th element from the head.
 func (f *fifo[T]) at(i int) *T {
 	j := f.head + i
