@@ -101,6 +101,12 @@ type Bridge struct {
 	rtoDeadline time.Duration
 	credits     sendCredits
 	txTags      tagTable
+	// idle: pickNext found nothing to send, and since then no TLP was
+	// queued, no credit limit moved and no queued request's tag ended, so
+	// it would find nothing again. A pair stalled on credits calls
+	// NextFrame often with nothing to send; this spares it the walk. (A
+	// link down empties the queues: only a new TLP refills them.)
+	idle bool
 
 	// Receive side.
 	rxPool        pool
@@ -270,6 +276,11 @@ func (b *Bridge) NextEvent() (Event, bool) {
 // NoDeadline when nothing is armed.
 func (b *Bridge) Deadline() time.Duration {
 	d := b.txTags.nextCheck
+	if b.keys.ch != nil {
+		if r, ok := b.keys.ch.Deadline(); ok {
+			d = min(d, r)
+		}
+	}
 	if b.state != StateUp {
 		return min(d, b.helloDue)
 	}
@@ -316,11 +327,15 @@ func (b *Bridge) HandleTimeout(now time.Duration) {
 		// The hole outlived its NAK: the retransmission was lost too.
 		b.nakPending, b.nakAt = true, now
 	}
+	if b.keys.ch != nil {
+		b.keys.ch.Tick(now) // retires the peer's previous key after RekeyGraceTime
+	}
 }
 
 // scanTags synthesizes CA for requests past the completion timeout and ends
 // the quarantine of stale tags.
 func (b *Bridge) scanTags(now time.Duration) {
+	b.idle = false // a queued request may time out
 	b.txTags.expire(now, b.cfg.CompletionTimeout, func(e *tagEntry) {
 		b.ctr.CompletionTimeouts++
 		b.ctr.SynthesizedCA++
@@ -470,7 +485,7 @@ func (b *Bridge) HandleTLP(now time.Duration, t []byte) error {
 		origTarget = tv.TargetID()
 	}
 	b.tr.outbound(tv)
-	m := metaOf(tv, slot)
+	var gen uint32 // non-posted: the generation of tag w
 	switch c {
 	case tlp.Completion:
 		e := &b.rxTags[tv.Tag()]
@@ -498,12 +513,17 @@ func (b *Bridge) HandleTLP(now time.Duration, t []byte) error {
 		e.start = now
 		b.txTags.nextCheck = min(b.txTags.nextCheck, now+b.cfg.CompletionTimeout)
 		tv.SetTag(w)
-		m.wireTag, m.gen = int32(w), e.gen
+		gen = e.gen
 	}
 	fixECRC(tv)
+	m := b.pending[c].grow() // not full: checked above
+	m.fill(tv, slot)
+	if c == tlp.NonPosted {
+		m.wireTag, m.gen = int32(w), gen
+	}
 	m.order = b.arrival
 	b.arrival++
-	b.pending[c].push(m)
+	b.idle = false
 	b.ctr.TLPsFromLocal++
 	return nil
 }
@@ -577,7 +597,7 @@ func (b *Bridge) pickNext() (int, int) {
 		if best >= 0 && b.pending[best].at(bestIdx).order < h.order {
 			continue
 		}
-		if !b.hasCredits(h) {
+		if !b.credits.allows(h.class, dataUnits(h)) {
 			if b.credits.stall(tlp.Class(c)) {
 				b.ctr.CreditStalls[c]++
 			}

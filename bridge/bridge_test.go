@@ -490,6 +490,8 @@ func TestConfigErrors(t *testing.T) {
 		"MaxPayload": {Role: RoleHost, MaxPayload: 6},
 		"IDMap":      {Role: RoleHost, IDMap: []IDMapping{{1, 2}, {1, 3}}},
 		"DeadAfter":  {Role: RoleHost, Keepalive: time.Second},
+		// Keyed or not: a negative time is a mistake either way.
+		"RekeyGraceTime": {Role: RoleHost, RekeyGraceTime: -time.Millisecond},
 	}
 	for field, c := range cases {
 		_, err := New(c)

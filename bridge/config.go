@@ -126,6 +126,12 @@ type Config struct {
 	// after that. 0 means seal.DefaultPreviousGrace (4096) or RekeyAfter if
 	// smaller; at most RekeyAfter.
 	RekeyGrace uint64
+	// RekeyGraceTime after the peer's first frame under its new epoch
+	// retires the previous one too, whichever of the two bounds comes
+	// first, so that a pair carrying only keepalives finishes a rekey or a
+	// key change within it (time as the bridge's now). 0 means
+	// seal.DefaultPreviousGraceTime (1 s).
+	RekeyGraceTime time.Duration
 }
 
 // Keyed reports whether c configures a keyed pair.
@@ -204,6 +210,8 @@ func (c *Config) Validate() error {
 		return bad("Key", "%d bytes, want %d", len(c.Key), seal.KeyLen)
 	case c.Keyed() && c.SealMode != seal.ModeGCM && c.SealMode != seal.ModeGMAC:
 		return bad("SealMode", "%v is neither %v nor %v", c.SealMode, seal.ModeGCM, seal.ModeGMAC)
+	case c.RekeyGraceTime < 0:
+		return bad("RekeyGraceTime", "%v is negative", c.RekeyGraceTime)
 	case c.MTU > 65535 || c.frameBudget() < encap.HeaderLen+2+c.maxTLP():
 		need := encap.HeaderLen + 2 + c.maxTLP() + (c.MTU - c.frameBudget())
 		return bad("MTU", "%d cannot carry one %d-byte TLP (need %d..65535)", c.MTU, c.maxTLP(), need)

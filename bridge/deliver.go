@@ -44,11 +44,12 @@ func (b *Bridge) NextTLP(accept ClassMask) (tlp.View, bool) {
 	if best < 0 {
 		return nil, false
 	}
-	m := b.deliver[best].removeAt(bestIdx)
+	m := b.deliver[best].at(bestIdx)
 	v := tlp.View(b.rxPool.bytes(m.slot, int(m.n)))
 	b.rxPool.put(m.slot)
+	dc := dataUnits(m)
+	b.deliver[best].drop(bestIdx)
 	b.ctr.TLPsDelivered++
-	dc := dataUnits(&m)
 	if b.cfg.AutoRelease {
 		b.creditReturn(tlp.Class(best), 1, dc)
 	} else {

@@ -263,8 +263,11 @@
 // RekeyAfter frames (default 2^22), on Rekey (`dxpu ctl rekey`), or when a
 // newer generation became active, but only once the peer's echo shows it
 // opens nothing older; the receiver keeps the previous epoch's key for
-// RekeyGrace frames of the new one (default 4096), so frames reordered
-// across the switch still open. A sender whose peer echoes nothing for
+// RekeyGrace frames of the new one (default 4096) or RekeyGraceTime after
+// the first of them (default 1 s, by the bridge's now; Deadline includes
+// it), whichever comes first, so frames reordered across the switch still
+// open and a pair that carries only keepalives completes a rekey or key
+// change within about RekeyGraceTime. A sender whose peer echoes nothing for
 // 2 * RekeyAfter frames stops sealing (SealFailures; the frames are lost
 // and retransmitted later), which only a side sending into a one-way
 // outage reaches: RekeyAfter must stay well above a window of frames. The

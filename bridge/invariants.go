@@ -24,5 +24,12 @@ func (b *Bridge) CheckInvariants() error {
 	if err := b.txTags.check(); err != nil {
 		return err
 	}
+	if b.idle {
+		// Nothing changed since pickNext found nothing: it finds nothing
+		// again, and does nothing.
+		if c, idx := b.pickNext(); c >= 0 {
+			return fmt.Errorf("bridge: marked idle while TLP %d of class %d can be sent", idx, c)
+		}
+	}
 	return b.buffers.check()
 }

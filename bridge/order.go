@@ -24,9 +24,11 @@ type meta struct {
 	payload uint16 // payload bytes
 }
 
-func metaOf(v tlp.View, slot int32) meta {
+// fill sets m to describe TLP v held in slot. The queues fill their
+// entries in place: the data path copies no metadata.
+func (m *meta) fill(v tlp.View, slot int32) {
 	k := v.Kind()
-	m := meta{slot: slot, n: uint16(len(v)), class: k.Class(), attr: v.Attr(), wireTag: -1, data: v.HasData()}
+	*m = meta{slot: slot, n: uint16(len(v)), class: k.Class(), attr: v.Attr(), wireTag: -1, data: v.HasData()}
 	if k.IsCompletion() {
 		m.id = v.CompleterID()
 		m.key = uint32(v.RequesterID())<<10 | uint32(v.Tag())
@@ -38,7 +40,6 @@ func metaOf(v tlp.View, slot int32) meta {
 	if k == tlp.MWr {
 		m.addr, m.hasAddr = v.Address(), true
 	}
-	return m
 }
 
 // mayPassPosted applies the PCIe ordering table to a later TLP and an earlier

@@ -23,7 +23,8 @@ func metaFor(t *testing.T, p tlp.Packet, order uint64) meta {
 	if err != nil {
 		t.Fatalf("parsing %v: %v", p.Kind, err)
 	}
-	m := metaOf(v, 0)
+	var m meta
+	m.fill(v, 0)
 	m.order = order
 	return m
 }

@@ -222,10 +222,14 @@ func (b *Bridge) goUp(now time.Duration) {
 
 // onCredits takes the peer's cumulative limits (see sendCredits.update).
 func (b *Bridge) onCredits(h encap.Header) {
+	before := b.credits.limit
 	for t := encap.CreditType(0); t < encap.NumCreditTypes; t++ {
 		if b.credits.update(t, h.CreditLimit(t)) {
 			b.ctr.BogusCredits++
 		}
+	}
+	if b.credits.limit != before {
+		b.idle = false
 	}
 }
 
@@ -357,10 +361,10 @@ func (b *Bridge) drainReorder() {
 			b.tr.inbound(v)
 		}
 		fixECRC(v)
-		m := metaOf(v, slot)
+		m := b.deliver[c].grow() // not full: checked above
+		m.fill(v, slot)
 		m.order = b.rxOrder
 		b.rxOrder++
-		b.deliver[c].push(m)
 	}
 }
 
@@ -389,6 +393,9 @@ func (b *Bridge) matchCompletion(v tlp.View) bool {
 		v.SetRequesterID(e.origReq)
 		v.SetTag(e.origTag)
 		t.release(w)
+		// A forged completion can end the tag of a request still
+		// queued: pickNext drops that.
+		b.idle = false
 	default:
 		v.SetRequesterID(e.origReq)
 		v.SetTag(e.origTag)

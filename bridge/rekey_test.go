@@ -155,3 +155,68 @@ func TestKeyChangeLossless(t *testing.T) {
 		}
 	}
 }
+
+// TestIdleRekeyWithinGraceTime: on a pair that carries only keepalives
+// (one a millisecond, far fewer than RekeyGrace frames), a rekey followed
+// by a manager key change completes RekeyGraceTime after the peer's first
+// frame under the new epoch: the GPU side retires the host's old epoch at
+// exactly that time (its Deadline wakes it), its echo lets the host move
+// again, and both end on the new generation. Without the time bound that
+// took 4096 keepalives. Time moves from deadline to deadline.
+func TestIdleRekeyWithinGraceTime(t *testing.T) {
+	t.Parallel()
+	// 30.05 ms: no keepalive falls due at the moment of retirement.
+	for _, grace := range []time.Duration{0, 30*time.Millisecond + 50*time.Microsecond} {
+		want := grace
+		if want == 0 {
+			want = seal.DefaultPreviousGraceTime
+		}
+		t.Run(want.String(), func(t *testing.T) {
+			t.Parallel()
+			cfg := Config{RekeyGraceTime: grace}
+			p := newKeyedPair(t, seal.ModeGCM, cfg, cfg)
+			p.up()
+			start := p.now
+			if err := p.h.Rekey(); err != nil {
+				t.Fatal(err)
+			}
+			for _, b := range []*Bridge{p.h, p.g} {
+				if err := b.InstallKey(1, pairKey(2)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := p.g.ActivateKey(); err != nil {
+				t.Fatal(err)
+			}
+			const keepalive = time.Millisecond
+			var switched, retired time.Duration = -1, -1
+			for {
+				hs, _ := p.h.KeyState()
+				gs, _ := p.g.KeyState()
+				if switched < 0 && gs.RxEpoch == 1 {
+					switched = p.now // the host's first frame of epoch 1 arrived
+				}
+				if switched >= 0 && retired < 0 && !gs.RxPrevious {
+					retired = p.now
+				}
+				if hs.TxGeneration == 1 && gs.TxGeneration == 1 && hs.RxGeneration == 1 && gs.RxGeneration == 1 {
+					break
+				}
+				if p.now-start > want+3*keepalive {
+					t.Fatalf("key change unfinished %v after the rekey: host %+v, GPU %+v", p.now-start, hs, gs)
+				}
+				p.now = max(p.now, min(p.h.Deadline(), p.g.Deadline()))
+				p.h.HandleTimeout(p.now)
+				p.g.HandleTimeout(p.now)
+				p.run()
+			}
+			if switched < 0 || switched-start > keepalive || retired != switched+want {
+				t.Fatalf("rekey at %v, the GPU side switched at %v and retired the old epoch at %v; want within a keepalive, then %v later",
+					start, switched, retired, want)
+			}
+			if c := p.g.Counters(); c.FramesOpened >= 4096 || c.LinkDowns != 0 {
+				t.Fatalf("GPU side opened %d frames (the frame grace is 4096), %d link downs", c.FramesOpened, c.LinkDowns)
+			}
+		})
+	}
+}

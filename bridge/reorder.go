@@ -72,8 +72,13 @@ func (w *reorderWindow) advance() {
 func (w *reorderWindow) hole() bool { return w.held > 0 && w.slots[w.next&w.mask] < 0 }
 
 // sack returns the SACK bitmap: bit i set when TLP next+1+i is held.
+// Every frame's header carries it, and in order nothing is held: that case
+// skips the walk.
 func (w *reorderWindow) sack() uint32 {
 	var m uint32
+	if w.held == 0 {
+		return 0
+	}
 	lim := min(32, len(w.slots)-1)
 	for i := 0; i < lim; i++ {
 		if w.slots[(w.next+1+uint32(i))&w.mask] >= 0 {

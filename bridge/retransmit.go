@@ -60,9 +60,9 @@ func (q *retransmitQueue) canSend() bool { return q.nxt-q.una < q.limit }
 
 // push records the first transmission of m at now under sequence number
 // nxt.
-func (q *retransmitQueue) push(m meta, now time.Duration) {
+func (q *retransmitQueue) push(m *meta, now time.Duration) {
 	q.txOrder++
-	*q.at(q.nxt) = retransmitEntry{meta: m, sentAt: now, txOrder: q.txOrder, txCount: 1}
+	*q.at(q.nxt) = retransmitEntry{meta: *m, sentAt: now, txOrder: q.txOrder, txCount: 1}
 	q.nxt++
 }
 

@@ -14,7 +14,7 @@ func sentQueue(t *testing.T, isn uint32, sendAt ...time.Duration) (*retransmitQu
 	q.restart(isn)
 	p := newPool(16, 8)
 	for _, at := range sendAt {
-		q.push(meta{slot: p.get(), n: 8}, at)
+		q.push(&meta{slot: p.get(), n: 8}, at)
 	}
 	return &q, &p
 }
@@ -175,8 +175,8 @@ func TestRetransmitResendAndClear(t *testing.T) {
 		t.Fatalf("clear handed over %v; empty %v", order, q.empty())
 	}
 	q.limit = 2
-	q.push(meta{}, 0)
-	q.push(meta{}, 0)
+	q.push(&meta{}, 0)
+	q.push(&meta{}, 0)
 	if q.canSend() {
 		t.Fatal("window of 2 full, canSend still true")
 	}

@@ -24,6 +24,20 @@ func (f *fifo[T]) push(v T) bool {
 	return true
 }
 
+// grow appends an element for the caller to fill in place and returns it;
+// nil when full.
+func (f *fifo[T]) grow() *T {
+	if f.n == len(f.buf) {
+		return nil
+	}
+	i := f.head + f.n
+	if i >= len(f.buf) {
+		i -= len(f.buf)
+	}
+	f.n++
+	return &f.buf[i]
+}
+
 // at returns the i-th element from the head.
 func (f *fifo[T]) at(i int) *T {
 	j := f.head + i
@@ -51,11 +65,23 @@ func (f *fifo[T]) pop() T {
 // the ones before it back by one.
 func (f *fifo[T]) removeAt(i int) T {
 	v := *f.at(i)
+	f.drop(i)
+	return v
+}
+
+// drop is removeAt for a caller that read the element through at: the
+// data path spares itself copying it out.
+func (f *fifo[T]) drop(i int) {
 	for j := i; j > 0; j-- {
 		*f.at(j) = *f.at(j - 1)
 	}
-	f.pop()
-	return v
+	var zero T
+	f.buf[f.head] = zero
+	f.head++
+	if f.head == len(f.buf) {
+		f.head = 0
+	}
+	f.n--
 }
 
 func (f *fifo[T]) clear() {

@@ -2,8 +2,8 @@ package bridge
 
 import "testing"
 
-// TestFifo: push, pop, at and removeAt keep order across the wrap and
-// refuse to overfill.
+// TestFifo: push, grow (filled in place), pop, at and removeAt keep order
+// across the wrap and refuse to overfill.
 func TestFifo(t *testing.T) {
 	tests := []struct {
 		name   string
@@ -25,12 +25,18 @@ func TestFifo(t *testing.T) {
 				f.push(-1)
 				f.pop()
 			}
-			for _, v := range tc.push {
-				if !f.push(v) {
+			for i, v := range tc.push {
+				if i%2 == 1 {
+					p := f.grow()
+					if p == nil {
+						t.Fatalf("grow for %d refused at %d of 4", v, f.len())
+					}
+					*p = v
+				} else if !f.push(v) {
 					t.Fatalf("push %d refused at %d of 4", v, f.len())
 				}
 			}
-			if f.full() != (len(tc.push) == 4) || (f.full() && f.push(9)) {
+			if f.full() != (len(tc.push) == 4) || (f.full() && (f.push(9) || f.grow() != nil)) {
 				t.Fatalf("full %v with %d of 4", f.full(), f.len())
 			}
 			if tc.remove >= 0 {

@@ -216,21 +216,23 @@ func (b *Bridge) sendNew(now time.Duration, mtu int) (first uint32, n, size int)
 	q := &b.retx
 	size = encap.HeaderLen
 	first = q.nxt
-	for n < encap.MaxTLPs && q.canSend() {
+	for n < encap.MaxTLPs && q.canSend() && !b.idle {
 		c, idx := b.pickNext()
 		if c < 0 {
+			b.idle = true
 			break
 		}
-		if size+2+int(b.pending[c].at(idx).n) > mtu {
+		m := b.pending[c].at(idx)
+		if size+2+int(m.n) > mtu {
 			break
 		}
-		m := b.pending[c].removeAt(idx)
-		b.credits.consume(m.class, dataUnits(&m))
+		b.credits.consume(m.class, dataUnits(m))
 		q.push(m, now)
 		b.ctr.TLPsSent++
 		b.ctr.PayloadBytesTx += uint64(m.payload)
 		size += 2 + int(m.n)
 		n++
+		b.pending[c].drop(idx)
 	}
 	return first, n, size
 }

@@ -77,6 +77,20 @@ func (s *sendCredits) anyStalled() bool {
 // later true limits would look like steps back. Header limits travel in 16
 // bits and are extended with the high bits of the current limit.
 func (s *sendCredits) update(t encap.CreditType, l uint32) (bogus bool) {
+	// Most frames repeat the current limit: that check inlines.
+	return l != s.limit[t]&wireMask[t] && s.advance(t, l)
+}
+
+// wireMask keeps the bits of a limit that a frame carries, per type: 16
+// for headers, 32 for data.
+var wireMask = [encap.NumCreditTypes]uint32{
+	encap.CreditPH: 0xffff, encap.CreditPD: 0xffffffff,
+	encap.CreditNPH: 0xffff, encap.CreditNPD: 0xffffffff,
+	encap.CreditCplH: 0xffff, encap.CreditCplD: 0xffffffff,
+}
+
+// advance is update for a limit that differs from the current one.
+func (s *sendCredits) advance(t encap.CreditType, l uint32) (bogus bool) {
 	if t == encap.CreditPH || t == encap.CreditNPH || t == encap.CreditCplH {
 		if int16(uint16(l)-uint16(s.limit[t])) <= 0 {
 			return false

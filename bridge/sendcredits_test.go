@@ -85,6 +85,8 @@ func TestSendCreditsUpdate(t *testing.T) {
 		{"data equal", 64, 0, encap.CreditPD, 64, 64, false},
 		{"data beyond the buffers", 64, 10, encap.CreditPD, 75, 64, true},
 		{"data exactly the buffers", 64, 10, encap.CreditPD, 74, 74, false},
+		// All 32 bits count: the same low 16 bits are still a step.
+		{"data forward by 2^16 across the wrap", 0xffff0005, 0xfffefffb, encap.CreditCplD, 5, 5, false},
 		{"header forward", 8, 3, encap.CreditNPH, 11, 11, false},
 		{"header beyond the buffers", 8, 3, encap.CreditNPH, 12, 8, true},
 		{"header back (16-bit compare)", 8, 0, encap.CreditCplH, 0xfff0, 8, false},

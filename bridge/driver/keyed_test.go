@@ -17,9 +17,6 @@ import (
 func keyedConfig(role bridge.Role) bridge.Config {
 	c := testConfig(role)
 	c.Seed, c.RequireKeys = 0, true
-	// These pairs carry keepalives only while keys change: a grace of 16
-	// frames ends a change in milliseconds, not 4096 keepalive intervals.
-	c.RekeyGrace = 16
 	c.Key = make([]byte, seal.KeyLen)
 	for i := range c.Key {
 		c.Key[i] = byte(0x5a + i)

@@ -4,6 +4,7 @@ import (
 	"crypto/cipher"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/dxpu/dxpu/tlp/encap"
 )
@@ -39,6 +40,8 @@ type Channel struct {
 	slots    [maxNexts + 3]rxKey // cur, prev, the nexts and a spare
 	cur      *rxKey              // the peer's current epoch
 	prev     *rxKey              // the one before, until its grace ends; nil when retired
+	now      time.Duration       // the owner's time, from Tick
+	curSince time.Duration       // now when cur became current: prev's grace time runs from it
 	nexts    [maxNexts]*rxKey    // the peer's possible next keys (see deriveNexts)
 	hsNext   uint64              // next handshake packet number (at least the caller's clock)
 	nonceBuf [12]byte

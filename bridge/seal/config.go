@@ -2,6 +2,7 @@ package seal
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/dxpu/dxpu/tlp/encap"
 )
@@ -18,6 +19,12 @@ const (
 	// retire the previous epoch's key: frames of the old epoch still in
 	// flight (reordered behind the switch point) open until then.
 	DefaultPreviousGrace = 4096
+	// DefaultPreviousGraceTime after the first frame under a new receive
+	// key retires the previous one if PreviousGrace frames have not done
+	// so by then: a pair that carries only keepalives would otherwise take
+	// PreviousGrace keepalive intervals to finish a rekey. A second is far
+	// longer than frames stay reordered on a fabric.
+	DefaultPreviousGraceTime = time.Second
 	// maxRekeyAfter keeps the hard limit (2 * RekeyAfter) far below 2^64.
 	maxRekeyAfter = 1 << 40
 )
@@ -38,6 +45,12 @@ type Config struct {
 	// retire the previous one; at most RekeyAfter. 0 means
 	// DefaultPreviousGrace (or RekeyAfter if smaller).
 	PreviousGrace uint64
+	// PreviousGraceTime after the first frame authenticated under the
+	// current receive key retires the previous one too, whichever bound
+	// comes first. Time is what the owner passes to Tick; a channel never
+	// ticked retires by frame count alone. 0 means
+	// DefaultPreviousGraceTime.
+	PreviousGraceTime time.Duration
 }
 
 func (c Config) withDefaults() (Config, error) {
@@ -58,6 +71,12 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.PreviousGrace == 0 {
 		c.PreviousGrace = min(DefaultPreviousGrace, c.RekeyAfter)
+	}
+	if c.PreviousGraceTime < 0 {
+		return c, fmt.Errorf("%w: PreviousGraceTime %v is negative", ErrConfig, c.PreviousGraceTime)
+	}
+	if c.PreviousGraceTime == 0 {
+		c.PreviousGraceTime = DefaultPreviousGraceTime
 	}
 	if c.PreviousGrace > c.RekeyAfter {
 		// The sender waits for the peer to retire its previous key before

@@ -93,14 +93,20 @@
 // shows it opens nothing older than e: the peer then holds the key of e+1
 // already, and nothing of e-1 is still awaited. The receiver keeps three
 // kinds of keys: the current epoch's, the previous one's (retired after
-// PreviousGrace frames authenticated under the current one, or at the
-// next move) and the next one's, under every generation held (a sender
-// moves to epoch e+1 whether or not it changes generation; before the
-// session's first move also epoch 0 under the other generations, for a
-// peer that activated one before the session started). The first
-// frame authenticated under a next key makes it current; frames of the
-// old epoch reordered behind it still open during the grace, so
-// reordering across the switch loses nothing.
+// PreviousGrace frames authenticated under the current one, default 4096,
+// or PreviousGraceTime after the first of them, default 1 s, whichever
+// comes first, or at the next move) and the next one's, under every
+// generation held (a sender moves to epoch e+1 whether or not it changes
+// generation; before the session's first move also epoch 0 under the
+// other generations, for a peer that activated one before the session
+// started). The first frame authenticated under a next key makes it
+// current; frames of the old epoch reordered behind it still open during
+// the grace, so reordering across the switch loses nothing. The channel
+// reads no clock:
+// its owner passes its time to Tick (before each Open, and at Deadline);
+// the time bound is what lets a pair that carries only keepalives finish
+// a rekey in about PreviousGraceTime rather than PreviousGrace keepalive
+// intervals.
 //
 // A manager key change: InstallKey(generation, key) on both sides (each
 // opens the new generation at once), then ActivateKey on one or both; a

@@ -187,14 +187,15 @@ func (c *Channel) rxFor(epoch, gen byte) *rxKey {
 
 // afterOpen moves the key state on an authenticated session frame: a
 // frame under a next key makes it current (the old current becomes
-// previous), the previous key retires after its grace, and the peer's echo
-// (the oldest epoch it still opens) tells the sender whether it may move on.
+// previous), the previous key retires after its grace of frames (Tick
+// retires it after its grace of time), and the peer's echo (the oldest
+// epoch it still opens) tells the sender whether it may move on.
 func (c *Channel) afterOpen(k *rxKey, echo byte) {
 	if echo == byte(c.tx.epoch) {
 		c.peerHolds = true
 	}
 	if k != c.cur && k != c.prev {
-		c.prev, c.cur = c.cur, k
+		c.prev, c.cur, c.curSince = c.cur, k, c.now
 		c.nexts = [maxNexts]*rxKey{}
 		c.rotated = true
 		c.ctr.RxRotations++
@@ -206,8 +207,6 @@ func (c *Channel) afterOpen(k *rxKey, echo byte) {
 		return
 	}
 	if k == c.cur && c.prev != nil && c.cur.opened >= c.cfg.PreviousGrace {
-		c.prev.aead = nil
-		c.prev = nil
-		c.ctr.PreviousRetired++
+		c.retirePrevious()
 	}
 }

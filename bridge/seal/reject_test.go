@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/dxpu/dxpu/bridge/seal"
 	"github.com/dxpu/dxpu/tlp/encap"
@@ -210,6 +211,7 @@ func TestBadInput(t *testing.T) {
 		{PairID: 1, Role: 3, Mode: seal.ModeGCM},
 		{PairID: 1, Role: encap.RoleHost, Mode: 3},
 		{PairID: 1, Role: encap.RoleHost, Mode: seal.ModeGCM, RekeyAfter: 10, PreviousGrace: 11},
+		{PairID: 1, Role: encap.RoleHost, Mode: seal.ModeGCM, PreviousGraceTime: -time.Second},
 	} {
 		if _, err := seal.New(cfg, 1, testKey(0)); !errors.Is(err, seal.ErrConfig) {
 			t.Errorf("config %+v: %v, want ErrConfig", cfg, err)
