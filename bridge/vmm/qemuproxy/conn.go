@@ -37,13 +37,18 @@ func (c *Conn) Close() error { return c.c.Close() }
 // ReadMsg reads one message and the descriptors that came with it. A
 // malformed message is a *MsgError; its descriptors are closed, and since
 // the stream can no longer be trusted to be in step, the caller should
-// close the connection. io.EOF means QEMU closed its end (the device was
-// unplugged or QEMU exited).
+// close the connection. io.EOF means QEMU closed its end between messages
+// (the device was unplugged or QEMU exited); a stream that ends inside a
+// message is an error wrapping io.ErrUnexpectedEOF that names the part
+// (header or the command's payload).
 func (c *Conn) ReadMsg() (Msg, error) {
 	c.fds = c.fds[:0]
 	if err := c.readFull(c.hdr[:]); err != nil {
 		c.closeFDs()
-		return Msg{}, err
+		if errors.Is(err, io.EOF) {
+			return Msg{}, err // between messages: QEMU closed its end
+		}
+		return Msg{}, fmt.Errorf("qemuproxy: message header: %w", err)
 	}
 	cmd, n, err := ParseHeader(c.hdr[:])
 	if err != nil {

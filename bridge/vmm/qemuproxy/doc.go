@@ -49,4 +49,29 @@
 //	a1 00 00 18 00 00 00 00                             value
 //
 // Both are checked byte for byte by TestDocExample.
+//
+// # When QEMU goes away
+//
+// QEMU closes the socket when the device is unplugged, when it quits and
+// when it dies; the socket cannot tell these apart. Server.Run ends:
+//
+//   - nil when the stream ends between messages (the clean case; a
+//     launcher that knows QEMU died says so by cancelling Run's context
+//     with a cause, which Run returns: see internal/app/vm);
+//   - ErrQEMUGone wrapping io.ErrUnexpectedEOF, naming the header or the
+//     command's payload, when it ends inside a message;
+//   - ErrQEMUGone naming the access when QEMU died while its vCPU waited
+//     for a RET (counted in LostAnswers). Such an access ends first, as
+//     any does, by its completion or the port's completion timeout.
+//
+// The device does not know: its DMA goes on arriving. Until Run returns
+// it lands in guest RAM as before, inside the addressed range only (an
+// access not wholly inside one region of the guest's memory map gets UR
+// and touches nothing). From then on every TLP of the bridge is dropped
+// and counted (ServerStats.DroppedAfterEnd), touching no guest memory; a
+// device read among them gets no completion and ends in the device's own
+// completion timeout. Run leaves no goroutine behind. The guest's memfds
+// stay mapped until the owner's GuestRAM.Close, which waits for any access
+// in progress; an access after it finds no RAM (ErrOutsideRAM, UR). Shown
+// by TestQEMUDiesMidDMA.
 package qemuproxy

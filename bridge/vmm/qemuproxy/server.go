@@ -24,6 +24,15 @@ type ServerStats struct {
 	MapChanges atomic.Uint64 // SYNC_SYSMEM applied
 	Resets     atomic.Uint64 // DEVICE_RESET answered
 	IRQFDs     atomic.Uint64 // SET_IRQFD received (closed: see the package doc)
+	// DroppedAfterEnd counts the bridge's TLPs that found the session
+	// over (QEMU gone, ctx done): the device's DMA into or out of a guest
+	// that is no longer served, and completions nobody waits for. They
+	// touch no guest memory and get no answer; a device read among them
+	// ends in the device's own completion timeout.
+	DroppedAfterEnd atomic.Uint64
+	// LostAnswers counts accesses whose RET found QEMU gone (its vCPU was
+	// waiting when it died).
+	LostAnswers atomic.Uint64
 }
 
 // Server serves one proxy socket: QEMU's accesses go through a vmm.Port
@@ -42,6 +51,12 @@ type Server struct {
 	down    chan struct{} // signalled when the link goes down
 
 	queue *driver.TLPQueue // TLPs from the bridge, in arrival order
+
+	// endMu orders HandleTLP against the end of Run, so that every TLP is
+	// either served or counted in DroppedAfterEnd, never stranded.
+	endMu  sync.Mutex
+	ended  atomic.Bool  // set once, under endMu, when Run is ending
+	queued atomic.Int64 // TLPs in queue not yet served
 }
 
 // NewServer joins the proxy connection conn to the host-side runner r
@@ -74,8 +89,18 @@ func NewAttachedServer(conn *Conn, port *vmm.Port, ram *vmm.GuestRAM, r *driver.
 }
 
 // HandleTLP takes a TLP the bridge delivered (the runner's OnTLP). It runs
-// with the runner's lock held: it queues, never sends.
-func (s *Server) HandleTLP(v tlp.View) { s.queue.Push(v) }
+// with the runner's lock held: it queues, never sends. Once Run is ending
+// it drops v and counts it (DroppedAfterEnd).
+func (s *Server) HandleTLP(v tlp.View) {
+	s.endMu.Lock()
+	defer s.endMu.Unlock()
+	if s.ended.Load() {
+		s.stats.DroppedAfterEnd.Add(1)
+		return
+	}
+	s.queued.Add(1)
+	s.queue.Push(v)
+}
 
 // HandleEvent takes a bridge event (the runner's OnEvent): a link down or
 // surprise removal answers the access in flight with all ones.
@@ -95,10 +120,17 @@ func signal(c chan struct{}) {
 // Stats returns the protocol counters.
 func (s *Server) Stats() *ServerStats { return &s.stats }
 
-// Run serves until QEMU closes the socket (nil), ctx ends (nil), or the
-// stream breaks (an error naming the message). It closes the connection
-// when it returns; guest RAM stays mapped until ram.Close.
+// Run serves until QEMU closes the socket between messages (nil), ctx
+// ends (nil, or ctx's cause when it was cancelled with one: a launcher
+// that saw QEMU die says so), or the stream breaks: a malformed message
+// (a *MsgError), or QEMU gone mid-message or before its vCPU got its
+// answer (ErrQEMUGone). An access in flight when QEMU dies ends within the
+// port's completion timeout. Run closes the connection and drops the
+// bridge's TLPs that come after, counting them (DroppedAfterEnd); no TLP
+// touches guest RAM once it has returned. Guest RAM stays mapped until
+// ram.Close, which the caller does after Run. Run is called once.
 func (s *Server) Run(ctx context.Context) error {
+	parent := ctx
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
@@ -108,19 +140,38 @@ func (s *Server) Run(ctx context.Context) error {
 	defer func() {
 		stop()
 		_ = s.conn.Close()
+		s.endMu.Lock()
+		s.ended.Store(true)
+		s.endMu.Unlock()
 		cancel()
 		wg.Wait()
+		// What the device sent that deliver had not served yet.
+		s.stats.DroppedAfterEnd.Add(uint64(s.queued.Swap(0)))
 	}()
+	stopped := func() error {
+		if c := context.Cause(parent); c != nil && !errors.Is(c, context.Canceled) && !errors.Is(c, context.DeadlineExceeded) {
+			return fmt.Errorf("qemuproxy: stopped after %d messages: %w", s.stats.Messages.Load(), c)
+		}
+		return nil
+	}
 	for {
 		m, err := s.conn.ReadMsg()
-		if err != nil {
-			if errors.Is(err, io.EOF) || ctx.Err() != nil {
-				return nil
-			}
+		switch {
+		case err == nil:
+		case ctx.Err() != nil:
+			return stopped()
+		case errors.Is(err, io.EOF):
+			return nil
+		case peerGone(err):
+			return fmt.Errorf("%w after %d messages: %w", ErrQEMUGone, s.stats.Messages.Load(), err)
+		default:
 			return fmt.Errorf("qemuproxy: reading QEMU's socket: %w", err)
 		}
 		s.stats.Messages.Add(1)
 		if err := s.handle(ctx, m); err != nil {
+			if ctx.Err() != nil {
+				return stopped()
+			}
 			return err
 		}
 	}
@@ -137,7 +188,7 @@ func (s *Server) handle(ctx context.Context, m Msg) error {
 		return nil
 	case DeviceReset:
 		s.stats.Resets.Add(1)
-		return s.conn.WriteRet(0)
+		return s.answer(m, 0)
 	case Ret:
 		return fmt.Errorf("qemuproxy: QEMU sent RET %#x, an answer nobody asked for", m.Value)
 	}
@@ -155,10 +206,31 @@ func (s *Server) handle(ctx context.Context, m Msg) error {
 		if !m.Bar.Memory {
 			// No I/O BARs are presented; an I/O access reaching here is
 			// answered as a master abort.
-			return s.conn.WriteRet(vmm.AllOnes >> (64 - 8*a.Size))
+			return s.answer(m, vmm.AllOnes>>(64-8*a.Size))
 		}
 	}
-	return s.conn.WriteRet(s.access(ctx, a))
+	return s.answer(m, s.access(ctx, a))
+}
+
+// answer writes m's RET; a QEMU that died while its vCPU waited for it is
+// ErrQEMUGone naming the access.
+func (s *Server) answer(m Msg, v uint64) error {
+	err := s.conn.WriteRet(v)
+	if err == nil {
+		return nil
+	}
+	what := m.Cmd.String()
+	switch m.Cmd {
+	case CfgRead, CfgWrite:
+		what += fmt.Sprintf(" of %d bytes at config offset %#x", m.Cfg.Len, m.Cfg.Addr)
+	case BarRead, BarWrite:
+		what += fmt.Sprintf(" of %d bytes at %#x", m.Bar.Size, m.Bar.Addr)
+	}
+	if peerGone(err) {
+		s.stats.LostAnswers.Add(1)
+		return fmt.Errorf("%w while its vCPU waited for the answer to %s: %w", ErrQEMUGone, what, err)
+	}
+	return fmt.Errorf("qemuproxy: answering %s: %w", what, err)
 }
 
 // access runs one guest access to its answer; it never blocks longer than
@@ -229,6 +301,10 @@ func (s *Server) access(ctx context.Context, a vmm.Access) uint64 {
 func (s *Server) deliver(ctx context.Context) {
 	emit := func(b []byte) error { return driver.SendWait(ctx, s.r, b) }
 	_ = s.queue.Serve(ctx, func(b []byte) error {
+		if s.ended.Load() {
+			return errEnded // the rest stays queued: Run counts it dropped
+		}
+		s.queued.Add(-1)
 		s.mu.Lock()
 		ans, err := s.port.Receive(b, emit)
 		s.mu.Unlock()
@@ -236,11 +312,16 @@ func (s *Server) deliver(ctx context.Context) {
 			s.log.Debug("qemuproxy: device TLP not served", "err", err)
 		}
 		if ans.Done {
-			s.answers <- ans
+			select {
+			case s.answers <- ans:
+			case <-ctx.Done(): // the access gave up: Run is ending
+			}
 		}
 		return nil
 	})
 }
+
+var errEnded = errors.New("qemuproxy: session ended")
 
 // syncSysmem maps the regions QEMU sent and retires the previous map.
 func (s *Server) syncSysmem(m Msg) error {

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"runtime/pprof"
 	"sync"
 	"testing"
 	"time"
@@ -31,9 +32,13 @@ const (
 
 // fakeQEMU plays QEMU's side of the socket.
 type fakeQEMU struct {
-	t  *testing.T
-	fd int
+	t    *testing.T
+	fd   int
+	once sync.Once
 }
+
+// close closes QEMU's end, once: QEMU dying or letting go.
+func (q *fakeQEMU) close() { q.once.Do(func() { unix.Close(q.fd) }) }
 
 func (q *fakeQEMU) send(m Msg, fds ...int) {
 	q.t.Helper()
@@ -104,6 +109,7 @@ type rig struct {
 	q         *fakeQEMU
 	srv       *Server
 	port      *vmm.Port
+	ram       *vmm.GuestRAM
 	gpu       *gpuStub
 	mem       []byte // the guest RAM, as the fake QEMU maps it
 	stopGPU   context.CancelFunc
@@ -122,7 +128,8 @@ func newRig(t *testing.T) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { unix.Close(pair[0]) })
+	fq := &fakeQEMU{t: t, fd: pair[0]}
+	t.Cleanup(fq.close)
 
 	hc, err := udp.Listen(netip.MustParseAddrPort("127.0.0.1:0"), netip.AddrPort{})
 	if err != nil {
@@ -156,7 +163,7 @@ func newRig(t *testing.T) *rig {
 	gpu := newGPUStub(t, runners[1])
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	gctx, stopGPU := context.WithCancel(ctx)
-	rg := &rig{q: &fakeQEMU{t: t, fd: pair[0]}, srv: srv, port: port, gpu: gpu, stopGPU: stopGPU, serverErr: make(chan error, 1)}
+	rg := &rig{q: fq, srv: srv, port: port, ram: ram, gpu: gpu, stopGPU: stopGPU, serverErr: make(chan error, 1)}
 	var wg sync.WaitGroup
 	for _, fn := range []func(context.Context) error{runners[0].Run} {
 		wg.Add(1)
@@ -167,7 +174,11 @@ func newRig(t *testing.T) *rig {
 		go func() { defer wg.Done(); _ = fn(gctx) }()
 	}
 	wg.Add(1)
-	go func() { defer wg.Done(); rg.serverErr <- srv.Run(ctx) }()
+	go func() {
+		defer wg.Done()
+		// Labelled, so that a test can find the server's goroutines.
+		pprof.Do(ctx, pprof.Labels(serverLabel, t.Name()), func(ctx context.Context) { rg.serverErr <- srv.Run(ctx) })
+	}()
 	t.Cleanup(func() { cancel(); wg.Wait() })
 	for runners[0].State() != bridge.StateUp || runners[1].State() != bridge.StateUp {
 		select {
@@ -179,7 +190,7 @@ func newRig(t *testing.T) *rig {
 
 	// QEMU's start: the memory map (a memfd), the INTx eventfds, then the
 	// guest's firmware places BAR0.
-	memfd, err := unix.MemfdCreate("guest-ram", unix.MFD_CLOEXEC)
+	memfd, err := unix.MemfdCreate(memfdName(t), unix.MFD_CLOEXEC)
 	if err != nil {
 		t.Fatal(err)
 	}
