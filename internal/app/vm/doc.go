@@ -79,7 +79,17 @@
 // A guest access the GPU side does not answer (link down, GPU removed,
 // completion timeout) reads all ones, as on a root complex; dxpu-guest
 // treats an all-ones BOOT_0 as a device gone, reports the error and exits
-// non-zero, and the guest powers off: no vCPU waits forever. Everything
+// non-zero, and the guest powers off: no vCPU waits forever.
+//
+// The other way round, a QEMU that dies (killed, crashed) while the GPU
+// copies into or out of the guest's RAM: its sockets close just as on a
+// clean exit, so each lending holds a copy of QEMU's end of its socket and
+// closes it only once QEMU's exit status is known. A death cancels the
+// GPU's Serve with ErrGuestDied (naming the signal or status) as cause
+// first: the server ends with that error, the host-side bridge stops (the
+// GPU side sees the pair go down), the device's DMA that arrives after is
+// dropped and counted (qemuproxy.ServerStats.DroppedAfterEnd), and Wait
+// returns the same ErrGuestDied. TestGuestKilledWhileCopying. Everything
 // Start began (QEMU's process group, the GPU servers) ends when its
 // context ends or Close is called.
 package vm

@@ -71,7 +71,8 @@ func (g *RemoteGPU) Stats() (*vmm.Stats, *qemuproxy.ServerStats) {
 }
 
 // Serve runs the host-side bridge and serves conn until QEMU closes it or
-// ctx ends.
+// ctx ends; when ctx was cancelled with a cause (the VM saw QEMU die:
+// ErrGuestDied) it returns that cause, wrapped.
 func (g *RemoteGPU) Serve(ctx context.Context, conn *qemuproxy.Conn) error {
 	if g.Transport == nil {
 		return fmt.Errorf("%w: RemoteGPU needs a transport", vmm.ErrConfig)

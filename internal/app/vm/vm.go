@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -26,7 +27,8 @@ var ErrNoSlot = errors.New("vm: no free slot for another GPU")
 
 // GPU is a PCI function lent to the guest: Serve answers QEMU's end of its
 // proxy socket (config and BAR accesses, the guest's RAM for DMA) until
-// QEMU closes it (nil) or ctx ends.
+// QEMU closes it (nil) or ctx ends. When QEMU dies, ctx is cancelled with
+// an ErrGuestDied cause before the socket closes.
 type GPU interface {
 	Serve(ctx context.Context, conn *qemuproxy.Conn) error
 }
@@ -121,17 +123,19 @@ func (o *Options) fill(ctx context.Context) error {
 
 // VM is a running guest.
 type VM struct {
-	o       Options
-	dir     string
-	ownDir  bool
-	start   time.Time
-	cmd     *exec.Cmd
-	logFile *os.File
-	con     *console
-	qmp     *qmp
-	exited  chan struct{}
-	waitErr error
-	stopCtx func() bool
+	o        Options
+	dir      string
+	ownDir   bool
+	start    time.Time
+	cmd      *exec.Cmd
+	logFile  *os.File
+	con      *console
+	qmp      *qmp
+	exited   chan struct{}
+	waitErr  error
+	died     error       // ErrGuestDied with how, when QEMU ended on its own badly
+	stopping atomic.Bool // this VM is killing QEMU: its end is no death
+	stopCtx  func() bool
 
 	mu    sync.Mutex
 	slots []string // GPU id per slot ("" free); nil on pc
@@ -139,9 +143,14 @@ type VM struct {
 }
 
 type lending struct {
-	cancel context.CancelFunc
+	cancel context.CancelCauseFunc
 	done   chan struct{}
 	err    error
+	// qemuEnd is a copy of QEMU's end of the proxy socket, held so that
+	// the server sees the socket close only once the VM knows why (see
+	// exitedWith).
+	qemuEnd *os.File
+	endOnce sync.Once
 }
 
 // Start boots a guest. It returns once QEMU answers on QMP; the guest
@@ -185,13 +194,9 @@ func Start(ctx context.Context, o Options) (_ *VM, err error) {
 	qmpPath := filepath.Join(v.dir, "qmp.sock")
 	args := v.args(initrd, qmpPath)
 
-	// One socketpair per boot GPU: QEMU inherits one end as fd 3+i.
+	// One socketpair per boot GPU: QEMU inherits one end as fd 3+i; its
+	// lending keeps our copy of that end.
 	var theirs []*os.File
-	defer func() {
-		for _, f := range theirs {
-			f.Close()
-		}
-	}()
 	if o.Machine == "q35" {
 		v.slots = make([]string, len(o.GPUs)+o.HotplugSlots)
 	}
@@ -202,7 +207,7 @@ func Start(ctx context.Context, o Options) (_ *VM, err error) {
 			return nil, err
 		}
 		theirs = append(theirs, qf)
-		v.serve(ctx, id, g, conn)
+		v.serve(ctx, id, g, conn, qf)
 		dev := fmt.Sprintf("x-pci-proxy-dev,id=%s,fd=%d", id, 3+i)
 		if v.slots != nil {
 			v.slots[i] = id
@@ -234,6 +239,7 @@ func Start(ctx context.Context, o Options) (_ *VM, err error) {
 		v.con.follow(out, v.logFile)
 		<-done
 		v.waitErr = v.cmd.Wait()
+		v.exitedWith(v.waitErr)
 		close(v.exited)
 	}()
 	v.stopCtx = context.AfterFunc(ctx, v.kill)
@@ -291,10 +297,11 @@ func proxyPair(id string) (*qemuproxy.Conn, *os.File, error) {
 	return qemuproxy.NewConn(nc.(*net.UnixConn)), os.NewFile(uintptr(fds[1]), id+"-qemu"), nil
 }
 
-// serve runs g on conn until QEMU lets go of it or the VM closes.
-func (v *VM) serve(ctx context.Context, id string, g GPU, conn *qemuproxy.Conn) {
-	sctx, cancel := context.WithCancel(ctx)
-	l := &lending{cancel: cancel, done: make(chan struct{})}
+// serve runs g on conn until QEMU lets go of it or the VM closes. qemuEnd
+// is QEMU's end of the socket, which the lending holds (and closes).
+func (v *VM) serve(ctx context.Context, id string, g GPU, conn *qemuproxy.Conn, qemuEnd *os.File) {
+	sctx, cancel := context.WithCancelCause(ctx)
+	l := &lending{cancel: cancel, done: make(chan struct{}), qemuEnd: qemuEnd}
 	v.mu.Lock()
 	v.lent[id] = l
 	v.mu.Unlock()
@@ -340,10 +347,9 @@ func (v *VM) HotAdd(ctx context.Context, id string, g GPU) error {
 		v.freeSlot(id)
 		return err
 	}
-	defer qf.Close()
 	// Serve first: device_add's realize blocks QEMU's main loop on config
 	// reads that only the server answers.
-	v.serve(ctx, id, g, conn)
+	v.serve(ctx, id, g, conn, qf)
 	fail := func(err error) error {
 		v.stopLending(id)
 		return err
@@ -379,6 +385,7 @@ func (v *VM) HotRemove(ctx context.Context, id string) error {
 	}); err != nil {
 		return err
 	}
+	l.releaseQEMUEnd() // QEMU closed its own: now the server sees EOF
 	select {
 	case <-l.done:
 	case <-ctx.Done():
@@ -395,7 +402,8 @@ func (v *VM) stopLending(id string) {
 	delete(v.lent, id)
 	v.mu.Unlock()
 	if l != nil {
-		l.cancel()
+		l.cancel(nil)
+		l.releaseQEMUEnd()
 		<-l.done
 	}
 	v.freeSlot(id)
@@ -463,11 +471,13 @@ func (v *VM) Result(ctx context.Context) (guest.Report, Timing, error) {
 	return rep, tm, nil
 }
 
-// Wait waits for QEMU to exit (the guest powered off).
+// Wait waits for QEMU to exit: nil when the guest powered off (or this VM
+// stopped it), an error wrapping ErrGuestDied that names the signal or
+// exit status when QEMU died.
 func (v *VM) Wait(ctx context.Context) error {
 	select {
 	case <-v.exited:
-		return nil
+		return v.died
 	case <-ctx.Done():
 		return fmt.Errorf("vm: waiting for the guest to power off: %w", ctx.Err())
 	}
@@ -486,6 +496,9 @@ func (v *VM) Shutdown(ctx context.Context, grace time.Duration) error {
 		_, _ = v.qmp.execute(qctx, "quit", nil, nil)
 	}
 	if err := v.Wait(qctx); err != nil {
+		if errors.Is(err, ErrGuestDied) {
+			return err
+		}
 		v.kill()
 		<-v.exited
 		return fmt.Errorf("vm: QEMU did not quit within %v; killed", grace)
@@ -495,6 +508,7 @@ func (v *VM) Shutdown(ctx context.Context, grace time.Duration) error {
 
 // kill ends QEMU's whole process group.
 func (v *VM) kill() {
+	v.stopping.Store(true)
 	if v.cmd != nil && v.cmd.Process != nil {
 		_ = syscall.Kill(-v.cmd.Process.Pid, syscall.SIGKILL)
 	}
