@@ -23,6 +23,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/dxpu/dxpu/bridge"
@@ -53,6 +54,19 @@ type BatchReceiver interface {
 	// already queued, up to len(bufs), into bufs and their lengths into
 	// sizes, and returns how many it took.
 	RecvBatch(bufs [][]byte, sizes []int) (int, error)
+}
+
+// Poller is a Transport whose queued frames any goroutine can take
+// without blocking, while the runner's own goroutine waits for more: a
+// busy-polling loop (package realtime's Clock) calls Runner.Poll and
+// handles a frame on its own goroutine, without the wake-up of another.
+type Poller interface {
+	// TryRecvBatch takes the frames already queued, like RecvBatch, and
+	// returns 0 at once when there are none.
+	TryRecvBatch(bufs [][]byte, sizes []int) (int, error)
+	// WaitReadable blocks until a frame is queued or the transport is
+	// closed; it takes nothing.
+	WaitReadable() error
 }
 
 // Batch sizes: frames per flush handed to a BatchSender (fewer when the
@@ -95,6 +109,15 @@ type Runner struct {
 	sendErrors uint64
 	// lastFrameError is the latest reason the bridge dropped a frame.
 	lastFrameError error
+	// rxMu serialises receiving and handling, so that frames reach the
+	// bridge in the order the transport queued them whoever takes them
+	// (Run's goroutine or a Poll); it is taken before mu.
+	rxMu    sync.Mutex
+	poller  Poller // t as a Poller, or nil
+	rxBufs  [][]byte
+	rxSizes []int
+	live    atomic.Bool // Run is running: Poll may take frames
+	polled  atomic.Uint64
 	// Progress is signalled (non-blocking) whenever the bridge accepted
 	// acknowledgements or credits, so a producer that got ErrBusy can
 	// retry.
@@ -112,6 +135,9 @@ func New(b *bridge.Bridge, t Transport) *Runner {
 	if bs, ok := t.(BatchSender); ok {
 		r.bs = bs
 		n = min(max(txBatchMem/mtu, 1), maxTxBatch)
+	}
+	if p, ok := t.(Poller); ok {
+		r.poller = p
 	}
 	slab := make([]byte, n*mtu)
 	r.tx, r.txFrame = make([][]byte, n), make([][]byte, n)
@@ -224,12 +250,15 @@ func (r *Runner) Run(ctx context.Context) error {
 	r.timerAt = bridge.NoDeadline
 	r.flush()
 	r.mu.Unlock()
+	r.live.Store(true)
+	defer r.live.Store(false)
 	done := make(chan struct{})
 	go func() {
 		select {
 		case <-ctx.Done():
 		case <-done:
 		}
+		r.live.Store(false)
 		r.mu.Lock()
 		r.closed = true
 		r.timer.Stop()
@@ -237,6 +266,9 @@ func (r *Runner) Run(ctx context.Context) error {
 		r.t.Close()
 	}()
 	defer close(done)
+	if r.poller != nil {
+		return r.runPolled(ctx)
+	}
 	if br, ok := r.t.(BatchReceiver); ok {
 		return r.runBatch(ctx, br)
 	}
@@ -255,13 +287,92 @@ func (r *Runner) Run(ctx context.Context) error {
 	}
 }
 
+// rxBuffers returns the receive buffers, made on first use. Called with
+// rxMu held.
+func (r *Runner) rxBuffers() ([][]byte, []int) {
+	if r.rxBufs == nil {
+		slab := make([]byte, rxBatch*rxBufSize)
+		r.rxBufs, r.rxSizes = make([][]byte, rxBatch), make([]int, rxBatch)
+		for i := range r.rxBufs {
+			r.rxBufs[i] = slab[i*rxBufSize : (i+1)*rxBufSize : (i+1)*rxBufSize]
+		}
+	}
+	return r.rxBufs, r.rxSizes
+}
+
+// runPolled is Run's loop over a Poller: take what is queued, else wait
+// until something is. A Poll on another goroutine may take it first; the
+// wait then ends with nothing to take, and the loop waits again.
+func (r *Runner) runPolled(ctx context.Context) error {
+	for {
+		r.rxMu.Lock()
+		bufs, sizes := r.rxBuffers()
+		k, err := r.poller.TryRecvBatch(bufs, sizes)
+		open := err != nil || k == 0 || r.handle(nil, bufs[:k], sizes[:k])
+		r.rxMu.Unlock()
+		if err == nil && k == 0 {
+			err = r.poller.WaitReadable()
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return fmt.Errorf("driver: receive: %w", err)
+		}
+		if !open {
+			return ctx.Err()
+		}
+	}
+}
+
+// Poll takes the frames the transport holds without waiting, feeds them
+// to the bridge, serves the bridge's deadline if it is due, and flushes;
+// it returns how many frames it took. Any goroutine may call it, as often
+// as it likes: a loop that polls (a clock spinning for its next event)
+// handles what arrives on its own goroutine instead of waking the
+// runner's. It does nothing while another goroutine is receiving, before
+// Run, after Run returned, or when the transport is not a Poller.
+func (r *Runner) Poll() int {
+	if r.poller == nil || !r.live.Load() || !r.rxMu.TryLock() {
+		return 0
+	}
+	defer r.rxMu.Unlock()
+	bufs, sizes := r.rxBuffers()
+	k, err := r.poller.TryRecvBatch(bufs, sizes)
+	if err != nil || k == 0 {
+		r.serveDeadline()
+		return 0
+	}
+	if !r.handle(nil, bufs[:k], sizes[:k]) {
+		return 0
+	}
+	r.polled.Add(uint64(k))
+	return k
+}
+
+// Polled returns how many frames Poll took (the rest were taken by Run's
+// goroutine).
+func (r *Runner) Polled() uint64 { return r.polled.Load() }
+
+// serveDeadline runs the bridge's timeout if it is due, ahead of the
+// timer's goroutine.
+func (r *Runner) serveDeadline() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed || r.timer == nil {
+		return
+	}
+	if now := r.Now(); r.b.Deadline() <= now {
+		r.b.HandleTimeout(now)
+		r.flush()
+	}
+}
+
 // runBatch is Run's loop over a BatchReceiver.
 func (r *Runner) runBatch(ctx context.Context, br BatchReceiver) error {
-	slab := make([]byte, rxBatch*rxBufSize)
-	bufs, sizes := make([][]byte, rxBatch), make([]int, rxBatch)
-	for i := range bufs {
-		bufs[i] = slab[i*rxBufSize : (i+1)*rxBufSize : (i+1)*rxBufSize]
-	}
+	r.rxMu.Lock()
+	bufs, sizes := r.rxBuffers()
+	r.rxMu.Unlock()
 	for {
 		k, err := br.RecvBatch(bufs, sizes)
 		if err != nil {

@@ -32,6 +32,8 @@ type Clock struct {
 	wake  chan struct{}
 	// flushers run after each step (see AddFlusher).
 	flushers []func() bool
+	// pollers run at the start of each step (see AddPoller).
+	pollers []func() int
 	// Tick bounds one sleep of the loop when nothing is scheduled (default
 	// 1ms): how often it looks at a condition that depends on the wall
 	// clock alone.
@@ -43,11 +45,15 @@ type Clock struct {
 	// how near the next event must be for the loop to poll for it rather
 	// than sleep (default 100us).
 	Spin time.Duration
+	// MaxLag is how far the simulation may fall behind the wall clock
+	// before it gives up catching up and runs slower than the wall clock
+	// (default 1ms).
+	MaxLag time.Duration
 }
 
 // New returns a clock for s, which must be at virtual time 0 (fresh).
 func New(s *sim.Sim) *Clock {
-	return &Clock{S: s, start: time.Now(), wake: make(chan struct{}, 1), Tick: time.Millisecond, Idle: 2 * time.Second, Spin: 100 * time.Microsecond}
+	return &Clock{S: s, start: time.Now(), wake: make(chan struct{}, 1), Tick: time.Millisecond, Idle: 2 * time.Second, Spin: 100 * time.Microsecond, MaxLag: time.Millisecond}
 }
 
 // Elapsed returns the wall time since the clock started.
@@ -101,12 +107,20 @@ func (c *Clock) drain() int {
 	return n
 }
 
-// AddFlusher registers f to run after each step of the loop, with the
-// world held: a sender that batches what a step produced (a
-// driver.QueuedSender with Batch set) sends it there. f reports whether it
+// AddFlusher registers f to run after each moment of simulated time the
+// loop runs and after each step, with the world held: a sender that
+// batches what a moment produced (a driver.QueuedSender with Batch set)
+// sends it there. f reports whether it
 // still holds work (the bridge pushed back); the loop then keeps polling
 // instead of sleeping. Register before the clock runs.
 func (c *Clock) AddFlusher(f func() bool) { c.flushers = append(c.flushers, f) }
+
+// AddPoller registers p to run at the start of each step, with the world
+// held: a bridge runner's Poll, which takes the frames its socket holds
+// and posts their TLPs here, so that while the loop polls for its next
+// event it also receives, on its own goroutine (busy polling). p returns
+// how many frames it took. Register before the clock runs.
+func (c *Clock) AddPoller(p func() int) { c.pollers = append(c.pollers, p) }
 
 // step brings the simulation up to the wall clock, runs what is due and
 // what was posted, flushes, and returns how many things ran and when the
@@ -115,10 +129,38 @@ func (c *Clock) AddFlusher(f func() bool) { c.flushers = append(c.flushers, f) }
 func (c *Clock) step() (n int, next time.Duration, ok bool) {
 	c.world.Lock()
 	defer c.world.Unlock()
-	// Run, not pcie.RunUntil: it also brings the clock to now when
-	// nothing is due (posted work is stamped with the wall time) without
-	// scheduling a sentinel, and never runs an event after now.
-	n = int(c.S.Run(c.Elapsed()))
+	// A poll is a system call per runner: when the next event is nearer
+	// than that, look at the clock only, so that the event runs on time.
+	if next, ok := c.S.Next(); len(c.pollers) > 0 && (!ok || next-c.Elapsed() > pollSkip) {
+		for _, p := range c.pollers {
+			n += p()
+		}
+	}
+	// An overloaded machine must not make the simulation chase the wall
+	// clock forever: events that cost more wall time than they advance
+	// (an engine re-checking a full queue every 100 ns) would never catch
+	// up. Beyond MaxLag behind, the world slows down instead.
+	until := c.Elapsed()
+	if lag := until - c.S.Now(); lag > c.MaxLag {
+		c.start = c.start.Add(lag - c.MaxLag)
+		until = c.S.Now() + c.MaxLag
+	}
+	// Each moment's events, then a flush of what they sent: an engine
+	// that paces itself by a sender's backlog sees it drain as it would
+	// on a wire, not only after the whole catch-up.
+	for {
+		at, ok := c.S.Next()
+		if !ok || at > until {
+			break
+		}
+		n += int(c.S.Run(at))
+		for _, f := range c.flushers {
+			f()
+		}
+	}
+	// Run, not pcie.RunUntil: it brings the clock to now without
+	// scheduling a sentinel (posted work is stamped with the wall time).
+	c.S.Run(until)
 	n += c.drain()
 	backlog := false
 	for _, f := range c.flushers {
@@ -234,6 +276,10 @@ func (c *Clock) Advance(d time.Duration) {
 	pcie.RunUntil(c.S, end)
 	c.world.Unlock()
 }
+
+// pollSkip: an event due within this long is waited for without polling
+// the runners (a poll of two sockets costs about half a microsecond).
+const pollSkip = time.Microsecond
 
 // spinners counts the clocks polling without yielding, each holding a
 // processor.
