@@ -118,6 +118,10 @@ type Runner struct {
 	rxSizes []int
 	live    atomic.Bool // Run is running: Poll may take frames
 	polled  atomic.Uint64
+	// busyPoll: a loop is polling (Poll since the last PollIdle), so
+	// Run's goroutine leaves the socket to it and waits on resume.
+	busyPoll atomic.Bool
+	resume   chan struct{}
 	// Progress is signalled (non-blocking) whenever the bridge accepted
 	// acknowledgements or credits, so a producer that got ErrBusy can
 	// retry.
@@ -126,7 +130,7 @@ type Runner struct {
 
 // New returns a runner for b over t. Call Run to start it.
 func New(b *bridge.Bridge, t Transport) *Runner {
-	r := &Runner{b: b, t: t, start: time.Now(), Accept: bridge.AcceptAll, Progress: make(chan struct{}, 1)}
+	r := &Runner{b: b, t: t, start: time.Now(), Accept: bridge.AcceptAll, Progress: make(chan struct{}, 1), resume: make(chan struct{}, 1)}
 	// A keyed bridge numbers its handshake frames by wall clock, so that a
 	// restarted bridge's HELLOs number above its previous life's.
 	b.SetWallClock(r.start)
@@ -310,6 +314,16 @@ func (r *Runner) runPolled(ctx context.Context) error {
 		k, err := r.poller.TryRecvBatch(bufs, sizes)
 		open := err != nil || k == 0 || r.handle(nil, bufs[:k], sizes[:k])
 		r.rxMu.Unlock()
+		if err == nil && k == 0 && r.busyPoll.Load() {
+			// A loop polls the socket: waking for frames it takes
+			// anyway would only cost a goroutine switch and a processor.
+			select {
+			case <-r.resume:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			continue
+		}
 		if err == nil && k == 0 {
 			err = r.poller.WaitReadable()
 		}
@@ -337,6 +351,9 @@ func (r *Runner) Poll() int {
 		return 0
 	}
 	defer r.rxMu.Unlock()
+	if !r.busyPoll.Load() {
+		r.busyPoll.Store(true)
+	}
 	bufs, sizes := r.rxBuffers()
 	k, err := r.poller.TryRecvBatch(bufs, sizes)
 	if err != nil || k == 0 {
@@ -348,6 +365,20 @@ func (r *Runner) Poll() int {
 	}
 	r.polled.Add(uint64(k))
 	return k
+}
+
+// PollIdle tells the runner that the loop calling Poll stops polling for
+// now (it goes to sleep, or returns): Run's goroutine, which left the
+// socket to Poll since the first Poll after the last PollIdle, waits on
+// the socket again. A loop that calls Poll must call PollIdle before it
+// stops calling it, or frames wait until it polls again.
+func (r *Runner) PollIdle() {
+	if r.busyPoll.Swap(false) {
+		select {
+		case r.resume <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // Polled returns how many frames Poll took (the rest were taken by Run's

@@ -85,9 +85,10 @@ func TestRunnerDeliversPolled(t *testing.T) {
 	}
 }
 
-// A goroutine calling Poll takes frames while Run's goroutine waits for
-// them; every write still arrives once and in order, however the two
-// share the frames.
+// A goroutine calling Poll takes frames while Run's goroutine leaves the
+// socket to it; every write arrives once and in order. Once the poller
+// calls PollIdle and stops, Run's goroutine receives again: the writes
+// sent afterwards arrive too, none of them through Poll.
 func TestPollTakesFrames(t *testing.T) {
 	t.Parallel()
 	a, b := newPollPipes()
@@ -116,49 +117,60 @@ func TestPollTakesFrames(t *testing.T) {
 		wg.Add(1)
 		go func() { defer wg.Done(); _ = r.Run(ctx) }()
 	}
+	waitfor.Until(t, "link up", func() bool { return rs[0].State() == bridge.StateUp && rs[1].State() == bridge.StateUp })
+	const n = 2000
+	data := make([]byte, 64)
+	next := 0
+	send := func(upTo int) {
+		w := waitfor.NewWatch(t, "sending")
+		for next < upTo {
+			binary.BigEndian.PutUint64(data, uint64(next))
+			p := tlp.Packet{Kind: tlp.MWr, Addr64: true, FirstBE: 0xf, LastBE: 0xf, Address: base + uint64(next)*64, Data: data}
+			buf, _ := p.AppendTo(nil)
+			if err := rs[0].Send(buf); err != nil {
+				w.Wait(rs[1].Counters().TLPsDelivered)
+				continue
+			}
+			next++
+		}
+		waitfor.Progress(t, "delivering", func() (bool, uint64) {
+			mu.Lock()
+			defer mu.Unlock()
+			return len(got) == upTo, uint64(len(got))
+		})
+	}
 	var polled atomic.Int64
 	stop := make(chan struct{})
-	wg.Add(1)
+	stopped := make(chan struct{})
 	go func() {
-		defer wg.Done()
+		defer close(stopped)
 		for {
 			select {
 			case <-stop:
+				rs[1].PollIdle()
 				return
 			default:
 			}
 			polled.Add(int64(rs[1].Poll()))
 		}
 	}()
-	defer close(stop)
-	waitfor.Until(t, "link up", func() bool { return rs[0].State() == bridge.StateUp && rs[1].State() == bridge.StateUp })
-	const n = 2000
-	data := make([]byte, 64)
-	w := waitfor.NewWatch(t, "sending")
-	for i := 0; i < n; {
-		binary.BigEndian.PutUint64(data, uint64(i))
-		p := tlp.Packet{Kind: tlp.MWr, Addr64: true, FirstBE: 0xf, LastBE: 0xf, Address: base + uint64(i)*64, Data: data}
-		buf, _ := p.AppendTo(nil)
-		if err := rs[0].Send(buf); err != nil {
-			w.Wait(rs[1].Counters().TLPsDelivered)
-			continue
-		}
-		i++
+	send(n)
+	close(stop)
+	<-stopped
+	if polled.Load() == 0 {
+		t.Fatal("Poll never took a frame")
 	}
-	waitfor.Progress(t, "delivering", func() (bool, uint64) {
-		mu.Lock()
-		defer mu.Unlock()
-		return len(got) == n, uint64(len(got))
-	})
+	before := rs[1].Polled()
+	send(2 * n)
+	if after := rs[1].Polled(); after != before {
+		t.Fatalf("Poll took %d frames after it stopped", after-before)
+	}
 	mu.Lock()
 	defer mu.Unlock()
 	for i, v := range got {
 		if v != uint64(i) {
 			t.Fatalf("delivery %d is write %d", i, v)
 		}
-	}
-	if polled.Load() == 0 {
-		t.Fatal("Poll never took a frame")
 	}
 	t.Logf("Poll took %d frames", polled.Load())
 }

@@ -118,7 +118,7 @@ func NewBridgedGPU(r *driver.Runner, cfg BridgedGPUConfig) (*BridgedGPU, error) 
 	g.Attach(driver.NewQueuedSender(s, r))
 	r.OnTLP = func(v tlp.View) { clk.PostTLP(g, v) }
 	if !cfg.NoBusyPoll {
-		clk.AddPoller(r.Poll)
+		clk.AddPoller(r.Poll, r.PollIdle)
 	}
 	return &BridgedGPU{clk: clk, g: g, cfg: cfg}, nil
 }

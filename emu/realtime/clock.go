@@ -32,8 +32,11 @@ type Clock struct {
 	wake  chan struct{}
 	// flushers run after each step (see AddFlusher).
 	flushers []func() bool
-	// pollers run at the start of each step (see AddPoller).
-	pollers []func() int
+	// pollers run at the start of each step, idlers when the loop stops
+	// polling (see AddPoller).
+	pollers  []func() int
+	idlers   []func()
+	lastPoll time.Duration // when the pollers last ran (Elapsed)
 	// Tick bounds one sleep of the loop when nothing is scheduled (default
 	// 1ms): how often it looks at a condition that depends on the wall
 	// clock alone.
@@ -115,12 +118,24 @@ func (c *Clock) drain() int {
 // instead of sleeping. Register before the clock runs.
 func (c *Clock) AddFlusher(f func() bool) { c.flushers = append(c.flushers, f) }
 
-// AddPoller registers p to run at the start of each step, with the world
-// held: a bridge runner's Poll, which takes the frames its socket holds
-// and posts their TLPs here, so that while the loop polls for its next
-// event it also receives, on its own goroutine (busy polling). p returns
-// how many frames it took. Register before the clock runs.
-func (c *Clock) AddPoller(p func() int) { c.pollers = append(c.pollers, p) }
+// AddPoller registers poll to run at the start of each step, with the
+// world held, and idle to run when the loop stops polling (it sleeps, or
+// RunWhile returns): a bridge runner's Poll and PollIdle. Poll takes the
+// frames its socket holds and posts their TLPs here, so that while the
+// loop spins for its next event it also receives, on its own goroutine
+// (busy polling), and the runner's goroutine sleeps. poll returns how many
+// frames it took. Register before the clock runs.
+func (c *Clock) AddPoller(poll func() int, idle func()) {
+	c.pollers = append(c.pollers, poll)
+	c.idlers = append(c.idlers, idle)
+}
+
+// idle tells the pollers the loop stops polling.
+func (c *Clock) idle() {
+	for _, f := range c.idlers {
+		f()
+	}
+}
 
 // step brings the simulation up to the wall clock, runs what is due and
 // what was posted, flushes, and returns how many things ran and when the
@@ -130,10 +145,16 @@ func (c *Clock) step() (n int, next time.Duration, ok bool) {
 	c.world.Lock()
 	defer c.world.Unlock()
 	// A poll is a system call per runner: when the next event is nearer
-	// than that, look at the clock only, so that the event runs on time.
-	if next, ok := c.S.Next(); len(c.pollers) > 0 && (!ok || next-c.Elapsed() > pollSkip) {
-		for _, p := range c.pollers {
-			n += p()
+	// than that, look at the clock only, so that the event runs on time;
+	// but not for long, or an engine stepping every 100 ns would starve
+	// the sockets (whose runners leave them to this loop).
+	if len(c.pollers) > 0 {
+		now := c.Elapsed()
+		if next, ok := c.S.Next(); !ok || next-now > pollSkip || now-c.lastPoll > pollEvery {
+			c.lastPoll = now
+			for _, p := range c.pollers {
+				n += p()
+			}
 		}
 	}
 	// An overloaded machine must not make the simulation chase the wall
@@ -197,6 +218,7 @@ func (c *Clock) run(cond func() bool, until time.Duration) bool {
 		if spinning {
 			spinners.Add(-1)
 		}
+		c.idle()
 	}()
 	for cond() {
 		n, next, pending := c.step()
@@ -242,6 +264,7 @@ func (c *Clock) run(cond func() bool, until time.Duration) bool {
 			spinners.Add(-1)
 		}
 		// Sleep, but wake Spin early and poll the rest of the way.
+		c.idle()
 		d := min(wait-c.Spin, c.Tick)
 		if t == nil {
 			t = time.NewTimer(d)
@@ -280,6 +303,9 @@ func (c *Clock) Advance(d time.Duration) {
 // pollSkip: an event due within this long is waited for without polling
 // the runners (a poll of two sockets costs about half a microsecond).
 const pollSkip = time.Microsecond
+
+// pollEvery bounds the time between two polls while events keep coming.
+const pollEvery = 5 * time.Microsecond
 
 // spinners counts the clocks polling without yielding, each holding a
 // processor.

@@ -90,3 +90,29 @@ func TestFlushBetweenMoments(t *testing.T) {
 		}
 	}
 }
+
+// TestPollsWhileEventsKeepComing: an engine that steps every 100 ns keeps
+// the next event always near, when the loop skips its polls to run the
+// event on time; it must still poll every few microseconds, or the
+// frames of runners that leave their sockets to it would wait forever.
+// When RunWhile returns, the pollers are told the loop stopped polling.
+func TestPollsWhileEventsKeepComing(t *testing.T) {
+	t.Parallel()
+	s := sim.New(1)
+	c := New(s)
+	polls, idles := 0, 0
+	c.AddPoller(func() int { polls++; return 0 }, func() { idles++ })
+	var tick func()
+	tick = func() { s.After(100*time.Nanosecond, tick) }
+	s.After(0, tick)
+	end := 2 * time.Millisecond
+	c.RunWhile(func() bool { return s.Now() < end })
+	// One poll per pollEvery at most, and at least a tenth of that
+	// (a loaded machine stretches the steps).
+	if most := int(end / pollEvery); polls < most/10 {
+		t.Fatalf("%d polls in %v of events every 100ns, want at least %d", polls, end, most/10)
+	}
+	if idles == 0 {
+		t.Fatal("RunWhile returned without telling the pollers")
+	}
+}

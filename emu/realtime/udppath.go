@@ -164,7 +164,7 @@ func (p *UDPPath) start(upstream, downstream pcie.Receiver) error {
 		}
 		p.runners[i] = r
 		if !p.NoBusyPoll {
-			p.Clock.AddPoller(r.Poll)
+			p.Clock.AddPoller(r.Poll, r.PollIdle)
 		}
 		p.wg.Add(1)
 		go func() {
