@@ -37,6 +37,7 @@ type Clock struct {
 	pollers  []func() int
 	idlers   []func()
 	lastPoll time.Duration // when the pollers last ran (Elapsed)
+	pollFrom int           // the poller to try first
 	// Tick bounds one sleep of the loop when nothing is scheduled (default
 	// 1ms): how often it looks at a condition that depends on the wall
 	// clock alone.
@@ -152,8 +153,16 @@ func (c *Clock) step() (n int, next time.Duration, ok bool) {
 		now := c.Elapsed()
 		if next, ok := c.S.Next(); !ok || next-now > pollSkip || now-c.lastPoll > pollEvery {
 			c.lastPoll = now
-			for _, p := range c.pollers {
-				n += p()
+			// Stop at the first runner that had frames: what they
+			// carry runs now, and the next step polls the rest, starting
+			// after this one so that none waits behind a busy one.
+			for i := range c.pollers {
+				k := (c.pollFrom + i) % len(c.pollers)
+				if got := c.pollers[k](); got > 0 {
+					n += got
+					c.pollFrom = k + 1
+					break
+				}
 			}
 		}
 	}

@@ -107,11 +107,13 @@ func TestPollsWhileEventsKeepComing(t *testing.T) {
 	s.After(0, tick)
 	end := 2 * time.Millisecond
 	c.RunWhile(func() bool { return s.Now() < end })
-	// One poll per pollEvery at most, and at least a tenth of that
-	// (a loaded machine stretches the steps).
-	if most := int(end / pollEvery); polls < most/10 {
-		t.Fatalf("%d polls in %v of events every 100ns, want at least %d", polls, end, most/10)
+	// Without the bound every step would skip its poll (an event is
+	// always less than pollSkip away). How many come depends on how long
+	// a step takes (the race detector makes events slow and steps long).
+	if polls < 2 {
+		t.Fatalf("%d polls in %v of events every 100ns, want some", polls, end)
 	}
+	t.Logf("%d polls", polls)
 	if idles == 0 {
 		t.Fatal("RunWhile returned without telling the pollers")
 	}
