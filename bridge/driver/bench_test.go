@@ -20,6 +20,13 @@ import (
 // until the link is up; delivered counts the TLPs the GPU side got.
 func udpPair(tb testing.TB, delivered *atomic.Int64) (host, gpu *driver.Runner, stop func()) {
 	tb.Helper()
+	return udpPairBoth(tb, delivered, nil)
+}
+
+// udpPairBoth is udpPair that also counts in back the TLPs the host side
+// got (back nil: not counted).
+func udpPairBoth(tb testing.TB, delivered, back *atomic.Int64) (host, gpu *driver.Runner, stop func()) {
+	tb.Helper()
 	lo := netip.MustParseAddr("127.0.0.1")
 	hc, err := udp.Listen(netip.AddrPortFrom(lo, 0), netip.AddrPort{})
 	if err != nil {
@@ -47,6 +54,9 @@ func udpPair(tb testing.TB, delivered *atomic.Int64) (host, gpu *driver.Runner, 
 		runners[i] = driver.New(b, []*udp.Conn{hc, gc}[i])
 	}
 	runners[1].OnTLP = func(tlp.View) { delivered.Add(1) }
+	if back != nil {
+		runners[0].OnTLP = func(tlp.View) { back.Add(1) }
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	for _, r := range runners {
@@ -120,4 +130,53 @@ func BenchmarkRunnerUDP(b *testing.B) {
 			b.ReportMetric(float64(waits)/float64(b.N), "busy_waits/op")
 		})
 	}
+}
+
+// BenchmarkPolledRoundTrip is the busy-polling path of the wall-clock
+// world: one goroutine (a spinning clock) hands a TLP to the host runner,
+// polls the GPU runner until it got it, answers through the GPU runner,
+// and polls the host runner until the answer is in, while the runners'
+// goroutines leave their sockets to it. ns/op is one round trip; allocs/op
+// must be 0 (nothing on the path allocates per TLP).
+func BenchmarkPolledRoundTrip(b *testing.B) {
+	var there, back atomic.Int64
+	host, gpu, stop := udpPairBoth(b, &there, &back)
+	defer stop()
+	p := tlp.Packet{Kind: tlp.MWr, Addr64: true, FirstBE: 0xf, Address: 0x10_0000_0000, Data: make([]byte, 4)}
+	w, err := p.AppendTo(nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	batch := [][]byte{w}
+	// Spin, as the clock does; fail after a long time without the TLP.
+	await := func(r *driver.Runner, n *atomic.Int64, want int64) {
+		for spins, since := 0, time.Now(); n.Load() < want; spins++ {
+			r.Poll()
+			if spins%4096 == 4095 && time.Since(since) > waitfor.Stall {
+				b.Fatalf("no TLP after %v of polling", waitfor.Stall)
+			}
+		}
+	}
+	send := func(r *driver.Runner) {
+		for {
+			k, err := r.SendMany(batch)
+			if k == 1 {
+				return
+			}
+			if !errors.Is(err, bridge.ErrBusy) {
+				b.Fatal(err)
+			}
+			r.Poll()
+		}
+	}
+	b.ReportAllocs()
+	for i := int64(1); b.Loop(); i++ {
+		send(host)
+		await(gpu, &there, i)
+		send(gpu)
+		await(host, &back, i)
+	}
+	host.PollIdle()
+	gpu.PollIdle()
+	b.ReportMetric(float64(host.Polled()+gpu.Polled())/float64(b.N), "polled_frames/op")
 }

@@ -16,6 +16,13 @@
 // (sendmmsg). Nothing on this path allocates. Larger receive batches (32)
 // measured no faster: they delay acknowledgements, and a credit-bound
 // sender waits longer.
+//
+// Busy polling: over a Poller transport (UDP on Linux) a loop that spins
+// anyway, such as package realtime's Clock waiting for its next event,
+// calls Poll to take frames on its own goroutine; until it calls PollIdle
+// the runner's goroutine leaves the socket alone, so a frame costs no
+// goroutine wake-up and no second processor. Frames reach the bridge in
+// the order they were queued whoever takes them.
 package driver
 
 import (
@@ -23,6 +30,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/dxpu/dxpu/bridge"
@@ -53,6 +61,19 @@ type BatchReceiver interface {
 	// already queued, up to len(bufs), into bufs and their lengths into
 	// sizes, and returns how many it took.
 	RecvBatch(bufs [][]byte, sizes []int) (int, error)
+}
+
+// Poller is a Transport whose queued frames any goroutine can take
+// without blocking, while the runner's own goroutine waits for more: a
+// busy-polling loop (package realtime's Clock) calls Runner.Poll and
+// handles a frame on its own goroutine, without the wake-up of another.
+type Poller interface {
+	// TryRecvBatch takes the frames already queued, like RecvBatch, and
+	// returns 0 at once when there are none.
+	TryRecvBatch(bufs [][]byte, sizes []int) (int, error)
+	// WaitReadable blocks until a frame is queued or the transport is
+	// closed; it takes nothing.
+	WaitReadable() error
 }
 
 // Batch sizes: frames per flush handed to a BatchSender (fewer when the
@@ -95,6 +116,19 @@ type Runner struct {
 	sendErrors uint64
 	// lastFrameError is the latest reason the bridge dropped a frame.
 	lastFrameError error
+	// rxMu serialises receiving and handling, so that frames reach the
+	// bridge in the order the transport queued them whoever takes them
+	// (Run's goroutine or a Poll); it is taken before mu.
+	rxMu    sync.Mutex
+	poller  Poller // t as a Poller, or nil
+	rxBufs  [][]byte
+	rxSizes []int
+	live    atomic.Bool // Run is running: Poll may take frames
+	polled  atomic.Uint64
+	// busyPoll: a loop is polling (Poll since the last PollIdle), so
+	// Run's goroutine leaves the socket to it and waits on resume.
+	busyPoll atomic.Bool
+	resume   chan struct{}
 	// Progress is signalled (non-blocking) whenever the bridge accepted
 	// acknowledgements or credits, so a producer that got ErrBusy can
 	// retry.
@@ -103,7 +137,7 @@ type Runner struct {
 
 // New returns a runner for b over t. Call Run to start it.
 func New(b *bridge.Bridge, t Transport) *Runner {
-	r := &Runner{b: b, t: t, start: time.Now(), Accept: bridge.AcceptAll, Progress: make(chan struct{}, 1)}
+	r := &Runner{b: b, t: t, start: time.Now(), Accept: bridge.AcceptAll, Progress: make(chan struct{}, 1), resume: make(chan struct{}, 1)}
 	// A keyed bridge numbers its handshake frames by wall clock, so that a
 	// restarted bridge's HELLOs number above its previous life's.
 	b.SetWallClock(r.start)
@@ -112,6 +146,9 @@ func New(b *bridge.Bridge, t Transport) *Runner {
 	if bs, ok := t.(BatchSender); ok {
 		r.bs = bs
 		n = min(max(txBatchMem/mtu, 1), maxTxBatch)
+	}
+	if p, ok := t.(Poller); ok {
+		r.poller = p
 	}
 	slab := make([]byte, n*mtu)
 	r.tx, r.txFrame = make([][]byte, n), make([][]byte, n)
@@ -224,12 +261,15 @@ func (r *Runner) Run(ctx context.Context) error {
 	r.timerAt = bridge.NoDeadline
 	r.flush()
 	r.mu.Unlock()
+	r.live.Store(true)
+	defer r.live.Store(false)
 	done := make(chan struct{})
 	go func() {
 		select {
 		case <-ctx.Done():
 		case <-done:
 		}
+		r.live.Store(false)
 		r.mu.Lock()
 		r.closed = true
 		r.timer.Stop()
@@ -237,6 +277,9 @@ func (r *Runner) Run(ctx context.Context) error {
 		r.t.Close()
 	}()
 	defer close(done)
+	if r.poller != nil {
+		return r.runPolled(ctx)
+	}
 	if br, ok := r.t.(BatchReceiver); ok {
 		return r.runBatch(ctx, br)
 	}
@@ -255,13 +298,119 @@ func (r *Runner) Run(ctx context.Context) error {
 	}
 }
 
+// rxBuffers returns the receive buffers, made on first use. Called with
+// rxMu held.
+func (r *Runner) rxBuffers() ([][]byte, []int) {
+	if r.rxBufs == nil {
+		slab := make([]byte, rxBatch*rxBufSize)
+		r.rxBufs, r.rxSizes = make([][]byte, rxBatch), make([]int, rxBatch)
+		for i := range r.rxBufs {
+			r.rxBufs[i] = slab[i*rxBufSize : (i+1)*rxBufSize : (i+1)*rxBufSize]
+		}
+	}
+	return r.rxBufs, r.rxSizes
+}
+
+// runPolled is Run's loop over a Poller: take what is queued, else wait
+// until something is. A Poll on another goroutine may take it first; the
+// wait then ends with nothing to take, and the loop waits again.
+func (r *Runner) runPolled(ctx context.Context) error {
+	for {
+		r.rxMu.Lock()
+		bufs, sizes := r.rxBuffers()
+		k, err := r.poller.TryRecvBatch(bufs, sizes)
+		open := err != nil || k == 0 || r.handle(nil, bufs[:k], sizes[:k])
+		r.rxMu.Unlock()
+		if err == nil && k == 0 && r.busyPoll.Load() {
+			// A loop polls the socket: waking for frames it takes
+			// anyway would only cost a goroutine switch and a processor.
+			select {
+			case <-r.resume:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			continue
+		}
+		if err == nil && k == 0 {
+			err = r.poller.WaitReadable()
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return fmt.Errorf("driver: receive: %w", err)
+		}
+		if !open {
+			return ctx.Err()
+		}
+	}
+}
+
+// Poll takes the frames the transport holds without waiting, feeds them
+// to the bridge, serves the bridge's deadline if it is due, and flushes;
+// it returns how many frames it took. Any goroutine may call it, as often
+// as it likes: a loop that polls (a clock spinning for its next event)
+// handles what arrives on its own goroutine instead of waking the
+// runner's. It does nothing while another goroutine is receiving, before
+// Run, after Run returned, or when the transport is not a Poller.
+func (r *Runner) Poll() int {
+	if r.poller == nil || !r.live.Load() || !r.rxMu.TryLock() {
+		return 0
+	}
+	defer r.rxMu.Unlock()
+	if !r.busyPoll.Load() {
+		r.busyPoll.Store(true)
+	}
+	bufs, sizes := r.rxBuffers()
+	k, err := r.poller.TryRecvBatch(bufs, sizes)
+	if err != nil || k == 0 {
+		r.serveDeadline()
+		return 0
+	}
+	if !r.handle(nil, bufs[:k], sizes[:k]) {
+		return 0
+	}
+	r.polled.Add(uint64(k))
+	return k
+}
+
+// PollIdle tells the runner that the loop calling Poll stops polling for
+// now (it goes to sleep, or returns): Run's goroutine, which left the
+// socket to Poll since the first Poll after the last PollIdle, waits on
+// the socket again. A loop that calls Poll must call PollIdle before it
+// stops calling it, or frames wait until it polls again.
+func (r *Runner) PollIdle() {
+	if r.busyPoll.Swap(false) {
+		select {
+		case r.resume <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// Polled returns how many frames Poll took (the rest were taken by Run's
+// goroutine).
+func (r *Runner) Polled() uint64 { return r.polled.Load() }
+
+// serveDeadline runs the bridge's timeout if it is due, ahead of the
+// timer's goroutine.
+func (r *Runner) serveDeadline() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed || r.timer == nil {
+		return
+	}
+	if now := r.Now(); r.b.Deadline() <= now {
+		r.b.HandleTimeout(now)
+		r.flush()
+	}
+}
+
 // runBatch is Run's loop over a BatchReceiver.
 func (r *Runner) runBatch(ctx context.Context, br BatchReceiver) error {
-	slab := make([]byte, rxBatch*rxBufSize)
-	bufs, sizes := make([][]byte, rxBatch), make([]int, rxBatch)
-	for i := range bufs {
-		bufs[i] = slab[i*rxBufSize : (i+1)*rxBufSize : (i+1)*rxBufSize]
-	}
+	r.rxMu.Lock()
+	bufs, sizes := r.rxBuffers()
+	r.rxMu.Unlock()
 	for {
 		k, err := br.RecvBatch(bufs, sizes)
 		if err != nil {

@@ -36,30 +36,44 @@ type sysConn struct {
 	rxIov  [MaxBatch]unix.Iovec
 	rxName [MaxBatch]unix.RawSockaddrInet6
 	recv   mmsgCall
+	// tryRecv is recv that never waits (MSG_DONTWAIT), made through
+	// RawConn.Control: that holds the descriptor open but takes no read
+	// lock, so it runs while another goroutine waits in WaitReadable.
+	tryRecv mmsgCall
+	// peek reports whether a datagram is queued, without taking it.
+	peek     func(fd uintptr) bool
+	peekByte [1]byte
 }
 
 // mmsgCall is one sendmmsg or recvmmsg over n headers, shaped for
 // RawConn.Read/Write: fn is built once (no allocation per batch) and leaves
 // its result in done and err.
 type mmsgCall struct {
-	trap uintptr
-	hdrs *unix.Mmsghdr
-	n    int
-	done int
-	err  error
-	fn   func(fd uintptr) bool
+	trap  uintptr
+	hdrs  *unix.Mmsghdr
+	n     int
+	flags uintptr
+	done  int
+	err   error
+	fn    func(fd uintptr) bool
+	ctl   func(fd uintptr) // fn for RawConn.Control
 }
 
-func (m *mmsgCall) init(trap uintptr, hdrs *unix.Mmsghdr) {
-	m.trap, m.hdrs = trap, hdrs
+func (m *mmsgCall) init(trap uintptr, hdrs *unix.Mmsghdr, flags uintptr) {
+	m.trap, m.hdrs, m.flags = trap, hdrs, flags
 	m.fn = m.call
+	m.ctl = func(fd uintptr) {
+		if !m.call(fd) {
+			m.done, m.err = 0, nil // nothing queued
+		}
+	}
 }
 
 // call makes the system call; false (EAGAIN) asks the runtime poller to
 // wait until the socket is ready.
 func (m *mmsgCall) call(fd uintptr) bool {
 	for {
-		n, _, e := unix.Syscall6(m.trap, fd, uintptr(unsafe.Pointer(m.hdrs)), uintptr(m.n), 0, 0, 0)
+		n, _, e := unix.Syscall6(m.trap, fd, uintptr(unsafe.Pointer(m.hdrs)), uintptr(m.n), m.flags, 0, 0)
 		switch e {
 		case 0:
 			m.done, m.err = int(n), nil
@@ -89,8 +103,21 @@ func (s *sysConn) init(c *net.UDPConn) error {
 	if serr != nil {
 		return fmt.Errorf("SO_DOMAIN: %w", serr)
 	}
-	s.send.init(unix.SYS_SENDMMSG, &s.tx[0])
-	s.recv.init(unix.SYS_RECVMMSG, &s.rx[0])
+	s.send.init(unix.SYS_SENDMMSG, &s.tx[0], 0)
+	s.recv.init(unix.SYS_RECVMMSG, &s.rx[0], 0)
+	s.tryRecv.init(unix.SYS_RECVMMSG, &s.rx[0], unix.MSG_DONTWAIT)
+	s.peek = func(fd uintptr) bool {
+		for {
+			_, _, e := unix.Syscall6(unix.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&s.peekByte[0])), 1, unix.MSG_PEEK|unix.MSG_DONTWAIT, 0, 0)
+			switch e {
+			case unix.EINTR:
+				continue
+			case unix.EAGAIN:
+				return false
+			}
+			return true // queued, or an error the next receive reports
+		}
+	}
 	return nil
 }
 
@@ -150,6 +177,30 @@ func (s *sysConn) sendBatch(_ *Conn, frames [][]byte) (int, error) {
 }
 
 func (s *sysConn) recvBatch(c *Conn, bufs [][]byte, sizes []int) (int, error) {
+	s.prepareRecv(bufs)
+	s.recv.n = len(bufs)
+	if err := s.rc.Read(s.recv.fn); err != nil {
+		return 0, err
+	}
+	return s.received(c, &s.recv, bufs, sizes)
+}
+
+// tryRecvBatch is recvBatch that returns 0 at once when nothing is
+// queued.
+func (s *sysConn) tryRecvBatch(c *Conn, bufs [][]byte, sizes []int) (int, error) {
+	s.prepareRecv(bufs)
+	s.tryRecv.n = len(bufs)
+	if err := s.rc.Control(s.tryRecv.ctl); err != nil {
+		return 0, err
+	}
+	return s.received(c, &s.tryRecv, bufs, sizes)
+}
+
+// waitReadable parks until a datagram is queued.
+func (s *sysConn) waitReadable() error { return s.rc.Read(s.peek) }
+
+// prepareRecv points the receive headers at bufs.
+func (s *sysConn) prepareRecv(bufs [][]byte) {
 	for i, b := range bufs {
 		iov := &s.rxIov[i]
 		iov.Base = nil
@@ -162,15 +213,16 @@ func (s *sysConn) recvBatch(c *Conn, bufs [][]byte, sizes []int) (int, error) {
 		h.Hdr.SetIovlen(1)
 		h.Len = 0
 	}
-	s.recv.n = len(bufs)
-	if err := s.rc.Read(s.recv.fn); err != nil {
-		return 0, err
-	}
-	if s.recv.err != nil {
-		return 0, s.recv.err
+}
+
+// received filters what call took into bufs: frames from the peer only,
+// moved to the front.
+func (s *sysConn) received(c *Conn, call *mmsgCall, bufs [][]byte, sizes []int) (int, error) {
+	if call.err != nil {
+		return 0, call.err
 	}
 	got := 0
-	for i := 0; i < s.recv.done; i++ {
+	for i := 0; i < call.done; i++ {
 		if !s.fromPeer(&s.rxName[i]) {
 			c.Foreign++
 			continue

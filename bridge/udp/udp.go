@@ -2,7 +2,9 @@
 // UDP payload), for routed networks; it implements driver.Transport and,
 // on Linux, the batch interfaces driver.BatchSender and
 // driver.BatchReceiver with sendmmsg(2) and recvmmsg(2): one system call
-// moves up to a batch of datagrams, and no call allocates.
+// moves up to a batch of datagrams, and no call allocates; also
+// driver.Poller (TryRecvBatch, WaitReadable), so that a busy-polling loop
+// can take frames from the socket without waking the runner's goroutine.
 package udp
 
 import (

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/signal"
@@ -53,12 +52,7 @@ echo crosses the switch as bridge frames do. Times in us, rates in Gbit/s.`,
 			if err != nil {
 				return exitCodeError{2, err}
 			}
-			if asJSON {
-				return json.NewEncoder(e.stdout).Encode(res)
-			}
-			b, _ := json.MarshalIndent(res, "", "  ")
-			fmt.Fprintln(e.stdout, string(b))
-			return nil
+			return e.printJSON(res, asJSON)
 		},
 	}
 	f := cmd.Flags()
@@ -68,7 +62,10 @@ echo crosses the switch as bridge frames do. Times in us, rates in Gbit/s.`,
 	f.IntVar(&o.Copies, "copies", 3, "copies of each size each way; the median rate is reported")
 	f.DurationVar(&o.LinkFor, "link-for", time.Second, "how long the lossless link's goodput is measured")
 	f.IntVar(&o.MTU, "mtu", 0, "bridge MTU from the dxpu header on (default 9000 on loopback, 1472 in namespaces)")
-	f.BoolVar(&o.BatchSends, "batch", false, "pack each step's TLPs into as few frames as fit (faster copies; experimental)")
+	f.BoolVar(&o.NoBatch, "no-batch", false, "send each TLP as produced instead of packing each moment's TLPs into few frames")
+	f.BoolVar(&o.NoBusyPoll, "no-busy-poll", false, "leave receiving to the bridges' goroutines instead of the spinning clock")
+	f.DurationVar(&o.Spin, "spin", 0, "how long the clock spins after its last work before sleeping (default 100us)")
+	f.StringVar(&o.ProfileDir, "profile", "", "write pprof CPU (per phase), mutex and block profiles into this directory")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object on one line")
 	return cmd
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"io"
 	"log/slog"
 )
@@ -32,4 +33,13 @@ func (e *env) getenvOr(k, def string) string {
 		return v
 	}
 	return def
+}
+
+// printJSON writes v as one JSON line, or indented for a reader.
+func (e *env) printJSON(v any, oneLine bool) error {
+	enc := json.NewEncoder(e.stdout)
+	if !oneLine {
+		enc.SetIndent("", "  ")
+	}
+	return enc.Encode(v)
 }

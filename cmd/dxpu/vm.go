@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/signal"
@@ -100,19 +99,10 @@ launch and sync, boot time, MMIO read latency, copy rates and the path.`,
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			res, err := vm.Demo(ctx, vm.DemoOptions{VM: f.o, Bytes: f.bytes, Loss: loss, Loopback: loopback})
-			if asJSON {
-				enc := json.NewEncoder(e.stdout)
-				if jerr := enc.Encode(res); jerr != nil && err == nil {
-					err = jerr
-				}
-			} else {
-				b, _ := json.MarshalIndent(res, "", "  ")
-				fmt.Fprintln(e.stdout, string(b))
+			if jerr := e.printJSON(res, asJSON); jerr != nil && err == nil {
+				err = jerr
 			}
-			if err != nil {
-				return exitCodeError{1, err}
-			}
-			return nil
+			return exitFor(err, 1)
 		},
 	}
 	f.add(cmd)
@@ -167,12 +157,10 @@ key is the pair key file the GPU side's bridge was given (--key-file there);
 				Report any `json:"report"`
 				Timing any `json:"timing"`
 			}{rep, timing}
-			b, _ := json.MarshalIndent(out, "", "  ")
-			fmt.Fprintln(e.stdout, string(b))
-			if err != nil {
-				return exitCodeError{1, err}
+			if jerr := e.printJSON(out, false); jerr != nil && err == nil {
+				err = jerr
 			}
-			return nil
+			return exitFor(err, 1)
 		},
 	}
 	f.add(cmd)

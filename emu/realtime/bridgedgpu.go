@@ -27,6 +27,9 @@ type BridgedGPUConfig struct {
 	// MPS and MRRS in bytes (defaults 256 and 512, what host enumeration
 	// programs). MPS must not exceed the bridge's MaxPayload.
 	MPS, MRRS int
+	// NoBusyPoll leaves receiving to the runner's goroutine; by default
+	// the GPU's clock polls the runner while it spins (Clock.AddPoller).
+	NoBusyPoll bool
 }
 
 func (c *BridgedGPUConfig) fill() error {
@@ -114,6 +117,9 @@ func NewBridgedGPU(r *driver.Runner, cfg BridgedGPUConfig) (*BridgedGPU, error) 
 	clk := New(s)
 	g.Attach(driver.NewQueuedSender(s, r))
 	r.OnTLP = func(v tlp.View) { clk.PostTLP(g, v) }
+	if !cfg.NoBusyPoll {
+		clk.AddPoller(r.Poll, r.PollIdle)
+	}
 	return &BridgedGPU{clk: clk, g: g, cfg: cfg}, nil
 }
 

@@ -32,6 +32,12 @@ type Clock struct {
 	wake  chan struct{}
 	// flushers run after each step (see AddFlusher).
 	flushers []func() bool
+	// pollers run at the start of each step, idlers when the loop stops
+	// polling (see AddPoller).
+	pollers  []func() int
+	idlers   []func()
+	lastPoll time.Duration // when the pollers last ran (Elapsed)
+	pollFrom int           // the poller to try first
 	// Tick bounds one sleep of the loop when nothing is scheduled (default
 	// 1ms): how often it looks at a condition that depends on the wall
 	// clock alone.
@@ -43,11 +49,15 @@ type Clock struct {
 	// how near the next event must be for the loop to poll for it rather
 	// than sleep (default 100us).
 	Spin time.Duration
+	// MaxLag is how far the simulation may fall behind the wall clock
+	// before it gives up catching up and runs slower than the wall clock
+	// (default 1ms).
+	MaxLag time.Duration
 }
 
 // New returns a clock for s, which must be at virtual time 0 (fresh).
 func New(s *sim.Sim) *Clock {
-	return &Clock{S: s, start: time.Now(), wake: make(chan struct{}, 1), Tick: time.Millisecond, Idle: 2 * time.Second, Spin: 100 * time.Microsecond}
+	return &Clock{S: s, start: time.Now(), wake: make(chan struct{}, 1), Tick: time.Millisecond, Idle: 2 * time.Second, Spin: 100 * time.Microsecond, MaxLag: time.Millisecond}
 }
 
 // Elapsed returns the wall time since the clock started.
@@ -101,12 +111,32 @@ func (c *Clock) drain() int {
 	return n
 }
 
-// AddFlusher registers f to run after each step of the loop, with the
-// world held: a sender that batches what a step produced (a
-// driver.QueuedSender with Batch set) sends it there. f reports whether it
+// AddFlusher registers f to run after each moment of simulated time the
+// loop runs and after each step, with the world held: a sender that
+// batches what a moment produced (a driver.QueuedSender with Batch set)
+// sends it there. f reports whether it
 // still holds work (the bridge pushed back); the loop then keeps polling
 // instead of sleeping. Register before the clock runs.
 func (c *Clock) AddFlusher(f func() bool) { c.flushers = append(c.flushers, f) }
+
+// AddPoller registers poll to run at the start of each step, with the
+// world held, and idle to run when the loop stops polling (it sleeps, or
+// RunWhile returns): a bridge runner's Poll and PollIdle. Poll takes the
+// frames its socket holds and posts their TLPs here, so that while the
+// loop spins for its next event it also receives, on its own goroutine
+// (busy polling), and the runner's goroutine sleeps. poll returns how many
+// frames it took. Register before the clock runs.
+func (c *Clock) AddPoller(poll func() int, idle func()) {
+	c.pollers = append(c.pollers, poll)
+	c.idlers = append(c.idlers, idle)
+}
+
+// idle tells the pollers the loop stops polling.
+func (c *Clock) idle() {
+	for _, f := range c.idlers {
+		f()
+	}
+}
 
 // step brings the simulation up to the wall clock, runs what is due and
 // what was posted, flushes, and returns how many things ran and when the
@@ -115,10 +145,52 @@ func (c *Clock) AddFlusher(f func() bool) { c.flushers = append(c.flushers, f) }
 func (c *Clock) step() (n int, next time.Duration, ok bool) {
 	c.world.Lock()
 	defer c.world.Unlock()
-	// Run, not pcie.RunUntil: it also brings the clock to now when
-	// nothing is due (posted work is stamped with the wall time) without
-	// scheduling a sentinel, and never runs an event after now.
-	n = int(c.S.Run(c.Elapsed()))
+	// A poll is a system call per runner: when the next event is nearer
+	// than that, look at the clock only, so that the event runs on time;
+	// but not for long, or an engine stepping every 100 ns would starve
+	// the sockets (whose runners leave them to this loop).
+	if len(c.pollers) > 0 {
+		now := c.Elapsed()
+		if next, ok := c.S.Next(); !ok || next-now > pollSkip || now-c.lastPoll > pollEvery {
+			c.lastPoll = now
+			// Stop at the first runner that had frames: what they
+			// carry runs now, and the next step polls the rest, starting
+			// after this one so that none waits behind a busy one.
+			for i := range c.pollers {
+				k := (c.pollFrom + i) % len(c.pollers)
+				if got := c.pollers[k](); got > 0 {
+					n += got
+					c.pollFrom = k + 1
+					break
+				}
+			}
+		}
+	}
+	// An overloaded machine must not make the simulation chase the wall
+	// clock forever: events that cost more wall time than they advance
+	// (an engine re-checking a full queue every 100 ns) would never catch
+	// up. Beyond MaxLag behind, the world slows down instead.
+	until := c.Elapsed()
+	if lag := until - c.S.Now(); lag > c.MaxLag {
+		c.start = c.start.Add(lag - c.MaxLag)
+		until = c.S.Now() + c.MaxLag
+	}
+	// Each moment's events, then a flush of what they sent: an engine
+	// that paces itself by a sender's backlog sees it drain as it would
+	// on a wire, not only after the whole catch-up.
+	for {
+		at, ok := c.S.Next()
+		if !ok || at > until {
+			break
+		}
+		n += int(c.S.Run(at))
+		for _, f := range c.flushers {
+			f()
+		}
+	}
+	// Run, not pcie.RunUntil: it brings the clock to now without
+	// scheduling a sentinel (posted work is stamped with the wall time).
+	c.S.Run(until)
 	n += c.drain()
 	backlog := false
 	for _, f := range c.flushers {
@@ -155,6 +227,7 @@ func (c *Clock) run(cond func() bool, until time.Duration) bool {
 		if spinning {
 			spinners.Add(-1)
 		}
+		c.idle()
 	}()
 	for cond() {
 		n, next, pending := c.step()
@@ -200,6 +273,7 @@ func (c *Clock) run(cond func() bool, until time.Duration) bool {
 			spinners.Add(-1)
 		}
 		// Sleep, but wake Spin early and poll the rest of the way.
+		c.idle()
 		d := min(wait-c.Spin, c.Tick)
 		if t == nil {
 			t = time.NewTimer(d)
@@ -234,6 +308,13 @@ func (c *Clock) Advance(d time.Duration) {
 	pcie.RunUntil(c.S, end)
 	c.world.Unlock()
 }
+
+// pollSkip: an event due within this long is waited for without polling
+// the runners (a poll of two sockets costs about half a microsecond).
+const pollSkip = time.Microsecond
+
+// pollEvery bounds the time between two polls while events keep coming.
+const pollEvery = 5 * time.Microsecond
 
 // spinners counts the clocks polling without yielding, each holding a
 // processor.

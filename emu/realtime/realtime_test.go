@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dxpu/dxpu/bridge"
 	"github.com/dxpu/dxpu/emu/cuda"
 	"github.com/dxpu/dxpu/emu/gpu"
 	"github.com/dxpu/dxpu/emu/host"
@@ -19,6 +20,30 @@ import (
 // back equal, and a kernel launch completes.
 func TestWallClockOverUDP(t *testing.T) {
 	t.Parallel()
+	for _, c := range []struct {
+		name     string
+		tune     func(*UDPPath)
+		wantPoll bool
+	}{
+		{"defaults", func(*UDPPath) {}, true},
+		{"no-busy-poll", func(p *UDPPath) { p.NoBusyPoll = true }, false},
+		{"no-batch", func(p *UDPPath) { p.NoBatch = true }, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			p := wallClockOverUDP(t, c.tune)
+			polled := p.Runner(bridge.RoleHost).Polled() + p.Runner(bridge.RoleGPU).Polled()
+			if c.wantPoll && polled == 0 {
+				t.Error("busy polling on, but the clock took no frame")
+			}
+			if !c.wantPoll && polled != 0 {
+				t.Errorf("busy polling off, but the clock took %d frames", polled)
+			}
+		})
+	}
+}
+
+func wallClockOverUDP(t *testing.T, tune func(*UDPPath)) *UDPPath {
 	s := sim.New(1)
 	clk := New(s)
 	var paths []*UDPPath
@@ -28,14 +53,15 @@ func TestWallClockOverUDP(t *testing.T) {
 		Host: host.Config{CompletionTimeout: 5 * time.Second},
 		Path: func(s *sim.Sim, i int, _ *gpu.GPU) pcie.Path {
 			p := &UDPPath{Clock: clk, PairID: uint32(i + 1)}
+			tune(p)
 			paths = append(paths, p)
 			return p
 		}})
-	defer func() {
+	t.Cleanup(func() {
 		for _, p := range paths {
 			p.Close()
 		}
-	}()
+	})
 	if err != nil {
 		for _, p := range paths {
 			t.Logf("path error: %v", p.Err())
@@ -96,4 +122,5 @@ func TestWallClockOverUDP(t *testing.T) {
 	}
 	t.Logf("wall clock over UDP loopback: 2x256 KiB copies %v, launch+sync of a 100us kernel %v, MMIO read %v",
 		t1.Sub(t0), mmioStart.Sub(t1), time.Since(mmioStart))
+	return paths[0]
 }

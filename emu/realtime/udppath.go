@@ -32,12 +32,16 @@ type UDPPath struct {
 	// runs on the bridge's goroutine with the bridge locked: hand work to
 	// Clock.Post, never call back into the path.
 	OnEvent func(role bridge.Role, e bridge.Event)
-	// BatchSends queues what each step of the clock sends and hands it
-	// to the bridges after the step, in as few frames as fit (see
+	// NoBatch hands each TLP to its bridge as the simulation sends it.
+	// By default what each moment of the simulation sends is queued and
+	// handed over after it, in as few frames as fit (see
 	// driver.QueuedSender.Batch): several times the copy bandwidth.
-	// Opt-in: under the race detector a copy through a batching path has
-	// been seen to stall (not understood yet).
-	BatchSends bool
+	NoBatch bool
+	// NoBusyPoll leaves receiving to the runners' goroutines. By default
+	// the clock polls both runners while it spins (Clock.AddPoller): a
+	// frame that arrives while the world waits for it is taken by the
+	// waiting goroutine, without waking another.
+	NoBusyPoll bool
 	// UpWithin bounds Connect's wait for the handshake (default 2s).
 	UpWithin time.Duration
 
@@ -71,12 +75,12 @@ func (p *UDPPath) Connect(upstream, downstream pcie.Receiver) (down, up pcie.Sen
 	return p.sender(p.runners[0]), p.sender(p.runners[1])
 }
 
-// sender returns the sender to r: with BatchSends, one flushed after each
-// step of the clock, so that what a step produced leaves in as few frames
-// as fit.
+// sender returns the sender to r: unless NoBatch, one the clock flushes
+// after each moment of the simulation, so that what a moment produced
+// leaves in as few frames as fit.
 func (p *UDPPath) sender(r *driver.Runner) pcie.Sender {
 	q := driver.NewQueuedSender(p.Clock.S, r)
-	if p.BatchSends {
+	if !p.NoBatch {
 		q.Batch = true
 		p.Clock.AddFlusher(q.Flush)
 	}
@@ -159,6 +163,9 @@ func (p *UDPPath) start(upstream, downstream pcie.Receiver) error {
 			r.OnEvent = func(e bridge.Event) { p.OnEvent(role, e) }
 		}
 		p.runners[i] = r
+		if !p.NoBusyPoll {
+			p.Clock.AddPoller(r.Poll, r.PollIdle)
+		}
 		p.wg.Add(1)
 		go func() {
 			defer p.wg.Done()

@@ -31,11 +31,20 @@ type Options struct {
 	// MTU of the bridges (default 9000 on loopback, 1472 in namespaces:
 	// their veths carry 1500-byte packets).
 	MTU int
-	// BatchSends packs each simulation step's TLPs into as few frames as
-	// fit (realtime.UDPPath.BatchSends): 2-3x the copy rates, but it can
-	// stall a copy when credits run out (seen under the race detector), so
-	// it is off unless asked for.
-	BatchSends bool
+	// NoBatch sends each TLP to the bridge as the simulation produces it,
+	// instead of packing each moment's TLPs into as few frames as fit
+	// (the default of realtime.UDPPath).
+	NoBatch bool
+	// NoBusyPoll leaves receiving to the bridges' goroutines instead of
+	// the spinning clock polling their sockets (realtime.UDPPath).
+	NoBusyPoll bool
+	// Spin is how long the clock polls after its last piece of work
+	// before it sleeps (realtime.Clock.Spin; default 100us).
+	Spin time.Duration
+	// ProfileDir, when set, receives pprof profiles of the run: a CPU
+	// profile per phase (latency.cpu.pprof, copy.cpu.pprof) and the
+	// mutex and block profiles of the whole run.
+	ProfileDir string
 	// Log receives progress (default: discarded).
 	Log *slog.Logger
 }
@@ -71,6 +80,8 @@ func (o *Options) defaults() error {
 		return fmt.Errorf("e2ebench: %d samples: want at least 4", o.Samples)
 	case o.Copies < 1:
 		return fmt.Errorf("e2ebench: %d copies: want at least 1", o.Copies)
+	case o.Spin < 0:
+		return fmt.Errorf("e2ebench: spin %v: want a positive duration", o.Spin)
 	case o.LinkFor < 0:
 		return fmt.Errorf("e2ebench: link measured for %v: want a positive duration", o.LinkFor)
 	case o.MTU < 576 || o.MTU > 65000:
@@ -115,12 +126,22 @@ type Ratios struct {
 }
 
 // Run performs one measurement.
-func Run(ctx context.Context, o Options) (Result, error) {
+func Run(ctx context.Context, o Options) (res Result, err error) {
 	if err := o.defaults(); err != nil {
 		return Result{}, err
 	}
+	var prof *profiler
+	if o.ProfileDir != "" {
+		if prof, err = newProfiler(o.ProfileDir); err != nil {
+			return Result{}, err
+		}
+		defer func() {
+			if perr := prof.finish(); err == nil {
+				err = perr
+			}
+		}()
+	}
 	var net network
-	var err error
 	if o.Loopback {
 		net = loopbackNet{}
 	} else {
@@ -130,7 +151,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		return Result{}, err
 	}
 	defer net.close()
-	res := Result{Mode: net.name(), MTU: o.MTU, H2DGbps: map[string]float64{}, D2HGbps: map[string]float64{}}
+	res = Result{Mode: net.name(), MTU: o.MTU, H2DGbps: map[string]float64{}, D2HGbps: map[string]float64{}}
 	cfg := bridgeConfig(o.MTU)
 	maxCopy := slices.Max(o.Sizes)
 
@@ -142,7 +163,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	res.EchoP50Us, res.EchoP99Us = quantileUs(echo, 0.5), quantileUs(echo, 0.99)
 
 	o.Log.Info("e2ebench: native world")
-	native, err := newWorld(nil, cfg, 4096, false)
+	native, err := newWorld(nil, cfg, 4096, o)
 	if err != nil {
 		return res, err
 	}
@@ -159,11 +180,14 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	}
 
 	o.Log.Info("e2ebench: world over the bridge pair")
-	wd, err := newWorld(net.bridges, cfg, maxCopy, o.BatchSends)
+	wd, err := newWorld(net.bridges, cfg, maxCopy, o)
 	if err != nil {
 		return res, err
 	}
 	defer wd.close()
+	if err := prof.start("latency"); err != nil {
+		return res, err
+	}
 	mm, err := wd.mmioReads(o.Samples)
 	if err != nil {
 		return res, err
@@ -180,6 +204,9 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	}
 	res.LaunchSyncUs = quantileUs(ls, 0.5)
 
+	if err := prof.start("copy"); err != nil {
+		return res, err
+	}
 	cpu0 := cpuTime()
 	var moved uint64
 	for _, dir := range []direction{h2d, d2h} {
@@ -211,6 +238,9 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	wd.close()
 
 	o.Log.Info("e2ebench: link goodput", "for", o.LinkFor)
+	if err := prof.start("link"); err != nil {
+		return res, err
+	}
 	if res.LinkGoodputGbps, err = linkGoodput(ctx, net.bridges, cfg, o.LinkFor); err != nil {
 		return res, err
 	}

@@ -39,9 +39,12 @@ type world struct {
 }
 
 // newWorld builds and enumerates the world; open nil means native PCIe.
-func newWorld(open func() (host, gpu driver.Transport, err error), bcfg bridge.Config, maxCopy uint64, batch bool) (*world, error) {
+func newWorld(open func() (host, gpu driver.Transport, err error), bcfg bridge.Config, maxCopy uint64, opt Options) (*world, error) {
 	s := sim.New(1)
 	clk := realtime.New(s)
+	if opt.Spin > 0 {
+		clk.Spin = opt.Spin
+	}
 	wd := &world{clk: clk}
 	o := topo.Options{GPUs: 1, Sim: s, Driver: clk,
 		Enum: host.EnumConfig{TenBitTags: true},
@@ -49,7 +52,8 @@ func newWorld(open func() (host, gpu driver.Transport, err error), bcfg bridge.C
 	if open != nil {
 		o.Fabric = &topo.Fabric{}
 		o.Path = func(_ *sim.Sim, i int, _ *gpu.GPU) pcie.Path {
-			wd.path = &realtime.UDPPath{Clock: clk, PairID: pairID, Transports: open, BatchSends: batch,
+			wd.path = &realtime.UDPPath{Clock: clk, PairID: pairID, Transports: open,
+				NoBatch: opt.NoBatch, NoBusyPoll: opt.NoBusyPoll,
 				Bridge: bcfg, UpWithin: 10 * time.Second}
 			return wd.path
 		}

@@ -1,0 +1,176 @@
+package driver_test
+
+import (
+	"context"
+	"encoding/binary"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/dxpu/dxpu/bridge"
+	"github.com/dxpu/dxpu/bridge/driver"
+	"github.com/dxpu/dxpu/internal/waitfor"
+	"github.com/dxpu/dxpu/tlp"
+)
+
+// pollPipe is a pipe that is also a driver.Poller, shaped like a socket:
+// WaitReadable reports a queued frame without taking it (the peer's Send
+// signals ready), and TryRecvBatch takes what is queued.
+type pollPipe struct {
+	*pipe
+	ready, peerReady chan struct{}
+}
+
+func newPollPipes() (*pollPipe, *pollPipe) {
+	a, b := newPipes()
+	ra, rb := make(chan struct{}, 1), make(chan struct{}, 1)
+	return &pollPipe{a, ra, rb}, &pollPipe{b, rb, ra}
+}
+
+func (p *pollPipe) Send(f []byte) error {
+	err := p.pipe.Send(f)
+	select {
+	case p.peerReady <- struct{}{}:
+	default:
+	}
+	return err
+}
+
+func (p *pollPipe) TryRecvBatch(bufs [][]byte, sizes []int) (int, error) {
+	k := 0
+	for ; k < len(bufs); k++ {
+		select {
+		case <-p.done:
+			return 0, errClosedPipe
+		default:
+		}
+		select {
+		case f := <-p.in:
+			sizes[k] = copy(bufs[k], f)
+			continue
+		default:
+		}
+		break
+	}
+	return k, nil
+}
+
+func (p *pollPipe) WaitReadable() error {
+	for len(p.in) == 0 {
+		select {
+		case <-p.ready:
+		case <-p.done:
+			return errClosedPipe
+		}
+	}
+	return nil
+}
+
+var errClosedPipe = context.Canceled
+
+// Over a Poller transport, Run's loop (take what is queued, else wait)
+// delivers every write once and in order.
+func TestRunnerDeliversPolled(t *testing.T) {
+	t.Parallel()
+	a, b := newPollPipes()
+	const n = 3000
+	got, _ := runPair(t, a, b, n)
+	if len(got) != n {
+		t.Fatalf("delivered %d, want %d", len(got), n)
+	}
+	for i, w := range got {
+		if w != uint64(i) {
+			t.Fatalf("delivery %d is write %d", i, w)
+		}
+	}
+}
+
+// A goroutine calling Poll takes frames while Run's goroutine leaves the
+// socket to it; every write arrives once and in order. Once the poller
+// calls PollIdle and stops, Run's goroutine receives again: the writes
+// sent afterwards arrive too, none of them through Poll.
+func TestPollTakesFrames(t *testing.T) {
+	t.Parallel()
+	a, b := newPollPipes()
+	var rs [2]*driver.Runner
+	for i, role := range []bridge.Role{bridge.RoleHost, bridge.RoleGPU} {
+		br, err := bridge.New(testConfig(role))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rs[i] = driver.New(br, []*pollPipe{a, b}[i])
+	}
+	if k := rs[1].Poll(); k != 0 {
+		t.Fatalf("Poll before Run took %d frames", k)
+	}
+	var mu sync.Mutex
+	var got []uint64
+	rs[1].OnTLP = func(v tlp.View) {
+		mu.Lock()
+		got = append(got, binary.BigEndian.Uint64(v.Payload()))
+		mu.Unlock()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	defer func() { cancel(); wg.Wait() }()
+	for _, r := range rs {
+		wg.Add(1)
+		go func() { defer wg.Done(); _ = r.Run(ctx) }()
+	}
+	waitfor.Until(t, "link up", func() bool { return rs[0].State() == bridge.StateUp && rs[1].State() == bridge.StateUp })
+	const n = 2000
+	data := make([]byte, 64)
+	next := 0
+	send := func(upTo int) {
+		w := waitfor.NewWatch(t, "sending")
+		for next < upTo {
+			binary.BigEndian.PutUint64(data, uint64(next))
+			p := tlp.Packet{Kind: tlp.MWr, Addr64: true, FirstBE: 0xf, LastBE: 0xf, Address: base + uint64(next)*64, Data: data}
+			buf, _ := p.AppendTo(nil)
+			if err := rs[0].Send(buf); err != nil {
+				w.Wait(rs[1].Counters().TLPsDelivered)
+				continue
+			}
+			next++
+		}
+		waitfor.Progress(t, "delivering", func() (bool, uint64) {
+			mu.Lock()
+			defer mu.Unlock()
+			return len(got) == upTo, uint64(len(got))
+		})
+	}
+	var polled atomic.Int64
+	stop := make(chan struct{})
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		for {
+			select {
+			case <-stop:
+				rs[1].PollIdle()
+				return
+			default:
+			}
+			polled.Add(int64(rs[1].Poll()))
+		}
+	}()
+	send(n)
+	close(stop)
+	<-stopped
+	if polled.Load() == 0 {
+		t.Fatal("Poll never took a frame")
+	}
+	before := rs[1].Polled()
+	send(2 * n)
+	if after := rs[1].Polled(); after != before {
+		t.Fatalf("Poll took %d frames after it stopped", after-before)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for i, v := range got {
+		if v != uint64(i) {
+			t.Fatalf("delivery %d is write %d", i, v)
+		}
+	}
+	t.Logf("Poll took %d frames", polled.Load())
+}

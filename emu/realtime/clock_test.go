@@ -1,0 +1,120 @@
+package realtime
+
+import (
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/dxpu/dxpu/sim"
+)
+
+// burn spends d of wall time on the processor.
+func burn(d time.Duration) {
+	for t0 := time.Now(); time.Since(t0) < d; {
+	}
+}
+
+// TestOverloadDoesNotSpiral: an event that re-arms itself every 100 ns of
+// simulated time but costs 10 us of wall time can never catch up with the
+// wall clock. Chasing it, each step would run a hundred times longer than
+// the one before, and work posted from other goroutines (frames from the
+// bridges) would wait for ever longer steps. With the lag capped, 20
+// functions posted one after another all run, each soon after it is
+// posted.
+func TestOverloadDoesNotSpiral(t *testing.T) {
+	t.Parallel()
+	s := sim.New(1)
+	c := New(s)
+	c.MaxLag = 20 * time.Microsecond
+	var tick func()
+	tick = func() {
+		burn(10 * time.Microsecond)
+		s.After(100*time.Nanosecond, tick)
+	}
+	s.After(0, tick)
+	const posts = 20
+	var ran atomic.Int32
+	ranc := make(chan struct{}, 1)
+	var worst atomic.Int64
+	go func() {
+		for range posts {
+			t0 := time.Now()
+			c.Post(func() {
+				worst.Store(max(worst.Load(), int64(time.Since(t0))))
+				ran.Add(1)
+				ranc <- struct{}{}
+			})
+			<-ranc
+		}
+	}()
+	done := make(chan bool, 1)
+	go func() { done <- c.RunWhile(func() bool { return ran.Load() < posts }) }()
+	select {
+	case ok := <-done:
+		if !ok {
+			t.Fatal("RunWhile reported a stall")
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("%d of %d posted functions ran in 30s: the clock chases the wall clock", ran.Load(), posts)
+	}
+	t.Logf("longest wait of a posted function: %v", time.Duration(worst.Load()))
+}
+
+// TestFlushBetweenMoments: when a step runs events of several moments
+// (the simulation caught up after a pause), flushers run after each
+// moment, so that an engine pacing itself by a sender's backlog sees what
+// it sent leave before its next moment.
+func TestFlushBetweenMoments(t *testing.T) {
+	t.Parallel()
+	s := sim.New(1)
+	c := New(s)
+	var flushes int
+	c.AddFlusher(func() bool { flushes++; return false })
+	var seen []int
+	for i := range 3 {
+		s.At(time.Duration(i+1)*time.Microsecond, func() { seen = append(seen, flushes) })
+	}
+	s.At(3*time.Microsecond, func() { seen = append(seen, flushes) }) // same moment as the last
+	burn(50 * time.Microsecond)                                       // all four due at the first step
+	c.world.Lock()
+	c.start = time.Now().Add(-50 * time.Microsecond)
+	c.world.Unlock()
+	c.step()
+	want := []int{0, 1, 2, 2}
+	if len(seen) != len(want) {
+		t.Fatalf("ran %d events, want %d", len(seen), len(want))
+	}
+	for i := range want {
+		if seen[i] != want[i] {
+			t.Fatalf("flushes seen by each event %v, want %v", seen, want)
+		}
+	}
+}
+
+// TestPollsWhileEventsKeepComing: an engine that steps every 100 ns keeps
+// the next event always near, when the loop skips its polls to run the
+// event on time; it must still poll every few microseconds, or the
+// frames of runners that leave their sockets to it would wait forever.
+// When RunWhile returns, the pollers are told the loop stopped polling.
+func TestPollsWhileEventsKeepComing(t *testing.T) {
+	t.Parallel()
+	s := sim.New(1)
+	c := New(s)
+	polls, idles := 0, 0
+	c.AddPoller(func() int { polls++; return 0 }, func() { idles++ })
+	var tick func()
+	tick = func() { s.After(100*time.Nanosecond, tick) }
+	s.After(0, tick)
+	end := 2 * time.Millisecond
+	c.RunWhile(func() bool { return s.Now() < end })
+	// Without the bound every step would skip its poll (an event is
+	// always less than pollSkip away). How many come depends on how long
+	// a step takes (the race detector makes events slow and steps long).
+	if polls < 2 {
+		t.Fatalf("%d polls in %v of events every 100ns, want some", polls, end)
+	}
+	t.Logf("%d polls", polls)
+	if idles == 0 {
+		t.Fatal("RunWhile returned without telling the pollers")
+	}
+}
