@@ -38,6 +38,10 @@ type Clock struct {
 	idlers   []func()
 	lastPoll time.Duration // when the pollers last ran (Elapsed)
 	pollFrom int           // the poller to try first
+	// running is set while RunWhile or Advance runs; hold hands the
+	// sockets back PollHold after they return (see PollHold).
+	running atomic.Bool
+	hold    *time.Timer
 	// Tick bounds one sleep of the loop when nothing is scheduled (default
 	// 1ms): how often it looks at a condition that depends on the wall
 	// clock alone.
@@ -53,11 +57,22 @@ type Clock struct {
 	// before it gives up catching up and runs slower than the wall clock
 	// (default 1ms).
 	MaxLag time.Duration
+	// PollHold is how long after RunWhile or Advance returns the pollers
+	// are told the loop stopped polling (default 50us; 0: at once). A
+	// caller that runs the clock again within it, as a CPU issuing MMIO
+	// reads back to back does, finds the next answer in the socket for
+	// its own poll: handing the sockets back to the runners' goroutines
+	// between two requests woke both, and one in a few answers was then
+	// taken by a goroutine that had to be scheduled first (tens of
+	// microseconds on a loaded machine). Keep it below the bridges'
+	// MinRTO less their AckDelay: frames that arrive while nobody runs
+	// the clock wait this long for a runner.
+	PollHold time.Duration
 }
 
 // New returns a clock for s, which must be at virtual time 0 (fresh).
 func New(s *sim.Sim) *Clock {
-	return &Clock{S: s, start: time.Now(), wake: make(chan struct{}, 1), Tick: time.Millisecond, Idle: 2 * time.Second, Spin: 100 * time.Microsecond, MaxLag: time.Millisecond}
+	return &Clock{S: s, start: time.Now(), wake: make(chan struct{}, 1), Tick: time.Millisecond, Idle: 2 * time.Second, Spin: 100 * time.Microsecond, MaxLag: time.Millisecond, PollHold: 50 * time.Microsecond}
 }
 
 // Elapsed returns the wall time since the clock started.
@@ -135,6 +150,33 @@ func (c *Clock) AddPoller(poll func() int, idle func()) {
 func (c *Clock) idle() {
 	for _, f := range c.idlers {
 		f()
+	}
+}
+
+// idleLater tells the pollers the loop stopped polling PollHold from now,
+// unless the loop runs again by then. Called by the loop's goroutine as
+// it returns.
+func (c *Clock) idleLater() {
+	if len(c.idlers) == 0 {
+		return
+	}
+	if c.PollHold <= 0 {
+		c.idle()
+		return
+	}
+	if c.hold == nil {
+		c.hold = time.AfterFunc(c.PollHold, c.idleIfStopped)
+		return
+	}
+	c.hold.Reset(c.PollHold)
+}
+
+// idleIfStopped runs on the hold timer's goroutine. Racing a loop that
+// just started it may hand the sockets back once too often; the loop's
+// next poll takes them again.
+func (c *Clock) idleIfStopped() {
+	if !c.running.Load() {
+		c.idle()
 	}
 }
 
@@ -223,11 +265,13 @@ func (c *Clock) run(cond func() bool, until time.Duration) bool {
 	idleSince := lastWork
 	procs := int32(runtime.GOMAXPROCS(0))
 	spinning := false
+	c.running.Store(true)
 	defer func() {
 		if spinning {
 			spinners.Add(-1)
 		}
-		c.idle()
+		c.running.Store(false)
+		c.idleLater()
 	}()
 	for cond() {
 		n, next, pending := c.step()

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dxpu/dxpu/internal/waitfor"
 	"github.com/dxpu/dxpu/sim"
 )
 
@@ -95,13 +96,14 @@ func TestFlushBetweenMoments(t *testing.T) {
 // the next event always near, when the loop skips its polls to run the
 // event on time; it must still poll every few microseconds, or the
 // frames of runners that leave their sockets to it would wait forever.
-// When RunWhile returns, the pollers are told the loop stopped polling.
+// After RunWhile returns, the pollers are told the loop stopped polling.
 func TestPollsWhileEventsKeepComing(t *testing.T) {
 	t.Parallel()
 	s := sim.New(1)
 	c := New(s)
-	polls, idles := 0, 0
-	c.AddPoller(func() int { polls++; return 0 }, func() { idles++ })
+	polls := 0
+	var idles atomic.Int32
+	c.AddPoller(func() int { polls++; return 0 }, func() { idles.Add(1) })
 	var tick func()
 	tick = func() { s.After(100*time.Nanosecond, tick) }
 	s.After(0, tick)
@@ -114,7 +116,36 @@ func TestPollsWhileEventsKeepComing(t *testing.T) {
 		t.Fatalf("%d polls in %v of events every 100ns, want some", polls, end)
 	}
 	t.Logf("%d polls", polls)
-	if idles == 0 {
-		t.Fatal("RunWhile returned without telling the pollers")
+	waitfor.Until(t, "the pollers told the loop stopped", func() bool { return idles.Load() > 0 })
+}
+
+// TestPollHold: between two RunWhile calls closer than PollHold the
+// pollers keep their sockets with the loop (no hand-back, so no runner
+// goroutine wakes between two requests); once the loop stays away longer,
+// they are told it stopped. With PollHold 0 they are told at once.
+func TestPollHold(t *testing.T) {
+	t.Parallel()
+	for _, hold := range []time.Duration{0, time.Hour} {
+		s := sim.New(1)
+		c := New(s)
+		c.PollHold = hold
+		var idles atomic.Int32
+		c.AddPoller(func() int { return 0 }, func() { idles.Add(1) })
+		for i := range 5 {
+			s.After(time.Microsecond, func() {})
+			c.RunWhile(func() bool { _, ok := s.Next(); return ok })
+			if got, want := idles.Load(), int32(i+1); hold == 0 && got != want {
+				t.Fatalf("hold 0: %d hand-backs after %d runs, want %d", got, i+1, want)
+			}
+		}
+		if hold > 0 && idles.Load() != 0 {
+			t.Fatalf("hold %v: %d hand-backs between runs 1us apart, want none", hold, idles.Load())
+		}
+		// A short hold expires: the pollers hear of it without another run.
+		c.PollHold = time.Millisecond
+		s.After(time.Microsecond, func() {})
+		before := idles.Load()
+		c.RunWhile(func() bool { _, ok := s.Next(); return ok })
+		waitfor.Until(t, "the hand-back after the hold", func() bool { return idles.Load() > before })
 	}
 }
