@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/dxpu/dxpu/bridge"
 	"github.com/dxpu/dxpu/bridge/driver"
@@ -173,4 +174,56 @@ func TestPollTakesFrames(t *testing.T) {
 		}
 	}
 	t.Logf("Poll took %d frames", polled.Load())
+}
+
+// While a loop polls a runner, its Polls serve the bridge's deadline (the
+// runner's timer is not re-armed meanwhile): with its peer gone silent the
+// host keeps sending keepalives. After PollIdle the timer serves it
+// again, with nobody polling and no frame coming in to re-arm it.
+func TestPollServesDeadline(t *testing.T) {
+	t.Parallel()
+	a, b := newPollPipes()
+	var rs [2]*driver.Runner
+	for i, role := range []bridge.Role{bridge.RoleHost, bridge.RoleGPU} {
+		c := testConfig(role)
+		c.Keepalive, c.DeadAfter = time.Millisecond, time.Hour
+		br, err := bridge.New(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rs[i] = driver.New(br, []*pollPipe{a, b}[i])
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	gctx, gcancel := context.WithCancel(ctx)
+	var wg, gwg sync.WaitGroup
+	defer func() { cancel(); wg.Wait() }()
+	wg.Add(1)
+	go func() { defer wg.Done(); _ = rs[0].Run(ctx) }()
+	gwg.Add(1)
+	go func() { defer gwg.Done(); _ = rs[1].Run(gctx) }()
+	waitfor.Until(t, "link up", func() bool { return rs[0].State() == bridge.StateUp && rs[1].State() == bridge.StateUp })
+	gcancel()
+	gwg.Wait()
+	keepalives := func() uint64 { return rs[0].Counters().KeepalivesSent }
+	stop := make(chan struct{})
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		for {
+			select {
+			case <-stop:
+				rs[0].PollIdle()
+				return
+			default:
+			}
+			rs[0].Poll()
+		}
+	}()
+	// More than the one a timer armed before the polls began could send.
+	k0 := keepalives()
+	waitfor.Progress(t, "keepalives while polled", func() (bool, uint64) { k := keepalives(); return k >= k0+5, k })
+	close(stop)
+	<-stopped
+	k1 := keepalives()
+	waitfor.Progress(t, "keepalives after PollIdle", func() (bool, uint64) { k := keepalives(); return k >= k1+5, k })
 }
