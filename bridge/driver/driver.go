@@ -209,9 +209,10 @@ func (r *Runner) Send(t []byte) error {
 	if r.closed {
 		return ErrClosed
 	}
-	err := r.b.HandleTLP(r.Now(), t)
+	now := r.Now()
+	err := r.b.HandleTLP(now, t)
 	if err == nil {
-		r.flush()
+		r.flushAt(now)
 	}
 	return err
 }
@@ -229,12 +230,12 @@ func (r *Runner) SendMany(tlps [][]byte) (int, error) {
 	for i, t := range tlps {
 		if err := r.b.HandleTLP(now, t); err != nil {
 			if i > 0 {
-				r.flush()
+				r.flushAt(now)
 			}
 			return i, err
 		}
 	}
-	r.flush()
+	r.flushAt(now)
 	return len(tlps), nil
 }
 
@@ -410,7 +411,7 @@ func (r *Runner) serveDeadline() {
 	}
 	if now := r.Now(); r.b.Deadline() <= now {
 		r.b.HandleTimeout(now)
-		r.flush()
+		r.flushAt(now)
 	}
 }
 
@@ -468,7 +469,7 @@ func (r *Runner) handle(frame []byte, bufs [][]byte, sizes []int) bool {
 		default:
 		}
 	}
-	r.flush()
+	r.flushAt(now)
 	return true
 }
 
@@ -492,7 +493,12 @@ func (r *Runner) onTimer() {
 // lets the acknowledgement of a received batch carry the credits the batch
 // freed, instead of a separate credit update AckDelay later. Called with
 // mu held.
-func (r *Runner) flush() {
+func (r *Runner) flush() { r.flushAt(r.Now()) }
+
+// flushAt is flush with the clock read by the caller (the time it handed
+// the bridge a frame or TLP): a reading costs tens of nanoseconds, and a
+// round trip flushes four times.
+func (r *Runner) flushAt(now time.Duration) {
 	for again := true; again; {
 		again = false
 		for {
@@ -519,10 +525,12 @@ func (r *Runner) flush() {
 			}
 			again = true
 		}
-		now := r.Now()
 		for {
 			if r.txN == len(r.tx) {
+				// A full batch takes a while to send: stamp
+				// the next frames with the time they leave.
 				r.sendFrames()
+				now = r.Now()
 			}
 			n := r.b.NextFrame(now, r.tx[r.txN])
 			if n == 0 {
@@ -531,7 +539,12 @@ func (r *Runner) flush() {
 			r.txFrame[r.txN] = r.tx[r.txN][:n]
 			r.txN++
 		}
-		r.sendFrames()
+		if r.txN > 0 {
+			r.sendFrames()
+			if again {
+				now = r.Now()
+			}
+		}
 	}
 	// While a loop polls, its Polls serve the deadline (PollIdle re-arms
 	// the timer): a Go timer re-armed at every flush cost a few hundred

@@ -37,6 +37,7 @@ type Clock struct {
 	pollers  []func() int
 	idlers   []func()
 	lastPoll time.Duration // when the pollers last ran (Elapsed)
+	lastStep time.Duration // when the last step began (Elapsed)
 	pollFrom int           // the poller to try first
 	// running is set while RunWhile or Advance runs; hold hands the
 	// sockets back PollHold after they return (see PollHold).
@@ -192,7 +193,10 @@ func (c *Clock) step() (n int, next time.Duration, ok bool) {
 	// but not for long, or an engine stepping every 100 ns would starve
 	// the sockets (whose runners leave them to this loop).
 	if len(c.pollers) > 0 {
-		now := c.Elapsed()
+		// The previous step's reading of the clock is recent enough
+		// for this choice (a step is a fraction of pollSkip), and a
+		// reading less is a step shorter.
+		now := c.lastStep
 		if next, ok := c.S.Next(); !ok || next-now > pollSkip || now-c.lastPoll > pollEvery {
 			c.lastPoll = now
 			// Stop at the first runner that had frames: what they
@@ -217,6 +221,7 @@ func (c *Clock) step() (n int, next time.Duration, ok bool) {
 		c.start = c.start.Add(lag - c.MaxLag)
 		until = c.S.Now() + c.MaxLag
 	}
+	c.lastStep = until
 	// Each moment's events, then a flush of what they sent: an engine
 	// that paces itself by a sender's backlog sees it drain as it would
 	// on a wire, not only after the whole catch-up.
@@ -261,8 +266,10 @@ func (c *Clock) run(cond func() bool, until time.Duration) bool {
 			t.Stop()
 		}
 	}()
-	lastWork := time.Now()
-	idleSince := lastWork
+	// Times since base: reading the monotonic clock alone costs a
+	// third of time.Now, and the loop reads it once a turn.
+	base := time.Now()
+	var lastWork, idleSince time.Duration
 	procs := int32(runtime.GOMAXPROCS(0))
 	spinning := false
 	c.running.Store(true)
@@ -275,24 +282,28 @@ func (c *Clock) run(cond func() bool, until time.Duration) bool {
 	}()
 	for cond() {
 		n, next, pending := c.step()
-		now := time.Now()
+		now := time.Since(base)
 		if n > 0 {
 			lastWork, idleSince = now, now
 			continue
 		}
 		if pending {
 			idleSince = now
-		} else if now.Sub(idleSince) > c.Idle {
+		} else if now-idleSince > c.Idle {
 			return false
 		}
-		wait := c.Tick
-		if pending {
-			wait = next - c.Elapsed()
+		// Right after work more is likely: poll without looking further.
+		wait := time.Duration(0)
+		if now-lastWork >= c.Spin {
+			wait = c.Tick
+			if pending {
+				wait = next - c.Elapsed()
+			}
+			if until >= 0 {
+				wait = min(wait, until-c.Elapsed())
+			}
 		}
-		if until >= 0 {
-			wait = min(wait, until-c.Elapsed())
-		}
-		if wait <= c.Spin || now.Sub(lastWork) < c.Spin {
+		if wait <= c.Spin {
 			// Something is due within microseconds (device latencies), or
 			// just happened and more is likely: poll, as a kernel-bypass
 			// loop does. Without yielding: a goroutine that yields stays
