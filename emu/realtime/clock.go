@@ -25,6 +25,9 @@ type Clock struct {
 	mu    sync.Mutex
 	in    inbox // guarded by mu
 	spare inbox // the loop's side of the double buffer
+	// posted counts the entries of in: a step that finds none skips the
+	// lock.
+	posted atomic.Int32
 	// world is held while the simulation runs (a step, or the tail of
 	// Advance): code outside the simulation's goroutine that touches the
 	// world (a NetTLP port reading host memory) holds it too.
@@ -84,6 +87,7 @@ func (c *Clock) Elapsed() time.Duration { return time.Since(c.start) }
 func (c *Clock) Post(fn func()) {
 	c.mu.Lock()
 	c.in.recs = append(c.in.recs, posted{fn: fn})
+	c.posted.Add(1)
 	c.mu.Unlock()
 	c.signal()
 }
@@ -94,9 +98,8 @@ func (c *Clock) Post(fn func()) {
 // nothing (the copies live in a buffer the loop hands back).
 func (c *Clock) PostTLP(dst pcie.Receiver, v tlp.View) {
 	c.mu.Lock()
-	off := len(c.in.buf)
-	c.in.buf = append(c.in.buf, v...)
-	c.in.recs = append(c.in.recs, posted{dst: dst, off: off, n: len(v)})
+	c.in.add(dst, v)
+	c.posted.Add(1)
 	c.mu.Unlock()
 	c.signal()
 }
@@ -110,21 +113,14 @@ func (c *Clock) signal() {
 
 // drain runs what was posted, in order. Called with world held.
 func (c *Clock) drain() int {
+	if c.posted.Load() == 0 {
+		return 0
+	}
 	c.mu.Lock()
 	c.in, c.spare = c.spare, c.in
+	c.posted.Store(0)
 	c.mu.Unlock()
-	q := &c.spare
-	for i := range q.recs {
-		r := &q.recs[i]
-		if r.fn != nil {
-			r.fn()
-		} else {
-			r.dst.ReceiveTLP(tlp.View(q.buf[r.off : r.off+r.n : r.off+r.n]))
-		}
-	}
-	n := len(q.recs)
-	q.reset()
-	return n
+	return c.spare.run()
 }
 
 // AddFlusher registers f to run after each moment of simulated time the
@@ -392,6 +388,29 @@ type posted struct {
 type inbox struct {
 	recs []posted
 	buf  []byte
+}
+
+// add queues a copy of v for dst.
+func (q *inbox) add(dst pcie.Receiver, v tlp.View) {
+	off := len(q.buf)
+	q.buf = append(q.buf, v...)
+	q.recs = append(q.recs, posted{dst: dst, off: off, n: len(v)})
+}
+
+// run delivers and runs what q holds, in order, empties it and returns
+// how many entries ran.
+func (q *inbox) run() int {
+	for i := range q.recs {
+		r := &q.recs[i]
+		if r.fn != nil {
+			r.fn()
+		} else {
+			r.dst.ReceiveTLP(tlp.View(q.buf[r.off : r.off+r.n : r.off+r.n]))
+		}
+	}
+	n := len(q.recs)
+	q.reset()
+	return n
 }
 
 // reset empties the inbox, keeping its storage, and drops references so a
