@@ -93,6 +93,12 @@ func (s *sysConn) init(c *net.UDPConn) error {
 	if err != nil {
 		return err
 	}
+	return s.initRC(rc)
+}
+
+// initRC is init for a socket given by its syscall.RawConn (a Conn's, or
+// a rawSock of ListenBusyPoll).
+func (s *sysConn) initRC(rc syscall.RawConn) error {
 	s.rc = rc
 	var serr error
 	if err := rc.Control(func(fd uintptr) {

@@ -25,6 +25,8 @@ const MaxBatch = 64
 // time.
 type Conn struct {
 	c    *net.UDPConn
+	raw  *rawSock // in place of c: a socket of ListenBusyPoll
+	one  [1][]byte
 	peer netip.AddrPort
 	// Foreign counts datagrams dropped for coming from another address.
 	Foreign uint64
@@ -52,7 +54,12 @@ func Listen(local, peer netip.AddrPort) (*Conn, error) {
 }
 
 // LocalAddr returns the bound address.
-func (c *Conn) LocalAddr() netip.AddrPort { return c.c.LocalAddr().(*net.UDPAddr).AddrPort() }
+func (c *Conn) LocalAddr() netip.AddrPort {
+	if c.raw != nil {
+		return c.raw.local
+	}
+	return c.c.LocalAddr().(*net.UDPAddr).AddrPort()
+}
 
 // SetPeer changes the peer (before traffic starts).
 func (c *Conn) SetPeer(p netip.AddrPort) {
@@ -62,6 +69,9 @@ func (c *Conn) SetPeer(p netip.AddrPort) {
 
 // Send transmits one frame to the peer.
 func (c *Conn) Send(frame []byte) error {
+	if c.raw != nil {
+		return c.sendRaw(frame)
+	}
 	_, err := c.c.WriteToUDPAddrPort(frame, c.peer)
 	return err
 }
@@ -92,6 +102,9 @@ func (c *Conn) SendBatch(frames [][]byte) (int, error) {
 
 // Recv returns the next frame from the peer.
 func (c *Conn) Recv(buf []byte) (int, error) {
+	if c.raw != nil {
+		return c.recvRaw(buf)
+	}
 	for {
 		n, from, err := c.c.ReadFromUDPAddrPort(buf)
 		if err != nil {
@@ -142,4 +155,9 @@ func wrapErr(op string, err error) error {
 }
 
 // Close closes the socket.
-func (c *Conn) Close() error { return c.c.Close() }
+func (c *Conn) Close() error {
+	if c.raw != nil {
+		return c.raw.close()
+	}
+	return c.c.Close()
+}
