@@ -266,8 +266,9 @@ func (r *Runner) Run(ctx context.Context) error {
 	r.mu.Unlock()
 	r.live.Store(true)
 	defer r.live.Store(false)
-	done := make(chan struct{})
+	done, shut := make(chan struct{}), make(chan struct{})
 	go func() {
+		defer close(shut)
 		select {
 		case <-ctx.Done():
 		case <-done:
@@ -279,7 +280,10 @@ func (r *Runner) Run(ctx context.Context) error {
 		r.mu.Unlock()
 		r.t.Close()
 	}()
-	defer close(done)
+	// Return only once the transport is closed: a caller that binds
+	// its address again next (a new pair on the same port) must find
+	// it free, also when the loop ended on ctx without a failed receive.
+	defer func() { close(done); <-shut }()
 	if r.poller != nil {
 		return r.runPolled(ctx)
 	}

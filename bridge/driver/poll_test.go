@@ -3,6 +3,7 @@ package driver_test
 import (
 	"context"
 	"encoding/binary"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -226,4 +227,58 @@ func TestPollServesDeadline(t *testing.T) {
 	<-stopped
 	k1 := keepalives()
 	waitfor.Progress(t, "keepalives after PollIdle", func() (bool, uint64) { k := keepalives(); return k >= k1+5, k })
+}
+
+// slowClose is a pollPipe whose Close waits for the test's word.
+type slowClose struct {
+	*pollPipe
+	closing, release chan struct{}
+}
+
+func (p *slowClose) Close() error {
+	close(p.closing)
+	<-p.release
+	return p.pollPipe.Close()
+}
+
+// Run returns only once its transport is closed, also when a loop polls
+// it (Run's goroutine then waits for ctx, not for a failed receive): a
+// caller that binds the same address next finds it free.
+func TestRunReturnsAfterClose(t *testing.T) {
+	t.Parallel()
+	a, b := newPollPipes()
+	tr := &slowClose{a, make(chan struct{}), make(chan struct{})}
+	br, err := bridge.New(testConfig(bridge.RoleHost))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := driver.New(br, tr)
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan error, 1)
+	go func() { ran <- r.Run(ctx) }()
+	// Run's first frame (a HELLO) says it started. Once a Poll ran, the
+	// next frame sends Run's goroutine from the socket to wait for ctx.
+	waitfor.Until(t, "Run started", func() bool { return len(a.out) > 0 })
+	for range 100 {
+		r.Poll()
+		runtime.Gosched()
+	}
+	if err := b.Send([]byte("stray")); err != nil {
+		t.Fatal(err)
+	}
+	waitfor.Until(t, "Run's goroutine took the stray frame", func() bool { return len(a.in) == 0 })
+	for range 100 {
+		runtime.Gosched()
+	}
+	cancel()
+	<-tr.closing
+	// A Run that does not wait for the close returns within microseconds;
+	// on a loaded machine a late one only lets this check pass.
+	select {
+	case <-ran:
+		t.Fatal("Run returned while its transport was still closing")
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(tr.release)
+	<-ran
 }
