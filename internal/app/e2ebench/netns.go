@@ -71,17 +71,18 @@ func (n *namespaces) name() string { return "netns" }
 
 // bridges opens the bridge pair's sockets: the host's in netns host, the
 // GPU's in netns gpu, each sending to its switch port.
-func (n *namespaces) bridges() (driver.Transport, driver.Transport, error) {
+func (n *namespaces) bridges(busyPoll bool) (driver.Transport, driver.Transport, error) {
 	var hc, gc *udp.Conn
+	listen := listenFor(busyPoll)
 	err := n.Host.Do(func() (err error) {
-		hc, err = udp.Listen(n.HostAddr(nsBridgePort), n.HostSwitch())
+		hc, err = listen(n.HostAddr(nsBridgePort), n.HostSwitch())
 		return err
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("e2ebench: host-side socket: %w", err)
 	}
 	err = n.GPU.Do(func() (err error) {
-		gc, err = udp.Listen(n.GPUAddr(nsBridgePort), n.GPUSwitch())
+		gc, err = listen(n.GPUAddr(nsBridgePort), n.GPUSwitch())
 		return err
 	})
 	if err != nil {

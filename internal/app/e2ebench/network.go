@@ -15,7 +15,9 @@ import (
 // transports and runs the echo baseline between the same two endpoints.
 type network interface {
 	name() string
-	bridges() (host, gpu driver.Transport, err error)
+	// bridges opens the pair's sockets; busyPoll: for runners that a
+	// spinning clock polls (udp.ListenBusyPoll).
+	bridges(busyPoll bool) (host, gpu driver.Transport, err error)
 	echo(ctx context.Context, n int) ([]time.Duration, error)
 	close()
 }
@@ -26,19 +28,28 @@ type loopbackNet struct{}
 func (loopbackNet) name() string { return "loopback" }
 func (loopbackNet) close()       {}
 
-func (loopbackNet) bridges() (driver.Transport, driver.Transport, error) {
+func (loopbackNet) bridges(busyPoll bool) (driver.Transport, driver.Transport, error) {
 	lo := netip.MustParseAddrPort("127.0.0.1:0")
-	hc, err := udp.Listen(lo, netip.AddrPort{})
+	listen := listenFor(busyPoll)
+	hc, err := listen(lo, netip.AddrPort{})
 	if err != nil {
 		return nil, nil, fmt.Errorf("e2ebench: host-side socket: %w", err)
 	}
-	gc, err := udp.Listen(lo, hc.LocalAddr())
+	gc, err := listen(lo, hc.LocalAddr())
 	if err != nil {
 		hc.Close()
 		return nil, nil, fmt.Errorf("e2ebench: GPU-side socket: %w", err)
 	}
 	hc.SetPeer(gc.LocalAddr())
 	return hc, gc, nil
+}
+
+// listenFor returns the constructor of a bridge's socket.
+func listenFor(busyPoll bool) func(local, peer netip.AddrPort) (*udp.Conn, error) {
+	if busyPoll {
+		return udp.ListenBusyPoll
+	}
+	return udp.Listen
 }
 
 func (loopbackNet) echo(ctx context.Context, n int) ([]time.Duration, error) {
