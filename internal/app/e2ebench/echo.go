@@ -34,6 +34,7 @@ func echoRTTs(ctx context.Context, c *net.UDPConn, peer netip.AddrPort, n, size 
 	tx, rx := make([]byte, size), make([]byte, 2048)
 	copy(tx, payload)
 	seqAt := len(payload)
+	freshHeap()
 	for i := 0; i < n; i++ {
 		if err := ctx.Err(); err != nil {
 			return nil, err

@@ -2,6 +2,7 @@ package e2ebench
 
 import (
 	"fmt"
+	"runtime"
 	"time"
 
 	"github.com/dxpu/dxpu/emu/gpu"
@@ -10,6 +11,7 @@ import (
 // mmioReads times n reads of a BAR0 register, each a full round trip.
 func (wd *world) mmioReads(n int) ([]time.Duration, error) {
 	out := make([]time.Duration, 0, n)
+	freshHeap()
 	for i := 0; i < n; i++ {
 		t0 := time.Now()
 		if _, err := wd.c.ReadRegister(wd.d, gpu.RegScratch); err != nil {
@@ -30,6 +32,7 @@ func (wd *world) dmaReads(n int) ([]time.Duration, error) {
 	prev := wd.g.OnOp
 	wd.g.OnOp = func(c gpu.Command, s, t time.Duration) { dur = t - s }
 	defer func() { wd.g.OnOp = prev }()
+	freshHeap()
 	for i := 0; i < n; i++ {
 		dur = -1
 		if err := wd.c.MemcpyHtoD(wd.st, wd.dst, wd.src, size); err != nil {
@@ -59,6 +62,13 @@ func (wd *world) launchSyncs(n int) ([]time.Duration, error) {
 	}
 	return out, nil
 }
+
+// freshHeap collects garbage before a latency series, as testing.B does
+// before a benchmark: the emulated host and GPU allocate per request
+// (about 18 objects an MMIO read), and a collection that the previous
+// phase left due would otherwise start inside the series, its pauses and
+// write barriers landing in the tail.
+func freshHeap() { runtime.GC() }
 
 // Direction of a copy.
 type direction int
