@@ -27,12 +27,18 @@ func udpPair(tb testing.TB, delivered *atomic.Int64) (host, gpu *driver.Runner, 
 // got (back nil: not counted).
 func udpPairBoth(tb testing.TB, delivered, back *atomic.Int64) (host, gpu *driver.Runner, stop func()) {
 	tb.Helper()
+	return udpPairOver(tb, udp.Listen, delivered, back)
+}
+
+// udpPairOver is udpPairBoth over the sockets listen opens.
+func udpPairOver(tb testing.TB, listen func(local, peer netip.AddrPort) (*udp.Conn, error), delivered, back *atomic.Int64) (host, gpu *driver.Runner, stop func()) {
+	tb.Helper()
 	lo := netip.MustParseAddr("127.0.0.1")
-	hc, err := udp.Listen(netip.AddrPortFrom(lo, 0), netip.AddrPort{})
+	hc, err := listen(netip.AddrPortFrom(lo, 0), netip.AddrPort{})
 	if err != nil {
 		tb.Fatal(err)
 	}
-	gc, err := udp.Listen(netip.AddrPortFrom(lo, 0), hc.LocalAddr())
+	gc, err := listen(netip.AddrPortFrom(lo, 0), hc.LocalAddr())
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -137,10 +143,20 @@ func BenchmarkRunnerUDP(b *testing.B) {
 // polls the GPU runner until it got it, answers through the GPU runner,
 // and polls the host runner until the answer is in, while the runners'
 // goroutines leave their sockets to it. ns/op is one round trip; allocs/op
-// must be 0 (nothing on the path allocates per TLP).
+// must be 0 (nothing on the path allocates per TLP). Over sockets of
+// udp.Listen (in the runtime's poller) and of udp.ListenBusyPoll.
 func BenchmarkPolledRoundTrip(b *testing.B) {
+	for _, k := range []struct {
+		name   string
+		listen func(local, peer netip.AddrPort) (*udp.Conn, error)
+	}{{"listen", udp.Listen}, {"busypoll", udp.ListenBusyPoll}} {
+		b.Run(k.name, func(b *testing.B) { polledRoundTrip(b, k.listen) })
+	}
+}
+
+func polledRoundTrip(b *testing.B, listen func(local, peer netip.AddrPort) (*udp.Conn, error)) {
 	var there, back atomic.Int64
-	host, gpu, stop := udpPairBoth(b, &there, &back)
+	host, gpu, stop := udpPairOver(b, listen, &there, &back)
 	defer stop()
 	p := tlp.Packet{Kind: tlp.MWr, Addr64: true, FirstBE: 0xf, Address: 0x10_0000_0000, Data: make([]byte, 4)}
 	w, err := p.AppendTo(nil)
