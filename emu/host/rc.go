@@ -69,6 +69,7 @@ type RootComplex struct {
 	buf     []byte
 	brk     uint64
 	drv     Driver
+	reads   dmaReads
 }
 
 type request struct {
@@ -95,7 +96,9 @@ func New(s *sim.Sim, cfg Config) *RootComplex {
 	if cfg.CompletionTimeout == 0 {
 		cfg.CompletionTimeout = 50 * time.Millisecond
 	}
-	return &RootComplex{s: s, cfg: cfg, Mem: pcie.NewMemory(), watch: map[uint64][]func(){}}
+	rc := &RootComplex{s: s, cfg: cfg, Mem: pcie.NewMemory(), watch: map[uint64][]func(){}}
+	rc.reads.answerF = rc.answerRead
+	return rc
 }
 
 // Sim returns the simulator the host runs on.
@@ -134,23 +137,6 @@ func (rp *RootPortFn) ReceiveTLP(v tlp.View) {
 		out := pcie.AppendCpl(nil, 0, v.RequesterID(), v.Tag(), tlp.StatusUR, 4)
 		rp.down.SendTLP(out)
 	}
-}
-
-func (rc *RootComplex) dmaRead(rp *RootPortFn, v tlp.View) {
-	addr, n := pcie.RequestBytes(v)
-	req, tag := v.RequesterID(), v.Tag()
-	rc.Stats.DMAReads++
-	rc.Stats.DMAReadBytes += uint64(n)
-	mps := 128 << (rp.Cfg.Get16(PortCapPCIe+8) >> 5 & 7)
-	rc.s.After(rc.cfg.MemLatency, func() {
-		var data [4096]byte
-		rc.Mem.Read(addr, data[:n])
-		pcie.SplitCompletion(addr, n, mps, rc.cfg.RCB, func(a uint64, k int) {
-			rest := int(addr + uint64(n) - a)
-			rc.buf = pcie.AppendCplD(rc.buf[:0], 0, req, tag, rest, a, data[a-addr:a-addr+uint64(k)])
-			rp.down.SendTLP(rc.buf)
-		})
-	})
 }
 
 func (rc *RootComplex) dmaWrite(v tlp.View) {
