@@ -56,7 +56,7 @@ type RootComplex struct {
 	Ports []*RootPortFn
 	tags  [256]*request
 	next  uint8
-	watch map[uint64][]func()
+	watch watches
 	// OnMSI is called for every MSI write with its data.
 	OnMSI func(data uint32)
 	// OnRemove is called when a device disappears (surprise removal).
@@ -96,7 +96,7 @@ func New(s *sim.Sim, cfg Config) *RootComplex {
 	if cfg.CompletionTimeout == 0 {
 		cfg.CompletionTimeout = 50 * time.Millisecond
 	}
-	rc := &RootComplex{s: s, cfg: cfg, Mem: pcie.NewMemory(), watch: map[uint64][]func(){}}
+	rc := &RootComplex{s: s, cfg: cfg, Mem: pcie.NewMemory(), watch: watches{m: map[uint64][]func(){}}}
 	rc.reads.answerF = rc.answerRead
 	return rc
 }
@@ -158,24 +158,7 @@ func (rc *RootComplex) dmaWrite(v tlp.View) {
 	rc.Stats.DMAWrites++
 	rc.Stats.DMAWriteBytes += uint64(n)
 	rc.Mem.Write(addr, p[lead:lead+n])
-	if len(rc.watch) > 0 {
-		for a := addr &^ 7; a < addr+uint64(n); a += 8 {
-			if fns, ok := rc.watch[a]; ok {
-				delete(rc.watch, a)
-				for _, fn := range fns {
-					fn()
-				}
-			}
-		}
-	}
-}
-
-// Watch calls fn once, at the next DMA write that touches the 8-byte word
-// at addr: it stands for a CPU spinning on that word, without simulating
-// every poll.
-func (rc *RootComplex) Watch(addr uint64, fn func()) {
-	a := addr &^ 7
-	rc.watch[a] = append(rc.watch[a], fn)
+	rc.watch.wrote(addr, uint64(n))
 }
 
 func (rc *RootComplex) completion(v tlp.View) {
