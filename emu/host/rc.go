@@ -56,7 +56,7 @@ type RootComplex struct {
 	Ports []*RootPortFn
 	tags  [256]*request
 	next  uint8
-	watch map[uint64][]func()
+	watch watches
 	// OnMSI is called for every MSI write with its data.
 	OnMSI func(data uint32)
 	// OnRemove is called when a device disappears (surprise removal).
@@ -69,6 +69,7 @@ type RootComplex struct {
 	buf     []byte
 	brk     uint64
 	drv     Driver
+	reads   dmaReads
 }
 
 type request struct {
@@ -95,7 +96,9 @@ func New(s *sim.Sim, cfg Config) *RootComplex {
 	if cfg.CompletionTimeout == 0 {
 		cfg.CompletionTimeout = 50 * time.Millisecond
 	}
-	return &RootComplex{s: s, cfg: cfg, Mem: pcie.NewMemory(), watch: map[uint64][]func(){}}
+	rc := &RootComplex{s: s, cfg: cfg, Mem: pcie.NewMemory(), watch: watches{m: map[uint64][]func(){}}}
+	rc.reads.answerF = rc.answerRead
+	return rc
 }
 
 // Sim returns the simulator the host runs on.
@@ -136,23 +139,6 @@ func (rp *RootPortFn) ReceiveTLP(v tlp.View) {
 	}
 }
 
-func (rc *RootComplex) dmaRead(rp *RootPortFn, v tlp.View) {
-	addr, n := pcie.RequestBytes(v)
-	req, tag := v.RequesterID(), v.Tag()
-	rc.Stats.DMAReads++
-	rc.Stats.DMAReadBytes += uint64(n)
-	mps := 128 << (rp.Cfg.Get16(PortCapPCIe+8) >> 5 & 7)
-	rc.s.After(rc.cfg.MemLatency, func() {
-		var data [4096]byte
-		rc.Mem.Read(addr, data[:n])
-		pcie.SplitCompletion(addr, n, mps, rc.cfg.RCB, func(a uint64, k int) {
-			rest := int(addr + uint64(n) - a)
-			rc.buf = pcie.AppendCplD(rc.buf[:0], 0, req, tag, rest, a, data[a-addr:a-addr+uint64(k)])
-			rp.down.SendTLP(rc.buf)
-		})
-	})
-}
-
 func (rc *RootComplex) dmaWrite(v tlp.View) {
 	addr, n := pcie.RequestBytes(v)
 	p := v.Payload()
@@ -172,24 +158,7 @@ func (rc *RootComplex) dmaWrite(v tlp.View) {
 	rc.Stats.DMAWrites++
 	rc.Stats.DMAWriteBytes += uint64(n)
 	rc.Mem.Write(addr, p[lead:lead+n])
-	if len(rc.watch) > 0 {
-		for a := addr &^ 7; a < addr+uint64(n); a += 8 {
-			if fns, ok := rc.watch[a]; ok {
-				delete(rc.watch, a)
-				for _, fn := range fns {
-					fn()
-				}
-			}
-		}
-	}
-}
-
-// Watch calls fn once, at the next DMA write that touches the 8-byte word
-// at addr: it stands for a CPU spinning on that word, without simulating
-// every poll.
-func (rc *RootComplex) Watch(addr uint64, fn func()) {
-	a := addr &^ 7
-	rc.watch[a] = append(rc.watch[a], fn)
+	rc.watch.wrote(addr, uint64(n))
 }
 
 func (rc *RootComplex) completion(v tlp.View) {

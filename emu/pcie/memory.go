@@ -1,5 +1,7 @@
 package pcie
 
+import "bytes"
+
 // Memory is a sparse, byte-addressed memory (host DRAM or GPU VRAM). Pages
 // are allocated on the first non-zero write, so a 150 MB copy of zeros costs
 // nothing; unwritten bytes read as zero.
@@ -110,11 +112,9 @@ func (m *Memory) PutUint64(addr, v uint64) {
 // Pages returns the number of allocated pages.
 func (m *Memory) Pages() int { return len(m.pages) }
 
-func allZero(b []byte) bool {
-	for _, c := range b {
-		if c != 0 {
-			return false
-		}
-	}
-	return true
-}
+// zeroPage is what an unwritten page holds: Write compares against it
+// (memequal compares words, not bytes) to decide whether a page is needed.
+var zeroPage [pageSize]byte
+
+// allZero reports whether b (at most a page) holds only zeros.
+func allZero(b []byte) bool { return bytes.Equal(b, zeroPage[:len(b)]) }

@@ -52,3 +52,43 @@ func TestRunUntilStopsAtCancelledHead(t *testing.T) {
 		t.Fatalf("clock at %v, late event ran: %v", s.Now(), late)
 	}
 }
+
+// TestMemoryWriteAllocatesOnAnyNonZeroByte writes TLP-sized chunks of
+// zeros with one non-zero byte at every position: each must allocate its
+// page and read back, while an all-zero chunk allocates nothing.
+func TestMemoryWriteAllocatesOnAnyNonZeroByte(t *testing.T) {
+	t.Parallel()
+	for _, n := range []int{1, 7, 8, 9, 256, 4096, pageSize} {
+		m := NewMemory()
+		m.Write(5*pageSize, make([]byte, n))
+		if m.Pages() != 0 {
+			t.Fatalf("%d zero bytes allocated %d pages", n, m.Pages())
+		}
+		for i := 0; i < n; i += max(1, n/97) {
+			m := NewMemory()
+			b := make([]byte, n)
+			b[i] = 0x80
+			m.Write(5*pageSize, b)
+			if m.Pages() != 1 {
+				t.Fatalf("%d bytes with a non-zero byte at %d: %d pages, want 1", n, i, m.Pages())
+			}
+			got := make([]byte, n)
+			m.Read(5*pageSize, got)
+			if !bytes.Equal(got, b) {
+				t.Fatalf("%d bytes with a non-zero byte at %d read back differently", n, i)
+			}
+		}
+	}
+}
+
+// BenchmarkMemoryWriteZeros is a completion's worth of zeros written to
+// untouched memory: the check that no page is needed is all it costs.
+func BenchmarkMemoryWriteZeros(b *testing.B) {
+	m := NewMemory()
+	src := make([]byte, 256)
+	b.SetBytes(int64(len(src)))
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		m.Write(uint64(i%4096)*256, src)
+	}
+}

@@ -32,6 +32,12 @@ type UDPPath struct {
 	// runs on the bridge's goroutine with the bridge locked: hand work to
 	// Clock.Post, never call back into the path.
 	OnEvent func(role bridge.Role, e bridge.Event)
+	// OnFail, when set, is called once, on a runner's goroutine, when
+	// either bridge's runner stops with an error (its socket failed):
+	// the path then carries nothing, and a world waiting on it would
+	// wait forever unless told (by a surprise removal, say). Hand work
+	// to Clock.Post.
+	OnFail func(err error)
 	// NoBatch hands each TLP to its bridge as the simulation sends it.
 	// By default what each moment of the simulation sends is queued and
 	// handed over after it, in as few frames as fit (see
@@ -87,12 +93,16 @@ func (p *UDPPath) sender(r *driver.Runner) pcie.Sender {
 	return q
 }
 
-func (p *UDPPath) setErr(err error) {
+// setErr keeps err unless an error came first; it reports whether err
+// was the first.
+func (p *UDPPath) setErr(err error) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.err == nil {
 		p.err = err
+		return true
 	}
+	return false
 }
 
 // Err returns the first error of the path (set-up or transport).
@@ -156,10 +166,10 @@ func (p *UDPPath) start(upstream, downstream pcie.Receiver) error {
 	p.cancel = cancel
 	for i, t := range []driver.Transport{hc, gc} {
 		r := driver.New(bridges[i], t)
+		role := []bridge.Role{bridge.RoleHost, bridge.RoleGPU}[i]
 		dst := []pcie.Receiver{upstream, downstream}[i]
 		r.OnTLP = func(v tlp.View) { p.Clock.PostTLP(dst, v) }
 		if p.OnEvent != nil {
-			role := []bridge.Role{bridge.RoleHost, bridge.RoleGPU}[i]
 			r.OnEvent = func(e bridge.Event) { p.OnEvent(role, e) }
 		}
 		p.runners[i] = r
@@ -170,7 +180,10 @@ func (p *UDPPath) start(upstream, downstream pcie.Receiver) error {
 		go func() {
 			defer p.wg.Done()
 			if err := r.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
-				p.setErr(err)
+				err = fmt.Errorf("realtime: %v bridge of pair %d stopped: %w", role, p.PairID, err)
+				if p.setErr(err) && p.OnFail != nil {
+					p.OnFail(err)
+				}
 			}
 		}()
 	}

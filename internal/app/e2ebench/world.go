@@ -54,7 +54,8 @@ func newWorld(open func() (host, gpu driver.Transport, err error), bcfg bridge.C
 		o.Path = func(_ *sim.Sim, i int, _ *gpu.GPU) pcie.Path {
 			wd.path = &realtime.UDPPath{Clock: clk, PairID: pairID, Transports: open,
 				NoBatch: opt.NoBatch, NoBusyPoll: opt.NoBusyPoll,
-				Bridge: bcfg, UpWithin: 10 * time.Second}
+				Bridge: bcfg, UpWithin: 10 * time.Second,
+				OnFail: func(error) { clk.Post(wd.pathFailed) }}
 			return wd.path
 		}
 	}
@@ -80,6 +81,16 @@ func newWorld(open func() (host, gpu driver.Transport, err error), bcfg bridge.C
 	wd.bufSize = max(maxCopy, 4096)
 	wd.src, wd.dst = c.MallocHost(wd.bufSize), wd.d.Malloc(wd.bufSize)
 	return wd, nil
+}
+
+// pathFailed pulls the GPU when its bridge pair stopped (a socket
+// failed), as the host sees a fabric that went away: a surprise removal,
+// so that what waits for the GPU ends with cuda.ErrDeviceLost instead of
+// waiting forever. It runs in the simulation.
+func (wd *world) pathFailed() {
+	if wd.w != nil && wd.w.Switch != nil && wd.w.Switch.Occupied(0) {
+		wd.w.Switch.Unplug(0)
+	}
 }
 
 func (wd *world) close() {
