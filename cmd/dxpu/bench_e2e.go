@@ -29,7 +29,7 @@ host on the wall clock, a host-side and a GPU-side bridge exchanging frames
 over UDP, and an emulated GPU. In the same run it measures the baseline, a
 UDP echo over the same path, and a lossless bridge pair's goodput, and
 reports MMIO read and DMA read round-trip percentiles, launch+sync latency
-(native beside it), host-to-device and device-to-host rates by copy size,
+(commands in VRAM; in host memory and native beside it), H2D/D2H by size,
 CPU seconds per GB moved, and every figure's ratio to its baseline.
 
 --loopback runs everything on 127.0.0.1 (no root). Without it (root only) the

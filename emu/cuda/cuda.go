@@ -38,6 +38,11 @@ type Config struct {
 	// size of its pushbuffer ring.
 	RingEntries     int
 	PushbufferBytes uint64
+	// Commands places each stream's GPFIFO ring and pushbuffer: in host
+	// memory (the default: the GPU fetches them with DMA reads) or in
+	// device memory (written through BAR1; the GPU fetches them locally,
+	// so a launch crosses a fabric as posted writes only).
+	Commands gpudrv.Placement
 }
 
 func (c *Config) defaults() {
@@ -86,6 +91,7 @@ type Device struct {
 	ctx     *Context
 	Info    *host.Device
 	bar0    uint64
+	bar1    uint64 // VRAM aperture; 0 if enumeration assigned none
 	streams []*Stream
 	vram    uint64
 	lost    bool
@@ -143,6 +149,9 @@ func New(rc *host.RootComplex, devs []*host.Device, cfg Config) (*Context, error
 			return nil, fmt.Errorf("cuda: GPU %v has no BAR0", hd.ID)
 		}
 		d := &Device{ctx: c, Info: hd, bar0: b0.Addr, vram: 1 << 20}
+		if b1, ok := hd.BAR(1); ok {
+			d.bar1 = b1.Addr
+		}
 		boot, err := rc.MMIORead32(d.bar0 + gpu.RegBoot0)
 		if err != nil {
 			return nil, fmt.Errorf("cuda: GPU %v: reading BOOT_0: %w", hd.ID, err)
@@ -205,9 +214,14 @@ func (c *Context) wakeMSI() {
 	}
 }
 
-// NewStream creates a channel on d: a GPFIFO ring and a pushbuffer in host
-// memory, a tracking semaphore, and the MMIO writes that tell the GPU.
-func (d *Device) NewStream() (*Stream, error) {
+// NewStream creates a channel on d, its commands placed as Config.Commands
+// says: a GPFIFO ring and a pushbuffer, a tracking semaphore in host
+// memory, and the MMIO writes that tell the GPU.
+func (d *Device) NewStream() (*Stream, error) { return d.NewStreamPlaced(d.ctx.cfg.Commands) }
+
+// NewStreamPlaced creates a channel on d with its commands placed as cmds
+// says, whatever Config.Commands is.
+func (d *Device) NewStreamPlaced(cmds gpudrv.Placement) (*Stream, error) {
 	c := d.ctx
 	if len(d.streams) >= gpu.MaxChannels {
 		return nil, fmt.Errorf("cuda: device %v: out of channels", d.Info.ID)
@@ -216,8 +230,14 @@ func (d *Device) NewStream() (*Stream, error) {
 	if c.cfg.Sync == SyncBlocking {
 		flags = gpu.SemMSI
 	}
-	ch, err := gpudrv.OpenChannel(rcHost{c.rc}, d.bar0, len(d.streams), gpudrv.ChannelConfig{Entries: c.cfg.RingEntries,
-		PushbufferBytes: c.cfg.PushbufferBytes, SemFlags: flags})
+	cc := gpudrv.ChannelConfig{Entries: c.cfg.RingEntries, PushbufferBytes: c.cfg.PushbufferBytes, SemFlags: flags, Commands: cmds}
+	if cmds == gpudrv.DeviceMemory {
+		if d.bar1 == 0 {
+			return nil, fmt.Errorf("cuda: device %v: commands in device memory need BAR1, which has no address", d.Info.ID)
+		}
+		cc.BAR1, cc.VRAM = d.bar1, d.allocAligned(cc.DeviceBytes(), 4096)
+	}
+	ch, err := gpudrv.OpenChannel(rcHost{c.rc}, d.bar0, len(d.streams), cc)
 	if err != nil {
 		return nil, fmt.Errorf("cuda: device %v: %w", d.Info.ID, err)
 	}
@@ -227,8 +247,10 @@ func (d *Device) NewStream() (*Stream, error) {
 	return st, nil
 }
 
-func (d *Device) alloc(n uint64) uint64 {
-	a := (d.vram + 255) &^ 255
+func (d *Device) alloc(n uint64) uint64 { return d.allocAligned(n, 256) }
+
+func (d *Device) allocAligned(n, align uint64) uint64 {
+	a := (d.vram + align - 1) &^ (align - 1)
 	d.vram = a + n
 	return a
 }
@@ -506,3 +528,4 @@ func (h rcHost) Alloc(n, align uint64) (uint64, error)   { return h.rc.Alloc(n, 
 func (h rcHost) WriteMem(addr uint64, p []byte) error    { h.rc.Mem.Write(addr, p); return nil }
 func (h rcHost) ReadMem(addr uint64, p []byte) error     { h.rc.Mem.Read(addr, p); return nil }
 func (h rcHost) MMIOWrite32(addr uint64, v uint32) error { return h.rc.MMIOWrite32(addr, v) }
+func (h rcHost) MMIOWrite(addr uint64, p []byte) error   { return h.rc.MMIOWrite(addr, p) }

@@ -11,6 +11,12 @@
 //   - events are semaphore releases with a GPU timestamp, and
 //     cudaStreamWaitEvent is a semaphore acquire in the waiting channel.
 //
+// With Config.Commands gpudrv.DeviceMemory (or Device.NewStreamPlaced) a
+// stream's GPFIFO ring and pushbuffer live in VRAM instead: the CPU writes
+// them through BAR1 with posted writes and the GPU fetches them locally,
+// so a launch and its sync cross a fabric in one round trip rather than
+// three (package emu/gpudrv). Host memory stays the default.
+//
 // The API has two layers: Stream.Submit and Stream.OnDone are asynchronous
 // and usable from simulator callbacks (the replay engine drives them); the
 // methods of Context block the calling host thread by running the

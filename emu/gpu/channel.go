@@ -17,6 +17,8 @@ type channel struct {
 	get     uint32 // next entry to fetch
 	put     uint32
 	errors  uint32
+	// aperture is where the ring lives (ApertureHost or ApertureVRAM).
+	aperture uint32
 
 	fetching bool
 	segs     []*segment // fetched or in flight, in ring order
@@ -39,8 +41,8 @@ func (ch *channel) doorbell(put uint32) {
 	ch.fetch()
 }
 
-// fetch reads the ring entries between get and put (one DMA read, two when
-// the ring wraps).
+// fetch reads the ring entries between get and put (one read, two when
+// the ring wraps), then the segments they point at.
 func (ch *channel) fetch() {
 	if ch.fetching || ch.get == ch.put {
 		return
@@ -51,7 +53,7 @@ func (ch *channel) fetch() {
 		end = ch.entries
 	}
 	first, count := ch.get, end-ch.get
-	ch.g.readHost(ch.base+uint64(first)*GPEntrySize, int(count)*GPEntrySize, func(b []byte, ok bool) {
+	ch.read(ch.base+uint64(first)*GPEntrySize, int(count)*GPEntrySize, ch.aperture == ApertureVRAM, func(b []byte, ok bool) {
 		ch.fetching = false
 		if !ok {
 			ch.errors++
@@ -59,13 +61,21 @@ func (ch *channel) fetch() {
 			return
 		}
 		ch.get = (first + count) % ch.entries
+		refused := false
 		for i := 0; i < int(count); i++ {
 			e := b[i*GPEntrySize:]
 			addr := binary.LittleEndian.Uint64(e)
 			n := binary.LittleEndian.Uint32(e[8:])
+			flags := binary.LittleEndian.Uint32(e[12:])
 			seg := &segment{}
 			ch.segs = append(ch.segs, seg)
-			ch.g.readHost(addr, int(n), func(pb []byte, ok bool) {
+			if n > MaxSegmentBytes {
+				seg.done, refused = true, true
+				ch.errors++
+				ch.g.Stats.Errors++
+				continue
+			}
+			ch.read(addr, int(n), flags&GPEntryVRAM != 0, func(pb []byte, ok bool) {
 				seg.done = true
 				if !ok {
 					ch.errors++
@@ -81,8 +91,32 @@ func (ch *channel) fetch() {
 				ch.drainSegs()
 			})
 		}
+		if refused {
+			// A refused segment completes no read: drain it here.
+			ch.drainSegs()
+		}
 		ch.fetch()
 	})
+}
+
+// read fetches n bytes of commands at addr: from host memory by DMA reads
+// across PCIe, or, with vram, from the GPU's own memory, which the command
+// processor reads in Config.LocalFetchLatency without a TLP.
+func (ch *channel) read(addr uint64, n int, vram bool, done func(data []byte, ok bool)) {
+	g := ch.g
+	if !vram {
+		g.readHost(addr, n, done)
+		return
+	}
+	mem := g.cfg.Model.MemBytes
+	if addr > mem || uint64(n) > mem-addr {
+		g.s.After(g.cfg.LocalFetchLatency, func() { done(nil, false) })
+		return
+	}
+	data := make([]byte, n)
+	g.VRAM.Read(addr, data)
+	g.Stats.LocalFetches++
+	g.s.After(g.cfg.LocalFetchLatency, func() { done(data, true) })
 }
 
 func (ch *channel) drainSegs() {

@@ -138,12 +138,26 @@ func DecodeCommands(b []byte, out []Command) ([]Command, error) {
 }
 
 // GPFIFO entries are 16 bytes, little-endian: the pushbuffer segment's
-// host address (8 bytes), its length in bytes (4), and 4 reserved bytes.
+// address (8 bytes), its length in bytes (4), and 4 bytes of flags
+// (GPEntryVRAM; the other bits are reserved, 0).
 const GPEntrySize = 16
 
-// AppendGPEntry encodes one GPFIFO entry.
+// GPEntryVRAM in a GPFIFO entry's flags says the segment's address is an
+// offset in the GPU's memory, fetched locally, not a host bus address.
+const GPEntryVRAM uint32 = 1 << 0
+
+// MaxSegmentBytes bounds one pushbuffer segment: a GPFIFO entry asking for
+// more is a corrupt ring, refused rather than fetched.
+const MaxSegmentBytes = 8 << 20
+
+// AppendGPEntry encodes one GPFIFO entry for a segment in host memory.
 func AppendGPEntry(dst []byte, addr uint64, n uint32) []byte {
+	return AppendGPEntryFlags(dst, addr, n, 0)
+}
+
+// AppendGPEntryFlags encodes one GPFIFO entry with the given flags.
+func AppendGPEntryFlags(dst []byte, addr uint64, n, flags uint32) []byte {
 	dst = binary.LittleEndian.AppendUint64(dst, addr)
 	dst = binary.LittleEndian.AppendUint32(dst, n)
-	return binary.LittleEndian.AppendUint32(dst, 0)
+	return binary.LittleEndian.AppendUint32(dst, flags)
 }

@@ -8,6 +8,8 @@
 //
 //	BAR0  32-bit non-prefetchable, 16 MiB: registers (below)
 //	BAR1  64-bit prefetchable, 128 GiB (H100) or 64 GiB (A100): VRAM aperture
+//	      (reads and posted writes of any length land at the same offset
+//	      of VRAM: how a driver places commands in device memory)
 //	BAR3  64-bit prefetchable, 32 MiB
 //	0x60  power management capability
 //	0x68  MSI capability, 64-bit address, one vector
@@ -26,21 +28,32 @@
 //	0x000000  BOOT_0       read-only: 0x180000a1 (GH100), 0x170000a1 (GA100)
 //	0x000400  SCRATCH      read/write (MMIO latency probes)
 //	0x800000 + ch*0x40     channel ch (0..511):
-//	  +0x00 GP_BASE_LO, +0x04 GP_BASE_HI  GPFIFO ring address in host memory
+//	  +0x00 GP_BASE_LO, +0x04 GP_BASE_HI  GPFIFO ring address
 //	  +0x08 GP_ENTRIES                     ring size in entries
 //	  +0x0c GP_GET                         read-only: entries fetched
 //	  +0x10 GP_PUT                         doorbell: the host's put index
 //	  +0x14 ERRORS                         read-only: fetch and decode errors
+//	  +0x18 GP_APERTURE                    where the ring is: 0 host memory
+//	                                       (GP_BASE a bus address), 1 VRAM
+//	                                       (GP_BASE a VRAM offset); a write
+//	                                       of GP_BASE_LO resets it to 0
 //
 // # GPFIFO entry (16 bytes, little-endian)
 //
-//	0  u64 address of a pushbuffer segment in host memory
-//	8  u32 segment length in bytes
-//	12 u32 reserved (0)
+//	0  u64 address of a pushbuffer segment: a host bus address, or a VRAM
+//	       offset with flag bit 0
+//	8  u32 segment length in bytes (at most 8 MiB; longer is an error)
+//	12 u32 flags: bit 0 the segment is in VRAM; other bits reserved (0)
 //
-// A doorbell write makes the command processor read the new entries with
-// one DMA read (two if the ring wraps), then every segment they point at;
-// fetching runs ahead of execution.
+// A doorbell write makes the command processor read the new entries (one
+// read, two if the ring wraps), then every segment they point at; fetching
+// runs ahead of execution. What is in host memory is read by DMA across
+// PCIe (a round trip each); what is in VRAM is read locally in
+// Config.LocalFetchLatency (500 ns by default) with no TLP. A driver that
+// places the ring and the pushbuffer in VRAM writes them through BAR1 with
+// posted writes before the doorbell; PCIe orders posted writes, so the GPU
+// sees them before GP_PUT. A launch then crosses the link as posted writes
+// only: no read waits on the host.
 //
 // # Pushbuffer commands (little-endian)
 //

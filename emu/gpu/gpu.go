@@ -26,6 +26,11 @@ type Config struct {
 	// read; KernelOverhead the command processor's time to start a kernel.
 	RegLatency     time.Duration
 	KernelOverhead time.Duration
+	// LocalFetchLatency is how long the command processor takes to read a
+	// GPFIFO ring or pushbuffer segment held in its own VRAM (default
+	// 500ns, an HBM access from the host interface); commands in host
+	// memory are DMA reads instead.
+	LocalFetchLatency time.Duration
 	// VRAMBytesPerSec times memsets and device-to-device copies without a
 	// given duration.
 	VRAMBytesPerSec float64
@@ -44,6 +49,7 @@ type Stats struct {
 	MaxInFlight   int // most DMA reads outstanding at once
 	BadCompletion uint64
 	Errors        uint64 // pushbuffer decode errors and failed DMA
+	LocalFetches  uint64 // rings and segments read from VRAM, not by DMA
 	MMIOReads     uint64
 	MMIOWrites    uint64
 	URs           uint64
@@ -83,6 +89,9 @@ func New(s *sim.Sim, cfg Config) *GPU {
 	}
 	if cfg.KernelOverhead == 0 {
 		cfg.KernelOverhead = 500 * time.Nanosecond
+	}
+	if cfg.LocalFetchLatency == 0 {
+		cfg.LocalFetchLatency = 500 * time.Nanosecond
 	}
 	if cfg.VRAMBytesPerSec == 0 {
 		cfg.VRAMBytesPerSec = 1.5e12
@@ -257,6 +266,8 @@ func (g *GPU) readReg(off uint64) uint32 {
 			return ch.put
 		case ChErrors:
 			return ch.errors
+		case ChGPAperture:
+			return ch.aperture
 		}
 	}
 	return 0
@@ -276,6 +287,9 @@ func (g *GPU) writeReg(off uint64, v uint32) {
 		switch (off - ChannelBase) % ChannelStride {
 		case ChGPBaseLo:
 			ch.base = ch.base&^0xffffffff | uint64(v)
+			ch.aperture = ApertureHost
+		case ChGPAperture:
+			ch.aperture = v & ApertureVRAM
 		case ChGPBaseHi:
 			ch.base = ch.base&0xffffffff | uint64(v)<<32
 		case ChGPEntries:

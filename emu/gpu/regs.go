@@ -17,6 +17,18 @@ const (
 	ChGPGet     = 0x0c // read-only: entries fetched
 	ChGPPut     = 0x10 // doorbell: the host writes its put index here
 	ChErrors    = 0x14 // read-only: pushbuffer decode errors on this channel
+	// ChGPAperture says where the GPFIFO ring lives: ApertureHost (GP_BASE
+	// is a host bus address, fetched by DMA) or ApertureVRAM (GP_BASE is
+	// an offset in the GPU's memory, fetched locally). Writing GP_BASE_LO
+	// resets it to ApertureHost, so a driver that never writes it gets the
+	// ring in host memory whatever the channel held before.
+	ChGPAperture = 0x18
+)
+
+// Apertures of the GPFIFO ring (ChGPAperture).
+const (
+	ApertureHost = 0
+	ApertureVRAM = 1
 )
 
 // ChannelReg returns the BAR0 offset of register reg of channel ch.

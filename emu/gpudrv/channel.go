@@ -21,6 +21,13 @@ type Host interface {
 	MMIOWrite32(addr uint64, v uint32) error
 }
 
+// BARWriter is a Host that can also post writes of any length to device
+// memory behind a BAR (write-combined CPU stores). A channel whose commands
+// live in device memory needs it.
+type BARWriter interface {
+	MMIOWrite(addr uint64, p []byte) error
+}
+
 // Errors callers match.
 var (
 	ErrRingFull = errors.New("gpudrv: GPFIFO ring full")
@@ -36,18 +43,46 @@ type ChannelConfig struct {
 	// SemFlags are added to the tracking semaphore release's flags
 	// (gpu.SemMSI to be woken by an interrupt).
 	SemFlags uint32
+	// Commands places the ring and the pushbuffer (default HostMemory).
+	Commands Placement
+	// BAR1 is the bus address of the GPU's VRAM aperture and VRAM the
+	// offset in VRAM of DeviceBytes() bytes reserved for this channel's
+	// ring and pushbuffer: used with Commands DeviceMemory only.
+	BAR1, VRAM uint64
+}
+
+func (cfg *ChannelConfig) defaults() {
+	if cfg.Entries == 0 {
+		cfg.Entries = 256
+	}
+	if cfg.PushbufferBytes == 0 {
+		cfg.PushbufferBytes = 64 << 10
+	}
+}
+
+// DeviceBytes is how much VRAM a channel with commands in device memory
+// needs at cfg.VRAM: the ring, rounded up to 4 KiB, then the pushbuffer.
+func (cfg ChannelConfig) DeviceBytes() uint64 {
+	cfg.defaults()
+	return ringBytes(cfg.Entries) + cfg.PushbufferBytes
+}
+
+func ringBytes(entries int) uint64 {
+	return (uint64(entries)*gpu.GPEntrySize + 4095) &^ 4095
 }
 
 // Channel is one GPFIFO channel of a GPU.
 type Channel struct {
 	h       Host
+	bw      BARWriter // set when the commands are in device memory
 	bar0    uint64
 	ch      int
 	entries uint32
 	pbBytes uint64
 	flags   uint32
-	gpBase  uint64
-	pbBase  uint64
+	gpBase  uint64 // ring: a host bus address, or a VRAM offset with bw
+	pbBase  uint64 // pushbuffer, likewise
+	bar1    uint64
 	sem     uint64
 	put     uint32
 	pbOff   uint64
@@ -56,34 +91,51 @@ type Channel struct {
 }
 
 // OpenChannel sets up channel ch of the GPU whose BAR0 is at bar0: it
-// allocates the ring, the pushbuffer and the semaphore in host memory and
-// programs the channel's registers.
+// places the ring and the pushbuffer as cfg.Commands says, allocates the
+// semaphore in host memory and programs the channel's registers.
 func OpenChannel(h Host, bar0 uint64, ch int, cfg ChannelConfig) (*Channel, error) {
-	if cfg.Entries == 0 {
-		cfg.Entries = 256
-	}
-	if cfg.PushbufferBytes == 0 {
-		cfg.PushbufferBytes = 64 << 10
-	}
+	cfg.defaults()
 	if ch < 0 || ch >= gpu.MaxChannels || cfg.Entries < 2 || cfg.Entries > 1<<16 || cfg.PushbufferBytes < 4096 {
 		return nil, fmt.Errorf("%w: channel %d, %d entries, %d-byte pushbuffer", ErrConfig, ch, cfg.Entries, cfg.PushbufferBytes)
 	}
 	c := &Channel{h: h, bar0: bar0, ch: ch, entries: uint32(cfg.Entries), pbBytes: cfg.PushbufferBytes, flags: gpu.SemHost | cfg.SemFlags}
 	var err error
-	if c.gpBase, err = h.Alloc(uint64(c.entries)*gpu.GPEntrySize, 4096); err != nil {
-		return nil, fmt.Errorf("gpudrv: channel %d ring: %w", ch, err)
-	}
-	if c.pbBase, err = h.Alloc(c.pbBytes, 4096); err != nil {
-		return nil, fmt.Errorf("gpudrv: channel %d pushbuffer: %w", ch, err)
+	switch cfg.Commands {
+	case HostMemory:
+		if c.gpBase, err = h.Alloc(uint64(c.entries)*gpu.GPEntrySize, 4096); err != nil {
+			return nil, fmt.Errorf("gpudrv: channel %d ring: %w", ch, err)
+		}
+		if c.pbBase, err = h.Alloc(c.pbBytes, 4096); err != nil {
+			return nil, fmt.Errorf("gpudrv: channel %d pushbuffer: %w", ch, err)
+		}
+	case DeviceMemory:
+		bw, ok := h.(BARWriter)
+		if !ok {
+			return nil, fmt.Errorf("%w: channel %d: commands in device memory need a host that writes through BAR1 (%T does not)", ErrConfig, ch, h)
+		}
+		if cfg.BAR1 == 0 || cfg.VRAM%4096 != 0 {
+			return nil, fmt.Errorf("%w: channel %d: commands in device memory at BAR1 %#x, VRAM offset %#x (want a BAR1 address and a 4 KiB-aligned offset)",
+				ErrConfig, ch, cfg.BAR1, cfg.VRAM)
+		}
+		c.bw, c.bar1 = bw, cfg.BAR1
+		c.gpBase, c.pbBase = cfg.VRAM, cfg.VRAM+ringBytes(cfg.Entries)
+	default:
+		return nil, fmt.Errorf("%w: channel %d: placement %d", ErrConfig, ch, cfg.Commands)
 	}
 	if c.sem, err = h.Alloc(64, 64); err != nil {
 		return nil, fmt.Errorf("gpudrv: channel %d semaphore: %w", ch, err)
 	}
-	for _, w := range []struct {
-		reg uint64
+	type reg struct {
+		off uint64
 		v   uint32
-	}{{gpu.ChGPBaseLo, uint32(c.gpBase)}, {gpu.ChGPBaseHi, uint32(c.gpBase >> 32)}, {gpu.ChGPEntries, c.entries}} {
-		if err := h.MMIOWrite32(bar0+gpu.ChannelReg(ch, w.reg), w.v); err != nil {
+	}
+	regs := []reg{{gpu.ChGPBaseLo, uint32(c.gpBase)}, {gpu.ChGPBaseHi, uint32(c.gpBase >> 32)}, {gpu.ChGPEntries, c.entries}}
+	if c.bw != nil {
+		// After GP_BASE_LO, which resets the aperture to host memory.
+		regs = append(regs, reg{gpu.ChGPAperture, gpu.ApertureVRAM})
+	}
+	for _, w := range regs {
+		if err := h.MMIOWrite32(bar0+gpu.ChannelReg(ch, w.off), w.v); err != nil {
 			return nil, fmt.Errorf("gpudrv: channel %d setup: %w", ch, err)
 		}
 	}
@@ -122,21 +174,34 @@ func (c *Channel) Submit(completed uint64, cmds ...gpu.Command) (uint64, error) 
 	}
 	b = gpu.AppendCommand(b, gpu.Command{Op: gpu.OpSemRelease, Addr: c.sem, Value: c.seq + 1, Flags: c.flags})
 	c.buf = b
-	if uint64(len(b)) > c.pbBytes {
-		return 0, fmt.Errorf("%w: a %d-byte submission exceeds the %d-byte pushbuffer", ErrConfig, len(b), c.pbBytes)
+	if uint64(len(b)) > c.pbBytes || len(b) > gpu.MaxSegmentBytes {
+		return 0, fmt.Errorf("%w: a %d-byte submission exceeds the %d-byte pushbuffer or the GPU's %d-byte segment limit",
+			ErrConfig, len(b), c.pbBytes, gpu.MaxSegmentBytes)
 	}
 	if c.pbOff+uint64(len(b)) > c.pbBytes {
 		c.pbOff = 0
 	}
 	addr := c.pbBase + c.pbOff
 	c.pbOff += uint64(len(b)+63) &^ 63
-	if err := c.h.WriteMem(addr, b); err != nil {
-		return 0, err
-	}
 	var e [gpu.GPEntrySize]byte
-	gpu.AppendGPEntry(e[:0], addr, uint32(len(b)))
-	if err := c.h.WriteMem(c.gpBase+uint64(c.put)*gpu.GPEntrySize, e[:]); err != nil {
-		return 0, err
+	slot := c.gpBase + uint64(c.put)*gpu.GPEntrySize
+	if c.bw != nil {
+		// Posted writes through BAR1, ordered before the doorbell.
+		if err := c.bw.MMIOWrite(c.bar1+addr, b); err != nil {
+			return 0, fmt.Errorf("gpudrv: channel %d pushbuffer write: %w", c.ch, err)
+		}
+		gpu.AppendGPEntryFlags(e[:0], addr, uint32(len(b)), gpu.GPEntryVRAM)
+		if err := c.bw.MMIOWrite(c.bar1+slot, e[:]); err != nil {
+			return 0, fmt.Errorf("gpudrv: channel %d ring write: %w", c.ch, err)
+		}
+	} else {
+		if err := c.h.WriteMem(addr, b); err != nil {
+			return 0, err
+		}
+		gpu.AppendGPEntry(e[:0], addr, uint32(len(b)))
+		if err := c.h.WriteMem(slot, e[:]); err != nil {
+			return 0, err
+		}
 	}
 	c.seq++
 	c.put = (c.put + 1) % c.entries

@@ -102,3 +102,97 @@ func TestChannelSubmit(t *testing.T) {
 		t.Fatalf("channel out of range: %v", err)
 	}
 }
+
+// barHost is a fakeHost that also writes through a BAR: what it writes
+// there is recorded, not stored in host memory.
+type barHost struct {
+	*fakeHost
+	bar []barWrite
+}
+
+type barWrite struct {
+	addr uint64
+	p    []byte
+}
+
+func (h *barHost) MMIOWrite(addr uint64, p []byte) error {
+	h.bar = append(h.bar, barWrite{addr, append([]byte(nil), p...)})
+	return nil
+}
+
+// TestChannelDeviceMemory: with the commands in device memory the ring and
+// the pushbuffer are written through BAR1 at the VRAM offsets given, the
+// GPFIFO entry carries the VRAM flag, GP_APERTURE is set after GP_BASE,
+// and host memory holds only the semaphore.
+func TestChannelDeviceMemory(t *testing.T) {
+	t.Parallel()
+	h := &barHost{fakeHost: &fakeHost{mem: map[uint64]byte{}, next: 0x1_0000}}
+	const bar0, bar1, vram = 0x9000_0000, 0x100_0000_0000, 0x20_0000
+	cfg := ChannelConfig{Entries: 4, PushbufferBytes: 4096, Commands: DeviceMemory, BAR1: bar1, VRAM: vram}
+	if got := cfg.DeviceBytes(); got != 4096+4096 {
+		t.Fatalf("DeviceBytes %d, want a 4 KiB ring page and the 4 KiB pushbuffer", got)
+	}
+	c, err := OpenChannel(h, bar0, 2, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []regWrite{{bar0 + gpu.ChannelReg(2, gpu.ChGPBaseLo), vram}, {bar0 + gpu.ChannelReg(2, gpu.ChGPBaseHi), 0},
+		{bar0 + gpu.ChannelReg(2, gpu.ChGPEntries), 4}, {bar0 + gpu.ChannelReg(2, gpu.ChGPAperture), gpu.ApertureVRAM}}
+	if len(h.writes) != len(want) {
+		t.Fatalf("setup writes %+v, want %+v", h.writes, want)
+	}
+	for i := range want {
+		if h.writes[i] != want[i] {
+			t.Fatalf("setup write %d: %+v, want %+v", i, h.writes[i], want[i])
+		}
+	}
+	for i := 1; i <= 5; i++ { // past the ring's end: the slot wraps
+		seq, err := c.Submit(uint64(i-1), gpu.Command{Op: gpu.OpKernel, Duration: 1000})
+		if err != nil || seq != uint64(i) {
+			t.Fatalf("submit %d: %d %v", i, seq, err)
+		}
+		if len(h.bar) != 2*i {
+			t.Fatalf("submit %d: %d BAR writes so far, want 2 per submission", i, len(h.bar))
+		}
+		pbw, ew := h.bar[2*i-2], h.bar[2*i-1]
+		if ew.addr != bar1+vram+uint64((i-1)%4)*gpu.GPEntrySize || len(ew.p) != gpu.GPEntrySize {
+			t.Fatalf("submit %d: entry written at %#x (%d bytes)", i, ew.addr, len(ew.p))
+		}
+		seg, n, flags := binary.LittleEndian.Uint64(ew.p), binary.LittleEndian.Uint32(ew.p[8:]), binary.LittleEndian.Uint32(ew.p[12:])
+		if flags != gpu.GPEntryVRAM || bar1+seg != pbw.addr || int(n) != len(pbw.p) || seg < vram+4096 || seg+uint64(n) > vram+8192 {
+			t.Fatalf("submit %d: entry (%#x, %d, flags %d) for a segment written at %#x (%d bytes)", i, seg, n, flags, pbw.addr, len(pbw.p))
+		}
+		cmds, err := gpu.DecodeCommands(pbw.p, nil)
+		if err != nil || len(cmds) != 2 || cmds[1].Op != gpu.OpSemRelease || cmds[1].Addr != c.Semaphore() || cmds[1].Value != uint64(i) {
+			t.Fatalf("submit %d: segment %+v %v", i, cmds, err)
+		}
+		if last := h.writes[len(h.writes)-1]; last != (regWrite{bar0 + gpu.ChannelReg(2, gpu.ChGPPut), uint32(i % 4)}) {
+			t.Fatalf("submit %d: doorbell %+v", i, last)
+		}
+	}
+	if len(h.mem) != 0 {
+		t.Errorf("device-memory channel stored %d bytes in host memory, want none", len(h.mem))
+	}
+}
+
+func TestChannelDeviceMemoryRejected(t *testing.T) {
+	t.Parallel()
+	plain := &fakeHost{mem: map[uint64]byte{}}
+	bh := &barHost{fakeHost: &fakeHost{mem: map[uint64]byte{}}}
+	for name, tc := range map[string]struct {
+		h   Host
+		cfg ChannelConfig
+	}{
+		"no BAR writer":   {plain, ChannelConfig{Commands: DeviceMemory, BAR1: 1 << 40}},
+		"no BAR1":         {bh, ChannelConfig{Commands: DeviceMemory}},
+		"unaligned VRAM":  {bh, ChannelConfig{Commands: DeviceMemory, BAR1: 1 << 40, VRAM: 64}},
+		"placement stray": {bh, ChannelConfig{Commands: Placement(7)}},
+	} {
+		if _, err := OpenChannel(tc.h, 0, 0, tc.cfg); !errors.Is(err, ErrConfig) {
+			t.Errorf("%s: %v, want ErrConfig", name, err)
+		}
+	}
+	if len(plain.writes)+len(bh.writes) != 0 {
+		t.Errorf("a rejected channel wrote registers: %+v %+v", plain.writes, bh.writes)
+	}
+}

@@ -13,10 +13,16 @@
 //	echo_p50_us, echo_p99_us          UDP echo round trip (the baseline)
 //	mmio_read_p50_us, _p99_us         a BAR0 register read, CPU to CPU
 //	dma_read_p50_us, _p99_us          one 512-byte DMA read on the copy engine
-//	launch_sync_us                    empty kernel launch + stream sync (p50)
+//	launch_sync_us                    empty kernel launch + stream sync (p50),
+//	                                  commands in device memory (BAR1 writes)
 //	native_launch_sync_us             the same with the GPU on native PCIe
+//	launch_sync_host_cmds_us          launch + sync, commands in host memory
+//	native_launch_sync_host_cmds_us   the same on native PCIe
 //	h2d_gbps, d2h_gbps                {"65536": rate, ...} by copy size in bytes
 //	link_goodput_gbps                 the flooded lossless bridge pair
 //	cpu_s_per_gb                      process CPU seconds per GB copied
-//	ratios                            each figure over its baseline
+//	ratios                            each figure over its baseline; the
+//	                                  launch+sync target's ratio uses the
+//	                                  device-memory placement, the host one
+//	                                  is beside it
 package e2ebench

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/dxpu/dxpu/emu/gpudrv"
 	"golang.org/x/sys/unix"
 
 	"github.com/dxpu/dxpu/bridge/driver"
@@ -113,18 +114,30 @@ type Result struct {
 	CPUSecondsPerGB    float64            `json:"cpu_s_per_gb"`
 	Ratios             Ratios             `json:"ratios"`
 	MTU                int                `json:"mtu"`
+
+	// LaunchSyncUs and NativeLaunchSyncUs place the commands in device
+	// memory (written through BAR1, fetched by the GPU locally: one round
+	// trip per launch+sync over the fabric); these two place them in host
+	// memory (the GPU fetches them by DMA reads: three round trips).
+	LaunchSyncHostCmdsUs       float64 `json:"launch_sync_host_cmds_us"`
+	NativeLaunchSyncHostCmdsUs float64 `json:"native_launch_sync_host_cmds_us"`
 }
 
 // Ratios are the figures against their baselines, as the targets state
 // them: MMIO read p50 <= 1.5 and p99 <= 2 times the echo's; launch+sync
-// within native + 2 echo p50s (LaunchSyncExcess <= 2); the largest copy
-// >= 0.5 of the link's goodput each way.
+// within native + 2 echo p50s (LaunchSyncExcess <= 2, the commands in
+// device memory as a driver for fabric-attached GPUs places them); the
+// largest copy >= 0.5 of the link's goodput each way.
 type Ratios struct {
 	MMIOP50OverEcho  float64 `json:"mmio_p50_over_echo_p50"`
 	MMIOP99OverEcho  float64 `json:"mmio_p99_over_echo_p99"`
 	LaunchSyncExcess float64 `json:"launch_sync_minus_native_over_echo_p50"`
 	H2DOverLink      float64 `json:"h2d_largest_over_link"`
 	D2HOverLink      float64 `json:"d2h_largest_over_link"`
+
+	// LaunchSyncHostCmdsExcess is LaunchSyncExcess with the commands in
+	// host memory.
+	LaunchSyncHostCmdsExcess float64 `json:"launch_sync_host_cmds_minus_native_over_echo_p50"`
 }
 
 // Run performs one measurement.
@@ -171,9 +184,10 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 	}
 	nm, err := native.mmioReads(o.Samples / 4)
 	if err == nil {
-		var nl []time.Duration
-		if nl, err = native.launchSyncs(o.Samples / 4); err == nil {
-			res.NativeMMIOReadUs, res.NativeLaunchSyncUs = quantileUs(nm, 0.5), quantileUs(nl, 0.5)
+		var nl [][]time.Duration
+		if nl, err = native.launchSyncs(o.Samples/4, gpudrv.DeviceMemory, gpudrv.HostMemory); err == nil {
+			res.NativeMMIOReadUs, res.NativeLaunchSyncUs = quantileUs(nm, 0.5), quantileUs(nl[0], 0.5)
+			res.NativeLaunchSyncHostCmdsUs = quantileUs(nl[1], 0.5)
 		}
 	}
 	native.close()
@@ -203,11 +217,11 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 		return res, err
 	}
 	res.DMAReadP50Us, res.DMAReadP99Us = quantileUs(dr, 0.5), quantileUs(dr, 0.99)
-	ls, err := wd.launchSyncs(o.Samples / 4)
+	ls, err := wd.launchSyncs(o.Samples/4, gpudrv.DeviceMemory, gpudrv.HostMemory)
 	if err != nil {
 		return res, err
 	}
-	res.LaunchSyncUs = quantileUs(ls, 0.5)
+	res.LaunchSyncUs, res.LaunchSyncHostCmdsUs = quantileUs(ls[0], 0.5), quantileUs(ls[1], 0.5)
 
 	if err := prof.start("copy"); err != nil {
 		return res, err
@@ -257,6 +271,7 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 		H2DOverLink:      res.H2DGbps[big] / res.LinkGoodputGbps,
 		D2HOverLink:      res.D2HGbps[big] / res.LinkGoodputGbps,
 	}
+	res.Ratios.LaunchSyncHostCmdsExcess = (res.LaunchSyncHostCmdsUs - res.NativeLaunchSyncHostCmdsUs) / res.EchoP50Us
 	return res, nil
 }
 

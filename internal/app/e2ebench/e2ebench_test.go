@@ -44,6 +44,13 @@ func checkFigures(t *testing.T, r Result, sizes []uint64) {
 	if r.LaunchSyncUs <= 0 || r.NativeLaunchSyncUs <= 0 || r.LaunchSyncUs <= r.NativeLaunchSyncUs {
 		t.Errorf("launch+sync %vus, native %vus: want 0 < native < fabric", r.LaunchSyncUs, r.NativeLaunchSyncUs)
 	}
+	// With the commands in host memory the GPU fetches them across the
+	// fabric: two round trips more than from its own memory (launches of
+	// both placements take turns, so both see the same machine).
+	if r.NativeLaunchSyncHostCmdsUs <= 0 || r.LaunchSyncHostCmdsUs <= r.LaunchSyncUs {
+		t.Errorf("launch+sync with host-memory commands %vus (native %vus), with device-memory commands %vus: want host > device",
+			r.LaunchSyncHostCmdsUs, r.NativeLaunchSyncHostCmdsUs, r.LaunchSyncUs)
+	}
 	for _, m := range []map[string]float64{r.H2DGbps, r.D2HGbps} {
 		for _, s := range sizes {
 			if v := m[strconv.FormatUint(s, 10)]; !(v > 0) {
@@ -66,7 +73,7 @@ func checkFigures(t *testing.T, r Result, sizes []uint64) {
 		t.Fatal(err)
 	}
 	for _, k := range []string{"echo_p50_us", "echo_p99_us", "mmio_read_p50_us", "mmio_read_p99_us", "dma_read_p50_us",
-		"launch_sync_us", "native_launch_sync_us", "h2d_gbps", "d2h_gbps", "link_goodput_gbps", "cpu_s_per_gb"} {
+		"launch_sync_us", "native_launch_sync_us", "launch_sync_host_cmds_us", "native_launch_sync_host_cmds_us", "h2d_gbps", "d2h_gbps", "link_goodput_gbps", "cpu_s_per_gb"} {
 		if _, ok := keys[k]; !ok {
 			t.Errorf("JSON lacks %q", k)
 		}

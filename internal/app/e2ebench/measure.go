@@ -5,7 +5,9 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/dxpu/dxpu/emu/cuda"
 	"github.com/dxpu/dxpu/emu/gpu"
+	"github.com/dxpu/dxpu/emu/gpudrv"
 )
 
 // mmioReads times n reads of a BAR0 register, each a full round trip.
@@ -47,18 +49,30 @@ func (wd *world) dmaReads(n int) ([]time.Duration, error) {
 }
 
 // launchSyncs times n empty-kernel launches each followed by a stream
-// synchronization, as the CPU sees them.
-func (wd *world) launchSyncs(n int) ([]time.Duration, error) {
-	out := make([]time.Duration, 0, n)
-	for i := 0; i < n; i++ {
-		t0 := time.Now()
-		if err := wd.c.Launch(wd.st, 0); err != nil {
-			return nil, fmt.Errorf("e2ebench: launch %d: %w", i, err)
+// synchronization, as the CPU sees them, on a new stream per placement:
+// out[i] holds the times with the commands placed as placements[i]. The
+// placements take turns launch by launch, so each sees the same machine.
+func (wd *world) launchSyncs(n int, placements ...gpudrv.Placement) ([][]time.Duration, error) {
+	sts := make([]*cuda.Stream, len(placements))
+	out := make([][]time.Duration, len(placements))
+	for i, p := range placements {
+		st, err := wd.d.NewStreamPlaced(p)
+		if err != nil {
+			return nil, fmt.Errorf("e2ebench: stream with commands in %v memory: %w", p, err)
 		}
-		if err := wd.c.StreamSynchronize(wd.st); err != nil {
-			return nil, fmt.Errorf("e2ebench: synchronize %d: %w", i, err)
+		sts[i], out[i] = st, make([]time.Duration, 0, n)
+	}
+	for k := 0; k < n; k++ {
+		for i, st := range sts {
+			t0 := time.Now()
+			if err := wd.c.Launch(st, 0); err != nil {
+				return nil, fmt.Errorf("e2ebench: launch %d, commands in %v memory: %w", k, placements[i], err)
+			}
+			if err := wd.c.StreamSynchronize(st); err != nil {
+				return nil, fmt.Errorf("e2ebench: synchronize %d, commands in %v memory: %w", k, placements[i], err)
+			}
+			out[i] = append(out[i], time.Since(t0))
 		}
-		out = append(out, time.Since(t0))
 	}
 	return out, nil
 }
