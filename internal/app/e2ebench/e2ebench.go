@@ -121,6 +121,13 @@ type Result struct {
 	// memory (the GPU fetches them by DMA reads: three round trips).
 	LaunchSyncHostCmdsUs       float64 `json:"launch_sync_host_cmds_us"`
 	NativeLaunchSyncHostCmdsUs float64 `json:"native_launch_sync_host_cmds_us"`
+
+	// The echo again between two busy-polling sockets (outside Go's
+	// network poller, each end spinning: no wake-up on either end), the
+	// socket kind and polling the measured bridges use: the stricter
+	// baseline. The targets are stated against the plain echo above.
+	EchoBusyPollP50Us float64 `json:"echo_busy_poll_p50_us"`
+	EchoBusyPollP99Us float64 `json:"echo_busy_poll_p99_us"`
 }
 
 // Ratios are the figures against their baselines, as the targets state
@@ -138,6 +145,9 @@ type Ratios struct {
 	// LaunchSyncHostCmdsExcess is LaunchSyncExcess with the commands in
 	// host memory.
 	LaunchSyncHostCmdsExcess float64 `json:"launch_sync_host_cmds_minus_native_over_echo_p50"`
+	// MMIO read against the busy-polling echo.
+	MMIOP50OverBusyPollEcho float64 `json:"mmio_p50_over_echo_busy_poll_p50"`
+	MMIOP99OverBusyPollEcho float64 `json:"mmio_p99_over_echo_busy_poll_p99"`
 }
 
 // Run performs one measurement.
@@ -176,6 +186,10 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 		return res, err
 	}
 	res.EchoP50Us, res.EchoP99Us = quantileUs(echo, 0.5), quantileUs(echo, 0.99)
+	if echo, err = net.busyEcho(ctx, o.Samples); err != nil {
+		return res, err
+	}
+	res.EchoBusyPollP50Us, res.EchoBusyPollP99Us = quantileUs(echo, 0.5), quantileUs(echo, 0.99)
 
 	o.Log.Info("e2ebench: native world")
 	native, err := newWorld(nil, cfg, 4096, o)
@@ -272,6 +286,8 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 		D2HOverLink:      res.D2HGbps[big] / res.LinkGoodputGbps,
 	}
 	res.Ratios.LaunchSyncHostCmdsExcess = (res.LaunchSyncHostCmdsUs - res.NativeLaunchSyncHostCmdsUs) / res.EchoP50Us
+	res.Ratios.MMIOP50OverBusyPollEcho = res.MMIOReadP50Us / res.EchoBusyPollP50Us
+	res.Ratios.MMIOP99OverBusyPollEcho = res.MMIOReadP99Us / res.EchoBusyPollP99Us
 	return res, nil
 }
 

@@ -30,7 +30,8 @@ func TestLoopback(t *testing.T) {
 func checkFigures(t *testing.T, r Result, sizes []uint64) {
 	t.Helper()
 	for name, v := range map[string][2]float64{
-		"echo": {r.EchoP50Us, r.EchoP99Us}, "mmio": {r.MMIOReadP50Us, r.MMIOReadP99Us}, "dma": {r.DMAReadP50Us, r.DMAReadP99Us},
+		"echo": {r.EchoP50Us, r.EchoP99Us}, "busy-poll echo": {r.EchoBusyPollP50Us, r.EchoBusyPollP99Us},
+		"mmio": {r.MMIOReadP50Us, r.MMIOReadP99Us}, "dma": {r.DMAReadP50Us, r.DMAReadP99Us},
 	} {
 		if v[0] <= 0 || v[1] < v[0] {
 			t.Errorf("%s: p50 %vus p99 %vus: want 0 < p50 <= p99", name, v[0], v[1])

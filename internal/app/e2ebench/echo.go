@@ -6,7 +6,11 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"runtime"
+	"sync/atomic"
 	"time"
+
+	"github.com/dxpu/dxpu/bridge/udp"
 )
 
 // echoServer answers every datagram on c with the same bytes until c is
@@ -77,4 +81,62 @@ func getSeq(b []byte) uint64 {
 		v |= uint64(b[i]) << (8 * i)
 	}
 	return v
+}
+
+// busyEchoRTTs is echoRTTs between two busy-polling sockets
+// (udp.ListenBusyPoll: outside Go's network poller, each end spinning on
+// non-blocking receives): the kernel's UDP path with no wake-up on either
+// end, the socket kind and polling the bridges use under bench e2e. c
+// sends to its peer, s answers to its own.
+func busyEchoRTTs(ctx context.Context, c, s *udp.Conn, n, size int, payload []byte) ([]time.Duration, error) {
+	var stop atomic.Bool
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		bufs, sizes := [][]byte{make([]byte, 2048)}, []int{0}
+		for !stop.Load() {
+			k, err := s.TryRecvBatch(bufs, sizes)
+			if err != nil {
+				return
+			}
+			if k == 1 {
+				_ = s.Send(bufs[0][:sizes[0]])
+			} else {
+				runtime.Gosched() // spin, but let other goroutines run on a shared core
+			}
+		}
+	}()
+	defer func() { stop.Store(true); <-done }()
+	size = max(size, len(payload)+8)
+	out := make([]time.Duration, 0, n)
+	tx := make([]byte, size)
+	bufs, sizes := [][]byte{make([]byte, 2048)}, []int{0}
+	copy(tx, payload)
+	seqAt := len(payload)
+	freshHeap()
+	for i := 0; i < n; i++ {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		putSeq(tx[seqAt:], uint64(i))
+		t0 := time.Now()
+		if err := c.Send(tx); err != nil {
+			return nil, fmt.Errorf("e2ebench: busy-poll echo %d: %w", i, err)
+		}
+		for spins := 0; ; spins++ {
+			k, err := c.TryRecvBatch(bufs, sizes)
+			if err != nil {
+				return nil, fmt.Errorf("e2ebench: busy-poll echo %d: %w", i, err)
+			}
+			if k == 1 && sizes[0] == size && getSeq(bufs[0][seqAt:]) == uint64(i) {
+				break
+			}
+			runtime.Gosched()
+			if spins%4096 == 4095 && time.Since(t0) > time.Second {
+				return nil, fmt.Errorf("e2ebench: busy-poll echo %d: no answer within 1s", i)
+			}
+		}
+		out = append(out, time.Since(t0))
+	}
+	return out, nil
 }

@@ -113,11 +113,17 @@ func (n *namespaces) echo(ctx context.Context, count int) ([]time.Duration, erro
 	}
 	defer cc.Close()
 	go echoServer(sc)
+	return echoRTTs(ctx, cc, n.HostSwitch(), count, 64, echoHeader())
+}
+
+// echoHeader is the front of every echo datagram: a dxpu header of pair 2,
+// type ACK, which the switch forwards as it forwards bridge frames.
+func echoHeader() encap.Header {
 	h := make(encap.Header, encap.HeaderLen)
 	h.SetVersionFlags(encap.Version, 0)
 	h.SetType(encap.MsgAck)
 	h.SetPairID(echoPair)
-	return echoRTTs(ctx, cc, n.HostSwitch(), count, 64, h)
+	return h
 }
 
 // close logs what the switch forwarded, stops it, and removes the
@@ -133,4 +139,27 @@ func (n *namespaces) close() {
 		}
 	}
 	n.Close()
+}
+
+// busyEcho is echo with busy-polling sockets at both ends, on the same
+// path.
+func (n *namespaces) busyEcho(ctx context.Context, count int) ([]time.Duration, error) {
+	var sc, cc *udp.Conn
+	err := n.GPU.Do(func() (err error) {
+		sc, err = udp.ListenBusyPoll(n.GPUAddr(nsEchoPort), n.GPUSwitch())
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("e2ebench: busy-poll echo server: %w", err)
+	}
+	defer sc.Close()
+	err = n.Host.Do(func() (err error) {
+		cc, err = udp.ListenBusyPoll(n.HostAddr(nsEchoPort), n.HostSwitch())
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("e2ebench: busy-poll echo client: %w", err)
+	}
+	defer cc.Close()
+	return busyEchoRTTs(ctx, cc, sc, count, 64, echoHeader())
 }

