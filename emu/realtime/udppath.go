@@ -172,6 +172,10 @@ func (p *UDPPath) start(upstream, downstream pcie.Receiver) error {
 		if p.OnEvent != nil {
 			r.OnEvent = func(e bridge.Event) { p.OnEvent(role, e) }
 		}
+		// Framing and sending wait for the end of the clock's step:
+		// one sendmmsg per runner and step, acks on the data.
+		r.HoldSends = true
+		p.Clock.AddSender(r.SendHeld)
 		p.runners[i] = r
 		if !p.NoBusyPoll {
 			p.Clock.AddPoller(r.Poll, r.PollIdle)

@@ -1,0 +1,189 @@
+package driver_test
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/dxpu/dxpu/bridge"
+	"github.com/dxpu/dxpu/bridge/driver"
+	"github.com/dxpu/dxpu/internal/waitfor"
+	"github.com/dxpu/dxpu/sim"
+	"github.com/dxpu/dxpu/tlp"
+)
+
+// pollOnly is a pollPipe whose frames only Poll takes: WaitReadable
+// blocks until the pipe closes, so the runner's own goroutine, once it
+// waits there, never receives. It sends in batches, as UDP does.
+// wire counts the frames that went out.
+type pollOnly struct {
+	*pollPipe
+	waiting atomic.Bool
+	wire    atomic.Uint64
+}
+
+func (p *pollOnly) Send(f []byte) error {
+	p.wire.Add(1)
+	return p.pollPipe.Send(f)
+}
+
+func (p *pollOnly) SendBatch(fs [][]byte) (int, error) {
+	for i, f := range fs {
+		if err := p.Send(f); err != nil {
+			return i, err
+		}
+	}
+	return len(fs), nil
+}
+
+func (p *pollOnly) WaitReadable() error {
+	p.waiting.Store(true)
+	<-p.done
+	return errClosedPipe
+}
+
+// quietConfig is testConfig without keepalives, so that the frames a test
+// counts are the ones it caused.
+func quietConfig(role bridge.Role) bridge.Config {
+	c := testConfig(role)
+	c.Keepalive, c.DeadAfter = time.Hour, 2*time.Hour
+	return c
+}
+
+// heldPair is a host runner on its own goroutine and a GPU runner that the
+// test polls (as a spinning clock does), with HoldSends as given.
+type heldPair struct {
+	host, gpu *driver.Runner
+	gpuPipe   *pollOnly
+}
+
+func newHeldPair(t *testing.T, hold bool) *heldPair {
+	t.Helper()
+	a, b := newPollPipes()
+	hb, err := bridge.New(quietConfig(bridge.RoleHost))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gb, err := bridge.New(quietConfig(bridge.RoleGPU))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &heldPair{host: driver.New(hb, a), gpuPipe: &pollOnly{pollPipe: b}}
+	p.gpu = driver.New(gb, p.gpuPipe)
+	p.gpu.HoldSends = hold
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for _, r := range []*driver.Runner{p.host, p.gpu} {
+		wg.Add(1)
+		go func() { defer wg.Done(); _ = r.Run(ctx) }()
+	}
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	waitfor.Until(t, "link up (GPU side polled)", func() bool {
+		p.gpu.Poll()
+		p.gpu.SendHeld()
+		return p.host.State() == bridge.StateUp && p.gpu.State() == bridge.StateUp && p.gpuPipe.waiting.Load()
+	})
+	return p
+}
+
+func write(t *testing.T, i int) []byte {
+	t.Helper()
+	p := tlp.Packet{Kind: tlp.MWr, Addr64: true, FirstBE: 0xf, LastBE: 0xf, Address: base + uint64(i)*64, Data: make([]byte, 64)}
+	b, err := p.AppendTo(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// With HoldSends, what a Poll received and what a batching QueuedSender
+// handed over in the same turn leave together at SendHeld: the
+// acknowledgement that two received frames call for rides on the data
+// frame instead of going out alone at the Poll. Without it, the Poll
+// sends a bare ACK and the Flush a data frame of its own.
+func TestHoldSendsPacksTurn(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		hold                       bool
+		afterPoll, afterFlush, all uint64 // frames the GPU side sent
+		acks                       uint64
+	}{
+		{hold: true, afterPoll: 0, afterFlush: 0, all: 1, acks: 0},
+		{hold: false, afterPoll: 1, afterFlush: 2, all: 2, acks: 1},
+	} {
+		t.Run(map[bool]string{true: "hold", false: "no-hold"}[c.hold], func(t *testing.T) {
+			t.Parallel()
+			p := newHeldPair(t, c.hold)
+			q := driver.NewQueuedSender(sim.New(1), p.gpu)
+			q.Batch = true
+			g0, w0 := p.gpu.Counters(), p.gpuPipe.wire.Load()
+			sent := func() uint64 { return p.gpuPipe.wire.Load() - w0 }
+			// Two frames from the host: the GPU side owes an ACK at once.
+			for i := range 2 {
+				if err := p.host.Send(write(t, i)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if k := p.gpu.Poll(); k != 2 {
+				t.Fatalf("Poll took %d frames, want the host's 2", k)
+			}
+			if got := p.gpu.Counters().TLPsDelivered - g0.TLPsDelivered; got != 2 {
+				t.Fatalf("Poll delivered %d TLPs, want 2", got)
+			}
+			if s := sent(); s != c.afterPoll {
+				t.Fatalf("after Poll the GPU side sent %d frames, want %d", s, c.afterPoll)
+			}
+			q.SendTLP(write(t, 100))
+			if q.Flush() {
+				t.Fatal("Flush left the TLP queued")
+			}
+			if s := sent(); s != c.afterFlush {
+				t.Fatalf("after Flush the GPU side sent %d frames, want %d", s, c.afterFlush)
+			}
+			p.gpu.SendHeld()
+			g := p.gpu.Counters()
+			if s := sent(); s != c.all || g.TLPsSent-g0.TLPsSent != 1 || g.AcksSent-g0.AcksSent != c.acks {
+				t.Fatalf("after SendHeld: %d frames, %d TLPs, %d bare ACKs; want %d, 1, %d",
+					s, g.TLPsSent-g0.TLPsSent, g.AcksSent-g0.AcksSent, c.all, c.acks)
+			}
+			// Either way the host learns that its writes arrived, and
+			// gets the GPU side's.
+			h0 := p.host.Counters().TLPsDelivered
+			waitfor.Until(t, "host's writes acknowledged, GPU's delivered", func() bool {
+				return p.host.Pending() == 0 && p.host.Counters().TLPsDelivered == h0+1
+			})
+		})
+	}
+}
+
+// Under HoldSends a batching QueuedSender hands over more TLPs than the
+// bridge's queue holds (TxQueue) in one Flush: a full queue is framed to
+// make room instead of refusing, and the frames still wait for SendHeld.
+func TestHoldSendsFramesWhenQueueFull(t *testing.T) {
+	t.Parallel()
+	p := newHeldPair(t, true)
+	q := driver.NewQueuedSender(sim.New(1), p.gpu)
+	q.Batch = true
+	const n = 100 // > TxQueue 64, < 128 posted credits
+	if tq := quietConfig(bridge.RoleGPU).TxQueue; tq >= n {
+		t.Fatalf("TxQueue %d: the test needs fewer than %d", tq, n)
+	}
+	g0, w0 := p.gpu.Counters(), p.gpuPipe.wire.Load()
+	h0 := p.host.Counters().TLPsDelivered
+	for i := range n {
+		q.SendTLP(write(t, i))
+	}
+	if q.Flush() {
+		t.Fatalf("Flush left %v of backlog: the full queue was refused, not framed", q.Backlog())
+	}
+	if g := p.gpu.Counters(); g.TLPsFromLocal-g0.TLPsFromLocal != n || p.gpuPipe.wire.Load() != w0 {
+		t.Fatalf("after Flush: %d TLPs taken, %d frames sent; want %d and none", g.TLPsFromLocal-g0.TLPsFromLocal, p.gpuPipe.wire.Load()-w0, n)
+	}
+	p.gpu.SendHeld()
+	if g := p.gpu.Counters(); g.TLPsSent-g0.TLPsSent != n || p.gpuPipe.wire.Load() == w0 {
+		t.Fatalf("SendHeld sent %d TLPs in %d frames, want %d", g.TLPsSent-g0.TLPsSent, p.gpuPipe.wire.Load()-w0, n)
+	}
+	waitfor.Until(t, "host got every write", func() bool { return p.host.Counters().TLPsDelivered == h0+n })
+}
