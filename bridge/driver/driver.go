@@ -111,6 +111,13 @@ type Runner struct {
 	ManualRelease bool
 	// Accept selects the classes OnTLP takes (default all).
 	Accept bridge.ClassMask
+	// OnPolledTLP, when set, receives in place of OnTLP the TLPs that
+	// frames taken by Poll carry, on Poll's goroutine, with the runner
+	// locked like OnTLP: a polling loop that runs the consumer (package
+	// realtime's Clock, with the world held) hands them to it directly
+	// instead of queueing a copy for itself. It must not call back into
+	// the runner.
+	OnPolledTLP func(tlp.View)
 	// HoldSends: Poll, and SendMany from a QueuedSender with Batch
 	// set, leave framing and sending to the next SendHeld (see the
 	// package doc). The loop that calls them must call SendHeld before
@@ -144,6 +151,8 @@ type Runner struct {
 	rxSizes []int
 	live    atomic.Bool // Run is running: Poll may take frames
 	polled  atomic.Uint64
+	// polling: the flush under way is Poll's (guarded by mu).
+	polling bool
 	// busyPoll: a loop is polling (Poll since the last PollIdle), so
 	// Run's goroutine leaves the socket to it and waits on resume.
 	busyPoll atomic.Bool
@@ -402,7 +411,7 @@ func (r *Runner) Poll() int {
 		r.serveDeadline()
 		return 0
 	}
-	if !r.handle(nil, bufs[:k], sizes[:k], r.HoldSends) {
+	if !r.handle(nil, bufs[:k], sizes[:k], true) {
 		return 0
 	}
 	r.polled.Add(uint64(k))
@@ -467,14 +476,15 @@ func (r *Runner) runBatch(ctx context.Context, br BatchReceiver) error {
 }
 
 // handle feeds one frame, or a batch, to the bridge under one lock and one
-// clock reading, then flushes once (hold: see flushAt). It reports false
-// once the runner is closed.
-func (r *Runner) handle(frame []byte, bufs [][]byte, sizes []int, hold bool) bool {
+// clock reading, then flushes once. polled: Poll's call (OnPolledTLP,
+// HoldSends). It reports false once the runner is closed.
+func (r *Runner) handle(frame []byte, bufs [][]byte, sizes []int, polled bool) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
 		return false
 	}
+	r.polling = polled
 	now := r.Now()
 	progress := false
 	feed := func(f []byte) {
@@ -501,7 +511,8 @@ func (r *Runner) handle(frame []byte, bufs [][]byte, sizes []int, hold bool) boo
 		default:
 		}
 	}
-	r.flushAt(now, hold)
+	r.flushAt(now, polled && r.HoldSends)
+	r.polling = false
 	return true
 }
 
@@ -589,7 +600,9 @@ func (r *Runner) deliver() bool {
 			break
 		}
 		cls, dc := v.Class(), v.DataCredits()
-		if r.OnTLP != nil {
+		if r.polling && r.OnPolledTLP != nil {
+			r.OnPolledTLP(v)
+		} else if r.OnTLP != nil {
 			r.OnTLP(v)
 		}
 		if !r.ManualRelease && !r.b.Config().AutoRelease {

@@ -187,3 +187,60 @@ func TestHoldSendsFramesWhenQueueFull(t *testing.T) {
 	}
 	waitfor.Until(t, "host got every write", func() bool { return p.host.Counters().TLPsDelivered == h0+n })
 }
+
+// TLPs from frames that Poll took go to OnPolledTLP, on Poll's goroutine;
+// the ones the runner's own goroutine received go to OnTLP.
+func TestOnPolledTLP(t *testing.T) {
+	t.Parallel()
+	a, b := newPollPipes()
+	var rs [2]*driver.Runner
+	for i, role := range []bridge.Role{bridge.RoleHost, bridge.RoleGPU} {
+		br, err := bridge.New(quietConfig(role))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rs[i] = driver.New(br, []*pollPipe{a, b}[i])
+	}
+	var inPoll atomic.Bool
+	var polled, plain, strays atomic.Int64
+	rs[1].OnPolledTLP = func(tlp.View) {
+		polled.Add(1)
+		if !inPoll.Load() {
+			strays.Add(1)
+		}
+	}
+	rs[1].OnTLP = func(tlp.View) { plain.Add(1) }
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	defer func() { cancel(); wg.Wait() }()
+	for _, r := range rs {
+		wg.Add(1)
+		go func() { defer wg.Done(); _ = r.Run(ctx) }()
+	}
+	waitfor.Until(t, "link up", func() bool { return rs[0].State() == bridge.StateUp && rs[1].State() == bridge.StateUp })
+	// Nobody polls: the runner's goroutine receives.
+	if err := rs[0].Send(write(t, 0)); err != nil {
+		t.Fatal(err)
+	}
+	waitfor.Until(t, "delivery through OnTLP", func() bool { return plain.Load() == 1 })
+	// The test polls until it took one of the next writes itself (the
+	// runner's goroutine, still waiting on the socket, may take a few).
+	for i := 1; polled.Load() == 0; i++ {
+		if i > 1000 {
+			t.Fatal("1000 writes delivered while polling, none through OnPolledTLP")
+		}
+		if err := rs[0].Send(write(t, i)); err != nil {
+			t.Fatal(err)
+		}
+		waitfor.Until(t, "write delivered", func() bool {
+			inPoll.Store(true)
+			rs[1].Poll()
+			inPoll.Store(false)
+			return polled.Load()+plain.Load() == int64(i+1)
+		})
+	}
+	rs[1].PollIdle()
+	if strays.Load() != 0 {
+		t.Fatalf("%d TLPs reached OnPolledTLP outside Poll", strays.Load())
+	}
+}
