@@ -391,8 +391,9 @@ func (r *Runner) runPolled(ctx context.Context) error {
 }
 
 // Poll takes the frames the transport holds without waiting, feeds them
-// to the bridge, serves the bridge's deadline if it is due, and flushes;
-// it returns how many frames it took. Any goroutine may call it, as often
+// to the bridge, serves the bridge's deadline if it is due, and flushes
+// (under HoldSends: delivers, and leaves the sending to SendHeld); it
+// returns how many frames it took. Any goroutine may call it, as often
 // as it likes: a loop that polls (a clock spinning for its next event)
 // handles what arrives on its own goroutine instead of waking the
 // runner's. It does nothing while another goroutine is receiving, before
