@@ -13,6 +13,7 @@ import (
 	"github.com/dxpu/dxpu/bridge/driver"
 	"github.com/dxpu/dxpu/bridge/udp"
 	"github.com/dxpu/dxpu/internal/waitfor"
+	"github.com/dxpu/dxpu/sim"
 	"github.com/dxpu/dxpu/tlp"
 )
 
@@ -30,8 +31,9 @@ func udpPairBoth(tb testing.TB, delivered, back *atomic.Int64) (host, gpu *drive
 	return udpPairOver(tb, udp.Listen, delivered, back)
 }
 
-// udpPairOver is udpPairBoth over the sockets listen opens.
-func udpPairOver(tb testing.TB, listen func(local, peer netip.AddrPort) (*udp.Conn, error), delivered, back *atomic.Int64) (host, gpu *driver.Runner, stop func()) {
+// udpPairOver is udpPairBoth over the sockets listen opens; each of opts
+// runs on both runners before they start.
+func udpPairOver(tb testing.TB, listen func(local, peer netip.AddrPort) (*udp.Conn, error), delivered, back *atomic.Int64, opts ...func(*driver.Runner)) (host, gpu *driver.Runner, stop func()) {
 	tb.Helper()
 	lo := netip.MustParseAddr("127.0.0.1")
 	hc, err := listen(netip.AddrPortFrom(lo, 0), netip.AddrPort{})
@@ -62,6 +64,11 @@ func udpPairOver(tb testing.TB, listen func(local, peer netip.AddrPort) (*udp.Co
 	runners[1].OnTLP = func(tlp.View) { delivered.Add(1) }
 	if back != nil {
 		runners[0].OnTLP = func(tlp.View) { back.Add(1) }
+	}
+	for _, r := range runners {
+		for _, o := range opts {
+			o(r)
+		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -144,20 +151,36 @@ func BenchmarkRunnerUDP(b *testing.B) {
 // and polls the host runner until the answer is in, while the runners'
 // goroutines leave their sockets to it. ns/op is one round trip; allocs/op
 // must be 0 (nothing on the path allocates per TLP). Over sockets of
-// udp.Listen (in the runtime's poller) and of udp.ListenBusyPoll.
+// udp.Listen (in the runtime's poller) and of udp.ListenBusyPoll; "held"
+// is busypoll as package realtime runs it: HoldSends, TLPs from Poll to
+// OnPolledTLP, what to send handed over by a batching QueuedSender, and a
+// SendHeld after each turn.
 func BenchmarkPolledRoundTrip(b *testing.B) {
 	for _, k := range []struct {
 		name   string
 		listen func(local, peer netip.AddrPort) (*udp.Conn, error)
-	}{{"listen", udp.Listen}, {"busypoll", udp.ListenBusyPoll}} {
-		b.Run(k.name, func(b *testing.B) { polledRoundTrip(b, k.listen) })
+		held   bool
+	}{{"listen", udp.Listen, false}, {"busypoll", udp.ListenBusyPoll, false}, {"held", udp.ListenBusyPoll, true}} {
+		b.Run(k.name, func(b *testing.B) { polledRoundTrip(b, k.listen, k.held) })
 	}
 }
 
-func polledRoundTrip(b *testing.B, listen func(local, peer netip.AddrPort) (*udp.Conn, error)) {
+func polledRoundTrip(b *testing.B, listen func(local, peer netip.AddrPort) (*udp.Conn, error), held bool) {
 	var there, back atomic.Int64
-	host, gpu, stop := udpPairOver(b, listen, &there, &back)
+	hold := func(r *driver.Runner) {
+		r.HoldSends = held
+		if held {
+			r.OnPolledTLP = r.OnTLP
+		}
+	}
+	host, gpu, stop := udpPairOver(b, listen, &there, &back, hold)
 	defer stop()
+	queues := map[*driver.Runner]*driver.QueuedSender{}
+	for _, r := range []*driver.Runner{host, gpu} {
+		q := driver.NewQueuedSender(sim.New(1), r)
+		q.Batch = true
+		queues[r] = q
+	}
 	p := tlp.Packet{Kind: tlp.MWr, Addr64: true, FirstBE: 0xf, Address: 0x10_0000_0000, Data: make([]byte, 4)}
 	w, err := p.AppendTo(nil)
 	if err != nil {
@@ -168,12 +191,22 @@ func polledRoundTrip(b *testing.B, listen func(local, peer netip.AddrPort) (*udp
 	await := func(r *driver.Runner, n *atomic.Int64, want int64) {
 		for spins, since := 0, time.Now(); n.Load() < want; spins++ {
 			r.Poll()
+			r.SendHeld()
 			if spins%4096 == 4095 && time.Since(since) > waitfor.Stall {
 				b.Fatalf("no TLP after %v of polling", waitfor.Stall)
 			}
 		}
 	}
 	send := func(r *driver.Runner) {
+		if held {
+			q := queues[r]
+			q.SendTLP(w)
+			for q.Flush() {
+				r.Poll()
+			}
+			r.SendHeld()
+			return
+		}
 		for {
 			k, err := r.SendMany(batch)
 			if k == 1 {

@@ -25,6 +25,15 @@
 // bridge's deadline instead of a Go timer (re-armed at every flush, it
 // cost a few hundred nanoseconds of each round trip). Frames reach the
 // bridge in the order they were queued whoever takes them.
+//
+// Held sends: with HoldSends set, what a Poll and a batching
+// QueuedSender's Flush hand the bridge is not framed at once: the loop
+// that polls calls SendHeld once it has run what the frames brought, and
+// the bridge then packs everything of the turn (TLPs in as few frames as
+// the MTU allows, the acknowledgement and credits riding on them) into
+// one sendmmsg. Framing at each call sent a bare ACK for every polled
+// batch and a part-filled frame for every moment of the simulation, each
+// in a system call of its own.
 package driver
 
 import (
@@ -102,6 +111,18 @@ type Runner struct {
 	ManualRelease bool
 	// Accept selects the classes OnTLP takes (default all).
 	Accept bridge.ClassMask
+	// OnPolledTLP, when set, receives in place of OnTLP the TLPs that
+	// frames taken by Poll carry, on Poll's goroutine, with the runner
+	// locked like OnTLP: a polling loop that runs the consumer (package
+	// realtime's Clock, with the world held) hands them to it directly
+	// instead of queueing a copy for itself. It must not call back into
+	// the runner.
+	OnPolledTLP func(tlp.View)
+	// HoldSends: Poll, and SendMany from a QueuedSender with Batch
+	// set, leave framing and sending to the next SendHeld (see the
+	// package doc). The loop that calls them must call SendHeld before
+	// it stops or sleeps. Set it before Run.
+	HoldSends bool
 
 	mu      sync.Mutex
 	b       *bridge.Bridge
@@ -111,6 +132,9 @@ type Runner struct {
 	tx      [][]byte    // MTU-sized frame buffers of one flush
 	txFrame [][]byte    // the frames in them, as sent
 	txN     int
+	// held: a call under HoldSends left work for SendHeld; read
+	// without mu so that a turn with nothing held skips the lock.
+	held    atomic.Bool
 	timer   *time.Timer
 	timerAt time.Duration
 	closed  bool
@@ -127,6 +151,8 @@ type Runner struct {
 	rxSizes []int
 	live    atomic.Bool // Run is running: Poll may take frames
 	polled  atomic.Uint64
+	// polling: the flush under way is Poll's (guarded by mu).
+	polling bool
 	// busyPoll: a loop is polling (Poll since the last PollIdle), so
 	// Run's goroutine leaves the socket to it and waits on resume.
 	busyPoll atomic.Bool
@@ -212,7 +238,7 @@ func (r *Runner) Send(t []byte) error {
 	now := r.Now()
 	err := r.b.HandleTLP(now, t)
 	if err == nil {
-		r.flushAt(now)
+		r.flushAt(now, false)
 	}
 	return err
 }
@@ -220,22 +246,33 @@ func (r *Runner) Send(t []byte) error {
 // SendMany hands several TLPs over under one lock and sends them in as few
 // frames as the MTU allows. It returns how many were taken; on an error
 // the rest were not.
-func (r *Runner) SendMany(tlps [][]byte) (int, error) {
+func (r *Runner) SendMany(tlps [][]byte) (int, error) { return r.sendMany(tlps, false) }
+
+// sendMany is SendMany; hold (under HoldSends) leaves framing to
+// SendHeld, unless the bridge's queue fills: then the frames are built
+// (and sent once the send buffers are full) to make room.
+func (r *Runner) sendMany(tlps [][]byte, hold bool) (int, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
 		return 0, ErrClosed
 	}
+	hold = hold && r.HoldSends
 	now := r.Now()
 	for i, t := range tlps {
-		if err := r.b.HandleTLP(now, t); err != nil {
+		err := r.b.HandleTLP(now, t)
+		if err != nil && hold && errors.Is(err, bridge.ErrBusy) {
+			r.frame(now)
+			err = r.b.HandleTLP(now, t)
+		}
+		if err != nil {
 			if i > 0 {
-				r.flushAt(now)
+				r.flushAt(now, hold)
 			}
 			return i, err
 		}
 	}
-	r.flushAt(now)
+	r.flushAt(now, hold)
 	return len(tlps), nil
 }
 
@@ -299,7 +336,7 @@ func (r *Runner) Run(ctx context.Context) error {
 			}
 			return fmt.Errorf("driver: receive: %w", err)
 		}
-		if !r.handle(buf[:n:n], nil, nil) {
+		if !r.handle(buf[:n:n], nil, nil, false) {
 			return ctx.Err()
 		}
 	}
@@ -326,7 +363,7 @@ func (r *Runner) runPolled(ctx context.Context) error {
 		r.rxMu.Lock()
 		bufs, sizes := r.rxBuffers()
 		k, err := r.poller.TryRecvBatch(bufs, sizes)
-		open := err != nil || k == 0 || r.handle(nil, bufs[:k], sizes[:k])
+		open := err != nil || k == 0 || r.handle(nil, bufs[:k], sizes[:k], false)
 		r.rxMu.Unlock()
 		if err == nil && k == 0 && r.busyPoll.Load() {
 			// A loop polls the socket: waking for frames it takes
@@ -354,8 +391,9 @@ func (r *Runner) runPolled(ctx context.Context) error {
 }
 
 // Poll takes the frames the transport holds without waiting, feeds them
-// to the bridge, serves the bridge's deadline if it is due, and flushes;
-// it returns how many frames it took. Any goroutine may call it, as often
+// to the bridge, serves the bridge's deadline if it is due, and flushes
+// (under HoldSends: delivers, and leaves the sending to SendHeld); it
+// returns how many frames it took. Any goroutine may call it, as often
 // as it likes: a loop that polls (a clock spinning for its next event)
 // handles what arrives on its own goroutine instead of waking the
 // runner's. It does nothing while another goroutine is receiving, before
@@ -374,7 +412,7 @@ func (r *Runner) Poll() int {
 		r.serveDeadline()
 		return 0
 	}
-	if !r.handle(nil, bufs[:k], sizes[:k]) {
+	if !r.handle(nil, bufs[:k], sizes[:k], true) {
 		return 0
 	}
 	r.polled.Add(uint64(k))
@@ -415,7 +453,7 @@ func (r *Runner) serveDeadline() {
 	}
 	if now := r.Now(); r.b.Deadline() <= now {
 		r.b.HandleTimeout(now)
-		r.flushAt(now)
+		r.flushAt(now, false)
 	}
 }
 
@@ -432,21 +470,22 @@ func (r *Runner) runBatch(ctx context.Context, br BatchReceiver) error {
 			}
 			return fmt.Errorf("driver: receive: %w", err)
 		}
-		if !r.handle(nil, bufs[:k], sizes[:k]) {
+		if !r.handle(nil, bufs[:k], sizes[:k], false) {
 			return ctx.Err()
 		}
 	}
 }
 
 // handle feeds one frame, or a batch, to the bridge under one lock and one
-// clock reading, then flushes once. It reports false once the runner is
-// closed.
-func (r *Runner) handle(frame []byte, bufs [][]byte, sizes []int) bool {
+// clock reading, then flushes once. polled: Poll's call (OnPolledTLP,
+// HoldSends). It reports false once the runner is closed.
+func (r *Runner) handle(frame []byte, bufs [][]byte, sizes []int, polled bool) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
 		return false
 	}
+	r.polling = polled
 	now := r.Now()
 	progress := false
 	feed := func(f []byte) {
@@ -473,7 +512,8 @@ func (r *Runner) handle(frame []byte, bufs [][]byte, sizes []int) bool {
 		default:
 		}
 	}
-	r.flushAt(now)
+	r.flushAt(now, polled && r.HoldSends)
+	r.polling = false
 	return true
 }
 
@@ -497,51 +537,41 @@ func (r *Runner) onTimer() {
 // lets the acknowledgement of a received batch carry the credits the batch
 // freed, instead of a separate credit update AckDelay later. Called with
 // mu held.
-func (r *Runner) flush() { r.flushAt(r.Now()) }
+func (r *Runner) flush() { r.flushAt(r.Now(), false) }
+
+// SendHeld frames and sends what calls under HoldSends left: the loop
+// that polls calls it once a turn, after running what the turn's frames
+// brought and handing the bridge what that produced. It costs an atomic
+// load when nothing is held.
+func (r *Runner) SendHeld() {
+	if !r.held.Load() {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.held.Store(false)
+	if r.closed {
+		return
+	}
+	r.flushAt(r.Now(), false)
+}
 
 // flushAt is flush with the clock read by the caller (the time it handed
 // the bridge a frame or TLP): a reading costs tens of nanoseconds, and a
-// round trip flushes four times.
-func (r *Runner) flushAt(now time.Duration) {
+// round trip flushes four times. hold delivers TLPs and events only and
+// leaves framing and sending to SendHeld. Called with mu held.
+func (r *Runner) flushAt(now time.Duration, hold bool) {
+	if hold {
+		r.deliver()
+		r.held.Store(true)
+		return
+	}
 	for again := true; again; {
-		again = false
-		for {
-			v, ok := r.b.NextTLP(r.Accept)
-			if !ok {
-				break
-			}
-			cls, dc := v.Class(), v.DataCredits()
-			if r.OnTLP != nil {
-				r.OnTLP(v)
-			}
-			if !r.ManualRelease && !r.b.Config().AutoRelease {
-				_ = r.b.Release(cls, 1, dc)
-			}
-			again = true
-		}
-		for {
-			e, ok := r.b.NextEvent()
-			if !ok {
-				break
-			}
-			if r.OnEvent != nil {
-				r.OnEvent(e)
-			}
-			again = true
-		}
-		for {
-			if r.txN == len(r.tx) {
-				// A full batch takes a while to send: stamp
-				// the next frames with the time they leave.
-				r.sendFrames()
-				now = r.Now()
-			}
-			n := r.b.NextFrame(now, r.tx[r.txN])
-			if n == 0 {
-				break
-			}
-			r.txFrame[r.txN] = r.tx[r.txN][:n]
-			r.txN++
+		again = r.deliver()
+		if r.frame(now) {
+			// A full batch took a while to send: stamp the next
+			// frames with the time they leave.
+			now = r.Now()
 		}
 		if r.txN > 0 {
 			r.sendFrames()
@@ -558,6 +588,58 @@ func (r *Runner) flushAt(now time.Duration) {
 		return
 	}
 	r.arm()
+}
+
+// deliver hands the bridge's TLPs, then its events, to the local side
+// (see flush for why before framing) and reports whether there were any.
+// Called with mu held.
+func (r *Runner) deliver() bool {
+	got := false
+	for {
+		v, ok := r.b.NextTLP(r.Accept)
+		if !ok {
+			break
+		}
+		cls, dc := v.Class(), v.DataCredits()
+		if r.polling && r.OnPolledTLP != nil {
+			r.OnPolledTLP(v)
+		} else if r.OnTLP != nil {
+			r.OnTLP(v)
+		}
+		if !r.ManualRelease && !r.b.Config().AutoRelease {
+			_ = r.b.Release(cls, 1, dc)
+		}
+		got = true
+	}
+	for {
+		e, ok := r.b.NextEvent()
+		if !ok {
+			break
+		}
+		if r.OnEvent != nil {
+			r.OnEvent(e)
+		}
+		got = true
+	}
+	return got
+}
+
+// frame builds every frame the bridge has to send into the send buffers,
+// sending a batch whenever they are full, and reports whether it sent
+// one. The frames it leaves are sent by the caller. Called with mu held.
+func (r *Runner) frame(now time.Duration) (sent bool) {
+	for {
+		if r.txN == len(r.tx) {
+			r.sendFrames()
+			now, sent = r.Now(), true
+		}
+		n := r.b.NextFrame(now, r.tx[r.txN])
+		if n == 0 {
+			return sent
+		}
+		r.txFrame[r.txN] = r.tx[r.txN][:n]
+		r.txN++
+	}
 }
 
 // arm re-arms the timer when the bridge's deadline moved. (Re-arming only

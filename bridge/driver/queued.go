@@ -21,7 +21,9 @@ import (
 // was due (package realtime's Clock does, after each step): the TLPs of a
 // step go under one lock in as few frames as the MTU allows and one
 // sendmmsg, instead of a frame and a system call each; Flush also retries
-// what the bridge refused, when the runner reports progress.
+// what the bridge refused, when the runner reports progress. Over a runner
+// with HoldSends, Flush only hands the TLPs to the bridge, and the owner's
+// Runner.SendHeld frames them with the rest of its turn.
 type QueuedSender struct {
 	s *sim.Sim
 	r *Runner
@@ -84,7 +86,7 @@ func (s *QueuedSender) Flush() (backlog bool) {
 func (s *QueuedSender) send() {
 	for s.q.len() > 0 {
 		s.batch = s.q.views(s.batch[:0], maxTxBatch)
-		n, err := s.r.SendMany(s.batch)
+		n, err := s.r.sendMany(s.batch, s.Batch)
 		clear(s.batch)
 		if n == 0 && err != nil && !refused(err) {
 			n = 1 // malformed (counted by the bridge): drop it, go on

@@ -31,6 +31,7 @@ type sysConn struct {
 	tx    [MaxBatch]unix.Mmsghdr
 	txIov [MaxBatch]unix.Iovec
 	send  mmsgCall
+	one   sendtoCall
 
 	rx     [MaxBatch]unix.Mmsghdr
 	rxIov  [MaxBatch]unix.Iovec
@@ -88,6 +89,36 @@ func (m *mmsgCall) call(fd uintptr) bool {
 	}
 }
 
+// sendtoCall is one sendto(2) of frame to the peer, shaped like mmsgCall.
+type sendtoCall struct {
+	s     *sysConn
+	frame []byte
+	err   error
+	fn    func(fd uintptr) bool
+}
+
+func (o *sendtoCall) call(fd uintptr) bool {
+	s := o.s
+	var p unsafe.Pointer
+	if len(o.frame) > 0 {
+		p = unsafe.Pointer(&o.frame[0])
+	}
+	for {
+		_, _, e := unix.Syscall6(unix.SYS_SENDTO, fd, uintptr(p), uintptr(len(o.frame)), 0, uintptr(unsafe.Pointer(s.peerPtr)), uintptr(s.peerLen))
+		switch e {
+		case 0:
+			o.err = nil
+		case unix.EINTR:
+			continue
+		case unix.EAGAIN:
+			return false
+		default:
+			o.err = e
+		}
+		return true
+	}
+}
+
 func (s *sysConn) init(c *net.UDPConn) error {
 	rc, err := c.SyscallConn()
 	if err != nil {
@@ -110,6 +141,8 @@ func (s *sysConn) initRC(rc syscall.RawConn) error {
 		return fmt.Errorf("SO_DOMAIN: %w", serr)
 	}
 	s.send.init(unix.SYS_SENDMMSG, &s.tx[0], 0)
+	s.one.s = s
+	s.one.fn = s.one.call
 	s.recv.init(unix.SYS_RECVMMSG, &s.rx[0], 0)
 	s.tryRecv.init(unix.SYS_RECVMMSG, &s.rx[0], unix.MSG_DONTWAIT)
 	s.peek = func(fd uintptr) bool {

@@ -148,15 +148,17 @@ func (s *rawSock) close() error {
 	return err
 }
 
-// sendRaw is Send on a rawSock: a sendmmsg of one.
+// sendRaw is Send on a rawSock: one sendto(2) to the peer's prepared
+// sockaddr (cheaper than a sendmmsg of one: no message headers to fill or
+// to walk), waiting in ppoll while the send buffer is full.
 func (c *Conn) sendRaw(frame []byte) error {
 	c.txMu.Lock()
 	defer c.txMu.Unlock()
-	c.one[0] = frame
-	n, err := c.sys.sendBatch(c, c.one[:])
-	c.one[0] = nil
-	if err == nil && n != 1 {
-		err = fmt.Errorf("sendmmsg sent %d of 1", n)
+	c.sys.one.frame = frame
+	err := c.raw.Write(c.sys.one.fn)
+	c.sys.one.frame = nil
+	if err == nil {
+		err = c.sys.one.err
 	}
 	return err
 }

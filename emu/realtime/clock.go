@@ -35,6 +35,8 @@ type Clock struct {
 	wake  chan struct{}
 	// flushers run after each step (see AddFlusher).
 	flushers []func() bool
+	// senders run at the end of each step (see AddSender).
+	senders []func()
 	// pollers run at the start of each step, idlers when the loop stops
 	// polling (see AddPoller).
 	pollers  []func() int
@@ -130,6 +132,13 @@ func (c *Clock) drain() int {
 // still holds work (the bridge pushed back); the loop then keeps polling
 // instead of sleeping. Register before the clock runs.
 func (c *Clock) AddFlusher(f func() bool) { c.flushers = append(c.flushers, f) }
+
+// AddSender registers f to run at the end of each step, after the
+// flushers, with the world held: a bridge runner's SendHeld
+// (driver.Runner.HoldSends), so that what the step's polls received and
+// its moments produced leaves in one batch of frames per runner, the
+// acknowledgements riding on the data. Register before the clock runs.
+func (c *Clock) AddSender(f func()) { c.senders = append(c.senders, f) }
 
 // AddPoller registers poll to run at the start of each step, with the
 // world held, and idle to run when the loop stops polling (it sleeps, or
@@ -238,6 +247,9 @@ func (c *Clock) step() (n int, next time.Duration, ok bool) {
 	backlog := false
 	for _, f := range c.flushers {
 		backlog = f() || backlog
+	}
+	for _, f := range c.senders {
+		f()
 	}
 	next, ok = c.S.Next()
 	if backlog {

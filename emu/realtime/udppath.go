@@ -169,9 +169,19 @@ func (p *UDPPath) start(upstream, downstream pcie.Receiver) error {
 		role := []bridge.Role{bridge.RoleHost, bridge.RoleGPU}[i]
 		dst := []pcie.Receiver{upstream, downstream}[i]
 		r.OnTLP = func(v tlp.View) { p.Clock.PostTLP(dst, v) }
+		if !p.NoBatch {
+			// The clock's poll runs with the world held: its TLPs go
+			// straight in. (Batched senders only queue, so the
+			// simulation does not call back into the locked runner.)
+			r.OnPolledTLP = func(v tlp.View) { p.Clock.deliverPolled(dst, v) }
+		}
 		if p.OnEvent != nil {
 			r.OnEvent = func(e bridge.Event) { p.OnEvent(role, e) }
 		}
+		// Framing and sending wait for the end of the clock's step:
+		// one sendmmsg per runner and step, acks on the data.
+		r.HoldSends = true
+		p.Clock.AddSender(r.SendHeld)
 		p.runners[i] = r
 		if !p.NoBusyPoll {
 			p.Clock.AddPoller(r.Poll, r.PollIdle)
@@ -210,6 +220,18 @@ func (p *UDPPath) Close() {
 		p.cancel()
 	}
 	p.wg.Wait()
+}
+
+// deliverPolled hands v, which the clock's own poll received, to dst at
+// once, without the copy and lock of PostTLP; unless something posted
+// earlier (by the runner's goroutine, before the clock polled) still waits
+// in the inbox: v must not overtake it. Called with the world held.
+func (c *Clock) deliverPolled(dst pcie.Receiver, v tlp.View) {
+	if c.posted.Load() != 0 {
+		c.PostTLP(dst, v)
+		return
+	}
+	dst.ReceiveTLP(v)
 }
 
 type dropSender struct{}
