@@ -26,7 +26,7 @@ type benchWorld struct {
 	path *UDPPath
 }
 
-func newBenchWorld(b *testing.B) *benchWorld {
+func newBenchWorld(b testing.TB) *benchWorld {
 	b.Helper()
 	privtest.Loopback(b)
 	s := sim.New(1)
@@ -141,5 +141,61 @@ func BenchmarkWorldLaunchSync(b *testing.B) {
 				launch()
 			}
 		})
+	}
+}
+
+// TestWorldAllocatesNothingPerRequest: an MMIO read, a 4 KiB DMA read and
+// write, and a launch+sync allocate nothing in steady state, through the
+// whole wall-clock world (host, switch, bridge pair over UDP, GPU,
+// driver). Not parallel: the allocation count is the process's, and
+// parallel tests wait until this one is done.
+func TestWorldAllocatesNothingPerRequest(t *testing.T) {
+	privtest.Loopback(t)
+	bw := newBenchWorld(t)
+	st, err := bw.d.NewStreamPlaced(gpudrv.HostMemory)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 4096
+	hostBuf, vram := bw.c.MallocHost(n), bw.d.Malloc(n)
+	var done bool
+	finished := func() { done = true }
+	waiting := func() bool { return !done }
+	copyOn := func(c gpu.Command) func() {
+		start := func() { bw.g.CopyForTest(c, finished) }
+		return func() {
+			done = false
+			bw.clk.Post(start)
+			if !bw.w.Host.RunWhile(waiting) {
+				t.Fatal("copy did not finish: the world stalled")
+			}
+		}
+	}
+	for _, op := range []struct {
+		name string
+		run  func()
+	}{
+		{"MMIO read", func() {
+			if _, err := bw.c.ReadRegister(bw.d, gpu.RegScratch); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"4 KiB DMA read", copyOn(gpu.Command{Op: gpu.OpCopy, Dir: gpu.DirH2D, Src: hostBuf, Dst: vram, Len: n})},
+		{"4 KiB DMA write", copyOn(gpu.Command{Op: gpu.OpCopy, Dir: gpu.DirD2H, Src: vram, Dst: hostBuf, Len: n})},
+		{"launch+sync", func() {
+			if err := bw.c.Launch(st, 0); err != nil {
+				t.Fatal(err)
+			}
+			if err := bw.c.StreamSynchronize(st); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		for range 100 {
+			op.run() // grow the free lists and queues
+		}
+		if a := testing.AllocsPerRun(200, op.run); a != 0 {
+			t.Errorf("%s: %v allocations per operation, want 0", op.name, a)
+		}
 	}
 }
