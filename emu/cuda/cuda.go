@@ -74,14 +74,18 @@ var (
 
 // Context is the driver on one host, over the GPUs it enumerated.
 type Context struct {
-	rc      *host.RootComplex
-	s       *sim.Sim
-	cfg     Config
-	Devices []*Device
-	msiWait []func()
+	rc       *host.RootComplex
+	s        *sim.Sim
+	cfg      Config
+	Devices  []*Device
+	msiWait  []func()
+	msiSpare []func()
 	// spinWait holds spinning waiters, which no MSI wakes: a surprise
 	// removal must still end their wait (the driver's hot-plug notification).
-	spinWait []*spinner
+	spinWait []*hostWait
+	waits    []*hostWait // free list
+	flags    []*flag     // free list
+	wakeMSIF func()
 	prof     *Profiler
 	corr     uint32
 }
@@ -120,12 +124,13 @@ type Event struct {
 func New(rc *host.RootComplex, devs []*host.Device, cfg Config) (*Context, error) {
 	cfg.defaults()
 	c := &Context{rc: rc, s: rc.Sim(), cfg: cfg}
+	c.wakeMSIF = c.wakeMSI
 	prev := rc.OnMSI
 	rc.OnMSI = func(data uint32) {
 		if prev != nil {
 			prev(data)
 		}
-		c.s.After(cfg.InterruptLatency, c.wakeMSI)
+		c.s.After(cfg.InterruptLatency, c.wakeMSIF)
 	}
 	prevRm := rc.OnRemove
 	rc.OnRemove = func(hd *host.Device) {
@@ -169,50 +174,6 @@ func (c *Context) Sim() *sim.Sim { return c.s }
 
 // Host returns the root complex.
 func (c *Context) Host() *host.RootComplex { return c.rc }
-
-// spinner is one spinning wait; done keeps a waiter that was woken both by
-// its semaphore and by a removal from running twice.
-type spinner struct {
-	done  bool
-	check func()
-}
-
-// addSpinner registers a spinning wait so that wakeSpinners can end it,
-// dropping finished waiters so the list stays as short as the live ones.
-func (c *Context) addSpinner(check func()) *spinner {
-	if len(c.spinWait) >= 64 {
-		live := c.spinWait[:0]
-		for _, w := range c.spinWait {
-			if !w.done {
-				live = append(live, w)
-			}
-		}
-		clear(c.spinWait[len(live):])
-		c.spinWait = live
-	}
-	w := &spinner{check: check}
-	c.spinWait = append(c.spinWait, w)
-	return w
-}
-
-// wakeSpinners re-checks every spinning waiter (after a device was lost).
-func (c *Context) wakeSpinners() {
-	ws := c.spinWait
-	c.spinWait = nil
-	for _, w := range ws {
-		if !w.done {
-			w.check()
-		}
-	}
-}
-
-func (c *Context) wakeMSI() {
-	w := c.msiWait
-	c.msiWait = nil
-	for _, fn := range w {
-		fn()
-	}
-}
 
 // NewStream creates a channel on d, its commands placed as Config.Commands
 // says: a GPFIFO ring and a pushbuffer, a tracking semaphore in host
@@ -291,44 +252,12 @@ func (st *Stream) Submit(cmds ...gpu.Command) (uint64, error) {
 // spinning CPU sees the semaphore write, or when the MSI wakes the thread.
 // fn runs in simulator context.
 func (st *Stream) OnDone(seq uint64, fn func()) {
-	st.d.ctx.whenSeen(st.ch.Semaphore(), func() bool { return st.Completed() >= seq || st.d.lost }, fn)
+	st.d.ctx.whenSeen(st.ch.Semaphore(), seq, st.d, fn)
 }
 
-// whenSeen calls fn once the host sees ready(): a spinning CPU re-checks
-// after each write to the host word at addr (PollDelay later), a blocked
-// thread when an MSI wakes it (SyncBlocking). fn runs once, in simulator
-// context.
-func (c *Context) whenSeen(addr uint64, ready func() bool, fn func()) {
-	var fired bool
-	var spin *spinner
-	var check func()
-	check = func() {
-		if fired {
-			return
-		}
-		if ready() {
-			fired = true
-			if spin != nil {
-				spin.done = true
-			}
-			fn()
-			return
-		}
-		if c.cfg.Sync == SyncBlocking {
-			c.msiWait = append(c.msiWait, check)
-			return
-		}
-		if spin == nil {
-			spin = c.addSpinner(check)
-		}
-		c.rc.Watch(addr, func() { c.s.After(c.cfg.PollDelay, check) })
-	}
-	check()
-}
-
-// wait blocks the host thread until *done.
-func (c *Context) wait(done *bool) error {
-	if !c.rc.RunWhile(func() bool { return !*done }) || !*done {
+// wait blocks the host thread until f is set.
+func (c *Context) wait(f *flag) error {
+	if !c.rc.RunWhile(f.unsetF) || !f.set {
 		return fmt.Errorf("cuda: simulation stalled waiting for the GPU")
 	}
 	return nil
@@ -401,9 +330,10 @@ func (c *Context) MemsetAsync(st *Stream, dst uint64, v byte, n uint64) error {
 }
 
 func (c *Context) waitStream(st *Stream) error {
-	var done bool
-	st.OnDone(st.ch.Submitted(), func() { done = true })
-	if err := c.wait(&done); err != nil {
+	f := c.newFlag()
+	defer c.putFlag(f)
+	st.OnDone(st.ch.Submitted(), f.setF)
+	if err := c.wait(f); err != nil {
 		return err
 	}
 	if st.d.lost {
@@ -419,7 +349,9 @@ func (c *Context) StreamSynchronize(st *Stream) error {
 	c.CPU(c.cfg.CallCPU)
 	err := c.waitStream(st)
 	c.call("cudaStreamSynchronize", start, corr)
-	c.sync("Stream Sync", start, corr, map[string]any{"stream": st.id(), "device": st.d.index()})
+	if c.prof != nil {
+		c.sync("Stream Sync", start, corr, map[string]any{"stream": st.id(), "device": st.d.index()})
+	}
 	return err
 }
 
@@ -435,7 +367,9 @@ func (c *Context) DeviceSynchronize(d *Device) error {
 		}
 	}
 	c.call("cudaDeviceSynchronize", start, corr)
-	c.sync("Context Sync", start, corr, map[string]any{"stream": -1, "device": d.index()})
+	if c.prof != nil {
+		c.sync("Context Sync", start, corr, map[string]any{"stream": -1, "device": d.index()})
+	}
 	return err
 }
 
@@ -473,7 +407,7 @@ func (c *Context) StreamWaitEvent(st *Stream, ev *Event) error {
 	}
 	start := c.Now()
 	err := c.submit("cudaStreamWaitEvent", st, c.cfg.CallCPU, gpu.Command{Op: gpu.OpSemAcquire, Addr: ev.vram, Value: ev.value})
-	if ev.stream != nil {
+	if ev.stream != nil && c.prof != nil {
 		c.sync("Stream Wait Event", start, c.corr, map[string]any{"stream": st.id(), "device": st.d.index(),
 			"wait_on_stream": ev.stream.id(), "wait_on_cuda_event_record_corr_id": ev.corr})
 	}
@@ -485,13 +419,14 @@ func (c *Context) EventSynchronize(ev *Event) error {
 	start := c.Now()
 	corr := c.nextCorr()
 	c.CPU(c.cfg.CallCPU)
-	var done bool
-	c.whenSeen(ev.host, func() bool { return c.rc.Mem.Uint64(ev.host) >= ev.value || ev.dev.lost }, func() { done = true })
-	if err := c.wait(&done); err != nil {
+	f := c.newFlag()
+	defer c.putFlag(f)
+	c.whenSeen(ev.host, ev.value, ev.dev, f.setF)
+	if err := c.wait(f); err != nil {
 		return err
 	}
 	c.call("cudaEventSynchronize", start, corr)
-	if ev.stream != nil {
+	if ev.stream != nil && c.prof != nil {
 		c.sync("Event Sync", start, corr, map[string]any{"device": ev.dev.index(), "wait_on_stream": ev.stream.id(),
 			"wait_on_cuda_event_record_corr_id": ev.corr})
 	}

@@ -21,15 +21,48 @@ type channel struct {
 	aperture uint32
 
 	fetching bool
-	segs     []*segment // fetched or in flight, in ring order
-	queue    []Command  // decoded, waiting to execute
+	segs     fifo[*segment] // fetched or in flight, in ring order
+	free     []*segment
+	queue    fifo[Command] // decoded, waiting to execute
 	busy     bool
-	cmdBuf   []Command
+	// The ring read in flight: its first entry and how many.
+	ring             fetch
+	ringFirst, ringN uint32
+	// The command running (one at a time: busy) when it ends by an event.
+	op           Command
+	opStart      time.Duration
+	opEnd        time.Duration
+	finishF      func()
+	opDoneF      func()
+	ringFetchedF func(ok bool)
 }
 
+// segment is one pushbuffer segment: read, then decoded. Segments are
+// recycled once their commands are queued.
 type segment struct {
-	done bool
-	cmds []Command
+	ch       *channel
+	done     bool
+	cmds     []Command
+	f        fetch
+	fetchedF func(ok bool)
+}
+
+// newChannel returns channel idx of g with its method values made.
+func newChannel(g *GPU, idx int) *channel {
+	ch := &channel{g: g, idx: idx}
+	ch.finishF, ch.opDoneF, ch.ringFetchedF = ch.finish, ch.opDone, ch.ringFetched
+	return ch
+}
+
+func (ch *channel) newSegment() *segment {
+	if n := len(ch.free); n > 0 {
+		seg := ch.free[n-1]
+		ch.free = ch.free[:n-1]
+		return seg
+	}
+	seg := &segment{ch: ch}
+	seg.fetchedF = seg.fetched
+	return seg
 }
 
 func (ch *channel) doorbell(put uint32) {
@@ -52,77 +85,116 @@ func (ch *channel) fetch() {
 	if end < ch.get {
 		end = ch.entries
 	}
-	first, count := ch.get, end-ch.get
-	ch.read(ch.base+uint64(first)*GPEntrySize, int(count)*GPEntrySize, ch.aperture == ApertureVRAM, func(b []byte, ok bool) {
-		ch.fetching = false
-		if !ok {
-			ch.errors++
-			ch.g.Stats.Errors++
-			return
-		}
-		ch.get = (first + count) % ch.entries
-		refused := false
-		for i := 0; i < int(count); i++ {
-			e := b[i*GPEntrySize:]
-			addr := binary.LittleEndian.Uint64(e)
-			n := binary.LittleEndian.Uint32(e[8:])
-			flags := binary.LittleEndian.Uint32(e[12:])
-			seg := &segment{}
-			ch.segs = append(ch.segs, seg)
-			if n > MaxSegmentBytes {
-				seg.done, refused = true, true
-				ch.errors++
-				ch.g.Stats.Errors++
-				continue
-			}
-			ch.read(addr, int(n), flags&GPEntryVRAM != 0, func(pb []byte, ok bool) {
-				seg.done = true
-				if !ok {
-					ch.errors++
-					ch.g.Stats.Errors++
-				} else {
-					cmds, err := DecodeCommands(pb, nil)
-					if err != nil {
-						ch.errors++
-						ch.g.Stats.Errors++
-					}
-					seg.cmds = cmds
-				}
-				ch.drainSegs()
-			})
-		}
-		if refused {
-			// A refused segment completes no read: drain it here.
-			ch.drainSegs()
-		}
-		ch.fetch()
-	})
+	ch.ringFirst, ch.ringN = ch.get, end-ch.get
+	ch.ring.start(ch.g, ch.base+uint64(ch.ringFirst)*GPEntrySize, int(ch.ringN)*GPEntrySize, ch.aperture == ApertureVRAM, ch.ringFetchedF)
 }
 
-// read fetches n bytes of commands at addr: from host memory by DMA reads
-// across PCIe, or, with vram, from the GPU's own memory, which the command
-// processor reads in Config.LocalFetchLatency without a TLP.
-func (ch *channel) read(addr uint64, n int, vram bool, done func(data []byte, ok bool)) {
-	g := ch.g
+// ringFetched starts the reads of the segments the fetched entries point
+// at.
+func (ch *channel) ringFetched(ok bool) {
+	ch.fetching = false
+	if !ok {
+		ch.errors++
+		ch.g.Stats.Errors++
+		return
+	}
+	first, count, b := ch.ringFirst, ch.ringN, ch.ring.buf
+	ch.get = (first + count) % ch.entries
+	refused := false
+	for i := 0; i < int(count); i++ {
+		e := b[i*GPEntrySize:]
+		addr := binary.LittleEndian.Uint64(e)
+		n := binary.LittleEndian.Uint32(e[8:])
+		flags := binary.LittleEndian.Uint32(e[12:])
+		seg := ch.newSegment()
+		ch.segs.push(seg)
+		if n > MaxSegmentBytes {
+			seg.done, refused = true, true
+			ch.errors++
+			ch.g.Stats.Errors++
+			continue
+		}
+		seg.f.start(ch.g, addr, int(n), flags&GPEntryVRAM != 0, seg.fetchedF)
+	}
+	if refused {
+		// A refused segment completes no read: drain it here.
+		ch.drainSegs()
+	}
+	ch.fetch()
+}
+
+// fetched decodes the segment once its bytes are in.
+func (seg *segment) fetched(ok bool) {
+	ch := seg.ch
+	seg.done = true
+	if !ok {
+		ch.errors++
+		ch.g.Stats.Errors++
+	} else {
+		cmds, err := DecodeCommands(seg.f.buf, seg.cmds[:0])
+		if err != nil {
+			ch.errors++
+			ch.g.Stats.Errors++
+		}
+		seg.cmds = cmds
+	}
+	ch.drainSegs()
+}
+
+// fetch is one read of commands into buf: across PCIe by DMA reads of
+// host memory, or from the GPU's own memory, which the command processor
+// reads in Config.LocalFetchLatency without a TLP. Its buffer and method
+// values are reused from read to read.
+type fetch struct {
+	g       *GPU
+	buf     []byte
+	st      readStream
+	ok      bool
+	done    func(ok bool)
+	onDataF func(off uint64, b []byte)
+	localF  func()
+}
+
+// start reads n bytes at addr (a VRAM offset with vram) and calls done
+// with whether the read succeeded; buf then holds the bytes.
+func (f *fetch) start(g *GPU, addr uint64, n int, vram bool, done func(ok bool)) {
+	if f.onDataF == nil {
+		f.onDataF, f.localF = f.onData, f.local
+	}
+	f.g, f.done = g, done
+	if cap(f.buf) < n {
+		f.buf = make([]byte, n)
+	}
+	f.buf = f.buf[:n]
 	if !vram {
-		g.readHost(addr, n, done)
+		f.st = readStream{addr: addr, end: addr + uint64(n), priority: true, onData: f.onDataF, onDone: done}
+		g.dma.start(&f.st)
 		return
 	}
 	mem := g.cfg.Model.MemBytes
 	if addr > mem || uint64(n) > mem-addr {
-		g.s.After(g.cfg.LocalFetchLatency, func() { done(nil, false) })
+		f.ok = false
+		g.s.After(g.cfg.LocalFetchLatency, f.localF)
 		return
 	}
-	data := make([]byte, n)
-	g.VRAM.Read(addr, data)
+	g.VRAM.Read(addr, f.buf)
 	g.Stats.LocalFetches++
-	g.s.After(g.cfg.LocalFetchLatency, func() { done(data, true) })
+	f.ok = true
+	g.s.After(g.cfg.LocalFetchLatency, f.localF)
 }
 
+func (f *fetch) onData(off uint64, b []byte) { copy(f.buf[off:], b) }
+
+func (f *fetch) local() { f.done(f.ok) }
+
 func (ch *channel) drainSegs() {
-	for len(ch.segs) > 0 && ch.segs[0].done {
-		ch.queue = append(ch.queue, ch.segs[0].cmds...)
-		ch.segs = ch.segs[1:]
+	for ch.segs.len() > 0 && (*ch.segs.front()).done {
+		seg := ch.segs.pop()
+		for _, c := range seg.cmds {
+			ch.queue.push(c)
+		}
+		seg.done, seg.cmds = false, seg.cmds[:0]
+		ch.free = append(ch.free, seg)
 	}
 	ch.run()
 }
@@ -130,9 +202,8 @@ func (ch *channel) drainSegs() {
 // run executes queued commands until one has to wait.
 func (ch *channel) run() {
 	g := ch.g
-	for !ch.busy && len(ch.queue) > 0 {
-		c := ch.queue[0]
-		ch.queue = ch.queue[1:]
+	for !ch.busy && ch.queue.len() > 0 {
+		c := ch.queue.pop()
 		if (c.Op == OpCopy || c.Op == OpMemset) && c.Len > g.cfg.Model.MemBytes {
 			// Larger than the GPU's memory: a corrupt pushbuffer, refused
 			// rather than run for hours.
@@ -144,30 +215,28 @@ func (ch *channel) run() {
 		case OpNop:
 		case OpWait:
 			ch.busy = true
-			g.s.After(time.Duration(c.Duration), ch.finish)
+			g.s.After(time.Duration(c.Duration), ch.finishF)
 		case OpKernel:
 			ch.busy = true
 			g.Stats.Kernels++
-			start := g.s.Now() + g.cfg.KernelOverhead
-			end := start + time.Duration(c.Duration)
-			g.s.At(end, func() {
-				g.trace(c, start, end)
-				ch.finish()
-			})
+			ch.op = c
+			ch.opStart = g.s.Now() + g.cfg.KernelOverhead
+			ch.opEnd = ch.opStart + time.Duration(c.Duration)
+			g.s.At(ch.opEnd, ch.opDoneF)
 		case OpCopy:
 			ch.busy = true
 			switch c.Dir {
 			case DirH2D:
-				g.h2d.push(c, ch.finish)
+				g.h2d.push(c, ch.finishF)
 			case DirD2H:
-				g.d2h.push(c, ch.finish)
+				g.d2h.push(c, ch.finishF)
 			default:
 				d := time.Duration(c.Duration)
 				if d == 0 {
 					d = time.Duration(float64(2*c.Len) / g.cfg.VRAMBytesPerSec * 1e9)
 				}
 				g.VRAM.Copy(g.VRAM, c.Dst, c.Src, c.Len)
-				g.timed(c, d, ch.finish)
+				ch.timed(c, d)
 			}
 		case OpMemset:
 			ch.busy = true
@@ -176,7 +245,7 @@ func (ch *channel) run() {
 				d = time.Duration(float64(c.Len) / g.cfg.VRAMBytesPerSec * 1e9)
 			}
 			g.VRAM.Fill(c.Dst, byte(c.Value), c.Len)
-			g.timed(c, d, ch.finish)
+			ch.timed(c, d)
 		case OpSemRelease:
 			var b [16]byte
 			binary.LittleEndian.PutUint64(b[:], c.Value)
@@ -219,7 +288,8 @@ type waiter struct {
 
 func (g *GPU) wakeAcquires() {
 	keep := g.waiters[:0]
-	var ready []*channel
+	ready := g.ready[:0]
+	g.ready = nil // a channel woken here may wake others: its own scratch
 	for _, w := range g.waiters {
 		if g.VRAM.Uint64(w.addr) >= w.value {
 			ready = append(ready, w.ch)
@@ -227,29 +297,40 @@ func (g *GPU) wakeAcquires() {
 			keep = append(keep, w)
 		}
 	}
+	clear(g.waiters[len(keep):])
 	g.waiters = keep
 	for _, ch := range ready {
 		ch.finish()
 	}
+	clear(ready)
+	g.ready = ready[:0]
 }
 
 // Idle reports whether no channel has work fetched, queued or running.
 func (g *GPU) Idle() bool {
 	for _, ch := range g.chans {
-		if ch.busy || len(ch.queue) > 0 || len(ch.segs) > 0 || ch.fetching || ch.get != ch.put {
+		if ch.busy || ch.queue.len() > 0 || ch.segs.len() > 0 || ch.fetching || ch.get != ch.put {
 			return false
 		}
 	}
 	return true
 }
 
-// timed finishes a GPU-local operation after d.
-func (g *GPU) timed(c Command, d time.Duration, done func()) {
-	start := g.s.Now()
-	g.s.After(d, func() {
-		g.trace(c, start, g.s.Now())
-		done()
-	})
+// timed finishes a GPU-local operation of the channel after d.
+func (ch *channel) timed(c Command, d time.Duration) {
+	ch.op, ch.opStart, ch.opEnd = c, ch.g.s.Now(), -1
+	ch.g.s.After(d, ch.opDoneF)
+}
+
+// opDone ends the command that runs by an event: a kernel at its end, a
+// timed operation at the time it fires (opEnd < 0).
+func (ch *channel) opDone() {
+	end := ch.opEnd
+	if end < 0 {
+		end = ch.g.s.Now()
+	}
+	ch.g.trace(ch.op, ch.opStart, end)
+	ch.finish()
 }
 
 func (g *GPU) trace(c Command, start, end time.Duration) {

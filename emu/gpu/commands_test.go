@@ -86,10 +86,12 @@ func FuzzDecodeCommands(f *testing.F) {
 func TestOversizedCommandRefused(t *testing.T) {
 	t.Parallel()
 	g := New(sim.New(1), Config{Model: A100SXM})
-	ch := &channel{g: g}
-	ch.queue = []Command{{Op: OpMemset, Len: 1 << 62}, {Op: OpCopy, Dir: DirD2D, Len: 1 << 62}, {Op: OpNop}}
+	ch := newChannel(g, 0)
+	for _, c := range []Command{{Op: OpMemset, Len: 1 << 62}, {Op: OpCopy, Dir: DirD2D, Len: 1 << 62}, {Op: OpNop}} {
+		ch.queue.push(c)
+	}
 	ch.run()
-	if ch.errors != 2 || len(ch.queue) != 0 || ch.busy {
-		t.Fatalf("errors %d queue %d busy %v", ch.errors, len(ch.queue), ch.busy)
+	if ch.errors != 2 || ch.queue.len() != 0 || ch.busy {
+		t.Fatalf("errors %d queue %d busy %v", ch.errors, ch.queue.len(), ch.busy)
 	}
 }

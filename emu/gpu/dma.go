@@ -36,7 +36,7 @@ type dmaEngine struct {
 	free     []uint16
 	tenBit   bool
 	inflight int
-	hi, lo   []*readStream // waiting streams: command fetches first
+	hi, lo   fifo[*readStream] // waiting streams: command fetches first
 	buf      []byte
 }
 
@@ -69,9 +69,9 @@ func (d *dmaEngine) start(st *readStream) {
 		return
 	}
 	if st.priority {
-		d.hi = append(d.hi, st)
+		d.hi.push(st)
 	} else {
-		d.lo = append(d.lo, st)
+		d.lo.push(st)
 	}
 	d.pump()
 }
@@ -87,10 +87,10 @@ func (d *dmaEngine) pump() {
 	for d.inflight < d.limit() && len(d.free) > 0 {
 		var st *readStream
 		switch {
-		case len(d.hi) > 0:
-			st = d.hi[0]
-		case len(d.lo) > 0:
-			st = d.lo[0]
+		case d.hi.len() > 0:
+			st = *d.hi.front()
+		case d.lo.len() > 0:
+			st = *d.lo.front()
 		default:
 			return
 		}
@@ -115,9 +115,9 @@ func (d *dmaEngine) pump() {
 		st.addr += n
 		if st.addr >= st.end {
 			if st.priority {
-				d.hi = d.hi[1:]
+				d.hi.pop()
 			} else {
-				d.lo = d.lo[1:]
+				d.lo.pop()
 			}
 		}
 		d.g.send(d.buf)
@@ -169,20 +169,21 @@ func (d *dmaEngine) retire(tag uint16, p *pending) {
 	d.pump()
 }
 
-// readHost reads n bytes of host memory and calls done with them.
-func (g *GPU) readHost(addr uint64, n int, done func(data []byte, ok bool)) {
-	data := make([]byte, n)
-	g.dma.start(&readStream{addr: addr, end: addr + uint64(n), priority: true,
-		onData: func(off uint64, b []byte) { copy(data[off:], b) },
-		onDone: func(ok bool) { done(data, ok) }})
-}
-
 // engineQueue runs copies in one direction one after another, as a copy
-// engine does.
+// engine does. One copy runs at a time, so its state lives here, with
+// method values made once: a copy allocates nothing.
 type engineQueue struct {
 	g     *GPU
-	queue []*copyJob
+	queue fifo[copyJob]
 	busy  bool
+	// The running copy: its job, when it started, the least time it
+	// takes (Command.Duration), and the state of its direction.
+	cur          copyJob
+	start, floor time.Duration
+	h2d          h2dCopy
+	d2h          d2hCopy
+	finishF      func()
+	completeF    func()
 }
 
 type copyJob struct {
@@ -191,39 +192,45 @@ type copyJob struct {
 }
 
 func (q *engineQueue) push(c Command, done func()) {
-	q.queue = append(q.queue, &copyJob{c: c, done: done})
+	if q.finishF == nil {
+		q.finishF, q.completeF = q.finish, q.complete
+	}
+	q.queue.push(copyJob{c: c, done: done})
 	q.next()
 }
 
 func (q *engineQueue) next() {
-	if q.busy || len(q.queue) == 0 {
+	if q.busy || q.queue.len() == 0 {
 		return
 	}
-	j := q.queue[0]
-	q.queue = q.queue[1:]
+	q.cur = q.queue.pop()
 	q.busy = true
 	q.g.Stats.Copies++
-	start := q.g.s.Now()
-	floor := start + time.Duration(j.c.Duration)
-	finish := func() {
-		end := q.g.s.Now()
-		complete := func() {
-			q.g.trace(j.c, start, q.g.s.Now())
-			q.busy = false
-			j.done()
-			q.next()
-		}
-		if end < floor {
-			q.g.s.At(floor, complete)
-			return
-		}
-		complete()
-	}
-	if j.c.Dir == DirH2D {
-		q.g.copyH2D(j.c, finish)
+	q.start = q.g.s.Now()
+	q.floor = q.start + time.Duration(q.cur.c.Duration)
+	if q.cur.c.Dir == DirH2D {
+		q.h2d.begin(q.g, q.cur.c, q.finishF)
 	} else {
-		q.g.copyD2H(j.c, finish)
+		q.d2h.begin(q.g, q.cur.c, q.finishF)
 	}
+}
+
+// finish ends the running copy once its DMA is done, or at its floor.
+func (q *engineQueue) finish() {
+	if q.g.s.Now() < q.floor {
+		q.g.s.At(q.floor, q.completeF)
+		return
+	}
+	q.complete()
+}
+
+func (q *engineQueue) complete() {
+	q.g.trace(q.cur.c, q.start, q.g.s.Now())
+	q.busy = false
+	done := q.cur.done
+	q.cur = copyJob{}
+	done()
+	q.next()
 }
 
 // fluidSplit returns how much of an n-byte copy moves as TLPs.
@@ -234,32 +241,51 @@ func (g *GPU) fluidSplit(n uint64) uint64 {
 	return g.cfg.MaxSimBytes
 }
 
-// copyH2D reads host memory by DMA into VRAM.
-func (g *GPU) copyH2D(c Command, done func()) {
-	tlpBytes := g.fluidSplit(c.Len)
-	start := g.s.Now()
-	var half time.Duration
-	var got, halfBytes uint64
-	g.dma.start(&readStream{addr: c.Src, end: c.Src + tlpBytes,
-		onData: func(off uint64, b []byte) {
-			g.VRAM.Write(c.Dst+off, b)
-			got += uint64(len(b))
-			if half == 0 && got >= tlpBytes/2 {
-				half, halfBytes = g.s.Now(), got
-			}
-		},
-		onDone: func(ok bool) {
-			if !ok {
-				done()
-				return
-			}
-			if half <= start {
-				half = start
-			}
-			g.fluidTail(c, tlpBytes, tlpBytes-halfBytes, half, g.s.Now(), func() {
-				g.cfg.HostMemory.Copy(g.VRAM, c.Dst+tlpBytes, c.Src+tlpBytes, c.Len-tlpBytes)
-			}, done)
-		}})
+// h2dCopy reads host memory by DMA into VRAM: the state of the running
+// host-to-device copy.
+type h2dCopy struct {
+	g              *GPU
+	c              Command
+	tlpBytes       uint64
+	start, half    time.Duration
+	got, halfBytes uint64
+	done           func()
+	st             readStream
+	onDataF        func(off uint64, b []byte)
+	onDoneF        func(ok bool)
+}
+
+func (h *h2dCopy) begin(g *GPU, c Command, done func()) {
+	if h.onDataF == nil {
+		h.onDataF, h.onDoneF = h.onData, h.onDone
+	}
+	h.g, h.c, h.done = g, c, done
+	h.tlpBytes = g.fluidSplit(c.Len)
+	h.start, h.half, h.got, h.halfBytes = g.s.Now(), 0, 0, 0
+	h.st = readStream{addr: c.Src, end: c.Src + h.tlpBytes, onData: h.onDataF, onDone: h.onDoneF}
+	g.dma.start(&h.st)
+}
+
+func (h *h2dCopy) onData(off uint64, b []byte) {
+	h.g.VRAM.Write(h.c.Dst+off, b)
+	h.got += uint64(len(b))
+	if h.half == 0 && h.got >= h.tlpBytes/2 {
+		h.half, h.halfBytes = h.g.s.Now(), h.got
+	}
+}
+
+func (h *h2dCopy) onDone(ok bool) {
+	g, c, tlpBytes := h.g, h.c, h.tlpBytes
+	if !ok {
+		h.done()
+		return
+	}
+	if h.half <= h.start {
+		h.half = h.start
+	}
+	g.fluidTail(c, tlpBytes, tlpBytes-h.halfBytes, h.half, g.s.Now(), func() {
+		g.cfg.HostMemory.Copy(g.VRAM, c.Dst+tlpBytes, c.Src+tlpBytes, c.Len-tlpBytes)
+	}, h.done)
 }
 
 // fluidTail finishes a long copy functionally: the bytes beyond the
@@ -281,46 +307,63 @@ func (g *GPU) fluidTail(c Command, tlpBytes uint64, measured uint64, from, to ti
 // it stands for the posted credits of the path.
 const d2hWindow = 2 * time.Microsecond
 
-// copyD2H writes VRAM to host memory with posted writes of at most MPS.
-func (g *GPU) copyD2H(c Command, done func()) {
-	tlpBytes := g.fluidSplit(c.Len)
-	var half, last time.Duration
-	var off, halfOff uint64
-	chunk := make([]byte, 4096)
-	var step func()
-	step = func() {
-		if g.up == nil {
-			done()
+// d2hCopy writes VRAM to host memory with posted writes of at most MPS:
+// the state of the running device-to-host copy.
+type d2hCopy struct {
+	g            *GPU
+	c            Command
+	tlpBytes     uint64
+	half, last   time.Duration
+	off, halfOff uint64
+	done         func()
+	chunk        [4096]byte
+	stepF, tailF func()
+}
+
+func (d *d2hCopy) begin(g *GPU, c Command, done func()) {
+	if d.stepF == nil {
+		d.stepF, d.tailF = d.step, d.tail
+	}
+	d.g, d.c, d.done = g, c, done
+	d.tlpBytes = g.fluidSplit(c.Len)
+	d.half, d.last, d.off, d.halfOff = 0, 0, 0, 0
+	d.step()
+}
+
+func (d *d2hCopy) step() {
+	g := d.g
+	if g.up == nil {
+		d.done()
+		return
+	}
+	mps := uint64(mpsOf(g.Cfg))
+	for d.off < d.tlpBytes {
+		if b := g.up.Backlog(); b > d2hWindow {
+			g.s.After(b-d2hWindow, d.stepF)
 			return
 		}
-		mps := uint64(mpsOf(g.Cfg))
-		for off < tlpBytes {
-			if b := g.up.Backlog(); b > d2hWindow {
-				g.s.After(b-d2hWindow, step)
-				return
-			}
-			addr := c.Dst + off
-			k := min(mps, tlpBytes-off, 4096-addr%4096)
-			g.VRAM.Read(c.Src+off, chunk[:k])
-			g.writeHost(addr, chunk[:k])
-			off += k
-			// Sends are paced by the path, so their times trace the
-			// wire rate.
-			last = g.s.Now() + g.up.Backlog()
-			if half == 0 && off >= tlpBytes/2 {
-				half, halfOff = last, off
-			}
+		addr := d.c.Dst + d.off
+		k := min(mps, d.tlpBytes-d.off, 4096-addr%4096)
+		g.VRAM.Read(d.c.Src+d.off, d.chunk[:k])
+		g.writeHost(addr, d.chunk[:k])
+		d.off += k
+		// Sends are paced by the path, so their times trace the
+		// wire rate.
+		d.last = g.s.Now() + g.up.Backlog()
+		if d.half == 0 && d.off >= d.tlpBytes/2 {
+			d.half, d.halfOff = d.last, d.off
 		}
-		// Done once the last write has left: its completion is the
-		// semaphore release that follows it on the same ordered path.
-		wait := g.up.Backlog()
-		g.s.After(wait, func() {
-			g.fluidTail(c, tlpBytes, off-halfOff, half, last, func() {
-				g.VRAM.Copy(g.cfg.HostMemory, c.Dst+tlpBytes, c.Src+tlpBytes, c.Len-tlpBytes)
-			}, done)
-		})
 	}
-	step()
+	// Done once the last write has left: its completion is the
+	// semaphore release that follows it on the same ordered path.
+	g.s.After(g.up.Backlog(), d.tailF)
+}
+
+func (d *d2hCopy) tail() {
+	g, c, tlpBytes := d.g, d.c, d.tlpBytes
+	g.fluidTail(c, tlpBytes, d.off-d.halfOff, d.half, d.last, func() {
+		g.VRAM.Copy(g.cfg.HostMemory, c.Dst+tlpBytes, c.Src+tlpBytes, c.Len-tlpBytes)
+	}, d.done)
 }
 
 // CopyForTest runs a copy on the engine of its direction, outside any

@@ -69,7 +69,10 @@ type GPU struct {
 	d2h     engineQueue
 	scratch uint32
 	waiters []waiter
+	ready   []*channel // scratch of wakeAcquires
 	buf     []byte
+	replies []*reply // free list
+	readBuf []byte   // scratch of an MMIO read
 	Stats   Stats
 	// OnOp, when set, is told the start and end of every kernel, copy and
 	// memset: the GPU-side view a profiler records.
@@ -142,14 +145,11 @@ func (g *GPU) ReceiveTLP(v tlp.View) {
 		g.dma.completion(v)
 	default:
 		if k.IsNonPosted() {
-			g.reply(pcie.AppendCpl(g.buf[:0], g.id, v.RequesterID(), v.Tag(), tlp.StatusUR, 4))
+			r := g.newReply()
+			r.add(pcie.AppendCpl(r.buf, g.id, v.RequesterID(), v.Tag(), tlp.StatusUR, 4))
+			r.later()
 		}
 	}
-}
-
-func (g *GPU) reply(b []byte) {
-	p := append([]byte(nil), b...)
-	g.s.After(g.cfg.RegLatency, func() { g.send(p) })
 }
 
 func (g *GPU) config(v tlp.View, write bool) {
@@ -162,12 +162,16 @@ func (g *GPU) config(v tlp.View, write bool) {
 		var d [4]byte
 		copy(d[:], v.Payload())
 		g.Cfg.Write(reg, v.FirstBE(), d)
-		g.reply(pcie.AppendCpl(g.buf[:0], g.id, req, tag, tlp.StatusSC, 4))
+		r := g.newReply()
+		r.add(pcie.AppendCpl(r.buf, g.id, req, tag, tlp.StatusSC, 4))
+		r.later()
 		return
 	}
 	var d [4]byte
 	binary.LittleEndian.PutUint32(d[:], g.Cfg.Read32(reg))
-	g.reply(pcie.AppendCplD(g.buf[:0], v.TargetID(), req, tag, 4, 0, d[:]))
+	r := g.newReply()
+	r.add(pcie.AppendCplD(r.buf, v.TargetID(), req, tag, 4, 0, d[:]))
+	r.later()
 }
 
 // bar returns which BAR addr falls in and the offset inside it.
@@ -189,11 +193,17 @@ func (g *GPU) memRead(v tlp.View) {
 	bar, off, ok := g.bar(addr, n)
 	if !ok || g.cmd()&pcie.CmdMemory == 0 {
 		g.Stats.URs++
-		g.reply(pcie.AppendCpl(g.buf[:0], g.id, v.RequesterID(), v.Tag(), tlp.StatusUR, n))
+		r := g.newReply()
+		r.add(pcie.AppendCpl(r.buf, g.id, v.RequesterID(), v.Tag(), tlp.StatusUR, n))
+		r.later()
 		return
 	}
 	g.Stats.MMIOReads++
-	data := make([]byte, n)
+	if cap(g.readBuf) < n {
+		g.readBuf = make([]byte, n)
+	}
+	data := g.readBuf[:n]
+	clear(data) // BAR3 reads as zeros
 	switch bar {
 	case 0:
 		for i := 0; i < n; i += 4 {
@@ -205,16 +215,12 @@ func (g *GPU) memRead(v tlp.View) {
 		g.VRAM.Read(off, data)
 	}
 	req, tag := v.RequesterID(), v.Tag()
-	var out [][]byte
+	r := g.newReply()
 	pcie.SplitCompletion(addr, n, mpsOf(g.Cfg), 128, func(a uint64, k int) {
 		rest := int(addr + uint64(n) - a)
-		out = append(out, pcie.AppendCplD(nil, g.id, req, tag, rest, a, data[a-addr:a-addr+uint64(k)]))
+		r.add(pcie.AppendCplD(r.buf, g.id, req, tag, rest, a, data[a-addr:a-addr+uint64(k)]))
 	})
-	g.s.After(g.cfg.RegLatency, func() {
-		for _, p := range out {
-			g.send(p)
-		}
-	})
+	r.later()
 }
 
 func (g *GPU) memWrite(v tlp.View) {
@@ -281,7 +287,7 @@ func (g *GPU) writeReg(off uint64, v uint32) {
 		idx := int((off - ChannelBase) / ChannelStride)
 		ch := g.chans[idx]
 		if ch == nil {
-			ch = &channel{g: g, idx: idx}
+			ch = newChannel(g, idx)
 			g.chans[idx] = ch
 		}
 		switch (off - ChannelBase) % ChannelStride {

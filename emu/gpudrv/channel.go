@@ -88,6 +88,10 @@ type Channel struct {
 	pbOff   uint64
 	seq     uint64
 	buf     []byte
+	// entry holds the GPFIFO entry being written: a field, not a local,
+	// because the host interface's methods keep their argument from
+	// staying on the stack (a local would be allocated per submission).
+	entry [gpu.GPEntrySize]byte
 }
 
 // OpenChannel sets up channel ch of the GPU whose BAR0 is at bar0: it
@@ -183,7 +187,7 @@ func (c *Channel) Submit(completed uint64, cmds ...gpu.Command) (uint64, error) 
 	}
 	addr := c.pbBase + c.pbOff
 	c.pbOff += uint64(len(b)+63) &^ 63
-	var e [gpu.GPEntrySize]byte
+	e := &c.entry
 	slot := c.gpBase + uint64(c.put)*gpu.GPEntrySize
 	if c.bw != nil {
 		// Posted writes through BAR1, ordered before the doorbell.

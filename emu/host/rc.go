@@ -54,8 +54,11 @@ type RootComplex struct {
 	cfg   Config
 	Mem   *pcie.Memory
 	Ports []*RootPortFn
-	tags  [256]*request
+	// reqs holds the CPU's requests in flight, one slot per tag, reused
+	// so that a request allocates nothing.
+	reqs  [256]request
 	next  uint8
+	calls callPool
 	watch watches
 	// OnMSI is called for every MSI write with its data.
 	OnMSI func(data uint32)
@@ -70,11 +73,6 @@ type RootComplex struct {
 	brk     uint64
 	drv     Driver
 	reads   dmaReads
-}
-
-type request struct {
-	cb    func(v tlp.View)
-	timer sim.Timer
 }
 
 // RootPortFn is a root port of the root complex (bus 0) and the link below it.
@@ -96,8 +94,13 @@ func New(s *sim.Sim, cfg Config) *RootComplex {
 	if cfg.CompletionTimeout == 0 {
 		cfg.CompletionTimeout = 50 * time.Millisecond
 	}
-	rc := &RootComplex{s: s, cfg: cfg, Mem: pcie.NewMemory(), watch: watches{m: map[uint64][]func(){}}}
+	rc := &RootComplex{s: s, cfg: cfg, Mem: pcie.NewMemory()}
 	rc.reads.answerF = rc.answerRead
+	for i := range rc.reqs {
+		r := &rc.reqs[i]
+		r.rc, r.tag = rc, uint16(i)
+		r.timeoutF, r.mmioF = r.timeout, r.mmioCompletion
+	}
 	return rc
 }
 
@@ -134,8 +137,8 @@ func (rp *RootPortFn) ReceiveTLP(v tlp.View) {
 		rc.completion(v)
 	case k.IsNonPosted():
 		rc.Stats.URs++
-		out := pcie.AppendCpl(nil, 0, v.RequesterID(), v.Tag(), tlp.StatusUR, 4)
-		rp.down.SendTLP(out)
+		rc.buf = pcie.AppendCpl(rc.buf[:0], 0, v.RequesterID(), v.Tag(), tlp.StatusUR, 4)
+		rp.down.SendTLP(rc.buf)
 	}
 }
 
@@ -159,43 +162,6 @@ func (rc *RootComplex) dmaWrite(v tlp.View) {
 	rc.Stats.DMAWriteBytes += uint64(n)
 	rc.Mem.Write(addr, p[lead:lead+n])
 	rc.watch.wrote(addr, uint64(n))
-}
-
-func (rc *RootComplex) completion(v tlp.View) {
-	tag := v.Tag()
-	if tag > 255 || rc.tags[tag] == nil || v.RequesterID() != 0 {
-		return
-	}
-	r := rc.tags[tag]
-	last := !v.HasData() || v.ByteCount() <= len(v.Payload())-int(v.LowerAddress()&3)
-	if last {
-		rc.tags[tag] = nil
-		r.timer.Stop()
-	}
-	r.cb(v)
-}
-
-// issue sends a non-posted request built by build (given the tag) through
-// the root port that routes it; cb gets each completion, or nil on timeout.
-func (rc *RootComplex) issue(rp *RootPortFn, build func(tag uint16) []byte, cb func(v tlp.View)) error {
-	for i := 0; i < 256; i++ {
-		tag := uint16(rc.next)
-		rc.next++
-		if rc.tags[tag] != nil {
-			continue
-		}
-		r := &request{cb: cb}
-		rc.tags[tag] = r
-		r.timer = rc.s.After(rc.cfg.CompletionTimeout, func() {
-			if rc.tags[tag] == r {
-				rc.tags[tag] = nil
-				cb(nil)
-			}
-		})
-		rp.down.SendTLP(build(tag))
-		return nil
-	}
-	return ErrNoTags
 }
 
 func (rc *RootComplex) portForBus(bus uint8) *RootPortFn {
@@ -249,9 +215,7 @@ func (rc *RootComplex) CfgReadAsync(id tlp.ID, off uint16, cb func(uint32, error
 		return
 	}
 	type1 := id.Bus() != rp.Secondary()
-	err := rc.issue(rp, func(tag uint16) []byte {
-		return pcie.AppendCfg(nil, type1, 0, tag, id, off, 0xf, nil)
-	}, func(v tlp.View) {
+	r, err := rc.reserve(func(v tlp.View) {
 		if err := statusErr(v); err != nil {
 			cb(0xffffffff, err)
 			return
@@ -265,7 +229,10 @@ func (rc *RootComplex) CfgReadAsync(id tlp.ID, off uint16, cb func(uint32, error
 	})
 	if err != nil {
 		cb(0xffffffff, err)
+		return
 	}
+	rc.buf = pcie.AppendCfg(rc.buf[:0], type1, 0, r.tag, id, off, 0xf, nil)
+	rp.down.SendTLP(rc.buf)
 }
 
 // CfgWriteAsync writes a config DW (byte enables be) and calls cb when the
@@ -290,15 +257,18 @@ func (rc *RootComplex) CfgWriteAsync(id tlp.ID, off uint16, be uint8, val uint32
 		return
 	}
 	type1 := id.Bus() != rp.Secondary()
-	err := rc.issue(rp, func(tag uint16) []byte {
-		return pcie.AppendCfg(nil, type1, 0, tag, id, off, be, d[:])
-	}, func(v tlp.View) { cb(statusErr(v)) })
+	r, err := rc.reserve(func(v tlp.View) { cb(statusErr(v)) })
 	if err != nil {
 		cb(err)
+		return
 	}
+	rc.buf = pcie.AppendCfg(rc.buf[:0], type1, 0, r.tag, id, off, be, d[:])
+	rp.down.SendTLP(rc.buf)
 }
 
-// MMIOReadAsync reads n (<= 64) bytes at a device address.
+// MMIOReadAsync reads n bytes at a device address. cb gets them, or an
+// error; the bytes are valid only during the call (copy them to keep
+// them): the request's slot is reused, so a read allocates nothing.
 func (rc *RootComplex) MMIOReadAsync(addr uint64, n int, cb func([]byte, error)) {
 	rc.Stats.MMIOReads++
 	rp := rc.portForAddr(addr)
@@ -306,29 +276,14 @@ func (rc *RootComplex) MMIOReadAsync(addr uint64, n int, cb func([]byte, error))
 		rc.s.After(100*time.Nanosecond, func() { cb(nil, ErrNoRoute) })
 		return
 	}
-	data := make([]byte, 0, n)
-	err := rc.issue(rp, func(tag uint16) []byte {
-		return pcie.AppendMRd(nil, 0, tag, addr, n)
-	}, func(v tlp.View) {
-		if err := statusErr(v); err != nil {
-			cb(nil, err)
-			return
-		}
-		p := v.Payload()
-		lead := int(v.LowerAddress() & 3)
-		k := min(v.ByteCount(), len(p)-lead, n-len(data))
-		if k <= 0 {
-			cb(nil, fmt.Errorf("host: MMIO read completion from %v carries no data", v.CompleterID()))
-			return
-		}
-		data = append(data, p[lead:lead+k]...)
-		if len(data) >= n {
-			cb(data, nil)
-		}
-	})
+	r, err := rc.reserve(nil)
 	if err != nil {
 		cb(nil, err)
+		return
 	}
+	r.cb, r.n, r.data, r.read = r.mmioF, n, r.data[:0], cb
+	rc.buf = pcie.AppendMRd(rc.buf[:0], 0, r.tag, addr, n)
+	rp.down.SendTLP(rc.buf)
 }
 
 // MMIOWrite posts a write to a device address (split at 4 KiB, at most
@@ -387,12 +342,13 @@ func (rc *RootComplex) RunWhile(cond func() bool) bool {
 	return rc.drv.RunWhile(cond)
 }
 
-// wait runs the simulation until *done; the host CPU is blocked meanwhile.
-func (rc *RootComplex) wait(done *bool) error {
-	if !rc.RunWhile(func() bool { return !*done }) {
+// wait runs the simulation until c is done; the host CPU is blocked
+// meanwhile.
+func (rc *RootComplex) wait(c *call) error {
+	if !rc.RunWhile(c.waiting) {
 		return fmt.Errorf("host: simulation stalled")
 	}
-	if !*done {
+	if !c.done {
 		return fmt.Errorf("host: simulation ran out of events before the request completed")
 	}
 	return nil
@@ -401,17 +357,16 @@ func (rc *RootComplex) wait(done *bool) error {
 // CfgRead32 is the blocking form of CfgReadAsync, for CPU-side code that
 // drives the simulation (enumeration, drivers, workloads).
 func (rc *RootComplex) CfgRead32(id tlp.ID, off uint16) (uint32, error) {
-	var done bool
-	var val uint32
-	var err error
-	rc.CfgReadAsync(id, off, func(v uint32, e error) { val, err, done = v, e, true })
-	if werr := rc.wait(&done); werr != nil {
+	c := rc.calls.get()
+	defer rc.calls.put(c)
+	rc.CfgReadAsync(id, off, c.gotWord)
+	if werr := rc.wait(c); werr != nil {
 		return 0xffffffff, fmt.Errorf("config read %v+%#x: %w", id, off, werr)
 	}
-	if err != nil {
-		return val, fmt.Errorf("config read %v+%#x: %w", id, off, err)
+	if c.err != nil {
+		return c.val, fmt.Errorf("config read %v+%#x: %w", id, off, c.err)
 	}
-	return val, nil
+	return c.val, nil
 }
 
 // CfgWrite32 is the blocking form of CfgWriteAsync.
@@ -421,31 +376,30 @@ func (rc *RootComplex) CfgWrite32(id tlp.ID, off uint16, val uint32) error {
 
 // CfgWrite writes with byte enables and waits for the completion.
 func (rc *RootComplex) CfgWrite(id tlp.ID, off uint16, be uint8, val uint32) error {
-	var done bool
-	var err error
-	rc.CfgWriteAsync(id, off, be, val, func(e error) { err, done = e, true })
-	if werr := rc.wait(&done); werr != nil {
+	c := rc.calls.get()
+	defer rc.calls.put(c)
+	rc.CfgWriteAsync(id, off, be, val, c.gotErr)
+	if werr := rc.wait(c); werr != nil {
 		return fmt.Errorf("config write %v+%#x: %w", id, off, werr)
 	}
-	if err != nil {
-		return fmt.Errorf("config write %v+%#x: %w", id, off, err)
+	if c.err != nil {
+		return fmt.Errorf("config write %v+%#x: %w", id, off, c.err)
 	}
 	return nil
 }
 
 // MMIORead32 reads a 32-bit register and waits for it.
 func (rc *RootComplex) MMIORead32(addr uint64) (uint32, error) {
-	var done bool
-	var val []byte
-	var err error
-	rc.MMIOReadAsync(addr, 4, func(b []byte, e error) { val, err, done = b, e, true })
-	if werr := rc.wait(&done); werr != nil {
+	c := rc.calls.get()
+	defer rc.calls.put(c)
+	rc.MMIOReadAsync(addr, 4, c.gotBytes)
+	if werr := rc.wait(c); werr != nil {
 		return 0xffffffff, fmt.Errorf("MMIO read %#x: %w", addr, werr)
 	}
-	if err != nil {
-		return 0xffffffff, fmt.Errorf("MMIO read %#x: %w", addr, err)
+	if c.err != nil {
+		return 0xffffffff, fmt.Errorf("MMIO read %#x: %w", addr, c.err)
 	}
-	return binary.LittleEndian.Uint32(val), nil
+	return c.val, nil
 }
 
 // Advance lets d of virtual time pass on the host CPU (events run meanwhile).

@@ -1,6 +1,7 @@
 package pcie
 
 import (
+	"sync"
 	"time"
 
 	"github.com/dxpu/dxpu/sim"
@@ -17,8 +18,29 @@ func RunUntil(s *sim.Sim, t time.Duration) uint64 {
 		return 0
 	}
 	before := s.Steps()
-	reached := false
-	s.At(t, func() { reached = true })
-	s.RunWhile(func() bool { return !reached }, 0)
+	m := sentinels.Get().(*sentinel)
+	m.reached = false
+	s.At(t, m.reachF)
+	s.RunWhile(m.pendingF, 0)
+	sentinels.Put(m)
 	return s.Steps() - before - 1
 }
+
+// sentinel marks the moment RunUntil runs to. Sentinels are pooled, with
+// their method values made once, so RunUntil allocates nothing; a pool,
+// not one per simulator, because RunUntil may run inside an event of an
+// outer RunUntil.
+type sentinel struct {
+	reached  bool
+	reachF   func()
+	pendingF func() bool
+}
+
+func (m *sentinel) reach()        { m.reached = true }
+func (m *sentinel) pending() bool { return !m.reached }
+
+var sentinels = sync.Pool{New: func() any {
+	m := &sentinel{}
+	m.reachF, m.pendingF = m.reach, m.pending
+	return m
+}}
