@@ -78,10 +78,11 @@ func (wd *world) launchSyncs(n int, placements ...gpudrv.Placement) ([][]time.Du
 }
 
 // freshHeap collects garbage before a latency series, as testing.B does
-// before a benchmark: the emulated host and GPU allocate per request
-// (about 18 objects an MMIO read), and a collection that the previous
-// phase left due would otherwise start inside the series, its pauses and
-// write barriers landing in the tail.
+// before a benchmark: the requests themselves allocate nothing
+// (emu/realtime TestWorldAllocatesNothingPerRequest), but setting up the
+// world and the previous phase do, and a collection they left due would
+// otherwise start inside the series, its pauses and write barriers
+// landing in the tail.
 func freshHeap() { runtime.GC() }
 
 // Direction of a copy.
