@@ -5,9 +5,10 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"strconv"
-	"strings"
+	"net/http"
 	"time"
+
+	"github.com/dxpu/dxpu/internal/app/labnet"
 )
 
 // switchMetricsAddr is where the switch serves /metrics, inside netns sw.
@@ -30,39 +31,15 @@ func (d *deployment) switchCounters() (map[string]float64, error) {
 	if _, err := io.WriteString(conn, "GET /metrics HTTP/1.0\r\nHost: sw\r\n\r\n"); err != nil {
 		return nil, fmt.Errorf("switch metrics: %w", err)
 	}
-	samples := map[string]float64{}
-	sc := bufio.NewScanner(conn)
-	body := false
-	for sc.Scan() {
-		line := sc.Text()
-		if !body {
-			if line == "" {
-				body = true
-			} else if strings.HasPrefix(line, "HTTP/") && !strings.Contains(line, " 200 ") {
-				return nil, fmt.Errorf("switch metrics: %s", line)
-			}
-			continue
-		}
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		i := strings.LastIndexByte(line, ' ')
-		if i < 0 {
-			return nil, fmt.Errorf("switch metrics: malformed sample %q", line)
-		}
-		v, err := strconv.ParseFloat(line[i+1:], 64)
-		if err != nil {
-			return nil, fmt.Errorf("switch metrics: sample %q: %w", line, err)
-		}
-		samples[line[:i]] = v
-	}
-	if err := sc.Err(); err != nil {
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
 		return nil, fmt.Errorf("switch metrics: %w", err)
 	}
-	if !body {
-		return nil, fmt.Errorf("switch metrics: no body")
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("switch metrics: %s", resp.Status)
 	}
-	return samples, nil
+	return labnet.ParseSamples(resp.Body)
 }
 
 // pairForwarded returns how many frames of pair the switch forwarded in

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -103,5 +104,18 @@ func TestFramesCrossTheSwitch(t *testing.T) {
 	n.Close() // twice is safe
 	if _, err := n.Metrics(ctx); err == nil {
 		t.Error("metrics of a closed fabric answered")
+	}
+}
+
+func TestParseSamples(t *testing.T) {
+	t.Parallel()
+	got, err := ParseSamples(strings.NewReader("# HELP x y\nx_total{pair=\"1\"} 42\n\ny 1.5\n"))
+	if err != nil || got[`x_total{pair="1"}`] != 42 || got["y"] != 1.5 || len(got) != 2 {
+		t.Errorf("ParseSamples = %v, %v", got, err)
+	}
+	for _, bad := range []string{"novalue\n", "x notanumber\n"} {
+		if _, err := ParseSamples(strings.NewReader(bad)); err == nil {
+			t.Errorf("ParseSamples(%q) took it", bad)
+		}
 	}
 }

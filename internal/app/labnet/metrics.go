@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strconv"
@@ -43,8 +44,14 @@ func (n *Net) Metrics(ctx context.Context) (map[string]float64, error) {
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("switch metrics: %s", resp.Status)
 	}
+	return ParseSamples(resp.Body)
+}
+
+// ParseSamples reads a Prometheus text exposition and returns its samples
+// by series, `name{labels}` as the text format writes them.
+func ParseSamples(r io.Reader) (map[string]float64, error) {
 	samples := map[string]float64{}
-	sc := bufio.NewScanner(resp.Body)
+	sc := bufio.NewScanner(r)
 	for sc.Scan() {
 		line := sc.Text()
 		if line == "" || strings.HasPrefix(line, "#") {
