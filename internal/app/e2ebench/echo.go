@@ -33,9 +33,37 @@ func echoServer(c *net.UDPConn) {
 // payload, when set, is copied to the front of each datagram (a dxpu
 // header, so that a switch forwards it).
 func echoRTTs(ctx context.Context, c *net.UDPConn, peer netip.AddrPort, n, size int, payload []byte) ([]time.Duration, error) {
+	rx := make([]byte, 2048)
+	return timeEchoes(ctx, n, size, payload, func(tx []byte, seqAt int, seq uint64, _ time.Time) error {
+		if _, err := c.WriteToUDPAddrPort(tx, peer); err != nil {
+			return fmt.Errorf("to %v: %w", peer, err)
+		}
+		for {
+			if err := c.SetReadDeadline(time.Now().Add(time.Second)); err != nil {
+				return fmt.Errorf("deadline: %w", err)
+			}
+			m, _, err := c.ReadFromUDPAddrPort(rx)
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				return fmt.Errorf("no answer from %v within 1s", peer)
+			}
+			if err != nil {
+				return err
+			}
+			if m == len(tx) && getSeq(rx[seqAt:]) == seq {
+				return nil
+			}
+		}
+	})
+}
+
+// timeEchoes times n round trips of exchange, one at a time: each sends tx
+// (payload, then the sequence number seq at seqAt, padded to size) and
+// returns once the answer carrying seq is back.
+func timeEchoes(ctx context.Context, n, size int, payload []byte, exchange func(tx []byte, seqAt int, seq uint64, t0 time.Time) error) ([]time.Duration, error) {
 	size = max(size, len(payload)+8)
 	out := make([]time.Duration, 0, n)
-	tx, rx := make([]byte, size), make([]byte, 2048)
+	tx := make([]byte, size)
 	copy(tx, payload)
 	seqAt := len(payload)
 	freshHeap()
@@ -45,24 +73,8 @@ func echoRTTs(ctx context.Context, c *net.UDPConn, peer netip.AddrPort, n, size 
 		}
 		putSeq(tx[seqAt:], uint64(i))
 		t0 := time.Now()
-		if _, err := c.WriteToUDPAddrPort(tx, peer); err != nil {
-			return nil, fmt.Errorf("e2ebench: echo %d to %v: %w", i, peer, err)
-		}
-		for {
-			if err := c.SetReadDeadline(time.Now().Add(time.Second)); err != nil {
-				return nil, fmt.Errorf("e2ebench: echo deadline: %w", err)
-			}
-			m, _, err := c.ReadFromUDPAddrPort(rx)
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				return nil, fmt.Errorf("e2ebench: echo %d: no answer from %v within 1s", i, peer)
-			}
-			if err != nil {
-				return nil, fmt.Errorf("e2ebench: echo %d: %w", i, err)
-			}
-			if m == size && getSeq(rx[seqAt:]) == uint64(i) {
-				break
-			}
+		if err := exchange(tx, seqAt, uint64(i), t0); err != nil {
+			return nil, fmt.Errorf("e2ebench: echo %d: %w", i, err)
 		}
 		out = append(out, time.Since(t0))
 	}
@@ -107,36 +119,23 @@ func busyEchoRTTs(ctx context.Context, c, s *udp.Conn, n, size int, payload []by
 		}
 	}()
 	defer func() { stop.Store(true); <-done }()
-	size = max(size, len(payload)+8)
-	out := make([]time.Duration, 0, n)
-	tx := make([]byte, size)
 	bufs, sizes := [][]byte{make([]byte, 2048)}, []int{0}
-	copy(tx, payload)
-	seqAt := len(payload)
-	freshHeap()
-	for i := 0; i < n; i++ {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		putSeq(tx[seqAt:], uint64(i))
-		t0 := time.Now()
+	return timeEchoes(ctx, n, size, payload, func(tx []byte, seqAt int, seq uint64, t0 time.Time) error {
 		if err := c.Send(tx); err != nil {
-			return nil, fmt.Errorf("e2ebench: busy-poll echo %d: %w", i, err)
+			return fmt.Errorf("busy-poll: %w", err)
 		}
 		for spins := 0; ; spins++ {
 			k, err := c.TryRecvBatch(bufs, sizes)
 			if err != nil {
-				return nil, fmt.Errorf("e2ebench: busy-poll echo %d: %w", i, err)
+				return fmt.Errorf("busy-poll: %w", err)
 			}
-			if k == 1 && sizes[0] == size && getSeq(bufs[0][seqAt:]) == uint64(i) {
-				break
+			if k == 1 && sizes[0] == len(tx) && getSeq(bufs[0][seqAt:]) == seq {
+				return nil
 			}
 			runtime.Gosched()
 			if spins%4096 == 4095 && time.Since(t0) > time.Second {
-				return nil, fmt.Errorf("e2ebench: busy-poll echo %d: no answer within 1s", i)
+				return errors.New("busy-poll: no answer within 1s")
 			}
 		}
-		out = append(out, time.Since(t0))
-	}
-	return out, nil
+	})
 }
