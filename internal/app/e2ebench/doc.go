@@ -8,9 +8,17 @@
 // switch and the GPU side each live in their own network namespace (root
 // only); in loopback mode both ends use 127.0.0.1.
 //
+// The echo that MMIO reads are judged against is timed in turns with them,
+// an echo then a read, after 200 untimed turns: on a shared machine the
+// tail of any round trip comes and goes with what else runs (on this
+// project's 2-core VM, phases of a few milliseconds in which one round
+// trip in five took 15-30 us more, on both paths alike), so a baseline
+// timed before the reads compared their tail with another moment's.
+//
 // The JSON result, times in microseconds and rates in Gbit/s:
 //
-//	echo_p50_us, echo_p99_us          UDP echo round trip (the baseline)
+//	echo_p50_us, echo_p99_us          UDP echo round trip (the baseline),
+//	                                  timed in turns with the MMIO reads
 //	mmio_read_p50_us, _p99_us         a BAR0 register read, CPU to CPU
 //	dma_read_p50_us, _p99_us          one 512-byte DMA read on the copy engine
 //	launch_sync_us                    empty kernel launch + stream sync (p50),

@@ -180,16 +180,24 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 	cfg := bridgeConfig(o.MTU)
 	maxCopy := slices.Max(o.Sizes)
 
-	o.Log.Info("e2ebench: echo baseline", "mode", res.Mode, "samples", o.Samples)
-	echo, err := net.echo(ctx, o.Samples)
+	o.Log.Info("e2ebench: busy-poll echo", "mode", res.Mode, "samples", o.Samples)
+	busy, err := net.busyEcho()
 	if err != nil {
 		return res, err
 	}
-	res.EchoP50Us, res.EchoP99Us = quantileUs(echo, 0.5), quantileUs(echo, 0.99)
-	if echo, err = net.busyEcho(ctx, o.Samples); err != nil {
+	echo, err := echoRTTs(ctx, busy, o.Samples)
+	busy.close()
+	if err != nil {
 		return res, err
 	}
 	res.EchoBusyPollP50Us, res.EchoBusyPollP99Us = quantileUs(echo, 0.5), quantileUs(echo, 0.99)
+	// The plain echo, the targets' baseline, is timed in turns with the
+	// MMIO reads (world.mmioReadsBeside).
+	plain, err := net.echo()
+	if err != nil {
+		return res, err
+	}
+	defer plain.close()
 
 	o.Log.Info("e2ebench: native world")
 	native, err := newWorld(nil, cfg, 4096, o)
@@ -221,10 +229,12 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 	if err := prof.start("latency"); err != nil {
 		return res, err
 	}
-	mm, err := wd.mmioReads(o.Samples)
+	o.Log.Info("e2ebench: MMIO reads and echoes in turns", "samples", o.Samples)
+	mm, echo, err := wd.mmioReadsBeside(newEchoTimer(plain), o.Samples)
 	if err != nil {
 		return res, err
 	}
+	res.EchoP50Us, res.EchoP99Us = quantileUs(echo, 0.5), quantileUs(echo, 0.99)
 	res.MMIOReadP50Us, res.MMIOReadP99Us = quantileUs(mm, 0.5), quantileUs(mm, 0.99)
 	dr, err := wd.dmaReads(o.Samples / 4)
 	if err != nil {

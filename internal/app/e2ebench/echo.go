@@ -26,15 +26,22 @@ func echoServer(c *net.UDPConn) {
 	}
 }
 
-// echoRTTs sends n datagrams of size bytes from c to peer one at a time
-// and times each answer: the baseline of what the network and the Go
-// runtime's socket path cost a round trip. Each datagram carries its
-// sequence number, so a late answer to an earlier one is not counted.
-// payload, when set, is copied to the front of each datagram (a dxpu
-// header, so that a switch forwards it).
-func echoRTTs(ctx context.Context, c *net.UDPConn, peer netip.AddrPort, n, size int, payload []byte) ([]time.Duration, error) {
+// echoPath is an open echo baseline: exchange sends tx and returns once
+// the answer carrying seq (at seqAt) is back; every datagram starts with
+// payload (a dxpu header, so that a switch forwards it).
+type echoPath struct {
+	payload  []byte
+	exchange func(tx []byte, seqAt int, seq uint64, t0 time.Time) error
+	close    func()
+}
+
+// plainExchange is the exchange of a client socket c in Go's network
+// poller: send to peer, then a blocking read, the answer of the right
+// length and sequence number ending it (a late answer to an earlier
+// datagram is not counted).
+func plainExchange(c *net.UDPConn, peer netip.AddrPort) func(tx []byte, seqAt int, seq uint64, t0 time.Time) error {
 	rx := make([]byte, 2048)
-	return timeEchoes(ctx, n, size, payload, func(tx []byte, seqAt int, seq uint64, _ time.Time) error {
+	return func(tx []byte, seqAt int, seq uint64, _ time.Time) error {
 		if _, err := c.WriteToUDPAddrPort(tx, peer); err != nil {
 			return fmt.Errorf("to %v: %w", peer, err)
 		}
@@ -54,29 +61,61 @@ func echoRTTs(ctx context.Context, c *net.UDPConn, peer netip.AddrPort, n, size 
 				return nil
 			}
 		}
-	})
+	}
 }
 
-// timeEchoes times n round trips of exchange, one at a time: each sends tx
-// (payload, then the sequence number seq at seqAt, padded to size) and
-// returns once the answer carrying seq is back.
-func timeEchoes(ctx context.Context, n, size int, payload []byte, exchange func(tx []byte, seqAt int, seq uint64, t0 time.Time) error) ([]time.Duration, error) {
-	size = max(size, len(payload)+8)
+// plainEcho is the echo baseline between a client socket c and server
+// socket s, both in Go's network poller; the client sends to peer (the
+// server, or a switch in front of it). It owns both sockets.
+func plainEcho(c, s *net.UDPConn, peer netip.AddrPort, payload []byte) *echoPath {
+	go echoServer(s)
+	return &echoPath{payload: payload, exchange: plainExchange(c, peer), close: func() { c.Close(); s.Close() }}
+}
+
+// echoSize is the size of every echo datagram: as small as an MMIO read's
+// frames.
+const echoSize = 64
+
+// echoTimer times single round trips of an echo path, numbering each
+// datagram.
+type echoTimer struct {
+	e     *echoPath
+	tx    []byte
+	seqAt int
+	seq   uint64
+}
+
+func newEchoTimer(e *echoPath) *echoTimer {
+	tx := make([]byte, max(echoSize, len(e.payload)+8))
+	copy(tx, e.payload)
+	return &echoTimer{e: e, tx: tx, seqAt: len(e.payload)}
+}
+
+// once times one round trip.
+func (t *echoTimer) once() (time.Duration, error) {
+	t.seq++
+	putSeq(t.tx[t.seqAt:], t.seq)
+	t0 := time.Now()
+	if err := t.e.exchange(t.tx, t.seqAt, t.seq, t0); err != nil {
+		return 0, fmt.Errorf("e2ebench: echo %d: %w", t.seq, err)
+	}
+	return time.Since(t0), nil
+}
+
+// echoRTTs times n round trips of e, one at a time.
+func echoRTTs(ctx context.Context, e *echoPath, n int) ([]time.Duration, error) {
+	t := newEchoTimer(e)
 	out := make([]time.Duration, 0, n)
-	tx := make([]byte, size)
-	copy(tx, payload)
-	seqAt := len(payload)
 	freshHeap()
-	for i := 0; i < n; i++ {
+	for range n {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		putSeq(tx[seqAt:], uint64(i))
-		t0 := time.Now()
-		if err := exchange(tx, seqAt, uint64(i), t0); err != nil {
-			return nil, fmt.Errorf("e2ebench: echo %d: %w", i, err)
+		d, err := t.once()
+		if err != nil {
+			return nil, err
 		}
-		out = append(out, time.Since(t0))
+		out = append(out, d)
 	}
 	return out, nil
 }
@@ -95,12 +134,13 @@ func getSeq(b []byte) uint64 {
 	return v
 }
 
-// busyEchoRTTs is echoRTTs between two busy-polling sockets
+// busyEcho is the echo between two busy-polling sockets
 // (udp.ListenBusyPoll: outside Go's network poller, each end spinning on
 // non-blocking receives): the kernel's UDP path with no wake-up on either
 // end, the socket kind and polling the bridges use under bench e2e. c
-// sends to its peer, s answers to its own.
-func busyEchoRTTs(ctx context.Context, c, s *udp.Conn, n, size int, payload []byte) ([]time.Duration, error) {
+// sends to its peer, s answers to its own; its server spins on a
+// processor of its own until close. It owns both sockets.
+func busyEcho(c, s *udp.Conn, payload []byte) *echoPath {
 	var stop atomic.Bool
 	done := make(chan struct{})
 	go func() {
@@ -118,9 +158,8 @@ func busyEchoRTTs(ctx context.Context, c, s *udp.Conn, n, size int, payload []by
 			}
 		}
 	}()
-	defer func() { stop.Store(true); <-done }()
 	bufs, sizes := [][]byte{make([]byte, 2048)}, []int{0}
-	return timeEchoes(ctx, n, size, payload, func(tx []byte, seqAt int, seq uint64, t0 time.Time) error {
+	exchange := func(tx []byte, seqAt int, seq uint64, t0 time.Time) error {
 		if err := c.Send(tx); err != nil {
 			return fmt.Errorf("busy-poll: %w", err)
 		}
@@ -137,5 +176,11 @@ func busyEchoRTTs(ctx context.Context, c, s *udp.Conn, n, size int, payload []by
 				return errors.New("busy-poll: no answer within 1s")
 			}
 		}
-	})
+	}
+	return &echoPath{payload: payload, exchange: exchange, close: func() {
+		stop.Store(true)
+		<-done
+		c.Close()
+		s.Close()
+	}}
 }

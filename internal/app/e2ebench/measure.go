@@ -12,16 +12,53 @@ import (
 
 // mmioReads times n reads of a BAR0 register, each a full round trip.
 func (wd *world) mmioReads(n int) ([]time.Duration, error) {
-	out := make([]time.Duration, 0, n)
+	mm, _, err := wd.mmioReadsBeside(nil, n)
+	return mm, err
+}
+
+// warmUp is how many untimed turns of reads (and echoes) come before a
+// timed series.
+const warmUp = 200
+
+// mmioReadsBeside times n reads of a BAR0 register, each a full round
+// trip, and, when et is set, n echoes of its path, taken in turns: an echo,
+// then a read. Both series then see the same machine: on a shared one the
+// tail of any round trip moves with what else runs, from one second to
+// the next, and a baseline timed before the reads would hold their tail
+// against another moment's.
+func (wd *world) mmioReadsBeside(et *echoTimer, n int) (mmio, echo []time.Duration, err error) {
+	mmio = make([]time.Duration, 0, n)
+	if et != nil {
+		echo = make([]time.Duration, 0, n)
+	}
+	// Untimed turns first: the first few hundred round trips after a
+	// collection and a new socket run slower on both paths alike.
+	for i := 0; i < warmUp; i++ {
+		if et != nil {
+			if _, err := et.once(); err != nil {
+				return nil, nil, err
+			}
+		}
+		if _, err := wd.c.ReadRegister(wd.d, gpu.RegScratch); err != nil {
+			return nil, nil, fmt.Errorf("e2ebench: warm-up MMIO read %d: %w", i, err)
+		}
+	}
 	freshHeap()
 	for i := 0; i < n; i++ {
+		if et != nil {
+			d, err := et.once()
+			if err != nil {
+				return nil, nil, err
+			}
+			echo = append(echo, d)
+		}
 		t0 := time.Now()
 		if _, err := wd.c.ReadRegister(wd.d, gpu.RegScratch); err != nil {
-			return nil, fmt.Errorf("e2ebench: MMIO read %d: %w", i, err)
+			return nil, nil, fmt.Errorf("e2ebench: MMIO read %d: %w", i, err)
 		}
-		out = append(out, time.Since(t0))
+		mmio = append(mmio, time.Since(t0))
 	}
-	return out, nil
+	return mmio, echo, nil
 }
 
 // dmaReads times n copies of one read request's worth (MRRS, 512 bytes)

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"time"
 
 	"github.com/dxpu/dxpu/bridge/driver"
 	"github.com/dxpu/dxpu/bridge/udp"
@@ -92,9 +91,9 @@ func (n *namespaces) bridges(busyPoll bool) (driver.Transport, driver.Transport,
 	return hc, gc, nil
 }
 
-// echo times n echoes of pair-2 dxpu frames from netns host through the
+// echo opens the echo of pair-2 dxpu frames from netns host through the
 // switch to an echo server in netns gpu and back.
-func (n *namespaces) echo(ctx context.Context, count int) ([]time.Duration, error) {
+func (n *namespaces) echo() (*echoPath, error) {
 	var sc, cc *net.UDPConn
 	err := n.GPU.Do(func() (err error) {
 		sc, err = net.ListenUDP("udp4", net.UDPAddrFromAddrPort(n.GPUAddr(nsEchoPort)))
@@ -103,17 +102,15 @@ func (n *namespaces) echo(ctx context.Context, count int) ([]time.Duration, erro
 	if err != nil {
 		return nil, fmt.Errorf("e2ebench: echo server: %w", err)
 	}
-	defer sc.Close()
 	err = n.Host.Do(func() (err error) {
 		cc, err = net.ListenUDP("udp4", net.UDPAddrFromAddrPort(n.HostAddr(nsEchoPort)))
 		return err
 	})
 	if err != nil {
+		sc.Close()
 		return nil, fmt.Errorf("e2ebench: echo client: %w", err)
 	}
-	defer cc.Close()
-	go echoServer(sc)
-	return echoRTTs(ctx, cc, n.HostSwitch(), count, 64, echoHeader())
+	return plainEcho(cc, sc, n.HostSwitch(), echoHeader()), nil
 }
 
 // echoHeader is the front of every echo datagram: a dxpu header of pair 2,
@@ -143,7 +140,7 @@ func (n *namespaces) close() {
 
 // busyEcho is echo with busy-polling sockets at both ends, on the same
 // path.
-func (n *namespaces) busyEcho(ctx context.Context, count int) ([]time.Duration, error) {
+func (n *namespaces) busyEcho() (*echoPath, error) {
 	var sc, cc *udp.Conn
 	err := n.GPU.Do(func() (err error) {
 		sc, err = udp.ListenBusyPoll(n.GPUAddr(nsEchoPort), n.GPUSwitch())
@@ -152,14 +149,13 @@ func (n *namespaces) busyEcho(ctx context.Context, count int) ([]time.Duration, 
 	if err != nil {
 		return nil, fmt.Errorf("e2ebench: busy-poll echo server: %w", err)
 	}
-	defer sc.Close()
 	err = n.Host.Do(func() (err error) {
 		cc, err = udp.ListenBusyPoll(n.HostAddr(nsEchoPort), n.HostSwitch())
 		return err
 	})
 	if err != nil {
+		sc.Close()
 		return nil, fmt.Errorf("e2ebench: busy-poll echo client: %w", err)
 	}
-	defer cc.Close()
-	return busyEchoRTTs(ctx, cc, sc, count, 64, echoHeader())
+	return busyEcho(cc, sc, echoHeader()), nil
 }

@@ -1,11 +1,9 @@
 package e2ebench
 
 import (
-	"context"
 	"fmt"
 	"net"
 	"net/netip"
-	"time"
 
 	"github.com/dxpu/dxpu/bridge/driver"
 	"github.com/dxpu/dxpu/bridge/udp"
@@ -18,9 +16,11 @@ type network interface {
 	// bridges opens the pair's sockets; busyPoll: for runners that a
 	// spinning clock polls (udp.ListenBusyPoll).
 	bridges(busyPoll bool) (host, gpu driver.Transport, err error)
-	echo(ctx context.Context, n int) ([]time.Duration, error)
+	// echo opens the echo baseline between the same two endpoints as
+	// the bridges, through the same switch.
+	echo() (*echoPath, error)
 	// busyEcho is echo between two busy-polling sockets.
-	busyEcho(ctx context.Context, n int) ([]time.Duration, error)
+	busyEcho() (*echoPath, error)
 	close()
 }
 
@@ -54,34 +54,31 @@ func listenFor(busyPoll bool) func(local, peer netip.AddrPort) (*udp.Conn, error
 	return udp.Listen
 }
 
-func (loopbackNet) echo(ctx context.Context, n int) ([]time.Duration, error) {
+func (loopbackNet) echo() (*echoPath, error) {
 	lo := &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)}
 	sc, err := net.ListenUDP("udp", lo)
 	if err != nil {
 		return nil, fmt.Errorf("e2ebench: echo server: %w", err)
 	}
-	defer sc.Close()
 	cc, err := net.ListenUDP("udp", lo)
 	if err != nil {
+		sc.Close()
 		return nil, fmt.Errorf("e2ebench: echo client: %w", err)
 	}
-	defer cc.Close()
-	go echoServer(sc)
-	return echoRTTs(ctx, cc, sc.LocalAddr().(*net.UDPAddr).AddrPort(), n, 64, nil)
+	return plainEcho(cc, sc, sc.LocalAddr().(*net.UDPAddr).AddrPort(), nil), nil
 }
 
-func (loopbackNet) busyEcho(ctx context.Context, n int) ([]time.Duration, error) {
+func (loopbackNet) busyEcho() (*echoPath, error) {
 	lo := netip.MustParseAddrPort("127.0.0.1:0")
 	sc, err := udp.ListenBusyPoll(lo, netip.AddrPort{})
 	if err != nil {
 		return nil, fmt.Errorf("e2ebench: busy-poll echo server: %w", err)
 	}
-	defer sc.Close()
 	cc, err := udp.ListenBusyPoll(lo, sc.LocalAddr())
 	if err != nil {
+		sc.Close()
 		return nil, fmt.Errorf("e2ebench: busy-poll echo client: %w", err)
 	}
-	defer cc.Close()
 	sc.SetPeer(cc.LocalAddr())
-	return busyEchoRTTs(ctx, cc, sc, n, 64, nil)
+	return busyEcho(cc, sc, nil), nil
 }
