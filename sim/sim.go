@@ -17,10 +17,15 @@ type Sim struct {
 	now    time.Duration
 	seq    uint64
 	events eventHeap
-	free   []*event // recycled events: scheduling allocates nothing in steady state
-	rng    *rand.Rand
-	seed   uint64
-	steps  uint64
+	// cancelled counts the stopped events still in events. A model that
+	// arms a timeout per request and stops it on the answer (a completion
+	// timeout) would otherwise grow the heap by every request of the
+	// timeout's span, and each step would sift through all of them.
+	cancelled int
+	free      []*event // recycled events: scheduling allocates nothing in steady state
+	rng       *rand.Rand
+	seed      uint64
+	steps     uint64
 }
 
 // New returns a simulator at virtual time 0 whose random source is seeded
@@ -55,6 +60,7 @@ func (t Timer) Stop() bool {
 		return false
 	}
 	t.ev.fn = nil
+	t.ev.s.cancelled++ // a pending event is always in its heap
 	return true
 }
 
@@ -71,8 +77,11 @@ func (s *Sim) At(t time.Duration, fn func()) Timer {
 		ev = new(event)
 	}
 	ev.gen++
-	ev.at, ev.seq, ev.fn = t, s.seq, fn
+	ev.at, ev.seq, ev.fn, ev.s = t, s.seq, fn, s
 	s.seq++
+	if s.cancelled > compactAbove && s.cancelled > len(s.events)/2 {
+		s.compact()
+	}
 	s.events.push(ev)
 	return Timer{ev, ev.gen}
 }
@@ -80,9 +89,37 @@ func (s *Sim) At(t time.Duration, fn func()) Timer {
 // After schedules fn d after now.
 func (s *Sim) After(d time.Duration, fn func()) Timer { return s.At(s.now+d, fn) }
 
-// Pending reports the number of scheduled events (cancelled ones included
-// until they are reached).
-func (s *Sim) Pending() int { return len(s.events) }
+// Pending reports the number of scheduled events that were not cancelled.
+func (s *Sim) Pending() int { return len(s.events) - s.cancelled }
+
+// compactAbove is how many cancelled events the heap may hold before At
+// considers dropping them; it drops them once they are more than half.
+const compactAbove = 1024
+
+// compact drops the cancelled events from the heap and rebuilds it. The
+// order in which live events run is unchanged: it is (at, seq), unique
+// per event, whatever the heap's shape.
+func (s *Sim) compact() {
+	live := s.events[:0]
+	for _, ev := range s.events {
+		if ev.fn != nil {
+			live = append(live, ev)
+		} else {
+			s.free = append(s.free, ev)
+		}
+	}
+	clear(s.events[len(live):])
+	s.events = live
+	s.cancelled = 0
+	s.events.heapify()
+}
+
+// dropHead recycles the cancelled event at the head of the queue.
+func (s *Sim) dropHead() {
+	head := s.events.pop()
+	s.cancelled--
+	s.free = append(s.free, head)
+}
 
 // Next returns the time of the earliest live event, and false when none
 // is scheduled. It drops cancelled events from the head of the queue
@@ -93,8 +130,7 @@ func (s *Sim) Next() (time.Duration, bool) {
 		if head.fn != nil {
 			return head.at, true
 		}
-		s.events.pop()
-		s.free = append(s.free, head)
+		s.dropHead()
 	}
 	return 0, false
 }
@@ -107,6 +143,7 @@ func (s *Sim) Step() bool {
 		ev.fn = nil
 		s.free = append(s.free, ev)
 		if fn == nil {
+			s.cancelled--
 			continue
 		}
 		s.now = ev.at
@@ -123,11 +160,10 @@ func (s *Sim) Step() bool {
 func (s *Sim) Run(until time.Duration) uint64 {
 	start := s.steps
 	for len(s.events) > 0 {
-		if head := s.events[0]; head.fn == nil {
+		if s.events[0].fn == nil {
 			// Drop cancelled events here, so a cancelled head never lets
 			// Step run a live event that lies beyond until.
-			s.events.pop()
-			s.free = append(s.free, head)
+			s.dropHead()
 			continue
 		}
 		if until >= 0 && s.events[0].at > until {
@@ -161,6 +197,7 @@ type event struct {
 	seq uint64
 	gen uint64
 	fn  func()
+	s   *Sim // whose heap holds it, for Stop's count
 }
 
 // eventHeap is a binary min-heap of events by (at, seq). It is written out
@@ -198,10 +235,22 @@ func (h *eventHeap) pop() *event {
 	q[n] = nil
 	q = q[:n]
 	*h = q
-	if n == 0 {
-		return top
+	if n > 0 {
+		q.siftDown(0, last)
 	}
-	i := 0
+	return top
+}
+
+// heapify restores the heap order of the whole slice (Floyd's method).
+func (h eventHeap) heapify() {
+	for i := len(h)/2 - 1; i >= 0; i-- {
+		h.siftDown(i, h[i])
+	}
+}
+
+// siftDown puts ev at position i, or below it, moving smaller children up.
+func (h eventHeap) siftDown(i int, ev *event) {
+	q, n := h, len(h)
 	for {
 		c := 2*i + 1
 		if c >= n {
@@ -210,12 +259,11 @@ func (h *eventHeap) pop() *event {
 		if r := c + 1; r < n && q[r].before(q[c]) {
 			c = r
 		}
-		if !q[c].before(last) {
+		if !q[c].before(ev) {
 			break
 		}
 		q[i] = q[c]
 		i = c
 	}
-	q[i] = last
-	return top
+	q[i] = ev
 }
