@@ -51,17 +51,13 @@ func TestCompactionKeepsOrder(t *testing.T) {
 	t.Parallel()
 	s := New(1)
 	rng := rand.New(rand.NewPCG(3, 5))
-	type key struct {
-		at  time.Duration
-		seq int
-	}
-	var want, got []key
+	var want, got []schedKey
 	var stopped []Timer
 	seq := 0
 	var add func(depth int)
 	add = func(depth int) {
 		at := s.Now() + time.Duration(rng.IntN(50))
-		k := key{at, seq}
+		k := schedKey{at, seq}
 		seq++
 		tm := s.At(at, func() {
 			got = append(got, k)
@@ -88,12 +84,7 @@ func TestCompactionKeepsOrder(t *testing.T) {
 		t.Fatalf("Pending %d, want the %d live events", s.Pending(), len(want))
 	}
 	s.Run(-1)
-	slices.SortFunc(want, func(a, b key) int {
-		if a.at != b.at {
-			return int(a.at - b.at)
-		}
-		return a.seq - b.seq
-	})
+	sortBySchedule(want)
 	if !slices.Equal(got, want) {
 		t.Fatalf("%d events ran, want %d, or in another order", len(got), len(want))
 	}

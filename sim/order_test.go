@@ -15,16 +15,12 @@ func TestManyEventsRunInTimeThenScheduleOrder(t *testing.T) {
 	t.Parallel()
 	s := New(1)
 	rng := rand.New(rand.NewPCG(7, 9))
-	type key struct {
-		at  time.Duration
-		seq int
-	}
-	var want, got []key
+	var want, got []schedKey
 	seq := 0
 	var add func(depth int)
 	add = func(depth int) {
 		at := s.Now() + time.Duration(rng.IntN(20))
-		k := key{at, seq}
+		k := schedKey{at, seq}
 		seq++
 		tm := s.At(at, func() {
 			got = append(got, k)
@@ -44,12 +40,7 @@ func TestManyEventsRunInTimeThenScheduleOrder(t *testing.T) {
 	s.Run(-1)
 	// Events added while running come after every earlier-scheduled one
 	// at the same instant; sorting by (at, seq) is the order to expect.
-	slices.SortFunc(want, func(a, b key) int {
-		if a.at != b.at {
-			return int(a.at - b.at)
-		}
-		return a.seq - b.seq
-	})
+	sortBySchedule(want)
 	if len(got) != len(want) {
 		t.Fatalf("%d events ran, want %d", len(got), len(want))
 	}
@@ -58,6 +49,24 @@ func TestManyEventsRunInTimeThenScheduleOrder(t *testing.T) {
 			t.Fatalf("event %d: ran %+v, want %+v", i, got[i], want[i])
 		}
 	}
+}
+
+// schedKey names an event of the order tests: when it was due and the
+// order it was scheduled in.
+type schedKey struct {
+	at  time.Duration
+	seq int
+}
+
+// sortBySchedule sorts keys into the order the simulator must run them:
+// by time, then by scheduling order.
+func sortBySchedule(keys []schedKey) {
+	slices.SortFunc(keys, func(a, b schedKey) int {
+		if a.at != b.at {
+			return int(a.at - b.at)
+		}
+		return a.seq - b.seq
+	})
 }
 
 // BenchmarkScheduleAndRunBusy is one event scheduled and one run with 512

@@ -208,15 +208,7 @@ func TestHoldSendsFramesWhenQueueFull(t *testing.T) {
 // the ones the runner's own goroutine received go to OnTLP.
 func TestOnPolledTLP(t *testing.T) {
 	t.Parallel()
-	a, b := newPollPipes()
-	var rs [2]*driver.Runner
-	for i, role := range []bridge.Role{bridge.RoleHost, bridge.RoleGPU} {
-		br, err := bridge.New(quietConfig(role))
-		if err != nil {
-			t.Fatal(err)
-		}
-		rs[i] = driver.New(br, []*pollPipe{a, b}[i])
-	}
+	rs := pollRunners(t, quietConfig)
 	var inPoll atomic.Bool
 	var polled, plain, strays atomic.Int64
 	rs[1].OnPolledTLP = func(tlp.View) {

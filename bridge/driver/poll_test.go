@@ -29,6 +29,22 @@ func newPollPipes() (*pollPipe, *pollPipe) {
 	return &pollPipe{a, ra, rb}, &pollPipe{b, rb, ra}
 }
 
+// pollRunners returns a host-side and a GPU-side runner, each bridge
+// configured by cfg, joined by a fresh pair of poll pipes.
+func pollRunners(t *testing.T, cfg func(bridge.Role) bridge.Config) [2]*driver.Runner {
+	t.Helper()
+	a, b := newPollPipes()
+	var rs [2]*driver.Runner
+	for i, role := range []bridge.Role{bridge.RoleHost, bridge.RoleGPU} {
+		br, err := bridge.New(cfg(role))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rs[i] = driver.New(br, []*pollPipe{a, b}[i])
+	}
+	return rs
+}
+
 func (p *pollPipe) Send(f []byte) error {
 	err := p.pipe.Send(f)
 	select {
@@ -93,15 +109,7 @@ func TestRunnerDeliversPolled(t *testing.T) {
 // sent afterwards arrive too, none of them through Poll.
 func TestPollTakesFrames(t *testing.T) {
 	t.Parallel()
-	a, b := newPollPipes()
-	var rs [2]*driver.Runner
-	for i, role := range []bridge.Role{bridge.RoleHost, bridge.RoleGPU} {
-		br, err := bridge.New(testConfig(role))
-		if err != nil {
-			t.Fatal(err)
-		}
-		rs[i] = driver.New(br, []*pollPipe{a, b}[i])
-	}
+	rs := pollRunners(t, testConfig)
 	if k := rs[1].Poll(); k != 0 {
 		t.Fatalf("Poll before Run took %d frames", k)
 	}
@@ -183,17 +191,11 @@ func TestPollTakesFrames(t *testing.T) {
 // again, with nobody polling and no frame coming in to re-arm it.
 func TestPollServesDeadline(t *testing.T) {
 	t.Parallel()
-	a, b := newPollPipes()
-	var rs [2]*driver.Runner
-	for i, role := range []bridge.Role{bridge.RoleHost, bridge.RoleGPU} {
+	rs := pollRunners(t, func(role bridge.Role) bridge.Config {
 		c := testConfig(role)
 		c.Keepalive, c.DeadAfter = time.Millisecond, time.Hour
-		br, err := bridge.New(c)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rs[i] = driver.New(br, []*pollPipe{a, b}[i])
-	}
+		return c
+	})
 	ctx, cancel := context.WithCancel(context.Background())
 	gctx, gcancel := context.WithCancel(ctx)
 	var wg, gwg sync.WaitGroup

@@ -70,17 +70,24 @@ func (d *deployment) path(name string) string { return filepath.Join(d.dir, name
 // start runs the dxpu binary with args inside namespace ns.
 func (d *deployment) start(ns, name string, args ...string) *proc {
 	d.t.Helper()
-	p := &proc{name: name, more: make(chan struct{}, 1), done: make(chan struct{})}
-	p.cmd = exec.Command(d.bin, args...)
-	p.cmd.Dir = d.dir
+	cmd := exec.Command(d.bin, args...)
+	cmd.Dir = d.dir
+	// The child inherits the namespace of the thread that forks it.
+	return runProc(d.t, name, cmd, func() error { return d.ns[ns].Do(cmd.Start) })
+}
+
+// runProc starts cmd through start, its output kept as a proc's lines; it
+// is killed at the end of the test, its output logged if the test failed.
+func runProc(t *testing.T, name string, cmd *exec.Cmd, start func() error) *proc {
+	t.Helper()
+	p := &proc{name: name, cmd: cmd, more: make(chan struct{}, 1), done: make(chan struct{})}
 	r, w, err := os.Pipe()
 	if err != nil {
-		d.t.Fatal(err)
+		t.Fatal(err)
 	}
-	p.cmd.Stdout, p.cmd.Stderr = w, w
-	// The child inherits the namespace of the thread that forks it.
-	if err := d.ns[ns].Do(func() error { return p.cmd.Start() }); err != nil {
-		d.t.Fatalf("starting %s: %v", name, err)
+	cmd.Stdout, cmd.Stderr = w, w
+	if err := start(); err != nil {
+		t.Fatalf("starting %s: %v", name, err)
 	}
 	w.Close()
 	go func() {
@@ -97,14 +104,14 @@ func (d *deployment) start(ns, name string, args ...string) *proc {
 			}
 		}
 		r.Close()
-		p.cmd.Wait()
+		cmd.Wait()
 	}()
-	d.t.Cleanup(func() {
-		p.cmd.Process.Kill()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
 		<-p.done
-		if d.t.Failed() {
+		if t.Failed() {
 			p.mu.Lock()
-			d.t.Logf("--- %s output:\n%s", name, strings.Join(p.lines, "\n"))
+			t.Logf("--- %s output:\n%s", name, strings.Join(p.lines, "\n"))
 			p.mu.Unlock()
 		}
 	})

@@ -1,7 +1,6 @@
 package bridgeagent_test
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -36,44 +35,9 @@ import (
 // a proc's lines; it is killed at the end of the test.
 func startProc(t *testing.T, name, bin, dir string, args ...string) *proc {
 	t.Helper()
-	p := &proc{name: name, more: make(chan struct{}, 1), done: make(chan struct{})}
-	p.cmd = exec.Command(bin, args...)
-	p.cmd.Dir = dir
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.cmd.Stdout, p.cmd.Stderr = w, w
-	if err := p.cmd.Start(); err != nil {
-		t.Fatalf("starting %s: %v", name, err)
-	}
-	w.Close()
-	go func() {
-		defer close(p.done)
-		sc := bufio.NewScanner(r)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		for sc.Scan() {
-			p.mu.Lock()
-			p.lines = append(p.lines, sc.Text())
-			p.mu.Unlock()
-			select {
-			case p.more <- struct{}{}:
-			default:
-			}
-		}
-		r.Close()
-		p.cmd.Wait()
-	}()
-	t.Cleanup(func() {
-		p.cmd.Process.Kill()
-		<-p.done
-		if t.Failed() {
-			p.mu.Lock()
-			t.Logf("--- %s output:\n%s", name, strings.Join(p.lines, "\n"))
-			p.mu.Unlock()
-		}
-	})
-	return p
+	cmd := exec.Command(bin, args...)
+	cmd.Dir = dir
+	return runProc(t, name, cmd, cmd.Start)
 }
 
 // field returns the value of key=VALUE in a slog text line.

@@ -39,19 +39,9 @@ func (g *AttachedGPU) Serve(ctx context.Context, conn *qemuproxy.Conn) error {
 	if g.Runner == nil {
 		return fmt.Errorf("%w: AttachedGPU needs the pair's runner", vmm.ErrConfig)
 	}
-	bar0, size, timeout := g.BAR0, g.BAR0Size, g.CompletionTimeout
-	if bar0 == 0 {
-		bar0 = 0x9000_0000
-	}
-	if size == 0 {
-		size = 16 << 20
-	}
-	if timeout == 0 {
-		timeout = 2 * time.Second
-	}
 	ram := &vmm.GuestRAM{}
 	defer ram.Close()
-	port, err := vmm.NewPort(vmm.Config{Device: g.Device, BARs: [6]vmm.BAR{0: {Size: size, Device: bar0}}, CompletionTimeout: timeout}, ram)
+	port, err := guestPort(g.Device, g.BAR0, g.BAR0Size, g.CompletionTimeout, ram)
 	if err != nil {
 		return err
 	}

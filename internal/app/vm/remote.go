@@ -60,6 +60,23 @@ func DefaultBridge(pair uint32) bridge.Config {
 		CompletionTimeout: 2 * time.Second, MaxRTO: 200 * time.Millisecond}
 }
 
+// guestPort is the vmm.Port that QEMU's proxy device is served through:
+// BAR0 at bar0 (default 0x9000_0000) of size bytes (default 16 MiB), a
+// guest access bounded by timeout (default 2 s). RemoteGPU and AttachedGPU
+// take the same defaults.
+func guestPort(dev tlp.ID, bar0, size uint64, timeout time.Duration, ram *vmm.GuestRAM) (*vmm.Port, error) {
+	if bar0 == 0 {
+		bar0 = 0x9000_0000
+	}
+	if size == 0 {
+		size = 16 << 20
+	}
+	if timeout == 0 {
+		timeout = 2 * time.Second
+	}
+	return vmm.NewPort(vmm.Config{Device: dev, BARs: [6]vmm.BAR{0: {Size: size, Device: bar0}}, CompletionTimeout: timeout}, ram)
+}
+
 // Stats returns the port's and the server's counters once Serve runs.
 func (g *RemoteGPU) Stats() (*vmm.Stats, *qemuproxy.ServerStats) {
 	g.mu.Lock()
@@ -95,20 +112,9 @@ func (g *RemoteGPU) Serve(ctx context.Context, conn *qemuproxy.Conn) error {
 		return err
 	}
 	r := driver.New(b, g.Transport)
-	bar0, size := g.BAR0, g.BAR0Size
-	if bar0 == 0 {
-		bar0 = 0x9000_0000
-	}
-	if size == 0 {
-		size = 16 << 20
-	}
-	timeout := g.CompletionTimeout
-	if timeout == 0 {
-		timeout = 2 * time.Second
-	}
 	ram := &vmm.GuestRAM{}
 	defer ram.Close()
-	port, err := vmm.NewPort(vmm.Config{Device: g.Device, BARs: [6]vmm.BAR{0: {Size: size, Device: bar0}}, CompletionTimeout: timeout}, ram)
+	port, err := guestPort(g.Device, g.BAR0, g.BAR0Size, g.CompletionTimeout, ram)
 	if err != nil {
 		return err
 	}
