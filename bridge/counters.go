@@ -63,4 +63,11 @@ type Counters struct {
 	RxKeyRotations uint64 // the receiver moved to the peer's new epoch
 	KeysInstalled  uint64 // pair key generations taken (Config.Key included)
 	KeyActivations uint64 // a newer generation became the one this side seals under
+
+	// DroppedUnknownGeneration: those of DroppedUnknownKey sealed under a
+	// pair key generation this side does not hold: the two sides were
+	// given different keys or generations. LastUnknownGeneration is the
+	// generation of the latest (its low 8 bits, all the wire carries).
+	DroppedUnknownGeneration uint64
+	LastUnknownGeneration    uint32
 }

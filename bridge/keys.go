@@ -206,6 +206,8 @@ func (b *Bridge) sealCounters(c *Counters) {
 	c.DroppedForged = s.AuthFailed
 	c.DroppedReplayed = s.Replayed
 	c.DroppedUnknownKey = s.UnknownEpoch
+	c.DroppedUnknownGeneration = s.UnknownGeneration
+	c.LastUnknownGeneration = uint32(s.LastUnknownGeneration)
 	c.DroppedNoSession = s.NoSession
 	c.DroppedSealMalformed = s.Malformed
 	c.DroppedHandshakeType = s.HandshakeRefused

@@ -21,4 +21,12 @@ type Counters struct {
 	PreviousRetired uint64 // previous receive keys dropped after their grace
 	KeysInstalled   uint64 // InstallKey calls that took a new generation
 	KeyActivations  uint64 // a newer generation became the one the sender moves to
+
+	// UnknownGeneration counts those of UnknownEpoch whose generation
+	// matches no key held at all: the peer seals under another pair key
+	// generation. LastUnknownGeneration is the generation of the latest
+	// of them (its low 8 bits, all the wire carries): a record, not a
+	// count, kept here because a refused frame changes no key state.
+	UnknownGeneration     uint64
+	LastUnknownGeneration uint8
 }

@@ -48,6 +48,13 @@ func (c *Channel) Open(frame []byte) ([]byte, error) {
 	}
 	if k == nil {
 		c.ctr.UnknownEpoch++
+		// No key of the frame's generation at all (rather than an epoch
+		// this side has not derived): the peer holds another pair key.
+		// Counted, not logged here: the owner reports it (rate-limited).
+		if kind&kindHandshake != 0 || c.keyFor(frame[offGen]) == nil {
+			c.ctr.UnknownGeneration++
+			c.ctr.LastUnknownGeneration = frame[offGen]
+		}
 		return nil, errUnknownFrame
 	}
 	// Handshake packet numbers come from the sender's clock and must grow:

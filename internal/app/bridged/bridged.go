@@ -125,6 +125,7 @@ func Run(ctx context.Context, o Options) error {
 
 	var wg sync.WaitGroup
 	wg.Go(func() { events.limit.Run(ctx) })
+	wg.Go(func() { NewKeyGenerationWatch(events.out, nil).Run(ctx, d.runner) })
 	errs := make([]error, 2)
 	for i, fn := range []func(context.Context) error{d.runner.Run, side} {
 		wg.Add(1)

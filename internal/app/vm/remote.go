@@ -12,6 +12,7 @@ import (
 	"github.com/dxpu/dxpu/bridge/driver"
 	"github.com/dxpu/dxpu/bridge/vmm"
 	"github.com/dxpu/dxpu/bridge/vmm/qemuproxy"
+	"github.com/dxpu/dxpu/internal/app/bridged"
 	"github.com/dxpu/dxpu/tlp"
 )
 
@@ -142,7 +143,14 @@ func (g *RemoteGPU) Serve(ctx context.Context, conn *qemuproxy.Conn) error {
 	defer cancel()
 	runDone := make(chan error, 1)
 	go func() { runDone <- r.Run(ctx) }()
-	defer func() { cancel(); <-runDone }()
+	// A peer sealing under another key generation is logged (the link
+	// would just never come up otherwise).
+	watched := make(chan struct{})
+	go func() {
+		bridged.NewKeyGenerationWatch(log.With("pair", cfg.PairID, "role", bridge.RoleHost), nil).Run(ctx, r)
+		close(watched)
+	}()
+	defer func() { cancel(); <-runDone; <-watched }()
 	wait := g.LinkUpTimeout
 	if wait == 0 {
 		wait = 10 * time.Second
@@ -152,6 +160,10 @@ func (g *RemoteGPU) Serve(ctx context.Context, conn *qemuproxy.Conn) error {
 	select {
 	case <-up:
 	case <-t.C:
+		s, _ := r.KeyState()
+		if why := bridged.Mismatch(r.Counters(), s); why != "" {
+			return fmt.Errorf("%w within %v (pair %d): %s", ErrLinkDown, wait, cfg.PairID, why)
+		}
 		return fmt.Errorf("%w within %v (pair %d)", ErrLinkDown, wait, cfg.PairID)
 	case <-ctx.Done():
 		return nil
