@@ -125,10 +125,12 @@ func newVMRunCmd(e *env) *cobra.Command {
 		Long: `run boots a guest with one GPU per --gpu, each a host-side bridge that pairs
 with a GPU-side bridge elsewhere (dxpu bridge --role gpu, or a box agent):
 
-  --gpu pair=N,listen=IP:PORT,peer=IP:PORT,key=FILE
+  --gpu pair=N,listen=IP:PORT,peer=IP:PORT,key=FILE[,gen=N]
 
-key is the pair key file the GPU side's bridge was given (--key-file there);
---insecure-no-keys runs every pair unkeyed, for a lab only. The guest tool's report is printed as JSON when it is done; with
+key is the pair key file the GPU side's bridge was given (--key-file there)
+and gen its generation (--key-generation there; both default to 1): a side
+that sees the other seal under another generation logs "key generation
+mismatch". --insecure-no-keys runs every pair unkeyed, for a lab only. The guest tool's report is printed as JSON when it is done; with
 --stay-up the guest keeps running until interrupted.`,
 		Example: `  dxpu bridge --role gpu --pair 1 --listen 127.0.0.1:7001 --peer 127.0.0.1:7002 --pcie emu-gpu --key-file pair1.key &
   dxpu vm run --gpu pair=1,listen=127.0.0.1:7002,peer=127.0.0.1:7001,key=pair1.key`,
@@ -164,7 +166,7 @@ key is the pair key file the GPU side's bridge was given (--key-file there);
 		},
 	}
 	f.add(cmd)
-	cmd.Flags().StringArrayVar(&gpus, "gpu", nil, "a remote GPU: pair=N,listen=IP:PORT,peer=IP:PORT,key=FILE (repeatable)")
+	cmd.Flags().StringArrayVar(&gpus, "gpu", nil, "a remote GPU: pair=N,listen=IP:PORT,peer=IP:PORT,key=FILE[,gen=N] (repeatable)")
 	cmd.Flags().BoolVar(&insecure, "insecure-no-keys", false, "run the pairs unkeyed (lab only: anyone on the fabric can inject TLPs)")
 	cmd.Flags().BoolVar(&stayUp, "stay-up", false, "keep the guest running after its tool is done (until interrupted)")
 	return cmd

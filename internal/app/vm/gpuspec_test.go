@@ -1,6 +1,9 @@
 package vm
 
 import (
+	"bytes"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -22,9 +25,35 @@ func TestParseGPU(t *testing.T) {
 		"pair=1,listen=here,peer=127.0.0.1:2":                         "listen",
 		"pair=1,listen=127.0.0.1:1,peer=127.0.0.1:2":                  "key=FILE is needed",
 		"pair=1,listen=127.0.0.1:1,peer=127.0.0.1:2,key=/nonexistent": "pair key file",
+		"pair=1,listen=127.0.0.1:1,peer=127.0.0.1:2,gen=0,key=k":      `gen="0": want 1..`,
+		"pair=1,listen=127.0.0.1:1,peer=127.0.0.1:2,gen=-1,key=k":     `gen="-1"`,
 	} {
 		if _, err := ParseGPU(spec, false); err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "--gpu") {
 			t.Errorf("%s: %v, want an error naming --gpu and %q", spec, err, want)
+		}
+	}
+	if _, err := ParseGPUSpec("pair=1,listen=127.0.0.1:1,peer=127.0.0.1:2,gen=3", true); err == nil || !strings.Contains(err.Error(), "numbers the key") {
+		t.Errorf("gen= without a key: %v", err)
+	}
+}
+
+// TestGPUSpecKeyGeneration: a key file's generation is 1 unless gen= says
+// otherwise, as `dxpu bridge --key-generation` defaults (vm run once
+// sealed with 0, and no pair came up).
+func TestGPUSpecKeyGeneration(t *testing.T) {
+	t.Parallel()
+	key := filepath.Join(t.TempDir(), "pair.key")
+	if err := os.WriteFile(key, bytes.Repeat([]byte{7}, 32), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for spec, want := range map[string]uint32{
+		"pair=1,listen=127.0.0.1:1,peer=127.0.0.1:2,key=" + key:                1,
+		"pair=1,listen=127.0.0.1:1,peer=127.0.0.1:2,key=" + key + ",gen=7":     7,
+		"pair=1,listen=127.0.0.1:1,peer=127.0.0.1:2,gen=1700000000,key=" + key: 1700000000,
+	} {
+		sp, err := ParseGPUSpec(spec, false)
+		if err != nil || sp.KeyGeneration != want || sp.Bridge().KeyGeneration != want || !sp.Bridge().RequireKeys {
+			t.Errorf("%s: generation %d (bridge %d), %v; want %d", spec, sp.KeyGeneration, sp.Bridge().KeyGeneration, err, want)
 		}
 	}
 }
