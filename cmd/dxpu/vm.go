@@ -28,7 +28,7 @@ func (f *vmFlags) add(cmd *cobra.Command) {
 	fs.StringVar(&f.o.Machine, "machine", "q35", "QEMU machine: q35 (a PCIe root port per GPU slot) or pc")
 	fs.IntVar(&f.o.MemoryMB, "memory-mb", 512, "guest RAM in MiB (shared with the GPU servers as a memfd)")
 	fs.StringVar(&f.o.Accel, "accel", "", "kvm or tcg (default: KVM when it works here, else TCG)")
-	fs.StringVar(&f.o.Dir, "dir", "", "keep the initramfs, QMP socket and serial log here (default: a temporary directory)")
+	fs.StringVar(&f.o.Dir, "dir", "", "keep the initramfs, QMP socket and serial log here: created 0700 if missing, refused if others may enter it (default: a temporary directory)")
 	fs.StringVar(&f.o.SerialLog, "serial-log", "", "write the guest's serial console here (default DIR/serial.log)")
 	fs.Uint64Var(&f.bytes, "bytes", 64<<20, "bytes of each host-to-device and device-to-host copy the guest tool checks")
 }
@@ -99,10 +99,10 @@ launch and sync, boot time, MMIO read latency, copy rates and the path.`,
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			res, err := vm.Demo(ctx, vm.DemoOptions{VM: f.o, Bytes: f.bytes, Loss: loss, Loopback: loopback})
-			if jerr := e.printJSON(res, asJSON); jerr != nil && err == nil {
-				err = jerr
+			if err != nil { // a failed demo prints its error, not a result
+				return exitFor(err, 1)
 			}
-			return exitFor(err, 1)
+			return exitFor(e.printJSON(res, asJSON), 1)
 		},
 	}
 	f.add(cmd)
@@ -155,14 +155,14 @@ mismatch". --insecure-no-keys runs every pair unkeyed, for a lab only. The guest
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			rep, timing, err := vm.Run(ctx, f.o, 30*time.Second)
+			if err != nil { // its error (the guest tool's included), not a zero or partial report
+				return exitFor(err, 1)
+			}
 			out := struct {
 				Report any `json:"report"`
 				Timing any `json:"timing"`
 			}{rep, timing}
-			if jerr := e.printJSON(out, false); jerr != nil && err == nil {
-				err = jerr
-			}
-			return exitFor(err, 1)
+			return exitFor(e.printJSON(out, false), 1)
 		},
 	}
 	f.add(cmd)

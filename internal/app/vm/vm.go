@@ -59,8 +59,9 @@ type Options struct {
 	GPUs         []GPU
 	HotplugSlots int
 	// Dir holds the initramfs, the QMP socket and the serial log (default:
-	// a temporary directory removed by Close). SerialLog defaults to
-	// Dir/serial.log.
+	// a temporary directory removed by Close): created 0700 when missing,
+	// refused when others may enter it; the files in it are 0600.
+	// SerialLog defaults to Dir/serial.log.
 	Dir, SerialLog string
 	// Append is added to the kernel command line.
 	Append string
@@ -166,31 +167,11 @@ func Start(ctx context.Context, o Options) (_ *VM, err error) {
 			v.Close()
 		}
 	}()
-	if v.dir == "" {
-		if v.dir, err = os.MkdirTemp("", "dxpu-vm-"); err != nil {
-			return nil, fmt.Errorf("vm: %w", err)
-		}
-		v.ownDir = true
-	}
-	initrd := filepath.Join(v.dir, "initramfs.cpio.gz")
-	f, err := os.Create(initrd)
-	if err != nil {
-		return nil, fmt.Errorf("vm: %w", err)
-	}
-	err = WriteInitramfs(f, InitramfsConfig{Busybox: o.Busybox, GuestTool: o.GuestTool, GuestArgs: o.GuestArgs, Gzip: true})
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
+	initrd, err := v.prepare()
 	if err != nil {
 		return nil, err
 	}
-	if o.SerialLog == "" {
-		o.SerialLog = filepath.Join(v.dir, "serial.log")
-		v.o.SerialLog = o.SerialLog
-	}
-	if v.logFile, err = os.Create(o.SerialLog); err != nil {
-		return nil, fmt.Errorf("vm: serial log: %w", err)
-	}
+	o.SerialLog = v.o.SerialLog
 	qmpPath := filepath.Join(v.dir, "qmp.sock")
 	args := v.args(initrd, qmpPath)
 
@@ -248,7 +229,46 @@ func Start(ctx context.Context, o Options) (_ *VM, err error) {
 	if v.qmp, err = dialQMP(qctx, qmpPath, v.exited); err != nil {
 		return nil, fmt.Errorf("%w (serial log %s)", err, o.SerialLog)
 	}
+	// QEMU bound the socket under its umask; the directory (0700) already
+	// keeps others out, and now the socket itself is the owner's alone.
+	if err := os.Chmod(qmpPath, 0o600); err != nil {
+		return nil, fmt.Errorf("vm: QMP socket: %w", err)
+	}
 	return v, nil
+}
+
+// prepare makes the VM's directory (a temporary one, or Options.Dir kept
+// private) and writes the initramfs and opens the serial log there, both
+// 0600; it returns the initramfs's path.
+func (v *VM) prepare() (string, error) {
+	var err error
+	if v.dir == "" {
+		if v.dir, err = os.MkdirTemp("", "dxpu-vm-"); err != nil {
+			return "", fmt.Errorf("vm: %w", err)
+		}
+		v.ownDir = true
+	} else if err := privateDir(v.dir); err != nil {
+		return "", err
+	}
+	initrd := filepath.Join(v.dir, "initramfs.cpio.gz")
+	f, err := createPrivate(initrd)
+	if err != nil {
+		return "", fmt.Errorf("vm: %w", err)
+	}
+	err = WriteInitramfs(f, InitramfsConfig{Busybox: v.o.Busybox, GuestTool: v.o.GuestTool, GuestArgs: v.o.GuestArgs, Gzip: true})
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return "", err
+	}
+	if v.o.SerialLog == "" {
+		v.o.SerialLog = filepath.Join(v.dir, "serial.log")
+	}
+	if v.logFile, err = createPrivate(v.o.SerialLog); err != nil {
+		return "", fmt.Errorf("vm: serial log: %w", err)
+	}
+	return initrd, nil
 }
 
 // args builds QEMU's command line.
