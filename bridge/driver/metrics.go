@@ -33,6 +33,10 @@ func snake(s string) string {
 	return strings.ToLower(camel.ReplaceAllString(s, "${1}_${2}"))
 }
 
+// gauge reports whether counter field name is a current value rather than
+// a total: exported without _total, as a gauge.
+func gauge(name string) bool { return name == "TagsInUse" || name == "LastUnknownGeneration" }
+
 // NewCollector returns a collector for r.
 func NewCollector(r *Runner, constLabels prometheus.Labels) *Collector {
 	c := &Collector{r: r}
@@ -47,7 +51,7 @@ func NewCollector(r *Runner, constLabels prometheus.Labels) *Collector {
 		case f.Type.Kind() == reflect.Array:
 			labels = []string{"class"}
 			name += "_total"
-		case f.Name == "TagsInUse":
+		case gauge(f.Name):
 		default:
 			name += "_total"
 		}
@@ -78,7 +82,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			for j := 0; j < f.Len(); j++ {
 				ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(f.Index(j).Uint()), []string{"P", "NP", "Cpl"}[j])
 			}
-		case t.Field(i).Name == "TagsInUse":
+		case gauge(t.Field(i).Name):
 			ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, float64(f.Uint()))
 		default:
 			ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(f.Uint()))

@@ -33,6 +33,9 @@ func TestCollector(t *testing.T) {
 		"dxpu_bridge_tags_in_use":          1,
 		"dxpu_bridge_srtt_seconds":         1,
 		"dxpu_bridge_tlps_delivered_total": 1,
+		// A record of the peer's generation, not a total.
+		"dxpu_bridge_last_unknown_generation":          1,
+		"dxpu_bridge_dropped_unknown_generation_total": 1,
 	} {
 		if byName[name] != n {
 			t.Errorf("%s: %d series, want %d (have %v)", name, byName[name], n, byName)
