@@ -130,8 +130,10 @@ with a GPU-side bridge elsewhere (dxpu bridge --role gpu, or a box agent):
 key is the pair key file the GPU side's bridge was given (--key-file there)
 and gen its generation (--key-generation there; both default to 1): a side
 that sees the other seal under another generation logs "key generation
-mismatch". --insecure-no-keys runs every pair unkeyed, for a lab only. The guest tool's report is printed as JSON when it is done; with
---stay-up the guest keeps running until interrupted.`,
+mismatch". --insecure-no-keys runs every pair unkeyed, for a lab only.
+The guest tool's report is printed as JSON when it is done (a failure
+prints its error only); with --stay-up the guest keeps running until
+interrupted.`,
 		Example: `  dxpu bridge --role gpu --pair 1 --listen 127.0.0.1:7001 --peer 127.0.0.1:7002 --pcie emu-gpu --key-file pair1.key &
   dxpu vm run --gpu pair=1,listen=127.0.0.1:7002,peer=127.0.0.1:7001,key=pair1.key`,
 		Args: cobra.NoArgs,
