@@ -22,6 +22,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"net/netip"
 	"strings"
@@ -93,7 +94,8 @@ type Options struct {
 	Stub *Stub
 	// Scenarios selects scenarios by name (default all, see Scenarios).
 	Scenarios []string
-	// Seed seeds the kit's nonces and ISNs.
+	// Seed seeds the kit's nonces, ISNs and data; 0 draws one at random
+	// (the report names it, to reproduce a run).
 	Seed uint64
 	// Logger receives progress at debug level; nil discards.
 	Logger *slog.Logger
@@ -101,6 +103,11 @@ type Options struct {
 
 // ErrOptions is wrapped by errors about Options.
 var ErrOptions = errors.New("conform: bad options")
+
+// ErrMismatch is wrapped by errors saying that the IUT's settings are not
+// the ones the kit was given (timers, memory window): what it would
+// otherwise fail are not rules but the kit's assumptions, so Run stops.
+var ErrMismatch = errors.New("conform: the implementation does not match the kit's options")
 
 // Run plays the other end against the IUT and returns the report. The
 // error is for the kit's own failures (options, sockets, ctx); what the
@@ -110,7 +117,10 @@ func Run(ctx context.Context, o Options) (Report, error) {
 	if o.Size == 0 {
 		o.Size = 4096
 	}
-	rep := Report{Peer: o.Peer, Role: o.Role.String()}
+	if o.Seed == 0 {
+		o.Seed = rand.Uint64() | 1
+	}
+	rep := Report{Peer: o.Peer, Role: o.Role.String(), Seed: o.Seed}
 	if o.Role != encap.RoleHost && o.Role != encap.RoleGPU {
 		return rep, fmt.Errorf("%w: role %d, want host (1) or gpu (2)", ErrOptions, o.Role)
 	}
@@ -159,6 +169,9 @@ func Run(ctx context.Context, o Options) (Report, error) {
 				continue
 			}
 			rep.Duration = time.Since(k.start)
+			if errors.Is(err, ErrMismatch) {
+				return rep, err
+			}
 			rep.Results = led.results()
 			return rep, fmt.Errorf("conform: scenario %s: %w", s.name, err)
 		}
