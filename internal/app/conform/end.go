@@ -70,8 +70,8 @@ type end struct {
 	prevISN     uint32
 	sessions    map[uint32]string // the IUT's session nonces, to the scenario that saw each first
 	kitSessions map[uint32]string // the kit's own, likewise
-	restarts    int // IUT sessions the kit did not ask for
-	restartAt   time.Duration // when the latest of them was first seen while the kit was deaf
+	restarts    int               // IUT sessions the kit did not ask for
+	restartAt   time.Duration     // when the latest of them was first seen while the kit was deaf
 	rcvNext     uint32
 	held        map[uint32][]byte
 	consumed    [encap.NumCreditTypes]uint32

@@ -937,7 +937,7 @@ func (k *kit) flapShort() error {
 	}
 	if k.restarts != restarts && k.restartAt >= back-out && k.restartAt < back {
 		return mismatch("it declared the link down after %v of silence, the kit was told --dead-after %v: give the kit the implementation's timers (if %v is its DeadAfter, it breaks LNK-2 and LNK-3)",
-			(k.restartAt-quietFrom).Round(time.Microsecond), k.timers.DeadAfter, k.timers.DeadAfter)
+			(k.restartAt - quietFrom).Round(time.Microsecond), k.timers.DeadAfter, k.timers.DeadAfter)
 	}
 	if !ok && k.restarts == restarts {
 		// Later than MaxRTO after the outage: its RTO backed off further
