@@ -160,6 +160,18 @@ func Run(ctx context.Context, o Options) (Report, error) {
 	if o.Stub != nil {
 		k.stubNotify = o.Stub.notify
 	}
+	// A daemon started together with the kit may bind its socket after the
+	// kit's first HELLOs: wait for its first frame before judging anything
+	// (silent, so that it is still not up for HSK-1).
+	k.silent = true
+	heard, err := k.await(startWait, func() bool { return k.frames > 0 })
+	k.silent = false
+	if err != nil {
+		return rep, fmt.Errorf("conform: %w", err)
+	}
+	if !heard {
+		return rep, fmt.Errorf("conform: no frame from the implementation under test (%s) within %v: is it running, with the kit's address (--local) as its peer?", rep.Peer, startWait)
+	}
 	for _, s := range scen {
 		log.Debug("conform: scenario", "name", s.name)
 		led.scenario = s.name
@@ -180,6 +192,9 @@ func Run(ctx context.Context, o Options) (Report, error) {
 	rep.Results = led.results()
 	return rep, nil
 }
+
+// startWait is how long the kit waits for the IUT's first frame.
+const startWait = 10 * time.Second
 
 // transport opens the socket Peer names; exact reports whether frames are
 // UDP payloads (no Ethernet padding).
