@@ -163,6 +163,7 @@ func Run(ctx context.Context, o Options) (Report, error) {
 	// A daemon started together with the kit may bind its socket after the
 	// kit's first HELLOs: wait for its first frame before judging anything
 	// (silent, so that it is still not up for HSK-1).
+	led.scenario = "start"
 	k.silent = true
 	heard, err := k.await(startWait, func() bool { return k.frames > 0 })
 	k.silent = false

@@ -67,7 +67,6 @@ type end struct {
 	iutKnown    bool
 	iutUp       bool // it sent a frame with valid Ack and credits
 	prevIUT     uint32
-	prevISN     uint32
 	sessions    map[uint32]string // the IUT's session nonces, to the scenario that saw each first
 	kitSessions map[uint32]string // the kit's own, likewise
 	restarts    int               // IUT sessions the kit did not ask for
@@ -157,10 +156,7 @@ func (e *end) newSession(now time.Duration, a advert) {
 	for e.session == 0 || e.session == old || e.session == e.iut.Session || e.kitSessions[e.session] != "" {
 		e.session = e.rng.Uint32()
 	}
-	e.kitSessions[e.session] = e.led.scenario
-	if e.kitSessions[e.session] == "" {
-		e.kitSessions[e.session] = "start"
-	}
+	e.kitSessions[e.session] = e.scenario()
 	e.isn = e.rng.Uint32()
 	e.sndNxt, e.sndUna = e.isn, e.isn
 	e.kitConsumed = [encap.NumCreditTypes]uint32{}
@@ -428,14 +424,22 @@ func (e *end) judgeNonce(c *encap.Control) {
 	}
 }
 
+// scenario names the scenario running, "start" before the first.
+func (e *end) scenario() string {
+	if e.led.scenario == "" {
+		return "start"
+	}
+	return e.led.scenario
+}
+
 // newIUTSession takes c as the IUT's HELLO or HELLO-ACK of a session the kit
 // did not know.
 func (e *end) newIUTSession(c *encap.Control) {
-	e.prevIUT, e.prevISN = e.iut.Session, e.iut.ISN
+	e.prevIUT = e.iut.Session
 	e.iut, e.iutKnown = *c, true
 	e.iutUp = false
 	if e.sessions[c.Session] == "" {
-		e.sessions[c.Session] = e.led.scenario
+		e.sessions[c.Session] = e.scenario()
 	}
 	e.resetRx()
 }

@@ -148,40 +148,50 @@ func mismatch(format string, args ...any) error {
 // that are not the Keepalive the kit was told are a timer mismatch, which
 // would otherwise fail LNK-1, LNK-2 and whatever waits on a timer.
 func (k *kit) measureKeepalive() error {
-	const intervals = 3
+	const want = 3 // intervals
 	ka, slack := k.timers.Keepalive, k.timers.Slack
-	limit := 4*(ka+slack) + 2*time.Second
+	limit := 8*(ka+slack) + 2*time.Second
 	session := k.iut.Session
-	n0 := len(k.kaTimes)
+	n0, from := len(k.kaTimes), k.now()
+	// An interval is measured on the wall clock, as the IUT's timer runs,
+	// and only when no stall of the kit's own could have delayed the
+	// arrival of the KEEPALIVE that ends it or of the one before (frames
+	// wait in the socket while the kit is stalled).
+	measured := func() []time.Duration {
+		var gaps []time.Duration
+		if len(k.kaTimes) < n0 {
+			return nil // a new IUT session started over
+		}
+		times := k.kaTimes[n0:]
+		for i := 1; i < len(times); i++ {
+			lo := from
+			if i >= 2 {
+				lo = times[i-2]
+			}
+			if k.stalled == nil || k.stalled(lo, times[i]) <= slack/2 {
+				gaps = append(gaps, times[i]-times[i-1])
+			}
+		}
+		return gaps
+	}
 	k.quiet = true
-	_, err := k.await(limit, func() bool { return len(k.kaTimes) > n0+intervals || k.iut.Session != session })
+	_, err := k.await(limit, func() bool { return k.iut.Session != session || len(measured()) >= want })
 	k.quiet = false
 	if err != nil || k.iut.Session != session {
 		return err
 	}
-	times := k.kaTimes[n0:]
-	if len(times) < 2 {
-		k.led.fail("LNK-1", "up and idle, sent %d KEEPALIVEs in %v (Keepalive %v)", len(times), limit, ka)
+	if n := len(k.kaTimes) - n0; n < 2 {
+		k.led.fail("LNK-1", "up and idle, sent %d KEEPALIVEs in %v (Keepalive %v)", n, limit, ka)
 		return nil
 	}
-	// Longer than told: even without the kit's own stalls (which delay
-	// what it sees). Shorter: even with them (which do not make the IUT
-	// send earlier).
-	shortest, shortestRaw := time.Duration(-1), time.Duration(-1)
-	for i := 1; i < len(times); i++ {
-		if g := k.elapsed(times[i-1], times[i]); shortest < 0 || g < shortest {
-			shortest = g
-		}
-		if g := times[i] - times[i-1]; shortestRaw < 0 || g < shortestRaw {
-			shortestRaw = g
-		}
+	gaps := measured()
+	if len(gaps) == 0 {
+		return nil // the kit was stalled throughout: LNK-1 is judged as it goes
 	}
-	if shortestRaw+slack < ka/2 {
-		shortest = shortestRaw
-	}
-	if shortest > ka+slack || shortestRaw+slack < ka/2 {
+	shortest := slices.Min(gaps)
+	if shortest > ka+slack || shortest+slack < ka/2 {
 		return mismatch("up and idle, it sent a KEEPALIVE every %v (shortest of %d intervals), the kit was told --keepalive %v: give the kit the implementation's timers (if %v is its Keepalive, it breaks LNK-1)",
-			shortest.Round(time.Microsecond), len(times)-1, ka, ka)
+			shortest.Round(time.Microsecond), len(gaps), ka, ka)
 	}
 	return nil
 }
