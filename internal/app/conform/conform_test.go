@@ -574,3 +574,59 @@ func TestReadPassingWriteFails(t *testing.T) {
 	}, "handshake", "ordering")
 	expectOnlyFail(t, rep, "ORD-3", "read")
 }
+
+// A late HELLO-ACK of a session the kit has ended (it echoes the kit's
+// previous session) is stale: not the IUT restarting under an old nonce
+// (HSK-4), and not its current session. The same nonce with the kit's
+// current session echoed is a reuse. (The sans-I/O end, fed directly.)
+func TestLateHelloAckIsNotReuse(t *testing.T) {
+	t.Parallel()
+	led := newLedger()
+	e := newEnd(led, encap.RoleHost, 42, true, Timers{}.withDefaults(), 1)
+	hello := func(typ encap.ControlType, session, peer, isn uint32) []byte {
+		c := encap.Control{Type: typ, Role: encap.RoleGPU, TagBits: 8, Session: session, PeerSession: peer, Window: 64, MaxTLP: 532, ISN: isn}
+		b := make([]byte, encap.HeaderLen)
+		h := encap.Header(b)
+		h.SetVersionFlags(1, 0)
+		h.SetType(encap.MsgControl)
+		h.SetPairID(42)
+		h.SetBodyLen(encap.HelloLen)
+		return c.AppendTo(b)
+	}
+	led.scenario = "one"
+	k1 := e.session
+	e.observe(time.Millisecond, hello(encap.CtlHello, 0x51, k1, 100))
+	led.scenario = "two"
+	e.newSession(2*time.Millisecond, defaultAdvert()) // as begin: the kit starts anew
+	e.iutKnown = false
+	k2 := e.session
+	e.observe(3*time.Millisecond, hello(encap.CtlHello, 0x52, k2, 200))
+	e.observe(4*time.Millisecond, hello(encap.CtlHelloAck, 0x51, k1, 100)) // late, of session one
+	if r := led.get("HSK-4"); r.Verdict != Pass {
+		t.Fatalf("HSK-4 %s (%s) after a late HELLO-ACK of an ended kit session", r.Verdict, r.Reason)
+	}
+	if e.iut.Session != 0x52 {
+		t.Fatalf("the late HELLO-ACK made %#x the IUT's session, want 0x52", e.iut.Session)
+	}
+	e.observe(5*time.Millisecond, hello(encap.CtlHello, 0x51, k2, 300)) // session one's nonce, anew
+	if r := led.get("HSK-4"); r.Verdict != Fail || !strings.Contains(r.Reason, "first seen in scenario one") {
+		t.Fatalf("HSK-4 %s (%s), want a reuse of 0x51 first seen in scenario one", r.Verdict, r.Reason)
+	}
+}
+
+// Without a seed every run draws its own, and the report names it; a
+// given seed is kept, so that a run can be repeated.
+func TestSeedPerRun(t *testing.T) {
+	t.Parallel()
+	seeds := map[uint64]bool{}
+	for _, seed := range []uint64{0, 0, 12345} {
+		rep := runAgainst(t, setup{controlled: true, opts: func(o *Options) { o.Seed = seed }}, "handshake")
+		switch {
+		case seed != 0 && rep.Seed != seed:
+			t.Errorf("seed %d: the report says %d", seed, rep.Seed)
+		case rep.Seed == 0 || seeds[rep.Seed]:
+			t.Errorf("seed %d drawn twice (or 0)", rep.Seed)
+		}
+		seeds[rep.Seed] = true
+	}
+}
