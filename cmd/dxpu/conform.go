@@ -34,9 +34,19 @@ n/a with the reason); --json prints the same as one object.
 
 --role is the role of the implementation under test; the kit plays the
 other. The timer flags give the implementation's settings, so the kit knows
-what to expect. Exit status: 0 when no rule failed, 1 when one did, 2 on
-bad flags or when the kit itself could not run.`,
+what to expect; --addr and --size a window of memory at its PCIe side.
+The kit measures the implementation's keepalive interval while idle, how
+long it takes to declare a silent link down and how far its retransmission
+timeout backs off; when these or the memory window are not what it was
+told, it says so in one line and judges nothing. Its session nonces, ISNs
+and data are random per run; --seed repeats a run's (the report names it).
+
+Exit status: 0 when no rule failed, 1 when one did, 2 on bad flags, on
+settings that do not match the implementation's, or when the kit itself
+could not run.`,
 		Example: `  dxpu conform --peer udp:192.0.2.7:8855 --role gpu --local 0.0.0.0:8855
+  dxpu conform --peer udp:127.0.0.1:7001 --local 127.0.0.1:7002 --role gpu --addr 0x2000000000 \
+      --keepalive 50ms --dead-after 1s --completion-timeout 250ms --max-rto 200ms   # dxpu bridge's defaults
   dxpu conform --peer eth:eth1:02:00:00:00:00:07 --role host --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -80,6 +90,8 @@ bad flags or when the kit itself could not run.`,
 	f.DurationVar(&o.Timers.Keepalive, "keepalive", 0, "the implementation's keepalive interval (default 1ms)")
 	f.DurationVar(&o.Timers.DeadAfter, "dead-after", 0, "the implementation's silence limit before link-down (default 10ms)")
 	f.DurationVar(&o.Timers.CompletionTimeout, "completion-timeout", 0, "the implementation's completion timeout (default 50ms)")
+	f.DurationVar(&o.Timers.MaxRTO, "max-rto", 0, "the implementation's largest retransmission timeout (default 20ms)")
+	f.Uint64Var(&o.Seed, "seed", 0, "seed of the kit's nonces, ISNs and data (0: random; the report names it)")
 	f.DurationVar(&o.Timers.Slack, "slack", 0, "added to every real-time bound the kit judges (default 5ms)")
 	f.BoolVar(&asJSON, "json", false, "print the report as JSON")
 	_ = cmd.MarkFlagRequired("peer")

@@ -22,6 +22,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"net/netip"
 	"strings"
@@ -93,7 +94,8 @@ type Options struct {
 	Stub *Stub
 	// Scenarios selects scenarios by name (default all, see Scenarios).
 	Scenarios []string
-	// Seed seeds the kit's nonces and ISNs.
+	// Seed seeds the kit's nonces, ISNs and data; 0 draws one at random
+	// (the report names it, to reproduce a run).
 	Seed uint64
 	// Logger receives progress at debug level; nil discards.
 	Logger *slog.Logger
@@ -101,6 +103,11 @@ type Options struct {
 
 // ErrOptions is wrapped by errors about Options.
 var ErrOptions = errors.New("conform: bad options")
+
+// ErrMismatch is wrapped by errors saying that the IUT's settings are not
+// the ones the kit was given (timers, memory window): what it would
+// otherwise fail are not rules but the kit's assumptions, so Run stops.
+var ErrMismatch = errors.New("conform: the implementation does not match the kit's options")
 
 // Run plays the other end against the IUT and returns the report. The
 // error is for the kit's own failures (options, sockets, ctx); what the
@@ -110,7 +117,10 @@ func Run(ctx context.Context, o Options) (Report, error) {
 	if o.Size == 0 {
 		o.Size = 4096
 	}
-	rep := Report{Peer: o.Peer, Role: o.Role.String()}
+	if o.Seed == 0 {
+		o.Seed = rand.Uint64() | 1
+	}
+	rep := Report{Peer: o.Peer, Role: o.Role.String(), Seed: o.Seed}
 	if o.Role != encap.RoleHost && o.Role != encap.RoleGPU {
 		return rep, fmt.Errorf("%w: role %d, want host (1) or gpu (2)", ErrOptions, o.Role)
 	}
@@ -150,6 +160,19 @@ func Run(ctx context.Context, o Options) (Report, error) {
 	if o.Stub != nil {
 		k.stubNotify = o.Stub.notify
 	}
+	// A daemon started together with the kit may bind its socket after the
+	// kit's first HELLOs: wait for its first frame before judging anything
+	// (silent, so that it is still not up for HSK-1).
+	led.scenario = "start"
+	k.silent = true
+	heard, err := k.await(startWait, func() bool { return k.frames > 0 })
+	k.silent = false
+	if err != nil {
+		return rep, fmt.Errorf("conform: %w", err)
+	}
+	if !heard {
+		return rep, fmt.Errorf("conform: no frame from the implementation under test (%s) within %v: is it running, with the kit's address (--local) as its peer?", rep.Peer, startWait)
+	}
 	for _, s := range scen {
 		log.Debug("conform: scenario", "name", s.name)
 		led.scenario = s.name
@@ -159,6 +182,9 @@ func Run(ctx context.Context, o Options) (Report, error) {
 				continue
 			}
 			rep.Duration = time.Since(k.start)
+			if errors.Is(err, ErrMismatch) {
+				return rep, err
+			}
 			rep.Results = led.results()
 			return rep, fmt.Errorf("conform: scenario %s: %w", s.name, err)
 		}
@@ -167,6 +193,9 @@ func Run(ctx context.Context, o Options) (Report, error) {
 	rep.Results = led.results()
 	return rep, nil
 }
+
+// startWait is how long the kit waits for the IUT's first frame.
+const startWait = 10 * time.Second
 
 // transport opens the socket Peer names; exact reports whether frames are
 // UDP payloads (no Ethernet padding).

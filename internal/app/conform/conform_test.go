@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"net/netip"
 	"strings"
 	"sync"
@@ -49,6 +51,10 @@ type setup struct {
 	// on 127.0.0.1. padded: they carry raw Ethernet frames.
 	conns  func(t *testing.T) (kit, iut driver.Transport)
 	padded bool
+	// bridge, when set, are the bridge's timers instead of iutTimers (the
+	// kit is still told iutTimers); opts changes the kit's options.
+	bridge *Timers
+	opts   func(*Options)
 }
 
 func udpConns(t *testing.T) (driver.Transport, driver.Transport) {
@@ -67,14 +73,28 @@ func udpConns(t *testing.T) (driver.Transport, driver.Transport) {
 
 func runAgainst(t *testing.T, su setup, scenarios ...string) Report {
 	t.Helper()
+	rep, err := runKit(t, su, scenarios...)
+	if err != nil {
+		t.Fatalf("kit: %v", err)
+	}
+	return rep
+}
+
+// runKit is runAgainst that returns the kit's error.
+func runKit(t *testing.T, su setup, scenarios ...string) (Report, error) {
+	t.Helper()
 	if su.conns == nil {
 		su.conns = udpConns
 	}
 	kc, ic := su.conns(t)
 	wrap := su.wrap
-	b, err := bridge.New(bridge.Config{Role: bridge.RoleGPU, PairID: 42, Keepalive: iutTimers.Keepalive,
-		DeadAfter: iutTimers.DeadAfter, CompletionTimeout: iutTimers.CompletionTimeout, HelloInterval: iutTimers.HelloInterval,
-		MaxRTO: iutTimers.MaxRTO, AckDelay: iutTimers.AckDelay, Seed: 7})
+	bt := iutTimers
+	if su.bridge != nil {
+		bt = *su.bridge
+	}
+	b, err := bridge.New(bridge.Config{Role: bridge.RoleGPU, PairID: 42, Keepalive: bt.Keepalive,
+		DeadAfter: bt.DeadAfter, CompletionTimeout: bt.CompletionTimeout, HelloInterval: bt.HelloInterval,
+		MaxRTO: bt.MaxRTO, AckDelay: bt.AckDelay, Seed: 7})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,14 +125,17 @@ func runAgainst(t *testing.T, su setup, scenarios ...string) Report {
 	if su.controlled {
 		o.Stub = stub
 	}
+	if su.opts != nil {
+		su.opts(&o)
+	}
 	rep, err := Run(ctx, o)
 	if err != nil {
-		t.Fatalf("kit: %v", err)
+		return rep, err
 	}
 	var sb strings.Builder
 	_ = rep.WriteText(&sb)
 	t.Logf("report:\n%s", sb.String())
-	return rep
+	return rep, nil
 }
 
 // The kit passes dxpu's own bridge: no rule fails, and every rule is
@@ -199,6 +222,27 @@ func expectFail(t *testing.T, rep Report, id string) {
 		t.Errorf("%s: %s (%s), want a failure", id, r.Verdict, r.Reason)
 	} else if r.Reason == "" {
 		t.Errorf("%s fails without a reason", id)
+	}
+}
+
+// schedulingRules bound how soon the bridge answers: on a loaded two-core
+// machine the in-process bridge starves now and then and breaks them
+// whatever its logic (see TestBridgeConforms).
+var schedulingRules = map[string]bool{"LNK-1": true, "ACK-5": true, "CTL-3": true, "NAK-1": true, "NAK-2": true}
+
+// expectOnlyFail: rule id fails, with a reason containing want, and no
+// other rule does but for a scheduling delay (the broken bridge breaks
+// that rule alone).
+func expectOnlyFail(t *testing.T, rep Report, id, want string) {
+	t.Helper()
+	expectFail(t, rep, id)
+	if r, _ := rep.Result(id); !strings.Contains(r.Reason, want) {
+		t.Errorf("%s fails for %q, want a reason containing %q", id, r.Reason, want)
+	}
+	for _, r := range rep.Failed() {
+		if r.Rule != id && !schedulingRules[r.Rule] {
+			t.Errorf("%s fails too: %s", r.Rule, r.Reason)
+		}
 	}
 }
 
@@ -381,5 +425,208 @@ func TestBadOptions(t *testing.T) {
 		if _, err := Run(context.Background(), o); err == nil || !strings.Contains(err.Error(), ErrOptions.Error()) {
 			t.Errorf("%+v: err %v, want ErrOptions", o, err)
 		}
+	}
+}
+
+// The malformed scenario's frames are malformed wherever the kit's window
+// is: below 4 GiB its reads have a 3-DW header (12 bytes), above a 4-DW
+// one (16 bytes). A fixed length of 16 in the "length table overrun" frame
+// overran the first and was exact, so valid, for the second: a bridge
+// with its memory at 0x2000000000 executed the read and failed FRM-10.
+func TestMalformedFramesAtAnyAddress(t *testing.T) {
+	t.Parallel()
+	for _, addr := range []uint64{0x1000, 0x2000000000} {
+		e := newEnd(newLedger(), encap.RoleHost, 42, true, Timers{}.withDefaults(), 1)
+		k := &kit{end: e, opt: Options{Addr: addr, Size: 4096}}
+		tags := map[uint16]string{}
+		for _, f := range k.malformedFrames() {
+			if why := k.malformedOK(f); why != "" {
+				t.Errorf("addr %#x: the %q frame is not malformed: %s (% x)", addr, f.name, why, f.b)
+			}
+			if f.read {
+				if other, dup := tags[f.tag]; dup {
+					t.Errorf("addr %#x: the %q and %q frames carry the same tag %d", addr, f.name, other, f.tag)
+				}
+				tags[f.tag] = f.name
+			}
+		}
+		if len(tags) < 8 {
+			t.Errorf("addr %#x: only %d frames carry a read", addr, len(tags))
+		}
+	}
+}
+
+// Timers the bridge does not have end the run with ErrMismatch naming the
+// flag, not with rule failures: a Keepalive measured while idle, a
+// DeadAfter at the long flap. Not parallel: see TestBridgeConforms.
+func TestTimerMismatchStops(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		bridge    func(*Timers)
+		scenarios []string
+		flag      string
+	}{
+		{"keepalive longer", func(b *Timers) { b.Keepalive, b.DeadAfter = 2*iutTimers.Slack, 20*iutTimers.Slack }, []string{"handshake"}, "--keepalive"},
+		{"dead-after longer", func(b *Timers) { b.DeadAfter = 3 * iutTimers.DeadAfter }, []string{"handshake", "flap-long"}, "--dead-after"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			bt := iutTimers
+			c.bridge(&bt)
+			_, err := runKit(t, setup{bridge: &bt, controlled: true}, c.scenarios...)
+			if !errors.Is(err, ErrMismatch) || !strings.Contains(err.Error(), c.flag) || strings.Contains(err.Error(), "\n") {
+				t.Fatalf("err %v, want one line of ErrMismatch naming %s", err, c.flag)
+			}
+			t.Log(err)
+		})
+	}
+}
+
+// A window that is not memory at the bridge (its reads answered UR) ends
+// the run with ErrMismatch naming --addr, not with ORD-3 and SEQ-3
+// failures. Not parallel: see TestBridgeConforms.
+func TestWindowMismatchStops(t *testing.T) {
+	_, err := runKit(t, setup{opts: func(o *Options) { o.Addr = 1 << 20 }}, "handshake", "exchange")
+	if !errors.Is(err, ErrMismatch) || !strings.Contains(err.Error(), "--addr") {
+		t.Fatalf("err %v, want ErrMismatch naming --addr", err)
+	}
+}
+
+// (d) A bridge that reuses its session nonce: the wrapper shows every
+// session of the bridge under the nonce of its first (and maps the kit's
+// echo back), so the restart the kit's new session causes (LNK-7) comes
+// with an old nonce and a new ISN.
+func TestReusingSessionNonceFails(t *testing.T) {
+	t.Parallel()
+	var first, current uint32
+	rep := runAgainstBridge(t, func(tr driver.Transport) driver.Transport {
+		return &wrapped{Transport: tr,
+			send: func(w *wrapped, b []byte) {
+				h, _, err := encap.ParseHeader(b)
+				if err != nil || h.Type() != encap.MsgControl || len(h.Body()) < 12 {
+					return
+				}
+				body := h.Body()
+				s := binary.BigEndian.Uint32(body[4:])
+				if first == 0 {
+					first = s
+				}
+				if c := encap.ControlType(body[0]); c == encap.CtlHello || c == encap.CtlHelloAck {
+					current = s
+				}
+				if s == current {
+					binary.BigEndian.PutUint32(body[4:], first)
+				}
+			},
+			recv: func(w *wrapped, b []byte) bool {
+				h, _, err := encap.ParseHeader(b)
+				if err == nil && h.Type() == encap.MsgControl && len(h.Body()) >= 12 && first != 0 {
+					if body := h.Body(); binary.BigEndian.Uint32(body[8:]) == first {
+						binary.BigEndian.PutUint32(body[8:], current)
+					}
+				}
+				return true
+			}}
+	}, "handshake", "exchange")
+	expectOnlyFail(t, rep, "HSK-4", "reused its session nonce")
+}
+
+// (e) A bridge that advertises data credits beyond its buffers: the
+// wrapper moves every posted-data limit it sends 1 Mi units ahead.
+func TestDataCreditsBeyondBuffersFail(t *testing.T) {
+	t.Parallel()
+	rep := runAgainstBridge(t, func(tr driver.Transport) driver.Transport {
+		return &wrapped{Transport: tr, send: func(w *wrapped, b []byte) {
+			h, _, err := encap.ParseHeader(b)
+			if err != nil || h.Flags()&encap.FlagCredit == 0 || h.Infinite(encap.CreditPD) {
+				return
+			}
+			h.SetCreditLimit(encap.CreditPD, h.CreditLimit(encap.CreditPD)+1<<20, false)
+		}}
+	}, "handshake", "exchange")
+	expectOnlyFail(t, rep, "CRD-4", fmt.Sprintf("credit type %d", encap.CreditPD))
+}
+
+// (f) A bridge that lets a read pass a posted write: the wrapper swaps a
+// write and the read right behind it in a frame, so the read goes out
+// under the write's sequence number.
+func TestReadPassingWriteFails(t *testing.T) {
+	t.Parallel()
+	rep := runAgainstBridge(t, func(tr driver.Transport) driver.Transport {
+		return &wrapped{Transport: tr, send: func(w *wrapped, b []byte) {
+			h, _, err := encap.ParseHeader(b)
+			if err != nil || h.Type() != encap.MsgTLP || h.Count() < 2 {
+				return
+			}
+			off := encap.HeaderLen + 2*h.Count()
+			for i := 0; i+1 < h.Count(); i++ {
+				l0, l1 := h.TLPLen(i), h.TLPLen(i+1)
+				a, c := tlp.View(b[off:off+l0]), tlp.View(b[off+l0:off+l0+l1])
+				if a.Kind() == tlp.MWr && c.Kind() == tlp.MRd {
+					swapped := append(append([]byte(nil), c...), a...)
+					copy(b[off:], swapped)
+					binary.BigEndian.PutUint16(b[encap.HeaderLen+2*i:], uint16(l1))
+					binary.BigEndian.PutUint16(b[encap.HeaderLen+2*i+2:], uint16(l0))
+					return
+				}
+				off += l0
+			}
+		}}
+	}, "handshake", "ordering")
+	expectOnlyFail(t, rep, "ORD-3", "read")
+}
+
+// A late HELLO-ACK of a session the kit has ended (it echoes the kit's
+// previous session) is stale: not the IUT restarting under an old nonce
+// (HSK-4), and not its current session. The same nonce with the kit's
+// current session echoed is a reuse. (The sans-I/O end, fed directly.)
+func TestLateHelloAckIsNotReuse(t *testing.T) {
+	t.Parallel()
+	led := newLedger()
+	e := newEnd(led, encap.RoleHost, 42, true, Timers{}.withDefaults(), 1)
+	hello := func(typ encap.ControlType, session, peer, isn uint32) []byte {
+		c := encap.Control{Type: typ, Role: encap.RoleGPU, TagBits: 8, Session: session, PeerSession: peer, Window: 64, MaxTLP: 532, ISN: isn}
+		b := make([]byte, encap.HeaderLen)
+		h := encap.Header(b)
+		h.SetVersionFlags(1, 0)
+		h.SetType(encap.MsgControl)
+		h.SetPairID(42)
+		h.SetBodyLen(encap.HelloLen)
+		return c.AppendTo(b)
+	}
+	led.scenario = "one"
+	k1 := e.session
+	e.observe(time.Millisecond, hello(encap.CtlHello, 0x51, k1, 100))
+	led.scenario = "two"
+	e.newSession(2*time.Millisecond, defaultAdvert()) // as begin: the kit starts anew
+	e.iutKnown = false
+	k2 := e.session
+	e.observe(3*time.Millisecond, hello(encap.CtlHello, 0x52, k2, 200))
+	e.observe(4*time.Millisecond, hello(encap.CtlHelloAck, 0x51, k1, 100)) // late, of session one
+	if r := led.get("HSK-4"); r.Verdict != Pass {
+		t.Fatalf("HSK-4 %s (%s) after a late HELLO-ACK of an ended kit session", r.Verdict, r.Reason)
+	}
+	if e.iut.Session != 0x52 {
+		t.Fatalf("the late HELLO-ACK made %#x the IUT's session, want 0x52", e.iut.Session)
+	}
+	e.observe(5*time.Millisecond, hello(encap.CtlHello, 0x51, k2, 300)) // session one's nonce, anew
+	if r := led.get("HSK-4"); r.Verdict != Fail || !strings.Contains(r.Reason, "first seen in scenario one") {
+		t.Fatalf("HSK-4 %s (%s), want a reuse of 0x51 first seen in scenario one", r.Verdict, r.Reason)
+	}
+}
+
+// Without a seed every run draws its own, and the report names it; a
+// given seed is kept, so that a run can be repeated.
+func TestSeedPerRun(t *testing.T) {
+	t.Parallel()
+	seeds := map[uint64]bool{}
+	for _, seed := range []uint64{0, 0, 12345} {
+		rep := runAgainst(t, setup{controlled: true, opts: func(o *Options) { o.Seed = seed }}, "handshake")
+		switch {
+		case seed != 0 && rep.Seed != seed:
+			t.Errorf("seed %d: the report says %d", seed, rep.Seed)
+		case rep.Seed == 0 || seeds[rep.Seed]:
+			t.Errorf("seed %d drawn twice (or 0)", rep.Seed)
+		}
+		seeds[rep.Seed] = true
 	}
 }

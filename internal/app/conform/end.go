@@ -56,6 +56,7 @@ type end struct {
 	deaf        bool // frames take no effect: the link is cut
 	silent      bool // send nothing (together with deaf: an outage)
 	waitProbe   bool // send nothing until the IUT sends a KEEPALIVE, then answer it
+	quiet       bool // send nothing but answers to the IUT's KEEPALIVEs (measuring its Keepalive)
 	dropTLPs    int  // TLP frames still to lose on purpose
 	noRetx      bool // the kit does not retransmit (it pretends acknowledged TLPs are gone)
 	dropped     map[uint32][]byte
@@ -66,8 +67,10 @@ type end struct {
 	iutKnown    bool
 	iutUp       bool // it sent a frame with valid Ack and credits
 	prevIUT     uint32
-	sessions    map[uint32]bool
-	restarts    int // IUT sessions the kit did not ask for
+	sessions    map[uint32]string // the IUT's session nonces, to the scenario that saw each first
+	kitSessions map[uint32]string // the kit's own, likewise
+	restarts    int               // IUT sessions the kit did not ask for
+	restartAt   time.Duration     // when the latest of them was first seen while the kit was deaf
 	rcvNext     uint32
 	held        map[uint32][]byte
 	consumed    [encap.NumCreditTypes]uint32
@@ -85,6 +88,7 @@ type end struct {
 	delivLast   time.Duration
 	kaAcks      map[uint8]time.Duration
 	keepalives  int
+	kaTimes     []time.Duration // arrival of the IUT's KEEPALIVEs this session
 	hellos      int
 	resets      []encap.Control
 	lastFrame   time.Duration
@@ -136,7 +140,8 @@ func defaultAdvert() advert {
 
 func newEnd(led *ledger, role encap.Role, pair uint32, exact bool, timers Timers, seed uint64) *end {
 	e := &end{led: led, role: role, pair: pair, exact: exact, timers: timers, maxTLP: 4096 + 20,
-		rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), sessions: map[uint32]bool{}, kitID: tlp.NewID(0x7e, 0, 0)}
+		rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), sessions: map[uint32]string{}, kitSessions: map[uint32]string{},
+		kitID: tlp.NewID(0x7e, 0, 0)}
 	if role == encap.RoleGPU {
 		e.kitID = tlp.NewID(0x7f, 0, 0)
 	}
@@ -148,9 +153,10 @@ func newEnd(led *ledger, role encap.Role, pair uint32, exact bool, timers Timers
 // newSession starts a kit session with a fresh nonce and ISN.
 func (e *end) newSession(now time.Duration, a advert) {
 	old := e.session
-	for e.session == 0 || e.session == old || e.session == e.iut.Session {
+	for e.session == 0 || e.session == old || e.session == e.iut.Session || e.kitSessions[e.session] != "" {
 		e.session = e.rng.Uint32()
 	}
+	e.kitSessions[e.session] = e.scenario()
 	e.isn = e.rng.Uint32()
 	e.sndNxt, e.sndUna = e.isn, e.isn
 	e.kitConsumed = [encap.NumCreditTypes]uint32{}
@@ -159,7 +165,7 @@ func (e *end) newSession(now time.Duration, a advert) {
 	e.up, e.echoDue, e.helloDue = false, false, now
 	e.ackDue, e.nakDue, e.kaAckDue = false, false, false
 	e.reqs, e.cpls = map[uint16]kitReq{}, nil
-	e.deaf, e.silent, e.waitProbe, e.dropTLPs, e.noRetx = false, false, false, 0, false
+	e.deaf, e.silent, e.waitProbe, e.quiet, e.dropTLPs, e.noRetx = false, false, false, false, 0, false
 	e.expectRenew = true
 	e.iutUp = false
 	e.resetRx()
@@ -172,6 +178,7 @@ func (e *end) resetRx() {
 	e.consumed = [encap.NumCreditTypes]uint32{}
 	e.ackSeen, e.limSeen, e.acks, e.naks, e.nakLog, e.kitNakAt = false, false, 0, nil, nil, 0
 	e.kaAcks = map[uint8]time.Duration{}
+	e.kaTimes = nil
 	e.rcvNext = e.iut.ISN
 }
 
@@ -357,6 +364,7 @@ func (e *end) onControl(now time.Duration, h encap.Header, body []byte) {
 	switch c.Type {
 	case encap.CtlKeepalive:
 		e.keepalives++
+		e.kaTimes = append(e.kaTimes, now)
 		e.kaAckDue, e.kaAckProbe = true, c.Probe
 		e.waitProbe = false
 	case encap.CtlKeepaliveAck:
@@ -365,36 +373,30 @@ func (e *end) onControl(now time.Duration, h encap.Header, body []byte) {
 }
 
 func (e *end) onHello(now time.Duration, c *encap.Control) {
+	if c.PeerSession != 0 && c.PeerSession != e.session && e.kitSessions[c.PeerSession] != "" {
+		// A late HELLO(-ACK) of a session the kit has ended (it echoes an
+		// earlier kit session): stale, not a new start of the IUT.
+		return
+	}
 	if c.Type == encap.CtlHello {
 		e.hellos++
 	}
 	if e.deaf {
 		if !e.iutKnown || c.Session != e.iut.Session {
 			e.restarts++
-			e.prevIUT, e.iut, e.iutKnown = e.iut.Session, *c, true
-			e.iutUp = false
-			e.sessions[c.Session] = true
-			e.resetRx()
+			e.restartAt = now
+			e.judgeNonce(c)
+			e.newIUTSession(c)
 		}
 		return
 	}
 	if !e.iutKnown || c.Session != e.iut.Session {
-		switch {
-		case e.sessions[c.Session]:
-			e.led.fail("HSK-4", "the IUT reused its earlier session nonce %#x", c.Session)
-		case c.Session == e.session:
-			e.led.fail("HSK-4", "the IUT's session %#x equals the kit's", c.Session)
-		default:
-			e.led.pass("HSK-4", "a new non-zero session nonce on every start")
-		}
+		e.judgeNonce(c)
 		if !e.expectRenew && e.iutKnown {
 			e.restarts++
 		}
 		e.expectRenew = false
-		e.prevIUT, e.iut, e.iutKnown = e.iut.Session, *c, true
-		e.iutUp = false
-		e.sessions[c.Session] = true
-		e.resetRx()
+		e.newIUTSession(c)
 	}
 	if c.Type == encap.CtlHello {
 		e.echoDue = true
@@ -406,6 +408,40 @@ func (e *end) onHello(now time.Duration, c *encap.Control) {
 			e.led.pass("HSK-2", "HELLO answered with a HELLO-ACK echoing the kit's session")
 		}
 	}
+}
+
+// judgeNonce judges HSK-4 on the HELLO(-ACK) of a session the kit does
+// not know (yet, or again). The IUT's current session seen again with its
+// ISN is not a new start: whether it should have been is LNK-7's to judge.
+func (e *end) judgeNonce(c *encap.Control) {
+	switch {
+	case e.sessions[c.Session] != "" && (c.Session != e.iut.Session || c.ISN != e.iut.ISN):
+		e.led.fail("HSK-4", "the IUT reused its session nonce %#x (first seen in scenario %s) on a new start", c.Session, e.sessions[c.Session])
+	case e.kitSessions[c.Session] != "":
+		e.led.fail("HSK-4", "the IUT's session %#x equals one of the kit's (of scenario %s)", c.Session, e.kitSessions[c.Session])
+	case e.sessions[c.Session] == "":
+		e.led.pass("HSK-4", "a new non-zero session nonce on every start")
+	}
+}
+
+// scenario names the scenario running, "start" before the first.
+func (e *end) scenario() string {
+	if e.led.scenario == "" {
+		return "start"
+	}
+	return e.led.scenario
+}
+
+// newIUTSession takes c as the IUT's HELLO or HELLO-ACK of a session the kit
+// did not know.
+func (e *end) newIUTSession(c *encap.Control) {
+	e.prevIUT = e.iut.Session
+	e.iut, e.iutKnown = *c, true
+	e.iutUp = false
+	if e.sessions[c.Session] == "" {
+		e.sessions[c.Session] = e.scenario()
+	}
+	e.resetRx()
 }
 
 // headerFields checks and applies the Ack, SACK and credit fields of a
@@ -705,6 +741,13 @@ func (e *end) due(now time.Duration) [][]byte {
 	if e.waitProbe {
 		return nil
 	}
+	if e.quiet && e.up && e.iutUp {
+		if !e.kaAckDue {
+			return nil
+		}
+		e.kaAckDue = false
+		return [][]byte{e.control(encap.Control{Type: encap.CtlKeepaliveAck, PeerSession: e.iut.Session, Probe: e.kaAckProbe})}
+	}
 	var out [][]byte
 	if !e.up || !e.iutUp {
 		if e.echoDue && e.iutKnown {
@@ -758,7 +801,7 @@ func (e *end) due(now time.Duration) [][]byte {
 
 // nextDue is the next time due may return something without new input.
 func (e *end) nextDue(now time.Duration) time.Duration {
-	if e.silent || e.waitProbe {
+	if e.silent || e.waitProbe || e.quiet && e.up && e.iutUp && !e.kaAckDue {
 		return now + e.timers.Keepalive
 	}
 	if e.echoDue || e.kaAckDue || e.ackDue || e.nakDue {

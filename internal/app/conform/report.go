@@ -33,6 +33,7 @@ type Report struct {
 	Peer     string        `json:"peer"`
 	Role     string        `json:"role"` // of the implementation under test
 	Duration time.Duration `json:"duration_ns"`
+	Seed     uint64        `json:"seed"` // of the kit's nonces, ISNs and data (--seed)
 	Results  []Result      `json:"results"`
 }
 
@@ -73,7 +74,7 @@ func (r *Report) WriteText(w io.Writer) error {
 			na++
 		}
 	}
-	_, err := fmt.Fprintf(w, "%d pass, %d fail, %d n/a against %s (%s side) in %v\n", pass, fail, na, r.Peer, r.Role, r.Duration.Round(time.Millisecond))
+	_, err := fmt.Fprintf(w, "%d pass, %d fail, %d n/a against %s (%s side) in %v, seed %d\n", pass, fail, na, r.Peer, r.Role, r.Duration.Round(time.Millisecond), r.Seed)
 	return err
 }
 

@@ -62,7 +62,7 @@ const needStub = "needs the kit to control the IUT's local side (Options.Stub)"
 // begin starts a new kit session with advert a and waits until both
 // sides are up.
 func (k *kit) begin(a advert) error {
-	prev, wasUp := k.iut.Session, k.iutUp
+	prev, prevISN, wasUp := k.iut.Session, k.iut.ISN, k.iutUp
 	k.newSession(k.now(), a)
 	if wasUp {
 		k.iutKnown = false // frames of its old session are stale now
@@ -83,7 +83,8 @@ func (k *kit) begin(a advert) error {
 		return errNoLink
 	}
 	if wasUp {
-		if k.iut.Session == prev {
+		// A new start under the old nonce (HSK-4's to judge) has a new ISN.
+		if k.iut.Session == prev && k.iut.ISN == prevISN {
 			k.led.fail("LNK-7", "kept its session %#x when the kit started a new one", prev)
 		} else {
 			k.led.pass("LNK-7", "the kit's new session ended the old one (%#x -> %#x)", prev, k.iut.Session)
@@ -128,7 +129,71 @@ func (k *kit) handshake() error {
 	} else {
 		k.led.na("HSK-1", "fewer than 2 HELLOs in %v of the kit's silence (the IUT may be up with an older session)", 30*k.timers.HelloInterval+k.timers.Slack)
 	}
-	return k.begin(defaultAdvert())
+	if err := k.begin(defaultAdvert()); err != nil {
+		return err
+	}
+	return k.measureKeepalive()
+}
+
+// mismatch is the error for an IUT whose settings are not the kit's
+// options: what it shows, what the kit was told, and the rule it breaks
+// if the kit was told right.
+func mismatch(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrMismatch}, args...)...)
+}
+
+// measureKeepalive measures the IUT's Keepalive before anything is judged
+// against it: up and idle, with the kit quiet but for answering its
+// KEEPALIVEs, the IUT sends one every Keepalive (LNK-1). Regular intervals
+// that are not the Keepalive the kit was told are a timer mismatch, which
+// would otherwise fail LNK-1, LNK-2 and whatever waits on a timer.
+func (k *kit) measureKeepalive() error {
+	const want = 3 // intervals
+	ka, slack := k.timers.Keepalive, k.timers.Slack
+	limit := 8*(ka+slack) + 2*time.Second
+	session := k.iut.Session
+	n0, from := len(k.kaTimes), k.now()
+	// An interval is measured on the wall clock, as the IUT's timer runs,
+	// and only when no stall of the kit's own could have delayed the
+	// arrival of the KEEPALIVE that ends it or of the one before (frames
+	// wait in the socket while the kit is stalled).
+	measured := func() []time.Duration {
+		var gaps []time.Duration
+		if len(k.kaTimes) < n0 {
+			return nil // a new IUT session started over
+		}
+		times := k.kaTimes[n0:]
+		for i := 1; i < len(times); i++ {
+			lo := from
+			if i >= 2 {
+				lo = times[i-2]
+			}
+			if k.stalled == nil || k.stalled(lo, times[i]) <= slack/2 {
+				gaps = append(gaps, times[i]-times[i-1])
+			}
+		}
+		return gaps
+	}
+	k.quiet = true
+	_, err := k.await(limit, func() bool { return k.iut.Session != session || len(measured()) >= want })
+	k.quiet = false
+	if err != nil || k.iut.Session != session {
+		return err
+	}
+	if n := len(k.kaTimes) - n0; n < 2 {
+		k.led.fail("LNK-1", "up and idle, sent %d KEEPALIVEs in %v (Keepalive %v)", n, limit, ka)
+		return nil
+	}
+	gaps := measured()
+	if len(gaps) == 0 {
+		return nil // the kit was stalled throughout: LNK-1 is judged as it goes
+	}
+	shortest := slices.Min(gaps)
+	if shortest > ka+slack || shortest+slack < ka/2 {
+		return mismatch("up and idle, it sent a KEEPALIVE every %v (shortest of %d intervals), the kit was told --keepalive %v: give the kit the implementation's timers (if %v is its Keepalive, it breaks LNK-1)",
+			shortest.Round(time.Microsecond), len(gaps), ka, ka)
+	}
+	return nil
 }
 
 // acked reports whether the IUT acknowledged TLP s.
@@ -186,6 +251,9 @@ func (k *kit) exchange() error {
 	}
 	k.led.pass("ACK-1", "acknowledged requests were executed")
 	c, _ := k.completion(tag)
+	if st := c.view().Status(); st != tlp.StatusSC {
+		return mismatch("a read of 8 bytes at %#x was completed with status %v: the kit's window (--addr %#x, --size %d) is not memory at the implementation", k.addr(0), st, k.opt.Addr, k.opt.Size)
+	}
 	if got := c.view().Payload(); string(got) != string(data) {
 		k.led.fail("ORD-3", "a read after a write returned % x, the write wrote % x: the read passed it (or the window is not memory)", got, data)
 	} else {
@@ -660,17 +728,50 @@ func (k *kit) completionTimeout() error {
 	return nil
 }
 
-// malformedFrames builds the bad frames the malformed scenario sends; each
-// carries, if it took effect, a read with tag.
-func (k *kit) malformedFrames(tag uint16) []struct {
+// badFrame is one malformed frame of the malformed scenario; read says it
+// carries a read with tag, which would complete if the frame took effect.
+type badFrame struct {
 	name string
 	b    []byte
-} {
-	rd := memRead(k.kitID, tag, k.addr(0), 4)
+	read bool
+	tag  uint16
+}
+
+// malformedFrames builds the bad frames the malformed scenario sends. Each
+// TLP frame carries a read with its own tag, so an executed read names its
+// frame even when its completion comes after a later frame's probe.
+func (k *kit) malformedFrames() []badFrame {
 	seq := k.sndNxt
-	good := func() []byte { return k.rawFrame(k.pair, seq, rd) }
-	mod := func(f func(b []byte) []byte) []byte { return f(good()) }
-	bad := []byte{0x9f, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0} // Fmt 100: a prefix, not a TLP
+	var out []badFrame
+	add := func(name string, f func(rd []byte) []byte) {
+		tag := k.newTag()
+		out = append(out, badFrame{name: name, b: f(memRead(k.kitID, tag, k.addr(0), 4)), read: true, tag: tag})
+	}
+	good := func(rd []byte) []byte { return k.rawFrame(k.pair, seq, rd) }
+	mod := func(f func(b []byte, rd []byte)) func(rd []byte) []byte {
+		return func(rd []byte) []byte { b := good(rd); f(b, rd); return b }
+	}
+	setLen := func(b []byte, l int) { b[encap.HeaderLen], b[encap.HeaderLen+1] = byte(l>>8), byte(l) }
+	add("short", func(rd []byte) []byte { return good(rd)[:20] })
+	add("version 2", mod(func(b, _ []byte) { b[0] = 0x20 | b[0]&0x0f }))
+	add("message type 9", mod(func(b, _ []byte) { b[1] = 9 }))
+	add("TLP frame with N = 0", mod(func(b, _ []byte) { b[5] = 0 }))
+	// One DW more than the TLP: the read's size depends on the address
+	// (a 3-DW header below 4 GiB, 4 DW above), so a fixed length would be
+	// exact, and the frame valid, for one of them.
+	add("length table overrun", mod(func(b, rd []byte) { setLen(b, len(rd)+4) }))
+	add("TLP length 10", mod(func(b, _ []byte) { setLen(b, 10) }))
+	add("bytes after the last TLP", func(rd []byte) []byte {
+		b := good(rd)
+		encap.Header(b).SetBodyLen(encap.Header(b).BodyLen() + 4)
+		return append(b, 0, 0, 0, 0)
+	})
+	add("body length beyond the frame", mod(func(b, _ []byte) { encap.Header(b).SetBodyLen(200) }))
+	add("unparseable TLP", func([]byte) []byte {
+		bad := []byte{0x9f, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0} // Fmt 100: a prefix, not a TLP
+		return k.rawFrame(k.pair, seq, bad)
+	})
+	out[len(out)-1].read = false
 	garbage := make([]byte, 64)
 	for i := range garbage {
 		garbage[i] = byte(k.rng.Uint32())
@@ -682,35 +783,49 @@ func (k *kit) malformedFrames(tag uint16) []struct {
 	hb[12], hb[13] = 0, 0 // window 0
 	ctlBad := k.control(encap.Control{Type: encap.CtlKeepalive, PeerSession: k.iut.Session, Probe: 77})
 	encap.Header(ctlBad).Body()[1] = 2
-	return []struct {
-		name string
-		b    []byte
-	}{
-		{"short", good()[:20]},
-		{"version 2", mod(func(b []byte) []byte { b[0] = 0x20 | b[0]&0x0f; return b })},
-		{"message type 9", mod(func(b []byte) []byte { b[1] = 9; return b })},
-		{"TLP frame with N = 0", mod(func(b []byte) []byte { b[5] = 0; return b })},
-		{"length table overrun", mod(func(b []byte) []byte { b[encap.HeaderLen+1] = 16; return b })},
-		{"TLP length 10", mod(func(b []byte) []byte { b[encap.HeaderLen+1] = 10; return b })},
-		{"bytes after the last TLP", mod(func(b []byte) []byte {
-			encap.Header(b).SetBodyLen(encap.Header(b).BodyLen() + 4)
-			return append(b, 0, 0, 0, 0)
-		})},
-		{"body length beyond the frame", mod(func(b []byte) []byte { encap.Header(b).SetBodyLen(200); return b })},
-		{"unparseable TLP", k.rawFrame(k.pair, seq, bad)},
-		{"control version 2", ctlBad},
-		{"HELLO with window 0", helloBad},
-		{"garbage", garbage},
+	return append(out,
+		badFrame{name: "control version 2", b: ctlBad},
+		badFrame{name: "HELLO with window 0", b: helloBad},
+		badFrame{name: "garbage", b: garbage})
+}
+
+// malformedOK reports why f is not malformed by the kit's own checks (""
+// when it is): a frame the kit calls malformed but would itself accept
+// judges the IUT on a valid frame.
+func (k *kit) malformedOK(f badFrame) string {
+	e := newEnd(newLedger(), k.role, k.pair, true, k.timers, 0)
+	h, body, ok := e.checkFrame(f.b)
+	if !ok {
+		return ""
 	}
+	if h.Type() != encap.MsgControl {
+		return "it is well formed"
+	}
+	if _, err := encap.ParseControl(body); err != nil {
+		return ""
+	}
+	return "its control message is well formed"
 }
 
 func (k *kit) malformed() error {
 	if err := k.begin(defaultAdvert()); err != nil {
 		return err
 	}
-	tag := k.newTag()
 	session, restarts := k.iut.Session, k.restarts
-	cases := k.malformedFrames(tag)
+	cases := k.malformedFrames()
+	for _, c := range cases {
+		if why := k.malformedOK(c); why != "" {
+			return fmt.Errorf("the kit's %q frame is not malformed: %s (% x)", c.name, why, c.b)
+		}
+	}
+	executed := func() (string, bool) {
+		for _, c := range cases {
+			if c.read && k.completions(c.tag) > 0 {
+				return c.name, true
+			}
+		}
+		return "", false
+	}
 	for _, c := range cases {
 		seq := k.sndNxt
 		if err := k.send(c.b); err != nil {
@@ -720,12 +835,13 @@ func (k *kit) malformed() error {
 		if err != nil {
 			return err
 		}
+		name, ran := executed()
 		switch {
 		case !ok:
 			k.led.fail("FRM-10", "after the %q frame the IUT stopped answering KEEPALIVE", c.name)
 			return nil
-		case k.completions(tag) > 0:
-			k.led.fail("FRM-10", "the read in the %q frame was executed", c.name)
+		case ran:
+			k.led.fail("FRM-10", "the read in the %q frame was executed", name)
 			return nil
 		case k.acked(seq):
 			k.led.fail("FRM-10", "the %q frame was acknowledged", c.name)
@@ -735,11 +851,18 @@ func (k *kit) malformed() error {
 			return nil
 		}
 	}
+	tag := k.newTag()
 	if _, err := k.sendTLPs(memRead(k.kitID, tag, k.addr(0), 4)); err != nil {
 		return err
 	}
-	if ok, err := k.await(k.reply(), func() bool { return k.completions(tag) > 0 }); err != nil {
+	ok, err := k.await(k.reply(), func() bool { return k.completions(tag) > 0 })
+	if err != nil {
 		return err
+	}
+	// The valid read completed after every bad frame: a read of one of them
+	// that was executed has completed too.
+	if name, ran := executed(); ran {
+		k.led.fail("FRM-10", "the read in the %q frame was executed", name)
 	} else if !ok {
 		k.led.fail("FRM-10", "after %d malformed frames a valid read was not completed within %v", len(cases), k.reply())
 	} else {
@@ -811,19 +934,38 @@ func (k *kit) flapShort() error {
 	restarts, session := k.restarts, k.iut.Session
 	out := k.timers.DeadAfter / 2
 	k.deaf, k.silent = true, true
+	quietFrom := k.lastSent // the IUT's silence starts at the kit's last frame
 	if err := k.watch(out); err != nil {
 		return err
 	}
 	k.deaf, k.silent = false, false
-	ok, err := k.await(k.reply()+k.timers.MaxRTO, func() bool { return k.completions(tag) > 0 || k.restarts != restarts })
+	back := k.now()
+	bound := k.reply() + k.timers.MaxRTO
+	ok, err := k.await(bound, func() bool { return k.completions(tag) > 0 || k.restarts != restarts })
 	if err != nil {
 		return err
+	}
+	if k.restarts != restarts && k.restartAt >= back-out && k.restartAt < back {
+		return mismatch("it declared the link down after %v of silence, the kit was told --dead-after %v: give the kit the implementation's timers (if %v is its DeadAfter, it breaks LNK-2 and LNK-3)",
+			(k.restartAt - quietFrom).Round(time.Microsecond), k.timers.DeadAfter, k.timers.DeadAfter)
+	}
+	if !ok && k.restarts == restarts {
+		// Later than MaxRTO after the outage: its RTO backed off further
+		// than the kit was told, or it never retransmits.
+		late := max(10*k.timers.MaxRTO, k.timers.DeadAfter)
+		if ok, err = k.await(late, func() bool { return k.completions(tag) > 0 || k.restarts != restarts }); err != nil {
+			return err
+		}
+		if d := k.elapsed(back, k.delivLast); ok && k.restarts == restarts && d > bound {
+			return mismatch("the completion lost in an outage was retransmitted %v after it, the kit was told --max-rto %v: give the kit the implementation's timers (if %v is its MaxRTO, it breaks LNK-3)",
+				d.Round(time.Microsecond), k.timers.MaxRTO, k.timers.MaxRTO)
+		}
 	}
 	switch {
 	case k.restarts != restarts || k.iut.Session != session:
 		k.led.fail("LNK-3", "an outage of %v (DeadAfter %v) ended the session", out, k.timers.DeadAfter)
 	case !ok:
-		k.led.fail("LNK-3", "the completion lost in an outage of %v was not retransmitted within %v", out, k.reply()+k.timers.MaxRTO)
+		k.led.fail("LNK-3", "the completion lost in an outage of %v was not retransmitted within %v", out, bound+max(10*k.timers.MaxRTO, k.timers.DeadAfter))
 	case k.completions(tag) > 1:
 		k.led.fail("LNK-3", "an outage of %v duplicated a completion", out)
 	default:
@@ -847,7 +989,7 @@ func (k *kit) flapLong() error {
 	}
 	old, oldISN := k.iut.Session, k.iut.ISN
 	k.deaf, k.silent = true, true
-	t0 := k.now()
+	t0, quietFrom := k.now(), k.lastSent // the IUT's silence starts at the kit's last frame
 	// The stub's read must still be outstanding, not timed out, when the
 	// link goes down: issue it half a completion timeout before.
 	issued := false
@@ -860,15 +1002,27 @@ func (k *kit) flapLong() error {
 		}
 		return k.iut.Session != old
 	})
-	down := k.now() - t0
 	if err != nil {
 		return err
+	}
+	firstOK := ok
+	if !ok {
+		// Not down yet: a DeadAfter longer than the kit was told, or none.
+		late := max(10*k.timers.DeadAfter, 5*time.Second)
+		if ok, err = k.await(late, func() bool { return k.iut.Session != old }); err != nil {
+			return err
+		}
+		wait += late
+	}
+	// On the kit's clock, stalls and all: the IUT's clock ran on meanwhile.
+	down := k.now() - quietFrom
+	if ok && (!firstOK || down < k.timers.DeadAfter-k.timers.Slack) {
+		return mismatch("it declared the link down after %v of silence, the kit was told --dead-after %v: give the kit the implementation's timers (if %v is its DeadAfter, it breaks LNK-2)",
+			down.Round(time.Microsecond), k.timers.DeadAfter, k.timers.DeadAfter)
 	}
 	switch {
 	case !ok:
 		k.led.fail("LNK-2", "still in session %#x after %v of silence (DeadAfter %v)", old, wait, k.timers.DeadAfter)
-	case down < k.timers.DeadAfter-k.timers.Slack:
-		k.led.fail("LNK-2", "declared the link down after %v of silence, DeadAfter is %v", down, k.timers.DeadAfter)
 	default:
 		k.led.pass("LNK-2", "declared down after %v of silence (DeadAfter %v)", down.Round(time.Millisecond), k.timers.DeadAfter)
 	}
