@@ -187,3 +187,43 @@ func TestNetworkRTT(t *testing.T) {
 		t.Fatalf("added_rtt_us %v (%v): %s", r.AddedRTTus, err, out)
 	}
 }
+
+// TestNoBudget: when even 0 added RTT exceeds the target (the link rate,
+// tags and MRRS alone), no budget exists: the text says so and the JSON
+// budget is null with a reason, never "0.00 us keeps the overhead <= 10 %".
+func TestNoBudget(t *testing.T) {
+	t.Parallel()
+	o := opts("../../../testdata/emu/mlp-train-emu.json.gz")
+	o.RTT, o.BW, o.Tags, o.MRRS = "10us", "100Gbit", 256, 512
+	out, err := run(t, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "budget     none: no added RTT keeps it within 10 %: at 0 added RTT the overhead is already 26.") ||
+		strings.Contains(out, "0.00 us added RTT") {
+		t.Errorf("text:\n%s", out)
+	}
+	o.JSON = true
+	out, err = run(t, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r struct {
+		Budget *float64 `json:"budget_added_rtt_us"`
+		Reason string   `json:"budget_none_reason"`
+		Zero   float64  `json:"overhead_at_zero_added_rtt_pct"`
+	}
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, `"budget_added_rtt_us": null`) || r.Reason == "" || r.Zero <= 10 {
+		t.Errorf("JSON: %s", out)
+	}
+	// A fabric with a budget still has a number and no reason.
+	o.BW, o.Tags = "0", model.DefaultTags
+	out, err = run(t, o)
+	if err != nil || json.Unmarshal([]byte(out), &r) != nil || r.Budget == nil || *r.Budget <= 0 ||
+		strings.Contains(out, "budget_none_reason") {
+		t.Errorf("budget with no link limit: %v %s", err, out)
+	}
+}
