@@ -227,3 +227,22 @@ func TestNoBudget(t *testing.T) {
 		t.Errorf("budget with no link limit: %v %s", err, out)
 	}
 }
+
+// TestProfileErrors: a --profile that is empty or not a JSON object says
+// so with its line and column, never "EOF" or a Go type.
+func TestProfileErrors(t *testing.T) {
+	t.Parallel()
+	p := writeTrace(t, tinyTrace)
+	for body, want := range map[string]string{
+		"":                 " is empty: expected the JSON object of 'dxpu bench fabric --json'",
+		"[1]":              ": line 1 col 1: expected an object, found an array",
+		"{\"rtt_us\": 5,\n": ": line 1 col 14: the JSON ends before its value is complete",
+	} {
+		o := opts(p)
+		o.Profile = writeTrace(t, body)
+		_, err := run(t, o)
+		if !errors.Is(err, apperr.ErrFailed) || !strings.Contains(err.Error(), o.Profile+want) {
+			t.Errorf("%q: %v, want %q", body, err, want)
+		}
+	}
+}
