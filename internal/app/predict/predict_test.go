@@ -234,8 +234,8 @@ func TestProfileErrors(t *testing.T) {
 	t.Parallel()
 	p := writeTrace(t, tinyTrace)
 	for body, want := range map[string]string{
-		"":                 " is empty: expected the JSON object of 'dxpu bench fabric --json'",
-		"[1]":              ": line 1 col 1: expected an object, found an array",
+		"":                  " is empty: expected the JSON object of 'dxpu bench fabric --json'",
+		"[1]":               ": line 1 col 1: expected an object, found an array",
 		"{\"rtt_us\": 5,\n": ": line 1 col 14: the JSON ends before its value is complete",
 	} {
 		o := opts(p)
