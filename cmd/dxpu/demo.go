@@ -33,6 +33,6 @@ the native time, the fabric time, the overhead and the performance model's predi
 	deprecatedAlias(f, "gbit", "link-gbps", func() { f.Float64Var(&gbit, "gbit", 100, "") })
 	f.StringVar(&o.TracesDir, "traces", "", "directory of profiler traces (default ../shared/traces from the repository root; skipped if absent)")
 	f.BoolVar(&o.Quiet, "quiet", false, "no progress bar or progress lines on stderr")
-	f.BoolVar(&o.Bridge, "bridge", false, "run the workloads' fabric side through real bridge pairs too (slower; enumeration always uses them)")
+	f.BoolVar(&o.Bridge, "bridge", false, "run the workloads' fabric side through real bridge pairs too, and show what they carried (slower; enumeration always uses them)")
 	return cmd
 }

@@ -121,6 +121,13 @@ func TestExitStatus(t *testing.T) {
 		{[]string{"pcap", "generate", "--out", "x", "--count", "0"}, "", 2, "", "--count 0: want at least 1 frame"},
 		{[]string{"switch", "--mode", "udp"}, "", 2, "", "exactly one of --table and --manager"},
 		{[]string{"no-such-command"}, "", 2, "", "dxpu: unknown command"},
+		// Unknown flags get the closest flags of their command, as unknown
+		// commands get the closest commands.
+		{[]string{"bench", "link", "--jsn"}, "", 2, "", `dxpu: unknown flag --jsn for "dxpu bench link"; did you mean --json?`},
+		{[]string{"model", "--trce", "x.json"}, "", 2, "", "did you mean --trace?"},
+		{[]string{"demo", "--bridg"}, "", 2, "", "did you mean --bridge?"},
+		{[]string{"tlp", "decode", "--verbos"}, "", 2, "", "did you mean --verbose?"}, // inherited from the root
+		{[]string{"model", "--zzzzzz"}, "", 2, "", `dxpu: unknown flag --zzzzzz for "dxpu model" (see 'dxpu model --help')`},
 	} {
 		var out, errb strings.Builder
 		code := run(context.Background(), newEnv(strings.NewReader(tc.stdin), &out, &errb, tc.args, noEnv))

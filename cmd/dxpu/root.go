@@ -37,6 +37,7 @@ func newRootCmd(e *env) *cobra.Command {
 		newPcapCmd(), newTLPCmd(), newReplayCmd(), newModelCmd(), newDemoCmd(), newBenchCmd(e), newConformCmd(e), newVMCmd(e),
 		newManCmd(), newUnitsTopic())
 	refuseUnknownSubcommands(root)
+	root.SetFlagErrorFunc(suggestFlag) // inherited by every subcommand
 	root.SetArgs(e.args)
 	root.SetIn(e.stdin)
 	root.SetOut(e.stdout)

@@ -31,6 +31,9 @@ type Options struct {
 	// Bridge puts a real dxpu bridge pair (package bridge) on each fabric
 	// path instead of the latency and bandwidth pipe.
 	Bridge bool
+	// Path, when set with a Fabric, is the fabric path (over Bridge): a
+	// caller's own, e.g. to read the bridge pairs' counters afterwards.
+	Path topo.PathFactory
 	// Calibration of the native emulator; nil: measured (and cached).
 	Calibration *Calibration
 	// Progress, when set, is called with the nodes finished so far.
@@ -192,6 +195,9 @@ func newRun(g *model.Graph, o Options, cal Calibration) (*run, error) {
 	var path topo.PathFactory
 	if o.Bridge && o.Fabric != nil {
 		path = topo.BridgePaths(*o.Fabric)
+	}
+	if o.Path != nil && o.Fabric != nil {
+		path = o.Path
 	}
 	w, err := topo.Build(topo.Options{GPUs: ngpu, Model: o.Model, Fabric: o.Fabric, Path: path,
 		Enum: host.EnumConfig{TenBitTags: o.TenBitTags, MRRS: o.MRRS},

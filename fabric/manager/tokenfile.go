@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 )
@@ -47,8 +48,8 @@ func LoadTokenFile(path string) (string, error) {
 		return "", fmt.Errorf("%w: %s has mode %#o; it must be 0600 or stricter (chmod 600 %s)", ErrTokenFileMode, path, perm, path)
 	}
 	b := make([]byte, 4096)
-	n, err := f.Read(b)
-	if err != nil {
+	n, err := io.ReadFull(f, b)
+	if err != nil && err != io.EOF && err != io.ErrUnexpectedEOF { // EOF: shorter than b, as a token is
 		return "", fmt.Errorf("manager: token file %s: %w", path, err)
 	}
 	if n == len(b) {
@@ -56,7 +57,7 @@ func LoadTokenFile(path string) (string, error) {
 	}
 	tok := strings.TrimSpace(string(b[:n]))
 	if tok == "" {
-		return "", fmt.Errorf("manager: token file %s is empty", path)
+		return "", fmt.Errorf("manager: token file %s is empty: expected one token, a word such as the 64 hex digits dxpu writes", path)
 	}
 	if strings.ContainsAny(tok, " \t\r\n") {
 		return "", fmt.Errorf("manager: token file %s: the token must be one word", path)

@@ -82,6 +82,14 @@ func TestLoadTokenFileRefusesBadContent(t *testing.T) {
 			t.Errorf("%s: %v, want an error naming %s", name, err, path)
 		}
 	}
+	// A file of no bytes at all is "empty" too, not a bare "EOF".
+	for _, body := range []string{"", " \n"} {
+		path := filepath.Join(dir, "nothing")
+		os.WriteFile(path, []byte(body), 0o600)
+		if _, err := manager.LoadTokenFile(path); err == nil || !strings.Contains(err.Error(), path+" is empty: expected one token") {
+			t.Errorf("%q: %v", body, err)
+		}
+	}
 	if _, err := manager.LoadTokenFile(dir); err == nil || !strings.Contains(err.Error(), "regular") {
 		t.Errorf("a directory: %v", err)
 	}

@@ -107,7 +107,29 @@ func validAgentURL(s string) error {
 	return nil
 }
 
-func (b Box) validate() error {
+// missingFields names, in one error, the required fields left empty
+// when more than one is (a "{}" gets all of them at once); nil otherwise,
+// for the single field's own check to say what it wants.
+func missingFields(names []string, empty ...bool) error {
+	var miss []string
+	for i, e := range empty {
+		if e {
+			miss = append(miss, names[i])
+		}
+	}
+	if len(miss) < 2 {
+		return nil
+	}
+	return invalidf("missing required fields %s", strings.Join(miss, ", "))
+}
+
+// Validate reports what is wrong with b as a registration, naming the
+// JSON field; AddBox calls it, and so may a client before sending b.
+func (b Box) Validate() error {
+	if err := missingFields([]string{"id", "bridge.switch_port", "bridge.mac"},
+		b.ID == "", b.Bridge.SwitchPort == "", b.Bridge.MAC == ""); err != nil {
+		return err
+	}
 	if err := validID("id", b.ID); err != nil {
 		return err
 	}
@@ -143,13 +165,35 @@ func (b Box) validate() error {
 	return nil
 }
 
+// Validate reports what is wrong with h as a registration, naming the
+// JSON field; AddHost calls it, and so may a client before sending h.
+func (h Host) Validate() error {
+	if err := missingFields([]string{"id", "bridge.switch_port", "bridge.mac", "ports"},
+		h.ID == "", h.Bridge.SwitchPort == "", h.Bridge.MAC == "", h.Ports == 0); err != nil {
+		return err
+	}
+	if err := validID("id", h.ID); err != nil {
+		return err
+	}
+	if err := h.Bridge.Validate("bridge"); err != nil {
+		return err
+	}
+	if err := validAgentURL(h.AgentURL); err != nil {
+		return err
+	}
+	if h.Ports < MinHostPorts || h.Ports > 1<<16 {
+		return invalidf("ports is %d; a host bridge exposes %d to 65536 virtual downstream ports", h.Ports, MinHostPorts)
+	}
+	return nil
+}
+
 // AddBox registers a box or replaces its registration. A GPU that is lent
 // must stay in the box with the fields it was lent with (ErrInUse), and a
 // box with GPUs lent keeps its bridge endpoint and agent URL (ErrInUse);
 // no two bridges share an endpoint (ErrConflict). The draining flag of a
 // known box is kept.
 func (p *Pool) AddBox(b Box) (Box, error) {
-	if err := b.validate(); err != nil {
+	if err := b.Validate(); err != nil {
 		return Box{}, err
 	}
 	p.mu.Lock()
@@ -293,17 +337,8 @@ func (p *Pool) RemoveBox(id string) (Box, error) {
 // endpoint and agent URL (ErrInUse), and no two bridges share an endpoint
 // (ErrConflict).
 func (p *Pool) AddHost(h Host) (Host, error) {
-	if err := validID("id", h.ID); err != nil {
+	if err := h.Validate(); err != nil {
 		return Host{}, err
-	}
-	if err := h.Bridge.Validate("bridge"); err != nil {
-		return Host{}, err
-	}
-	if err := validAgentURL(h.AgentURL); err != nil {
-		return Host{}, err
-	}
-	if h.Ports < MinHostPorts || h.Ports > 1<<16 {
-		return Host{}, invalidf("ports is %d; a host bridge exposes %d to 65536 virtual downstream ports", h.Ports, MinHostPorts)
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -392,7 +392,8 @@ func TestValidation(t *testing.T) {
 		b    Box
 		want string
 	}{
-		{Box{}, "id is required"},
+		{Box{}, "missing required fields id, bridge.switch_port, bridge.mac"},
+		{Box{Bridge: ep(1)}, "id is required"},
 		{Box{ID: "a/b", Bridge: ep(1)}, "character '/'"},
 		{Box{ID: "b", Bridge: Endpoint{SwitchPort: "x", MAC: "zz"}}, "bridge.mac"},
 		{Box{ID: "b", Bridge: Endpoint{SwitchPort: "x", MAC: "02:00:00:00:00:01", IP: "::1"}}, "bridge.ip"},
@@ -404,6 +405,9 @@ func TestValidation(t *testing.T) {
 		if !errors.Is(err, ErrInvalid) || !contains(err.Error(), c.want) {
 			t.Errorf("AddBox(%+v) = %v, want ErrInvalid mentioning %q", c.b, err, c.want)
 		}
+	}
+	if _, err := p.AddHost(Host{}); !errors.Is(err, ErrInvalid) || !contains(err.Error(), "missing required fields id, bridge.switch_port, bridge.mac, ports") {
+		t.Errorf("AddHost({}) = %v", err)
 	}
 	for _, r := range []Request{{Count: 1}, {Host: "h"}, {Host: "h", Count: 1, SameBox: true, Spread: true}} {
 		if err := r.Validate(); !errors.Is(err, ErrInvalid) {

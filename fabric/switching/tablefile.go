@@ -35,6 +35,9 @@ type jsonTable struct {
 	Pairs   []jsonPair `json:"pairs"`
 }
 
+// TableFileForm says what a table file holds, for error messages.
+const TableFileForm = `an object with fields version, pairs (pairs[].id, pairs[].host.port, pairs[].host.mac, pairs[].gpu.port, pairs[].gpu.mac, ...)`
+
 // DecodeTable parses a table in JSON (as the manager serves it or as
 // written by hand) and validates it.
 func DecodeTable(data []byte) (*table.Table, error) {

@@ -66,7 +66,12 @@ func (s Setup) Apply(o *Options) error {
 		}
 		b, err := jsonfile.Read[pool.Box](s.Stdin, s.BoxFile)
 		if err != nil {
-			return err
+			return fmt.Errorf("--box: %w", err)
+		}
+		// The agent serves only the box's GPUs: with none it would refuse
+		// every pair while looking up.
+		if len(b.GPUs) == 0 {
+			return usage(fmt.Errorf("--box: %s: gpus is empty: expected the box's GPUs (gpus[].id, gpus[].model, ...), as given to ctl box add", s.BoxFile))
 		}
 		o.Box = &b
 	}

@@ -20,7 +20,15 @@ func TestSetupApply(t *testing.T) {
 	cred := filepath.Join(dir, "cred")
 	os.WriteFile(cred, []byte("c0ffee\n"), 0o600)
 	box := filepath.Join(dir, "box.json")
-	os.WriteFile(box, []byte(`{"id":"box7","gpus":[{"id":"g0"}]}`), 0o600)
+	os.WriteFile(box, []byte(`{"id":"box7","bridge":{"switch_port":"p7","mac":"02:00:00:00:00:07"},"gpus":[{"id":"g0","model":"H100"}]}`), 0o600)
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		os.WriteFile(p, []byte(body), 0o600)
+		return p
+	}
+	emptyBox := write("empty-box.json", `{}`)
+	noGPUs := write("no-gpus.json", `{"id":"box7","bridge":{"switch_port":"p7","mac":"02:00:00:00:00:07"},"gpus":[]}`)
+	emptyCred := write("empty.cred", "")
 	strange := filepath.Join(dir, "strange.json")
 	os.WriteFile(strange, []byte(`{"id":"box7","colour":"red"}`), 0o600)
 	good := Setup{Role: "gpu", Listen: "127.0.0.1:4791", Switch: "127.0.0.1:8855", CredentialFile: cred, BoxFile: box, MemBase: "0x1000", MemSize: "1M"}
@@ -58,6 +66,10 @@ func TestSetupApply(t *testing.T) {
 		"no such file":            func(s *Setup) { s.CredentialFile = filepath.Join(dir, "none") },
 		"--box is for":            func(s *Setup) { s.Role = "host" },
 		"unknown field":           func(s *Setup) { s.BoxFile = strange },
+		// A {} box is no box: refused, naming what it lacks.
+		"--box: " + emptyBox + ": invalid argument: missing required fields id, bridge.switch_port, bridge.mac": func(s *Setup) { s.BoxFile = emptyBox },
+		"--box: " + noGPUs + ": gpus is empty":      func(s *Setup) { s.BoxFile = noGPUs },
+		emptyCred + " is empty: expected one token": func(s *Setup) { s.CredentialFile = emptyCred },
 		"--mem-base":              func(s *Setup) { s.MemBase = "low" },
 		"--mem-size":              func(s *Setup) { s.MemSize = "lots" },
 		"--vm is for --role host": func(s *Setup) { s.VM = true },

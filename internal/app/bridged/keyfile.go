@@ -40,12 +40,39 @@ func LoadKeyFile(path string) ([]byte, error) {
 	if len(b) == seal.KeyLen {
 		return b, nil
 	}
+	want := fmt.Sprintf("expected %d raw bytes, or %d hex digits (0-9, a-f) on one line, as 'openssl rand -hex %d' writes", seal.KeyLen, 2*seal.KeyLen, seal.KeyLen)
 	t := bytes.TrimSpace(b)
+	if len(t) == 0 {
+		return nil, fmt.Errorf("%w %s is empty: %s", ErrKeyFile, path, want)
+	}
+	// Text of 64 characters is meant as hex: say which character is not.
 	if len(t) == 2*seal.KeyLen {
 		k := make([]byte, seal.KeyLen)
-		if _, err := hex.Decode(k, t); err == nil {
+		_, err := hex.Decode(k, t)
+		if err == nil {
 			return k, nil
 		}
+		lead := len(b) - len(bytes.TrimLeft(b, " \t\r\n"))
+		var bad hex.InvalidByteError
+		if errors.As(err, &bad) {
+			i := lead + bytes.IndexByte(t, byte(bad))
+			return nil, fmt.Errorf("%w %s: not hex: %q at offset %d; %s", ErrKeyFile, path, byte(bad), i, want)
+		}
+		return nil, fmt.Errorf("%w %s: not hex: %w; %s", ErrKeyFile, path, err, want)
 	}
-	return nil, fmt.Errorf("%w %s: want %d raw bytes or %d hex digits, found %d bytes", ErrKeyFile, path, seal.KeyLen, 2*seal.KeyLen, len(b))
+	if isText(t) {
+		return nil, fmt.Errorf("%w %s: %d characters of text, not %d hex digits; %s", ErrKeyFile, path, len(t), 2*seal.KeyLen, want)
+	}
+	return nil, fmt.Errorf("%w %s: %d bytes, not %d; %s", ErrKeyFile, path, len(b), seal.KeyLen, want)
+}
+
+// isText: printable ASCII only, as a hex key meant to be (raw key bytes
+// are random and almost never all printable).
+func isText(b []byte) bool {
+	for _, c := range b {
+		if c < ' ' || c > '~' {
+			return false
+		}
+	}
+	return true
 }

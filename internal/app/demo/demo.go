@@ -14,9 +14,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/dxpu/dxpu/bridge"
 	"github.com/dxpu/dxpu/emu/cuda"
 	"github.com/dxpu/dxpu/emu/gpu"
 	"github.com/dxpu/dxpu/emu/host"
+	"github.com/dxpu/dxpu/emu/pcie"
 	"github.com/dxpu/dxpu/emu/replay"
 	"github.com/dxpu/dxpu/emu/topo"
 	"github.com/dxpu/dxpu/fabric/manager"
@@ -24,6 +26,7 @@ import (
 	"github.com/dxpu/dxpu/internal/shareddata"
 	"github.com/dxpu/dxpu/model"
 	"github.com/dxpu/dxpu/model/trace"
+	"github.com/dxpu/dxpu/sim"
 )
 
 // Config of a demo run.
@@ -58,7 +61,59 @@ type Row struct {
 	FabricS     float64  `json:"fabric_s"`
 	OverheadPct float64  `json:"overhead_pct"`
 	ModelPct    *float64 `json:"model_overhead_pct,omitempty"`
-	Note        string   `json:"note,omitempty"`
+	// Bridge is what the bridge pairs carried in the fabric run (--bridge).
+	Bridge *BridgeStats `json:"bridge,omitempty"`
+	Note   string       `json:"note,omitempty"`
+}
+
+// BridgeStats is what a fabric run's dxpu bridge pairs carried, both
+// sides of every pair summed: the sign that the TLPs crossed real bridges.
+type BridgeStats struct {
+	Pairs        int    `json:"pairs"`
+	TLPs         uint64 `json:"tlps"`          // first transmissions
+	Frames       uint64 `json:"frames"`        // data, ack and keepalive frames sent
+	Bytes        uint64 `json:"bytes"`         // frame bytes sent on the links
+	PayloadBytes uint64 `json:"payload_bytes"` // TLP payload bytes of first transmissions
+	Retransmits  uint64 `json:"retransmits"`
+	LinkDowns    uint64 `json:"link_downs"`
+}
+
+// add sums the counters of one bridge.
+func (b *BridgeStats) add(c bridge.Counters) {
+	b.TLPs += c.TLPsSent
+	b.Frames += c.FramesSent
+	b.Bytes += c.BytesSent
+	b.PayloadBytes += c.PayloadBytesTx
+	b.Retransmits += c.Retransmits
+	b.LinkDowns += c.LinkDowns
+}
+
+// bridgeRecorder is a fabric path factory of real bridge pairs that keeps
+// each path, to sum what its pair carried once the run is over.
+type bridgeRecorder struct {
+	inner topo.PathFactory
+	paths []*topo.BridgePath
+}
+
+func (r *bridgeRecorder) factory(s *sim.Sim, i int, g *gpu.GPU) pcie.Path {
+	p := r.inner(s, i, g)
+	if bp, ok := p.(*topo.BridgePath); ok {
+		r.paths = append(r.paths, bp)
+	}
+	return p
+}
+
+func (r *bridgeRecorder) stats() *BridgeStats {
+	st := &BridgeStats{}
+	for _, p := range r.paths {
+		if p.Pair == nil {
+			continue
+		}
+		st.Pairs++
+		st.add(p.Pair.Host.Bridge.Counters())
+		st.add(p.Pair.GPU.Bridge.Counters())
+	}
+	return st
 }
 
 // HostSummary says what one host got and found.
@@ -377,6 +432,7 @@ type job struct {
 	// the emulator's profiler recorded it.
 	profiled *model.Graph
 	row      Row
+	bridge   *BridgeStats // the fabric run's, with --bridge
 	err      error
 }
 
@@ -453,11 +509,12 @@ func runWorkloads(ctx context.Context, cfg *Config, plans []*hostPlan, rep *Repo
 		go func() {
 			defer wg.Done()
 			for t := range tasks {
-				d, err := runOne(ctx, cfg, t.j, t.fabric)
+				d, bs, err := runOne(ctx, cfg, t.j, t.fabric)
 				mu.Lock()
 				r := results[t.j]
 				if t.fabric {
 					r[1] = d
+					t.j.bridge = bs
 				} else {
 					r[0] = d
 				}
@@ -486,7 +543,8 @@ func runWorkloads(ctx context.Context, cfg *Config, plans []*hostPlan, rep *Repo
 		r := results[j]
 		fab := fabricOf(cfg, j.plan)
 		row := Row{Workload: j.name, Host: j.plan.id, GPUs: j.gpus, AddedRTTus: float64(fab.AddedRoundTrip()) / 1e3,
-			NativeS: r[0].Seconds(), FabricS: r[1].Seconds(), OverheadPct: 100 * (r[1].Seconds()/r[0].Seconds() - 1)}
+			NativeS: r[0].Seconds(), FabricS: r[1].Seconds(), OverheadPct: 100 * (r[1].Seconds()/r[0].Seconds() - 1),
+			Bridge: j.bridge}
 		g := j.graph
 		if g == nil {
 			g = j.profiled
@@ -507,7 +565,9 @@ func fabricOf(cfg *Config, p *hostPlan) topo.Fabric {
 	return topo.Fabric{RTT: p.rtt, BytesPerSec: cfg.BytesPerSec}
 }
 
-func runOne(ctx context.Context, cfg *Config, j *job, fabric bool) (time.Duration, error) {
+// runOne runs j natively or over the fabric; with cfg.Bridge, a fabric
+// run also says what its bridge pairs carried.
+func runOne(ctx context.Context, cfg *Config, j *job, fabric bool) (time.Duration, *BridgeStats, error) {
 	var f *topo.Fabric
 	if fabric {
 		ff := fabricOf(cfg, j.plan)
@@ -517,25 +577,33 @@ func runOne(ctx context.Context, cfg *Config, j *job, fabric bool) (time.Duratio
 	if mdl.DeviceID == 0 {
 		mdl = gpu.H100SXM
 	}
-	if j.graph != nil {
-		res, err := replay.Run(ctx, j.graph, replay.Options{Fabric: f, TenBitTags: true, Bridge: cfg.Bridge})
-		if err != nil {
-			return 0, err
-		}
-		return res.Span, nil
-	}
+	var rec *bridgeRecorder
 	var path topo.PathFactory
 	if cfg.Bridge && f != nil {
-		path = topo.BridgePaths(*f)
+		rec = &bridgeRecorder{inner: topo.BridgePaths(*f)}
+		path = rec.factory
+	}
+	stats := func() *BridgeStats {
+		if rec == nil {
+			return nil
+		}
+		return rec.stats()
+	}
+	if j.graph != nil {
+		res, err := replay.Run(ctx, j.graph, replay.Options{Fabric: f, TenBitTags: true, Path: path})
+		if err != nil {
+			return 0, nil, err
+		}
+		return res.Span, stats(), nil
 	}
 	w, err := topo.Build(topo.Options{GPUs: j.gpus, Model: mdl, Fabric: f, Path: path, Enum: host.EnumConfig{TenBitTags: true},
 		GPU: gpu.Config{MaxSimBytes: 1 << 20}})
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	c, err := cuda.New(w.Host, w.Devices, cuda.Config{})
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	var prof *cuda.Profiler
 	if !fabric {
@@ -546,17 +614,17 @@ func runOne(ctx context.Context, cfg *Config, j *job, fabric bool) (time.Duratio
 	}
 	t0 := c.Now()
 	if err := j.bundle.Run(c); err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	span := c.Now() - t0
 	if prof != nil {
 		g, err := ProfileGraph(prof, j.name)
 		if err != nil {
-			return 0, fmt.Errorf("profile of the native run: %w", err)
+			return 0, nil, fmt.Errorf("profile of the native run: %w", err)
 		}
 		j.profiled = g
 	}
-	return span, nil
+	return span, stats(), nil
 }
 
 // ProfileGraph turns a profiler's recording into the model's graph, through

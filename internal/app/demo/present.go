@@ -120,9 +120,36 @@ func (rep *Report) WriteTables(out io.Writer) {
 			fmtSeconds(r.NativeS), fmtSeconds(r.FabricS), r.OverheadPct, mp)
 	}
 	tw.Flush()
+	rep.writeBridgeTable(out)
 	for _, n := range rep.Notes {
 		fmt.Fprintln(out, "note:", n)
 	}
+}
+
+// writeBridgeTable prints, with --bridge, what each workload's bridge
+// pairs carried in its fabric run.
+func (rep *Report) writeBridgeTable(out io.Writer) {
+	any := false
+	for _, r := range rep.Rows {
+		any = any || r.Bridge != nil
+	}
+	if !any {
+		return
+	}
+	// The emulator moves a copy's first MiB as TLPs and the rest at the
+	// rate they reached: the bridges see that first MiB of each copy.
+	fmt.Fprintln(out, "\nbridge pairs of the fabric runs (both sides summed; each copy's first MiB crosses as TLPs, the rest at their rate):")
+	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "workload\tpairs\tTLPs\tframes\tMiB on links\tpayload MiB\tretransmits\tlink downs\t")
+	for _, r := range rep.Rows {
+		b := r.Bridge
+		if b == nil {
+			continue
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%.1f\t%.1f\t%d\t%d\t\n", r.Workload, b.Pairs, b.TLPs, b.Frames,
+			float64(b.Bytes)/(1<<20), float64(b.PayloadBytes)/(1<<20), b.Retransmits, b.LinkDowns)
+	}
+	tw.Flush()
 }
 
 func fmtSeconds(s float64) string {

@@ -15,6 +15,7 @@ import (
 	"net/netip"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/dxpu/dxpu/bridge"
@@ -123,8 +124,20 @@ type Result struct {
 	ReadsSent    int `json:"reads_sent"`
 	Completed    int `json:"reads_completed"`
 	Failed       int `json:"reads_failed"`
-	Unanswered   int `json:"unanswered"`
-	BadCpls      int `json:"bad_completions"`
+	// ReadsTimedOut of the failed reads got a CA from the host side's
+	// bridge at its completion timeout (CompletionTimeoutMs); the
+	// completions of LateCompletions of them came after all. On a
+	// no-fault run these are the process stalling (MaxStallMs) past the
+	// timeout, not the link: after the stall the bridge's timer ran
+	// before it read the completions waiting in its socket.
+	ReadsTimedOut       int     `json:"reads_timed_out"`
+	LateCompletions     int     `json:"late_completions"`
+	CompletionTimeoutMs float64 `json:"completion_timeout_ms"`
+	// MaxStallMs is the longest this process went without running a 1 ms
+	// ticker, beyond its period (real-time runs only: a loaded machine).
+	MaxStallMs float64 `json:"max_stall_ms"`
+	Unanswered int     `json:"unanswered"`
+	BadCpls    int     `json:"bad_completions"`
 	// WriteLatency is the one-way time of a posted write from the host
 	// side's Send to the GPU side's delivery; ReadLatency the round trip
 	// of a read to its last completion.
@@ -182,6 +195,39 @@ type state struct {
 
 const writeBase = 0x10_0000_0000
 
+// completionTimeout is the bridges' (the bridge package's default, named
+// here for the report).
+const completionTimeout = 50 * time.Millisecond
+
+// stallWatch measures how long the process goes without running: the
+// longest gap between ticks of a ticker, beyond its period.
+type stallWatch struct {
+	max  atomic.Int64 // nanoseconds
+	last time.Time
+}
+
+func (w *stallWatch) run(ctx context.Context, period time.Duration) {
+	t := time.NewTicker(period)
+	defer t.Stop()
+	w.last = time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			w.tick(time.Now(), period)
+		}
+	}
+}
+
+// tick records a tick at now (the time it ran, not the one it was due).
+func (w *stallWatch) tick(now time.Time, period time.Duration) {
+	if gap := now.Sub(w.last) - period; gap > time.Duration(w.max.Load()) {
+		w.max.Store(int64(gap))
+	}
+	w.last = now
+}
+
 // Run performs one measurement.
 func Run(ctx context.Context, o Options) (Result, error) {
 	o.defaults()
@@ -212,7 +258,8 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	}
 	cfg := bridge.Config{MTU: o.MTU, MaxPayload: o.MaxPayload, Window: o.Window, TxQueue: 256,
 		MinRTO: 200 * time.Microsecond, InitialRTO: 2 * time.Millisecond, AckDelay: 10 * time.Microsecond,
-		DeadAfter: 200 * time.Millisecond, Keepalive: 5 * time.Millisecond, Key: o.Key, SealMode: o.SealMode}
+		DeadAfter: 200 * time.Millisecond, Keepalive: 5 * time.Millisecond, Key: o.Key, SealMode: o.SealMode,
+		CompletionTimeout: completionTimeout}
 	for i := range cfg.Credits {
 		cfg.Credits[i] = bridge.ClassCredits{Headers: 512, Data: 512 * o.MaxPayload / 16}
 	}
@@ -264,6 +311,9 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	defer wg.Wait()
 	wg.Add(1)
 	go func() { defer wg.Done(); st.completer(rctx, gpu, o.MaxPayload) }()
+	var stalls stallWatch
+	wg.Add(1)
+	go func() { defer wg.Done(); stalls.run(rctx, time.Millisecond) }()
 
 	// Link up.
 	for host.State() != bridge.StateUp || gpu.State() != bridge.StateUp {
@@ -319,6 +369,9 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	res.LinkDowns = int(res.Host.LinkDowns + res.GPU.LinkDowns)
 	res.Retransmits = res.Host.Retransmits + res.GPU.Retransmits
 	res.RTOs = res.Host.RTOs + res.GPU.RTOs
+	res.ReadsTimedOut, res.LateCompletions = int(res.Host.CompletionTimeouts), int(res.Host.LateCompletions)
+	res.CompletionTimeoutMs = float64(completionTimeout) / 1e6
+	res.MaxStallMs = float64(stalls.max.Load()) / 1e6
 	if hf != nil {
 		res.Link = [2]LinkStats{LinkStats(hf.Stats()), LinkStats(gf.Stats())}
 	}

@@ -221,12 +221,40 @@ func writeOut(w io.Writer, fl *ReportOptions, o Options, out Report) error {
 		fmt.Fprintf(w, "retransmits %d, RTOs %d, frames lost on the link %d\n", r.Retransmits, r.RTOs, r.Link[0].Lost+r.Link[1].Lost)
 		fmt.Fprintf(w, "delivered %d lost %d (reported %d, link downs %d) duplicated %d misordered %d unanswered %d (reads %d ok, %d failed)\n",
 			r.Delivered, r.Lost, r.ReportedLost, r.LinkDowns, r.Duplicated, r.Misordered, r.Unanswered, r.Completed, r.Failed)
+		if why := whyReadsFailed(&r, out.Virtual); why != "" {
+			fmt.Fprintln(w, why)
+		}
 	}
 	if !out.InvariantsHold {
 		return apperr.Failed(fmt.Errorf("bench link: invariants broken: lost %d (reported %d) duplicated %d misordered %d unanswered %d",
 			r.Lost, r.ReportedLost, r.Duplicated, r.Misordered, r.Unanswered))
 	}
 	return nil
+}
+
+// whyReadsFailed explains failed reads, or says nothing when none failed:
+// how many the host side's bridge timed out, how many of those were
+// answered late, and, on a real-time run, the longest stall of the
+// process, which on a loaded machine is what outlasts the timeout.
+func whyReadsFailed(r *Result, virtual bool) string {
+	if r.Failed == 0 {
+		return ""
+	}
+	s := fmt.Sprintf("reads failed %d: %d timed out at the %g ms completion timeout (the bridge answered CA)",
+		r.Failed, r.ReadsTimedOut, r.CompletionTimeoutMs)
+	if r.LateCompletions > 0 {
+		s += fmt.Sprintf(", %d of whose completions arrived after it", r.LateCompletions)
+	}
+	if other := r.Failed - r.ReadsTimedOut; other > 0 {
+		s += fmt.Sprintf("; %d failed otherwise (link down: see events)", other)
+	}
+	if !virtual && r.ReadsTimedOut > 0 {
+		s += fmt.Sprintf("; this process stalled up to %.1f ms (a busy machine)", r.MaxStallMs)
+		if r.MaxStallMs >= r.CompletionTimeoutMs && r.LinkDowns == 0 {
+			s += ", past the timeout: the machine, not the link"
+		}
+	}
+	return s
 }
 
 // checkRanges refuses values no run can use, naming the flag.

@@ -101,3 +101,51 @@ func TestReportKeys(t *testing.T) {
 		}
 	}
 }
+
+// TestWhyReadsFailed: failed reads on a run without faults are explained:
+// how many timed out, how many of those were answered late, and the stall
+// of the process that outlasted the timeout; a run without failures says
+// nothing more.
+func TestWhyReadsFailed(t *testing.T) {
+	t.Parallel()
+	r := Report{InvariantsHold: true, Result: Result{Completed: 91182, Failed: 73, ReadsTimedOut: 73, LateCompletions: 73,
+		CompletionTimeoutMs: 50, MaxStallMs: 62.7}}
+	var out bytes.Buffer
+	if err := writeOut(&out, &ReportOptions{}, Options{}, r); err != nil {
+		t.Fatal(err)
+	}
+	want := "reads failed 73: 73 timed out at the 50 ms completion timeout (the bridge answered CA), 73 of whose completions arrived after it; " +
+		"this process stalled up to 62.7 ms (a busy machine), past the timeout: the machine, not the link\n"
+	if !strings.Contains(out.String(), want) {
+		t.Errorf("text lacks %q:\n%s", want, out.String())
+	}
+	out.Reset()
+	r.Failed, r.ReadsTimedOut, r.LateCompletions = 0, 0, 0
+	if err := writeOut(&out, &ReportOptions{}, Options{}, r); err != nil || strings.Contains(out.String(), "reads failed") {
+		t.Errorf("%v:\n%s", err, out.String())
+	}
+	// The JSON has the keys that explain failed reads.
+	out.Reset()
+	if err := writeOut(&out, &ReportOptions{JSON: true}, Options{}, r); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{`"reads_timed_out": 0`, `"late_completions": 0`, `"completion_timeout_ms": 50`, `"max_stall_ms": 62.7`} {
+		if !strings.Contains(out.String(), k) {
+			t.Errorf("JSON lacks %s", k)
+		}
+	}
+}
+
+// TestStallWatch: the longest gap between ticks beyond the period.
+func TestStallWatch(t *testing.T) {
+	t.Parallel()
+	var w stallWatch
+	t0 := time.Unix(0, 0)
+	w.last = t0
+	for _, at := range []time.Duration{time.Millisecond, 2 * time.Millisecond, 65 * time.Millisecond, 66 * time.Millisecond} {
+		w.tick(t0.Add(at), time.Millisecond)
+	}
+	if got := time.Duration(w.max.Load()); got != 62*time.Millisecond {
+		t.Errorf("max stall %v, want 62ms", got)
+	}
+}

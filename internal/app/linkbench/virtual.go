@@ -24,7 +24,8 @@ func RunVirtual(o Options, interval time.Duration) (Result, error) {
 		return Result{}, fmt.Errorf("linkbench: %v / %v = %d TLPs: want 1..2000000 (shorten --duration in virtual mode)", o.Duration, interval, count)
 	}
 	cfg := bridge.Config{MTU: o.MTU, MaxPayload: o.MaxPayload, Window: o.Window, TxQueue: 256,
-		MinRTO: 200 * time.Microsecond, InitialRTO: 2 * time.Millisecond, AckDelay: 10 * time.Microsecond, Key: o.Key, SealMode: o.SealMode}
+		MinRTO: 200 * time.Microsecond, InitialRTO: 2 * time.Millisecond, AckDelay: 10 * time.Microsecond, Key: o.Key, SealMode: o.SealMode,
+		CompletionTimeout: completionTimeout}
 	for i := range cfg.Credits {
 		cfg.Credits[i] = bridge.ClassCredits{Headers: 512, Data: 512 * o.MaxPayload / 16}
 	}
@@ -61,6 +62,8 @@ func RunVirtual(o Options, interval time.Duration) (Result, error) {
 	res.LinkDowns = int(res.Host.LinkDowns + res.GPU.LinkDowns)
 	res.Retransmits = res.Host.Retransmits + res.GPU.Retransmits
 	res.RTOs = res.Host.RTOs + res.GPU.RTOs
+	res.ReadsTimedOut, res.LateCompletions = int(res.Host.CompletionTimeouts), int(res.Host.LateCompletions)
+	res.CompletionTimeoutMs = float64(completionTimeout) / 1e6
 	for _, v := range r.Violations {
 		res.Events = append(res.Events, "violation: "+v)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/dxpu/dxpu/emu/topo"
 	"github.com/dxpu/dxpu/internal/app/apperr"
+	"github.com/dxpu/dxpu/internal/app/jsonfile"
 	"github.com/dxpu/dxpu/model"
 )
 
@@ -41,6 +42,9 @@ func fabricOf(f *Options) (model.Fabric, error) {
 		defer pf.Close()
 		base := fab
 		if fab, err = model.FabricFromProfile(pf, base); err != nil {
+			if e := jsonfile.ExplainFile(err, f.Profile, "the JSON object of 'dxpu bench fabric --json'"); e != err {
+				return base, apperr.Failed(e)
+			}
 			return base, apperr.Failed(fmt.Errorf("%s: %w", f.Profile, err))
 		}
 		// Flags given explicitly win over the profile.

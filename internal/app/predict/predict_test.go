@@ -187,3 +187,62 @@ func TestNetworkRTT(t *testing.T) {
 		t.Fatalf("added_rtt_us %v (%v): %s", r.AddedRTTus, err, out)
 	}
 }
+
+// TestNoBudget: when even 0 added RTT exceeds the target (the link rate,
+// tags and MRRS alone), no budget exists: the text says so and the JSON
+// budget is null with a reason, never "0.00 us keeps the overhead <= 10 %".
+func TestNoBudget(t *testing.T) {
+	t.Parallel()
+	o := opts("../../../testdata/emu/mlp-train-emu.json.gz")
+	o.RTT, o.BW, o.Tags, o.MRRS = "10us", "100Gbit", 256, 512
+	out, err := run(t, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "budget     none: no added RTT keeps it within 10 %: at 0 added RTT the overhead is already 26.") ||
+		strings.Contains(out, "0.00 us added RTT") {
+		t.Errorf("text:\n%s", out)
+	}
+	o.JSON = true
+	out, err = run(t, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r struct {
+		Budget *float64 `json:"budget_added_rtt_us"`
+		Reason string   `json:"budget_none_reason"`
+		Zero   float64  `json:"overhead_at_zero_added_rtt_pct"`
+	}
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, `"budget_added_rtt_us": null`) || r.Reason == "" || r.Zero <= 10 {
+		t.Errorf("JSON: %s", out)
+	}
+	// A fabric with a budget still has a number and no reason.
+	o.BW, o.Tags = "0", model.DefaultTags
+	out, err = run(t, o)
+	if err != nil || json.Unmarshal([]byte(out), &r) != nil || r.Budget == nil || *r.Budget <= 0 ||
+		strings.Contains(out, "budget_none_reason") {
+		t.Errorf("budget with no link limit: %v %s", err, out)
+	}
+}
+
+// TestProfileErrors: a --profile that is empty or not a JSON object says
+// so with its line and column, never "EOF" or a Go type.
+func TestProfileErrors(t *testing.T) {
+	t.Parallel()
+	p := writeTrace(t, tinyTrace)
+	for body, want := range map[string]string{
+		"":                  " is empty: expected the JSON object of 'dxpu bench fabric --json'",
+		"[1]":               ": line 1 col 1: expected an object, found an array",
+		"{\"rtt_us\": 5,\n": ": line 1 col 14: the JSON ends before its value is complete",
+	} {
+		o := opts(p)
+		o.Profile = writeTrace(t, body)
+		_, err := run(t, o)
+		if !errors.Is(err, apperr.ErrFailed) || !strings.Contains(err.Error(), o.Profile+want) {
+			t.Errorf("%q: %v, want %q", body, err, want)
+		}
+	}
+}

@@ -28,7 +28,11 @@ func printReport(out io.Writer, r *Report, fab model.Fabric) {
 	if r.BudgetAtLeast {
 		at = ">= "
 	}
-	fmt.Fprintf(tw, "budget\t%s%.2f us added RTT keeps the overhead <= %g %%\n", at, r.BudgetRTTus, r.TargetPct)
+	if r.BudgetRTTus == nil {
+		fmt.Fprintf(tw, "budget\tnone: %s\n", r.BudgetNone)
+	} else {
+		fmt.Fprintf(tw, "budget\t%s%.2f us added RTT keeps the overhead <= %g %%\n", at, *r.BudgetRTTus, r.TargetPct)
+	}
 	tw.Flush()
 	if len(p.Steps) > 0 {
 		fmt.Fprintln(out)
@@ -90,6 +94,10 @@ func printMarkdown(out io.Writer, reports []*Report) {
 		if r.BudgetAtLeast {
 			at = ">= "
 		}
-		fmt.Fprintf(out, " %s%.0f us |\n", at, r.BudgetRTTus)
+		if r.BudgetRTTus == nil {
+			fmt.Fprintf(out, " none (%.0f %% at 0 us) |\n", *r.ZeroRTTPct)
+			continue
+		}
+		fmt.Fprintf(out, " %s%.0f us |\n", at, *r.BudgetRTTus)
 	}
 }

@@ -20,15 +20,21 @@ type Report struct {
 	OverheadPct float64            `json:"overhead_pct"`
 	Breakdown   map[string]float64 `json:"breakdown"`
 	TargetPct   float64            `json:"target_pct"`
-	BudgetRTTus float64            `json:"budget_added_rtt_us"`
+	// BudgetRTTus is null when no budget exists: even no added RTT
+	// exceeds the target (BudgetNone says why).
+	BudgetRTTus *float64 `json:"budget_added_rtt_us"`
 	// BudgetAtLeast is true when the search hit its bound: the budget is at
 	// least budget_added_rtt_us.
-	BudgetAtLeast bool          `json:"budget_at_least,omitempty"`
-	Steps         []StepReport  `json:"steps,omitempty"`
-	Sweep         []SweepReport `json:"sweep,omitempty"`
-	Validation    []CheckReport `json:"validation,omitempty"`
-	Graph         GraphReport   `json:"graph"`
-	pred          model.Prediction
+	BudgetAtLeast bool `json:"budget_at_least,omitempty"`
+	// BudgetNone, set when budget_added_rtt_us is null, says why: the
+	// overhead at 0 added RTT (what the link rate, tags and MRRS cost alone).
+	BudgetNone string        `json:"budget_none_reason,omitempty"`
+	ZeroRTTPct *float64      `json:"overhead_at_zero_added_rtt_pct,omitempty"`
+	Steps      []StepReport  `json:"steps,omitempty"`
+	Sweep      []SweepReport `json:"sweep,omitempty"`
+	Validation []CheckReport `json:"validation,omitempty"`
+	Graph      GraphReport   `json:"graph"`
+	pred       model.Prediction
 }
 
 type StepReport struct {
@@ -76,13 +82,22 @@ func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond)
 func reportFor(g *model.Graph, w *trace.Workload, fab model.Fabric, target float64) *Report {
 	p := g.Predict(fab)
 	budget, within := g.Budget(fab, target)
+	budgetUs := us(budget)
 	r := &Report{
 		Trace: g.Name, AddedRTTus: us(fab.RTT), LinkGbps: fab.Bandwidth * 8 / 1e9, Tags: fab.Tags, MRRS: fab.MRRS,
 		BaselineS: p.Baseline.Seconds(), PredictedS: p.Predicted.Seconds(), OverheadPct: p.OverheadPct,
-		Breakdown: breakdownMap(p.Breakdown), TargetPct: target, BudgetRTTus: us(budget), BudgetAtLeast: !within,
+		Breakdown: breakdownMap(p.Breakdown), TargetPct: target, BudgetRTTus: &budgetUs, BudgetAtLeast: !within,
 		Graph: GraphReport{Events: w.Events, Nodes: len(g.Nodes), Edges: len(g.Edges), Launches: g.Stats.Launches,
 			Orphans: g.Stats.Orphans, Waits: g.Stats.Waits, WaitGuesses: g.Stats.WaitGuesses, EventEdges: g.Stats.EventEdges},
 		pred: p,
+	}
+	// A budget of 0 is either "exactly 0 keeps it" or "nothing does":
+	// Budget returns 0 for both, so look at 0 itself.
+	if budget == 0 && within {
+		if zero := g.Predict(fab.WithRTT(0)).OverheadPct; zero > target {
+			r.BudgetRTTus, r.ZeroRTTPct = nil, &zero
+			r.BudgetNone = fmt.Sprintf("no added RTT keeps it within %g %%: at 0 added RTT the overhead is already %.2f %% (the link rate, tags and MRRS alone)", target, zero)
+		}
 	}
 	for _, s := range p.Steps {
 		r.Steps = append(r.Steps, StepReport{Step: s.Num, BaselineS: s.Baseline.Seconds(), PredictedS: s.Predicted.Seconds(), OverheadPct: s.OverheadPct})

@@ -17,6 +17,7 @@ import (
 	switching "github.com/dxpu/dxpu/fabric/switching"
 	"github.com/dxpu/dxpu/fabric/table"
 	"github.com/dxpu/dxpu/internal/app/apperr"
+	"github.com/dxpu/dxpu/internal/app/jsonfile"
 	"github.com/dxpu/dxpu/xdp"
 )
 
@@ -84,7 +85,7 @@ func Run(ctx context.Context, o Options) error {
 	if o.TableFile != "" {
 		t, err := switching.LoadTable(o.TableFile)
 		if err != nil {
-			return apperr.Usage(err)
+			return apperr.Usage(jsonfile.ExplainFile(err, o.TableFile, switching.TableFileForm))
 		}
 		apply(t)
 		go WatchTableFile(ctx, o.TableFile, time.Second, apply, o.Log)

@@ -9,6 +9,7 @@ import (
 	"github.com/dxpu/dxpu/fabric/ctlclient"
 	switching "github.com/dxpu/dxpu/fabric/switching"
 	"github.com/dxpu/dxpu/fabric/table"
+	"github.com/dxpu/dxpu/internal/app/jsonfile"
 )
 
 // orDiscard returns log, or a logger that drops everything for nil.
@@ -40,7 +41,7 @@ func WatchTableFile(ctx context.Context, path string, interval time.Duration, ap
 		st = cur
 		t, err := switching.LoadTable(path)
 		if err != nil {
-			log.Error("switch: table file changed but is unusable; keeping the table in force", "err", err)
+			log.Error("switch: table file changed but is unusable; keeping the table in force", "err", jsonfile.ExplainFile(err, path, switching.TableFileForm))
 			continue
 		}
 		apply(t)

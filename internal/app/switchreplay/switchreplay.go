@@ -12,6 +12,7 @@ import (
 
 	"github.com/dxpu/dxpu/fabric/switching"
 	"github.com/dxpu/dxpu/internal/app/apperr"
+	"github.com/dxpu/dxpu/internal/app/jsonfile"
 	"github.com/dxpu/dxpu/tlp/pcapio"
 	"github.com/dxpu/dxpu/xdp"
 	"github.com/google/gopacket"
@@ -94,7 +95,7 @@ func Run(o Options, stdout io.Writer) error {
 	}
 	tbl, err := switching.LoadTable(fl.Table)
 	if err != nil {
-		return apperr.Usage(err)
+		return apperr.Usage(jsonfile.ExplainFile(err, fl.Table, switching.TableFileForm))
 	}
 	names := switching.PortNames(tbl)
 	if len(names) == 0 {

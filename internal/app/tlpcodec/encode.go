@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/dxpu/dxpu/internal/app/apperr"
+	"github.com/dxpu/dxpu/internal/app/jsonfile"
 	"github.com/dxpu/dxpu/tlp"
 )
 
@@ -33,6 +34,12 @@ func Encode(stdin io.Reader, stdout, stderr io.Writer) error {
 		buf, err = tlp.EncodeJSON(buf[:0], []byte(s))
 		if err != nil {
 			failures++
+			// encoding/json's own errors name Go types (tlp.jsonPacket,
+			// uint16): say instead where and what JSON was expected.
+			if e, ok := jsonfile.Explain(err, []byte(s), nil); ok {
+				fmt.Fprintf(stderr, "dxpu tlp encode: line %d col %d: %s\n", line, e.Col, e.Msg)
+				continue
+			}
 			fmt.Fprintf(stderr, "dxpu tlp encode: line %d: %v\n", line, err)
 			continue
 		}

@@ -204,3 +204,25 @@ func TestDecodeErrorOutputIsBounded(t *testing.T) {
 		t.Fatalf("summary %s", last)
 	}
 }
+
+// TestTLPEncodeJSONErrors: a line of the wrong JSON shape is reported with
+// its line and column and what was expected, in JSON's words: no Go type
+// (tlp.jsonPacket, uint16) from encoding/json.
+func TestTLPEncodeJSONErrors(t *testing.T) {
+	t.Parallel()
+	in := `{"kind":"MRd","tag":"x"}` + "\n[1]\n" + `{"kind":"MRd","tagg":1}` + "\n" + `{"kind":"MRd",` + "\n"
+	_, errs, code := runTLPCmd(t, in, "tlp", "encode")
+	for _, want := range []string{
+		"line 1 col 21: field tag: expected a whole number from 0 to 65535, found a string\n",
+		"line 2 col 1: expected an object with fields kind, fmt, type,",
+		`line 3 col 15: unknown field "tagg"` + "\n",
+		"line 4 col 15: the JSON ends before its value is complete\n",
+	} {
+		if !strings.Contains(errs, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, errs)
+		}
+	}
+	if code != 1 || strings.Contains(errs, "Go ") || strings.Contains(errs, "jsonPacket") || strings.Contains(errs, "uint16") {
+		t.Errorf("exit %d:\n%s", code, errs)
+	}
+}
