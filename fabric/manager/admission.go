@@ -322,13 +322,13 @@ func (c *admitConn) SetReadDeadline(t time.Time) error {
 	return c.Conn.SetReadDeadline(t)
 }
 
+// Close frees the slot first: a client that sees the close finds it free.
 func (c *admitConn) Close() error {
-	err := c.Conn.Close()
 	c.l.mu.Lock()
 	c.l.releaseLocked(c)
 	c.l.gauges()
 	c.l.mu.Unlock()
-	return err
+	return c.Conn.Close()
 }
 
 // admitConnOf finds the listener's connection under the server's view of
@@ -372,7 +372,7 @@ func refuse(c net.Conn, answer []byte) {
 // RequestLimits bounds requests per client. Zero fields take the defaults.
 type RequestLimits struct {
 	// AnonPerSecond is the rate of requests one address may make without
-	// a credential (default 20 per second, bursts of twice that):
+	// a credential (default 20 per second, bursts of twice that, at least 1):
 	// /healthz, /metrics and refused calls. More are 429 rate_limited.
 	AnonPerSecond float64
 	// MaxAnonInFlight bounds the requests without a credential one
@@ -511,7 +511,7 @@ func (a *admission) allow(addr string) bool {
 				}
 			}
 		}
-		lim = rate.NewLimiter(rate.Limit(a.lim.AnonPerSecond), int(2*a.lim.AnonPerSecond))
+		lim = rate.NewLimiter(rate.Limit(a.lim.AnonPerSecond), max(1, int(2*a.lim.AnonPerSecond)))
 		a.rates[addr] = lim
 	}
 	return lim.Allow()
