@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -239,5 +240,47 @@ func TestRequestsInProgressPerClientAreCapped(t *testing.T) {
 	}
 	if _, err := other.Stats(ctx); err != nil {
 		t.Fatalf("another address: %v", err)
+	}
+}
+
+// TestAdmissionOverTLS: the listener sees through TLS: an idle anonymous
+// TLS connection is cut for an admin's, and the admin's, once it showed the
+// token, counts as credentialed.
+func TestAdmissionOverTLS(t *testing.T) {
+	t.Parallel()
+	m, err := manager.New(manager.Config{Token: token, Logger: quiet(), ReconcileInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	ts := httptest.NewUnstartedServer(nil)
+	ts.Config = manager.NewServer(m, manager.ServerConfig{})
+	ts.Listener = manager.LimitListenerWith(ts.Listener, manager.ConnLimits{MaxConns: 2, Reserved: 1})
+	ts.StartTLS()
+	t.Cleanup(ts.Close)
+	anon := &http.Client{Transport: ts.Client().Transport.(*http.Transport).Clone()} // its own connections
+	resp, err := anon.Get(ts.URL + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	admin := ctlclient.New(ts.URL, token)
+	admin.HTTP = ts.Client()
+	if _, err := admin.Stats(context.Background()); err != nil {
+		t.Fatalf("admin over TLS with the anonymous share full: %v", err)
+	}
+	req, _ := http.NewRequest(http.MethodGet, ts.URL+"/metrics", nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err = admin.HTTP.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{`dxpu_api_connections{class="anonymous"} 0`, `dxpu_api_connections{class="credentialed"} 1`, "dxpu_api_connections_evicted_total 1"} {
+		if !strings.Contains(string(b), want+"\n") {
+			t.Errorf("metrics lack %q:\n%s", want, b)
+		}
 	}
 }
