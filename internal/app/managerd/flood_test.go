@@ -29,8 +29,13 @@ import (
 	"github.com/dxpu/dxpu/internal/waitfor"
 )
 
-// helperDirEnv makes the test binary a manager daemon (helperManager).
-const helperDirEnv = "DXPU_TEST_MANAGERD_DIR"
+// helperDirEnv makes the test binary a manager daemon (helperManager);
+// the others are flags it adds.
+const (
+	helperDirEnv           = "DXPU_TEST_MANAGERD_DIR"
+	helperAgentCAEnv       = "DXPU_TEST_MANAGERD_AGENT_CA"       // --agent-ca-file
+	helperDegradedAfterEnv = "DXPU_TEST_MANAGERD_DEGRADED_AFTER" // --degraded-after
+)
 
 func TestMain(m *testing.M) {
 	if dir := os.Getenv(helperDirEnv); dir != "" {
@@ -41,12 +46,20 @@ func TestMain(m *testing.M) {
 
 // helperManager runs the daemon as `dxpu manager --token-file admin.tok
 // --read-token-file read.tok` does, every other flag at its default (the
-// listen port excepted), logging JSON on stdout for the test to read.
+// listen port excepted, unless the helper environment sets them), logging
+// JSON on stdout for the test to read.
 func helperManager(dir string) int {
 	o := Options{Store: filepath.Join(dir, "m.db"), EtcdPrefix: "/dxpu/", LeaseTTL: 3, Listen: "127.0.0.1:0",
 		TokenFile: filepath.Join(dir, "admin.tok"), ReadTokenFile: filepath.Join(dir, "read.tok"),
-		MaxConns: manager.DefaultMaxConns, ReconcileInterval: 30 * time.Second,
+		MaxConns: manager.DefaultMaxConns, ReconcileInterval: 30 * time.Second, AgentCAFile: os.Getenv(helperAgentCAEnv),
 		Log: slog.New(slog.NewJSONHandler(os.Stdout, nil))}
+	if d := os.Getenv(helperDegradedAfterEnv); d != "" {
+		var err error
+		if o.DegradedAfter, err = time.ParseDuration(d); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	if err := Run(ctx, o); err != nil {
@@ -56,8 +69,9 @@ func helperManager(dir string) int {
 	return 0
 }
 
-// startManager starts the helper daemon and returns its URL and tokens.
-func startManager(t *testing.T) (url, admin, read string) {
+// startManager starts the helper daemon (env: its added flags) and returns
+// its URL and tokens.
+func startManager(t *testing.T, env ...string) (url, admin, read string) {
 	t.Helper()
 	dir := t.TempDir()
 	admin, err := manager.CreateTokenFile(filepath.Join(dir, "admin.tok"))
@@ -68,7 +82,7 @@ func startManager(t *testing.T) (url, admin, read string) {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), helperDirEnv+"="+dir)
+	cmd.Env = append(append(os.Environ(), helperDirEnv+"="+dir), env...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
