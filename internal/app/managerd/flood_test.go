@@ -224,6 +224,7 @@ func adminCalls(ctx context.Context, adm *ctlclient.Client, n int) (int, time.Du
 // served.
 func TestFloodLocksNoClientOut(t *testing.T) {
 	privtest.Loopback(t)
+	privtest.Short(t, "a 1030-connection flood: a few seconds of both CPUs")
 	const floodFrom = "127.0.0.2"
 	base, admin, read := startManager(t)
 	addr := strings.TrimPrefix(base, "http://")
