@@ -19,6 +19,7 @@ require (
 	go.uber.org/zap v1.27.1
 	golang.org/x/sys v0.50.0
 	golang.org/x/term v0.47.0
+	golang.org/x/time v0.16.0
 	gonum.org/v1/plot v0.17.0
 )
 

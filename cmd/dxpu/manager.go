@@ -43,8 +43,20 @@ credential, issued when it registered (the admin token never leaves the
 manager); --agent-ca-file names the CA of the agents' certificates, and
 --allow-insecure-agents permits http agent URLs (lab only). The switch
 follows GET /v1/table?watch=1&version=N. The server times out slow and
-idle clients, caps connections (--max-conns) and watches per client. Exit status: 0 on
-SIGINT/SIGTERM, 2 for usage errors or when the store cannot be opened.`,
+idle clients, caps connections (--max-conns) and watches per client. A
+connection is anonymous until a request on it carries a token or an
+agent's credential: anonymous connections are capped per address
+(--max-anon-conns-per-client) and to three quarters of --max-conns, idle
+ones are closed after 5s and first when room is needed, and their
+requests are rate-limited per address, so a flood without a credential
+does not lock out admins, agents or the switch.
+
+A box's agent reports a pair whose link went down (the host side fell
+silent) and up again: a pair down longer than --degraded-after makes its
+allocation "degraded", with the reason, in ctl alloc list, the events and
+dxpu_allocations_degraded; it is active again when the link is up.
+Exit status: 0 on SIGINT/SIGTERM, 2 for usage errors or when the store
+cannot be opened.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			fl.Log = e.log
@@ -67,7 +79,9 @@ SIGINT/SIGTERM, 2 for usage errors or when the store cannot be opened.`,
 	f.BoolVar(&fl.NoAuth, "no-auth", false, "accept every call without a token (lab only)")
 	f.StringVar(&fl.AgentCAFile, "agent-ca-file", "", "CA bundle (PEM) that signs the bridges' agent certificates (default: the system's roots)")
 	f.BoolVar(&fl.AllowInsecureAgents, "allow-insecure-agents", false, "allow http:// agent URLs (lab only: credentials cross the network in clear)")
-	f.IntVar(&fl.MaxConns, "max-conns", manager.DefaultMaxConns, "most concurrent API connections; more are answered 503")
+	f.IntVar(&fl.MaxConns, "max-conns", manager.DefaultMaxConns, "most concurrent API connections; a quarter is kept for clients with a token or credential; more are answered 503")
+	f.IntVar(&fl.MaxAnonConnsPerClient, "max-anon-conns-per-client", manager.DefaultMaxAnonConnsPerClient, "most connections one address holds without a token or credential")
+	f.DurationVar(&fl.DegradedAfter, "degraded-after", manager.DefaultDegradedAfter, "how long a pair's link may stay down before its allocation is degraded")
 	f.StringVar(&fl.EtcdCAFile, "etcd-ca-file", "", "CA (PEM) of an etcd served over https")
 	f.StringVar(&fl.EtcdCert, "etcd-cert", "", "client certificate (PEM) for etcd")
 	f.StringVar(&fl.EtcdKey, "etcd-key", "", "client key (PEM) for etcd")

@@ -2,6 +2,7 @@ package manager
 
 import (
 	"crypto/subtle"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -14,16 +15,20 @@ import (
 // with its own credential (never the admin token):
 //
 //	POST /v1/agent/pairs/{id}/link-down   {"reason":"peer silent for 1s"}
+//	POST /v1/agent/pairs/{id}/link-up     {}
 //	Authorization: Bearer <the agent's credential>
 //
-//	200 {"pair":41,"gpu":"box7-g0","allocation":"a-3f9c0b6e21d4"}
+//	200 {"pair":41,"gpu":"box7-g0","allocation":"a-3f9c0b6e21d4","state":"active"}
 //
-// A host bridge whose pair link went down (the GPU side died), or the box
-// bridge of the pair, may report it: the pair's GPU is marked unhealthy
-// exactly as POST /v1/gpus/{id}/health would, so the host gets its surprise
-// removal and the pair is torn down. A credential that is no agent's is
-// 401; an agent that holds neither end of the pair 403; a pair that no
-// allocation holds (already torn down: the report is done) 404.
+// A host bridge whose pair link went down (the GPU side died) reports it:
+// the pair's GPU is marked unhealthy exactly as POST /v1/gpus/{id}/health
+// would, so the host gets its surprise removal and the pair is torn down
+// (state gpu_failed). The box bridge of the pair reports its link down
+// (the host side fell silent) and up again: the allocation is degraded
+// while the link stays down past Config.DegradedAfter, active again when
+// it is up (linkstate.go). A credential that is no agent's is 401; an
+// agent that holds neither end of the pair 403; a pair that no allocation
+// holds (already torn down: the report is done) 404.
 
 // agentOf returns the box or host whose agent credential tok is, comparing
 // with every credential in constant time.
@@ -40,11 +45,12 @@ func (m *Manager) agentOf(tok string) (bridgeID, bool) {
 	return who, found
 }
 
-// agentLinkDown serves POST /v1/agent/pairs/{id}/link-down.
-func (m *Manager) agentLinkDown(w http.ResponseWriter, r *http.Request) {
-	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+// agentPair authenticates an agent report on the path's pair and finds
+// the pair's allocation; on failure it has answered.
+func (m *Manager) agentPair(w http.ResponseWriter, r *http.Request) (who bridgeID, alloc pool.Allocation, as pool.Assignment, reason string, ok bool) {
+	tok, has := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 	who, known := m.agentOf(strings.TrimSpace(tok))
-	if !ok || !known {
+	if !has || !known {
 		m.metrics.unauthorized.Inc()
 		w.Header().Set("WWW-Authenticate", `Bearer realm="dxpu-agent-report"`)
 		writeError(w, &APIError{Status: http.StatusUnauthorized, Code: CodeUnauthorized,
@@ -68,8 +74,6 @@ func (m *Manager) agentLinkDown(w http.ResponseWriter, r *http.Request) {
 		writeError(w, apiErrorOf(err))
 		return
 	}
-	var alloc pool.Allocation
-	var as pool.Assignment
 	found := false
 	for _, a := range p.Allocations() {
 		for _, g := range a.GPUs {
@@ -87,12 +91,45 @@ func (m *Manager) agentLinkDown(w http.ResponseWriter, r *http.Request) {
 			Message: fmt.Sprintf("the agent of %s %s holds neither end of pair %d (host %s, box %s)", who.kind, who.id, id, alloc.Host, as.Box)})
 		return
 	}
-	m.log.Warn("agent reports pair link down; marking its GPU unhealthy", "agent", who.kind+"/"+who.id,
-		"pair", id, "gpu", as.GPU, "allocation", alloc.ID, "reason", body.Reason)
-	if _, err := m.SetGPUHealth(r.Context(), as.GPU, pool.Unhealthy); err != nil {
-		writeError(w, apiErrorOf(err))
+	return who, alloc, as, body.Reason, true
+}
+
+// agentLinkDown serves POST /v1/agent/pairs/{id}/link-down: from the
+// host's agent the GPU failed; from the box's agent the pair is down
+// (linkstate.go).
+func (m *Manager) agentLinkDown(w http.ResponseWriter, r *http.Request) {
+	who, alloc, as, reason, ok := m.agentPair(w, r)
+	if !ok {
 		return
 	}
+	state := alloc.State
+	if who.kind == BridgeBox {
+		m.log.Warn("box agent reports pair link down", "agent", who.kind+"/"+who.id, "pair", as.Pair, "gpu", as.GPU,
+			"allocation", alloc.ID, "reason", reason, "degraded_after", m.cfg.DegradedAfter.String())
+		m.pairLinkDown(alloc, as, who.kind+" "+who.id, reason)
+		state = m.withLinkState(alloc).State
+	} else {
+		m.log.Warn("agent reports pair link down; marking its GPU unhealthy", "agent", who.kind+"/"+who.id,
+			"pair", as.Pair, "gpu", as.GPU, "allocation", alloc.ID, "reason", reason)
+		if _, err := m.SetGPUHealth(r.Context(), as.GPU, pool.Unhealthy); err != nil {
+			writeError(w, apiErrorOf(err))
+			return
+		}
+		state = "gpu_failed"
+	}
+	writeLinkReport(w, as, alloc.ID, state)
+}
+
+// agentLinkUp serves POST /v1/agent/pairs/{id}/link-up.
+func (m *Manager) agentLinkUp(w http.ResponseWriter, r *http.Request) {
+	who, alloc, as, _, ok := m.agentPair(w, r)
+	if !ok {
+		return
+	}
+	writeLinkReport(w, as, alloc.ID, m.pairLinkUp(alloc, as, who.kind+" "+who.id))
+}
+
+func writeLinkReport(w http.ResponseWriter, as pool.Assignment, alloc string, state pool.State) {
 	w.Header().Set("Content-Type", "application/json")
-	fmt.Fprintf(w, "{\"pair\":%d,\"gpu\":%q,\"allocation\":%q}\n", id, as.GPU, alloc.ID)
+	json.NewEncoder(w).Encode(map[string]any{"pair": as.Pair, "gpu": as.GPU, "allocation": alloc, "state": state})
 }

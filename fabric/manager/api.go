@@ -117,19 +117,21 @@ func (m *Manager) routes() http.Handler {
 	})
 	v1("GET /v1/allocations", func(w http.ResponseWriter, r *http.Request, p *pool.Pool) (any, error) {
 		all := p.Allocations()
-		if h := r.URL.Query().Get("host"); h != "" {
-			out := all[:0]
-			for _, a := range all {
-				if a.Host == h {
-					out = append(out, a)
-				}
+		h := r.URL.Query().Get("host")
+		out := all[:0]
+		for _, a := range all {
+			if h == "" || a.Host == h {
+				out = append(out, m.withLinkState(a))
 			}
-			all = out
 		}
-		return map[string]any{"allocations": all}, nil
+		return map[string]any{"allocations": out}, nil
 	})
 	v1("GET /v1/allocations/{id}", func(w http.ResponseWriter, r *http.Request, p *pool.Pool) (any, error) {
-		return p.Allocation(r.PathValue("id"))
+		a, err := p.Allocation(r.PathValue("id"))
+		if err != nil {
+			return nil, err
+		}
+		return m.withLinkState(a), nil
 	})
 	v1("POST /v1/allocations", func(w http.ResponseWriter, r *http.Request, p *pool.Pool) (any, error) {
 		var req pool.Request
@@ -161,6 +163,7 @@ func (m *Manager) routes() http.Handler {
 	v1("GET /v1/table", m.getTable)
 	v1("GET /v1/events", m.getEvents)
 	mux.HandleFunc("POST /v1/agent/pairs/{id}/link-down", m.agentLinkDown) // the agent's credential, not a token
+	mux.HandleFunc("POST /v1/agent/pairs/{id}/link-up", m.agentLinkUp)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &APIError{Status: http.StatusNotFound, Code: CodeNotFound, Message: fmt.Sprintf("no route %s %s", r.Method, r.URL.Path)})
 	})

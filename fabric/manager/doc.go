@@ -89,7 +89,13 @@
 // event watches one client address holds (429 too_many_watches); a watch
 // answers before the write deadline whatever timeout it asks (at most
 // MaxWatch). LimitListener caps connections: one over the cap is answered
-// 503 unavailable and closed, so descriptors stay bounded.
+// 503 unavailable and closed, so descriptors stay bounded. Admission is per
+// client (admission.go): a connection is anonymous until a request on it
+// carries a token or an agent's credential; anonymous connections are
+// capped per address and together (a quarter of the cap is reserved for
+// credentialed clients), idle ones are cut first and after 5s, and
+// anonymous requests are rate-limited per address (429 rate_limited), so a
+// tokenless flood does not lock out admins, agents or the switch.
 //
 // # High availability
 //
@@ -141,7 +147,9 @@
 //	GET    /v1/events?since=S&host=H&watch=1&timeout=30s
 //	                                    {"events":[Event...],"next":S'}: allocated,
 //	                                    released, gpu_failed (pair, host_port),
-//	                                    drains, registrations; long-polls with watch
+//	                                    allocation_degraded and _recovered (pair,
+//	                                    reason), drains, registrations; long-polls
+//	                                    with watch
 //	GET    /v1/table                    table.Table
 //	GET    /v1/table?watch=1&version=N&timeout=30s
 //	                                    returns when the version differs from N
@@ -149,8 +157,12 @@
 //	                                    timeout with the unchanged table
 //	POST   /v1/agent/pairs/{id}/link-down {"reason":"..."}, with an agent's own
 //	                                    credential instead of a token: a bridge
-//	                                    agent reports its pair's link down; the
-//	                                    GPU is marked unhealthy (see agentreport.go)
+//	                                    agent reports its pair's link down; from
+//	                                    the host's agent the GPU is marked
+//	                                    unhealthy, from the box's the allocation
+//	                                    is degraded once the link stays down past
+//	                                    Config.DegradedAfter (see agentreport.go)
+//	POST   /v1/agent/pairs/{id}/link-up   the link is up again: active again
 //
 // A worked allocation:
 //

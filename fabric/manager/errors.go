@@ -26,6 +26,7 @@ const (
 	CodeAgentFailed    = "agent_failed"     // a saga step failed; rolled back
 	CodeUnavailable    = "unavailable"      // store unreachable, deadline passed, too many connections
 	CodeTooManyWatches = "too_many_watches" // a client holds ServerConfig.MaxWatchesPerClient watches
+	CodeRateLimited    = "rate_limited"     // a client over its request rate or requests in progress (RequestLimits)
 	CodeInternal       = "internal"
 	CodeMethod         = "method_not_allowed"
 )

@@ -28,6 +28,10 @@ const (
 	EventBoxRemoved     = "box_removed"
 	EventHostRegistered = "host_registered"
 	EventHostRemoved    = "host_removed"
+	// A pair of the allocation has been down past Config.DegradedAfter
+	// (reason says which and why); recovered: its link is up again.
+	EventAllocationDegraded  = "allocation_degraded"
+	EventAllocationRecovered = "allocation_recovered"
 )
 
 const eventRing = 4096

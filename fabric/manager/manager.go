@@ -54,6 +54,10 @@ type Config struct {
 	// http (a lab without certificates): their credentials then cross
 	// the network in clear. Off, an http agent_url is 400.
 	AllowInsecureAgents bool
+	// DegradedAfter is how long a pair's link may stay down, as its box's
+	// agent reports, before its allocation is degraded (default
+	// DefaultDegradedAfter).
+	DegradedAfter time.Duration
 }
 
 // Manager is dxpu's control plane: it owns the pool, runs the hot-plug saga
@@ -68,6 +72,7 @@ type Manager struct {
 	metrics *metrics
 	table   *tableState
 	events  *eventLog
+	links   *linkState  // pairs the box agents report down
 	creds   credentials // agents' credentials, loaded with the pool
 	keys    *keyIssuer  // pair keys: fresh for every programming, kept nowhere
 	handler http.Handler
@@ -107,13 +112,16 @@ func New(cfg Config) (*Manager, error) {
 	if cfg.ReconcileInterval == 0 {
 		cfg.ReconcileInterval = 30 * time.Second
 	}
+	if cfg.DegradedAfter <= 0 {
+		cfg.DegradedAfter = DefaultDegradedAfter
+	}
 	if cfg.Registry == nil {
 		cfg.Registry = prometheus.NewRegistry()
 	}
 	if cfg.ID == "" {
 		cfg.ID = "manager-" + randomID(4)
 	}
-	m := &Manager{cfg: cfg, log: cfg.Logger, table: newTableState(), events: newEventLog(), busy: map[string]bool{},
+	m := &Manager{cfg: cfg, log: cfg.Logger, table: newTableState(), events: newEventLog(), links: newLinkState(), busy: map[string]bool{},
 		creds: credentials{by: map[bridgeID]agentCred{}}}
 	var err error
 	if m.keys, err = newKeyIssuer(); err != nil {

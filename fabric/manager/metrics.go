@@ -22,16 +22,26 @@ type metrics struct {
 	unauthorized    prometheus.Counter
 	watches         prometheus.Gauge
 	watchesRefused  prometheus.Counter
+	conns           *prometheus.GaugeVec
+	connsEvicted    prometheus.Counter
+	connsRefused    prometheus.Counter
+	requestsLimited *prometheus.CounterVec
+	degradations    prometheus.Counter
 }
 
 // poolCollector reports the pool's GPU counts at scrape time.
 type poolCollector struct {
-	m    *Manager
-	gpus *prometheus.Desc
-	cnt  *prometheus.Desc
+	m        *Manager
+	gpus     *prometheus.Desc
+	cnt      *prometheus.Desc
+	degraded *prometheus.Desc
 }
 
-func (c *poolCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.gpus; ch <- c.cnt }
+func (c *poolCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.gpus
+	ch <- c.cnt
+	ch <- c.degraded
+}
 
 func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
 	p := c.m.Pool()
@@ -45,6 +55,7 @@ func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
 	for kind, v := range map[string]int{"boxes": s.Boxes, "hosts": s.Hosts, "allocations": s.Allocs} {
 		ch <- prometheus.MustNewConstMetric(c.cnt, prometheus.GaugeValue, float64(v), kind)
 	}
+	ch <- prometheus.MustNewConstMetric(c.degraded, prometheus.GaugeValue, float64(c.m.degradedAllocations(p)))
 }
 
 func newMetrics(reg *prometheus.Registry, m *Manager) (*metrics, error) {
@@ -68,13 +79,26 @@ func newMetrics(reg *prometheus.Registry, m *Manager) (*metrics, error) {
 		unauthorized:    prometheus.NewCounter(prometheus.CounterOpts{Name: "dxpu_api_unauthorized_total", Help: "API calls refused for a missing or wrong token, or one whose role does not allow them."}),
 		watches:         prometheus.NewGauge(prometheus.GaugeOpts{Name: "dxpu_api_watches", Help: "Table and event watches in progress (served by NewServer)."}),
 		watchesRefused:  prometheus.NewCounter(prometheus.CounterOpts{Name: "dxpu_api_watches_refused_total", Help: "Watches refused because their client held the most allowed."}),
+		conns: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "dxpu_api_connections",
+			Help: "API connections held, by class: anonymous (no credential shown yet) or credentialed."}, []string{"class"}),
+		connsEvicted: prometheus.NewCounter(prometheus.CounterOpts{Name: "dxpu_api_connections_evicted_total",
+			Help: "Idle anonymous connections closed to make room for a new one."}),
+		connsRefused: prometheus.NewCounter(prometheus.CounterOpts{Name: "dxpu_api_connections_refused_total",
+			Help: "Connections answered 503 at once: no room, even after cutting idle anonymous ones."}),
+		degradations: prometheus.NewCounter(prometheus.CounterOpts{Name: "dxpu_allocation_degradations_total",
+			Help: "Times an allocation became degraded: a pair's link down past the bound."}),
+		requestsLimited: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "dxpu_api_requests_limited_total",
+			Help: "Requests refused by admission, by reason: rate (anonymous rate), in_flight (requests in progress), reserved (no credential on a reserved connection)."}, []string{"reason"}),
 	}
 	pc := &poolCollector{m: m,
 		gpus: prometheus.NewDesc("dxpu_pool_gpus", "GPUs in the pool by state.", []string{"state"}, nil),
 		cnt:  prometheus.NewDesc("dxpu_pool_objects", "Boxes, hosts and allocations in the pool.", []string{"kind"}, nil),
+		degraded: prometheus.NewDesc("dxpu_allocations_degraded",
+			"Allocations degraded now: a pair's link down past the bound (GET /v1/allocations says which and why).", nil, nil),
 	}
 	for _, c := range []prometheus.Collector{mt.allocLatency, mt.allocations, mt.sagaFailures, mt.releases, mt.gpuFailures,
-		mt.reconciles, mt.reconcileErrors, mt.loadErrors, mt.leader, mt.unauthorized, mt.watches, mt.watchesRefused, pc} {
+		mt.reconciles, mt.reconcileErrors, mt.loadErrors, mt.leader, mt.unauthorized, mt.watches, mt.watchesRefused,
+		mt.conns, mt.connsEvicted, mt.connsRefused, mt.requestsLimited, mt.degradations, pc} {
 		if err := reg.Register(c); err != nil {
 			var already prometheus.AlreadyRegisteredError
 			if errors.As(err, &already) {

@@ -2,13 +2,14 @@ package manager
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"sync"
 	"time"
+
+	"golang.org/x/time/rate"
 )
 
 // ServerConfig bounds what clients can hold of the manager's HTTP server.
@@ -32,6 +33,8 @@ type ServerConfig struct {
 	// address holds at once (default 8); one more is 429
 	// too_many_watches. Behind a proxy every client is the proxy.
 	MaxWatchesPerClient int
+	// Requests bounds each client's requests (see RequestLimits).
+	Requests RequestLimits
 }
 
 // Server defaults.
@@ -65,8 +68,8 @@ func (c ServerConfig) withDefaults() ServerConfig {
 }
 
 // NewServer returns the manager's API server with every timeout and limit
-// of cfg set. Serve it on LimitListener(ln, n), so that connections are
-// capped too:
+// of cfg set. Serve it on LimitListener(ln, n) (or LimitListenerWith), so
+// that connections are capped and admitted per client too:
 //
 //	srv := manager.NewServer(m, manager.ServerConfig{})
 //	srv.Serve(manager.LimitListener(ln, manager.DefaultMaxConns))
@@ -74,8 +77,10 @@ func (c ServerConfig) withDefaults() ServerConfig {
 // (or srv.ServeTLS with a certificate).
 func NewServer(m *Manager, cfg ServerConfig) *http.Server {
 	cfg = cfg.withDefaults()
-	return &http.Server{
-		Handler:           &watchLimiter{next: m.Handler(), m: m, max: cfg.MaxWatchesPerClient, end: cfg.WriteTimeout - time.Second, by: map[string]int{}},
+	watches := &watchLimiter{next: m.Handler(), m: m, max: cfg.MaxWatchesPerClient, end: cfg.WriteTimeout - time.Second, by: map[string]int{}}
+	srv := &http.Server{
+		Handler: &admission{next: watches, m: m, lim: cfg.Requests.withDefaults(),
+			rates: map[string]*rate.Limiter{}, inFlight: map[string]int{}},
 		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
 		ReadTimeout:       cfg.ReadTimeout,
 		WriteTimeout:      cfg.WriteTimeout,
@@ -83,6 +88,8 @@ func NewServer(m *Manager, cfg ServerConfig) *http.Server {
 		MaxHeaderBytes:    cfg.MaxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(m.log.Handler(), slog.LevelWarn),
 	}
+	connHooks(srv, m.metrics)
+	return srv
 }
 
 // watchLimiter caps the watches per client address and ends each before
@@ -143,72 +150,4 @@ func (l *watchLimiter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r = r.WithContext(ctx)
 	}
 	l.next.ServeHTTP(w, r)
-}
-
-// LimitListener accepts at most maxConns connections at once (0:
-// DefaultMaxConns). One more is answered 503 unavailable and closed at
-// once, so descriptors stay bounded however many a client opens; a TLS
-// client sees the refusal as a failed handshake.
-func LimitListener(ln net.Listener, maxConns int) net.Listener {
-	if maxConns <= 0 {
-		maxConns = DefaultMaxConns
-	}
-	body, _ := json.Marshal(map[string]*APIError{"error": {Code: CodeUnavailable,
-		Message: fmt.Sprintf("the manager holds %d connections, its limit; retry later", maxConns)}})
-	refusal := fmt.Sprintf("HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
-	return &limitListener{Listener: ln, slots: make(chan struct{}, maxConns), refusal: []byte(refusal)}
-}
-
-type limitListener struct {
-	net.Listener
-	slots   chan struct{}
-	refusal []byte
-}
-
-func (l *limitListener) Accept() (net.Conn, error) {
-	for {
-		c, err := l.Listener.Accept()
-		if err != nil {
-			return nil, err
-		}
-		select {
-		case l.slots <- struct{}{}:
-			return &limitedConn{Conn: c, free: l.slots}, nil
-		default:
-			go refuse(c, l.refusal)
-		}
-	}
-}
-
-// refuse answers a connection over the limit and closes it; the client's
-// request is read (briefly) first, so that closing does not reset the
-// connection before the answer is read.
-func refuse(c net.Conn, answer []byte) {
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(time.Second))
-	if _, err := c.Write(answer); err != nil {
-		return
-	}
-	if tc, ok := c.(interface{ CloseWrite() error }); ok {
-		tc.CloseWrite()
-	}
-	buf := make([]byte, 4096)
-	for {
-		if _, err := c.Read(buf); err != nil {
-			return
-		}
-	}
-}
-
-// limitedConn gives its slot back when closed (once).
-type limitedConn struct {
-	net.Conn
-	free chan struct{}
-	once sync.Once
-}
-
-func (c *limitedConn) Close() error {
-	err := c.Conn.Close()
-	c.once.Do(func() { <-c.free })
-	return err
 }

@@ -24,6 +24,12 @@ const stall = 10 * time.Second
 // hardened serves a manager through NewServer on a LimitListener.
 func hardened(t *testing.T, cfg manager.ServerConfig, maxConns int) (*manager.Manager, string) {
 	t.Helper()
+	return hardenedWith(t, cfg, manager.ConnLimits{MaxConns: maxConns})
+}
+
+// hardenedWith serves a manager through NewServer on LimitListenerWith(lim).
+func hardenedWith(t *testing.T, cfg manager.ServerConfig, lim manager.ConnLimits) (*manager.Manager, string) {
+	t.Helper()
 	m, err := manager.New(manager.Config{Token: token, Logger: quiet(), ReconcileInterval: -1})
 	if err != nil {
 		t.Fatal(err)
@@ -34,7 +40,7 @@ func hardened(t *testing.T, cfg manager.ServerConfig, maxConns int) (*manager.Ma
 	}
 	srv := manager.NewServer(m, cfg)
 	done := make(chan error, 1)
-	go func() { done <- srv.Serve(manager.LimitListener(ln, maxConns)) }()
+	go func() { done <- srv.Serve(manager.LimitListenerWith(ln, lim)) }()
 	t.Cleanup(func() {
 		srv.Close()
 		if err := <-done; !errors.Is(err, http.ErrServerClosed) {
@@ -161,21 +167,10 @@ func TestConnectionsBeyondTheCapAreRefused(t *testing.T) {
 	}
 }
 
-// watches reads the dxpu_api_watches gauge.
+// watchesInProgress reads the dxpu_api_watches gauge.
 func watchesInProgress(t *testing.T, addr string) string {
 	t.Helper()
-	resp, err := http.Get("http://" + addr + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "dxpu_api_watches "); ok {
-			return v
-		}
-	}
-	return ""
+	return metric(t, addr, "dxpu_api_watches")
 }
 
 // clientFrom is an API client whose connections come from local address ip.

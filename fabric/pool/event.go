@@ -16,4 +16,5 @@ type Event struct {
 	GPUs       []string  `json:"gpus,omitempty"`
 	Pair       uint32    `json:"pair,omitempty"`
 	HostPort   *int      `json:"host_port,omitempty"`
+	Reason     string    `json:"reason,omitempty"`
 }

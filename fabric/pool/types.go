@@ -148,6 +148,10 @@ const (
 	StatePending   State = "pending"   // reserved; saga in progress
 	StateActive    State = "active"    // every pair programmed and hot-added
 	StateReleasing State = "releasing" // being torn down
+	// StateDegraded is never stored: the manager answers it for an active
+	// allocation with a pair whose link has been down past its bound
+	// (Allocation.Degraded says which and why).
+	StateDegraded State = "degraded"
 )
 
 // Assignment is one GPU lent to a host: one host-GPU pair.
@@ -167,6 +171,16 @@ type Allocation struct {
 	Request Request      `json:"request"`
 	// Lost lists GPUs that failed while lent; their pairs are gone.
 	Lost []string `json:"lost,omitempty"`
+	// Degraded is set, with State degraded, in the manager's answers
+	// while pairs of the allocation are down past the bound; never stored.
+	Degraded *Degradation `json:"degraded,omitempty"`
+}
+
+// Degradation says why an allocation is degraded.
+type Degradation struct {
+	Reason string    `json:"reason"`
+	Pairs  []uint32  `json:"pairs"` // pairs whose link is down
+	Since  time.Time `json:"since"` // when the first of them went down
 }
 
 // GPUIDs returns the IDs of the allocation's GPUs.

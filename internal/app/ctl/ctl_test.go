@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"errors"
+	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -12,9 +14,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dxpu/dxpu/fabric/ctlclient"
 	"github.com/dxpu/dxpu/fabric/manager"
 	"github.com/dxpu/dxpu/fabric/pool"
 	"github.com/dxpu/dxpu/internal/app/apperr"
+	"github.com/dxpu/dxpu/internal/waitfor"
 )
 
 // do runs one ctl call with o and returns what it printed.
@@ -133,5 +137,50 @@ func TestCtlHTTPS(t *testing.T) {
 	out, err := do(t, Options{Manager: srv.URL, CAFile: ca, TokenFile: tok, JSON: true}, Stats)
 	if err != nil || !strings.Contains(out, `"gpus": 0`) {
 		t.Fatalf("%q %v", out, err)
+	}
+}
+
+// TestCtlShowsDegraded: an allocation whose pair its box's agent reports
+// down past the bound is listed degraded, with the reason.
+func TestCtlShowsDegraded(t *testing.T) {
+	t.Parallel()
+	m, err := manager.New(manager.Config{Token: "tok", DegradedAfter: time.Millisecond, ReconcileInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	srv := httptest.NewServer(m.Handler())
+	defer srv.Close()
+	c := ctlclient.New(srv.URL, "tok")
+	ctx := context.Background()
+	_, cred, err := c.RegisterBoxAgent(ctx, pool.Box{ID: "box0", AgentURL: "https://10.1.0.1:7701",
+		Bridge: pool.Endpoint{SwitchPort: "veth-b0", MAC: "02:00:00:00:01:00"}, GPUs: []pool.GPU{{ID: "g0", Model: "H100", MemoryMiB: 81920}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.RegisterHost(ctx, pool.Host{ID: "h1", Bridge: pool.Endpoint{SwitchPort: "veth-h1", MAC: "02:00:00:00:02:01"}, Ports: 32}); err != nil {
+		t.Fatal(err)
+	}
+	a, err := c.Allocate(ctx, pool.Request{Host: "h1", Count: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest(http.MethodPost, fmt.Sprintf("%s/v1/agent/pairs/%d/link-down", srv.URL, a.GPUs[0].Pair), strings.NewReader(`{"reason":"peer silent for 1s"}`))
+	req.Header.Set("Authorization", "Bearer "+cred)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("box agent's report: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	waitfor.Until(t, "the allocation degraded", func() bool {
+		got, err := c.Allocation(ctx, a.ID)
+		return err == nil && got.State == pool.StateDegraded
+	})
+	dir := t.TempDir()
+	tokFile := filepath.Join(dir, "token")
+	os.WriteFile(tokFile, []byte("tok\n"), 0o600)
+	out, err := do(t, Options{Manager: srv.URL, TokenFile: tokFile}, func(ctx context.Context, o Options) error { return Allocations(ctx, o, "") })
+	if err != nil || !strings.Contains(out, "REASON") || !strings.Contains(out, "degraded") || !strings.Contains(out, "reported by box box0: peer silent for 1s") {
+		t.Fatalf("ctl alloc list: %q %v, want the allocation degraded with its reason", out, err)
 	}
 }

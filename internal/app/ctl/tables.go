@@ -52,7 +52,7 @@ func gpuTable(w io.Writer, gs []pool.GPU) {
 }
 
 func allocTable(w io.Writer, as []pool.Allocation) {
-	fmt.Fprintln(w, "ALLOCATION\tHOST\tSTATE\tGPUS\tPAIRS\tLOST")
+	fmt.Fprintln(w, "ALLOCATION\tHOST\tSTATE\tGPUS\tPAIRS\tLOST\tREASON")
 	for _, a := range as {
 		var gpus, pairs []string
 		for _, g := range a.GPUs {
@@ -63,7 +63,11 @@ func allocTable(w io.Writer, as []pool.Allocation) {
 		if len(a.Lost) > 0 {
 			lost = strings.Join(a.Lost, ",")
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", a.ID, a.Host, a.State, strings.Join(gpus, ","), strings.Join(pairs, ","), lost)
+		reason := "-"
+		if a.Degraded != nil {
+			reason = a.Degraded.Reason
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.ID, a.Host, a.State, strings.Join(gpus, ","), strings.Join(pairs, ","), lost, reason)
 	}
 }
 
@@ -94,6 +98,9 @@ func printEvent(w io.Writer, e ctlclient.Event) {
 	}
 	if e.HostPort != nil {
 		parts = append(parts, fmt.Sprintf("host_port=%d", *e.HostPort))
+	}
+	if e.Reason != "" {
+		parts = append(parts, fmt.Sprintf("reason=%q", e.Reason))
 	}
 	fmt.Fprintf(w, "%s\t%d\t%s\t%s\n", e.Time.Format(time.RFC3339Nano), e.Seq, e.Type, strings.Join(parts, " "))
 }

@@ -38,6 +38,13 @@ type Options struct {
 	EtcdCAFile          string
 	EtcdCert, EtcdKey   string
 	Log                 *slog.Logger
+
+	// MaxAnonConnsPerClient bounds one address's connections that show no
+	// credential (0: manager.DefaultMaxAnonConnsPerClient).
+	MaxAnonConnsPerClient int
+	// DegradedAfter: a pair down that long degrades its allocation (0:
+	// manager.DefaultDegradedAfter).
+	DegradedAfter time.Duration
 }
 
 // Run checks o, opens the store, and serves the manager's API until ctx
@@ -46,6 +53,12 @@ func Run(ctx context.Context, o Options) error {
 	var token, readToken string
 	if o.MaxConns <= 0 {
 		return apperr.Usage(fmt.Errorf("--max-conns %d: want at least 1", o.MaxConns))
+	}
+	if o.MaxAnonConnsPerClient < 0 {
+		return apperr.Usage(fmt.Errorf("--max-anon-conns-per-client %d: want at least 1", o.MaxAnonConnsPerClient))
+	}
+	if o.DegradedAfter < 0 {
+		return apperr.Usage(fmt.Errorf("--degraded-after %v: want a positive duration such as 10s", o.DegradedAfter))
 	}
 	switch {
 	case o.TokenFile != "" && o.NoAuth:
@@ -105,7 +118,7 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return apperr.Usage(err)
 	}
-	ln = manager.LimitListener(ln, o.MaxConns)
+	ln = manager.LimitListenerWith(ln, manager.ConnLimits{MaxConns: o.MaxConns, MaxAnonConnsPerClient: o.MaxAnonConnsPerClient})
 	advertise := o.Advertise
 	if advertise == "" {
 		scheme := "http://"
@@ -122,7 +135,7 @@ func Run(ctx context.Context, o Options) error {
 		return apperr.Usage(err)
 	}
 	m, err := manager.New(manager.Config{Store: st, Token: token, ReadToken: readToken, AllowInsecureAgents: o.AllowInsecureAgents,
-		ID: advertise, Logger: o.Log, ReconcileInterval: o.ReconcileInterval,
+		ID: advertise, Logger: o.Log, ReconcileInterval: o.ReconcileInterval, DegradedAfter: o.DegradedAfter,
 		GPUBridge: agentapi.GPUSide{Client: agents}, HostBridge: agentapi.HostSide{Client: agents}})
 	if err != nil {
 		ln.Close()

@@ -57,6 +57,8 @@ func TestRefusals(t *testing.T) {
 		{Options{TokenFile: good, ReadTokenFile: loose}, "0644"},
 		{Options{InitToken: true}, "--init-token needs --token-file"},
 		{Options{TokenFile: good, MaxConns: -1}, "--max-conns"},
+		{Options{TokenFile: good, MaxAnonConnsPerClient: -1}, "--max-anon-conns-per-client"},
+		{Options{TokenFile: good, DegradedAfter: -time.Second}, "--degraded-after"},
 		{Options{TokenFile: empty}, "is empty"},
 		{Options{TokenFile: filepath.Join(dir, "missing")}, "no such file"},
 		{Options{TokenFile: good, Store: filepath.Join(dir, "nodir", "x.db")}, "x.db"},

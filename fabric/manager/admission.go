@@ -1,0 +1,534 @@
+package manager
+
+import (
+	"container/list"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/time/rate"
+)
+
+// Admission. One client must not lock the others out (finding 4 of issue
+// 20: 1030 keep-alive connections, each sending one tokenless GET /healthz,
+// held every connection slot, so admins, agents and the switch got 503).
+// A connection is anonymous until one of its requests carries a
+// credential the manager knows (admin or read-only token, an agent's
+// credential); from then on it belongs to that client and is never cut to
+// make room. Anonymous connections are bounded per source address and
+// together, idle ones are closed sooner and are the first to go when the
+// listener is full, and a share of the connections (the reserve) is kept
+// for clients that show a credential. Per request, anonymous clients are
+// rate-limited per address, and every client (address and credential) has
+// a bound on requests in progress.
+
+// ConnLimits bounds the connections of LimitListenerWith. Zero fields
+// take the defaults.
+type ConnLimits struct {
+	// MaxConns bounds all connections at once (default DefaultMaxConns).
+	MaxConns int
+	// Reserved of MaxConns are kept for clients that showed a credential
+	// (default MaxConns/4): anonymous connections hold at most the rest.
+	Reserved int
+	// MaxAnonConnsPerClient bounds the anonymous connections of one
+	// source address (default 64).
+	MaxAnonConnsPerClient int
+	// AnonIdleTimeout closes an anonymous keep-alive connection idle that
+	// long (default 5s); the server's IdleTimeout applies to the others.
+	AnonIdleTimeout time.Duration
+}
+
+// Admission defaults.
+const (
+	DefaultMaxAnonConnsPerClient = 64
+	DefaultAnonIdleTimeout       = 5 * time.Second
+	// probationPerClient bounds the connections one address holds in the
+	// reserve before it shows a credential.
+	probationPerClient = 4
+)
+
+func (c ConnLimits) withDefaults() ConnLimits {
+	if c.MaxConns <= 0 {
+		c.MaxConns = DefaultMaxConns
+	}
+	if c.Reserved <= 0 {
+		c.Reserved = c.MaxConns / 4
+	}
+	c.Reserved = min(c.Reserved, c.MaxConns-1)
+	if c.MaxAnonConnsPerClient <= 0 {
+		c.MaxAnonConnsPerClient = DefaultMaxAnonConnsPerClient
+	}
+	if c.AnonIdleTimeout <= 0 {
+		c.AnonIdleTimeout = DefaultAnonIdleTimeout
+	}
+	return c
+}
+
+// LimitListener is LimitListenerWith(ln, ConnLimits{MaxConns: maxConns}).
+func LimitListener(ln net.Listener, maxConns int) net.Listener {
+	return LimitListenerWith(ln, ConnLimits{MaxConns: maxConns})
+}
+
+// LimitListenerWith admits connections within lim (see ConnLimits). A
+// connection that finds no room, after the oldest idle anonymous one was
+// closed to make some, is answered 503 unavailable and closed at once, so
+// descriptors stay bounded however many a client opens; a TLS client sees
+// the refusal as a failed handshake. An anonymous connection admitted into
+// the reserve (on probation) is served only if its first request carries a
+// credential. Serve it with NewServer's server: its connection hooks tell
+// the listener which connections are idle and which showed a credential.
+func LimitListenerWith(ln net.Listener, lim ConnLimits) net.Listener {
+	lim = lim.withDefaults()
+	refusal := func(msg string) []byte {
+		body, _ := json.Marshal(map[string]*APIError{"error": {Code: CodeUnavailable, Message: msg}})
+		return fmt.Appendf(nil, "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+	}
+	return &admitListener{Listener: ln, lim: lim, idle: list.New(), by: map[string]*addrConns{},
+		refuseFull: refusal(fmt.Sprintf("the manager holds %d connections, its limit; retry later", lim.MaxConns)),
+		refuseAddr: refusal(fmt.Sprintf("this address holds %d connections without a credential, its limit; retry later", lim.MaxAnonConnsPerClient))}
+}
+
+type admitListener struct {
+	net.Listener
+	lim                    ConnLimits
+	refuseFull, refuseAddr []byte
+	metrics                atomic.Pointer[metrics] // set by NewServer's hooks
+
+	mu                      sync.Mutex
+	total, anon, probation  int
+	idle                    *list.List // idle anonymous connections, oldest first
+	by                      map[string]*addrConns
+	evicted, refusedClients uint64
+}
+
+// addrConns are one address's anonymous connections.
+type addrConns struct {
+	anon, probation int
+	idle            *list.List
+}
+
+// Connection classes.
+const (
+	connAnon = iota
+	connProbation
+	connAuthed
+)
+
+type admitConn struct {
+	net.Conn
+	l    *admitListener
+	addr string
+	// Guarded by l.mu.
+	class    int
+	idle     bool
+	released bool
+	inIdle   *list.Element // in l.idle
+	inAddr   *list.Element // in the address's idle list
+}
+
+func hostOf(a net.Addr) string {
+	host, _, err := net.SplitHostPort(a.String())
+	if err != nil {
+		return a.String()
+	}
+	return host
+}
+
+func (l *admitListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		ac, victim, refusal := l.admit(c)
+		if victim != nil {
+			// Cut outside the lock; the server's Close finds it released.
+			victim.Conn.Close()
+			if mt := l.metrics.Load(); mt != nil {
+				mt.connsEvicted.Inc()
+			}
+		}
+		if ac != nil {
+			return ac, nil
+		}
+		if mt := l.metrics.Load(); mt != nil {
+			mt.connsRefused.Inc()
+		}
+		go refuse(c, refusal)
+	}
+}
+
+// admit decides on c: admitted (possibly on probation), possibly after
+// choosing an idle anonymous connection to cut, or refused.
+func (l *admitListener) admit(c net.Conn) (ac *admitConn, victim *admitConn, refusal []byte) {
+	addr := hostOf(c.RemoteAddr())
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	defer l.gauges()
+	a := l.by[addr]
+	if a == nil {
+		a = &addrConns{idle: list.New()}
+	}
+	// Keep the address's entry while it holds anonymous connections (the
+	// victim's release may have dropped it).
+	defer func() {
+		if a.anon+a.probation == 0 {
+			delete(l.by, addr)
+		} else {
+			l.by[addr] = a
+		}
+	}()
+	class := connAnon
+	switch {
+	case a.anon >= l.lim.MaxAnonConnsPerClient:
+		if e := a.idle.Front(); e != nil {
+			victim = e.Value.(*admitConn)
+		} else {
+			class = connProbation
+		}
+	case l.total >= l.lim.MaxConns || l.anon >= l.lim.MaxConns-l.lim.Reserved:
+		if e := l.idle.Front(); e != nil {
+			victim = e.Value.(*admitConn)
+		} else {
+			class = connProbation
+		}
+	}
+	if victim != nil {
+		l.releaseLocked(victim)
+	}
+	if class == connProbation && (l.total >= l.lim.MaxConns || a.probation >= probationPerClient) {
+		if a.anon >= l.lim.MaxAnonConnsPerClient {
+			return nil, nil, l.refuseAddr
+		}
+		return nil, nil, l.refuseFull
+	}
+	ac = &admitConn{Conn: c, l: l, addr: addr, class: class}
+	l.total++
+	if class == connProbation {
+		l.probation++
+		a.probation++
+	} else {
+		l.anon++
+		a.anon++
+	}
+	return ac, victim, nil
+}
+
+// releaseLocked forgets c (closed, or cut to make room); once.
+func (l *admitListener) releaseLocked(c *admitConn) {
+	if c.released {
+		return
+	}
+	c.released = true
+	l.unidleLocked(c)
+	l.total--
+	a := l.by[c.addr]
+	switch c.class {
+	case connAnon:
+		l.anon--
+		a.anon--
+	case connProbation:
+		l.probation--
+		a.probation--
+	}
+	if c.class != connAuthed && a.anon+a.probation == 0 {
+		delete(l.by, c.addr)
+	}
+}
+
+func (l *admitListener) unidleLocked(c *admitConn) {
+	c.idle = false
+	if c.inIdle != nil {
+		l.idle.Remove(c.inIdle)
+		l.by[c.addr].idle.Remove(c.inAddr)
+		c.inIdle, c.inAddr = nil, nil
+	}
+}
+
+// gauges publishes the connection counts (l.mu held).
+func (l *admitListener) gauges() {
+	if mt := l.metrics.Load(); mt != nil {
+		mt.conns.WithLabelValues("anonymous").Set(float64(l.anon + l.probation))
+		mt.conns.WithLabelValues("credentialed").Set(float64(l.total - l.anon - l.probation))
+	}
+}
+
+// setState follows the server's view of c (http.Server.ConnState).
+func (c *admitConn) setState(s http.ConnState) {
+	l := c.l
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch s {
+	case http.StateIdle:
+		c.idle = true
+		if c.class == connAnon && !c.released && c.inIdle == nil {
+			c.inIdle = l.idle.PushBack(c)
+			c.inAddr = l.by[c.addr].idle.PushBack(c)
+		}
+	case http.StateActive:
+		l.unidleLocked(c)
+	case http.StateClosed, http.StateHijacked:
+		l.releaseLocked(c)
+		l.gauges()
+	}
+}
+
+// credentialed moves c out of the anonymous connections for good.
+func (c *admitConn) credentialed() {
+	l := c.l
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if c.released || c.class == connAuthed {
+		return
+	}
+	l.unidleLocked(c)
+	a := l.by[c.addr]
+	if c.class == connProbation {
+		l.probation--
+		a.probation--
+	} else {
+		l.anon--
+		a.anon--
+	}
+	if a.anon+a.probation == 0 {
+		delete(l.by, c.addr)
+	}
+	c.class = connAuthed
+	l.gauges()
+}
+
+func (c *admitConn) onProbation() bool {
+	c.l.mu.Lock()
+	defer c.l.mu.Unlock()
+	return c.class == connProbation
+}
+
+// SetReadDeadline shortens the wait of an idle anonymous connection for
+// its next request (the server sets IdleTimeout right after it goes idle).
+func (c *admitConn) SetReadDeadline(t time.Time) error {
+	c.l.mu.Lock()
+	if c.idle && c.class == connAnon {
+		if short := time.Now().Add(c.l.lim.AnonIdleTimeout); t.IsZero() || short.Before(t) {
+			t = short
+		}
+	}
+	c.l.mu.Unlock()
+	return c.Conn.SetReadDeadline(t)
+}
+
+// Close frees the slot first: a client that sees the close finds it free.
+func (c *admitConn) Close() error {
+	c.l.mu.Lock()
+	c.l.releaseLocked(c)
+	c.l.gauges()
+	c.l.mu.Unlock()
+	return c.Conn.Close()
+}
+
+// admitConnOf finds the listener's connection under the server's view of
+// it (a TLS connection wraps it).
+func admitConnOf(c net.Conn) *admitConn {
+	for c != nil {
+		switch v := c.(type) {
+		case *admitConn:
+			return v
+		case interface{ NetConn() net.Conn }:
+			c = v.NetConn()
+		default:
+			return nil
+		}
+	}
+	return nil
+}
+
+type connKey struct{}
+
+// refuse answers a connection over the limit and closes it; the client's
+// request is read (briefly) first, so that closing does not reset the
+// connection before the answer is read.
+func refuse(c net.Conn, answer []byte) {
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(time.Second))
+	if _, err := c.Write(answer); err != nil {
+		return
+	}
+	if tc, ok := c.(interface{ CloseWrite() error }); ok {
+		tc.CloseWrite()
+	}
+	buf := make([]byte, 4096)
+	for {
+		if _, err := c.Read(buf); err != nil {
+			return
+		}
+	}
+}
+
+// RequestLimits bounds requests per client. Zero fields take the defaults.
+type RequestLimits struct {
+	// AnonPerSecond is the rate of requests one address may make without
+	// a credential (default 20 per second, bursts of twice that, at least 1):
+	// /healthz, /metrics and refused calls. More are 429 rate_limited.
+	AnonPerSecond float64
+	// MaxAnonInFlight bounds the requests without a credential one
+	// address has in progress (default 16).
+	MaxAnonInFlight int
+	// MaxInFlight bounds the requests one credential has in progress from
+	// one address (default 256; watches count, and have their own bound).
+	MaxInFlight int
+}
+
+// Request limit defaults.
+const (
+	DefaultAnonPerSecond   = 20
+	DefaultMaxAnonInFlight = 16
+	DefaultMaxInFlight     = 256
+)
+
+func (r RequestLimits) withDefaults() RequestLimits {
+	if r.AnonPerSecond <= 0 {
+		r.AnonPerSecond = DefaultAnonPerSecond
+	}
+	if r.MaxAnonInFlight <= 0 {
+		r.MaxAnonInFlight = DefaultMaxAnonInFlight
+	}
+	if r.MaxInFlight <= 0 {
+		r.MaxInFlight = DefaultMaxInFlight
+	}
+	return r
+}
+
+// admission applies RequestLimits and marks connections that showed a
+// credential.
+type admission struct {
+	next http.Handler
+	m    *Manager
+	lim  RequestLimits
+
+	mu       sync.Mutex
+	rates    map[string]*rate.Limiter // anonymous address -> its bucket
+	inFlight map[string]int           // client -> requests in progress
+}
+
+// maxRateEntries bounds the anonymous buckets kept; past it, full ones
+// (clients quiet for a while) are dropped.
+const maxRateEntries = 4096
+
+// credentialOf names the credential r carries ("" for none): admin, read,
+// or agent:<kind>/<id> on the agents' routes.
+func (m *Manager) credentialOf(r *http.Request) string {
+	switch m.roleOf(r) {
+	case roleAdmin:
+		return "admin"
+	case roleRead:
+		return "read"
+	}
+	if !strings.HasPrefix(r.URL.Path, "/v1/agent/") {
+		return ""
+	}
+	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok {
+		return ""
+	}
+	if who, known := m.agentOf(strings.TrimSpace(tok)); known {
+		return "agent:" + who.kind + "/" + who.id
+	}
+	return ""
+}
+
+func (a *admission) refuse(w http.ResponseWriter, reason string, status int, code, msg string) {
+	a.m.metrics.requestsLimited.WithLabelValues(reason).Inc()
+	if status == http.StatusTooManyRequests {
+		w.Header().Set("Retry-After", "1")
+	} else {
+		w.Header().Set("Connection", "close")
+	}
+	writeError(w, &APIError{Status: status, Code: code, Message: msg})
+}
+
+func (a *admission) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	ac, _ := r.Context().Value(connKey{}).(*admitConn)
+	addr := clientOf(r)
+	cred := a.m.credentialOf(r)
+	max := a.lim.MaxInFlight
+	key := cred + "@" + addr
+	if cred != "" {
+		if ac != nil {
+			ac.credentialed()
+		}
+	} else {
+		if ac != nil && ac.onProbation() {
+			a.refuse(w, "reserved", http.StatusServiceUnavailable, CodeUnavailable,
+				"the manager keeps its remaining connections for clients with a credential, and this request carries none; retry later")
+			return
+		}
+		if !a.allow(addr) {
+			a.refuse(w, "rate", http.StatusTooManyRequests, CodeRateLimited,
+				fmt.Sprintf("client %s sends more than %g requests a second without a credential; slow down", addr, a.lim.AnonPerSecond))
+			return
+		}
+		max, key = a.lim.MaxAnonInFlight, "@"+addr
+	}
+	a.mu.Lock()
+	if a.inFlight[key] >= max {
+		a.mu.Unlock()
+		who := "client " + addr
+		if cred != "" {
+			who += " (" + strings.SplitN(cred, ":", 2)[0] + " credential)"
+		}
+		a.refuse(w, "in_flight", http.StatusTooManyRequests, CodeRateLimited,
+			fmt.Sprintf("%s has %d requests in progress, its limit; wait for one to end", who, max))
+		return
+	}
+	a.inFlight[key]++
+	a.mu.Unlock()
+	defer func() {
+		a.mu.Lock()
+		if a.inFlight[key]--; a.inFlight[key] == 0 {
+			delete(a.inFlight, key)
+		}
+		a.mu.Unlock()
+	}()
+	a.next.ServeHTTP(w, r)
+}
+
+// allow takes a token from addr's bucket.
+func (a *admission) allow(addr string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	lim := a.rates[addr]
+	if lim == nil {
+		if len(a.rates) >= maxRateEntries {
+			now := time.Now()
+			for k, l := range a.rates {
+				if l.TokensAt(now) >= float64(l.Burst()) {
+					delete(a.rates, k)
+				}
+			}
+		}
+		lim = rate.NewLimiter(rate.Limit(a.lim.AnonPerSecond), max(1, int(2*a.lim.AnonPerSecond)))
+		a.rates[addr] = lim
+	}
+	return lim.Allow()
+}
+
+// connHooks link NewServer's server to a LimitListenerWith listener.
+func connHooks(srv *http.Server, mt *metrics) {
+	srv.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
+		if ac := admitConnOf(c); ac != nil {
+			ac.l.metrics.CompareAndSwap(nil, mt)
+			return context.WithValue(ctx, connKey{}, ac)
+		}
+		return ctx
+	}
+	srv.ConnState = func(c net.Conn, s http.ConnState) {
+		if ac := admitConnOf(c); ac != nil {
+			ac.setState(s)
+		}
+	}
+}

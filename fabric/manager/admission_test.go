@@ -1,0 +1,286 @@
+package manager_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dxpu/dxpu/fabric/ctlclient"
+	"github.com/dxpu/dxpu/fabric/manager"
+	"github.com/dxpu/dxpu/internal/privtest"
+)
+
+// dialFrom opens a connection to addr from local address ip.
+func dialFrom(t *testing.T, addr, ip string) net.Conn {
+	t.Helper()
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}}
+	c, err := d.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// anonGet sends one keep-alive GET without a credential and reads the answer.
+func anonGet(t *testing.T, c net.Conn, br *bufio.Reader, path string) *http.Response {
+	t.Helper()
+	fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: m\r\n\r\n", path)
+	c.SetReadDeadline(time.Now().Add(stall))
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatalf("GET %s: %v", path, err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp
+}
+
+// TestIdleAnonymousConnectionsMakeRoom: with room for 2 anonymous
+// connections (3, one reserved), idle anonymous connections are cut,
+// oldest first, for newcomers, and a connection that showed the admin
+// token is never cut.
+func TestIdleAnonymousConnectionsMakeRoom(t *testing.T) {
+	t.Parallel()
+	privtest.Loopback(t)
+	_, addr := hardenedWith(t, manager.ServerConfig{}, manager.ConnLimits{MaxConns: 3, Reserved: 1})
+	var anon []net.Conn
+	for i := range 2 {
+		c := dialFrom(t, addr, fmt.Sprintf("127.0.0.%d", 2+i))
+		if resp := anonGet(t, c, bufio.NewReader(c), "/healthz"); resp.StatusCode != 200 {
+			t.Fatalf("anonymous connection %d: %d", i, resp.StatusCode)
+		}
+		anon = append(anon, c)
+	}
+	admin := dialFrom(t, addr, "127.0.0.1")
+	abr := bufio.NewReader(admin)
+	if resp := roundTrip(t, admin, abr, "/v1/stats"); resp.StatusCode != 200 {
+		t.Fatalf("admin with two idle anonymous connections held: %d", resp.StatusCode)
+	}
+	if got := closedByServer(t, anon[0], "the oldest idle anonymous connection"); got != "" {
+		t.Fatalf("the cut connection got %q, want a plain close", got)
+	}
+	// The newest anonymous connection is untouched; the next newcomer
+	// (anonymous, the listener full) cuts it, never the admin's.
+	if resp := anonGet(t, anon[1], bufio.NewReader(anon[1]), "/healthz"); resp.StatusCode != 200 {
+		t.Fatalf("the other anonymous connection: %d", resp.StatusCode)
+	}
+	late := dialFrom(t, addr, "127.0.0.4")
+	lbr := bufio.NewReader(late)
+	if resp := anonGet(t, late, lbr, "/healthz"); resp.StatusCode != 200 {
+		t.Fatalf("newcomer filling the listener: %d", resp.StatusCode)
+	}
+	later := dialFrom(t, addr, "127.0.0.5")
+	if resp := anonGet(t, later, bufio.NewReader(later), "/healthz"); resp.StatusCode != 200 {
+		t.Fatalf("newcomer over the cap: %d", resp.StatusCode)
+	}
+	closedByServer(t, anon[1], "the oldest idle anonymous connection, again")
+	if resp := anonGet(t, late, lbr, "/healthz"); resp.StatusCode != 200 {
+		t.Fatalf("the newer anonymous connection: %d", resp.StatusCode)
+	}
+	if resp := roundTrip(t, admin, abr, "/v1/stats"); resp.StatusCode != 200 {
+		t.Fatalf("admin connection after the newcomers: %d", resp.StatusCode)
+	}
+}
+
+// TestReserveIsForCredentials: anonymous connections busy (headers half
+// sent) fill the anonymous share; a newcomer gets a reserved slot, which
+// serves the admin token and refuses a tokenless request (503, closed).
+// With every slot held, one more is refused at once.
+func TestReserveIsForCredentials(t *testing.T) {
+	t.Parallel()
+	privtest.Loopback(t)
+	_, addr := hardenedWith(t, manager.ServerConfig{}, manager.ConnLimits{MaxConns: 3, Reserved: 1})
+	for i := range 2 {
+		c := dialFrom(t, addr, fmt.Sprintf("127.0.0.%d", 2+i))
+		io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: m\r\n") // never finished
+	}
+	anon := dialFrom(t, addr, "127.0.0.4")
+	io.WriteString(anon, "GET /healthz HTTP/1.1\r\nHost: m\r\n\r\n")
+	got := closedByServer(t, anon, "anonymous request on a reserved slot")
+	if !strings.HasPrefix(got, "HTTP/1.1 503") || !strings.Contains(got, manager.CodeUnavailable) || !strings.Contains(got, "credential") {
+		t.Fatalf("anonymous request on a reserved slot got %q, want 503 naming the credential", got)
+	}
+	admin := dialFrom(t, addr, "127.0.0.1")
+	abr := bufio.NewReader(admin)
+	for range 2 {
+		if resp := roundTrip(t, admin, abr, "/v1/stats"); resp.StatusCode != 200 {
+			t.Fatalf("admin on a reserved slot: %d", resp.StatusCode)
+		}
+	}
+	extra := dialFrom(t, addr, "127.0.0.5")
+	io.WriteString(extra, "GET /healthz HTTP/1.1\r\nHost: m\r\n\r\n")
+	if got := closedByServer(t, extra, "connection over the cap"); !strings.HasPrefix(got, "HTTP/1.1 503") || !strings.Contains(got, "limit") {
+		t.Fatalf("connection over the cap got %q, want 503 naming the limit", got)
+	}
+}
+
+// TestAnonymousConnectionsPerAddressAreCapped: an address's third
+// anonymous connection (cap 2) cuts its own oldest idle one, not another
+// address's.
+func TestAnonymousConnectionsPerAddressAreCapped(t *testing.T) {
+	t.Parallel()
+	privtest.Loopback(t)
+	_, addr := hardenedWith(t, manager.ServerConfig{}, manager.ConnLimits{MaxAnonConnsPerClient: 2})
+	other := dialFrom(t, addr, "127.0.0.3")
+	obr := bufio.NewReader(other)
+	anonGet(t, other, obr, "/healthz")
+	var mine []net.Conn
+	for range 3 {
+		c := dialFrom(t, addr, "127.0.0.2")
+		if resp := anonGet(t, c, bufio.NewReader(c), "/healthz"); resp.StatusCode != 200 {
+			t.Fatalf("connection %d from the capped address: %d", len(mine), resp.StatusCode)
+		}
+		mine = append(mine, c)
+	}
+	closedByServer(t, mine[0], "the capped address's oldest connection")
+	if resp := anonGet(t, other, obr, "/healthz"); resp.StatusCode != 200 {
+		t.Fatalf("the other address's connection: %d", resp.StatusCode)
+	}
+}
+
+// TestAnonymousRequestsAreRateLimited: past its burst an address's
+// tokenless requests are 429 rate_limited, while a call with the token
+// from the same address is served.
+func TestAnonymousRequestsAreRateLimited(t *testing.T) {
+	t.Parallel()
+	_, addr := hardened(t, manager.ServerConfig{Requests: manager.RequestLimits{AnonPerSecond: 0.01}}, 0)
+	hc := &http.Client{Timeout: stall}
+	get := func() *http.Response {
+		resp, err := hc.Get("http://" + addr + "/healthz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp
+	}
+	if resp := get(); resp.StatusCode != 200 {
+		t.Fatalf("first anonymous request: %d", resp.StatusCode)
+	}
+	resp, err := hc.Get("http://" + addr + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusTooManyRequests || !strings.Contains(string(b), manager.CodeRateLimited) || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("second anonymous request: %d %s, want 429 rate_limited with Retry-After", resp.StatusCode, b)
+	}
+	if _, err := ctlclient.New("http://"+addr, token).Stats(context.Background()); err != nil {
+		t.Fatalf("admin call from the limited address: %v", err)
+	}
+	if got := metric(t, addr, `dxpu_api_requests_limited_total{reason="rate"}`); got != "1" {
+		t.Fatalf("requests limited by rate: %q, want 1", got)
+	}
+}
+
+// metric reads one sample of /metrics with the admin token (an anonymous
+// scrape would count against the rate it reads).
+func metric(t *testing.T, addr, name string) string {
+	t.Helper()
+	return metricFrom(t, addr, "127.0.0.1", name)
+}
+
+// metricFrom is metric from local address ip.
+func metricFrom(t *testing.T, addr, ip, name string) string {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, "http://"+addr+"/metrics", nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := clientFrom("http://"+addr, ip).HTTP.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// TestRequestsInProgressPerClientAreCapped: a client with the token and
+// two watches in progress (cap 2) gets 429 for a third request; another
+// address is served.
+func TestRequestsInProgressPerClientAreCapped(t *testing.T) {
+	t.Parallel()
+	privtest.Loopback(t)
+	_, addr := hardened(t, manager.ServerConfig{Requests: manager.RequestLimits{MaxInFlight: 2}}, 0)
+	base := "http://" + addr
+	one, other := clientFrom(base, "127.0.0.1"), clientFrom(base, "127.0.0.2")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	tb, err := one.Table(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		go one.WatchTable(ctx, tb.Version, time.Hour)
+	}
+	deadline := time.Now().Add(stall)
+	for metricFrom(t, addr, "127.0.0.3", "dxpu_api_watches") != "2" { // the client's own reads would be refused
+		if time.Now().After(deadline) {
+			t.Fatalf("the two watches did not start within %v", stall)
+		}
+	}
+	_, err = one.Stats(ctx)
+	var ae *ctlclient.APIError
+	if !errors.As(err, &ae) || ae.Status != http.StatusTooManyRequests || ae.Code != manager.CodeRateLimited || !strings.Contains(ae.Message, "in progress") {
+		t.Fatalf("third request of the client: %v, want 429 rate_limited naming requests in progress", err)
+	}
+	if _, err := other.Stats(ctx); err != nil {
+		t.Fatalf("another address: %v", err)
+	}
+}
+
+// TestAdmissionOverTLS: the listener sees through TLS: an idle anonymous
+// TLS connection is cut for an admin's, and the admin's, once it showed the
+// token, counts as credentialed.
+func TestAdmissionOverTLS(t *testing.T) {
+	t.Parallel()
+	m, err := manager.New(manager.Config{Token: token, Logger: quiet(), ReconcileInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	ts := httptest.NewUnstartedServer(nil)
+	ts.Config = manager.NewServer(m, manager.ServerConfig{})
+	ts.Listener = manager.LimitListenerWith(ts.Listener, manager.ConnLimits{MaxConns: 2, Reserved: 1})
+	ts.StartTLS()
+	t.Cleanup(ts.Close)
+	anon := &http.Client{Transport: ts.Client().Transport.(*http.Transport).Clone()} // its own connections
+	resp, err := anon.Get(ts.URL + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	admin := ctlclient.New(ts.URL, token)
+	admin.HTTP = ts.Client()
+	if _, err := admin.Stats(context.Background()); err != nil {
+		t.Fatalf("admin over TLS with the anonymous share full: %v", err)
+	}
+	req, _ := http.NewRequest(http.MethodGet, ts.URL+"/metrics", nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err = admin.HTTP.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{`dxpu_api_connections{class="anonymous"} 0`, `dxpu_api_connections{class="credentialed"} 1`, "dxpu_api_connections_evicted_total 1"} {
+		if !strings.Contains(string(b), want+"\n") {
+			t.Errorf("metrics lack %q:\n%s", want, b)
+		}
+	}
+}

@@ -1,0 +1,193 @@
+package manager
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/dxpu/dxpu/fabric/pool"
+)
+
+// Link state. The box bridge's agent reports a pair whose link went down
+// (its peer, the host side, fell silent: the host or the path died; the
+// GPU is fine) and reports it up again. A pair down for longer than
+// Config.DegradedAfter makes its allocation degraded, with the reason, in
+// the API's answers, the events (allocation_degraded) and the metrics
+// (dxpu_allocations_degraded); the link back up makes it active again
+// (allocation_recovered). The host's agent reporting its pair down means
+// the GPU side died: the GPU fails at once (SetGPUHealth), as before.
+//
+// The reports live in the leader's memory: a new leader starts with every
+// link up, until an agent reports again.
+
+// DefaultDegradedAfter is how long a pair may be down before its
+// allocation is degraded.
+const DefaultDegradedAfter = 10 * time.Second
+
+// linkKey names one pair of one allocation (pair IDs are reused).
+type linkKey struct {
+	alloc string
+	pair  uint32
+}
+
+type pairDown struct {
+	since    time.Time
+	reason   string
+	degraded bool
+	timer    *time.Timer
+}
+
+type linkState struct {
+	mu   sync.Mutex
+	down map[linkKey]*pairDown
+}
+
+func newLinkState() *linkState { return &linkState{down: map[linkKey]*pairDown{}} }
+
+// pairLinkDown records that pair as of allocation a is down; past
+// DegradedAfter, if nobody reported it up, a is degraded.
+func (m *Manager) pairLinkDown(a pool.Allocation, as pool.Assignment, reporter, reason string) {
+	k := linkKey{a.ID, as.Pair}
+	ls := m.links
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	m.sweepLinksLocked()
+	if _, ok := ls.down[k]; ok {
+		return // already down: the first report's time and reason stand
+	}
+	d := &pairDown{since: time.Now(), reason: fmt.Sprintf("pair %d (gpu %s) link down, reported by %s: %s", as.Pair, as.GPU, reporter, reason)}
+	ls.down[k] = d
+	d.timer = time.AfterFunc(m.cfg.DegradedAfter, func() { m.degrade(k, d) })
+}
+
+// degrade marks a pair still down past the bound, once.
+func (m *Manager) degrade(k linkKey, d *pairDown) {
+	p, err := m.livePool()
+	if err != nil {
+		return
+	}
+	a, err := p.Allocation(k.alloc)
+	ls := m.links
+	ls.mu.Lock()
+	if ls.down[k] != d || d.degraded {
+		ls.mu.Unlock()
+		return
+	}
+	if err != nil || !holdsPair(a, k.pair) {
+		delete(ls.down, k) // released, or its GPU failed: nothing to degrade
+		ls.mu.Unlock()
+		return
+	}
+	d.degraded = true
+	ls.mu.Unlock()
+	m.metrics.degradations.Inc()
+	as := assignment(a, k.pair)
+	m.log.Warn("allocation degraded: a pair's link stays down", "allocation", a.ID, "host", a.Host, "pair", k.pair,
+		"gpu", as.GPU, "down_for", time.Since(d.since).Round(time.Millisecond).String(), "reason", d.reason)
+	m.events.add(Event{Type: EventAllocationDegraded, Allocation: a.ID, Host: a.Host, Box: as.Box, GPUs: []string{as.GPU},
+		Pair: k.pair, Reason: d.reason})
+}
+
+// pairLinkUp forgets pair as of a being down; if that degraded a, a is
+// active again (unless another pair keeps it degraded). It reports the
+// state a is in now.
+func (m *Manager) pairLinkUp(a pool.Allocation, as pool.Assignment, reporter string) pool.State {
+	k := linkKey{a.ID, as.Pair}
+	ls := m.links
+	ls.mu.Lock()
+	d, ok := ls.down[k]
+	if ok {
+		d.timer.Stop()
+		delete(ls.down, k)
+	}
+	ls.mu.Unlock()
+	if ok && d.degraded {
+		m.log.Info("pair link up again", "allocation", a.ID, "pair", as.Pair, "gpu", as.GPU, "reporter", reporter,
+			"down_for", time.Since(d.since).Round(time.Millisecond).String())
+		m.events.add(Event{Type: EventAllocationRecovered, Allocation: a.ID, Host: a.Host, Box: as.Box, GPUs: []string{as.GPU},
+			Pair: as.Pair, Reason: fmt.Sprintf("pair %d link up, reported by %s", as.Pair, reporter)})
+	}
+	return m.withLinkState(a).State
+}
+
+// withLinkState returns a as the API answers it: degraded, with the
+// reason, while pairs of it are down past the bound.
+func (m *Manager) withLinkState(a pool.Allocation) pool.Allocation {
+	if a.State != pool.StateActive {
+		return a
+	}
+	ls := m.links
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	var deg *pool.Degradation
+	var reasons []string
+	for _, g := range a.GPUs {
+		d, ok := ls.down[linkKey{a.ID, g.Pair}]
+		if !ok || !d.degraded {
+			continue
+		}
+		if deg == nil {
+			deg = &pool.Degradation{Since: d.since}
+		}
+		deg.Pairs = append(deg.Pairs, g.Pair)
+		reasons = append(reasons, d.reason)
+		if d.since.Before(deg.Since) {
+			deg.Since = d.since
+		}
+	}
+	if deg == nil {
+		return a
+	}
+	deg.Reason = strings.Join(reasons, "; ")
+	a.State, a.Degraded = pool.StateDegraded, deg
+	return a
+}
+
+// degradedAllocations counts the allocations degraded now.
+func (m *Manager) degradedAllocations(p *pool.Pool) int {
+	ls := m.links
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	var ids []string
+	for k, d := range ls.down {
+		if !d.degraded {
+			continue
+		}
+		if a, err := p.Allocation(k.alloc); err == nil && a.State == pool.StateActive && holdsPair(a, k.pair) {
+			ids = append(ids, k.alloc)
+		}
+	}
+	sort.Strings(ids)
+	return len(slices.Compact(ids))
+}
+
+// sweepLinksLocked forgets reports on pairs that no allocation holds any
+// more (released, or their GPU failed).
+func (m *Manager) sweepLinksLocked() {
+	p, err := m.livePool()
+	if err != nil {
+		return
+	}
+	for k, d := range m.links.down {
+		if a, err := p.Allocation(k.alloc); err != nil || !holdsPair(a, k.pair) {
+			d.timer.Stop()
+			delete(m.links.down, k)
+		}
+	}
+}
+
+func holdsPair(a pool.Allocation, pair uint32) bool {
+	return slices.ContainsFunc(a.GPUs, func(g pool.Assignment) bool { return g.Pair == pair })
+}
+
+func assignment(a pool.Allocation, pair uint32) pool.Assignment {
+	for _, g := range a.GPUs {
+		if g.Pair == pair {
+			return g
+		}
+	}
+	return pool.Assignment{}
+}

@@ -1,0 +1,120 @@
+package managerd
+
+import (
+	"encoding/pem"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/dxpu/dxpu/fabric/ctlclient"
+	"github.com/dxpu/dxpu/fabric/manager"
+	"github.com/dxpu/dxpu/fabric/manager/agentapi"
+	"github.com/dxpu/dxpu/fabric/pool"
+	"github.com/dxpu/dxpu/internal/fakeagent"
+	"github.com/dxpu/dxpu/internal/waitfor"
+)
+
+// TestDegradedAllocation runs the daemon (--agent-ca-file, --degraded-after
+// 50ms, the rest default) with fake agents over https: a pair its box's
+// agent reports down past the bound is degraded, with the reason, in the
+// API, the events and the metrics, and active again once the agent
+// reports the link up.
+func TestDegradedAllocation(t *testing.T) {
+	gpuAPI, hostAPI := agentapi.NewServer(fakeagent.New("gpu")), agentapi.NewServer(fakeagent.New("host"))
+	gpuSrv, hostSrv := httptest.NewTLSServer(gpuAPI), httptest.NewTLSServer(hostAPI)
+	defer gpuSrv.Close()
+	defer hostSrv.Close()
+	ca := filepath.Join(t.TempDir(), "agents-ca.pem") // httptest's servers share one certificate
+	if err := os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: gpuSrv.Certificate().Raw}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	base, admin, _ := startManager(t, helperAgentCAEnv+"="+ca, helperDegradedAfterEnv+"=50ms")
+	c := ctlclient.New(base, admin)
+	ctx := t.Context()
+	_, boxCred, err := c.RegisterBoxAgent(ctx, pool.Box{ID: "box0", AgentURL: gpuSrv.URL,
+		Bridge: pool.Endpoint{SwitchPort: "veth-b0", MAC: "02:00:00:00:01:00"}, GPUs: []pool.GPU{{ID: "g0", Model: "H100", MemoryMiB: 81920}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gpuAPI.SetCredential(boxCred)
+	_, hostCred, err := c.RegisterHostAgent(ctx, pool.Host{ID: "h1", AgentURL: hostSrv.URL,
+		Bridge: pool.Endpoint{SwitchPort: "veth-h1", MAC: "02:00:00:00:02:01"}, Ports: pool.MinHostPorts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hostAPI.SetCredential(hostCred)
+	a, err := c.Allocate(ctx, pool.Request{Host: "h1", Count: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, since, err := c.Events(ctx, 0, "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pair := a.GPUs[0].Pair
+	report := func(what string) string {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPost, fmt.Sprintf("%s/v1/agent/pairs/%d/link-%s", base, pair, what), strings.NewReader(`{"reason":"peer silent for 1s"}`))
+		req.Header.Set("Authorization", "Bearer "+boxCred)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("link-%s report: %d %s", what, resp.StatusCode, b)
+		}
+		return string(b)
+	}
+	degraded := func() string {
+		t.Helper()
+		resp, err := http.Get(base + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "dxpu_allocations_degraded "); ok {
+				return v
+			}
+		}
+		return ""
+	}
+
+	report("down")
+	waitfor.Until(t, "the allocation degraded", func() bool {
+		got, err := c.Allocation(ctx, a.ID)
+		return err == nil && got.State == pool.StateDegraded
+	})
+	got, err := c.Allocation(ctx, a.ID)
+	if err != nil || got.Degraded == nil || !strings.Contains(got.Degraded.Reason, "reported by box box0: peer silent for 1s") {
+		t.Fatalf("degraded allocation: %+v %v, want the reason", got.Degraded, err)
+	}
+	evs, next, err := c.Events(ctx, since, "h1", 0)
+	if err != nil || len(evs) != 1 || evs[0].Type != manager.EventAllocationDegraded || evs[0].Reason != got.Degraded.Reason {
+		t.Fatalf("events: %+v %v, want allocation_degraded with the reason", evs, err)
+	}
+	if v := degraded(); v != "1" {
+		t.Fatalf("dxpu_allocations_degraded %q, want 1", v)
+	}
+
+	if body := report("up"); !strings.Contains(body, `"state":"active"`) {
+		t.Fatalf("link-up answered %s, want active", body)
+	}
+	if got, err := c.Allocation(ctx, a.ID); err != nil || got.State != pool.StateActive || got.Degraded != nil {
+		t.Fatalf("after link-up: %+v %v, want active", got, err)
+	}
+	if evs, _, err := c.Events(ctx, next, "h1", 0); err != nil || len(evs) != 1 || evs[0].Type != manager.EventAllocationRecovered {
+		t.Fatalf("events after link-up: %+v %v, want allocation_recovered", evs, err)
+	}
+	if v := degraded(); v != "0" {
+		t.Fatalf("dxpu_allocations_degraded after link-up %q, want 0", v)
+	}
+}
