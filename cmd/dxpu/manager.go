@@ -44,7 +44,9 @@ manager); --agent-ca-file names the CA of the agents' certificates, and
 --allow-insecure-agents permits http agent URLs (lab only). The switch
 follows GET /v1/table?watch=1&version=N. The server times out slow and
 idle clients, caps connections (--max-conns) and watches per client. Exit status: 0 on
-SIGINT/SIGTERM, 2 for usage errors or when the store cannot be opened.`,
+SIGINT/SIGTERM, 1 when the --store file is damaged (cut short, overwritten,
+not a bbolt file: restore it or move it aside; an empty file becomes a new
+store), 2 for usage errors or when the store cannot be opened.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			fl.Log = e.log

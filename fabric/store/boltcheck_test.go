@@ -1,0 +1,194 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// boltFile returns the bytes of a closed store holding keys box/000..,
+// enough of them that the bucket spans pages of its own.
+func boltFile(t testing.TB, keys int) []byte {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "src.db")
+	s, err := OpenBolt(path, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range keys {
+		if err := s.Apply(context.Background(), Put(fmt.Sprintf("box/%03d", i), bytes.Repeat([]byte{byte(i)}, 100))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// openCopy writes b to a new file and opens it as a store.
+func openCopy(t *testing.T, b []byte) (string, *Bolt, error) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "m.db")
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s, err := OpenBolt(path, time.Second)
+	return path, s, err
+}
+
+func wantDamaged(t *testing.T, what, path string, err error, detail string) {
+	t.Helper()
+	if !errors.Is(err, ErrDamaged) {
+		t.Fatalf("%s: %v, want ErrDamaged", what, err)
+	}
+	msg := err.Error()
+	for _, w := range []string{path + " is damaged", detail, "restore it from a backup, or move it aside"} {
+		if !strings.Contains(msg, w) {
+			t.Errorf("%s: %q does not say %q", what, msg, w)
+		}
+	}
+	if strings.Contains(msg, "\n") {
+		t.Errorf("%s: error of several lines: %q", what, msg)
+	}
+}
+
+// TestOpenBoltCutShort: a store cut at any length fails with ErrDamaged
+// while it lacks pages its meta counts (bbolt maps the file and would fault
+// with SIGBUS reading them, killing the test binary), and opens with every
+// key once the cut spares them.
+func TestOpenBoltCutShort(t *testing.T) {
+	t.Parallel()
+	b := boltFile(t, 200)
+	m, why := readBoltMeta(bytes.NewReader(b), 0)
+	if m1, why1 := readBoltMeta(bytes.NewReader(b), int64(m.pageSize)); why != "" || why1 != "" {
+		t.Fatalf("fresh store: metas %q %q", why, why1)
+	} else if m1.tx > m.tx {
+		m = m1
+	}
+	need := int(m.pgid) * int(m.pageSize)
+	if need > len(b) || need < 8*int(m.pageSize) {
+		t.Fatalf("fresh store of %d bytes counts %d bytes of pages", len(b), need)
+	}
+	for n := 1; n <= need+int(m.pageSize); n += 509 {
+		path, s, err := openCopy(t, b[:min(n, len(b))])
+		if n < need {
+			detail := "cut short"
+			if n < 2*int(m.pageSize) {
+				detail = "" // the second meta page is gone as well: not the first check to fail
+			}
+			wantDamaged(t, fmt.Sprintf("cut to %d of %d bytes", n, need), path, err, detail)
+			continue
+		}
+		if err != nil {
+			t.Fatalf("cut to %d of %d bytes: %v", n, need, err)
+		}
+		kvs, err := s.List(context.Background(), "box/")
+		s.Close()
+		if err != nil || len(kvs) != 200 {
+			t.Fatalf("cut to %d bytes: %d keys, %v", n, len(kvs), err)
+		}
+	}
+}
+
+// TestOpenBoltDamaged: files that are not sound stores fail with one line
+// that names the file, what is wrong and what to do; an empty file and a
+// file with one bad meta page (bbolt uses the other) open.
+func TestOpenBoltDamaged(t *testing.T) {
+	t.Parallel()
+	b := boltFile(t, 200)
+	m, _ := readBoltMeta(bytes.NewReader(b), 0)
+	ps := int(m.pageSize)
+	garbage := make([]byte, 50000)
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := range garbage {
+		garbage[i] = byte(rng.Uint32())
+	}
+	overwrite := func(page int, with byte) []byte {
+		c := bytes.Clone(b)
+		for i := page * ps; i < (page+1)*ps; i++ {
+			c[i] = with
+		}
+		return c
+	}
+	bothMetas := bytes.Clone(b)
+	copy(bothMetas, make([]byte, 2*ps))
+	for _, tc := range []struct {
+		name   string
+		file   []byte
+		detail string
+	}{
+		{"garbage", garbage, "not a bbolt file"},
+		{"zeros", make([]byte, 20000), "not a bbolt file"},
+		{"both metas zeroed", bothMetas, "not a bbolt file"},
+		{"root page overwritten", overwrite(int(m.root), 0xff), fmt.Sprintf("root page %d says it is page", m.root)},
+		{"freelist page overwritten", overwrite(int(m.freelist), 0), fmt.Sprintf("freelist page %d says it is page 0", m.freelist)},
+	} {
+		path, s, err := openCopy(t, tc.file)
+		if err == nil {
+			s.Close()
+		}
+		wantDamaged(t, tc.name, path, err, tc.detail)
+	}
+
+	for _, tc := range []struct {
+		name string
+		file []byte
+		keys int
+	}{
+		{"empty", nil, 0},
+		{"meta 0 zeroed", overwrite(0, 0), -1}, // an older transaction's keys
+		{"meta 1 zeroed", overwrite(1, 0), -1},
+	} {
+		_, s, err := openCopy(t, tc.file)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		kvs, err := s.List(context.Background(), "")
+		s.Close()
+		if err != nil || tc.keys >= 0 && len(kvs) != tc.keys {
+			t.Fatalf("%s: %d keys, %v", tc.name, len(kvs), err)
+		}
+	}
+}
+
+// FuzzCheckBolt checks arbitrary bytes as a store file: no panic, every
+// refusal is ErrDamaged, an empty file passes, and a file that passes keeps
+// passing with bytes added at its end (the check never reads past the pages
+// a meta counts, and a store only grows).
+func FuzzCheckBolt(f *testing.F) {
+	b := boltFile(f, 40)
+	f.Add(b)
+	f.Add(b[:len(b)/2])
+	f.Add(b[:5000])
+	f.Add(make([]byte, 8192))
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, in []byte) {
+		check := func(in []byte) error {
+			return checkBolt(bytes.NewReader(in), func() (int64, error) { return int64(len(in)), nil })
+		}
+		err := check(in)
+		if err != nil && !errors.Is(err, ErrDamaged) {
+			t.Fatalf("refusal without ErrDamaged: %v", err)
+		}
+		if len(in) == 0 && err != nil {
+			t.Fatalf("empty file refused: %v", err)
+		}
+		if err == nil && len(in) > 0 {
+			if err := check(append(bytes.Clone(in), make([]byte, 4096)...)); err != nil {
+				t.Fatalf("passes, then fails once grown: %v", err)
+			}
+		}
+	})
+}
