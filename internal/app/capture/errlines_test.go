@@ -74,8 +74,10 @@ func TestOtherLinkTypeRefused(t *testing.T) {
 	writeFrames(t, in, layers.LinkTypeRaw, 1, make([]byte, 20))
 	out := filepath.Join(dir, "out.pcap")
 	for name, run := range map[string]func(stdout, stderr *bytes.Buffer) error{
-		"info":    func(stdout, stderr *bytes.Buffer) error { return Info([]string{in}, 8855, stdout, stderr) },
-		"convert": func(stdout, stderr *bytes.Buffer) error { return Convert(convertTo(in, out, "dxpu-eth"), stdout, stderr) },
+		"info": func(stdout, stderr *bytes.Buffer) error { return Info([]string{in}, 8855, stdout, stderr) },
+		"convert": func(stdout, stderr *bytes.Buffer) error {
+			return Convert(convertTo(in, out, "dxpu-eth"), stdout, stderr)
+		},
 	} {
 		var stdout, stderr bytes.Buffer
 		err := run(&stdout, &stderr)
