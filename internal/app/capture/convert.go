@@ -72,7 +72,7 @@ func Convert(o ConvertOptions, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	cv := &converter{to: to, vlan: o.VLAN, pair: o.Pair, cfg: encap.Config{UDPPort: o.UDPPort}, src: src, dst: dst, w: w,
+	cv := &converter{in: o.In, to: to, vlan: o.VLAN, pair: o.Pair, cfg: encap.Config{UDPPort: o.UDPPort}, src: src, dst: dst, w: w,
 		seq: map[[12]byte]uint32{}, pack: o.Pack}
 	cv.packer.MTU = o.MTU
 	errs := &errLines{w: stderr}
@@ -93,6 +93,7 @@ func Convert(o ConvertOptions, stdout, stderr io.Writer) error {
 }
 
 type converter struct {
+	in       string // the input's path, for errors
 	to       encap.Encap
 	vlan     int
 	pair     uint32
@@ -120,7 +121,7 @@ func (c *converter) run(r *pcapio.Reader, stderr io.Writer) (bad int, err error)
 			return bad, c.flushPack()
 		}
 		if err != nil {
-			return bad, err
+			return bad, fmt.Errorf("%s: %w", c.in, err)
 		}
 		c.read++
 		f, err := encap.ParseFrame(data, &c.cfg)

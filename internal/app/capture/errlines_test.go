@@ -92,3 +92,31 @@ func TestOtherLinkTypeRefused(t *testing.T) {
 		t.Errorf("convert wrote %s: %v", out, err)
 	}
 }
+
+// TestZeroFilledCaptureFailsAtOnce: zeros after a capture header are not a
+// million empty frames to report one by one: the first record fails, with
+// one error naming the file.
+func TestZeroFilledCaptureFailsAtOnce(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	in := filepath.Join(dir, "zeros.pcap")
+	writeFrames(t, in, layers.LinkTypeEthernet, 0, nil)
+	f, _ := os.OpenFile(in, os.O_APPEND|os.O_WRONLY, 0)
+	f.Write(make([]byte, 1<<20))
+	f.Close()
+	for name, run := range map[string]func(stdout, stderr *bytes.Buffer) error{
+		"info": func(stdout, stderr *bytes.Buffer) error { return Info([]string{in}, 8855, stdout, stderr) },
+		"convert": func(stdout, stderr *bytes.Buffer) error {
+			return Convert(convertTo(in, filepath.Join(dir, "out.pcap"), "dxpu-eth"), stdout, stderr)
+		},
+	} {
+		var stdout, stderr bytes.Buffer
+		err := run(&stdout, &stderr)
+		if !errors.Is(err, pcapio.ErrCorrupt) || !strings.HasPrefix(err.Error(), in+": ") || !strings.Contains(err.Error(), "record 1: ") {
+			t.Errorf("%s: %v, want the first record of %s refused", name, err, in)
+		}
+		if stdout.Len()+stderr.Len() > 0 {
+			t.Errorf("%s printed %q %q", name, stdout.String(), stderr.String())
+		}
+	}
+}

@@ -56,7 +56,7 @@ func Tally(path string, cfg *encap.Config, errs io.Writer) (map[string]int, erro
 			return s, nil
 		}
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("%s: %w", path, err)
 		}
 		s["frames"]++
 		f, err := encap.ParseFrame(data, cfg)
