@@ -22,10 +22,12 @@ func boltFile(t testing.TB, keys int) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var ops []Op
 	for i := range keys {
-		if err := s.Apply(context.Background(), Put(fmt.Sprintf("box/%03d", i), bytes.Repeat([]byte{byte(i)}, 100))); err != nil {
-			t.Fatal(err)
-		}
+		ops = append(ops, Put(fmt.Sprintf("box/%03d", i), bytes.Repeat([]byte{byte(i)}, 100)))
+	}
+	if err := s.Apply(context.Background(), ops...); err != nil {
+		t.Fatal(err)
 	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
@@ -35,6 +37,21 @@ func boltFile(t testing.TB, keys int) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// currentMeta returns the meta bbolt uses: of both valid ones, the one
+// with the higher transaction ID.
+func currentMeta(t *testing.T, b []byte) boltMeta {
+	t.Helper()
+	m, why := readBoltMeta(bytes.NewReader(b), 0)
+	m1, why1 := readBoltMeta(bytes.NewReader(b), int64(m.pageSize))
+	if why != "" || why1 != "" {
+		t.Fatalf("fresh store: metas %q %q", why, why1)
+	}
+	if m1.tx > m.tx {
+		return m1
+	}
+	return m
 }
 
 // openCopy writes b to a new file and opens it as a store.
@@ -71,12 +88,7 @@ func wantDamaged(t *testing.T, what, path string, err error, detail string) {
 func TestOpenBoltCutShort(t *testing.T) {
 	t.Parallel()
 	b := boltFile(t, 200)
-	m, why := readBoltMeta(bytes.NewReader(b), 0)
-	if m1, why1 := readBoltMeta(bytes.NewReader(b), int64(m.pageSize)); why != "" || why1 != "" {
-		t.Fatalf("fresh store: metas %q %q", why, why1)
-	} else if m1.tx > m.tx {
-		m = m1
-	}
+	m := currentMeta(t, b)
 	need := int(m.pgid) * int(m.pageSize)
 	if need > len(b) || need < 8*int(m.pageSize) {
 		t.Fatalf("fresh store of %d bytes counts %d bytes of pages", len(b), need)
@@ -108,7 +120,7 @@ func TestOpenBoltCutShort(t *testing.T) {
 func TestOpenBoltDamaged(t *testing.T) {
 	t.Parallel()
 	b := boltFile(t, 200)
-	m, _ := readBoltMeta(bytes.NewReader(b), 0)
+	m := currentMeta(t, b)
 	ps := int(m.pageSize)
 	garbage := make([]byte, 50000)
 	rng := rand.New(rand.NewPCG(1, 2))
