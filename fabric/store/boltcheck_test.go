@@ -3,6 +3,7 @@ package store
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -134,6 +135,31 @@ func TestOpenBoltDamaged(t *testing.T) {
 		}
 		return c
 	}
+	// The tree: the bucket's branch page and one of its leaves.
+	branch, leaf := 0, 0
+	for id := 2; id < int(m.pgid); id++ {
+		switch binary.NativeEndian.Uint16(b[id*ps+8:]) {
+		case boltBranchFlag:
+			branch = id
+		case boltLeafFlag:
+			if id != int(m.root) && leaf == 0 {
+				leaf = id
+			}
+		}
+	}
+	if branch == 0 || leaf == 0 {
+		t.Fatalf("no branch and leaf pages in a store of %d keys", 200)
+	}
+	branchTo := func(child uint64) []byte {
+		c := bytes.Clone(b)
+		binary.NativeEndian.PutUint64(c[branch*ps+boltPageHeader+8:], child)
+		return c
+	}
+	leafKeyAt := func(pos uint32) []byte {
+		c := bytes.Clone(b)
+		binary.NativeEndian.PutUint32(c[leaf*ps+boltPageHeader+4:], pos)
+		return c
+	}
 	bothMetas := bytes.Clone(b)
 	copy(bothMetas, make([]byte, 2*ps))
 	for _, tc := range []struct {
@@ -144,7 +170,12 @@ func TestOpenBoltDamaged(t *testing.T) {
 		{"garbage", garbage, "not a bbolt file"},
 		{"zeros", make([]byte, 20000), "not a bbolt file"},
 		{"both metas zeroed", bothMetas, "not a bbolt file"},
-		{"root page overwritten", overwrite(int(m.root), 0xff), fmt.Sprintf("root page %d says it is page", m.root)},
+		{"root page overwritten", overwrite(int(m.root), 0xff), fmt.Sprintf("data page %d says it is page", m.root)},
+		{"leaf page overwritten", overwrite(leaf, 0x5a), fmt.Sprintf("data page %d says it is page", leaf)},
+		{"branch to no page", branchTo(9999), "refers to page 9999, outside the file's pages"},
+		{"branch to the meta page", branchTo(1), "refers to page 1, outside"},
+		{"branch to itself", branchTo(uint64(branch)), fmt.Sprintf("refers to page %d, which another page refers to as well", branch)},
+		{"leaf key out of its page", leafKeyAt(1 << 20), fmt.Sprintf("page %d: element 0's key and value end at byte", leaf)},
 		{"freelist page overwritten", overwrite(int(m.freelist), 0), fmt.Sprintf("freelist page %d says it is page 0", m.freelist)},
 	} {
 		path, s, err := openCopy(t, tc.file)
@@ -176,9 +207,11 @@ func TestOpenBoltDamaged(t *testing.T) {
 }
 
 // FuzzCheckBolt checks arbitrary bytes as a store file: no panic, every
-// refusal is ErrDamaged, an empty file passes, and a file that passes keeps
+// refusal is ErrDamaged, an empty file passes, a file that passes keeps
 // passing with bytes added at its end (the check never reads past the pages
-// a meta counts, and a store only grows).
+// a meta counts, and a store only grows), and bbolt opens a file that passes
+// and lists its keys without a panic or a fault (which would kill the
+// fuzzing process).
 func FuzzCheckBolt(f *testing.F) {
 	b := boltFile(f, 40)
 	f.Add(b)
@@ -201,6 +234,53 @@ func FuzzCheckBolt(f *testing.F) {
 			if err := check(append(bytes.Clone(in), make([]byte, 4096)...)); err != nil {
 				t.Fatalf("passes, then fails once grown: %v", err)
 			}
+			path := filepath.Join(t.TempDir(), "m.db")
+			os.WriteFile(path, in, 0o600)
+			s, err := OpenBolt(path, time.Second)
+			if err != nil {
+				return // a "dxpu" key that is not a bucket, say
+			}
+			defer s.Close()
+			s.List(context.Background(), "")
 		}
 	})
+}
+
+// TestCheckBoltFileSoundStores: stores as the manager leaves them pass,
+// whatever their history: an inline bucket, then hundreds of commits of
+// puts and deletes with values from a few bytes to several pages (overflow
+// pages, freed pages on the freelist), checked while open and after.
+func TestCheckBoltFileSoundStores(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "m.db")
+	s, err := OpenBolt(path, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(7, 7))
+	for i := range 300 {
+		var ops []Op
+		for range 1 + rng.IntN(8) {
+			key := fmt.Sprintf("alloc/%03d", rng.IntN(150))
+			if rng.IntN(4) == 0 {
+				ops = append(ops, Delete(key))
+			} else {
+				ops = append(ops, Put(key, bytes.Repeat([]byte{byte(i)}, 1+rng.IntN([]int{64, 1000, 12000}[rng.IntN(3)]))))
+			}
+		}
+		if err := s.Apply(context.Background(), ops...); err != nil {
+			t.Fatal(err)
+		}
+		if i%25 == 0 || i < 5 {
+			if err := CheckBoltFile(path); err != nil {
+				t.Fatalf("after commit %d: %v", i, err)
+			}
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckBoltFile(path); err != nil {
+		t.Fatalf("closed: %v", err)
+	}
 }
