@@ -63,13 +63,15 @@ func TestPairKeys(t *testing.T) {
 		}
 		seen[gk[0].Key] = true
 	}
-	// ctl rekey: both sides of every pair get the same new key.
+	// ctl rekey: both sides of every pair get the same new key, in two
+	// phases (KEY-10): both install it, then both switch to it.
 	if _, err := m.Rekey(ctx, a.ID); err != nil {
 		t.Fatal(err)
 	}
 	for _, g := range a.GPUs {
 		gk, hk := gpu.keys[g.Pair], host.keys[g.Pair]
-		if len(gk) != 2 || len(hk) != 2 || gk[1] != hk[1] || gk[1] == gk[0] || gk[1].Generation == gk[0].Generation {
+		if len(gk) != 3 || len(hk) != 3 || !gk[1].Pending || !hk[1].Pending || gk[2].Pending || hk[2].Pending ||
+			!gk[1].Same(gk[2]) || !gk[2].Same(hk[2]) || !gk[1].Same(hk[1]) || gk[2].Same(gk[0]) || gk[2].Generation != gk[0].Generation+1 {
 			t.Fatalf("pair %d after rekey: GPU side %v, host side %v", g.Pair, gk, hk)
 		}
 	}
@@ -91,9 +93,12 @@ func TestPairKeys(t *testing.T) {
 	gpu.mu.Lock()
 	defer gpu.mu.Unlock()
 	for _, g := range a.GPUs {
+		// Same two phases, one generation on from the last one issued
+		// (the counter is in the store: KEY-9), a key never seen.
 		gk := gpu.keys[g.Pair]
-		if len(gk) < 3 || gk[len(gk)-1] == gk[1] || gk[len(gk)-1].Generation == gk[1].Generation {
-			t.Fatalf("pair %d re-applied with the same key: %v", g.Pair, gk)
+		last := gk[len(gk)-1]
+		if len(gk) != 5 || !gk[3].Pending || !gk[3].Same(last) || last.Generation != gk[2].Generation+1 || last.Same(gk[2]) {
+			t.Fatalf("pair %d re-applied after a restart: %v", g.Pair, gk)
 		}
 	}
 	// Nothing the manager says or stores holds a key.
