@@ -288,6 +288,7 @@ func (a *Agent) changeKey(pr *pairRun, k manager.PairKey) error {
 	}
 	if !pr.pending.Same(k) {
 		if err := pr.runner.InstallKey(k.Generation, k.Key[:]); err != nil {
+			a.log.Warn("pair key refused; the pair keeps its key", "pair", pr.p.ID, "key", k.String(), "err", err)
 			return fmt.Errorf("pair %d: installing %v: %w", pr.p.ID, k, err)
 		}
 		pr.pending = k

@@ -18,6 +18,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/dxpu/dxpu/fabric/pool"
 	"github.com/dxpu/dxpu/internal/app/bridgeagent"
@@ -217,6 +218,40 @@ func (l *loLab) healthy(a pool.Allocation) {
 	}
 }
 
+// has reports whether p printed a line with every part.
+func has(p *proc, parts ...string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices(p.lines, parts...)
+}
+
+// bad is a line no daemon may print: its printer and its parts.
+type bad struct {
+	p     *proc
+	parts []string
+}
+
+// until waits until ok holds, failing at once when a daemon prints one of
+// the bad lines. Progress is any line of any daemon: a pair that keeps
+// failing keeps printing, so the bad lines are what end a broken run.
+func (l *loLab) until(what string, ok func() bool, bads ...bad) {
+	l.t.Helper()
+	waitfor.Progress(l.t, what, func() (bool, uint64) {
+		for _, b := range bads {
+			if has(b.p, b.parts...) {
+				l.t.Fatalf("waiting for %s: %s printed a line with %q", what, b.p.name, b.parts)
+			}
+		}
+		var n uint64
+		for _, p := range []*proc{l.mgr, l.gpu, l.host} {
+			p.mu.Lock()
+			n += uint64(len(p.lines))
+			p.mu.Unlock()
+		}
+		return ok(), n
+	})
+}
+
 // none fails the test if a process printed a line with every part.
 func none(t *testing.T, p *proc, parts ...string) {
 	t.Helper()
@@ -277,14 +312,15 @@ func TestRestartedHostAgentRejoinsPair(t *testing.T) {
 	l := newLoLab(t, false)
 	a := l.alloc()
 	l.host.stop(t, syscall.SIGKILL)
-	host2 := l.run("host agent (restarted)", l.hostArgs...)
-	host2.waitLines(t, 1, "agent API serving")
+	l.host = l.run("host agent (restarted)", l.hostArgs...)
+	l.host.waitLines(t, 1, "agent API serving")
 	// The reconciler restores the pair on it: both ends share the key, the
 	// link comes up and the GPU is enumerated through it (its BOOT_0 read
 	// crosses the pair).
-	host2.waitLines(t, 1, `msg="gpu enumerated"`, "gpu=box0-g0 ", "boot0=0x180000a1")
+	l.until("the GPU enumerated on the restarted host", func() bool {
+		return has(l.host, `msg="gpu enumerated"`, "gpu=box0-g0 ", "boot0=0x180000a1")
+	}, bad{l.mgr, []string{"restoring pair failed"}})
 	l.mgr.waitLines(t, 1, `msg="reconcile: restoring lost pair"`)
-	none(t, l.mgr, "restoring pair failed")
 	none(t, l.gpu, "pair reprogrammed")
 	l.healthy(a)
 }
@@ -306,19 +342,20 @@ func TestKeyGenerationsFollowCounter(t *testing.T) {
 	}
 	l.host.waitLines(t, rekeys, `msg="pair key changed"`)
 	l.mgr.stop(t, syscall.SIGTERM)
-	mgr2 := l.run("manager (restarted)", l.mgrArgs...)
-	mgr2.waitLines(t, 1, "manager serving")
+	l.mgr = l.run("manager (restarted)", l.mgrArgs...)
+	l.mgr.waitLines(t, 1, "manager serving")
 	// The restarted manager kept no key: it moves the pair to a new one,
 	// the generation after the last it issued (1 at alloc, then the rekeys).
 	want := fmt.Sprintf(`key="key generation %d"`, 1+rekeys+1)
+	var bads []bad
 	for _, p := range []*proc{l.host, l.gpu} {
-		p.waitLines(t, 1, `msg="pair key changed"`, want)
-		none(t, p, "not newer")
-		none(t, p, `msg="pair link down"`)
-		none(t, p, "pair reprogrammed")
+		bads = append(bads, bad{p, []string{"not newer"}}, bad{p, []string{`msg="pair link down"`}}, bad{p, []string{"pair reprogrammed"}})
 	}
-	none(t, l.host, `msg="gpu removed"`)
-	l.mgr = mgr2
+	bads = append(bads, bad{l.host, []string{`msg="gpu removed"`}}, bad{l.mgr, []string{"not newer"}},
+		bad{l.mgr, []string{"re-applying allocation failed"}})
+	l.until("generation "+want+" at both ends", func() bool {
+		return has(l.host, `msg="pair key changed"`, want) && has(l.gpu, `msg="pair key changed"`, want)
+	}, bads...)
 	l.healthy(a)
 }
 
@@ -341,10 +378,15 @@ func TestRekeyWithHostAPIDownKeepsLink(t *testing.T) {
 	// Four reconciliation passes (1s apart) outlast DeadAfter (2s): a key
 	// split would have taken the link down by then.
 	start := l.reconcilePasses()
-	waitfor.Progress(t, "four reconciliation passes", func() (bool, uint64) {
-		n := l.reconcilePasses()
-		return n >= start+4, uint64(n)
-	})
+	downs := []bad{{l.host, []string{`msg="pair link down"`}}, {l.gpu, []string{`msg="pair link down"`}}, {l.host, []string{`msg="gpu removed"`}}}
+	var asked time.Time
+	l.until("four reconciliation passes", func() bool {
+		if time.Since(asked) < 100*time.Millisecond {
+			return false // ask the manager ten times a second at most
+		}
+		asked = time.Now()
+		return l.reconcilePasses() >= start+4
+	}, downs...)
 	st := l.hostStatus().Pairs[0]
 	if st.Link != "up" || st.FramesDropped != dropped {
 		t.Fatalf("host end after the failed rekey: link %s, frames dropped %d -> %d", st.Link, dropped, st.FramesDropped)
@@ -357,10 +399,9 @@ func TestRekeyWithHostAPIDownKeepsLink(t *testing.T) {
 	// The API is back: the reconciler completes the change, both ends
 	// switch to the generation the failed rekey drew.
 	l.hostFailed.Store(false)
-	l.mgr.waitLines(t, 1, `msg="reconcile: key change completed"`)
-	for _, p := range []*proc{l.host, l.gpu} {
-		p.waitLines(t, 1, `msg="pair key changed"`, `key="key generation 2"`)
-		none(t, p, `msg="pair link down"`)
-	}
+	l.until("the key change completed at both ends", func() bool {
+		return has(l.mgr, `msg="reconcile: key change completed"`) &&
+			has(l.host, `msg="pair key changed"`, `key="key generation 2"`) && has(l.gpu, `msg="pair key changed"`, `key="key generation 2"`)
+	}, downs...)
 	l.healthy(a)
 }
