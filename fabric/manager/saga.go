@@ -362,6 +362,22 @@ func (m *Manager) reconcile(ctx context.Context, full bool) {
 		return
 	}
 	m.metrics.reconciles.Inc()
+	if full {
+		// The forwarding table of every active allocation first: it is
+		// the manager's own and fast, while re-applying below waits on
+		// agents and the store for every pair's key change.
+		for _, a := range p.Allocations() {
+			if a.State != pool.StateActive {
+				continue
+			}
+			pairs, _ := m.pairsOf(p, a)
+			for _, pr := range pairs {
+				if err := m.do(ctx, StepSwitch, pr); err != nil {
+					m.log.Warn("reconcile: programming the switch failed", "id", a.ID, "pair", pr.ID, "err", err)
+				}
+			}
+		}
+	}
 	for _, a := range p.Allocations() {
 		if ctx.Err() != nil {
 			return
@@ -402,10 +418,13 @@ func (m *Manager) reconcile(ctx context.Context, full bool) {
 func (m *Manager) reapply(ctx context.Context, pairs []Pair) error {
 	var first error
 	for _, pr := range pairs {
-		err := m.do(ctx, StepSwitch, pr)
-		if err != nil {
-			err = &StepError{Step: StepSwitch, Pair: pr.ID, Err: err}
-		} else if err = m.changeKey(ctx, pr, false); err == nil {
+		if err := m.do(ctx, StepSwitch, pr); err != nil {
+			return &StepError{Step: StepSwitch, Pair: pr.ID, Err: err}
+		}
+	}
+	for _, pr := range pairs {
+		err := m.changeKey(ctx, pr, false)
+		if err == nil {
 			if err = m.do(ctx, StepHotAdd, pr); err != nil {
 				err = &StepError{Step: StepHotAdd, Pair: pr.ID, Err: err}
 			}
@@ -561,8 +580,13 @@ func (m *Manager) sweep(ctx context.Context, p *pool.Pool) {
 			if have[id] || !ag.owns(d) || busy[d.Allocation] || err != nil || a.State != pool.StateActive {
 				continue
 			}
+			if !m.claim(d.Allocation) {
+				continue // a rekey or release took it meanwhile: the next pass looks again
+			}
 			m.log.Info("reconcile: restoring lost pair", "agent", ag.name, "pair", id)
-			if err := m.restore(ctx, d, ag.add); err != nil {
+			err = m.restore(ctx, d, ag.add)
+			m.unclaim(d.Allocation)
+			if err != nil {
 				m.log.Warn("reconcile: restoring pair failed", "agent", ag.name, "pair", id, "err", err)
 			}
 		}
