@@ -130,3 +130,65 @@ func hexOf(b []byte) string {
 	}
 	return string(out)
 }
+
+// TestRekeyIsTwoPhase (KEY-10): a rekey whose host end fails leaves the
+// GPU end with the new key installed only, never switched to; the
+// reconciler retries the same key (no new generation) until the host
+// takes it, then both switch.
+func TestRekeyIsTwoPhase(t *testing.T) {
+	t.Parallel()
+	gpu := &keyRecorder{Agent: fakeagent.New("gpu"), keys: map[uint32][]manager.PairKey{}}
+	host := &keyRecorder{Agent: fakeagent.New("host"), keys: map[uint32][]manager.PairKey{}}
+	m, err := manager.New(manager.Config{Store: store.NewMemory(), GPUBridge: gpu, Switch: fakeagent.New("switch"), HostBridge: host,
+		Token: token, Logger: quiet(), ReconcileInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	ctx := context.Background()
+	if _, err := m.RegisterBox(ctx, testBox(0, 2)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.RegisterHost(ctx, testHost(0)); err != nil {
+		t.Fatal(err)
+	}
+	a, err := m.Allocate(ctx, pool.Request{Host: "host0", Count: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := a.GPUs[0].Pair
+	host.FailAlways(fakeagent.OpProgram, true)
+	if _, err := m.Rekey(ctx, a.ID); err == nil {
+		t.Fatal("rekey with the host end failing succeeded")
+	}
+	for range 2 {
+		if err := m.Reconcile(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gk := gpu.keys[id]
+	if len(gk) != 4 || gk[0].Pending || gk[0].Generation != 1 {
+		t.Fatalf("GPU end: %v", gk)
+	}
+	for _, k := range gk[1:] {
+		if !k.Pending || !k.Same(gk[1]) || k.Generation != 2 {
+			t.Fatalf("GPU end while the host end fails: %v (want generation 2 installed only, the same key each try)", gk)
+		}
+	}
+	host.FailAlways(fakeagent.OpProgram, false)
+	if err := m.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	gk, hk := gpu.keys[id], host.keys[id]
+	last := func(ks []manager.PairKey) manager.PairKey { return ks[len(ks)-1] }
+	if l := last(gk); l.Pending || !l.Same(gk[1]) || !l.Same(last(hk)) || last(hk).Pending {
+		t.Fatalf("after the host end came back: GPU end %v, host end %v", gk, hk)
+	}
+	n := len(gk)
+	if err := m.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if len(gpu.keys[id]) != n {
+		t.Fatalf("a completed key change was repeated: %v", gpu.keys[id])
+	}
+}
