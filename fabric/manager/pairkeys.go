@@ -69,6 +69,7 @@ type keyBook struct {
 	cur  map[uint32]PairKey // the key both ends hold and use
 	next map[uint32]PairKey // a key change under way: installed at zero, one or both ends
 	due  map[uint32]bool    // a key change to finish (retried by the reconciler)
+	held map[uint32]uint32  // the newest generation an agent listed as held
 }
 
 func newKeyBook() *keyBook {
@@ -81,6 +82,7 @@ func newKeyBook() *keyBook {
 func (k *keyBook) reset() {
 	k.mu.Lock()
 	k.gens, k.cur, k.next, k.due = map[uint32]uint32{}, map[uint32]PairKey{}, map[uint32]PairKey{}, map[uint32]bool{}
+	k.held = map[uint32]uint32{}
 	k.mu.Unlock()
 }
 
@@ -108,6 +110,9 @@ func (m *Manager) issueKey(ctx context.Context, pair uint32) (PairKey, error) {
 			return PairKey{}, fmt.Errorf("manager: read key generation of pair %d: %w", pair, err)
 		}
 	}
+	// Above what an agent holds: a store that lost the counter, or keys
+	// an older manager numbered by the clock, never make a key refused.
+	last = max(last, k.held[pair])
 	if last == math.MaxUint32 {
 		return PairKey{}, fmt.Errorf("manager: pair %d: %w", pair, ErrGenerationsExhausted)
 	}
@@ -121,6 +126,28 @@ func (m *Manager) issueKey(ctx context.Context, pair uint32) (PairKey, error) {
 	}
 	k.gens[pair] = pk.Generation
 	return pk, nil
+}
+
+// observe notes the generation an agent listed for a pair. A pending key
+// below it would be refused: the change is retried with a new one.
+func (k *keyBook) observe(pair, held uint32) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if held <= k.held[pair] {
+		return
+	}
+	k.held[pair] = held
+	n, hasNext := k.next[pair]
+	if hasNext && n.Generation < held {
+		delete(k.next, pair)
+		hasNext = false
+	}
+	if c, ok := k.cur[pair]; ok && c.Generation < held && (!hasNext || n.Generation != held) {
+		// An end holds a generation this manager did not issue to it:
+		// its key is unknown here, so the pair moves to a new one.
+		delete(k.cur, pair)
+		k.due[pair] = true
+	}
 }
 
 func (k *keyBook) current(pair uint32) (PairKey, bool) {

@@ -3,6 +3,7 @@ package manager_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -190,5 +191,88 @@ func TestRekeyIsTwoPhase(t *testing.T) {
 	}
 	if len(gpu.keys[id]) != n {
 		t.Fatalf("a completed key change was repeated: %v", gpu.keys[id])
+	}
+}
+
+// strictAgent refuses a key generation below the newest it holds, as a
+// bridge does, and lists that generation.
+type strictAgent struct {
+	*keyRecorder
+	held map[uint32]uint32
+}
+
+func newStrict(name string) *strictAgent {
+	return &strictAgent{keyRecorder: &keyRecorder{Agent: fakeagent.New(name), keys: map[uint32][]manager.PairKey{}}, held: map[uint32]uint32{}}
+}
+
+func (s *strictAgent) ProgramPair(ctx context.Context, p manager.Pair) error {
+	s.mu.Lock()
+	h := s.held[p.ID]
+	s.mu.Unlock()
+	if p.Key.Generation < h {
+		return fmt.Errorf("generation %d is not newer than %d", p.Key.Generation, h)
+	}
+	if err := s.keyRecorder.ProgramPair(ctx, p); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.held[p.ID] = p.Key.Generation
+	s.mu.Unlock()
+	return nil
+}
+
+func (s *strictAgent) ListPairs(ctx context.Context) ([]manager.Pair, error) {
+	ps, err := s.Agent.ListPairs(ctx)
+	s.mu.Lock()
+	for i := range ps {
+		ps[i].HeldGeneration = s.held[ps[i].ID]
+	}
+	s.mu.Unlock()
+	return ps, err
+}
+
+// TestKeyGenerationAboveHeld (KEY-9): agents that hold generations the
+// manager's counter does not know (numbered by an older manager from the
+// clock, or a store that lost the counter) list them, and the manager's
+// next key for the pair is issued above them instead of being refused
+// for ever.
+func TestKeyGenerationAboveHeld(t *testing.T) {
+	t.Parallel()
+	st := store.NewMemory()
+	gpu, host := newStrict("gpu"), newStrict("host")
+	cfg := manager.Config{Store: st, GPUBridge: gpu, Switch: fakeagent.New("switch"), HostBridge: host,
+		Token: token, Logger: quiet(), ReconcileInterval: -1}
+	m, err := manager.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := m.RegisterBox(ctx, testBox(0, 2)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.RegisterHost(ctx, testHost(0)); err != nil {
+		t.Fatal(err)
+	}
+	a, err := m.Allocate(ctx, pool.Request{Host: "host0", Count: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Close()
+	id := a.GPUs[0].Pair
+	const old = 1_780_000_000 // a clock-numbered generation
+	for _, s := range []*strictAgent{gpu, host} {
+		s.held[id] = old
+	}
+	m2, err := manager.New(cfg) // its re-keying at start is refused: generation 2
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m2.Close()
+	if err := m2.Reconcile(ctx); err != nil { // lists the held generations, retries above them
+		t.Fatal(err)
+	}
+	gk, hk := gpu.keys[id], host.keys[id]
+	if g, h := gk[len(gk)-1], hk[len(hk)-1]; g.Generation != old+1 || g.Pending || !g.Same(h) || h.Pending {
+		t.Fatalf("after the restart: GPU end %v, host end %v; want both on generation %d", gk, hk, old+1)
 	}
 }

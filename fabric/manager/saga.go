@@ -567,6 +567,7 @@ func (m *Manager) sweep(ctx context.Context, p *pool.Pool) {
 		have := map[uint32]bool{}
 		for _, pr := range actual {
 			have[pr.ID] = true
+			m.keys.observe(pr.ID, pr.HeldGeneration)
 			if d, ok := desired[pr.ID]; ok && d.Allocation == pr.Allocation {
 				continue
 			}

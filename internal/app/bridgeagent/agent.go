@@ -190,7 +190,7 @@ func (a *Agent) peerOf(p manager.Pair) (netip.AddrPort, error) {
 // ProgramPair creates the pair's bridge (idempotent: the same pair again
 // changes nothing; a pair ID with other contents replaces it).
 func (a *Agent) ProgramPair(ctx context.Context, p manager.Pair) error {
-	p.HostAgentCredential, p.GPUAgentCredential = "", ""
+	p.HostAgentCredential, p.GPUAgentCredential, p.HeldGeneration = "", "", 0
 	if err := a.check(p); err != nil {
 		return err
 	}
@@ -337,7 +337,9 @@ func (a *Agent) ListPairs(context.Context) ([]manager.Pair, error) {
 	defer a.mu.Unlock()
 	out := make([]manager.Pair, 0, len(a.pairs))
 	for _, pr := range a.pairs {
-		out = append(out, pr.p)
+		p := pr.p
+		p.HeldGeneration = max(p.Key.Generation, pr.pending.Generation)
+		out = append(out, p)
 	}
 	slices.SortFunc(out, func(x, y manager.Pair) int { return int(x.ID) - int(y.ID) })
 	return out, nil
