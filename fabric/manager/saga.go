@@ -437,7 +437,8 @@ func (m *Manager) reapply(ctx context.Context, pairs []Pair) error {
 }
 
 // finishKeyChanges retries the key changes of an allocation that failed
-// at one end (changeKey), with the key already installed where it got.
+// at one end (changeKey), with the key already installed where it got,
+// and hot-adds the pair again.
 func (m *Manager) finishKeyChanges(ctx context.Context, p *pool.Pool, a pool.Allocation) {
 	var due []Pair
 	for _, as := range a.GPUs {
@@ -456,7 +457,14 @@ func (m *Manager) finishKeyChanges(ctx context.Context, p *pool.Pool, a pool.All
 		if !m.keys.isDue(pr.ID) {
 			continue
 		}
-		if err := m.changeKey(ctx, pr, false); err != nil {
+		err := m.changeKey(ctx, pr, false)
+		if err == nil {
+			// The change may have created an end its agent lost (a
+			// restart while it failed): the GPU goes back on the host
+			// too (idempotent where it is there).
+			err = m.do(ctx, StepHotAdd, pr)
+		}
+		if err != nil {
 			m.metrics.reconcileErrors.Inc()
 			m.log.Warn("reconcile: key change still incomplete", "id", a.ID, "pair", pr.ID, "err", err)
 			continue
