@@ -654,6 +654,30 @@ func (d docRun) mdTable(header string) []string {
 
 // docChecks are the output claims of every block that runs, by block key.
 var docChecks = map[string]func(d docRun) []string{
+	"README.md > The demo": func(d docRun) []string {
+		// Every row of the table the README shows, exactly: virtual time.
+		lines := strings.Split(d.md, "\n")
+		var errs []string
+		n := 0
+		for i, l := range lines {
+			if !strings.Contains(l, "workload    host  GPUs  added RTT") {
+				continue
+			}
+			for _, row := range lines[i:] {
+				if strings.HasPrefix(row, "```") {
+					break
+				}
+				n++
+				if !strings.Contains(d.out, row+"\n") {
+					errs = append(errs, fmt.Sprintf("the demo did not print the README's row %q", row))
+				}
+			}
+		}
+		if n < 10 {
+			errs = append(errs, "no demo table in the README")
+		}
+		return append(errs, d.contains("note: traces: 5 from "+filepath.Join(d.dir, "testdata", "traces"))...)
+	},
 	"README.md > TLPs and captures": func(d docRun) []string {
 		errs := d.contains(
 			// decode: the fields the comment lists, and the MRd it is.
