@@ -481,6 +481,15 @@ func newShellRig(t *testing.T) *shellRig {
 		}
 	}
 	r.env = append(r.env, "HOME="+home, "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+	// Go's caches stay where they are (by default under the real HOME):
+	// make build in a block reuses them.
+	out, err := exec.Command("go", "env", "GOPATH", "GOMODCACHE", "GOCACHE").Output()
+	if err != nil {
+		t.Fatalf("go env: %v", err)
+	}
+	for i, v := range strings.Fields(string(out)) {
+		r.env = append(r.env, []string{"GOPATH=", "GOMODCACHE=", "GOCACHE="}[i]+v)
+	}
 	t.Cleanup(r.stopDaemons)
 	return r
 }
