@@ -39,7 +39,11 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(code)
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	if dir := builtBinDir.Load(); dir != nil {
+		os.RemoveAll(*dir) // the dxpu built for the docs
+	}
+	os.Exit(code)
 }
 
 // proc is what a dxpu process left behind.
