@@ -3,6 +3,7 @@ package manager_test
 import (
 	"context"
 	"encoding/json"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -124,4 +125,28 @@ func hexOf(b []byte) string {
 		out = append(out, digits[c>>4], digits[c&15])
 	}
 	return string(out)
+}
+
+// TestRekeyPendingRefused: an allocation still pending (reserved, its saga
+// not finished, or left by a crash for the reconciler) has no programmed
+// pairs to rekey: POST /v1/allocations/{id}/rekey is 409 and no agent is
+// programmed. The pending allocation is reserved in the pool directly, so
+// that no saga holds it and only the state check can refuse the rekey.
+func TestRekeyPendingRefused(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	seed(t, e.c, 1, 2, 1)
+	a, err := e.m.Pool().Reserve("a-pending", pool.Request{Host: "host0", Count: 2})
+	if err != nil || a.State != pool.StatePending {
+		t.Fatalf("reserve: %+v %v", a, err)
+	}
+	st, body := call(t, e.srv, http.MethodPost, "/v1/allocations/a-pending/rekey", token, "")
+	if st != http.StatusConflict || !strings.Contains(body, "pending") {
+		t.Errorf("rekey of a pending allocation: %d %s, want 409 naming its state", st, body)
+	}
+	for _, ag := range []*fakeagent.Agent{e.gpu, e.sw, e.host} {
+		if n := ag.Calls(fakeagent.OpProgram); n != 0 {
+			t.Errorf("%s agent programmed %d times by a refused rekey", ag.Name, n)
+		}
+	}
 }
