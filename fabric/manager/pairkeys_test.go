@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -274,5 +275,29 @@ func TestKeyGenerationAboveHeld(t *testing.T) {
 	gk, hk := gpu.keys[id], host.keys[id]
 	if g, h := gk[len(gk)-1], hk[len(hk)-1]; g.Generation != old+1 || g.Pending || !g.Same(h) || h.Pending {
 		t.Fatalf("after the restart: GPU end %v, host end %v; want both on generation %d", gk, hk, old+1)
+	}
+}
+
+// TestRekeyPendingRefused: an allocation still pending (reserved, its saga
+// not finished, or left by a crash for the reconciler) has no programmed
+// pairs to rekey: POST /v1/allocations/{id}/rekey is 409 and no agent is
+// programmed. The pending allocation is reserved in the pool directly, so
+// that no saga holds it and only the state check can refuse the rekey.
+func TestRekeyPendingRefused(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	seed(t, e.c, 1, 2, 1)
+	a, err := e.m.Pool().Reserve("a-pending", pool.Request{Host: "host0", Count: 2})
+	if err != nil || a.State != pool.StatePending {
+		t.Fatalf("reserve: %+v %v", a, err)
+	}
+	st, body := call(t, e.srv, http.MethodPost, "/v1/allocations/a-pending/rekey", token, "")
+	if st != http.StatusConflict || !strings.Contains(body, "pending") {
+		t.Errorf("rekey of a pending allocation: %d %s, want 409 naming its state", st, body)
+	}
+	for _, ag := range []*fakeagent.Agent{e.gpu, e.sw, e.host} {
+		if n := ag.Calls(fakeagent.OpProgram); n != 0 {
+			t.Errorf("%s agent programmed %d times by a refused rekey", ag.Name, n)
+		}
 	}
 }
