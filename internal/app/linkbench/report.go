@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 	"sort"
 	"strconv"
 	"strings"
@@ -14,7 +15,9 @@ import (
 
 	"github.com/dxpu/dxpu/bridge/memlink"
 	"github.com/dxpu/dxpu/bridge/seal"
+	"github.com/dxpu/dxpu/bridge/udp"
 	"github.com/dxpu/dxpu/internal/app/apperr"
+	"github.com/dxpu/dxpu/internal/app/rawgoodput"
 )
 
 // Report is what `dxpu bench link` prints: the run, its faults, and the
@@ -36,6 +39,17 @@ type Report struct {
 	KeyedRatio           float64 `json:"keyed_ratio,omitempty"`
 	Rounds               int     `json:"rounds,omitempty"` // plaintext and keyed runs alternated, medians compared
 	InvariantsHold       bool    `json:"invariants_hold"`
+	// Raw baselines of real-time runs, measured after the pair on the
+	// same loopback: two plain UDP sockets flooded with datagrams of
+	// the pair's MTU (sendmmsg/recvmmsg, the bridges' calls, in this
+	// process), and one TCP connection. PairOverUDP is the lossless
+	// pair's goodput (the baseline with faults, the plaintext with
+	// --keys, else the run) over UDP's; PairOverTCP likewise.
+	UDP            *rawgoodput.UDPResult `json:"udp,omitempty"`
+	UDPGoodputGbps float64               `json:"udp_goodput_gbps,omitempty"`
+	TCPGoodputGbps float64               `json:"tcp_goodput_gbps,omitempty"`
+	PairOverUDP    float64               `json:"pair_over_udp,omitempty"`
+	PairOverTCP    float64               `json:"pair_over_tcp,omitempty"`
 }
 
 // ReportOptions are `dxpu bench link`'s.
@@ -55,6 +69,10 @@ type ReportOptions struct {
 	SealMode                    string        // with Keys: gcm (default) or gmac
 	Virtual                     bool          // virtual time on the simulator
 	Interval                    time.Duration // with Virtual: one TLP every interval
+	// Raw measures the raw UDP and TCP baselines after a real-time run
+	// (for RawFor: the duration up to 1 s when zero).
+	Raw    bool
+	RawFor time.Duration
 }
 
 // WriteReport runs the measurement (after a baseline when asked) and
@@ -141,6 +159,9 @@ func WriteReport(ctx context.Context, ro ReportOptions, w io.Writer) error {
 		}
 		out.Result = km
 		out.InvariantsHold = allOK(plain) && allOK(keyed)
+		if err := rawBaselines(ctx, fl, o, &out, pm.GoodputGbps); err != nil {
+			return apperr.Usage(err)
+		}
 		return writeOut(w, fl, o, out)
 	} else if fl.SealMode != "" {
 		return apperr.Usage(errors.New("--seal-mode needs --keys"))
@@ -165,7 +186,49 @@ func WriteReport(ctx context.Context, ro ReportOptions, w io.Writer) error {
 	if out.Baseline != nil && out.Baseline.GoodputGbps > 0 {
 		out.GoodputRatio = r.GoodputGbps / out.Baseline.GoodputGbps
 	}
+	lossless := r.GoodputGbps
+	if out.Baseline != nil {
+		lossless = out.Baseline.GoodputGbps
+	}
+	if err := rawBaselines(ctx, fl, o, &out, lossless); err != nil {
+		return apperr.Usage(err)
+	}
 	return writeOut(w, fl, o, out)
+}
+
+// rawBaselines measures, on a real-time run with Raw, UDP between two
+// plain sockets on 127.0.0.1 with datagrams of the pair's MTU and TCP on
+// the same loopback, and the pair's ratios to them.
+func rawBaselines(ctx context.Context, fl *ReportOptions, o Options, out *Report, pair float64) error {
+	if fl.Virtual || !fl.Raw {
+		return nil
+	}
+	d := fl.RawFor
+	if d <= 0 {
+		d = min(o.Duration, time.Second)
+	}
+	lo := netip.MustParseAddrPort("127.0.0.1:0")
+	rx, err := udp.Listen(lo, netip.AddrPort{})
+	if err != nil {
+		return err
+	}
+	tx, err := udp.Listen(lo, rx.LocalAddr())
+	if err != nil {
+		rx.Close()
+		return err
+	}
+	rx.SetPeer(tx.LocalAddr())
+	u, err := rawgoodput.UDP(ctx, tx, rx, o.MTU, nil, d)
+	if err != nil {
+		return err
+	}
+	tcp, err := rawgoodput.TCPLoopback(ctx, d)
+	if err != nil {
+		return err
+	}
+	out.UDP, out.UDPGoodputGbps, out.TCPGoodputGbps = &u, u.GoodputGbps, tcp
+	out.PairOverUDP, out.PairOverTCP = pair/u.GoodputGbps, pair/tcp
+	return nil
 }
 
 // keyRounds is how many plaintext and keyed runs --keys alternates.
@@ -223,6 +286,11 @@ func writeOut(w io.Writer, fl *ReportOptions, o Options, out Report) error {
 			r.Delivered, r.Lost, r.ReportedLost, r.LinkDowns, r.Duplicated, r.Misordered, r.Unanswered, r.Completed, r.Failed)
 		if why := whyReadsFailed(&r, out.Virtual); why != "" {
 			fmt.Fprintln(w, why)
+		}
+		if u := out.UDP; u != nil {
+			fmt.Fprintf(w, "raw UDP (two plain sockets, %d-byte datagrams, same loopback, after the pair): %.3f Gbit/s (%d of %d datagrams arrived); the lossless pair %.2fx of it\n",
+				u.DatagramBytes, u.GoodputGbps, u.Received, u.Sent, out.PairOverUDP)
+			fmt.Fprintf(w, "raw TCP (one connection, same loopback): %.3f Gbit/s; the lossless pair %.2fx of it\n", out.TCPGoodputGbps, out.PairOverTCP)
 		}
 	}
 	if !out.InvariantsHold {
