@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/dxpu/dxpu/bridge/driver"
+	"github.com/dxpu/dxpu/internal/app/rawgoodput"
 )
 
 // Options configures a run.
@@ -128,6 +129,17 @@ type Result struct {
 	// baseline. The targets are stated against the plain echo above.
 	EchoBusyPollP50Us float64 `json:"echo_busy_poll_p50_us"`
 	EchoBusyPollP99Us float64 `json:"echo_busy_poll_p99_us"`
+
+	// The raw baselines, measured after the link pair for LinkFor each:
+	// two plain UDP sockets at the bridges' endpoints, on their path
+	// (through the switch in namespaces), flooded with datagrams of the
+	// bridges' MTU (sendmmsg/recvmmsg, in this process); on loopback
+	// also one TCP connection.
+	UDPGoodputGbps   float64 `json:"udp_goodput_gbps"`
+	UDPDatagramBytes int     `json:"udp_datagram_bytes"`
+	UDPSent          uint64  `json:"udp_datagrams_sent"`
+	UDPReceived      uint64  `json:"udp_datagrams_received"`
+	TCPGoodputGbps   float64 `json:"tcp_goodput_gbps,omitempty"`
 }
 
 // Ratios are the figures against their baselines, as the targets state
@@ -148,6 +160,13 @@ type Ratios struct {
 	// MMIO read against the busy-polling echo.
 	MMIOP50OverBusyPollEcho float64 `json:"mmio_p50_over_echo_busy_poll_p50"`
 	MMIOP99OverBusyPollEcho float64 `json:"mmio_p99_over_echo_busy_poll_p99"`
+
+	// Against raw UDP on the same path (targets: the lossless pair >=
+	// 0.8, the largest copy >= 0.7 each way) and, on loopback, TCP.
+	PairOverUDP float64 `json:"pair_over_udp"`
+	H2DOverUDP  float64 `json:"h2d_largest_over_udp"`
+	D2HOverUDP  float64 `json:"d2h_largest_over_udp"`
+	PairOverTCP float64 `json:"pair_over_tcp,omitempty"`
 }
 
 // Run performs one measurement.
@@ -287,6 +306,21 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 	if res.LinkGoodputGbps, err = linkGoodput(ctx, func() (driver.Transport, driver.Transport, error) { return net.bridges(false) }, cfg, o.LinkFor); err != nil {
 		return res, err
 	}
+	o.Log.Info("e2ebench: raw UDP goodput", "for", o.LinkFor, "datagram_bytes", o.MTU)
+	htx, grx, prefix, err := net.raw()
+	if err != nil {
+		return res, err
+	}
+	u, err := rawgoodput.UDP(ctx, htx, grx, o.MTU, prefix, o.LinkFor)
+	if err != nil {
+		return res, fmt.Errorf("e2ebench: %w", err)
+	}
+	res.UDPGoodputGbps, res.UDPDatagramBytes, res.UDPSent, res.UDPReceived = u.GoodputGbps, u.DatagramBytes, u.Sent, u.Received
+	if o.Loopback {
+		if res.TCPGoodputGbps, err = rawgoodput.TCPLoopback(ctx, o.LinkFor); err != nil {
+			return res, fmt.Errorf("e2ebench: %w", err)
+		}
+	}
 	big := strconv.FormatUint(maxCopy, 10)
 	res.Ratios = Ratios{
 		MMIOP50OverEcho:  res.MMIOReadP50Us / res.EchoP50Us,
@@ -298,6 +332,12 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 	res.Ratios.LaunchSyncHostCmdsExcess = (res.LaunchSyncHostCmdsUs - res.NativeLaunchSyncHostCmdsUs) / res.EchoP50Us
 	res.Ratios.MMIOP50OverBusyPollEcho = res.MMIOReadP50Us / res.EchoBusyPollP50Us
 	res.Ratios.MMIOP99OverBusyPollEcho = res.MMIOReadP99Us / res.EchoBusyPollP99Us
+	res.Ratios.PairOverUDP = res.LinkGoodputGbps / res.UDPGoodputGbps
+	res.Ratios.H2DOverUDP = res.H2DGbps[big] / res.UDPGoodputGbps
+	res.Ratios.D2HOverUDP = res.D2HGbps[big] / res.UDPGoodputGbps
+	if res.TCPGoodputGbps > 0 {
+		res.Ratios.PairOverTCP = res.LinkGoodputGbps / res.TCPGoodputGbps
+	}
 	return res, nil
 }
 
