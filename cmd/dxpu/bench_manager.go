@@ -35,9 +35,10 @@ manager to its first allocation (restart_ms).
 
 --store bbolt keeps the pool in a file under --dir (default: a temporary
 directory); --store etcd in an etcd cluster at --etcd-endpoints, under a
-fresh key prefix.`,
+fresh key prefix, or without them in a three-member cluster on 127.0.0.1
+started from the etcd on PATH for the run and removed after it.`,
 		Example: "  dxpu bench manager --json\n  dxpu bench manager --gpus 800 --hosts 100 --clients 10 --duration 3s\n" +
-			"  dxpu bench manager --store etcd --etcd-endpoints http://10.0.0.1:2379,http://10.0.0.2:2379,http://10.0.0.3:2379",
+			"  dxpu bench manager --store etcd\n  dxpu bench manager --store etcd --etcd-endpoints http://10.0.0.1:2379,http://10.0.0.2:2379,http://10.0.0.3:2379",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if endpoints != "" {
@@ -51,7 +52,7 @@ fresh key prefix.`,
 	f := cmd.Flags()
 	f.StringVar(&o.Store, "store", "bbolt", "bbolt or etcd")
 	f.StringVar(&o.Dir, "dir", "", "with bbolt: an empty directory for the store file (default: a temporary one, removed)")
-	f.StringVar(&endpoints, "etcd-endpoints", "", "with etcd: the cluster's client URLs, comma-separated")
+	f.StringVar(&endpoints, "etcd-endpoints", "", "with etcd: the cluster's client URLs, comma-separated (default: start three members on 127.0.0.1)")
 	f.IntVar(&o.GPUs, "gpus", 10000, "GPUs in the pool (a multiple of 8: boxes of 8)")
 	f.IntVar(&o.Hosts, "hosts", 1000, "hosts in the pool")
 	f.IntVar(&o.Clients, "clients", 50, "clients allocating and freeing at once")

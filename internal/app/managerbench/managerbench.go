@@ -36,7 +36,9 @@ type Options struct {
 	Store string
 	// Dir holds the bbolt file (default: a temporary directory, removed).
 	Dir string
-	// EtcdEndpoints are the etcd cluster's client URLs (Store "etcd").
+	// EtcdEndpoints are the etcd cluster's client URLs (Store "etcd");
+	// none: a three-member cluster on loopback from the etcd on PATH,
+	// started for the run and removed after it.
 	EtcdEndpoints []string
 	// EtcdPrefix is the key prefix in etcd (default: a fresh one per run,
 	// so that runs do not see each other's pools).
@@ -75,8 +77,6 @@ func (o *Options) defaults() error {
 	switch {
 	case o.Store != "bbolt" && o.Store != "etcd":
 		return fmt.Errorf("managerbench: store %q: want bbolt or etcd", o.Store)
-	case o.Store == "etcd" && len(o.EtcdEndpoints) == 0:
-		return errors.New("managerbench: store etcd: no endpoints")
 	case o.GPUs < GPUsPerBox || o.GPUs%GPUsPerBox != 0 || o.GPUs > 1_000_000:
 		return fmt.Errorf("managerbench: %d GPUs: want a multiple of %d in %d..1000000", o.GPUs, GPUsPerBox, GPUsPerBox)
 	case o.Hosts < 1 || o.Hosts > 100_000:
@@ -108,12 +108,16 @@ func latency(d []time.Duration) Latency {
 
 // Result is what a run measured and checked.
 type Result struct {
-	Store   string  `json:"store"`
-	GPUs    int     `json:"gpus"`
-	Boxes   int     `json:"boxes"`
-	Hosts   int     `json:"hosts"`
-	Clients int     `json:"clients"`
-	Seconds float64 `json:"seconds"`
+	Store string `json:"store"`
+	// EtcdEndpoints is the etcd cluster; EtcdLocal: three members on
+	// loopback started for the run.
+	EtcdEndpoints []string `json:"etcd_endpoints,omitempty"`
+	EtcdLocal     bool     `json:"etcd_local,omitempty"`
+	GPUs          int      `json:"gpus"`
+	Boxes         int      `json:"boxes"`
+	Hosts         int      `json:"hosts"`
+	Clients       int      `json:"clients"`
+	Seconds       float64  `json:"seconds"`
 	// Allocations that succeeded and Releases of them; Refused: the pool
 	// had not enough free GPUs or host ports (the load keeps it about
 	// 60% lent, so few); Errors: any other failure.
@@ -194,6 +198,17 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		return Result{}, err
 	}
 	res := Result{Store: o.Store, GPUs: o.GPUs, Boxes: o.GPUs / GPUsPerBox, Hosts: o.Hosts, Clients: o.Clients}
+	if o.Store == "etcd" {
+		res.EtcdEndpoints = o.EtcdEndpoints
+		if len(o.EtcdEndpoints) == 0 {
+			l, err := startLocalEtcd(ctx, 3)
+			if err != nil {
+				return res, err
+			}
+			defer l.stop()
+			o.EtcdEndpoints, res.EtcdEndpoints, res.EtcdLocal = l.endpoints, l.endpoints, true
+		}
+	}
 	open, cleanup, err := storeOpener(&o)
 	if err != nil {
 		return res, err

@@ -11,8 +11,10 @@ import (
 
 	"github.com/dxpu/dxpu/fabric/manager"
 	"github.com/dxpu/dxpu/fabric/pool"
+	"github.com/dxpu/dxpu/fabric/store"
 	"github.com/dxpu/dxpu/internal/app/apperr"
 	"github.com/dxpu/dxpu/internal/etcdtest"
+	"github.com/dxpu/dxpu/internal/privtest"
 )
 
 // checkRun checks what every run must show, never its speed: allocations
@@ -89,7 +91,7 @@ func TestReport(t *testing.T) {
 		t.Errorf("alloc_latency.p50_us %v", keys["alloc_latency"])
 	}
 	for name, bad := range map[string]Options{
-		"gpus not a multiple of 8": {GPUs: 100}, "store": {Store: "redis"}, "etcd without endpoints": {Store: "etcd"},
+		"gpus not a multiple of 8": {GPUs: 100}, "store": {Store: "redis"},
 		"clients": {Clients: -1}, "hosts": {Hosts: -3},
 	} {
 		out.Reset()
@@ -151,5 +153,25 @@ func TestChecksCatch(t *testing.T) {
 	y.GPUs = []pool.Assignment{{GPU: "box00000-g7"}}
 	if poolMatches(p, [][]pool.Allocation{{y}}) {
 		t.Error("the clients hold other GPUs than the pool lent: a match")
+	}
+}
+
+// TestLocalEtcd: without endpoints, --store etcd starts a three-member
+// cluster on loopback for the run, and stops it after (skipped without
+// etcd).
+func TestLocalEtcd(t *testing.T) {
+	privtest.Tool(t, "etcd")
+	o := Options{Store: "etcd", GPUs: 48, Hosts: 10, Clients: 3, Duration: 500 * time.Millisecond}
+	r, err := Run(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkRun(t, r, o)
+	if !r.EtcdLocal || len(r.EtcdEndpoints) != 3 {
+		t.Fatalf("local cluster: %v, endpoints %v", r.EtcdLocal, r.EtcdEndpoints)
+	}
+	if s, err := store.OpenEtcd(store.EtcdConfig{Endpoints: r.EtcdEndpoints, DialTimeout: 500 * time.Millisecond}); err == nil {
+		s.Close()
+		t.Errorf("the run's cluster %v still answers after it", r.EtcdEndpoints)
 	}
 }
