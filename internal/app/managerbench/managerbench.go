@@ -76,15 +76,15 @@ func (o *Options) defaults() error {
 	}
 	switch {
 	case o.Store != "bbolt" && o.Store != "etcd":
-		return fmt.Errorf("managerbench: store %q: want bbolt or etcd", o.Store)
+		return fmt.Errorf("--store %q: want bbolt or etcd", o.Store)
 	case o.GPUs < GPUsPerBox || o.GPUs%GPUsPerBox != 0 || o.GPUs > 1_000_000:
-		return fmt.Errorf("managerbench: %d GPUs: want a multiple of %d in %d..1000000", o.GPUs, GPUsPerBox, GPUsPerBox)
+		return fmt.Errorf("--gpus %d: want a multiple of %d in %d..1000000", o.GPUs, GPUsPerBox, GPUsPerBox)
 	case o.Hosts < 1 || o.Hosts > 100_000:
-		return fmt.Errorf("managerbench: %d hosts: want 1..100000", o.Hosts)
+		return fmt.Errorf("--hosts %d: want 1..100000", o.Hosts)
 	case o.Clients < 1 || o.Clients > 10_000:
-		return fmt.Errorf("managerbench: %d clients: want 1..10000", o.Clients)
+		return fmt.Errorf("--clients %d: want 1..10000", o.Clients)
 	case o.Duration < 0:
-		return fmt.Errorf("managerbench: duration %v: must be positive", o.Duration)
+		return fmt.Errorf("--duration %v: must be positive", o.Duration)
 	}
 	return nil
 }
