@@ -125,6 +125,7 @@ type Result struct {
 	Releases        int     `json:"releases"`
 	Refused         int     `json:"refused"`
 	Errors          int     `json:"errors"`
+	FirstError      string  `json:"first_error,omitempty"`
 	AllocsPerSecond float64 `json:"allocs_per_s"`
 	// Operations per second: allocations and releases together.
 	OpsPerSecond   float64 `json:"ops_per_s"`
@@ -228,6 +229,11 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		st.Close()
 		return res, err
 	}
+	if s := m.Pool().Stats(); s.GPUs != o.GPUs || s.Hosts != o.Hosts {
+		m.Close()
+		st.Close()
+		return res, fmt.Errorf("managerbench: the manager loaded %d GPUs and %d hosts of the %d and %d written", s.GPUs, s.Hosts, o.GPUs, o.Hosts)
+	}
 	h := &held{by: map[string]string{}}
 	// Each client holds up to hold allocations of 1-8 GPUs (4.5 on
 	// average), freeing its oldest before it allocates more: the pool
@@ -308,7 +314,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	res.OpsPerSecond = float64(len(alat)+len(rlat)) / el.Seconds()
 	res.AllocLatency, res.ReleaseLatency = latency(alat), latency(rlat)
 	if firstErr != nil {
-		o.Log.Warn("managerbench: failed calls", "errors", errs, "first", firstErr)
+		res.FirstError = firstErr.Error()
 	}
 
 	// The counts at rest: clients, pool and agents agree.
@@ -510,7 +516,10 @@ func mac(n int) string {
 	return fmt.Sprintf("02:00:00:%02x:%02x:%02x", n>>16&0xff, n>>8&0xff, n&0xff)
 }
 
-func ip(net, i int) string { return fmt.Sprintf("%d.%d.%d.%d", net, i>>16&0xff, i>>8&0xff, i&0xff+1) }
+// ip is a distinct address of net for each i below 250^3.
+func ip(net, i int) string {
+	return fmt.Sprintf("%d.%d.%d.%d", net, i/62500%250, i/250%250, i%250+1)
+}
 
 // agents are fake agents: the GPU bridges record which pair each GPU is
 // in (a GPU paired twice at once is a conflict), the switch and host

@@ -149,6 +149,17 @@ func TestChecksCatch(t *testing.T) {
 	if poolMatches(p, nil) {
 		t.Error("an allocation no client holds: a match")
 	}
+	// Every box and host of a large pool is valid and distinct: the
+	// manager loads them all.
+	big := pool.New()
+	for i := range 1300 {
+		if _, err := big.AddBox(newBox(i)); err != nil {
+			t.Fatalf("box %d: %v", i, err)
+		}
+		if _, err := big.AddHost(newHost(i)); err != nil {
+			t.Fatalf("host %d: %v", i, err)
+		}
+	}
 	y := x
 	y.GPUs = []pool.Assignment{{GPU: "box00000-g7"}}
 	if poolMatches(p, [][]pool.Allocation{{y}}) {

@@ -41,6 +41,9 @@ func writeText(w io.Writer, r Result) {
 	fmt.Fprintf(w, "store %s: %d GPUs in %d boxes, %d hosts, %d clients for %.2f s\n", r.Store, r.GPUs, r.Boxes, r.Hosts, r.Clients, r.Seconds)
 	fmt.Fprintf(w, "allocations %d (%.0f/s), releases %d (%.0f ops/s together), refused %d, errors %d\n",
 		r.Allocations, r.AllocsPerSecond, r.Releases, r.OpsPerSecond, r.Refused, r.Errors)
+	if r.FirstError != "" {
+		fmt.Fprintf(w, "first error: %s\n", r.FirstError)
+	}
 	fmt.Fprintf(w, "allocate latency us: p50 %.0f p99 %.0f max %.0f; release: p50 %.0f p99 %.0f max %.0f\n",
 		r.AllocLatency.P50Us, r.AllocLatency.P99Us, r.AllocLatency.MaxUs, r.ReleaseLatency.P50Us, r.ReleaseLatency.P99Us, r.ReleaseLatency.MaxUs)
 	fmt.Fprintf(w, "over-allocated %d, agent conflicts %d; at the end: GPUs held %d, lent %d, paired %d; allocations held %d, live %d (add up: %v); peak held %d\n",
