@@ -50,7 +50,7 @@ started from the etcd on PATH for the run and removed after it.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.Store, "store", "bbolt", "bbolt or etcd")
+	f.StringVar(&o.Store, "store", "bbolt", "bbolt, etcd, or memory (no persistence: the baseline of the store's cost)")
 	f.StringVar(&o.Dir, "dir", "", "with bbolt: an empty directory for the store file (default: a temporary one, removed)")
 	f.StringVar(&endpoints, "etcd-endpoints", "", "with etcd: the cluster's client URLs, comma-separated (default: start three members on 127.0.0.1)")
 	f.IntVar(&o.GPUs, "gpus", 10000, "GPUs in the pool (a multiple of 8: boxes of 8)")

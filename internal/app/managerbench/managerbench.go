@@ -32,7 +32,9 @@ const GPUsPerBox = 8
 
 // Options configures a run.
 type Options struct {
-	// Store is "bbolt" (default) or "etcd".
+	// Store is "bbolt" (default), "etcd", or "memory" (no persistence:
+	// the baseline of what the store costs; the restart reloads the same
+	// in-memory records).
 	Store string
 	// Dir holds the bbolt file (default: a temporary directory, removed).
 	Dir string
@@ -75,8 +77,8 @@ func (o *Options) defaults() error {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
 	switch {
-	case o.Store != "bbolt" && o.Store != "etcd":
-		return fmt.Errorf("--store %q: want bbolt or etcd", o.Store)
+	case o.Store != "bbolt" && o.Store != "etcd" && o.Store != "memory":
+		return fmt.Errorf("--store %q: want bbolt, etcd or memory", o.Store)
 	case o.GPUs < GPUsPerBox || o.GPUs%GPUsPerBox != 0 || o.GPUs > 1_000_000:
 		return fmt.Errorf("--gpus %d: want a multiple of %d in %d..1000000", o.GPUs, GPUsPerBox, GPUsPerBox)
 	case o.Hosts < 1 || o.Hosts > 100_000:
@@ -415,6 +417,9 @@ func startManager(ctx context.Context, st store.Store, ag *agents, log *slog.Log
 // restart) and what removes it afterwards.
 func storeOpener(o *Options) (func() (store.Store, error), func(), error) {
 	switch o.Store {
+	case "memory":
+		mem := store.NewMemory()
+		return func() (store.Store, error) { return reopened{mem}, nil }, func() {}, nil
 	case "etcd":
 		prefix := o.EtcdPrefix
 		if prefix == "" {
@@ -450,6 +455,12 @@ func storeOpener(o *Options) (func() (store.Store, error), func(), error) {
 		}, cleanup, nil
 	}
 }
+
+// reopened is the in-memory store as a restart finds it: the same
+// records; closing it keeps them.
+type reopened struct{ *store.Memory }
+
+func (reopened) Close() error { return nil }
 
 // seed writes the pool into the store as the manager keeps it: boxes of 8
 // GPUs over pods of 25 racks, and hosts of 32 virtual ports.

@@ -49,6 +49,16 @@ func TestSmallBolt(t *testing.T) {
 	checkRun(t, r, o)
 }
 
+// TestSmallMemory runs it on the in-memory store, the baseline.
+func TestSmallMemory(t *testing.T) {
+	o := Options{Store: "memory", GPUs: 96, Hosts: 20, Clients: 5, Duration: 500 * time.Millisecond}
+	r, err := Run(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkRun(t, r, o)
+}
+
 // TestSmallEtcd runs it on a three-member etcd cluster (skipped without
 // etcd).
 func TestSmallEtcd(t *testing.T) {
