@@ -34,7 +34,8 @@ with the same mix so the goodput ratio compares figures from one run.
 After the pair, two plain UDP sockets on the same loopback are flooded with
 MTU-sized datagrams and one TCP connection streams (udp_goodput_gbps,
 tcp_goodput_gbps): the lossless pair's goodput over them is pair_over_udp
-and pair_over_tcp (--raw=false skips them).
+and pair_over_tcp; UDP runs again with datagrams of the pair's mean frame
+(pair_over_udp_same_frames). --raw=false skips them.
 
   dxpu bench link --loss 0.01 --delay 5us --json
   dxpu bench link --virtual --loss 0.01 --delay 5us --link-gbps 100 --duration 2ms

@@ -33,6 +33,8 @@
 //	                                  endpoints flooded with MTU-sized
 //	                                  datagrams on the same path
 //	tcp_goodput_gbps                  one TCP connection (loopback only)
+//	udp_same_frames_goodput_gbps      UDP again with datagrams of the link
+//	                                  pair's mean frame (link_frame_bytes)
 //	ratios                            each figure over its baseline; the
 //	                                  launch+sync target's ratio uses the
 //	                                  device-memory placement, the host one

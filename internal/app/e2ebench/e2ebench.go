@@ -140,6 +140,10 @@ type Result struct {
 	UDPSent          uint64  `json:"udp_datagrams_sent"`
 	UDPReceived      uint64  `json:"udp_datagrams_received"`
 	TCPGoodputGbps   float64 `json:"tcp_goodput_gbps,omitempty"`
+	// The link pair's mean frame (the host side's bytes sent over frames
+	// sent) and UDP again with datagrams of that size.
+	LinkFrameBytes    int     `json:"link_frame_bytes"`
+	UDPSameFramesGbps float64 `json:"udp_same_frames_goodput_gbps"`
 }
 
 // Ratios are the figures against their baselines, as the targets state
@@ -167,6 +171,8 @@ type Ratios struct {
 	H2DOverUDP  float64 `json:"h2d_largest_over_udp"`
 	D2HOverUDP  float64 `json:"d2h_largest_over_udp"`
 	PairOverTCP float64 `json:"pair_over_tcp,omitempty"`
+	// The link pair against UDP with datagrams of its mean frame.
+	PairOverUDPSameFrames float64 `json:"pair_over_udp_same_frames"`
 }
 
 // Run performs one measurement.
@@ -303,19 +309,32 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 	if err := prof.start("link"); err != nil {
 		return res, err
 	}
-	if res.LinkGoodputGbps, err = linkGoodput(ctx, func() (driver.Transport, driver.Transport, error) { return net.bridges(false) }, cfg, o.LinkFor); err != nil {
+	if res.LinkGoodputGbps, res.LinkFrameBytes, err = linkGoodput(ctx, func() (driver.Transport, driver.Transport, error) { return net.bridges(false) }, cfg, o.LinkFor); err != nil {
 		return res, err
 	}
-	o.Log.Info("e2ebench: raw UDP goodput", "for", o.LinkFor, "datagram_bytes", o.MTU)
-	htx, grx, prefix, err := net.raw()
+	flood := func(size int) (rawgoodput.UDPResult, error) {
+		o.Log.Info("e2ebench: raw UDP goodput", "for", o.LinkFor, "datagram_bytes", size)
+		htx, grx, prefix, err := net.raw()
+		if err != nil {
+			return rawgoodput.UDPResult{}, err
+		}
+		u, err := rawgoodput.UDP(ctx, htx, grx, max(size, len(prefix)), prefix, o.LinkFor)
+		if err != nil {
+			return u, fmt.Errorf("e2ebench: %w", err)
+		}
+		return u, nil
+	}
+	u, err := flood(o.MTU)
 	if err != nil {
 		return res, err
-	}
-	u, err := rawgoodput.UDP(ctx, htx, grx, o.MTU, prefix, o.LinkFor)
-	if err != nil {
-		return res, fmt.Errorf("e2ebench: %w", err)
 	}
 	res.UDPGoodputGbps, res.UDPDatagramBytes, res.UDPSent, res.UDPReceived = u.GoodputGbps, u.DatagramBytes, u.Sent, u.Received
+	if res.LinkFrameBytes > 0 {
+		if u, err = flood(res.LinkFrameBytes); err != nil {
+			return res, err
+		}
+		res.UDPSameFramesGbps = u.GoodputGbps
+	}
 	if o.Loopback {
 		if res.TCPGoodputGbps, err = rawgoodput.TCPLoopback(ctx, o.LinkFor); err != nil {
 			return res, fmt.Errorf("e2ebench: %w", err)
@@ -335,6 +354,9 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 	res.Ratios.PairOverUDP = res.LinkGoodputGbps / res.UDPGoodputGbps
 	res.Ratios.H2DOverUDP = res.H2DGbps[big] / res.UDPGoodputGbps
 	res.Ratios.D2HOverUDP = res.D2HGbps[big] / res.UDPGoodputGbps
+	if res.UDPSameFramesGbps > 0 {
+		res.Ratios.PairOverUDPSameFrames = res.LinkGoodputGbps / res.UDPSameFramesGbps
+	}
 	if res.TCPGoodputGbps > 0 {
 		res.Ratios.PairOverTCP = res.LinkGoodputGbps / res.TCPGoodputGbps
 	}

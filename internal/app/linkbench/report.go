@@ -50,6 +50,13 @@ type Report struct {
 	TCPGoodputGbps float64               `json:"tcp_goodput_gbps,omitempty"`
 	PairOverUDP    float64               `json:"pair_over_udp,omitempty"`
 	PairOverTCP    float64               `json:"pair_over_tcp,omitempty"`
+	// The pair fills its frames only as far as its queue allows: UDP
+	// again with datagrams of the host side's mean frame (bytes sent over
+	// frames sent, its ACK frames included), PairFrameBytes.
+	PairFrameBytes        int                   `json:"pair_frame_bytes,omitempty"`
+	UDPSameFrames         *rawgoodput.UDPResult `json:"udp_same_frames,omitempty"`
+	UDPSameFramesGbps     float64               `json:"udp_same_frames_goodput_gbps,omitempty"`
+	PairOverUDPSameFrames float64               `json:"pair_over_udp_same_frames,omitempty"`
 }
 
 // ReportOptions are `dxpu bench link`'s.
@@ -159,7 +166,7 @@ func WriteReport(ctx context.Context, ro ReportOptions, w io.Writer) error {
 		}
 		out.Result = km
 		out.InvariantsHold = allOK(plain) && allOK(keyed)
-		if err := rawBaselines(ctx, fl, o, &out, pm.GoodputGbps); err != nil {
+		if err := rawBaselines(ctx, fl, o, &out, pm); err != nil {
 			return apperr.Usage(err)
 		}
 		return writeOut(w, fl, o, out)
@@ -186,9 +193,9 @@ func WriteReport(ctx context.Context, ro ReportOptions, w io.Writer) error {
 	if out.Baseline != nil && out.Baseline.GoodputGbps > 0 {
 		out.GoodputRatio = r.GoodputGbps / out.Baseline.GoodputGbps
 	}
-	lossless := r.GoodputGbps
+	lossless := r
 	if out.Baseline != nil {
-		lossless = out.Baseline.GoodputGbps
+		lossless = *out.Baseline
 	}
 	if err := rawBaselines(ctx, fl, o, &out, lossless); err != nil {
 		return apperr.Usage(err)
@@ -199,7 +206,7 @@ func WriteReport(ctx context.Context, ro ReportOptions, w io.Writer) error {
 // rawBaselines measures, on a real-time run with Raw, UDP between two
 // plain sockets on 127.0.0.1 with datagrams of the pair's MTU and TCP on
 // the same loopback, and the pair's ratios to them.
-func rawBaselines(ctx context.Context, fl *ReportOptions, o Options, out *Report, pair float64) error {
+func rawBaselines(ctx context.Context, fl *ReportOptions, o Options, out *Report, lossless Result) error {
 	if fl.Virtual || !fl.Raw {
 		return nil
 	}
@@ -207,27 +214,39 @@ func rawBaselines(ctx context.Context, fl *ReportOptions, o Options, out *Report
 	if d <= 0 {
 		d = min(o.Duration, time.Second)
 	}
-	lo := netip.MustParseAddrPort("127.0.0.1:0")
-	rx, err := udp.Listen(lo, netip.AddrPort{})
+	flood := func(size int) (rawgoodput.UDPResult, error) {
+		lo := netip.MustParseAddrPort("127.0.0.1:0")
+		rx, err := udp.Listen(lo, netip.AddrPort{})
+		if err != nil {
+			return rawgoodput.UDPResult{}, err
+		}
+		tx, err := udp.Listen(lo, rx.LocalAddr())
+		if err != nil {
+			rx.Close()
+			return rawgoodput.UDPResult{}, err
+		}
+		rx.SetPeer(tx.LocalAddr())
+		return rawgoodput.UDP(ctx, tx, rx, size, nil, d)
+	}
+	u, err := flood(o.MTU)
 	if err != nil {
 		return err
 	}
-	tx, err := udp.Listen(lo, rx.LocalAddr())
-	if err != nil {
-		rx.Close()
-		return err
-	}
-	rx.SetPeer(tx.LocalAddr())
-	u, err := rawgoodput.UDP(ctx, tx, rx, o.MTU, nil, d)
-	if err != nil {
-		return err
+	pair := lossless.GoodputGbps
+	out.UDP, out.UDPGoodputGbps, out.PairOverUDP = &u, u.GoodputGbps, pair/u.GoodputGbps
+	if h := lossless.Host; h.FramesSent > 0 {
+		out.PairFrameBytes = int(h.BytesSent / h.FramesSent)
+		s, err := flood(max(out.PairFrameBytes, 1))
+		if err != nil {
+			return err
+		}
+		out.UDPSameFrames, out.UDPSameFramesGbps, out.PairOverUDPSameFrames = &s, s.GoodputGbps, pair/s.GoodputGbps
 	}
 	tcp, err := rawgoodput.TCPLoopback(ctx, d)
 	if err != nil {
 		return err
 	}
-	out.UDP, out.UDPGoodputGbps, out.TCPGoodputGbps = &u, u.GoodputGbps, tcp
-	out.PairOverUDP, out.PairOverTCP = pair/u.GoodputGbps, pair/tcp
+	out.TCPGoodputGbps, out.PairOverTCP = tcp, pair/tcp
 	return nil
 }
 
@@ -290,6 +309,10 @@ func writeOut(w io.Writer, fl *ReportOptions, o Options, out Report) error {
 		if u := out.UDP; u != nil {
 			fmt.Fprintf(w, "raw UDP (two plain sockets, %d-byte datagrams, same loopback, after the pair): %.3f Gbit/s (%d of %d datagrams arrived); the lossless pair %.2fx of it\n",
 				u.DatagramBytes, u.GoodputGbps, u.Received, u.Sent, out.PairOverUDP)
+			if s := out.UDPSameFrames; s != nil {
+				fmt.Fprintf(w, "raw UDP again with the pair's mean frame (%d bytes, the host side's): %.3f Gbit/s; the lossless pair %.2fx of it\n",
+					s.DatagramBytes, s.GoodputGbps, out.PairOverUDPSameFrames)
+			}
 			fmt.Fprintf(w, "raw TCP (one connection, same loopback): %.3f Gbit/s; the lossless pair %.2fx of it\n", out.TCPGoodputGbps, out.PairOverTCP)
 		}
 	}

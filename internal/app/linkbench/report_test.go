@@ -176,7 +176,13 @@ func TestReportRaw(t *testing.T) {
 	if got, want := rep.PairOverTCP, rep.GoodputGbps/rep.TCPGoodputGbps; got <= 0 || got != want {
 		t.Errorf("pair_over_tcp %v, want %v", got, want)
 	}
-	for _, key := range []string{`"udp_goodput_gbps"`, `"tcp_goodput_gbps"`, `"pair_over_udp"`, `"pair_over_tcp"`, `"datagram_bytes"`} {
+	if rep.PairFrameBytes <= 0 || rep.PairFrameBytes > o.MTU || rep.UDPSameFrames == nil || rep.UDPSameFrames.DatagramBytes != rep.PairFrameBytes ||
+		rep.UDPSameFramesGbps <= 0 || rep.PairOverUDPSameFrames != rep.GoodputGbps/rep.UDPSameFramesGbps {
+		t.Errorf("raw UDP at the pair's frame size: %d bytes, %+v, %v Gbit/s, ratio %v", rep.PairFrameBytes, rep.UDPSameFrames,
+			rep.UDPSameFramesGbps, rep.PairOverUDPSameFrames)
+	}
+	for _, key := range []string{`"udp_goodput_gbps"`, `"tcp_goodput_gbps"`, `"pair_over_udp"`, `"pair_over_tcp"`, `"datagram_bytes"`,
+		`"pair_frame_bytes"`, `"udp_same_frames_goodput_gbps"`, `"pair_over_udp_same_frames"`} {
 		if !strings.Contains(out.String(), key) {
 			t.Errorf("JSON lacks %s", key)
 		}
@@ -186,7 +192,8 @@ func TestReportRaw(t *testing.T) {
 	if err := WriteReport(context.Background(), o, &out); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(out.String(), "raw UDP (two plain sockets, 9000-byte datagrams") || !strings.Contains(out.String(), "raw TCP") {
+	if !strings.Contains(out.String(), "raw UDP (two plain sockets, 9000-byte datagrams") || !strings.Contains(out.String(), "raw TCP") ||
+		!strings.Contains(out.String(), "raw UDP again with the pair's mean frame") {
 		t.Errorf("text lacks the raw baselines:\n%s", out.String())
 	}
 	for name, mod := range map[string]func(*ReportOptions){
