@@ -13,6 +13,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/dxpu/dxpu/bridge/driver"
+	"github.com/dxpu/dxpu/internal/app/bytesize"
+	"github.com/dxpu/dxpu/internal/app/progress"
 )
 
 // Options configures a run.
@@ -50,6 +52,9 @@ type Options struct {
 	ProfileDir string
 	// Log receives progress (default: discarded).
 	Log *slog.Logger
+	// Progress, when a terminal, shows the phase running and the copies
+	// done (package progress; nothing elsewhere).
+	Progress io.Writer
 }
 
 func (o *Options) defaults() error {
@@ -179,6 +184,10 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 	res = Result{Mode: net.name(), MTU: o.MTU, H2DGbps: map[string]float64{}, D2HGbps: map[string]float64{}}
 	cfg := bridgeConfig(o.MTU)
 	maxCopy := slices.Max(o.Sizes)
+	// Steps: two echoes, native, MMIO reads, DMA reads, launches, each
+	// copy, the link.
+	bar := progress.New(o.Progress, 6+2*len(o.Sizes)*o.Copies+1, "busy-poll echo")
+	defer bar.Finish()
 
 	o.Log.Info("e2ebench: busy-poll echo", "mode", res.Mode, "samples", o.Samples)
 	busy, err := net.busyEcho()
@@ -199,6 +208,8 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 	}
 	defer plain.close()
 
+	bar.Add(1)
+	bar.Describe("native world")
 	o.Log.Info("e2ebench: native world")
 	native, err := newWorld(nil, cfg, 4096, o)
 	if err != nil {
@@ -217,6 +228,8 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 		return res, fmt.Errorf("native: %w", err)
 	}
 
+	bar.Add(1)
+	bar.Describe("MMIO reads and echoes")
 	o.Log.Info("e2ebench: world over the bridge pair")
 	// The measured path's sockets stay out of the runtime's poller
 	// while the clock polls them (udp.ListenBusyPoll); the link's pair
@@ -236,11 +249,15 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 	}
 	res.EchoP50Us, res.EchoP99Us = quantileUs(echo, 0.5), quantileUs(echo, 0.99)
 	res.MMIOReadP50Us, res.MMIOReadP99Us = quantileUs(mm, 0.5), quantileUs(mm, 0.99)
+	bar.Add(2)
+	bar.Describe("DMA reads")
 	dr, err := wd.dmaReads(o.Samples / 4)
 	if err != nil {
 		return res, err
 	}
 	res.DMAReadP50Us, res.DMAReadP99Us = quantileUs(dr, 0.5), quantileUs(dr, 0.99)
+	bar.Add(1)
+	bar.Describe("launch+sync")
 	ls, err := wd.launchSyncs(o.Samples/4, gpudrv.DeviceMemory, gpudrv.HostMemory)
 	if err != nil {
 		return res, err
@@ -250,6 +267,7 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 	if err := prof.start("copy"); err != nil {
 		return res, err
 	}
+	bar.Add(1)
 	cpu0 := cpuTime()
 	var moved uint64
 	for _, dir := range []direction{h2d, d2h} {
@@ -260,11 +278,13 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 				if err := ctx.Err(); err != nil {
 					return res, err
 				}
+				bar.Describe(fmt.Sprintf("%s copies of %s", dir, bytesize.Format(size)))
 				el, err := wd.copyTime(dir, size)
 				if err != nil {
 					return res, err
 				}
 				moved += size
+				bar.Add(1)
 				rs = append(rs, float64(size)*8/el.Seconds()/1e9)
 			}
 			slices.Sort(rs)
@@ -280,6 +300,7 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 	res.CPUSecondsPerGB = (cpuTime() - cpu0).Seconds() / (float64(moved) / 1e9)
 	wd.close()
 
+	bar.Describe("link goodput")
 	o.Log.Info("e2ebench: link goodput", "for", o.LinkFor)
 	if err := prof.start("link"); err != nil {
 		return res, err
