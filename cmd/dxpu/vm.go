@@ -98,11 +98,14 @@ launch and sync, boot time, MMIO read latency, copy rates and the path.`,
 			f.o.Log = e.log
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			res, err := vm.Demo(ctx, vm.DemoOptions{VM: f.o, Bytes: f.bytes, Loss: loss, Loopback: loopback})
+			res, err := vm.Demo(ctx, vm.DemoOptions{VM: f.o, Bytes: f.bytes, Loss: loss, Loopback: loopback, Progress: e.stderr})
 			if err != nil { // a failed demo prints its error, not a result
 				return exitFor(err, 1)
 			}
-			return exitFor(e.printJSON(res, asJSON), 1)
+			if asJSON {
+				return exitFor(e.printJSON(res, true), 1)
+			}
+			return exitFor(res.WriteText(e.stdout), 1)
 		},
 	}
 	f.add(cmd)

@@ -475,6 +475,12 @@ type Timing struct {
 
 // Result waits for the guest tool's report; its Error is set when the
 // tool failed.
+// Booted waits until the guest's /init runs (or the console says it
+// never will: Result then tells why).
+func (v *VM) Booted(ctx context.Context) error {
+	return v.con.waitFor(ctx, "the guest's /init", func() bool { return v.con.up != 0 || v.con.report != nil })
+}
+
 func (v *VM) Result(ctx context.Context) (guest.Report, Timing, error) {
 	var rep guest.Report
 	var tm Timing
