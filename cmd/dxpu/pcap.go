@@ -118,6 +118,7 @@ with their number; exit status 1 if any, 2 for usage or I/O errors.`,
 
 func newPcapInfoCmd() *cobra.Command {
 	var udpPort uint16
+	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "info FILE...",
 		Short: "Count frames per encapsulation, TLPs per kind, truncated and bad frames",
@@ -125,13 +126,15 @@ func newPcapInfoCmd() *cobra.Command {
 VLAN-tagged frames, dxpu messages without TLPs, TLPs per kind (from their
 Fmt and Type only: 'dxpu tlp decode --pcap' validates them), TLPs cut by the
 snap length, and frames that do not parse, each reported on stderr with its
-number. Exit status 1 if any frame did not parse, 2 for I/O errors.`,
+number. Exit status 1 if any frame did not parse, 2 for I/O errors.
+--json prints one object per capture and line (JSON lines).`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return exitFor(capture.Info(args, udpPort, cmd.OutOrStdout(), cmd.ErrOrStderr()), 2)
+			return exitFor(capture.Info(args, udpPort, asJSON, cmd.OutOrStdout(), cmd.ErrOrStderr()), 2)
 		},
 	}
 	cmd.Flags().Uint16Var(&udpPort, "udp-port", encap.DefaultUDPPort, "dxpu UDP port")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object per capture and line")
 	return cmd
 }
 
