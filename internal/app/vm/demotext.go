@@ -1,11 +1,13 @@
 package vm
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"strings"
 
 	"github.com/dxpu/dxpu/internal/app/bytesize"
+	"github.com/dxpu/dxpu/internal/guest"
 )
 
 // WriteText prints r for a reader: the guest's PCI functions, how its
@@ -17,6 +19,12 @@ func (r DemoResult) WriteText(w io.Writer) error {
 		path += fmt.Sprintf(", %.3g of the frames lost each way", r.Loss)
 	}
 	fmt.Fprintf(w, "vm demo: %s guest under %s, one emulated GPU over %s\n\n", r.Machine, r.Accel, path)
+	return r.writeText(w, true)
+}
+
+// writeText prints the guest's view; model says whether r holds the
+// comparison with the GPU model (config space, VRAM) that Demo makes.
+func (r DemoResult) writeText(w io.Writer, model bool) error {
 	fmt.Fprintln(w, "PCI functions the guest sees:")
 	for _, f := range r.PCI {
 		line := fmt.Sprintf("  %s  %s:%s  class %s", f.BDF, f.Vendor, f.Device, f.Class)
@@ -32,7 +40,9 @@ func (r DemoResult) WriteText(w io.Writer) error {
 		}
 		fmt.Fprintln(w, line)
 	}
-	if len(r.ConfigDiff) == 0 {
+	if !model {
+		fmt.Fprintf(w, "config space: the guest reads %d bytes\n", r.ConfigSize)
+	} else if len(r.ConfigDiff) == 0 {
 		fmt.Fprintf(w, "config space: the %d bytes the guest reads equal the GPU model's\n", r.ConfigSize)
 	} else {
 		fmt.Fprintf(w, "config space: of the %d bytes the guest reads, DWORDs at %s differ from the GPU model's\n",
@@ -45,7 +55,11 @@ func (r DemoResult) WriteText(w io.Writer) error {
 		return "FAILED"
 	}
 	fmt.Fprintln(w, "\nchecks:")
-	fmt.Fprintf(w, "  %-30s %s (%s; CRC-32C %s sent, %s in VRAM)\n", "host-to-device copy", ok(r.H2DOK), bytesize.Format(r.Bytes), r.SrcCRC32C, r.VRAMCRC32C)
+	if model {
+		fmt.Fprintf(w, "  %-30s %s (%s; CRC-32C %s sent, %s in VRAM)\n", "host-to-device copy", ok(r.H2DOK), bytesize.Format(r.Bytes), r.SrcCRC32C, r.VRAMCRC32C)
+	} else {
+		fmt.Fprintf(w, "  %-30s %s (%s)\n", "host-to-device copy", ok(r.H2DOK), bytesize.Format(r.Bytes))
+	}
 	fmt.Fprintf(w, "  %-30s %s\n", "device-to-host copy", ok(r.D2HOK))
 	fmt.Fprintf(w, "  %-30s %s\n", "kernel launch and sync", ok(r.LaunchSyncOK))
 	fmt.Fprintln(w, "\nmeasured:")
@@ -61,6 +75,21 @@ func (r DemoResult) WriteText(w io.Writer) error {
 	}
 	if r.Error != "" {
 		fmt.Fprintf(w, "\nerror: %s\n", r.Error)
+	}
+	return nil
+}
+
+// WriteRunText prints what `dxpu vm run` got from the guest tool: its
+// PCI functions, the checks and the figures, as Demo's WriteText does.
+func WriteRunText(w io.Writer, rep guest.Report, tm Timing) error {
+	r := DemoResult{BootS: tm.BootS, ResultS: tm.ResultS, H2DOK: rep.H2DOK}
+	r.fromGuest(rep)
+	fmt.Fprintf(w, "vm run: the guest tool drove %s\n\n", cmp.Or(rep.GPU, "no GPU"))
+	if err := r.writeText(w, false); err != nil {
+		return err
+	}
+	if rep.Removed {
+		fmt.Fprintln(w, "the GPU left the guest's PCI bus after the work")
 	}
 	return nil
 }

@@ -37,3 +37,25 @@ func TestDemoWriteText(t *testing.T) {
 		}
 	}
 }
+
+// TestRunWriteText: vm run's text names the GPU the tool drove and its
+// figures, and claims no comparison with a GPU model it did not make.
+func TestRunWriteText(t *testing.T) {
+	t.Parallel()
+	rep := guest.Report{GPU: "0000:01:00.0", ConfigSize: 256, Bytes: 1 << 20, H2DOK: true, D2HOK: true, LaunchSyncOK: true,
+		MMIOReadUS: guest.Latency{Boot0: 21.5}, H2DGbps: 1.25}
+	var out bytes.Buffer
+	if err := WriteRunText(&out, rep, Timing{BootS: 2, ResultS: 3}); err != nil {
+		t.Fatal(err)
+	}
+	s := out.String()
+	t.Log("\n" + s)
+	for _, want := range []string{"drove 0000:01:00.0", "the guest reads 256 bytes", "host-to-device copy            ok (1M)", "21.5 us", "1.25 Gbit/s", "2.00 s"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("lacks %q", want)
+		}
+	}
+	if strings.Contains(s, "model") || strings.Contains(s, "VRAM") {
+		t.Errorf("claims a comparison with the GPU model")
+	}
+}

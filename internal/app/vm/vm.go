@@ -470,7 +470,8 @@ func (v *VM) WaitEvent(ctx context.Context, from int, name string) (GuestEvent, 
 type Timing struct {
 	// BootS: the guest's /init ran; ResultS: the guest tool's report was
 	// printed.
-	BootS, ResultS float64
+	BootS   float64 `json:"boot_s"`
+	ResultS float64 `json:"result_s"`
 }
 
 // Result waits for the guest tool's report; its Error is set when the
