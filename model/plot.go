@@ -41,7 +41,7 @@ const (
 	legendGap  = 4 * vg.Millimeter
 )
 
-// WritePlot draws overhead (%) against added RTT (µs, logarithmic), one
+// WritePlot draws overhead (%) against added RTT (us, logarithmic), one
 // line per curve, with the target as a dashed line when targetPct > 0, and
 // writes it to w as format ("svg" or "png"). The title carries the fabric
 // settings of the first curve; the legend stands beside the data.
@@ -103,7 +103,7 @@ func newSweepPlot(curves []Curve, targetPct float64) (*sweepPlot, error) {
 	p := plot.New()
 	p.Title.Text = "Predicted overhead behind the fabric\n" + fabricSettings(curves[0].Points[0].Fabric)
 	p.Title.Padding = 3 * vg.Millimeter
-	p.X.Label.Text = "added RTT (µs, log scale)"
+	p.X.Label.Text = "added RTT (us, log scale)"
 	p.Y.Label.Text = "overhead (%)"
 	p.X.Scale = plot.LogScale{}
 	p.X.Tick.Marker = rttTicks{zero: zero, floor: floor, min: minRTT}

@@ -15,6 +15,7 @@ import (
 	"github.com/dxpu/dxpu/bridge/memlink"
 	"github.com/dxpu/dxpu/bridge/seal"
 	"github.com/dxpu/dxpu/internal/app/apperr"
+	"github.com/dxpu/dxpu/internal/app/units"
 )
 
 // Report is what `dxpu bench link` prints: the run, its faults, and the
@@ -202,7 +203,7 @@ func writeOut(w io.Writer, fl *ReportOptions, o Options, out Report) error {
 		if f.Bandwidth > 0 {
 			link = fmt.Sprintf("%g Gbit/s", f.Bandwidth/1e9)
 		}
-		fmt.Fprintf(w, "faults: loss %g dup %g reorder %g corrupt %g delay %v link %s\n", f.Loss, f.Duplicate, f.Reorder, f.Corrupt, f.Delay, link)
+		fmt.Fprintf(w, "faults: loss %g dup %g reorder %g corrupt %g delay %s link %s\n", f.Loss, f.Duplicate, f.Reorder, f.Corrupt, units.Duration(f.Delay), link)
 		if b := out.Baseline; b != nil {
 			fmt.Fprintf(w, "baseline (same delay and bandwidth, no faults): goodput %.3f Gbit/s\n", b.GoodputGbps)
 		}
