@@ -40,6 +40,7 @@ with the same mix so the goodput ratio compares figures from one run.
 			if o.Virtual && !cmd.Flags().Changed("duration") {
 				o.Duration = virtualDuration
 			}
+			o.Progress = cmd.ErrOrStderr()
 			return exitFor(linkbench.WriteReport(cmd.Context(), o, cmd.OutOrStdout()), 2)
 		},
 	}

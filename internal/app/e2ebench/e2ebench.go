@@ -188,8 +188,14 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 	// copy, the link.
 	bar := progress.New(o.Progress, 6+2*len(o.Sizes)*o.Copies+1, "busy-poll echo")
 	defer bar.Finish()
+	// On a terminal the bar shows the phases; the log has them at debug
+	// level (--verbose) so they do not tear the bar.
+	info := o.Log.Info
+	if bar != nil {
+		info = o.Log.Debug
+	}
 
-	o.Log.Info("e2ebench: busy-poll echo", "mode", res.Mode, "samples", o.Samples)
+	info("e2ebench: busy-poll echo", "mode", res.Mode, "samples", o.Samples)
 	busy, err := net.busyEcho()
 	if err != nil {
 		return res, err
@@ -210,7 +216,7 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 
 	bar.Add(1)
 	bar.Describe("native world")
-	o.Log.Info("e2ebench: native world")
+	info("e2ebench: native world")
 	native, err := newWorld(nil, cfg, 4096, o)
 	if err != nil {
 		return res, err
@@ -230,7 +236,7 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 
 	bar.Add(1)
 	bar.Describe("MMIO reads and echoes")
-	o.Log.Info("e2ebench: world over the bridge pair")
+	info("e2ebench: world over the bridge pair")
 	// The measured path's sockets stay out of the runtime's poller
 	// while the clock polls them (udp.ListenBusyPoll); the link's pair
 	// runs on its runners' goroutines, as `dxpu bench link` does.
@@ -242,7 +248,7 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 	if err := prof.start("latency"); err != nil {
 		return res, err
 	}
-	o.Log.Info("e2ebench: MMIO reads and echoes in turns", "samples", o.Samples)
+	info("e2ebench: MMIO reads and echoes in turns", "samples", o.Samples)
 	mm, echo, err := wd.mmioReadsBeside(newEchoTimer(plain), o.Samples)
 	if err != nil {
 		return res, err
@@ -289,7 +295,7 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 			}
 			slices.Sort(rs)
 			rates[strconv.FormatUint(size, 10)] = rs[len(rs)/2]
-			o.Log.Info("e2ebench: copy", "dir", dir.String(), "bytes", size, "gbps", rs[len(rs)/2])
+			info("e2ebench: copy", "dir", dir.String(), "bytes", size, "gbps", rs[len(rs)/2])
 		}
 		if dir == h2d {
 			res.H2DGbps = rates
@@ -301,7 +307,7 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 	wd.close()
 
 	bar.Describe("link goodput")
-	o.Log.Info("e2ebench: link goodput", "for", o.LinkFor)
+	info("e2ebench: link goodput", "for", o.LinkFor)
 	if err := prof.start("link"); err != nil {
 		return res, err
 	}
