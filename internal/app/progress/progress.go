@@ -59,6 +59,13 @@ func (p *Bar) Add(n int) {
 	}
 }
 
+// Set counts n steps done in all.
+func (p *Bar) Set(n int) {
+	if p != nil {
+		_ = p.b.Set(n)
+	}
+}
+
 // Finish clears the bar (the result follows on stdout) and stops a
 // spinner's redraws. Safe to call twice.
 func (p *Bar) Finish() {
