@@ -45,6 +45,7 @@ and pair_over_tcp; UDP runs again with datagrams of the pair's mean frame
 			if o.Virtual && !cmd.Flags().Changed("duration") {
 				o.Duration = virtualDuration
 			}
+			o.Progress = cmd.ErrOrStderr()
 			return exitFor(linkbench.WriteReport(cmd.Context(), o, cmd.OutOrStdout()), 2)
 		},
 	}

@@ -120,6 +120,7 @@ errors.`,
 
 func newPcapInfoCmd() *cobra.Command {
 	var udpPort uint16
+	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "info FILE...",
 		Short: "Count frames per encapsulation, TLPs per kind, truncated and bad frames",
@@ -129,13 +130,15 @@ Fmt and Type only: 'dxpu tlp decode --pcap' validates them), TLPs cut by the
 snap length, and frames that do not parse, each reported on stderr with its
 number (the first 1000, then a count of the rest). Exit status 1 if any
 frame did not parse or a capture is not of Ethernet frames, 2 for I/O
-errors.`,
+errors.
+--json prints one object per capture and line (JSON lines).`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return exitFor(capture.Info(args, udpPort, cmd.OutOrStdout(), cmd.ErrOrStderr()), 2)
+			return exitFor(capture.Info(args, udpPort, asJSON, cmd.OutOrStdout(), cmd.ErrOrStderr()), 2)
 		},
 	}
 	cmd.Flags().Uint16Var(&udpPort, "udp-port", encap.DefaultUDPPort, "dxpu UDP port")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object per capture and line")
 	return cmd
 }
 

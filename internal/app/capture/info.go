@@ -11,10 +11,11 @@ import (
 	"github.com/dxpu/dxpu/tlp/pcapio"
 )
 
-// Info prints a tally line per capture to stdout; frames that do not
-// parse are reported on stderr. Any such frame makes the error
-// apperr.ErrFailed; unreadable captures are plain errors.
-func Info(paths []string, udpPort uint16, stdout, stderr io.Writer) error {
+// Info prints a tally per capture to stdout, a block of lines or (asJSON)
+// a JSON line; frames that do not parse are reported on stderr. Any such
+// frame makes the error apperr.ErrFailed; unreadable captures are plain
+// errors.
+func Info(paths []string, udpPort uint16, asJSON bool, stdout, stderr io.Writer) error {
 	bad := 0
 	errs := &errLines{w: stderr}
 	defer errs.close("frames that did not parse")
@@ -24,7 +25,9 @@ func Info(paths []string, udpPort uint16, stdout, stderr io.Writer) error {
 			return failedIfLinkType(err)
 		}
 		bad += s["bad"]
-		fmt.Fprintf(stdout, "%s: %s\n", path, StatsLine(s))
+		if err := writeInfo(stdout, path, s, asJSON); err != nil {
+			return err
+		}
 	}
 	if bad > 0 {
 		return apperr.Failed(fmt.Errorf("%d frames did not parse", bad))

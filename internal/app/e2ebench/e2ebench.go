@@ -13,6 +13,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/dxpu/dxpu/bridge/driver"
+	"github.com/dxpu/dxpu/internal/app/bytesize"
+	"github.com/dxpu/dxpu/internal/app/progress"
 	"github.com/dxpu/dxpu/internal/app/rawgoodput"
 )
 
@@ -51,6 +53,9 @@ type Options struct {
 	ProfileDir string
 	// Log receives progress (default: discarded).
 	Log *slog.Logger
+	// Progress, when a terminal, shows the phase running and the copies
+	// done (package progress; nothing elsewhere).
+	Progress io.Writer
 }
 
 func (o *Options) defaults() error {
@@ -204,8 +209,18 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 	res = Result{Mode: net.name(), MTU: o.MTU, H2DGbps: map[string]float64{}, D2HGbps: map[string]float64{}}
 	cfg := bridgeConfig(o.MTU)
 	maxCopy := slices.Max(o.Sizes)
+	// Steps: two echoes, native, MMIO reads, DMA reads, launches, each
+	// copy, the link.
+	bar := progress.New(o.Progress, 6+2*len(o.Sizes)*o.Copies+1, "busy-poll echo")
+	defer bar.Finish()
+	// On a terminal the bar shows the phases; the log has them at debug
+	// level (--verbose) so they do not tear the bar.
+	info := o.Log.Info
+	if bar != nil {
+		info = o.Log.Debug
+	}
 
-	o.Log.Info("e2ebench: busy-poll echo", "mode", res.Mode, "samples", o.Samples)
+	info("e2ebench: busy-poll echo", "mode", res.Mode, "samples", o.Samples)
 	busy, err := net.busyEcho()
 	if err != nil {
 		return res, err
@@ -224,7 +239,9 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 	}
 	defer plain.close()
 
-	o.Log.Info("e2ebench: native world")
+	bar.Add(1)
+	bar.Describe("native world")
+	info("e2ebench: native world")
 	native, err := newWorld(nil, cfg, 4096, o)
 	if err != nil {
 		return res, err
@@ -242,7 +259,9 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 		return res, fmt.Errorf("native: %w", err)
 	}
 
-	o.Log.Info("e2ebench: world over the bridge pair")
+	bar.Add(1)
+	bar.Describe("MMIO reads and echoes")
+	info("e2ebench: world over the bridge pair")
 	// The measured path's sockets stay out of the runtime's poller
 	// while the clock polls them (udp.ListenBusyPoll); the link's pair
 	// runs on its runners' goroutines, as `dxpu bench link` does.
@@ -254,18 +273,22 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 	if err := prof.start("latency"); err != nil {
 		return res, err
 	}
-	o.Log.Info("e2ebench: MMIO reads and echoes in turns", "samples", o.Samples)
+	info("e2ebench: MMIO reads and echoes in turns", "samples", o.Samples)
 	mm, echo, err := wd.mmioReadsBeside(newEchoTimer(plain), o.Samples)
 	if err != nil {
 		return res, err
 	}
 	res.EchoP50Us, res.EchoP99Us = quantileUs(echo, 0.5), quantileUs(echo, 0.99)
 	res.MMIOReadP50Us, res.MMIOReadP99Us = quantileUs(mm, 0.5), quantileUs(mm, 0.99)
+	bar.Add(2)
+	bar.Describe("DMA reads")
 	dr, err := wd.dmaReads(o.Samples / 4)
 	if err != nil {
 		return res, err
 	}
 	res.DMAReadP50Us, res.DMAReadP99Us = quantileUs(dr, 0.5), quantileUs(dr, 0.99)
+	bar.Add(1)
+	bar.Describe("launch+sync")
 	ls, err := wd.launchSyncs(o.Samples/4, gpudrv.DeviceMemory, gpudrv.HostMemory)
 	if err != nil {
 		return res, err
@@ -275,6 +298,7 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 	if err := prof.start("copy"); err != nil {
 		return res, err
 	}
+	bar.Add(1)
 	cpu0 := cpuTime()
 	var moved uint64
 	for _, dir := range []direction{h2d, d2h} {
@@ -285,16 +309,18 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 				if err := ctx.Err(); err != nil {
 					return res, err
 				}
+				bar.Describe(fmt.Sprintf("%s copies of %s", dir, bytesize.Format(size)))
 				el, err := wd.copyTime(dir, size)
 				if err != nil {
 					return res, err
 				}
 				moved += size
+				bar.Add(1)
 				rs = append(rs, float64(size)*8/el.Seconds()/1e9)
 			}
 			slices.Sort(rs)
 			rates[strconv.FormatUint(size, 10)] = rs[len(rs)/2]
-			o.Log.Info("e2ebench: copy", "dir", dir.String(), "bytes", size, "gbps", rs[len(rs)/2])
+			info("e2ebench: copy", "dir", dir.String(), "bytes", size, "gbps", rs[len(rs)/2])
 		}
 		if dir == h2d {
 			res.H2DGbps = rates
@@ -305,7 +331,8 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 	res.CPUSecondsPerGB = (cpuTime() - cpu0).Seconds() / (float64(moved) / 1e9)
 	wd.close()
 
-	o.Log.Info("e2ebench: link goodput", "for", o.LinkFor)
+	bar.Describe("link goodput")
+	info("e2ebench: link goodput", "for", o.LinkFor)
 	if err := prof.start("link"); err != nil {
 		return res, err
 	}

@@ -17,7 +17,9 @@ import (
 	"github.com/dxpu/dxpu/bridge/seal"
 	"github.com/dxpu/dxpu/bridge/udp"
 	"github.com/dxpu/dxpu/internal/app/apperr"
+	"github.com/dxpu/dxpu/internal/app/progress"
 	"github.com/dxpu/dxpu/internal/app/rawgoodput"
+	"github.com/dxpu/dxpu/internal/app/units"
 )
 
 // Report is what `dxpu bench link` prints: the run, its faults, and the
@@ -78,8 +80,9 @@ type ReportOptions struct {
 	Interval                    time.Duration // with Virtual: one TLP every interval
 	// Raw measures the raw UDP and TCP baselines after a real-time run
 	// (for RawFor: the duration up to 1 s when zero).
-	Raw    bool
-	RawFor time.Duration
+	Raw      bool
+	RawFor   time.Duration
+	Progress io.Writer // when a terminal: which run is going (package progress)
 }
 
 // WriteReport runs the measurement (after a baseline when asked) and
@@ -115,7 +118,19 @@ func WriteReport(ctx context.Context, ro ReportOptions, w io.Writer) error {
 	if err := parseMix(fl.Mix, &o); err != nil {
 		return apperr.Usage(err)
 	}
-	run := func(o Options) (Result, error) {
+	faulty := o.Faults.Loss+o.Faults.Duplicate+o.Faults.Reorder+o.Faults.Corrupt > 0
+	runs := 1
+	switch {
+	case fl.Keys:
+		runs = 2 * keyRounds
+	case fl.Baseline && faulty:
+		runs = 2
+	}
+	bar := progress.New(fl.Progress, runs, "")
+	defer bar.Finish()
+	run := func(what string, o Options) (Result, error) {
+		bar.Describe(fmt.Sprintf("%s, %s", what, units.Duration(o.Duration)))
+		defer bar.Add(1)
 		if fl.Virtual {
 			return RunVirtual(o, fl.Interval)
 		}
@@ -146,13 +161,13 @@ func WriteReport(ctx context.Context, ro ReportOptions, w io.Writer) error {
 		var plain, keyed []Result
 		for range keyRounds {
 			ro.Key = nil
-			p, err := run(ro)
+			p, err := run("plaintext run", ro)
 			if err != nil {
 				return apperr.Usage(err)
 			}
 			plain = append(plain, p)
 			ro.Key = key
-			k, err := run(ro)
+			k, err := run("keyed run", ro)
 			if err != nil {
 				return apperr.Usage(err)
 			}
@@ -173,18 +188,22 @@ func WriteReport(ctx context.Context, ro ReportOptions, w io.Writer) error {
 	} else if fl.SealMode != "" {
 		return apperr.Usage(errors.New("--seal-mode needs --keys"))
 	}
-	if fl.Baseline && (o.Faults.Loss+o.Faults.Duplicate+o.Faults.Reorder+o.Faults.Corrupt > 0) {
+	if fl.Baseline && faulty {
 		bo := o
 		// The baseline keeps the delay and bandwidth: only the faults go.
 		bo.Faults = memlink.Faults{Delay: o.Faults.Delay, Bandwidth: o.Faults.Bandwidth}
-		b, err := run(bo)
+		b, err := run("lossless baseline", bo)
 		if err != nil {
 			return apperr.Usage(err)
 		}
 		out.Baseline = &b
 		out.BaselineGoodput = b.GoodputGbps
 	}
-	r, err := run(o)
+	what := "run"
+	if faulty {
+		what = "run with the faults"
+	}
+	r, err := run(what, o)
 	if err != nil {
 		return apperr.Usage(err)
 	}
@@ -284,7 +303,7 @@ func writeOut(w io.Writer, fl *ReportOptions, o Options, out Report) error {
 		if f.Bandwidth > 0 {
 			link = fmt.Sprintf("%g Gbit/s", f.Bandwidth/1e9)
 		}
-		fmt.Fprintf(w, "faults: loss %g dup %g reorder %g corrupt %g delay %v link %s\n", f.Loss, f.Duplicate, f.Reorder, f.Corrupt, f.Delay, link)
+		fmt.Fprintf(w, "faults: loss %g dup %g reorder %g corrupt %g delay %s link %s\n", f.Loss, f.Duplicate, f.Reorder, f.Corrupt, units.Duration(f.Delay), link)
 		if b := out.Baseline; b != nil {
 			fmt.Fprintf(w, "baseline (same delay and bandwidth, no faults): goodput %.3f Gbit/s\n", b.GoodputGbps)
 		}
