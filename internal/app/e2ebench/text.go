@@ -36,6 +36,11 @@ func (r Result) WriteText(w io.Writer) error {
 		row(bytesize.Format(s), rate(r.H2DGbps, k), rate(r.D2HGbps, k))
 	}
 	row("lossless link goodput", fmt.Sprintf("%.2f", r.LinkGoodputGbps), "")
+	row(fmt.Sprintf("raw UDP, %d B datagrams", r.UDPDatagramBytes), fmt.Sprintf("%.2f", r.UDPGoodputGbps), "")
+	row(fmt.Sprintf("raw UDP, %d B (the link's mean frame)", r.LinkFrameBytes), fmt.Sprintf("%.2f", r.UDPSameFramesGbps), "")
+	if r.TCPGoodputGbps > 0 {
+		row("raw TCP", fmt.Sprintf("%.2f", r.TCPGoodputGbps), "")
+	}
 	fmt.Fprintf(w, "  CPU time per GB copied: %.3f s\n\n", r.CPUSecondsPerGB)
 	q := r.Ratios
 	row("ratio", "value", "target")
@@ -50,6 +55,10 @@ func (r Result) WriteText(w io.Writer) error {
 		{"  the same, commands in host memory", q.LaunchSyncHostCmdsExcess, ""},
 		{"largest H2D copy / link goodput", q.H2DOverLink, ">= 0.5"},
 		{"largest D2H copy / link goodput", q.D2HOverLink, ">= 0.5"},
+		{"lossless link / raw UDP", q.PairOverUDP, ">= 0.8"},
+		{"lossless link / raw UDP at its frame size", q.PairOverUDPSameFrames, ""},
+		{"largest H2D copy / raw UDP", q.H2DOverUDP, ">= 0.7"},
+		{"largest D2H copy / raw UDP", q.D2HOverUDP, ">= 0.7"},
 		{"MMIO read p50 / busy-poll echo p50", q.MMIOP50OverBusyPollEcho, ""},
 		{"MMIO read p99 / busy-poll echo p99", q.MMIOP99OverBusyPollEcho, ""},
 	} {
