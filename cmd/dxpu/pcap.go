@@ -20,7 +20,7 @@ detected, holding Ethernet frames that carry TLPs as NetTLP (UDP, ports
 0x3000+tag), dxpu over Ethernet (EtherType 0x88B5) or dxpu over UDP/IPv4
 (port 8855), with or without 802.1Q tags.`,
 	}
-	cmd.AddCommand(newPcapGenerateCmd(), newPcapConvertCmd(), newPcapInfoCmd(), newPcapTestdataCmd())
+	cmd.AddCommand(newPcapGenerateCmd(), newPcapConvertCmd(), newPcapInfoCmd(), newPcapUnsealCmd(), newPcapTestdataCmd())
 	return cmd
 }
 
@@ -132,6 +132,44 @@ number. Exit status 1 if any frame did not parse, 2 for I/O errors.`,
 		},
 	}
 	cmd.Flags().Uint16Var(&udpPort, "udp-port", encap.DefaultUDPPort, "dxpu UDP port")
+	return cmd
+}
+
+func newPcapUnsealCmd() *cobra.Command {
+	var o capture.UnsealOptions
+	var nanos bool
+	cmd := &cobra.Command{
+		Use:   "unseal --key-log FILE IN OUT",
+		Short: "Open the sealed frames of a capture with the bridges' key log",
+		Long: `Unseal writes IN to OUT with every sealed dxpu frame (flag SEALED, over
+Ethernet or UDP) replaced by the plain frame it was sealed from: SEALED
+clear, the security header and tag gone, the TLPs or control message in
+clear, IPv4 and UDP lengths fixed. The secrets come from --key-log, the file
+'dxpu bridge --key-log' or 'dxpu bridge agent --key-log' wrote (either side's
+log opens both directions). OUT is then what 'pcap info', 'tlp decode
+--pcap', 'replay' and the Wireshark dissector read. Other frames are copied
+as they are.
+
+A dxpu UDP datagram is one to or from --udp-port; --out-udp-port N writes N
+in its place (for tools that know only port 8855). Sealed frames that do not
+open (no secret of their pair and generation, none that authenticates them,
+cut by the snap length, malformed) are left out of OUT and counted: one
+stderr line per reason with the first frame's number. Exit status 1 if any,
+2 for usage or I/O errors.`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.In, o.Out = args[0], args[1]
+			if cmd.Flags().Changed("nanos") {
+				o.Nanos = &nanos
+			}
+			return exitFor(capture.Unseal(o, cmd.OutOrStdout(), cmd.ErrOrStderr()), 2)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.KeyLog, "key-log", "", "the bridges' key log (--key-log of dxpu bridge or bridge agent)")
+	f.Uint16Var(&o.UDPPort, "udp-port", encap.DefaultUDPPort, "dxpu UDP port")
+	f.Uint16Var(&o.OutUDPPort, "out-udp-port", 0, "write this port in place of --udp-port (0: keep)")
+	addPcapOutFlags(cmd, &o.PcapNG, &nanos)
 	return cmd
 }
 
