@@ -41,7 +41,18 @@
 -- masks, TvbRange:bitfield and arithmetic instead), so the Lua 5.3/5.4 of
 -- later Wireshark releases should load it unchanged.
 
+-- Loaded twice (an installed copy and -X lua_script:, or two plugin
+-- folders), Wireshark would refuse the second Proto("dxpu") ("there cannot
+-- be two protocols with the same description"): the first copy serves.
+if DXPU_LUA_LOADED then
+	return
+end
+DXPU_LUA_LOADED = true
+
 local HEADER_LEN = 40
+local SEC_HEADER_LEN = 12
+local TAG_LEN = 16
+local SEAL_OVERHEAD = SEC_HEADER_LEN + TAG_LEN
 local CONTROL_LEN = 12
 local HELLO_LEN = 40
 local NETTLP_HEADER_LEN = 6
@@ -50,6 +61,8 @@ local dxpu = Proto("dxpu", "dxpu TLP encapsulation")
 local nettlp = Proto("nettlp", "NetTLP")
 
 dxpu.prefs.udp_port = Pref.uint("UDP port", 8855, "UDP destination port of dxpu frames over IPv4")
+dxpu.prefs.heuristic = Pref.bool("Find dxpu on any UDP port", true,
+	"Recognise dxpu datagrams to other ports by their header (version 1, message type, lengths)")
 nettlp.prefs.ports = Pref.range("UDP ports", "12288-12543",
 	"UDP ports of NetTLP datagrams (0x3000 + tag)", 65535)
 
@@ -58,6 +71,7 @@ nettlp.prefs.ports = Pref.range("UDP ports", "12288-12543",
 local msg_types = { [1] = "TLP", [2] = "ACK", [3] = "NAK", [4] = "CREDIT", [5] = "CONTROL" }
 local ctl_types = { [1] = "HELLO", [2] = "HELLO-ACK", [3] = "KEEPALIVE", [4] = "KEEPALIVE-ACK", [5] = "RESET" }
 local roles = { [1] = "host", [2] = "gpu" }
+local seal_modes = { [1] = "AES-256-GCM", [2] = "AES-256-GMAC" }
 local reset_reasons = { [1] = "administrative", [2] = "unknown session", [3] = "protocol error", [4] = "link down" }
 local fmt_names = {
 	[0] = "3DW header, no data", [1] = "4DW header, no data",
@@ -88,6 +102,7 @@ local F = {
 	flag_ack = ProtoField.bool("dxpu.flags.ack", "ACK valid", 8, nil, 0x01),
 	flag_credit = ProtoField.bool("dxpu.flags.credit", "CREDIT valid", 8, nil, 0x02),
 	flag_sack = ProtoField.bool("dxpu.flags.sack", "SACK valid", 8, nil, 0x04),
+	flag_sealed = ProtoField.bool("dxpu.flags.sealed", "SEALED", 8, nil, 0x08),
 	type = ProtoField.uint8("dxpu.type", "Message type", base.DEC, msg_types),
 	pair = ProtoField.uint24("dxpu.pair", "Pair ID", base.DEC),
 	count = ProtoField.uint8("dxpu.count", "TLP count", base.DEC),
@@ -111,6 +126,21 @@ local F = {
 	limit_cpld = ProtoField.uint32("dxpu.limit.cpld", "CplD limit (16-byte units)", base.DEC),
 	tlp_len = ProtoField.uint16("dxpu.tlp_len", "TLP length", base.DEC),
 	body = ProtoField.bytes("dxpu.body", "Body"),
+
+	-- security header and tag of a sealed frame (bridge/seal)
+	seal = ProtoField.none("dxpu.seal", "Seal"),
+	seal_epoch = ProtoField.uint8("dxpu.seal.epoch", "Key epoch (low 8 bits)", base.DEC),
+	seal_kind = ProtoField.uint8("dxpu.seal.kind", "Kind", base.HEX),
+	seal_mode = ProtoField.uint8("dxpu.seal.mode", "Mode", base.DEC, seal_modes, 0x03),
+	seal_handshake = ProtoField.bool("dxpu.seal.handshake", "Handshake key", 8, nil, 0x80),
+	seal_kind_reserved = ProtoField.uint8("dxpu.seal.kind_reserved", "Reserved", base.HEX, nil, 0x7c),
+	seal_echo = ProtoField.uint8("dxpu.seal.echo", "Echo (oldest epoch opened, low 8 bits)", base.DEC),
+	seal_generation = ProtoField.uint8("dxpu.seal.generation", "Key generation (low 8 bits)", base.DEC),
+	seal_pn = ProtoField.uint64("dxpu.seal.packet_number", "Packet number", base.DEC),
+	seal_ciphertext = ProtoField.bytes("dxpu.seal.ciphertext", "Encrypted body"),
+	seal_plaintext = ProtoField.bytes("dxpu.seal.plaintext", "Body (in clear, authenticated)"),
+	seal_plain_len = ProtoField.uint16("dxpu.seal.body_len", "Plaintext body length", base.DEC),
+	seal_tag = ProtoField.bytes("dxpu.seal.tag", "Tag"),
 
 	-- control messages
 	ctl = ProtoField.none("dxpu.ctl", "Control message"),
@@ -204,6 +234,7 @@ local E = {
 	body_len = expert_err("dxpu.expert.body_len", "Body length disagrees with the UDP length"),
 	tlp_len = expert_err("dxpu.expert.tlp_len", "Bad TLP length table"),
 	control = expert_err("dxpu.expert.control", "Bad control message"),
+	seal = expert_err("dxpu.expert.seal", "Bad sealed frame"),
 	nettlp = expert_err("dxpu.expert.nettlp", "Bad NetTLP datagram"),
 	tlp = expert_err("dxpu.expert.tlp", "Malformed TLP"),
 	truncated = ProtoExpert.new("dxpu.expert.truncated", "Cut by the capture's snap length",
@@ -211,7 +242,7 @@ local E = {
 	internal = ProtoExpert.new("dxpu.expert.internal", "Dissector bug",
 		expert.group.UNDECODED, expert.severity.WARN),
 }
-dxpu.experts = { E.short, E.version, E.msg_type, E.count, E.body_len, E.tlp_len, E.control,
+dxpu.experts = { E.short, E.version, E.msg_type, E.count, E.body_len, E.tlp_len, E.control, E.seal,
 	E.nettlp, E.tlp, E.truncated, E.internal }
 
 -- TLP kinds -----------------------------------------------------------------
@@ -569,6 +600,77 @@ local function check_header(tvb, version, mtype, n, body)
 	return nil
 end
 
+-- dissect_sealed shows the security header, body and tag of a sealed
+-- frame (bridge/seal): the TLPs or control message inside are encrypted
+-- (GCM) or authenticated only (GMAC); `dxpu pcap unseal` with the bridges'
+-- key log turns the capture into plain frames. Its checks are those of the
+-- seal's clear parts: the body holds at least the security header and tag,
+-- the mode is GCM or GMAC, reserved kind bits and (under the handshake
+-- key) epoch and echo are 0, the message type is known.
+local function dissect_sealed(tvb, pinfo, root, info, mtype, n, body, reject)
+	local have = tvb:len()
+	if mtype < 1 or mtype > 5 then
+		return reject(E.msg_type, string.format("message type %d", mtype))
+	end
+	if mtype ~= 1 and n ~= 0 then
+		return reject(E.count, string.format("%d TLPs in a %s message, want 0", n, msg_types[mtype]))
+	end
+	if body < SEAL_OVERHEAD then
+		return reject(E.seal, string.format("sealed body of %d bytes, the security header and tag alone are %d",
+			body, SEAL_OVERHEAD))
+	end
+	local fin = HEADER_LEN + body
+	root:set_len(math.min(fin, have))
+	if have < HEADER_LEN + SEC_HEADER_LEN then
+		root:add_proto_expert_info(E.truncated, string.format(
+			"lengths declare %d bytes, the capture holds %d", fin, have))
+		pinfo.cols.info = info .. " sealed [cut]"
+		return have
+	end
+	local st = root:add(F.seal, tvb(HEADER_LEN, math.min(body, have - HEADER_LEN)))
+	local kr = tvb(HEADER_LEN + 1, 1)
+	local kind = kr:uint()
+	local mode, hs, reserved = kind % 4, kind >= 128, math.floor(kind / 4) % 32
+	local epoch, echo, gen = tvb(HEADER_LEN, 1):uint(), tvb(HEADER_LEN + 2, 1):uint(), tvb(HEADER_LEN + 3, 1):uint()
+	st:add(F.seal_epoch, tvb(HEADER_LEN, 1))
+	local kt = st:add(F.seal_kind, kr)
+	kt:add(F.seal_mode, kr)
+	kt:add(F.seal_handshake, kr)
+	kt:add(F.seal_kind_reserved, kr)
+	st:add(F.seal_echo, tvb(HEADER_LEN + 2, 1))
+	st:add(F.seal_generation, tvb(HEADER_LEN + 3, 1))
+	local pnr = tvb(HEADER_LEN + 4, 8)
+	st:add(F.seal_pn, pnr)
+	local plen = body - SEAL_OVERHEAD
+	st:add(F.seal_plain_len, plen):set_generated()
+	local boff = HEADER_LEN + SEC_HEADER_LEN
+	local bavail = math.max(0, math.min(plen, have - boff))
+	if bavail > 0 then
+		st:add(mode == 2 and F.seal_plaintext or F.seal_ciphertext, tvb(boff, bavail))
+	end
+	if have >= fin then
+		st:add(F.seal_tag, tvb(fin - TAG_LEN, TAG_LEN))
+	else
+		root:add_proto_expert_info(E.truncated, string.format(
+			"lengths declare %d bytes, the capture holds %d", fin, have))
+	end
+	local key = hs and "handshake key" or string.format("epoch %d", epoch)
+	info = string.format("%s sealed (%s gen %d %s pn %s)", info, seal_modes[mode] or "mode ?", gen, key,
+		pnr:uint64():tonumber())
+	root:append_text(string.format(", sealed: %s, generation %d, %s", seal_modes[mode] or "bad mode", gen, key))
+	pinfo.cols.info = info
+	if mode ~= 1 and mode ~= 2 then
+		st:add_proto_expert_info(E.seal, string.format("mode %d, want 1 (GCM) or 2 (GMAC)", mode))
+	elseif reserved ~= 0 then
+		st:add_proto_expert_info(E.seal, string.format("reserved kind bits set: kind 0x%02x", kind))
+	elseif hs and (epoch ~= 0 or echo ~= 0) then
+		st:add_proto_expert_info(E.seal, string.format("handshake frame with epoch %d echo %d", epoch, echo))
+	elseif hs and mtype ~= 5 then
+		st:add_proto_expert_info(E.seal, string.format("%s frame under the handshake key", msg_types[mtype]))
+	end
+	return math.min(fin, have)
+end
+
 -- dissect_dxpu dissects a dxpu header and body at the start of tvb; udp is
 -- true over UDP, where tvb's reported length is the UDP payload's. It
 -- returns the bytes it consumed.
@@ -599,6 +701,7 @@ local function dissect_dxpu(tvb, pinfo, tree, udp)
 	fl:add(F.flag_ack, tvb(0, 1))
 	fl:add(F.flag_credit, tvb(0, 1))
 	fl:add(F.flag_sack, tvb(0, 1))
+	fl:add(F.flag_sealed, tvb(0, 1))
 	root:add(F.type, tvb(1, 1))
 	root:add(F.pair, tvb(2, 3))
 	root:add(F.count, tvb(5, 1))
@@ -625,6 +728,9 @@ local function dissect_dxpu(tvb, pinfo, tree, udp)
 	if udp and version == 1 and HEADER_LEN + body ~= size then
 		return reject(E.body_len, string.format("body length %d, UDP payload after the header is %d",
 			body, size - HEADER_LEN))
+	end
+	if version == 1 and tvb(0, 1):bitfield(4, 1) == 1 then
+		return dissect_sealed(tvb, pinfo, root, info, mtype, n, body, reject)
 	end
 	local ex, msg = check_header(tvb, version, mtype, n, body)
 	if ex ~= nil then
@@ -695,6 +801,44 @@ function dxpu_udp.dissector(tvb, pinfo, tree)
 	return guarded(dissect_dxpu, tvb, pinfo, tree, true)
 end
 
+-- looks_like_dxpu is the heuristic that finds dxpu on a UDP port other than
+-- the preference's (bridges may listen anywhere): a whole 40-byte header of
+-- version 1 with a known message type, a body length that fills the UDP
+-- payload exactly, the reserved byte 0, and a body that fits the header:
+-- the TLP length table (check_header) or, sealed, the security header and
+-- tag with a valid mode and reserved kind bits clear.
+local function looks_like_dxpu(tvb)
+	local size = udp_payload_len(tvb)
+	if tvb:len() < HEADER_LEN or size < HEADER_LEN or tvb(0, 1):bitfield(0, 4) ~= 1 then
+		return false
+	end
+	local mtype, n, body = tvb(1, 1):uint(), tvb(5, 1):uint(), tvb(6, 2):uint()
+	if mtype < 1 or mtype > 5 or HEADER_LEN + body ~= size or tvb(27, 1):uint() ~= 0 then
+		return false
+	end
+	if tvb(0, 1):bitfield(4, 1) == 0 then
+		return check_header(tvb, 1, mtype, n, body) == nil
+	end
+	if body < SEAL_OVERHEAD or tvb:len() < HEADER_LEN + 2 or (mtype ~= 1 and n ~= 0) then
+		return false
+	end
+	local kind = tvb(HEADER_LEN + 1, 1):uint()
+	local mode = kind % 4
+	return (mode == 1 or mode == 2) and math.floor(kind / 4) % 32 == 0
+end
+
+local function heuristic_udp(tvb, pinfo, tree)
+	if not dxpu.prefs.heuristic or pinfo.dst_port == dxpu.prefs.udp_port then
+		return false
+	end
+	local ok, yes = pcall(looks_like_dxpu, tvb)
+	if not ok or not yes then
+		return false
+	end
+	guarded(dissect_dxpu, tvb, pinfo, tree, true)
+	return true
+end
+
 -- NetTLP --------------------------------------------------------------------
 
 local function dissect_nettlp(tvb, pinfo, tree)
@@ -738,6 +882,7 @@ end
 -- Registration --------------------------------------------------------------
 
 DissectorTable.get("ethertype"):add(0x88b5, dxpu)
+dxpu:register_heuristic("udp", heuristic_udp)
 
 local udp_table = DissectorTable.get("udp.port")
 local registered_port, registered_range
