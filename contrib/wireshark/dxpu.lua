@@ -8,10 +8,16 @@
 -- `go doc github.com/dxpu/dxpu/tlp`):
 --   * dxpu version 1 over raw Ethernet, EtherType 0x88B5 (802.1Q/802.1ad
 --     tags are handled by Wireshark's VLAN dissector), and over IPv4/UDP to
---     destination port 8855 (preference "dxpu.udp_port"): the 40-byte
+--     destination port 8855 (preference "dxpu.udp_port") or any port where
+--     the payload reads as a dxpu header (heuristic, preference
+--     "dxpu.heuristic"): the 40-byte
 --     header, the TLP length table and the TLPs batched in the body, or the
 --     control message of a CONTROL frame (HELLO, HELLO-ACK, KEEPALIVE,
 --     KEEPALIVE-ACK, RESET);
+--   * sealed frames (flag SEALED, bridge/seal): the clear header and the
+--     seal header (epoch, kind, echo, generation, packet number), the
+--     encrypted body and the tag under dxpu.seal.*; `dxpu pcap unseal`
+--     with the bridges' --key-log opens the TLPs inside;
 --   * NetTLP (protocol "nettlp"): UDP to or from ports 0x3000-0x30ff,
 --     6-byte header (sequence, timestamp), one TLP;
 --   * each TLP field by field under dxpu.tlp.* (DW0 fields, IDs, 10-bit tag,
@@ -41,14 +47,6 @@
 -- masks, TvbRange:bitfield and arithmetic instead), so the Lua 5.3/5.4 of
 -- later Wireshark releases should load it unchanged.
 
--- Loaded twice (an installed copy and -X lua_script:, or two plugin
--- folders), Wireshark would refuse the second Proto("dxpu") ("there cannot
--- be two protocols with the same description"): the first copy serves.
-if DXPU_LUA_LOADED then
-	return
-end
-DXPU_LUA_LOADED = true
-
 local HEADER_LEN = 40
 local SEC_HEADER_LEN = 12
 local TAG_LEN = 16
@@ -57,7 +55,15 @@ local CONTROL_LEN = 12
 local HELLO_LEN = 40
 local NETTLP_HEADER_LEN = 6
 
-local dxpu = Proto("dxpu", "dxpu TLP encapsulation")
+-- Loaded twice (an installed copy and -X lua_script:, or two plugin
+-- folders), Wireshark refuses the second Proto("dxpu") ("there cannot be
+-- two protocols with the same description"): the copy loaded first serves,
+-- the other returns here. (Each file has its own globals, so a flag would
+-- not do.)
+local loaded_once, dxpu = pcall(Proto, "dxpu", "dxpu TLP encapsulation")
+if not loaded_once then
+	return
+end
 local nettlp = Proto("nettlp", "NetTLP")
 
 dxpu.prefs.udp_port = Pref.uint("UDP port", 8855, "UDP destination port of dxpu frames over IPv4")
