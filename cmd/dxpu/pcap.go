@@ -125,7 +125,9 @@ func newPcapInfoCmd() *cobra.Command {
 VLAN-tagged frames, dxpu messages without TLPs, TLPs per kind (from their
 Fmt and Type only: 'dxpu tlp decode --pcap' validates them), TLPs cut by the
 snap length, and frames that do not parse, each reported on stderr with its
-number. Exit status 1 if any frame did not parse, 2 for I/O errors.`,
+number. Sealed frames (keyed pairs) count as "sealed", by encapsulation and
+message type; 'dxpu pcap unseal' opens their TLPs. Exit status 1 if any
+frame did not parse, 2 for I/O errors.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return exitFor(capture.Info(args, udpPort, cmd.OutOrStdout(), cmd.ErrOrStderr()), 2)

@@ -100,7 +100,7 @@ type unsealer struct {
 	reasons map[string]*reasonCount
 
 	read, opened, handshake, copied, failed, unparsed int
-	out                                              []byte
+	out                                               []byte
 }
 
 func (u *unsealer) run(r *pcapio.Reader) error {
