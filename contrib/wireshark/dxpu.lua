@@ -566,7 +566,8 @@ end
 
 -- check_header mirrors checkDxpu: nil when the header and the length table
 -- are consistent, else the expert and its message.
-local function check_header(tvb, version, mtype, n, body)
+local function check_header(tvb, version, mtype, n, body, base)
+	base = base or HEADER_LEN
 	if version ~= 1 then
 		return E.version, string.format("version %d, want 1", version)
 	end
@@ -587,7 +588,7 @@ local function check_header(tvb, version, mtype, n, body)
 	end
 	local sum = 0
 	for i = 0, n - 1 do
-		local e = HEADER_LEN + 2 * i
+		local e = base + 2 * i
 		if e + 2 > tvb:len() then
 			break -- table cut by the capture
 		end
@@ -604,6 +605,44 @@ local function check_header(tvb, version, mtype, n, body)
 		end
 	end
 	return nil
+end
+
+-- dissect_body shows the body of a checked dxpu frame of type mtype, body
+-- bytes from offset base (40, or 52 for the clear body of a GMAC-sealed
+-- frame), under tree: the TLP length table and TLPs, the control message,
+-- or the raw body. It returns info extended with a summary.
+local function dissect_body(tvb, base, mtype, n, body, tree, info)
+	local have = tvb:len()
+	if mtype == 1 then
+		local seq = tvb(8, 4):uint()
+		info = string.format("%s seq %d", info, seq)
+		local off = base + 2 * n
+		local parts = {}
+		for i = 0, n - 1 do
+			local e = base + 2 * i
+			if e + 2 > have then -- the table entry itself is cut
+				parts[#parts + 1] = dissect_tlp(tvb, have, 12, tree, i, (seq + i) % 4294967296)
+			else
+				local l = tvb(e, 2):uint()
+				tree:add(F.tlp_len, tvb(e, 2)):prepend_text(string.format("[%d] ", i))
+				parts[#parts + 1] = dissect_tlp(tvb, off, l, tree, i, (seq + i) % 4294967296)
+				off = off + l
+			end
+		end
+		if n > 0 then
+			info = info .. ": " .. table.concat(parts, ", ")
+		end
+	elseif mtype == 5 then
+		info = info .. ": " .. dissect_control(tvb, base, body, tree)
+	else
+		if mtype == 2 or mtype == 3 then
+			info = string.format("%s ack %d", info, tvb(12, 4):uint())
+		end
+		if body > 0 then
+			tree:add(F.body, tvb(base, math.min(body, have - base)))
+		end
+	end
+	return info
 end
 
 -- dissect_sealed shows the security header, body and tag of a sealed
@@ -673,6 +712,14 @@ local function dissect_sealed(tvb, pinfo, root, info, mtype, n, body, reject)
 		st:add_proto_expert_info(E.seal, string.format("handshake frame with epoch %d echo %d", epoch, echo))
 	elseif hs and mtype ~= 5 then
 		st:add_proto_expert_info(E.seal, string.format("%s frame under the handshake key", msg_types[mtype]))
+	elseif mode == 2 then
+		-- GMAC leaves the body in clear: show it as a plain frame's.
+		local ex, msg = check_header(tvb, 1, mtype, n, plen, boff)
+		if ex ~= nil then
+			st:add_proto_expert_info(ex, msg)
+		else
+			pinfo.cols.info = dissect_body(tvb, boff, mtype, n, plen, root, info)
+		end
 	end
 	return math.min(fin, have)
 end
@@ -749,36 +796,7 @@ local function dissect_dxpu(tvb, pinfo, tree, udp)
 	end
 	root:set_len(math.min(fin, have))
 
-	if mtype == 1 then
-		local seq = tvb(8, 4):uint()
-		info = string.format("%s seq %d", info, seq)
-		local off = HEADER_LEN + 2 * n
-		local parts = {}
-		for i = 0, n - 1 do
-			local e = HEADER_LEN + 2 * i
-			if e + 2 > have then -- the table entry itself is cut
-				parts[#parts + 1] = dissect_tlp(tvb, have, 12, root, i, (seq + i) % 4294967296)
-			else
-				local l = tvb(e, 2):uint()
-				root:add(F.tlp_len, tvb(e, 2)):prepend_text(string.format("[%d] ", i))
-				parts[#parts + 1] = dissect_tlp(tvb, off, l, root, i, (seq + i) % 4294967296)
-				off = off + l
-			end
-		end
-		if n > 0 then
-			info = info .. ": " .. table.concat(parts, ", ")
-		end
-	elseif mtype == 5 then
-		info = info .. ": " .. dissect_control(tvb, HEADER_LEN, body, root)
-	else
-		if mtype == 2 or mtype == 3 then
-			info = string.format("%s ack %d", info, tvb(12, 4):uint())
-		end
-		if body > 0 then
-			root:add(F.body, tvb(HEADER_LEN, math.min(body, have - HEADER_LEN)))
-		end
-	end
-	pinfo.cols.info = info
+	pinfo.cols.info = dissect_body(tvb, HEADER_LEN, mtype, n, body, root, info)
 	return math.min(fin, have)
 end
 

@@ -14,6 +14,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -162,8 +163,8 @@ func TestSealedPairCapture(t *testing.T) {
 		t.Fatal("the key log holds the pair key")
 	}
 	for i, f := range frames {
-		if encap.Header(f[udpHdr:]).Flags()&seal.FlagSealed == 0 {
-			t.Fatalf("captured frame %d is not sealed", i+1)
+		if encap.Header(f[udpHdr:]).Flags()&seal.FlagSealed == 0 || f[udpHdr+43] != 3 {
+			t.Fatalf("captured frame %d is not sealed under key generation 3: % x", i+1, f[udpHdr:udpHdr+52])
 		}
 	}
 
@@ -229,15 +230,16 @@ func checkSealedFrame(layers map[string]any, b []byte) []string {
 	wantFields["dxpu.seal.generation"] = uint64(b[43])
 	wantFields["dxpu.seal.packet_number"] = binary.BigEndian.Uint64(b[44:])
 	wantFields["dxpu.seal.body_len"] = uint64(n - seal.Overhead)
-	if n > seal.Overhead {
+	if n > seal.Overhead && b[41]&3 == byte(seal.ModeGMAC) {
+		wantFields["dxpu.seal.plaintext"] = b[52 : 40+n-seal.TagLen]
+	} else if n > seal.Overhead {
 		wantFields["dxpu.seal.ciphertext"] = b[52 : 40+n-seal.TagLen]
 	}
 	wantFields["dxpu.seal.tag"] = b[40+n-seal.TagLen : 40+n]
-	if b[41]&0x80 != 0 && b[43] != 3 {
-		problems = append(problems, fmt.Sprintf("handshake frame under generation %d, want 3", b[43]))
-	}
-	// The seal subtree is the "dxpu.seal" item's own object.
-	shown := flatten(dx, stopAt("dxpu.seal"))
+	// The seal subtree is the "dxpu.seal" item's own object; what a GMAC
+	// frame's clear body shows (TLPs, control message) is compared with
+	// its plain frame's by TestSealedFramesDissected.
+	shown := flatten(dx, stopAt(bodyKeys...))
 	st, ok := dx["dxpu.seal"].(map[string]any)
 	if !ok {
 		return append(problems, "no dxpu.seal subtree")
@@ -246,6 +248,141 @@ func checkSealedFrame(layers map[string]any, b []byte) []string {
 		shown[k] = v
 	}
 	return append(problems, diff(wantFields, shown, "dxpu.")...)
+}
+
+// bodyKeys are the fields of a dxpu frame's body (and the seal subtree).
+var bodyKeys = []string{"dxpu.seal", "dxpu.tlp", "dxpu.ctl", "dxpu.tlp_len", "dxpu.body"}
+
+// TestSealedFramesDissected: sealed frames of both modes (a HELLO under
+// the handshake key, TLP frames, an ACK; over UDP to a port found by the
+// heuristic, and over Ethernet) show their seal fields and no error, and
+// a GMAC frame's clear body shows exactly as its plain frame's does.
+func TestSealedFramesDissected(t *testing.T) {
+	t.Parallel()
+	tshark := tsharkPath(t)
+	dir := t.TempDir()
+	mrd := mustTLP(t, tlp.Packet{Kind: tlp.MRd, Length: 1, RequesterID: 0x0100, Tag: 0x305, FirstBE: 0xf, Address: 0xf0001000})
+	mwr := mustTLP(t, tlp.Packet{Kind: tlp.MWr, RequesterID: 0x0208, Tag: 7, FirstBE: 0xf, LastBE: 0xf,
+		Address: 0x1_2345_6780, Data: []byte{1, 2, 3, 4, 5, 6, 7, 8}})
+	hello := encap.Control{Type: encap.CtlHello, Role: encap.RoleGPU, TagBits: 10, Session: 0x1234, Window: 64, MaxTLP: 4096}
+	udpL3 := &encap.L3{Src: l3.Src, Dst: l3.Dst, SrcPort: 40000, DstPort: sealedPort}
+	var sealedFrames, plainFrames [][]byte
+	for _, m := range []seal.Mode{seal.ModeGCM, seal.ModeGMAC} {
+		key := bytes.Repeat([]byte{byte(m)}, seal.KeyLen)
+		host, err := seal.New(seal.Config{PairID: 33, Role: encap.RoleHost, Mode: m}, 2, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		gpuCh, err := seal.New(seal.Config{PairID: 33, Role: encap.RoleGPU, Mode: m}, 2, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := host.StartSession([]byte("hhhh"), []byte("gggg")); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range []struct {
+			ch        *seal.Channel
+			l3        *encap.L3
+			f         encap.Fields
+			tlps      [][]byte
+			body      []byte
+			handshake bool
+		}{
+			{gpuCh, udpL3, encap.Fields{Type: encap.MsgControl, PairID: 33}, nil, append(hello.AppendTo(nil), make([]byte, 16)...), true},
+			{host, udpL3, encap.Fields{PairID: 33, Seq: 7, Ack: 3, Flags: encap.FlagAck}, [][]byte{mrd, mwr}, nil, false},
+			{host, nil, encap.Fields{PairID: 33, Seq: 9}, [][]byte{mwr}, nil, false},
+			{host, udpL3, encap.Fields{Type: encap.MsgAck, PairID: 33, Ack: 12, Flags: encap.FlagAck}, nil, nil, false},
+		} {
+			var frame []byte
+			var err error
+			switch {
+			case c.tlps == nil:
+				frame, err = encap.AppendDxpuMsg(nil, l2, c.l3, &c.f, c.body)
+			case c.l3 == nil:
+				frame, err = encap.AppendDxpuEth(nil, l2, &c.f, c.tlps)
+			default:
+				frame, err = encap.AppendDxpuUDP(nil, l2, c.l3, &c.f, c.tlps)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			at := udpHdr
+			if c.l3 == nil {
+				at = ethHdr
+			}
+			plain := frame[at : at+encap.HeaderLen+encap.Header(frame[at:]).BodyLen()]
+			var sealed []byte
+			if c.handshake {
+				sealed, err = c.ch.SealHandshake(append([]byte(nil), frame[:at]...), plain, 1<<40)
+			} else {
+				sealed, err = c.ch.Seal(append([]byte(nil), frame[:at]...), plain)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.l3 != nil {
+				// IPv4 total length and checksum, UDP length (checksum 0: none).
+				ip := sealed[ethHdr:]
+				binary.BigEndian.PutUint16(ip[2:], uint16(len(sealed)-ethHdr))
+				binary.BigEndian.PutUint16(ip[10:], 0)
+				var sum uint32
+				for i := 0; i < 20; i += 2 {
+					sum += uint32(binary.BigEndian.Uint16(ip[i:]))
+				}
+				sum = sum&0xffff + sum>>16
+				binary.BigEndian.PutUint16(ip[10:], ^uint16(sum+sum>>16))
+				binary.BigEndian.PutUint16(sealed[ethHdr+20+4:], uint16(len(sealed)-ethHdr-20))
+				binary.BigEndian.PutUint16(sealed[ethHdr+20+6:], 0)
+			}
+			sealedFrames = append(sealedFrames, sealed)
+			plainFrames = append(plainFrames, frame)
+		}
+	}
+	write := func(name string, frames [][]byte) string {
+		path := filepath.Join(dir, name)
+		w, err := pcapio.Create(path, pcapio.WriterOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, f := range frames {
+			if err := w.WritePacket(gopacket.CaptureInfo{Timestamp: time.Unix(int64(i), 0), CaptureLength: len(f), Length: len(f)}, f); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	sealedShown := dissect(t, tshark, write("sealed.pcap", sealedFrames))
+	plainShown := dissect(t, tshark, write("plain.pcap", plainFrames))
+	gmac := 0
+	for i, f := range sealedFrames {
+		at := udpHdr
+		if f[12] == 0x88 {
+			at = ethHdr
+		}
+		for _, p := range checkSealedFrame(sealedShown[i], f[at:]) {
+			t.Errorf("sealed frame %d: %s", i+1, p)
+		}
+		if f[at+41]&3 != byte(seal.ModeGMAC) {
+			continue
+		}
+		gmac++
+		sdx, _ := sealedShown[i]["dxpu"].(map[string]any)
+		pdx, _ := plainShown[i]["dxpu"].(map[string]any)
+		for _, k := range bodyKeys[1:] {
+			if !reflect.DeepEqual(sdx[k], pdx[k]) {
+				t.Errorf("GMAC frame %d: %s shows %v, its plain frame %v", i+1, k, sdx[k], pdx[k])
+			}
+		}
+		if sdx["dxpu.tlp"] == nil && sdx["dxpu.ctl"] == nil && sdx["dxpu.body"] == nil && f[at+1] != byte(encap.MsgAck) {
+			t.Errorf("GMAC frame %d: no body shown", i+1)
+		}
+	}
+	if gmac != 4 {
+		t.Fatalf("%d GMAC frames compared, want 4", gmac)
+	}
 }
 
 // checkUnsealedTLPs reads the unsealed capture with encap (every TLP by
