@@ -16,8 +16,9 @@
 --     KEEPALIVE-ACK, RESET);
 --   * sealed frames (flag SEALED, bridge/seal): the clear header and the
 --     seal header (epoch, kind, echo, generation, packet number), the
---     encrypted body and the tag under dxpu.seal.*; `dxpu pcap unseal`
---     with the bridges' --key-log opens the TLPs inside;
+--     encrypted body and the tag under dxpu.seal.*; a GMAC frame's body is
+--     in clear and shows as a plain frame's; `dxpu pcap unseal` with the
+--     bridges' --key-log opens the TLPs of GCM frames;
 --   * NetTLP (protocol "nettlp"): UDP to or from ports 0x3000-0x30ff,
 --     6-byte header (sequence, timestamp), one TLP;
 --   * each TLP field by field under dxpu.tlp.* (DW0 fields, IDs, 10-bit tag,
