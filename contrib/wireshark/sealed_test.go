@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/netip"
 	"os"
@@ -17,12 +16,10 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/gopacket"
-	"golang.org/x/sys/unix"
 
 	"github.com/dxpu/dxpu/bridge"
 	"github.com/dxpu/dxpu/bridge/nettlp"
@@ -65,7 +62,22 @@ func TestSealedPairCapture(t *testing.T) {
 	hostUDP := netip.MustParseAddrPort(fmt.Sprintf("127.0.43.10:%d", sealedPort))
 	gpuUDP := netip.MustParseAddrPort(fmt.Sprintf("127.0.43.11:%d", sealedPort))
 	bridgeAddr, hostAddr := netip.MustParseAddr("127.0.43.1"), netip.MustParseAddr("127.0.43.2")
-	lc := startLoCapture(t, sealedPort)
+	// `dxpu pcap capture` on lo, keeping the pair's datagrams (to or from
+	// the port) once each.
+	sealedPcap := filepath.Join(dir, "sealed.pcap")
+	capCtx, stopCapture := context.WithCancel(t.Context())
+	defer stopCapture()
+	capReady, capDone := make(chan struct{}), make(chan error, 1)
+	var capSummary bytes.Buffer
+	go func() {
+		capDone <- capture.Live(capCtx, capture.LiveOptions{Interface: "lo", Out: sealedPcap, UDPPort: sealedPort,
+			Ready: func() { close(capReady) }}, &capSummary)
+	}()
+	select {
+	case <-capReady:
+	case err := <-capDone:
+		t.Fatalf("capture did not start: %v", err)
+	}
 
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
@@ -147,8 +159,20 @@ func TestSealedPairCapture(t *testing.T) {
 			t.Fatalf("bridge stopped with %v", err)
 		}
 	}
-	sealedPcap := filepath.Join(dir, "sealed.pcap")
-	frames := lc.stop(t, sealedPcap)
+	stopCapture()
+	if err := <-capDone; err != nil {
+		t.Fatalf("capture: %v", err)
+	}
+	if !strings.Contains(capSummary.String(), "(0 dropped by the kernel)") {
+		t.Fatalf("capture: %s", capSummary.Bytes())
+	}
+	frames := readFrames(t, sealedPcap)
+	for i, f := range frames {
+		// 127.0.43.10 and .11 only: the filter kept the port's datagrams.
+		if !bytes.Equal(f[26:29], []byte{127, 0, 43}) || !bytes.Equal(f[30:33], []byte{127, 0, 43}) {
+			t.Fatalf("captured frame %d is not the pair's: % x", i+1, f[:42])
+		}
+	}
 	t.Logf("captured %d frames; bridges counted %v", len(frames), counted)
 
 	// Every frame is sealed: the key log is what opens them.
@@ -516,143 +540,23 @@ func scrape(t *testing.T, addr string, names ...string) map[string]uint64 {
 	return out
 }
 
-// loCapture captures the frames a test sends over lo to or from a UDP
-// port of 127.0.43.0/24, as AF_PACKET sees them leave (each frame once,
-// in the order sent).
-type loCapture struct {
-	fd     int
-	mu     sync.Mutex
-	frames [][]byte
-	times  []time.Time
-	quit   chan struct{}
-	done   chan struct{}
-	once   sync.Once
-}
-
-func htons(v uint16) uint16 { return v<<8 | v>>8 }
-
-func startLoCapture(t *testing.T, port uint16) *loCapture {
+// readFrames returns the frames of a capture.
+func readFrames(t *testing.T, path string) [][]byte {
 	t.Helper()
-	lo, err := net.InterfaceByName("lo")
+	r, err := pcapio.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		t.Fatalf("AF_PACKET socket: %v", err)
-	}
-	// Only this test's datagrams (IPv4 without options, UDP, 127.0.43.x,
-	// the port either way), so that other traffic on lo cannot fill the
-	// socket's queue.
-	p := uint32(port)
-	filter := []unix.SockFilter{
-		{Code: 0x28, K: 12},                    // ldh [12]
-		{Code: 0x15, Jt: 0, Jf: 10, K: 0x0800}, // IPv4
-		{Code: 0x30, K: 23},                    // ldb [23]
-		{Code: 0x15, Jt: 0, Jf: 8, K: 17},      // UDP
-		{Code: 0x20, K: 26},                    // ld [26]
-		{Code: 0x54, K: 0xffffff00},            // and
-		{Code: 0x15, Jt: 0, Jf: 5, K: 0x7f002b00},
-		{Code: 0x28, K: 36},              // ldh [36]: destination port
-		{Code: 0x15, Jt: 2, Jf: 0, K: p}, //
-		{Code: 0x28, K: 34},              // ldh [34]: source port
-		{Code: 0x15, Jt: 0, Jf: 1, K: p}, //
-		{Code: 0x06, K: 0x40000},         // accept
-		{Code: 0x06, K: 0},               // drop
-	}
-	prog := unix.SockFprog{Len: uint16(len(filter)), Filter: &filter[0]}
-	if err := unix.SetsockoptSockFprog(fd, unix.SOL_SOCKET, unix.SO_ATTACH_FILTER, &prog); err != nil {
-		unix.Close(fd)
-		t.Fatalf("BPF filter: %v", err)
-	}
-	_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, 16<<20)
-	if err := unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_ALL), Ifindex: lo.Index}); err != nil {
-		unix.Close(fd)
-		t.Fatalf("bind to lo: %v", err)
-	}
-	tv := unix.NsecToTimeval(int64(50 * time.Millisecond))
-	if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
-		unix.Close(fd)
-		t.Fatal(err)
-	}
-	lc := &loCapture{fd: fd, quit: make(chan struct{}), done: make(chan struct{})}
-	go lc.run()
-	t.Cleanup(func() { lc.close() })
-	return lc
-}
-
-func (lc *loCapture) run() {
-	defer close(lc.done)
-	buf := make([]byte, 65536)
+	defer r.Close()
+	var out [][]byte
 	for {
-		flags := 0
-		select {
-		case <-lc.quit:
-			flags = unix.MSG_DONTWAIT // drain what is queued, then stop
-		default:
+		data, _, err := r.Next()
+		if errors.Is(err, io.EOF) {
+			return out
 		}
-		n, from, err := unix.Recvfrom(lc.fd, buf, flags)
 		if err != nil {
-			if flags != 0 && (errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EWOULDBLOCK)) {
-				return
-			}
-			if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EINTR) {
-				continue
-			}
-			return
-		}
-		// A frame on lo shows twice, leaving and arriving: keep it leaving.
-		if ll, ok := from.(*unix.SockaddrLinklayer); !ok || ll.Pkttype != unix.PACKET_OUTGOING {
-			continue
-		}
-		lc.mu.Lock()
-		lc.frames = append(lc.frames, append([]byte(nil), buf[:n]...))
-		lc.times = append(lc.times, time.Now())
-		lc.mu.Unlock()
-	}
-}
-
-// drain ends the reader once the socket's queue is empty.
-func (lc *loCapture) drain() {
-	lc.once.Do(func() { close(lc.quit) })
-	<-lc.done
-}
-
-func (lc *loCapture) close() {
-	lc.drain()
-	if lc.fd >= 0 {
-		unix.Close(lc.fd)
-		lc.fd = -1
-	}
-}
-
-// stop drains the socket, checks the kernel dropped nothing and writes
-// the frames to path.
-func (lc *loCapture) stop(t *testing.T, path string) [][]byte {
-	t.Helper()
-	lc.drain()
-	st, err := unix.GetsockoptTpacketStats(lc.fd, unix.SOL_PACKET, unix.PACKET_STATISTICS)
-	lc.close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if st.Drops != 0 {
-		t.Fatalf("the capture socket dropped %d frames", st.Drops)
-	}
-	w, err := pcapio.Create(path, pcapio.WriterOptions{Nanos: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, f := range lc.frames {
-		if err := w.WritePacket(gopacket.CaptureInfo{Timestamp: lc.times[i], CaptureLength: len(f), Length: len(f)}, f); err != nil {
 			t.Fatal(err)
 		}
+		out = append(out, append([]byte(nil), data...))
 	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if len(lc.frames) == 0 {
-		t.Fatal("nothing captured on lo")
-	}
-	return lc.frames
 }
