@@ -702,7 +702,7 @@ local function dissect_sealed(tvb, pinfo, root, info, mtype, n, body, reject)
 	end
 	local key = hs and "handshake key" or string.format("epoch %d", epoch)
 	info = string.format("%s sealed (%s gen %d %s pn %s)", info, seal_modes[mode] or "mode ?", gen, key,
-		pnr:uint64():tonumber())
+		tostring(pnr:uint64()))
 	root:append_text(string.format(", sealed: %s, generation %d, %s", seal_modes[mode] or "bad mode", gen, key))
 	pinfo.cols.info = info
 	if mode ~= 1 and mode ~= 2 then
