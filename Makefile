@@ -7,7 +7,7 @@ BENCHTIME ?= 1s
 BINDIR    ?= bin
 MANDIR    ?= $(BINDIR)/man
 
-.PHONY: all build install man libdxpubridge cross-build demo test bench generate check-generate lint fuzz ci clean
+.PHONY: all build install man libdxpubridge cross-build demo test stress bench generate check-generate lint fuzz ci clean
 
 all: build
 
@@ -40,6 +40,11 @@ demo:
 ## test: every package's tests (privileged ones skip unless DXPU_REQUIRE_PRIVILEGED=1).
 test:
 	$(GO) test -count=1 -timeout 20m $(PKGS)
+
+## stress: the tests STRESS_COUNT times (default 3) with a busy loop per core beside them, then -race
+## over the packages with goroutines (knobs: scripts/stress.sh).
+stress:
+	scripts/stress.sh
 
 ## bench: Go benchmarks with allocation figures.
 bench:

@@ -106,6 +106,38 @@ func TestTagTableExpire(t *testing.T) {
 	}
 }
 
+// TestTagLimitCountsQuarantined: a tag in quarantine (its request timed
+// out, its late completion may still come) counts against the limit like
+// an open one, so a requester whose reads time out cannot push more than
+// the limit onto the wire; the limit frees up only as the quarantine ends.
+func TestTagLimitCountsQuarantined(t *testing.T) {
+	const to = 10 * time.Millisecond
+	tt := newTagTable(8, 4)
+	for i := range 4 {
+		w, ok := tt.alloc()
+		if !ok {
+			t.Fatalf("alloc %d of 4 refused", i)
+		}
+		tt.entries[w].start = 0
+	}
+	tt.expire(to, to, func(*tagEntry) {}) // all four stale, none open
+	if tt.active != 0 || tt.inUse() != 4 {
+		t.Fatalf("after the timeout: %d active, %d in use; want 0 and 4", tt.active, tt.inUse())
+	}
+	if w, ok := tt.alloc(); ok {
+		t.Fatalf("alloc gave tag %d with 4 tags quarantined under a limit of 4", w)
+	}
+	tt.expire(2*to, to, func(*tagEntry) {}) // the quarantine ends
+	for i := range 4 {
+		if _, ok := tt.alloc(); !ok {
+			t.Fatalf("alloc %d of 4 refused after the quarantine", i)
+		}
+	}
+	if err := tt.check(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestTagTableAbort frees everything, handing over only open requests.
 func TestTagTableAbort(t *testing.T) {
 	tt := newTagTable(8, 0)

@@ -90,6 +90,65 @@ func TestCompactionKeepsOrder(t *testing.T) {
 	}
 }
 
+// TestCompactionWithStoppedHead: the compaction runs while the head of the
+// queue (the earliest event) is a stopped one. The head leaves with the
+// other stopped events, and the first live event in the heap's array (here
+// one at 100, scheduled right after the head, ahead of one at 50) is not
+// the earliest: the rebuilt heap must sift its root too, or the event at
+// 100 would run first. The stopped head never runs and Pending counts only
+// live events.
+func TestCompactionWithStoppedHead(t *testing.T) {
+	t.Parallel()
+	s := New(1)
+	var want, got []schedKey
+	seq := 0
+	add := func(at time.Duration, live bool) Timer {
+		k := schedKey{at, seq}
+		seq++
+		tm := s.At(at, func() { got = append(got, k) })
+		if live {
+			want = append(want, k)
+		}
+		return tm
+	}
+	head := add(1, false)
+	add(100, true) // array slot 1: the first live event once the head leaves
+	add(50, true)  // slot 2: the earliest live event
+	var stop []Timer
+	for i := range 2 * compactAbove {
+		stop = append(stop, add(time.Duration(1000+i), false))
+		if i%8 == 0 {
+			add(time.Duration(200+i), true)
+		}
+	}
+	if !head.Stop() {
+		t.Fatal("the head was not pending")
+	}
+	for _, tm := range stop {
+		tm.Stop()
+	}
+	// The next At compacts: the stopped events are over 1024 and over half.
+	add(60, true)
+	if len(s.events) != len(want) || s.cancelled != 0 {
+		t.Fatalf("after the compaction the heap holds %d events, %d stopped; want the %d live ones and none stopped", len(s.events), s.cancelled, len(want))
+	}
+	if s.Pending() != len(want) {
+		t.Fatalf("Pending %d, want %d", s.Pending(), len(want))
+	}
+	if at, ok := s.Next(); !ok || at != 50 {
+		t.Fatalf("Next %v %v, want 50", at, ok)
+	}
+	s.Run(-1)
+	sortBySchedule(want)
+	if !slices.Equal(got, want) {
+		n := min(len(got), 3)
+		t.Fatalf("%d events ran (first %v), want %d in order (first %v)", len(got), got[:n], len(want), want[:3])
+	}
+	if s.Pending() != 0 {
+		t.Fatalf("Pending %d after the run", s.Pending())
+	}
+}
+
 // BenchmarkRequestWithTimeout is one request of a model that arms a 1 s
 // timeout per request and stops it when the answer comes 1 us later, with
 // 64 requests in flight: the queue's cost once stopped timeouts are many.

@@ -89,6 +89,19 @@ func TestSplitCompletionsWorked(t *testing.T) {
 	}
 }
 
+// TestSplitCompletionsMinimal: a read that fits in one completion gets one,
+// also when it does not start on an RCB boundary: 256 bytes at 0x10020
+// with MPS 256 and RCB 64 end at 0x10120, within MPS of the start, so the
+// RCB rule (for completions that are not the last) does not apply.
+func TestSplitCompletionsMinimal(t *testing.T) {
+	t.Parallel()
+	cs := collect(t, 0x10020, 64, 0xf, 0xf, 256, 64)
+	want := CplPart{Bytes: 256, Length: 64, ByteCount: 256, LowerAddress: 0x20, Address: 0x10020}
+	if len(cs) != 1 || cs[0] != want {
+		t.Fatalf("256 bytes at 0x10020, MPS 256, RCB 64: %d completions %+v, want one %+v", len(cs), cs, want)
+	}
+}
+
 func TestSplitCompletionsProperty(t *testing.T) {
 	t.Parallel()
 	r := rand.New(rand.NewPCG(3, 4))
@@ -124,6 +137,12 @@ func TestSplitCompletionsProperty(t *testing.T) {
 			end := c.Address + uint64(c.Bytes)
 			if !last && end%uint64(rcb) != 0 {
 				t.Fatalf("%d/%d: completion ends at %#x, not on RCB %d", i, j, end, rcb)
+			}
+			// As large as the rules allow: a completion that is not the
+			// last could neither have ended the request nor reached the
+			// next RCB boundary within MPS.
+			if start := c.Address &^ 3; !last && (next+uint64(total-sum)-start <= uint64(mps) || end+uint64(rcb)-start <= uint64(mps)) {
+				t.Fatalf("%d/%d: %+v stops short (request ends at %#x, MPS %d, RCB %d)", i, j, c, next+uint64(total-sum), mps, rcb)
 			}
 			if c.Last() != last {
 				t.Fatalf("%d/%d: Last() %v", i, j, c.Last())

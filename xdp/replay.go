@@ -14,13 +14,31 @@ import (
 // Ethernet header, which BPF_PROG_TEST_RUN refuses and no NIC delivers, get
 // XDP_PASS without running the program.
 func Replay(t *table.Table, ports []PortSpec, opts Options, frames []switching.ReplayFrame) ([]switching.Outcome, map[string]switching.Port, error) {
+	out := make([]switching.Outcome, 0, len(frames))
+	sbPorts, err := ReplayStream(t, ports, opts, func(step func(switching.ReplayFrame) (switching.Outcome, error)) error {
+		for i, f := range frames {
+			o, err := step(f)
+			if err != nil {
+				return fmt.Errorf("frame %d: %w", i+1, err)
+			}
+			out = append(out, o)
+		}
+		return nil
+	})
+	return out, sbPorts, err
+}
+
+// ReplayStream is Replay for frames that come one at a time (a capture read
+// record by record): once the sandbox and the program are ready, it calls
+// run with step, which switches one frame, and returns run's error. step's
+// outcome keeps no reference to the frame it was given.
+func ReplayStream(t *table.Table, ports []PortSpec, opts Options, run func(step func(switching.ReplayFrame) (switching.Outcome, error)) error) (map[string]switching.Port, error) {
 	sb, err := NewSandbox(ports)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	defer sb.Close()
 	sbPorts := sb.Ports()
-	out := make([]switching.Outcome, len(frames))
 	err = sb.Do(func() error {
 		sw, err := Load(opts)
 		if err != nil {
@@ -34,21 +52,20 @@ func Replay(t *table.Table, ports []PortSpec, opts Options, frames []switching.R
 		if len(skipped) > 0 {
 			return fmt.Errorf("xdp: replay table: %v", skipped[0])
 		}
-		for i, f := range frames {
+		return run(func(f switching.ReplayFrame) (switching.Outcome, error) {
 			if len(f.Data) < 14 {
-				out[i] = switching.Outcome{Action: switching.XDPPass}
-				continue
+				return switching.Outcome{Action: switching.XDPPass}, nil
 			}
 			act, data, err := sw.TestRun(f.Data, sbPorts[f.Port].Index)
 			if err != nil {
-				return fmt.Errorf("frame %d: %w", i+1, err)
+				return switching.Outcome{}, err
 			}
-			out[i] = switching.Outcome{Action: act}
+			o := switching.Outcome{Action: act}
 			if act == switching.XDPRedirect {
-				out[i].Frame = data
+				o.Frame = data
 			}
-		}
-		return nil
+			return o, nil
+		})
 	})
-	return out, sbPorts, err
+	return sbPorts, err
 }

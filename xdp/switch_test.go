@@ -104,6 +104,34 @@ func TestXDPMatchesGoOnCorpus(t *testing.T) {
 	f.compareCounters(t)
 }
 
+// TestXDPZeroChecksumSentAsFFFF: the XDP program, like the Go path, sends
+// a UDP checksum its rewrite updates to 0x0000 as 0xffff (0 would mean
+// "no checksum"), and the frame otherwise matches the Go path's.
+func TestXDPZeroChecksumSentAsFFFF(t *testing.T) {
+	f := newFixture(t)
+	c := switchtest.ZeroFoldCase()
+	if err := f.ns.Do(func() error {
+		act, out, err := f.sw.TestRun(c.Frame, f.ports[c.Port].Index)
+		if err != nil {
+			return err
+		}
+		if want := c.Want.XDPAction(); act != want {
+			t.Fatalf("XDP action %d, want %d", act, want)
+		}
+		off := 14 + 4 + 20 + 6 // PairVLAN's egress is tagged
+		if len(out) < off+2 || out[12] != 0x81 || out[13] != 0x00 {
+			t.Fatalf("forwarded frame % x: want an 802.1Q tag (PairVLAN)", out)
+		}
+		if ck := uint16(out[off])<<8 | uint16(out[off+1]); ck != 0xffff {
+			t.Fatalf("rewritten UDP checksum %#04x, want 0xffff (a computed 0 is sent as 0xffff)", ck)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	f.compare(t, []switchtest.Case{c})
+}
+
 func TestXDPMatchesGoOnMutations(t *testing.T) {
 	f := newFixture(t)
 	f.compare(t, switchtest.Mutations(1, 3000))

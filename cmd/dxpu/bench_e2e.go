@@ -35,7 +35,7 @@ CPU seconds per GB moved, and every figure's ratio to its baseline.
 --loopback runs everything on 127.0.0.1 (no root). Without it (root only) the
 host side, XDP switch and GPU side each run in a network namespace and the
 echo crosses the switch as bridge frames do. Times in us, rates in Gbit/s.`,
-		Example: "  dxpu bench e2e --json            (root)\n  dxpu bench e2e --loopback --sizes 64K,1M,16M --samples 500",
+		Example: "  dxpu bench e2e --json            # as root: through network namespaces and the XDP switch\n  dxpu bench e2e --loopback --sizes 64K,1M,16M --samples 500",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var err error

@@ -121,6 +121,8 @@ func TestExitStatus(t *testing.T) {
 		{[]string{"bench", "link", "--duration", "-1s"}, "", 2, "", "--duration -1s: must be positive"},
 		{[]string{"bench", "link", "--link-gbps", "-3"}, "", 2, "", "--link-gbps -3"},
 		{[]string{"bench", "fabric", "--link-gbps", "0"}, "", 2, "", "--link-gbps must be positive"},
+		{[]string{"bench", "manager", "--gpus", "100"}, "", 2, "", "--gpus 100: want a multiple of 8"},
+		{[]string{"bench", "manager", "--store", "redis"}, "", 2, "", `--store "redis": want bbolt, etcd or memory`},
 		{[]string{"pcap", "generate", "--out", "x", "--count", "0"}, "", 2, "", "--count 0: want at least 1 frame"},
 		{[]string{"switch", "--mode", "udp"}, "", 2, "", "exactly one of --table and --manager"},
 		{[]string{"no-such-command"}, "", 2, "", "dxpu: unknown command"},

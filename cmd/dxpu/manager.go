@@ -55,8 +55,10 @@ A box's agent reports a pair whose link went down (the host side fell
 silent) and up again: a pair down longer than --degraded-after makes its
 allocation "degraded", with the reason, in ctl alloc list, the events and
 dxpu_allocations_degraded; it is active again when the link is up.
-Exit status: 0 on SIGINT/SIGTERM, 2 for usage errors or when the store
-cannot be opened.`,
+Exit status: 0 on SIGINT/SIGTERM, 1 when the --store file is damaged (cut
+short, overwritten, not a bbolt file: restore it or move it aside; an empty
+file becomes a new store), 2 for usage errors or when the store cannot be
+opened.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			fl.Log = e.log

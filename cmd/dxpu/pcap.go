@@ -96,7 +96,9 @@ TLPs that the capture's snap length cut short stay cut: the output frame is
 built with the TLP's declared length and its record keeps only the bytes
 the input had (the original length says how long the frame was). Frames
 without TLPs are skipped. Frames that do not parse are reported on stderr
-with their number; exit status 1 if any, 2 for usage or I/O errors.`,
+with their number (the first 1000, then a count of the rest); exit status 1
+if any, or if --in is not a capture of Ethernet frames, 2 for usage or I/O
+errors.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if cmd.Flags().Changed("nanos") {
@@ -129,9 +131,10 @@ func newPcapInfoCmd() *cobra.Command {
 VLAN-tagged frames, dxpu messages without TLPs, TLPs per kind (from their
 Fmt and Type only: 'dxpu tlp decode --pcap' validates them), TLPs cut by the
 snap length, and frames that do not parse, each reported on stderr with its
-number. Sealed frames (keyed pairs) count as "sealed", by encapsulation and
-message type; 'dxpu pcap unseal' opens their TLPs. Exit status 1 if any
-frame did not parse, 2 for I/O errors.`,
+number (the first 1000, then a count of the rest). Sealed frames (keyed
+pairs) count as "sealed", by encapsulation and message type; 'dxpu pcap
+unseal' opens their TLPs. Exit status 1 if any frame did not parse or a
+capture is not of Ethernet frames, 2 for I/O errors.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return exitFor(capture.Info(args, udpPort, cmd.OutOrStdout(), cmd.ErrOrStderr()), 2)

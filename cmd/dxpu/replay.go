@@ -30,7 +30,9 @@ unless --port-addr NAME=MAC[/IPv4] says otherwise.
 --mode go runs the userspace forwarding path; --mode xdp runs the XDP program
 with BPF_PROG_TEST_RUN in a private network namespace (root). With --expect
 the forwarded frames must equal the expected capture's, frame by frame: exit
-status 1 names the first difference.`,
+status 1 names the first difference. The capture is read, switched and
+written frame by frame, so its size does not matter; one of another link
+type than Ethernet is refused (exit status 1).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return exitFor(switchreplay.Run(o, cmd.OutOrStdout()), 2)

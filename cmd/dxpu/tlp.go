@@ -31,8 +31,8 @@ TLPs are skipped.
 A TLP that does not decode, or that breaks a rule of the PCIe specification,
 prints an object with "error" (the message), "rule" (the rule's name), its
 "line" or "frame", and the fields that could be read; the rest is still
-processed. Exit status: 0 when every TLP decoded, 1 when any did not, 2 for
-usage or I/O errors.`,
+processed. Exit status: 0 when every TLP decoded, 1 when any did not (or
+the capture is not of Ethernet frames), 2 for usage or I/O errors.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return exitFor(tlpcodec.Decode(args, pcap, cmd.InOrStdin(), cmd.OutOrStdout()), 2)
 		},

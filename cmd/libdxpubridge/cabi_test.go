@@ -30,12 +30,16 @@ const (
 	pairID   = 1
 	// stallLimit: a run fails when nothing moves for this long.
 	stallLimit = 30 * time.Second
-	// cplTimeout is the host sides' completion timeout (pair.c's default):
-	// 256 reads of 4 KiB in flight can outlast 50 ms on a loaded machine.
-	cplTimeout = time.Second
-	// deadAfter is every side's silence limit: a Go side under -race on a
-	// loaded machine can stall for longer than the default 10 ms.
-	deadAfter = 500 * time.Millisecond
+	// cplTimeout is the host sides' completion timeout and deadAfter every
+	// side's silence limit. Both must outlast the longest stall of a loaded
+	// machine, or the test fails for the load: 256 reads of 4 KiB in flight
+	// can outlast PCIe's 50 ms, and beside CPU hogs a side went unheard
+	// for 795 ms. A session that ends loses the posted writes not yet
+	// acknowledged (EventPostedLost, by design): with 500 ms, a link that
+	// went down mid-write once made the reads return zeros where the lost
+	// writes should have landed.
+	cplTimeout = 5 * time.Second
+	deadAfter  = 5 * time.Second
 )
 
 // patternByte is byte i of the region, as example/pair.c computes it.
@@ -256,9 +260,12 @@ func runCPair(t *testing.T, bin string, region uint64) figures {
 }
 
 // goHost is the pure-Go host side of the same transfer: a runner over UDP,
-// writes through SendMany, reads with up to 256 tags outstanding.
+// writes through SendMany, reads with up to 256 tags outstanding. Like
+// pair.c it gives up on any event but link-up (a link that went down lost
+// writes, and says so) and on any completion but a successful one.
 type goHost struct {
 	r     *driver.Runner
+	stop  context.CancelFunc // ends the transfer on a failure
 	tags  chan uint16
 	reads [256]struct {
 		off, len, got uint64
@@ -271,13 +278,27 @@ type goHost struct {
 	left      int
 }
 
+// fail records the first failure and ends the transfer (under the
+// runner's lock).
+func (h *goHost) fail(err error) {
+	if h.bad == nil {
+		h.bad = err
+	}
+	h.stop()
+}
+
+// onEvent takes the bridge's events (under the runner's lock).
+func (h *goHost) onEvent(e bridge.Event) {
+	if e.Kind != bridge.EventLinkUp {
+		h.fail(fmt.Errorf("host side event %v", e))
+	}
+}
+
 // onTLP takes completions (under the runner's lock: no calls back).
 func (h *goHost) onTLP(v tlp.View) {
 	tag := v.Tag()
 	if v.Kind() != tlp.CplD || v.Status() != tlp.StatusSC || tag >= 256 {
-		if h.bad == nil {
-			h.bad = fmt.Errorf("unexpected TLP %v status %v tag %d", v.Kind(), v.Status(), tag)
-		}
+		h.fail(fmt.Errorf("unexpected TLP %v status %v tag %d", v.Kind(), v.Status(), tag))
 		return
 	}
 	rd := &h.reads[tag]
@@ -335,6 +356,9 @@ func runGoPair(t *testing.T, region uint64) figures {
 		flushDone: make(chan struct{}), readsDone: make(chan struct{}), left: int(region / 4096)}
 	h.r.Progress = make(chan struct{}, 1)
 	h.r.OnTLP = h.onTLP
+	h.r.OnEvent = h.onEvent
+	tctx, stop := context.WithCancel(ctx)
+	h.stop = stop
 	for i := range 256 {
 		h.tags <- uint16(i)
 	}
@@ -347,14 +371,16 @@ func runGoPair(t *testing.T, region uint64) figures {
 	var werr error
 	go func() {
 		defer close(done)
-		res, werr = h.transfer(ctx, region)
+		res, werr = h.transfer(tctx, region)
 	}()
 	watch(t, g.r, done, cancel)
 	cancel()
 	wait()
 	<-hostDone
-	if werr != nil || h.bad != nil {
-		t.Fatalf("Go host side: %v, %v", werr, h.bad)
+	// A failure the bridge reported comes first: the data of writes it
+	// reported lost is expected to be missing.
+	if h.bad != nil || werr != nil {
+		t.Fatalf("Go host side: %v (transfer: %v)", h.bad, werr)
 	}
 	for i, b := range h.got {
 		if want := patternByte(uint64(i)); b != want {

@@ -14,8 +14,8 @@ import (
 // credential, that a pair's link went down; the pair's GPU is marked
 // unhealthy, the host bridge gets its surprise removal and the pair is
 // torn down. The admin token is not an agent credential, another host's
-// agent may not report on the pair, and a pair already torn down is 404.
-// The box's agent reporting its link down fails no GPU.
+// or another box's agent may not report on the pair, and a pair already
+// torn down is 404. The box's agent reporting its link down fails no GPU.
 func TestAgentReportsLinkDown(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, nil)
@@ -38,6 +38,14 @@ func TestAgentReportsLinkDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	lost, kept := a.GPUs[0], a.GPUs[1]
+	// Another box's agent, registered after the allocation so that none of
+	// its GPUs is in it: an agent of a box, but not of this pair's box.
+	other := testBox(1, 1)
+	other.AgentURL = "https://10.1.0.2:7701"
+	_, otherBoxCred, err := e.c.RegisterBoxAgent(e.ctx, other)
+	if err != nil {
+		t.Fatal(err)
+	}
 	gpu := func(id string) pool.GPU {
 		gs, err := e.c.GPUs(e.ctx, "", "")
 		if err != nil {
@@ -63,6 +71,7 @@ func TestAgentReportsLinkDown(t *testing.T) {
 		{"no credential", "", lost.Pair, http.StatusUnauthorized, "credential"},
 		{"the admin token", token, lost.Pair, http.StatusUnauthorized, "credential"},
 		{"another host's agent", hostCred[1], lost.Pair, http.StatusForbidden, "host host1"},
+		{"another box's agent", otherBoxCred, lost.Pair, http.StatusForbidden, "box box1"},
 		{"a pair no allocation holds", hostCred[0], 4242, http.StatusNotFound, "pair 4242"},
 		{"a bad pair id", hostCred[0], 1 << 24, http.StatusBadRequest, "16777216"},
 	} {

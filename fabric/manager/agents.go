@@ -29,6 +29,11 @@ type Pair struct {
 	// Key is the pair's key (see PairKey): sent to the two agents only,
 	// never part of a pair's JSON.
 	Key PairKey `json:"-"`
+	// HeldGeneration is, in an agent's listing only, the newest key
+	// generation the agent holds for the pair (never the key): the
+	// manager issues the pair's next key above it (KEY-9), also when its
+	// store lost the counter or an older manager numbered keys otherwise.
+	HeldGeneration uint32 `json:"held_generation,omitempty"`
 }
 
 // GPUBridgeProgrammer programs the GPU-side bridge of a box: which pair ID

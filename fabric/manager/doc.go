@@ -42,6 +42,16 @@
 // pairs they lost are programmed again; the sweep repeats every
 // ReconcileInterval and on Reconcile.
 //
+// # Pair keys
+//
+// The manager holds each pair's key in memory and its generation counter
+// in the store (keygen/<pair id>, written before a key under it is sent;
+// KEY-9..KEY-12 in docs/protocol.md). Re-applying an active pair after a
+// restart, and every rekey, is a two-phase key change: both agents install
+// the key (key_pending), then both switch; a failure leaves the old key in
+// use and the reconciler retries the change. An end the sweep restores
+// gets the key its peer holds, never one drawn for it alone.
+//
 // # Agents
 //
 // In-process agents implement the programmer interfaces directly (the demo;

@@ -74,7 +74,7 @@ type Manager struct {
 	events  *eventLog
 	links   *linkState  // pairs the box agents report down
 	creds   credentials // agents' credentials, loaded with the pool
-	keys    *keyIssuer  // pair keys: fresh for every programming, kept nowhere
+	keys    *keyBook    // pair keys (in memory) and their generations (in the store)
 	handler http.Handler
 
 	mu      sync.RWMutex // guards pool and leading
@@ -123,10 +123,8 @@ func New(cfg Config) (*Manager, error) {
 	}
 	m := &Manager{cfg: cfg, log: cfg.Logger, table: newTableState(), events: newEventLog(), links: newLinkState(), busy: map[string]bool{},
 		creds: credentials{by: map[bridgeID]agentCred{}}}
+	m.keys = newKeyBook()
 	var err error
-	if m.keys, err = newKeyIssuer(); err != nil {
-		return nil, err
-	}
 	m.ctx, m.cancel = context.WithCancel(context.Background())
 	if m.metrics, err = newMetrics(cfg.Registry, m); err != nil {
 		return nil, err
@@ -233,6 +231,7 @@ func (m *Manager) lead(ctx context.Context) error {
 		return err
 	}
 	m.table.reset()
+	m.keys.reset() // another leader may have issued keys meanwhile
 	m.mu.Lock()
 	m.pool, m.leading = p, true
 	m.mu.Unlock()
@@ -358,6 +357,9 @@ const (
 	keyRTT   = "rtt/"
 	keyAlloc = "alloc/"
 	keyCred  = "cred/" // cred/box/<id>, cred/host/<id>: agent credentials
+	// keygen/<pair id>: the last key generation issued for the pair
+	// ({"generation":N}); never the key.
+	keyKeyGen = "keygen/"
 )
 
 func boxKey(id string) string            { return keyBox + id }

@@ -1,30 +1,44 @@
 package manager
 
 import (
+	"context"
 	"crypto/rand"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"math"
+	"strconv"
 	"sync"
-	"time"
+
+	"github.com/dxpu/dxpu/fabric/store"
 )
 
 // PairKeySize is the length of a pair key: AES-256 (package bridge/seal).
 const PairKeySize = 32
 
 // PairKey is the secret both bridges of a pair seal their frames with. The
-// manager draws a fresh one from crypto/rand every time it programs a pair
-// (allocation, re-application after a restart, rekey), hands it to the two
-// agents over the agent API (https, each with its own credential) and keeps
-// it nowhere else: not in the store, not in any API answer, not in a log.
-// Generation numbers the key so that a bridge told the same pair again
-// installs the new key as a lossless key change (bridge.Runner.InstallKey)
-// instead of restarting the pair.
+// manager draws a fresh one from crypto/rand for a new pair, for every
+// rekey and, after its own restart, for every active pair; it hands it to
+// the pair's two agents over the agent API (https, each with its own
+// credential) and keeps it in memory only: not in the store, not in any
+// API answer, not in a log. Generation numbers the key per pair (a
+// counter the store keeps: see keyBook) so that a bridge told the same
+// pair again installs the new key as a lossless key change
+// (bridge.Runner.InstallKey) instead of restarting the pair.
 type PairKey struct {
 	Generation uint32
 	Key        [PairKeySize]byte
+	// Pending asks the agent to install the key next to the one in use
+	// without switching to it: the first phase of a key change (KEY-8).
+	// Programming the same key without Pending then switches.
+	Pending bool
 }
 
 // IsZero reports whether no key was issued.
-func (k PairKey) IsZero() bool { return k == PairKey{} }
+func (k PairKey) IsZero() bool { return k.Generation == 0 && k.Key == [PairKeySize]byte{} }
+
+// Same reports whether k and o are the same key (Pending aside).
+func (k PairKey) Same(o PairKey) bool { return k.Generation == o.Generation && k.Key == o.Key }
 
 // String never shows the key.
 func (k PairKey) String() string {
@@ -34,40 +48,195 @@ func (k PairKey) String() string {
 	return fmt.Sprintf("key generation %d", k.Generation)
 }
 
-// keyIssuer draws pair keys with increasing generations. A generation is
-// at least the Unix time in seconds, so a restarted manager's keys come
-// after the ones its bridges hold (agents install a key only over an older
-// generation; they restart a pair whose key they cannot install).
-type keyIssuer struct {
-	mu  sync.Mutex
-	gen uint32
-	now func() time.Time
+// ErrGenerationsExhausted: a pair used up its 2^32-1 key generations (at
+// one rekey a second, after 136 years); release and allocate again.
+var ErrGenerationsExhausted = errors.New("pair key generations used up")
+
+// keyGenKey is the store key of a pair's generation counter.
+func keyGenKey(pair uint32) string { return keyKeyGen + strconv.FormatUint(uint64(pair), 10) }
+
+// keyBook is the manager's record of pair keys (KEY-9..KEY-12 in
+// docs/protocol.md). Generations come from a per-pair counter persisted
+// in the store before a key under it leaves the manager, so they strictly
+// increase per pair across restarts and leader changes, are never issued
+// twice, and follow no clock. The keys themselves are kept in memory only
+// (a restarted manager issues every active pair a new one, two-phase):
+// the store is not encrypted at rest, and a key that is never written
+// cannot leak from a backup of it.
+type keyBook struct {
+	mu   sync.Mutex
+	gens map[uint32]uint32  // last issued generation per pair, as stored
+	cur  map[uint32]PairKey // the key both ends hold and use
+	next map[uint32]PairKey // a key change under way: installed at zero, one or both ends
+	due  map[uint32]bool    // a key change to finish (retried by the reconciler)
+	held map[uint32]uint32  // the newest generation an agent listed as held
 }
 
-func newKeyIssuer() (*keyIssuer, error) {
-	return &keyIssuer{now: time.Now}, nil
+func newKeyBook() *keyBook {
+	k := &keyBook{}
+	k.reset()
+	return k
 }
 
-func (k *keyIssuer) issue() (PairKey, error) {
-	var pk PairKey
+// reset forgets everything: a new leader reads the counters again.
+func (k *keyBook) reset() {
+	k.mu.Lock()
+	k.gens, k.cur, k.next, k.due = map[uint32]uint32{}, map[uint32]PairKey{}, map[uint32]PairKey{}, map[uint32]bool{}
+	k.held = map[uint32]uint32{}
+	k.mu.Unlock()
+}
+
+type storedGen struct {
+	Generation uint32 `json:"generation"`
+}
+
+// issue draws a fresh key for pair under the next generation, which it
+// persists first: a generation the store does not hold is never sent.
+func (m *Manager) issueKey(ctx context.Context, pair uint32) (PairKey, error) {
+	k := m.keys
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	last, ok := k.gens[pair]
+	if !ok {
+		b, err := m.cfg.Store.Get(ctx, keyGenKey(pair))
+		switch {
+		case err == nil:
+			var sg storedGen
+			if err := json.Unmarshal(b, &sg); err != nil {
+				return PairKey{}, fmt.Errorf("manager: stored key generation of pair %d: %w", pair, err)
+			}
+			last = sg.Generation
+		case !errors.Is(err, store.ErrNotFound):
+			return PairKey{}, fmt.Errorf("manager: read key generation of pair %d: %w", pair, err)
+		}
+	}
+	// Above what an agent holds: a store that lost the counter, or keys
+	// an older manager numbered by the clock, never make a key refused.
+	last = max(last, k.held[pair])
+	if last == math.MaxUint32 {
+		return PairKey{}, fmt.Errorf("manager: pair %d: %w", pair, ErrGenerationsExhausted)
+	}
+	pk := PairKey{Generation: last + 1}
 	if _, err := rand.Read(pk.Key[:]); err != nil {
 		return PairKey{}, fmt.Errorf("manager: pair key: %w", err)
 	}
-	k.mu.Lock()
-	k.gen = max(k.gen+1, uint32(k.now().Unix()))
-	pk.Generation = k.gen
-	k.mu.Unlock()
+	if err := m.cfg.Store.Apply(ctx, putJSON(keyGenKey(pair), storedGen{pk.Generation})); err != nil {
+		delete(k.gens, pair) // unknown whether it was written: read it again next time
+		return PairKey{}, fmt.Errorf("manager: persist key generation of pair %d: %w", pair, err)
+	}
+	k.gens[pair] = pk.Generation
 	return pk, nil
 }
 
-// withKeys gives every pair a fresh key.
-func (m *Manager) withKeys(pairs []Pair) ([]Pair, error) {
-	for i := range pairs {
-		k, err := m.keys.issue()
-		if err != nil {
-			return nil, err
-		}
-		pairs[i].Key = k
+// observe notes the generation an agent listed for a pair. A pending key
+// below it would be refused: the change is retried with a new one.
+func (k *keyBook) observe(pair, held uint32) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if held <= k.held[pair] {
+		return
 	}
-	return pairs, nil
+	k.held[pair] = held
+	n, hasNext := k.next[pair]
+	if hasNext && n.Generation < held {
+		delete(k.next, pair)
+		hasNext = false
+	}
+	if c, ok := k.cur[pair]; ok && c.Generation < held && (!hasNext || n.Generation != held) {
+		// An end holds a generation this manager did not issue to it:
+		// its key is unknown here, so the pair moves to a new one.
+		delete(k.cur, pair)
+		k.due[pair] = true
+	}
+}
+
+func (k *keyBook) current(pair uint32) (PairKey, bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	c, ok := k.cur[pair]
+	return c, ok && !k.due[pair]
+}
+
+func (k *keyBook) setCurrent(pair uint32, pk PairKey) {
+	k.mu.Lock()
+	k.cur[pair] = pk
+	delete(k.next, pair)
+	k.mu.Unlock()
+}
+
+// forget drops a released pair's keys (its generation counter stays).
+func (k *keyBook) forget(pairs []Pair) {
+	k.mu.Lock()
+	for _, p := range pairs {
+		delete(k.cur, p.ID)
+		delete(k.next, p.ID)
+		delete(k.due, p.ID)
+	}
+	k.mu.Unlock()
+}
+
+func (k *keyBook) setDue(pair uint32, due bool) {
+	k.mu.Lock()
+	if due {
+		k.due[pair] = true
+	} else {
+		delete(k.due, pair)
+	}
+	k.mu.Unlock()
+}
+
+func (k *keyBook) isDue(pair uint32) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.due[pair]
+}
+
+// changeKey moves both ends of a pair to a new key in two phases
+// (KEY-8, KEY-10): both agents install it next to the key in use, then
+// both switch. Until both have installed it neither sends under it, so a
+// failure at either end leaves the old key working at both; the change
+// stays due and the reconciler retries it with the same key. With fresh
+// set (ctl rekey) a key is drawn even if a change was pending. The
+// agents also create an end that lost the pair, under the new key.
+func (m *Manager) changeKey(ctx context.Context, pr Pair, fresh bool) error {
+	k := m.keys
+	k.mu.Lock()
+	next, pending := k.next[pr.ID]
+	cur, haveCur := k.cur[pr.ID]
+	k.due[pr.ID] = true
+	k.mu.Unlock()
+	switch {
+	case pending && !fresh:
+	case !fresh && haveCur:
+		// Both ends installed cur; only the switch may be missing.
+		next = cur
+	default:
+		var err error
+		if next, err = m.issueKey(ctx, pr.ID); err != nil {
+			return err
+		}
+		k.mu.Lock()
+		k.next[pr.ID] = next
+		k.mu.Unlock()
+	}
+	pr.Key = next
+	pr.Key.Pending = true
+	if err := m.do(ctx, StepGPUBridge, pr); err != nil {
+		return &StepError{Step: StepGPUBridge, Pair: pr.ID, Err: fmt.Errorf("install %v: %w", next, err)}
+	}
+	if err := m.do(ctx, StepHostBridge, pr); err != nil {
+		return &StepError{Step: StepHostBridge, Pair: pr.ID, Err: fmt.Errorf("install %v: %w", next, err)}
+	}
+	// Both ends hold it: it is the pair's key from here, whichever end
+	// switches first (the other follows when it sees it: KEY-8).
+	k.setCurrent(pr.ID, next)
+	pr.Key.Pending = false
+	if err := m.do(ctx, StepGPUBridge, pr); err != nil {
+		return &StepError{Step: StepGPUBridge, Pair: pr.ID, Err: fmt.Errorf("switch to %v: %w", next, err)}
+	}
+	if err := m.do(ctx, StepHostBridge, pr); err != nil {
+		return &StepError{Step: StepHostBridge, Pair: pr.ID, Err: fmt.Errorf("switch to %v: %w", next, err)}
+	}
+	k.setDue(pr.ID, false)
+	return nil
 }

@@ -3,6 +3,8 @@ package manager_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -63,13 +65,15 @@ func TestPairKeys(t *testing.T) {
 		}
 		seen[gk[0].Key] = true
 	}
-	// ctl rekey: both sides of every pair get the same new key.
+	// ctl rekey: both sides of every pair get the same new key, in two
+	// phases (KEY-10): both install it, then both switch to it.
 	if _, err := m.Rekey(ctx, a.ID); err != nil {
 		t.Fatal(err)
 	}
 	for _, g := range a.GPUs {
 		gk, hk := gpu.keys[g.Pair], host.keys[g.Pair]
-		if len(gk) != 2 || len(hk) != 2 || gk[1] != hk[1] || gk[1] == gk[0] || gk[1].Generation == gk[0].Generation {
+		if len(gk) != 3 || len(hk) != 3 || !gk[1].Pending || !hk[1].Pending || gk[2].Pending || hk[2].Pending ||
+			!gk[1].Same(gk[2]) || !gk[2].Same(hk[2]) || !gk[1].Same(hk[1]) || gk[2].Same(gk[0]) || gk[2].Generation != gk[0].Generation+1 {
 			t.Fatalf("pair %d after rekey: GPU side %v, host side %v", g.Pair, gk, hk)
 		}
 	}
@@ -91,9 +95,12 @@ func TestPairKeys(t *testing.T) {
 	gpu.mu.Lock()
 	defer gpu.mu.Unlock()
 	for _, g := range a.GPUs {
+		// Same two phases, one generation on from the last one issued
+		// (the counter is in the store: KEY-9), a key never seen.
 		gk := gpu.keys[g.Pair]
-		if len(gk) < 3 || gk[len(gk)-1] == gk[1] || gk[len(gk)-1].Generation == gk[1].Generation {
-			t.Fatalf("pair %d re-applied with the same key: %v", g.Pair, gk)
+		last := gk[len(gk)-1]
+		if len(gk) != 5 || !gk[3].Pending || !gk[3].Same(last) || last.Generation != gk[2].Generation+1 || last.Same(gk[2]) {
+			t.Fatalf("pair %d re-applied after a restart: %v", g.Pair, gk)
 		}
 	}
 	// Nothing the manager says or stores holds a key.
@@ -124,4 +131,173 @@ func hexOf(b []byte) string {
 		out = append(out, digits[c>>4], digits[c&15])
 	}
 	return string(out)
+}
+
+// TestRekeyIsTwoPhase (KEY-10): a rekey whose host end fails leaves the
+// GPU end with the new key installed only, never switched to; the
+// reconciler retries the same key (no new generation) until the host
+// takes it, then both switch.
+func TestRekeyIsTwoPhase(t *testing.T) {
+	t.Parallel()
+	gpu := &keyRecorder{Agent: fakeagent.New("gpu"), keys: map[uint32][]manager.PairKey{}}
+	host := &keyRecorder{Agent: fakeagent.New("host"), keys: map[uint32][]manager.PairKey{}}
+	m, err := manager.New(manager.Config{Store: store.NewMemory(), GPUBridge: gpu, Switch: fakeagent.New("switch"), HostBridge: host,
+		Token: token, Logger: quiet(), ReconcileInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	ctx := context.Background()
+	if _, err := m.RegisterBox(ctx, testBox(0, 2)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.RegisterHost(ctx, testHost(0)); err != nil {
+		t.Fatal(err)
+	}
+	a, err := m.Allocate(ctx, pool.Request{Host: "host0", Count: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := a.GPUs[0].Pair
+	host.FailAlways(fakeagent.OpProgram, true)
+	if _, err := m.Rekey(ctx, a.ID); err == nil {
+		t.Fatal("rekey with the host end failing succeeded")
+	}
+	for range 2 {
+		if err := m.Reconcile(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gk := gpu.keys[id]
+	if len(gk) != 4 || gk[0].Pending || gk[0].Generation != 1 {
+		t.Fatalf("GPU end: %v", gk)
+	}
+	for _, k := range gk[1:] {
+		if !k.Pending || !k.Same(gk[1]) || k.Generation != 2 {
+			t.Fatalf("GPU end while the host end fails: %v (want generation 2 installed only, the same key each try)", gk)
+		}
+	}
+	host.FailAlways(fakeagent.OpProgram, false)
+	if err := m.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	gk, hk := gpu.keys[id], host.keys[id]
+	last := func(ks []manager.PairKey) manager.PairKey { return ks[len(ks)-1] }
+	if l := last(gk); l.Pending || !l.Same(gk[1]) || !l.Same(last(hk)) || last(hk).Pending {
+		t.Fatalf("after the host end came back: GPU end %v, host end %v", gk, hk)
+	}
+	n := len(gk)
+	if err := m.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if len(gpu.keys[id]) != n {
+		t.Fatalf("a completed key change was repeated: %v", gpu.keys[id])
+	}
+}
+
+// strictAgent refuses a key generation below the newest it holds, as a
+// bridge does, and lists that generation.
+type strictAgent struct {
+	*keyRecorder
+	held map[uint32]uint32
+}
+
+func newStrict(name string) *strictAgent {
+	return &strictAgent{keyRecorder: &keyRecorder{Agent: fakeagent.New(name), keys: map[uint32][]manager.PairKey{}}, held: map[uint32]uint32{}}
+}
+
+func (s *strictAgent) ProgramPair(ctx context.Context, p manager.Pair) error {
+	s.mu.Lock()
+	h := s.held[p.ID]
+	s.mu.Unlock()
+	if p.Key.Generation < h {
+		return fmt.Errorf("generation %d is not newer than %d", p.Key.Generation, h)
+	}
+	if err := s.keyRecorder.ProgramPair(ctx, p); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.held[p.ID] = p.Key.Generation
+	s.mu.Unlock()
+	return nil
+}
+
+func (s *strictAgent) ListPairs(ctx context.Context) ([]manager.Pair, error) {
+	ps, err := s.Agent.ListPairs(ctx)
+	s.mu.Lock()
+	for i := range ps {
+		ps[i].HeldGeneration = s.held[ps[i].ID]
+	}
+	s.mu.Unlock()
+	return ps, err
+}
+
+// TestKeyGenerationAboveHeld (KEY-9): agents that hold generations the
+// manager's counter does not know (numbered by an older manager from the
+// clock, or a store that lost the counter) list them, and the manager's
+// next key for the pair is issued above them instead of being refused
+// for ever.
+func TestKeyGenerationAboveHeld(t *testing.T) {
+	t.Parallel()
+	st := store.NewMemory()
+	gpu, host := newStrict("gpu"), newStrict("host")
+	cfg := manager.Config{Store: st, GPUBridge: gpu, Switch: fakeagent.New("switch"), HostBridge: host,
+		Token: token, Logger: quiet(), ReconcileInterval: -1}
+	m, err := manager.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := m.RegisterBox(ctx, testBox(0, 2)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.RegisterHost(ctx, testHost(0)); err != nil {
+		t.Fatal(err)
+	}
+	a, err := m.Allocate(ctx, pool.Request{Host: "host0", Count: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Close()
+	id := a.GPUs[0].Pair
+	const old = 1_780_000_000 // a clock-numbered generation
+	for _, s := range []*strictAgent{gpu, host} {
+		s.held[id] = old
+	}
+	m2, err := manager.New(cfg) // its re-keying at start is refused: generation 2
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m2.Close()
+	if err := m2.Reconcile(ctx); err != nil { // lists the held generations, retries above them
+		t.Fatal(err)
+	}
+	gk, hk := gpu.keys[id], host.keys[id]
+	if g, h := gk[len(gk)-1], hk[len(hk)-1]; g.Generation != old+1 || g.Pending || !g.Same(h) || h.Pending {
+		t.Fatalf("after the restart: GPU end %v, host end %v; want both on generation %d", gk, hk, old+1)
+	}
+}
+
+// TestRekeyPendingRefused: an allocation still pending (reserved, its saga
+// not finished, or left by a crash for the reconciler) has no programmed
+// pairs to rekey: POST /v1/allocations/{id}/rekey is 409 and no agent is
+// programmed. The pending allocation is reserved in the pool directly, so
+// that no saga holds it and only the state check can refuse the rekey.
+func TestRekeyPendingRefused(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	seed(t, e.c, 1, 2, 1)
+	a, err := e.m.Pool().Reserve("a-pending", pool.Request{Host: "host0", Count: 2})
+	if err != nil || a.State != pool.StatePending {
+		t.Fatalf("reserve: %+v %v", a, err)
+	}
+	st, body := call(t, e.srv, http.MethodPost, "/v1/allocations/a-pending/rekey", token, "")
+	if st != http.StatusConflict || !strings.Contains(body, "pending") {
+		t.Errorf("rekey of a pending allocation: %d %s, want 409 naming its state", st, body)
+	}
+	for _, ag := range []*fakeagent.Agent{e.gpu, e.sw, e.host} {
+		if n := ag.Calls(fakeagent.OpProgram); n != 0 {
+			t.Errorf("%s agent programmed %d times by a refused rekey", ag.Name, n)
+		}
+	}
 }

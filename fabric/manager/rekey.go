@@ -7,11 +7,13 @@ import (
 	"github.com/dxpu/dxpu/fabric/pool"
 )
 
-// Rekey gives every pair of an active allocation a fresh key: both bridges
-// of each pair are programmed again with the new key generation, which
-// they install as a lossless key change (bridge.Runner.InstallKey). It is
-// what `dxpu ctl rekey` calls; bridges also rekey on their own, under load,
-// long before a key's nonce space runs low.
+// Rekey gives every pair of an active allocation a fresh key, two-phase
+// (changeKey): both bridges of a pair install the new generation, then
+// both switch to it, as a lossless key change on the running bridges
+// (bridge.Runner.InstallKey). If an end fails, the old key keeps working
+// at both, the error is returned and the reconciler finishes the change.
+// It is what `dxpu ctl rekey` calls; bridges also rekey on their own,
+// under load, long before a key's nonce space runs low.
 func (m *Manager) Rekey(ctx context.Context, id string) (pool.Allocation, error) {
 	p, a, unclaim, err := m.claimAllocation(id)
 	if err != nil {
@@ -25,13 +27,15 @@ func (m *Manager) Rekey(ctx context.Context, id string) (pool.Allocation, error)
 	if err != nil {
 		return a, err
 	}
+	var first error
 	for _, pr := range pairs {
-		if err := m.cfg.GPUBridge.ProgramPair(ctx, pr); err != nil {
-			return a, &StepError{Step: StepGPUBridge, Pair: pr.ID, Err: err}
+		if err := m.changeKey(ctx, pr, true); err != nil && first == nil {
+			first = err
 		}
-		if err := m.cfg.HostBridge.ProgramPair(ctx, pr); err != nil {
-			return a, &StepError{Step: StepHostBridge, Pair: pr.ID, Err: err}
-		}
+	}
+	if first != nil {
+		m.log.Warn("rekey incomplete; the old key stays in use where the new one is not installed, the reconciler retries", "id", id, "err", first)
+		return a, first
 	}
 	m.log.Info("rekeyed", "id", id, "pairs", len(pairs))
 	return a, nil

@@ -103,7 +103,21 @@ func (m *Manager) pairsOf(p *pool.Pool, a pool.Allocation) ([]Pair, error) {
 			HostAgent: h.AgentURL, GPUAgent: b.AgentURL,
 		})
 	}
-	return m.withKeys(m.withCredentials(out))
+	// No keys here: a pair's key is drawn only where it is programmed
+	// (keyBook), never per listing or per agent.
+	return m.withCredentials(out), nil
+}
+
+// withFreshKeys gives every pair of a new allocation a fresh key.
+func (m *Manager) withFreshKeys(ctx context.Context, pairs []Pair) error {
+	for i := range pairs {
+		k, err := m.issueKey(ctx, pairs[i].ID)
+		if err != nil {
+			return err
+		}
+		pairs[i].Key = k
+	}
+	return nil
 }
 
 func (m *Manager) claim(id string) bool {
@@ -163,9 +177,15 @@ func (m *Manager) allocate(ctx context.Context, req pool.Request) (pool.Allocati
 	pairs, err := m.pairsOf(p, a)
 	undone := false
 	if err == nil {
+		err = m.withFreshKeys(ctx, pairs)
+	}
+	if err == nil {
 		undone, err = m.program(ctx, pairs)
 	}
 	if err == nil {
+		for _, pr := range pairs {
+			m.keys.setCurrent(pr.ID, pr.Key)
+		}
 		var active pool.Allocation
 		if active, err = p.Activate(id); err == nil {
 			if err = m.cfg.Store.Apply(ctx, putJSON(allocKey(id), active)); err == nil {
@@ -179,6 +199,7 @@ func (m *Manager) allocate(ctx context.Context, req pool.Request) (pool.Allocati
 	}
 	m.metrics.sagaFailures.WithLabelValues(stepOf(err)).Inc()
 	m.log.Warn("allocation failed; rolling back", "id", id, "host", req.Host, "err", err)
+	m.keys.forget(pairs)
 	if undone {
 		pairs = []Pair{} // program undid its own steps
 	}
@@ -275,6 +296,7 @@ func (m *Manager) finishRelease(ctx context.Context, p *pool.Pool, id string, pa
 	if err := m.cfg.Store.Apply(ctx, store.Delete(allocKey(id))); err != nil {
 		return fmt.Errorf("manager: delete journal of %s: %w", id, err)
 	}
+	m.keys.forget(pairs)
 	p.Remove(id)
 	return nil
 }
@@ -340,6 +362,22 @@ func (m *Manager) reconcile(ctx context.Context, full bool) {
 		return
 	}
 	m.metrics.reconciles.Inc()
+	if full {
+		// The forwarding table of every active allocation first: it is
+		// the manager's own and fast, while re-applying below waits on
+		// agents and the store for every pair's key change.
+		for _, a := range p.Allocations() {
+			if a.State != pool.StateActive {
+				continue
+			}
+			pairs, _ := m.pairsOf(p, a)
+			for _, pr := range pairs {
+				if err := m.do(ctx, StepSwitch, pr); err != nil {
+					m.log.Warn("reconcile: programming the switch failed", "id", a.ID, "pair", pr.ID, "err", err)
+				}
+			}
+		}
+	}
 	for _, a := range p.Allocations() {
 		if ctx.Err() != nil {
 			return
@@ -363,23 +401,76 @@ func (m *Manager) reconcile(ctx context.Context, full bool) {
 				m.metrics.reconcileErrors.Inc()
 				m.log.Warn("reconcile: re-applying allocation failed", "id", a.ID, "err", err)
 			}
+		case a.State == pool.StateActive:
+			m.finishKeyChanges(ctx, p, a)
 		}
 		m.unclaim(a.ID)
 	}
 	m.sweep(ctx, p)
 }
 
-// reapply runs every step again for an active allocation; steps are
-// idempotent, so this only fills in what an agent lost.
+// reapply runs every step again for an active allocation after the
+// manager (re)took the lead; steps are idempotent, so this only fills in
+// what an agent lost. The manager kept no key, so each pair gets a new one
+// two-phase (changeKey): running bridges change keys without a restart,
+// and an end that lost the pair is created under the key its peer
+// installs. A pair that fails stays due and the next pass retries it.
 func (m *Manager) reapply(ctx context.Context, pairs []Pair) error {
-	for _, s := range steps {
-		for _, pr := range pairs {
-			if err := m.do(ctx, s, pr); err != nil {
-				return &StepError{Step: s, Pair: pr.ID, Err: err}
-			}
+	var first error
+	for _, pr := range pairs {
+		if err := m.do(ctx, StepSwitch, pr); err != nil {
+			return &StepError{Step: StepSwitch, Pair: pr.ID, Err: err}
 		}
 	}
-	return nil
+	for _, pr := range pairs {
+		err := m.changeKey(ctx, pr, false)
+		if err == nil {
+			if err = m.do(ctx, StepHotAdd, pr); err != nil {
+				err = &StepError{Step: StepHotAdd, Pair: pr.ID, Err: err}
+			}
+		}
+		if err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// finishKeyChanges retries the key changes of an allocation that failed
+// at one end (changeKey), with the key already installed where it got,
+// and hot-adds the pair again.
+func (m *Manager) finishKeyChanges(ctx context.Context, p *pool.Pool, a pool.Allocation) {
+	var due []Pair
+	for _, as := range a.GPUs {
+		if m.keys.isDue(as.Pair) {
+			due = append(due, Pair{ID: as.Pair})
+		}
+	}
+	if len(due) == 0 {
+		return
+	}
+	pairs, err := m.pairsOf(p, a)
+	if err != nil {
+		return
+	}
+	for _, pr := range pairs {
+		if !m.keys.isDue(pr.ID) {
+			continue
+		}
+		err := m.changeKey(ctx, pr, false)
+		if err == nil {
+			// The change may have created an end its agent lost (a
+			// restart while it failed): the GPU goes back on the host
+			// too (idempotent where it is there).
+			err = m.do(ctx, StepHotAdd, pr)
+		}
+		if err != nil {
+			m.metrics.reconcileErrors.Inc()
+			m.log.Warn("reconcile: key change still incomplete", "id", a.ID, "pair", pr.ID, "err", err)
+			continue
+		}
+		m.log.Info("reconcile: key change completed", "id", a.ID, "pair", pr.ID)
+	}
 }
 
 // sweep asks listing agents for their actual pairs, removes the ones no
@@ -402,7 +493,13 @@ func (m *Manager) sweep(ctx context.Context, p *pool.Pool) {
 		if err := hb.ProgramPair(ctx, pr); err != nil {
 			return err
 		}
-		return hb.HotAdd(ctx, pr)
+		if err := hb.HotAdd(ctx, pr); err != nil {
+			// Take the end down again, so that the next pass finds it
+			// lost and restores it, hot-add included, instead of
+			// leaving a pair that never reached the host.
+			return errors.Join(err, hb.RemovePair(context.WithoutCancel(ctx), pr))
+		}
+		return nil
 	}
 	if l, ok := m.cfg.GPUBridge.(PairLister); ok {
 		agents = append(agents, agent{"gpu_bridge", l.ListPairs, all, m.cfg.GPUBridge.RemovePair, m.cfg.GPUBridge.ProgramPair})
@@ -478,6 +575,7 @@ func (m *Manager) sweep(ctx context.Context, p *pool.Pool) {
 		have := map[uint32]bool{}
 		for _, pr := range actual {
 			have[pr.ID] = true
+			m.keys.observe(pr.ID, pr.HeldGeneration)
 			if d, ok := desired[pr.ID]; ok && d.Allocation == pr.Allocation {
 				continue
 			}
@@ -491,10 +589,32 @@ func (m *Manager) sweep(ctx context.Context, p *pool.Pool) {
 			if have[id] || !ag.owns(d) || busy[d.Allocation] || err != nil || a.State != pool.StateActive {
 				continue
 			}
+			if !m.claim(d.Allocation) {
+				continue // a rekey or release took it meanwhile: the next pass looks again
+			}
 			m.log.Info("reconcile: restoring lost pair", "agent", ag.name, "pair", id)
-			if err := ag.add(ctx, d); err != nil {
+			err = m.restore(ctx, d, ag.add)
+			m.unclaim(d.Allocation)
+			if err != nil {
 				m.log.Warn("reconcile: restoring pair failed", "agent", ag.name, "pair", id, "err", err)
 			}
 		}
 	}
+}
+
+// restore programs an end that lost its pair with the key the other end
+// holds, so that both ends share it (KEY-11). Without one (a restarted
+// manager that could not re-key the pair yet, or a key change under way)
+// both ends are moved to a new key two-phase first; the lost end is
+// created by that change.
+func (m *Manager) restore(ctx context.Context, d Pair, add func(context.Context, Pair) error) error {
+	k, ok := m.keys.current(d.ID)
+	if !ok {
+		if err := m.changeKey(ctx, d, false); err != nil {
+			return err
+		}
+		k, _ = m.keys.current(d.ID)
+	}
+	d.Key = k
+	return add(ctx, d)
 }

@@ -20,8 +20,13 @@ func ep(n int) Endpoint {
 // epN numbers endpoints; atomic, as tests run in parallel.
 var epN atomic.Int64
 
+// nextEP is an endpoint no other call returns: a test that needs one no box
+// or host of its pool has takes it here, never a fixed ep(n), which the
+// counter may already have handed out.
+func nextEP() Endpoint { return ep(int(epN.Add(1))) }
+
 func box(id, pod, rack string, n int, model string, mem uint64) Box {
-	b := Box{ID: id, Bridge: ep(int(epN.Add(1))), Location: Location{Pod: pod, Rack: rack}}
+	b := Box{ID: id, Bridge: nextEP(), Location: Location{Pod: pod, Rack: rack}}
 	for i := 0; i < n; i++ {
 		b.GPUs = append(b.GPUs, GPU{ID: fmt.Sprintf("%s-g%d", id, i), Model: model, MemoryMiB: mem,
 			BDF: fmt.Sprintf("0000:%02x:00.0", 0x41+i), Switch: i / 4, Port: i % 4})
@@ -30,7 +35,7 @@ func box(id, pod, rack string, n int, model string, mem uint64) Box {
 }
 
 func host(id, pod, rack string) Host {
-	return Host{ID: id, Bridge: ep(int(epN.Add(1))), Location: Location{Pod: pod, Rack: rack}, Ports: 32}
+	return Host{ID: id, Bridge: nextEP(), Location: Location{Pod: pod, Rack: rack}, Ports: 32}
 }
 
 func mustAdd(t testing.TB, p *Pool, items ...any) {
@@ -258,7 +263,7 @@ func TestHostPorts(t *testing.T) {
 	if snapshot(p) != before {
 		t.Fatal("changed")
 	}
-	if _, err := p.AddHost(Host{ID: "h", Bridge: ep(1), Ports: 16}); !errors.Is(err, ErrInvalid) {
+	if _, err := p.AddHost(Host{ID: "h", Bridge: nextEP(), Ports: 16}); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("16 ports accepted: %v", err)
 	}
 	if _, err := p.RemoveHost("h"); !errors.Is(err, ErrInUse) {
@@ -292,7 +297,7 @@ func TestDrainAndRemove(t *testing.T) {
 	nb := box("b1", "p", "r", 1, "H100", 1)
 	cur, _ := p.Box("b1")
 	nb.Bridge = cur.Bridge // a box with GPUs lent keeps its endpoint
-	if _, err := p.AddBox(Box{ID: "b1", Bridge: ep(77)}); !errors.Is(err, ErrInUse) {
+	if _, err := p.AddBox(Box{ID: "b1", Bridge: nextEP()}); !errors.Is(err, ErrInUse) {
 		t.Fatalf("dropping a lent GPU: %v", err)
 	}
 	got, err := p.AddBox(nb)

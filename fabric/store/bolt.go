@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -21,9 +22,25 @@ type Bolt struct {
 
 // OpenBolt opens or creates the store file at path. It waits up to timeout
 // for another process to release the file lock, then fails with ErrLocked
-// (bbolt itself says only "timeout").
-func OpenBolt(path string, timeout time.Duration) (*Bolt, error) {
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: timeout})
+// (bbolt itself says only "timeout"). A damaged file (CheckBoltFile, or
+// bbolt failing on it while opening) fails with ErrDamaged.
+func OpenBolt(path string, timeout time.Duration) (_ *Bolt, err error) {
+	if err := CheckBoltFile(path); err != nil {
+		return nil, err
+	}
+	// Damage CheckBoltFile does not see (deeper pages) makes bbolt panic,
+	// or fault on its mapping, while it opens the file here: report it.
+	var db *bolt.DB
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if p := recover(); p != nil {
+			if db != nil {
+				closeQuietly(db)
+			}
+			err = damagedFile(path, damagedError(fmt.Sprintf("bbolt failed reading it: %v", p)))
+		}
+	}()
+	db, err = bolt.Open(path, 0o600, &bolt.Options{Timeout: timeout})
 	if errors.Is(err, bolterrors.ErrTimeout) {
 		return nil, fmt.Errorf("%w: %s is held by another process, most likely another manager (waited %v); stop it or give this one another --store", ErrLocked, path, timeout)
 	}
@@ -92,3 +109,9 @@ func (s *Bolt) Apply(_ context.Context, ops ...Op) error {
 }
 
 func (s *Bolt) Close() error { return s.db.Close() }
+
+// closeQuietly closes a db that failed while opening: it may fail again.
+func closeQuietly(db *bolt.DB) {
+	defer func() { recover() }()
+	db.Close()
+}

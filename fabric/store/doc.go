@@ -20,6 +20,15 @@
 // "/dxpu/election/": each candidate holds a key tied to its lease, and the
 // oldest key's value (the manager's advertised URL) names the leader.
 //
+// # Damaged files
+//
+// bbolt maps its file and trusts what it reads there: a file cut short
+// faults (SIGBUS) and a damaged page panics. OpenBolt first checks the file
+// (CheckBoltFile: the meta pages, the size they need, the freelist and every
+// page of the tree) and refuses a damaged one with ErrDamaged, one line that
+// says what is wrong and to restore the file or move it aside. An empty file
+// becomes a new store.
+//
 // # Atomicity and fencing
 //
 // Apply writes a batch of puts and deletes atomically (one bbolt transaction,

@@ -354,3 +354,27 @@ func portCounters(f *switching.Forwarder) switching.Counters {
 	f.PortCounters(func(_ string, c switching.Counters) { sum.Merge(&c) })
 	return sum
 }
+
+// TestRewrittenChecksumZeroSentAsFFFF: a UDP checksum that the rewrite
+// updates to 0x0000 goes out as 0xffff (RFC 768: 0 means "no checksum",
+// and a receiver would then skip the check), and still verifies.
+func TestRewrittenChecksumZeroSentAsFFFF(t *testing.T) {
+	f, ports := newForwarder(t)
+	c := switchtest.ZeroFoldCase()
+	in := c.Frame[14+20+6:]
+	if ck := binary.BigEndian.Uint16(in); ck == 0 || ck == 0xffff {
+		t.Fatalf("fixture: incoming UDP checksum %#04x, want one the update must carry", ck)
+	}
+	buf := make([]byte, switching.Headroom+len(c.Frame))
+	copy(buf[switching.Headroom:], c.Frame)
+	res := f.Forward(buf, switching.Headroom, testIndex[c.Port])
+	if res.Verdict != c.Want || res.Reason != c.Reason {
+		t.Fatalf("got %v/%v, want %v/%v", res.Verdict, res.Reason, c.Want, c.Reason)
+	}
+	out := buf[res.Off:]
+	l3, _, _ := ethInfo(out)
+	if ck := binary.BigEndian.Uint16(out[l3+20+6:]); ck != 0xffff {
+		t.Fatalf("rewritten UDP checksum %#04x, want 0xffff (a computed 0 is sent as 0xffff)", ck)
+	}
+	checkRewrite(t, c, out, res, ports)
+}

@@ -44,6 +44,43 @@ func Root() (string, error) {
 	return find(wd, src)
 }
 
+// ModuleRoot returns the absolute path of dxpu's module root (the
+// repository checkout), found as Root finds it: upwards from the working
+// directory, then from this source file's compiled-in location. Products
+// use it for the files committed with the repository (testdata/traces);
+// the error names the places searched.
+func ModuleRoot() (string, error) {
+	wd, err := os.Getwd()
+	if err != nil {
+		wd = ""
+	}
+	_, src, _, _ := runtime.Caller(0)
+	return findModule(wd, src)
+}
+
+// findModule does ModuleRoot's work from a start directory and a source
+// file path, either of which may be empty.
+func findModule(start, src string) (string, error) {
+	var tried []string
+	if start != "" {
+		if mod, ok := moduleRootAbove(start); ok {
+			return mod, nil
+		}
+		tried = append(tried, "above "+start)
+	}
+	if src != "" && filepath.IsAbs(src) {
+		mod := filepath.Dir(filepath.Dir(filepath.Dir(src)))
+		if isModuleRoot(mod) {
+			return mod, nil
+		}
+		tried = append(tried, mod)
+	}
+	if len(tried) == 0 {
+		return "", fmt.Errorf("shareddata: no %s go.mod: no working directory and no source location", modulePath)
+	}
+	return "", fmt.Errorf("shareddata: no %s go.mod (looked %s)", modulePath, strings.Join(tried, ", "))
+}
+
 // find does Root's work from a start directory and a source file path,
 // either of which may be empty.
 func find(start, src string) (string, error) {

@@ -147,3 +147,35 @@ func TestRoot(t *testing.T) {
 		t.Fatalf("%s=1 but %v", RequireEnv, err)
 	}
 }
+
+// TestFindModule: the module root is found from the working directory
+// first, then from the source location; the error says where it looked.
+func TestFindModule(t *testing.T) {
+	tmp := t.TempDir()
+	mkfile(t, tmp, "a/dxpu/go.mod", "module "+modulePath+"\n")
+	mkfile(t, tmp, "a/dxpu/tools/go.mod", "module example.com/tools\n")
+	mkdir(t, tmp, "a/dxpu/tools/x")
+	mkfile(t, tmp, "b/dxpu/go.mod", "module "+modulePath+"\n")
+	mkdir(t, tmp, "c/d")
+	srcB := filepath.Join(tmp, "b/dxpu/internal/shareddata/root.go")
+	for _, c := range []struct {
+		name, start, src, want string
+	}{
+		{"past a foreign go.mod", filepath.Join(tmp, "a/dxpu/tools/x"), srcB, filepath.Join(tmp, "a/dxpu")},
+		{"source location when outside", filepath.Join(tmp, "c/d"), srcB, filepath.Join(tmp, "b/dxpu")},
+		{"nowhere", filepath.Join(tmp, "c/d"), modulePath + "/internal/shareddata/root.go", ""},
+		{"nothing to go on", "", "", ""},
+	} {
+		got, err := findModule(c.start, c.src)
+		if got != c.want || (err == nil) != (c.want != "") {
+			t.Errorf("%s: findModule = %q, %v; want %q", c.name, got, err, c.want)
+		}
+		if c.want == "" && c.start != "" && (err == nil || !strings.Contains(err.Error(), c.start)) {
+			t.Errorf("%s: error %v does not say where it looked", c.name, err)
+		}
+	}
+	wd, _ := os.Getwd()
+	if got, err := ModuleRoot(); err != nil || got != filepath.Dir(filepath.Dir(wd)) {
+		t.Errorf("ModuleRoot = %q, %v; want %q", got, err, filepath.Dir(filepath.Dir(wd)))
+	}
+}

@@ -189,6 +189,7 @@ func Corpus() []Case {
 			}
 		}
 	}
+	cs = append(cs, ZeroFoldCase())
 	host := t.Pairs[0].Host
 	// Another pair's ID from the wrong port: pair 1's host claiming pair 0x123456.
 	add("spoof/other-pair-id", P1, drop, switching.ReasonSpoofed, Frame(host.MAC, PortMAC(1), -1, nil, encap.MsgTLP, PairFar, false))
@@ -233,6 +234,52 @@ func Corpus() []Case {
 		add(fmt.Sprintf("not-dxpu/qinq-%04x", outer), P1, pass, switching.ReasonNotDXPU, qinq)
 	}
 	return cs
+}
+
+// ZeroFoldCase is a UDP frame of PairVLAN from its host side, with a
+// valid UDP checksum, whose checksum after the switch's rewrite (addresses
+// and ports of the GPU side's direction) computes to 0x0000: RFC 768 has a
+// computed 0 sent as 0xffff, since 0 in the field means "no checksum".
+// One payload word (the last TLP's address, which the switch never reads)
+// is chosen for that, from the rewritten addresses and ports as the table
+// gives them, not from the switch's code.
+func ZeroFoldCase() Case {
+	p := Table().Pairs[1] // PairVLAN: both addresses and the port rewritten
+	from, to := p.Host, p.GPU
+	b := Frame(from.MAC, PortMAC(portIndex(from.Port)), -1, l3(from.IP, PortIP(portIndex(from.Port))), encap.MsgTLP, p.ID, true)
+	l, err := encap.Walk(b, nil)
+	if err != nil {
+		panic(fmt.Sprintf("switchtest: zero-fold frame: %v", err))
+	}
+	udp := b[l.UDP:l.UDPEnd]
+	dport := to.UDPPort
+	if dport == 0 {
+		dport = switching.DefaultUDPPort
+	}
+	// The one's complement sum the rewritten frame's checksum covers,
+	// with the checksum field 0: pseudo-header (egress port's address,
+	// the GPU side's), then the UDP header with the new ports and the
+	// payload.
+	var sum uint32
+	for _, a := range []netip.Addr{PortIP(portIndex(to.Port)), to.IP} {
+		a4 := a.As4()
+		sum += uint32(binary.BigEndian.Uint16(a4[:])) + uint32(binary.BigEndian.Uint16(a4[2:]))
+	}
+	sum += encap.IPProtoUDP + uint32(len(udp)) + uint32(switching.DefaultUDPPort) + uint32(dport) + uint32(len(udp))
+	for i := 8; i+1 < len(udp); i += 2 {
+		sum += uint32(binary.BigEndian.Uint16(udp[i:]))
+	}
+	for sum > 0xffff {
+		sum = sum&0xffff + sum>>16
+	}
+	// Adding ^sum to one word makes the sum 0xffff (negative zero): the
+	// checksum, its complement, is 0.
+	last := len(udp) - 2
+	w := uint32(binary.BigEndian.Uint16(udp[last:])) + uint32(^uint16(sum))
+	binary.BigEndian.PutUint16(udp[last:], uint16(w&0xffff+w>>16))
+	SetUDPChecksum(b)
+	return Case{Name: fmt.Sprintf("pair%x/dir0/udp/csum-rewrites-to-0", p.ID), Port: from.Port, Frame: b,
+		Want: switching.VerdictForward, Reason: switching.ReasonToGPU}
 }
 
 func portIndex(name string) int {

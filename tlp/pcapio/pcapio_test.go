@@ -6,11 +6,15 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
+	"os"
+	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/gopacket"
+	"github.com/google/gopacket/layers"
 
 	"github.com/dxpu/dxpu/tlp/pcapio"
 )
@@ -137,6 +141,10 @@ func TestBadInput(t *testing.T) {
 		{"ng huge caplen", patch(ngb, epb+20, 0xff, 0xff, 0xff, 0x7f), nil, pcapio.ErrCorrupt},
 		{"ng huge block", patch(ngb, epb+4, 0xf0, 0xff, 0xff, 0x7f), nil, pcapio.ErrCorrupt},
 		{"ng cut", ngb[:len(ngb)-10], nil, io.ErrUnexpectedEOF},
+		// A zero-filled stretch is not millions of empty records.
+		{"zeros after the header", append(good.Bytes()[:24:24], make([]byte, 1<<20)...), nil, pcapio.ErrCorrupt},
+		{"zeros", make([]byte, 1<<20), pcapio.ErrFormat, nil},
+		{"gzip of zeros", gzipOf(make([]byte, 1<<20)), pcapio.ErrFormat, nil},
 	}
 	for _, c := range cases {
 		r, err := pcapio.NewReader(bytes.NewReader(c.in))
@@ -155,6 +163,70 @@ func TestBadInput(t *testing.T) {
 			t.Errorf("%s: Next error %v, want %v", c.name, err, c.next)
 		} else {
 			t.Logf("%s: %v", c.name, err)
+		}
+	}
+}
+
+func gzipOf(b []byte) []byte {
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	zw.Write(b)
+	zw.Close()
+	return gz.Bytes()
+}
+
+// TestEmptyRecords: a record of original length 0 is refused (no frame is
+// empty on the wire); a record that keeps no bytes of a real frame (snap
+// length 0) is read. The writer refuses empty frames.
+func TestEmptyRecords(t *testing.T) {
+	t.Parallel()
+	var buf bytes.Buffer
+	w, _ := pcapio.NewWriter(&buf, pcapio.WriterOptions{})
+	if err := w.WritePacket(gopacket.CaptureInfo{}, nil); err == nil {
+		t.Error("empty frame written")
+	}
+	w.Close()
+	hdr := buf.Bytes()[:24]
+	rec := func(incl, orig uint32) []byte {
+		b := make([]byte, 16)
+		binary.LittleEndian.PutUint32(b[8:], incl)
+		binary.LittleEndian.PutUint32(b[12:], orig)
+		return b
+	}
+	r, _ := pcapio.NewReader(bytes.NewReader(append(append(bytes.Clone(hdr), rec(0, 60)...), rec(0, 0)...)))
+	if d, ci, err := r.Next(); err != nil || len(d) != 0 || ci.Length != 60 {
+		t.Fatalf("record 1 (0 of 60 bytes): %d bytes of %d, %v", len(d), ci.Length, err)
+	}
+	if _, _, err := r.Next(); !errors.Is(err, pcapio.ErrCorrupt) || !strings.Contains(err.Error(), "record 2") || !strings.Contains(err.Error(), "original length 0") {
+		t.Fatalf("record 2 (0 of 0 bytes): %v", err)
+	}
+}
+
+// TestOpenEthernet: a capture of another link type is refused with one
+// line naming the file and the link type.
+func TestOpenEthernet(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for _, lt := range []layers.LinkType{layers.LinkTypeEthernet, layers.LinkTypeRaw} {
+		var buf bytes.Buffer
+		w, _ := pcapio.NewWriter(&buf, pcapio.WriterOptions{LinkType: lt})
+		w.WritePacket(gopacket.CaptureInfo{}, make([]byte, 60))
+		w.Close()
+		path := filepath.Join(dir, lt.String()+".pcap")
+		os.WriteFile(path, buf.Bytes(), 0o600)
+		r, err := pcapio.OpenEthernet(path)
+		if lt == layers.LinkTypeEthernet {
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.Close()
+			continue
+		}
+		if !errors.Is(err, pcapio.ErrLinkType) || r != nil {
+			t.Fatalf("link type %v: %v", lt, err)
+		}
+		if want := path + ": unsupported link type Raw (101): only Ethernet captures hold TLP frames"; err.Error() != want {
+			t.Errorf("error %q, want %q", err, want)
 		}
 	}
 }

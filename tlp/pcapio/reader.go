@@ -45,6 +45,9 @@ var (
 	ErrFormat = errors.New("unknown capture format")
 	// ErrCorrupt: a record or block of the capture is malformed.
 	ErrCorrupt = errors.New("corrupt capture")
+	// ErrLinkType: the capture holds frames of another link layer than
+	// OpenEthernet wants.
+	ErrLinkType = errors.New("unsupported link type")
 )
 
 // Magic numbers as read little-endian from the first four bytes.
@@ -81,6 +84,21 @@ func Open(path string) (*Reader, error) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	r.closer = f
+	return r, nil
+}
+
+// OpenEthernet is Open for captures of Ethernet frames, the only ones that
+// carry TLPs (NetTLP, dxpu): others fail with ErrLinkType, naming the file
+// and its link type.
+func OpenEthernet(path string) (*Reader, error) {
+	r, err := Open(path)
+	if err != nil {
+		return nil, err
+	}
+	if lt := r.LinkType(); lt != layers.LinkTypeEthernet {
+		r.Close()
+		return nil, fmt.Errorf("%s: %w %v (%d): only Ethernet captures hold TLP frames", path, ErrLinkType, lt, uint16(lt))
+	}
 	return r, nil
 }
 
@@ -200,6 +218,12 @@ func (r *Reader) ZeroCopyReadPacketData() (data []byte, ci gopacket.CaptureInfo,
 			err = fmt.Errorf("%w: %v", ErrCorrupt, err)
 		}
 		return nil, ci, fmt.Errorf("pcapio: record %d: %w", r.records+1, err)
+	}
+	if ci.Length == 0 {
+		// No frame is empty on the wire: this is a zero-filled stretch (a
+		// preallocated or half-written file, a gzip of zeros), which would
+		// otherwise read as millions of empty records.
+		return nil, ci, fmt.Errorf("pcapio: record %d: %w: original length 0 (zero-filled data, not a record)", r.records+1, ErrCorrupt)
 	}
 	if len(data) != ci.CaptureLength || ci.CaptureLength > ci.Length && r.format == FormatPcapNG {
 		return nil, ci, fmt.Errorf("pcapio: record %d: %w: captured length %d, original length %d", r.records+1, ErrCorrupt, ci.CaptureLength, ci.Length)

@@ -2,6 +2,7 @@ package pcapio
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -78,11 +79,14 @@ func NewWriter(w io.Writer, opt WriterOptions) (*Writer, error) {
 }
 
 // WritePacket writes one frame. ci.CaptureLength must be len(data); a zero
-// ci.Length is taken as len(data). Frames longer than the snap length are
+// ci.Length is taken as len(data), and an empty frame is refused. Frames longer than the snap length are
 // cut to it, with Length kept.
 func (w *Writer) WritePacket(ci gopacket.CaptureInfo, data []byte) error {
 	if ci.Length == 0 {
 		ci.Length = len(data)
+	}
+	if ci.Length == 0 {
+		return errors.New("pcapio: empty frame (the reader refuses records of original length 0)")
 	}
 	if len(data) > int(w.opt.Snaplen) {
 		data = data[:w.opt.Snaplen]

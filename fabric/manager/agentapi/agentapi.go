@@ -285,6 +285,7 @@ func (c *Client) call(ctx context.Context, base, credential, method, path string
 			// Only programming carries the pair's key, and only to the
 			// two agents of the pair.
 			wp.Key, wp.KeyGeneration = hex.EncodeToString(p.Key.Key[:]), p.Key.Generation
+			wp.KeyPending = p.Key.Pending
 		}
 		b, err := json.Marshal(wp)
 		if err != nil {
@@ -402,17 +403,21 @@ func IsAgentError(err error) bool {
 // wirePair is a pair as the agent API carries it: the pair's JSON and, when
 // the manager programs the pair, its key (64 hex digits) and generation.
 // The key travels only in these bodies, over https, to the pair's agents.
+// key_pending true is the first phase of a key change (KEY-10): install
+// the key next to the one in use, do not switch; the same key again
+// without it switches.
 type wirePair struct {
 	manager.Pair
 	Key           string `json:"key,omitempty"`
 	KeyGeneration uint32 `json:"key_generation,omitempty"`
+	KeyPending    bool   `json:"key_pending,omitempty"`
 }
 
 func (wp wirePair) pair() (manager.Pair, error) {
 	p := wp.Pair
 	if wp.Key == "" {
-		if wp.KeyGeneration != 0 {
-			return p, fmt.Errorf("key_generation %d without a key", wp.KeyGeneration)
+		if wp.KeyGeneration != 0 || wp.KeyPending {
+			return p, fmt.Errorf("key_generation %d or key_pending without a key", wp.KeyGeneration)
 		}
 		return p, nil
 	}
@@ -425,5 +430,6 @@ func (wp wirePair) pair() (manager.Pair, error) {
 	}
 	copy(p.Key.Key[:], b)
 	p.Key.Generation = wp.KeyGeneration
+	p.Key.Pending = wp.KeyPending
 	return p, nil
 }

@@ -61,6 +61,9 @@ type pairRun struct {
 	// link-up.
 	slot   hostSlot
 	linkUp chan struct{}
+	// pending is a key installed but not switched to (the first phase of
+	// the manager's key change); p.Key is the one in use.
+	pending manager.PairKey
 }
 
 // Start binds the data-plane socket, brings up the PCIe side and starts
@@ -187,7 +190,7 @@ func (a *Agent) peerOf(p manager.Pair) (netip.AddrPort, error) {
 // ProgramPair creates the pair's bridge (idempotent: the same pair again
 // changes nothing; a pair ID with other contents replaces it).
 func (a *Agent) ProgramPair(ctx context.Context, p manager.Pair) error {
-	p.HostAgentCredential, p.GPUAgentCredential = "", ""
+	p.HostAgentCredential, p.GPUAgentCredential, p.HeldGeneration = "", "", 0
 	if err := a.check(p); err != nil {
 		return err
 	}
@@ -197,32 +200,19 @@ func (a *Agent) ProgramPair(ctx context.Context, p manager.Pair) error {
 		return fmt.Errorf("pair %d: %w", p.ID, ErrNoKey)
 	}
 	if old, ok := a.pairs[p.ID]; ok {
-		if old.p == p {
-			return nil
+		same, want := old.p, p
+		same.Key, want.Key = manager.PairKey{}, manager.PairKey{}
+		if same == want {
+			// Only the key differs (ctl rekey, a restarted manager, a
+			// restored peer): a key change on the running bridge, never
+			// a new one, so the GPU stays where it is (KEY-12).
+			return a.changeKey(old, p.Key)
 		}
-		same := old.p
-		same.Key = p.Key
-		if same == p && old.runner.State() == bridge.StateUp {
-			// Only the key changed (ctl rekey, or a restarted manager
-			// re-applying the pair) on a live link: a lossless key change
-			// on the running bridge; the peer gets the same key and follows.
-			err := old.runner.InstallKey(p.Key.Generation, p.Key.Key[:])
-			if err == nil {
-				err = old.runner.ActivateKey()
-			}
-			if err == nil {
-				old.p = p
-				a.log.Info("pair key changed", "pair", p.ID, "key", p.Key.String())
-				return nil
-			}
-			a.log.Warn("pair key change refused; restarting the pair with the new key", "pair", p.ID, "key", p.Key.String(), "err", err)
-		}
-		// Anything else changed, the link is not up (the peer restarted:
-		// nothing in flight to keep), or the key could not be installed:
-		// a new bridge for the pair.
+		// Anything else changed: a new bridge for the pair.
 		a.log.Info("pair reprogrammed; replacing its bridge", "pair", p.ID)
 		a.stop(ctx, old)
 	}
+	p.Key.Pending = false // a new bridge has this key only: it uses it
 	for _, o := range a.pairs {
 		if a.o.Role == bridge.RoleGPU && o.p.GPU == p.GPU {
 			return fmt.Errorf("pair %d: gpu %s serves pair %d: %w", p.ID, p.GPU, o.p.ID, ErrInUse)
@@ -284,6 +274,37 @@ func (a *Agent) ProgramPair(ctx context.Context, p manager.Pair) error {
 	return nil
 }
 
+// changeKey applies one phase of the manager's key change (called with
+// a.mu held): install k next to the key in use (k.Pending), or switch to
+// it, installing it first if this end missed the first phase. Each call
+// is idempotent. A key the bridge refuses (a generation not above the
+// ones it holds) is an error for the manager and changes nothing: the
+// pair keeps running under its key.
+func (a *Agent) changeKey(pr *pairRun, k manager.PairKey) error {
+	installOnly := k.Pending
+	k.Pending = false
+	if pr.p.Key.Same(k) {
+		return nil // in use already (a late first phase, or a repeat)
+	}
+	if !pr.pending.Same(k) {
+		if err := pr.runner.InstallKey(k.Generation, k.Key[:]); err != nil {
+			a.log.Warn("pair key refused; the pair keeps its key", "pair", pr.p.ID, "key", k.String(), "err", err)
+			return fmt.Errorf("pair %d: installing %v: %w", pr.p.ID, k, err)
+		}
+		pr.pending = k
+		a.log.Info("pair key installed", "pair", pr.p.ID, "key", k.String())
+	}
+	if installOnly {
+		return nil
+	}
+	if err := pr.runner.ActivateKey(); err != nil {
+		return fmt.Errorf("pair %d: switching to %v: %w", pr.p.ID, k, err)
+	}
+	pr.p.Key, pr.pending = k, manager.PairKey{}
+	a.log.Info("pair key changed", "pair", pr.p.ID, "key", k.String())
+	return nil
+}
+
 // stop ends a pair's bridge (called with a.mu held); on a host its device
 // leaves the emulated host first.
 func (a *Agent) stop(ctx context.Context, pr *pairRun) {
@@ -316,7 +337,9 @@ func (a *Agent) ListPairs(context.Context) ([]manager.Pair, error) {
 	defer a.mu.Unlock()
 	out := make([]manager.Pair, 0, len(a.pairs))
 	for _, pr := range a.pairs {
-		out = append(out, pr.p)
+		p := pr.p
+		p.HeldGeneration = max(p.Key.Generation, pr.pending.Generation)
+		out = append(out, p)
 	}
 	slices.SortFunc(out, func(x, y manager.Pair) int { return int(x.ID) - int(y.ID) })
 	return out, nil

@@ -223,22 +223,44 @@ func TestAgentRefusesWrongPairs(t *testing.T) {
 	if err := box.ProgramPair(r.ctx, base); err != nil {
 		t.Fatalf("programming the same pair again: %v", err)
 	}
-	// A new key for a pair whose link is not up replaces its bridge (there
-	// is nothing in flight to keep; TestDeployment shows the lossless key
-	// change on live links).
+	// A new key changes the key of the running bridge, in two phases
+	// (install, then switch), even on a link that is not up: the bridge,
+	// and the GPU behind it, stay (KEY-12).
 	box.mu.Lock()
 	before := box.pairs[7].runner
 	box.mu.Unlock()
 	rekeyed := base
-	rekeyed.Key = manager.PairKey{Generation: 6, Key: [32]byte{9}}
+	rekeyed.Key = manager.PairKey{Generation: 6, Key: [32]byte{9}, Pending: true}
 	if err := box.ProgramPair(r.ctx, rekeyed); err != nil {
-		t.Fatalf("a new key for the pair: %v", err)
+		t.Fatalf("installing a new key for the pair: %v", err)
 	}
 	box.mu.Lock()
-	after, key := box.pairs[7].runner, box.pairs[7].p.Key
+	after, key, pending := box.pairs[7].runner, box.pairs[7].p.Key, box.pairs[7].pending
 	box.mu.Unlock()
-	if after == before || key != rekeyed.Key {
-		t.Fatal("the pair did not take its new key")
+	if after != before || key != base.Key || !pending.Same(rekeyed.Key) {
+		t.Fatalf("after the install: same bridge %v, key %v, pending %v", after == before, key, pending)
+	}
+	rekeyed.Key.Pending = false
+	if err := box.ProgramPair(r.ctx, rekeyed); err != nil {
+		t.Fatalf("switching to the new key: %v", err)
+	}
+	box.mu.Lock()
+	after, key = box.pairs[7].runner, box.pairs[7].p.Key
+	box.mu.Unlock()
+	if after != before || key != rekeyed.Key {
+		t.Fatal("the pair did not take its new key on its bridge")
+	}
+	// A generation not above the one held is refused and changes nothing.
+	stale := base
+	stale.Key = manager.PairKey{Generation: 6, Key: [32]byte{7}}
+	if err := box.ProgramPair(r.ctx, stale); err == nil || !strings.Contains(err.Error(), "not newer") {
+		t.Fatalf("a stale key generation: %v", err)
+	}
+	box.mu.Lock()
+	after, key = box.pairs[7].runner, box.pairs[7].p.Key
+	box.mu.Unlock()
+	if after != before || key != rekeyed.Key {
+		t.Fatal("a refused key changed the pair")
 	}
 	base = rekeyed
 	other := base

@@ -7,7 +7,6 @@ import (
 	"net/netip"
 
 	"github.com/google/gopacket"
-	"github.com/google/gopacket/layers"
 
 	"github.com/dxpu/dxpu/internal/app/apperr"
 	"github.com/dxpu/dxpu/tlp"
@@ -60,14 +59,11 @@ func Convert(o ConvertOptions, stdout, stderr io.Writer) error {
 	if o.MTU < 128 || o.MTU > 65535 {
 		return apperr.Usage(fmt.Errorf("convert: --mtu %d: want 128..65535", o.MTU))
 	}
-	r, err := pcapio.Open(o.In)
+	r, err := pcapio.OpenEthernet(o.In)
 	if err != nil {
-		return err
+		return failedIfLinkType(err)
 	}
 	defer r.Close()
-	if r.LinkType() != layers.LinkTypeEthernet {
-		return fmt.Errorf("%s: link type %v, only Ethernet captures hold TLP frames", o.In, r.LinkType())
-	}
 	nanos := r.Nanos()
 	if o.Nanos != nil {
 		nanos = *o.Nanos
@@ -76,10 +72,12 @@ func Convert(o ConvertOptions, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	cv := &converter{to: to, vlan: o.VLAN, pair: o.Pair, cfg: encap.Config{UDPPort: o.UDPPort}, src: src, dst: dst, w: w,
+	cv := &converter{in: o.In, to: to, vlan: o.VLAN, pair: o.Pair, cfg: encap.Config{UDPPort: o.UDPPort}, src: src, dst: dst, w: w,
 		seq: map[[12]byte]uint32{}, pack: o.Pack}
 	cv.packer.MTU = o.MTU
-	bad, err := cv.run(r, stderr)
+	errs := &errLines{w: stderr}
+	bad, err := cv.run(r, errs)
+	errs.close("frames that did not convert")
 	if cerr := w.Close(); err == nil {
 		err = cerr
 	}
@@ -95,6 +93,7 @@ func Convert(o ConvertOptions, stdout, stderr io.Writer) error {
 }
 
 type converter struct {
+	in       string // the input's path, for errors
 	to       encap.Encap
 	vlan     int
 	pair     uint32
@@ -122,7 +121,7 @@ func (c *converter) run(r *pcapio.Reader, stderr io.Writer) (bad int, err error)
 			return bad, c.flushPack()
 		}
 		if err != nil {
-			return bad, err
+			return bad, fmt.Errorf("%s: %w", c.in, err)
 		}
 		c.read++
 		f, err := encap.ParseFrame(data, &c.cfg)

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/google/gopacket/layers"
-
 	"github.com/dxpu/dxpu/bridge/seal"
 	"github.com/dxpu/dxpu/internal/app/apperr"
 	"github.com/dxpu/dxpu/tlp"
@@ -19,10 +17,12 @@ import (
 // apperr.ErrFailed; unreadable captures are plain errors.
 func Info(paths []string, udpPort uint16, stdout, stderr io.Writer) error {
 	bad := 0
+	errs := &errLines{w: stderr}
+	defer errs.close("frames that did not parse")
 	for _, path := range paths {
-		s, err := Tally(path, &encap.Config{UDPPort: udpPort}, stderr)
+		s, err := Tally(path, &encap.Config{UDPPort: udpPort}, errs)
 		if err != nil {
-			return err
+			return failedIfLinkType(err)
 		}
 		bad += s["bad"]
 		fmt.Fprintf(stdout, "%s: %s\n", path, StatsLine(s))
@@ -33,17 +33,23 @@ func Info(paths []string, udpPort uint16, stdout, stderr io.Writer) error {
 	return nil
 }
 
+// failedIfLinkType marks a capture of another link type as bad input (exit
+// status 1); other errors opening a capture stay as they are.
+func failedIfLinkType(err error) error {
+	if errors.Is(err, pcapio.ErrLinkType) {
+		return apperr.Failed(err)
+	}
+	return err
+}
+
 // Tally counts what a capture holds; frames that do not parse are
 // reported on errs (when not nil) with their 1-based number.
 func Tally(path string, cfg *encap.Config, errs io.Writer) (map[string]int, error) {
-	r, err := pcapio.Open(path)
+	r, err := pcapio.OpenEthernet(path)
 	if err != nil {
 		return nil, err
 	}
 	defer r.Close()
-	if r.LinkType() != layers.LinkTypeEthernet {
-		return nil, fmt.Errorf("%s: link type %v, only Ethernet captures hold TLP frames", path, r.LinkType())
-	}
 	s := map[string]int{}
 	for {
 		data, _, err := r.ZeroCopyReadPacketData()
@@ -51,7 +57,7 @@ func Tally(path string, cfg *encap.Config, errs io.Writer) (map[string]int, erro
 			return s, nil
 		}
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("%s: %w", path, err)
 		}
 		s["frames"]++
 		if sealedFrame(data, cfg, s) {

@@ -9,7 +9,6 @@ import (
 	"slices"
 
 	"github.com/google/gopacket"
-	"github.com/google/gopacket/layers"
 
 	"github.com/dxpu/dxpu/bridge/seal"
 	"github.com/dxpu/dxpu/internal/app/apperr"
@@ -56,14 +55,11 @@ func Unseal(o UnsealOptions, stdout, stderr io.Writer) error {
 	if err != nil {
 		return apperr.Usage(fmt.Errorf("unseal: --key-log %s: %w", o.KeyLog, err))
 	}
-	r, err := pcapio.Open(o.In)
+	r, err := pcapio.OpenEthernet(o.In)
 	if err != nil {
-		return err
+		return failedIfLinkType(err)
 	}
 	defer r.Close()
-	if r.LinkType() != layers.LinkTypeEthernet {
-		return fmt.Errorf("%s: link type %v, only Ethernet captures hold TLP frames", o.In, r.LinkType())
-	}
 	nanos := r.Nanos()
 	if o.Nanos != nil {
 		nanos = *o.Nanos
@@ -111,7 +107,7 @@ func (u *unsealer) run(r *pcapio.Reader) error {
 			return nil
 		}
 		if err != nil {
-			return err
+			return fmt.Errorf("%s: %w", u.o.In, err)
 		}
 		u.read++
 		lay, err := u.walk(data, cfg)

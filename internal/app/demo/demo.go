@@ -36,8 +36,11 @@ type Config struct {
 	RTT time.Duration
 	// BytesPerSec is the fabric rate of one pair (default 100 Gbit/s).
 	BytesPerSec float64
-	// TracesDir holds the shared profiler traces ("" : none).
+	// TracesDir holds the profiler traces ("" : none).
 	TracesDir string
+	// TracesMissing says why TracesDir is empty (where the default was
+	// looked for), for the notes.
+	TracesMissing string
 	// Log receives progress lines (nil: discarded).
 	Log io.Writer
 	// Progress, when set, is told how many runs finished of how many; it
@@ -460,8 +463,16 @@ func runWorkloads(ctx context.Context, cfg *Config, plans []*hostPlan, rep *Repo
 		jobs = append(jobs, &job{name: b.Name, plan: p, gpus: b.GPUs, bundle: b})
 	}
 	traces, err := filepath.Glob(filepath.Join(cfg.TracesDir, "*.json.gz"))
-	if cfg.TracesDir == "" || err != nil || len(traces) == 0 {
-		rep.Notes = append(rep.Notes, fmt.Sprintf("shared traces skipped: none found in %q", cfg.TracesDir))
+	// The note always says where the traces were looked for.
+	switch {
+	case cfg.TracesDir == "" && cfg.TracesMissing != "":
+		rep.Notes = append(rep.Notes, "traces skipped: "+cfg.TracesMissing)
+	case cfg.TracesDir == "":
+		rep.Notes = append(rep.Notes, "traces skipped: no traces directory given")
+	case err != nil || len(traces) == 0:
+		rep.Notes = append(rep.Notes, fmt.Sprintf("traces skipped: no *.json.gz in %s", cfg.TracesDir))
+	default:
+		rep.Notes = append(rep.Notes, fmt.Sprintf("traces: %d from %s", len(traces), cfg.TracesDir))
 	}
 	sort.Strings(traces)
 	for i, path := range traces {
@@ -642,16 +653,18 @@ func ProfileGraph(p *cuda.Profiler, name string) (*model.Graph, error) {
 	return model.Build(w)
 }
 
-// DefaultTracesDir returns the traces directory of ../shared beside the
-// module root (see shareddata.Root), or "" when it is absent.
-func DefaultTracesDir() string {
-	root, err := shareddata.Root()
+// DefaultTracesDir returns the repository's testdata/traces: the public
+// profiler traces committed with dxpu (see its SOURCE.md), in the checkout
+// found from the working directory, then from where dxpu was built (see
+// shareddata.ModuleRoot). The error says where it looked.
+func DefaultTracesDir() (string, error) {
+	mod, err := shareddata.ModuleRoot()
 	if err != nil {
-		return ""
+		return "", fmt.Errorf("no dxpu checkout to take testdata/traces from: %w", err)
 	}
-	p := filepath.Join(root, "traces")
+	p := filepath.Join(mod, "testdata", "traces")
 	if st, err := os.Stat(p); err != nil || !st.IsDir() {
-		return ""
+		return "", fmt.Errorf("%s is not a directory", p)
 	}
-	return p
+	return p, nil
 }

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -123,6 +125,38 @@ func TestWriteTables(t *testing.T) {
 	for _, want := range []string{"host-a  4      4           3us      identical     [g0 g1 ... g3]", "2.500ms", "1.2500s", "2.25%", "1.50%", "note: a note"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("tables lack %q:\n%s", want, out.String())
+		}
+	}
+}
+
+// TestDefaultTraces: without --traces the demo takes the traces committed
+// in the repository's testdata/traces, and says so; a directory without
+// traces is named in the note too.
+func TestDefaultTraces(t *testing.T) {
+	t.Parallel()
+	dir, err := DefaultTracesDir()
+	if err != nil || !strings.HasSuffix(dir, "/testdata/traces") {
+		t.Fatalf("DefaultTracesDir = %q, %v", dir, err)
+	}
+	if m, _ := filepath.Glob(filepath.Join(dir, "*.json.gz")); len(m) < 5 {
+		t.Fatalf("%s holds %d traces, want the 5 the README shows", dir, len(m))
+	}
+	empty := t.TempDir()
+	for _, c := range []struct {
+		cfg  Config
+		want string
+	}{
+		{Config{TracesDir: empty}, "traces skipped: no *.json.gz in " + empty},
+		{Config{TracesMissing: "no dxpu checkout (looked above /x)"}, "traces skipped: no dxpu checkout (looked above /x)"},
+		{Config{}, "traces skipped: no traces directory given"},
+	} {
+		c.cfg.RTT, c.cfg.Workers = 5*time.Microsecond, 2
+		rep, err := Run(context.Background(), c.cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Contains(rep.Notes, c.want) {
+			t.Errorf("notes %q lack %q", rep.Notes, c.want)
 		}
 	}
 }

@@ -36,7 +36,10 @@ func Present(ctx context.Context, o Options, stdout, stderr io.Writer) error {
 		return apperr.Usage(fmt.Errorf("--rtt must not be negative, got %v", o.RTT))
 	}
 	if o.TracesDir == "" {
-		o.TracesDir = DefaultTracesDir()
+		var err error
+		if o.TracesDir, err = DefaultTracesDir(); err != nil {
+			o.TracesMissing = err.Error()
+		}
 	} else if st, err := os.Stat(o.TracesDir); err != nil || !st.IsDir() {
 		return apperr.Usage(fmt.Errorf("--traces %s: not a directory", o.TracesDir))
 	}
@@ -57,6 +60,14 @@ func Present(ctx context.Context, o Options, stdout, stderr io.Writer) error {
 				bar.Describe(fmt.Sprintf("%-34.34s", what))
 				bar.Set(done)
 			}
+		}
+	}
+	if !o.Quiet {
+		// Said first, since --json prints no notes.
+		if o.TracesDir != "" {
+			fmt.Fprintf(stderr, "demo: profiler traces from %s\n", o.TracesDir)
+		} else {
+			fmt.Fprintf(stderr, "demo: no profiler traces: %s\n", o.TracesMissing)
 		}
 	}
 	rep, err := Run(ctx, cfg)

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/dxpu/dxpu/bridge/driver"
+	"github.com/dxpu/dxpu/internal/app/rawgoodput"
 )
 
 // Options configures a run.
@@ -128,6 +129,21 @@ type Result struct {
 	// baseline. The targets are stated against the plain echo above.
 	EchoBusyPollP50Us float64 `json:"echo_busy_poll_p50_us"`
 	EchoBusyPollP99Us float64 `json:"echo_busy_poll_p99_us"`
+
+	// The raw baselines, measured after the link pair for LinkFor each:
+	// two plain UDP sockets at the bridges' endpoints, on their path
+	// (through the switch in namespaces), flooded with datagrams of the
+	// bridges' MTU (sendmmsg/recvmmsg, in this process); on loopback
+	// also one TCP connection.
+	UDPGoodputGbps   float64 `json:"udp_goodput_gbps"`
+	UDPDatagramBytes int     `json:"udp_datagram_bytes"`
+	UDPSent          uint64  `json:"udp_datagrams_sent"`
+	UDPReceived      uint64  `json:"udp_datagrams_received"`
+	TCPGoodputGbps   float64 `json:"tcp_goodput_gbps,omitempty"`
+	// The link pair's mean frame (the host side's bytes sent over frames
+	// sent) and UDP again with datagrams of that size.
+	LinkFrameBytes    int     `json:"link_frame_bytes"`
+	UDPSameFramesGbps float64 `json:"udp_same_frames_goodput_gbps"`
 }
 
 // Ratios are the figures against their baselines, as the targets state
@@ -148,6 +164,15 @@ type Ratios struct {
 	// MMIO read against the busy-polling echo.
 	MMIOP50OverBusyPollEcho float64 `json:"mmio_p50_over_echo_busy_poll_p50"`
 	MMIOP99OverBusyPollEcho float64 `json:"mmio_p99_over_echo_busy_poll_p99"`
+
+	// Against raw UDP on the same path (targets: the lossless pair >=
+	// 0.8, the largest copy >= 0.7 each way) and, on loopback, TCP.
+	PairOverUDP float64 `json:"pair_over_udp"`
+	H2DOverUDP  float64 `json:"h2d_largest_over_udp"`
+	D2HOverUDP  float64 `json:"d2h_largest_over_udp"`
+	PairOverTCP float64 `json:"pair_over_tcp,omitempty"`
+	// The link pair against UDP with datagrams of its mean frame.
+	PairOverUDPSameFrames float64 `json:"pair_over_udp_same_frames"`
 }
 
 // Run performs one measurement.
@@ -284,8 +309,36 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 	if err := prof.start("link"); err != nil {
 		return res, err
 	}
-	if res.LinkGoodputGbps, err = linkGoodput(ctx, func() (driver.Transport, driver.Transport, error) { return net.bridges(false) }, cfg, o.LinkFor); err != nil {
+	if res.LinkGoodputGbps, res.LinkFrameBytes, err = linkGoodput(ctx, func() (driver.Transport, driver.Transport, error) { return net.bridges(false) }, cfg, o.LinkFor); err != nil {
 		return res, err
+	}
+	flood := func(size int) (rawgoodput.UDPResult, error) {
+		o.Log.Info("e2ebench: raw UDP goodput", "for", o.LinkFor, "datagram_bytes", size)
+		htx, grx, prefix, err := net.raw()
+		if err != nil {
+			return rawgoodput.UDPResult{}, err
+		}
+		u, err := rawgoodput.UDP(ctx, htx, grx, max(size, len(prefix)), prefix, o.LinkFor)
+		if err != nil {
+			return u, fmt.Errorf("e2ebench: %w", err)
+		}
+		return u, nil
+	}
+	u, err := flood(o.MTU)
+	if err != nil {
+		return res, err
+	}
+	res.UDPGoodputGbps, res.UDPDatagramBytes, res.UDPSent, res.UDPReceived = u.GoodputGbps, u.DatagramBytes, u.Sent, u.Received
+	if res.LinkFrameBytes > 0 {
+		if u, err = flood(res.LinkFrameBytes); err != nil {
+			return res, err
+		}
+		res.UDPSameFramesGbps = u.GoodputGbps
+	}
+	if o.Loopback {
+		if res.TCPGoodputGbps, err = rawgoodput.TCPLoopback(ctx, o.LinkFor); err != nil {
+			return res, fmt.Errorf("e2ebench: %w", err)
+		}
 	}
 	big := strconv.FormatUint(maxCopy, 10)
 	res.Ratios = Ratios{
@@ -298,6 +351,15 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 	res.Ratios.LaunchSyncHostCmdsExcess = (res.LaunchSyncHostCmdsUs - res.NativeLaunchSyncHostCmdsUs) / res.EchoP50Us
 	res.Ratios.MMIOP50OverBusyPollEcho = res.MMIOReadP50Us / res.EchoBusyPollP50Us
 	res.Ratios.MMIOP99OverBusyPollEcho = res.MMIOReadP99Us / res.EchoBusyPollP99Us
+	res.Ratios.PairOverUDP = res.LinkGoodputGbps / res.UDPGoodputGbps
+	res.Ratios.H2DOverUDP = res.H2DGbps[big] / res.UDPGoodputGbps
+	res.Ratios.D2HOverUDP = res.D2HGbps[big] / res.UDPGoodputGbps
+	if res.UDPSameFramesGbps > 0 {
+		res.Ratios.PairOverUDPSameFrames = res.LinkGoodputGbps / res.UDPSameFramesGbps
+	}
+	if res.TCPGoodputGbps > 0 {
+		res.Ratios.PairOverTCP = res.LinkGoodputGbps / res.TCPGoodputGbps
+	}
 	return res, nil
 }
 

@@ -109,6 +109,9 @@ func Run(ctx context.Context, o Options) error {
 	} else {
 		st, err = store.OpenBolt(o.Store, 5*time.Second)
 	}
+	if errors.Is(err, store.ErrDamaged) {
+		return apperr.Failed(err) // the file, not the set-up, is wrong
+	}
 	if err != nil {
 		return apperr.Usage(err)
 	}

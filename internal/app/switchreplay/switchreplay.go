@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"os"
 	"sort"
 	"strings"
 
@@ -15,7 +16,6 @@ import (
 	"github.com/dxpu/dxpu/internal/app/jsonfile"
 	"github.com/dxpu/dxpu/tlp/pcapio"
 	"github.com/dxpu/dxpu/xdp"
-	"github.com/google/gopacket"
 )
 
 func usage(format string, a ...any) error { return apperr.Usage(fmt.Errorf(format, a...)) }
@@ -46,30 +46,6 @@ func parsePortAddrs(ports map[string]switching.Port, specs []string) error {
 	return nil
 }
 
-type replayRecord struct {
-	ci   gopacket.CaptureInfo
-	data []byte
-}
-
-func readCaptureFile(path string) ([]replayRecord, error) {
-	r, err := pcapio.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer r.Close()
-	var recs []replayRecord
-	for {
-		data, ci, err := r.Next()
-		if errors.Is(err, io.EOF) {
-			return recs, nil
-		}
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", path, err)
-		}
-		recs = append(recs, replayRecord{ci, append([]byte(nil), data...)})
-	}
-}
-
 // Options are `dxpu replay`'s.
 type Options struct {
 	Pcap, Table string // input capture, forwarding table (JSON)
@@ -82,9 +58,10 @@ type Options struct {
 }
 
 // Run switches every frame of o.Pcap as the switch would and prints what
-// happened to stdout. Bad options and unreadable files are
-// apperr.ErrUsage; forwarded frames that differ from o.Expect are
-// apperr.ErrFailed.
+// happened to stdout. The capture is streamed: memory does not grow with
+// it. Bad options and unreadable files are apperr.ErrUsage; a capture of
+// another link type than Ethernet, and forwarded frames that differ from
+// o.Expect, are apperr.ErrFailed.
 func Run(o Options, stdout io.Writer) error {
 	fl := o
 	if fl.Pcap == "" || fl.Table == "" {
@@ -112,105 +89,228 @@ func Run(o Options, stdout io.Writer) error {
 		}
 		def = fl.Port
 	}
-	recs, err := readCaptureFile(fl.Pcap)
+	in, err := pcapio.OpenEthernet(fl.Pcap)
+	if errors.Is(err, pcapio.ErrLinkType) {
+		return apperr.Failed(err) // bad input: no TLP frames to switch
+	}
 	if err != nil {
 		return apperr.Usage(err)
 	}
-	raw := make([][]byte, len(recs))
-	for i, r := range recs {
-		raw[i] = r.data
+	defer in.Close()
+	rp := &replayer{path: fl.Pcap, in: in, byMAC: switching.IngressByMAC(tbl), def: def,
+		actions: map[outcomeKey]int{}}
+	if fl.Expect != "" {
+		if rp.exp, err = pcapio.Open(fl.Expect); err != nil {
+			return apperr.Usage(err)
+		}
+		defer rp.exp.Close()
+		rp.expPath = fl.Expect
 	}
-	frames := switching.AssignPorts(tbl, raw, def)
+	if fl.Out != "" {
+		if rp.out, err = pcapio.Create(fl.Out, pcapio.WriterOptions{Nanos: true}); err != nil {
+			return apperr.Usage(err)
+		}
+	}
 
-	var outs []switching.Outcome
+	// The capture is read, switched, written and compared record by record:
+	// memory stays bounded whatever its size.
 	switch fl.Mode {
 	case "go":
 		fwd := switching.NewForwarder(fl.UDPPort)
-		rules, skipped, err := switching.Compile(tbl, ports, fl.UDPPort)
-		if err != nil {
-			return apperr.Usage(err)
+		rules, skipped, cerr := switching.Compile(tbl, ports, fl.UDPPort)
+		if cerr == nil && len(skipped) > 0 {
+			cerr = skipped[0]
 		}
-		if len(skipped) > 0 {
-			return apperr.Usage(skipped[0])
+		if cerr != nil {
+			rp.abort(fl.Out)
+			return apperr.Usage(cerr)
 		}
 		fwd.SetPorts(ports)
 		fwd.Update(rules)
-		outs = fwd.Replay(frames, ports)
+		var buf []byte
+		err = rp.run(func(f switching.ReplayFrame) (switching.Outcome, error) {
+			buf = append(append(buf[:0], make([]byte, switching.Headroom)...), f.Data...)
+			res := fwd.Forward(buf, switching.Headroom, ports[f.Port].Index)
+			o := switching.Outcome{Action: res.Verdict.XDPAction(), Verdict: res.Verdict, Reason: res.Reason}
+			if res.Verdict == switching.VerdictForward {
+				o.Frame = buf[res.Off:]
+			}
+			return o, nil
+		})
 	case "xdp":
 		specs := make([]xdp.PortSpec, 0, len(names))
 		for _, n := range names {
 			specs = append(specs, ports[n])
 		}
-		outs, _, err = xdp.Replay(tbl, specs, xdp.Options{UDPPort: fl.UDPPort}, frames)
-		if err != nil {
-			return apperr.Usage(fmt.Errorf("replay --mode xdp (needs root and BPF): %w", err))
+		_, err = xdp.ReplayStream(tbl, specs, xdp.Options{UDPPort: fl.UDPPort}, rp.run)
+		if err != nil && rp.err == nil {
+			err = fmt.Errorf("replay --mode xdp (needs root and BPF): %w", err)
 		}
+	}
+	if err == nil && rp.out != nil {
+		err = rp.out.Close()
+		rp.out = nil
+	}
+	if err == nil {
+		err = rp.finishExpect()
+	}
+	if err != nil {
+		rp.abort(fl.Out)
+		return apperr.Usage(err)
 	}
 
 	actions := map[string]int{}
-	var forwarded []replayRecord
-	for i, o := range outs {
-		key := map[uint32]string{switching.XDPRedirect: "redirect", switching.XDPDrop: "drop", switching.XDPPass: "pass"}[o.Action]
+	for k, n := range rp.actions {
+		name := xdpActions[k.action]
 		if fl.Mode == "go" {
-			key = o.Verdict.String() + "/" + o.Reason.String()
+			name = k.verdict.String() + "/" + k.reason.String()
 		}
-		actions[key]++
-		if o.Frame != nil {
-			ci := recs[i].ci
-			ci.CaptureLength, ci.Length = len(o.Frame), len(o.Frame)
-			forwarded = append(forwarded, replayRecord{ci, o.Frame})
-		}
+		actions[name] += n
 	}
 	keys := make([]string, 0, len(actions))
 	for k := range actions {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	fmt.Fprintf(stdout, "%s: %d frames, %d forwarded (%s path)\n", fl.Pcap, len(recs), len(forwarded), fl.Mode)
+	fmt.Fprintf(stdout, "%s: %d frames, %d forwarded (%s path)\n", fl.Pcap, rp.frames, rp.forwarded, fl.Mode)
 	for _, k := range keys {
 		fmt.Fprintf(stdout, "  %-28s %d\n", k, actions[k])
 	}
-	if fl.Out != "" {
-		w, err := pcapio.Create(fl.Out, pcapio.WriterOptions{Nanos: true})
-		if err != nil {
-			return apperr.Usage(err)
+	if rp.exp != nil {
+		if rp.diff != nil {
+			return apperr.Failed(fmt.Errorf("replay: output differs from %s: %w", fl.Expect, rp.diff))
 		}
-		for _, r := range forwarded {
-			if err := w.WritePacket(r.ci, r.data); err != nil {
-				w.Close()
-				return apperr.Usage(err)
-			}
-		}
-		if err := w.Close(); err != nil {
-			return apperr.Usage(err)
-		}
-	}
-	if fl.Expect != "" {
-		exp, err := readCaptureFile(fl.Expect)
-		if err != nil {
-			return apperr.Usage(err)
-		}
-		if err := compareReplay(forwarded, exp); err != nil {
-			return apperr.Failed(fmt.Errorf("replay: output differs from %s: %w", fl.Expect, err))
-		}
-		fmt.Fprintf(stdout, "output matches %s (%d frames)\n", fl.Expect, len(exp))
+		fmt.Fprintf(stdout, "output matches %s (%d frames)\n", fl.Expect, rp.expected)
 	}
 	return nil
 }
 
-func compareReplay(got, want []replayRecord) error {
-	for i := 0; i < min(len(got), len(want)); i++ {
-		g, w := got[i].data, want[i].data
-		if !bytes.Equal(g, w) {
-			at := 0
-			for at < min(len(g), len(w)) && g[at] == w[at] {
-				at++
+// replayer feeds a capture to a switch path frame by frame, tallies the
+// outcomes, writes the forwarded frames and compares them with the
+// expected capture as they come.
+type replayer struct {
+	path    string
+	in      *pcapio.Reader
+	byMAC   map[[6]byte]string
+	def     string
+	actions map[outcomeKey]int // named once at the end: no string per frame
+
+	out       *pcapio.Writer
+	exp       *pcapio.Reader
+	expPath   string
+	expDone   bool  // exp has no more frames
+	diff      error // the first difference from exp
+	expected  int   // frames read from exp
+	frames    int
+	forwarded int
+	err       error // reading or writing failed (not the switch)
+}
+
+type outcomeKey struct {
+	action  uint32
+	verdict switching.Verdict
+	reason  switching.Reason
+}
+
+var xdpActions = map[uint32]string{switching.XDPRedirect: "redirect", switching.XDPDrop: "drop", switching.XDPPass: "pass"}
+
+// run reads every frame of the capture, switches it with step and handles
+// the outcome.
+func (rp *replayer) run(step func(switching.ReplayFrame) (switching.Outcome, error)) error {
+	rp.err = rp.loop(step)
+	return rp.err
+}
+
+func (rp *replayer) loop(step func(switching.ReplayFrame) (switching.Outcome, error)) error {
+	for {
+		data, ci, err := rp.in.ZeroCopyReadPacketData()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", rp.path, err)
+		}
+		rp.frames++
+		// Each frame arrives on the port of the endpoint with its source MAC.
+		f := switching.ReplayFrame{Port: rp.def, Data: data}
+		if len(data) >= 12 {
+			if p, ok := rp.byMAC[[6]byte(data[6:12])]; ok {
+				f.Port = p
 			}
-			return fmt.Errorf("forwarded frame %d differs at byte %d (%d vs %d bytes)", i+1, at, len(g), len(w))
+		}
+		o, err := step(f)
+		if err != nil {
+			return fmt.Errorf("frame %d: %w", rp.frames, err)
+		}
+		rp.actions[outcomeKey{o.Action, o.Verdict, o.Reason}]++
+		if o.Frame == nil {
+			continue
+		}
+		rp.forwarded++
+		if rp.out != nil {
+			ci.CaptureLength, ci.Length = len(o.Frame), len(o.Frame)
+			if err := rp.out.WritePacket(ci, o.Frame); err != nil {
+				return err
+			}
+		}
+		if err := rp.compare(o.Frame); err != nil {
+			return err
 		}
 	}
-	if len(got) != len(want) {
-		return fmt.Errorf("%d frames forwarded, %d expected", len(got), len(want))
+}
+
+// compare checks forwarded frame number rp.forwarded against the next
+// expected one, until the first difference.
+func (rp *replayer) compare(got []byte) error {
+	if rp.exp == nil || rp.diff != nil || rp.expDone {
+		return nil
+	}
+	want, _, err := rp.exp.ZeroCopyReadPacketData()
+	if errors.Is(err, io.EOF) {
+		rp.expDone = true
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", rp.expPath, err)
+	}
+	rp.expected++
+	if !bytes.Equal(got, want) {
+		at := 0
+		for at < min(len(got), len(want)) && got[at] == want[at] {
+			at++
+		}
+		rp.diff = fmt.Errorf("forwarded frame %d differs at byte %d (%d vs %d bytes)", rp.forwarded, at, len(got), len(want))
 	}
 	return nil
+}
+
+// finishExpect counts the expected frames left once the capture is done:
+// equal frames so far but not as many is a difference too.
+func (rp *replayer) finishExpect() error {
+	if rp.exp == nil || rp.diff != nil {
+		return nil
+	}
+	for !rp.expDone {
+		_, _, err := rp.exp.ZeroCopyReadPacketData()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", rp.expPath, err)
+		}
+		rp.expected++
+	}
+	if rp.forwarded != rp.expected {
+		rp.diff = fmt.Errorf("%d frames forwarded, %d expected", rp.forwarded, rp.expected)
+	}
+	return nil
+}
+
+// abort removes a half-written --out: a failed replay leaves no output.
+func (rp *replayer) abort(out string) {
+	if rp.out != nil {
+		rp.out.Close()
+		os.Remove(out)
+		rp.out = nil
+	}
 }

@@ -2,12 +2,20 @@ package switchreplay
 
 import (
 	"bytes"
+	"compress/gzip"
 	"errors"
+	"fmt"
+	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
+	"github.com/google/gopacket"
+	"github.com/google/gopacket/layers"
+
 	"github.com/dxpu/dxpu/internal/app/apperr"
+	"github.com/dxpu/dxpu/tlp/pcapio"
 )
 
 var testdata = filepath.Join("..", "..", "..", "testdata")
@@ -65,5 +73,78 @@ func TestBadOptions(t *testing.T) {
 		if !errors.Is(err, apperr.ErrUsage) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v", tc.name, err)
 		}
+	}
+}
+
+// writeCapture writes n copies of frame to a gzipped capture of link type lt.
+func writeCapture(t *testing.T, path string, lt layers.LinkType, n int, frame []byte) {
+	t.Helper()
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	zw := gzip.NewWriter(f)
+	w, err := pcapio.NewWriter(zw, pcapio.WriterOptions{LinkType: lt})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range n {
+		if err := w.WritePacket(gopacket.CaptureInfo{}, frame); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := errors.Join(w.Close(), zw.Close(), f.Close()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestReplayStreams: the capture is switched record by record. Replaying
+// 100 MB of frames (a 100 KB gzip) with --out and --expect allocates a
+// small part of that, where loading the records allocated it all (twice).
+func TestReplayStreams(t *testing.T) {
+	// Not parallel: it measures the process's allocations.
+	dir := t.TempDir()
+	in := filepath.Join(dir, "big.pcap.gz")
+	const n, size = 100_000, 1000
+	frame := make([]byte, size) // dropped by the switch: broadcast MACs, EtherType 0
+	copy(frame, bytes.Repeat([]byte{0xff}, 12))
+	writeCapture(t, in, layers.LinkTypeEthernet, n, frame)
+	// Forwarded frames compare with the corpus output (first frames only).
+	o := corpusOptions(in, filepath.Join(dir, "out.pcap"), filepath.Join(testdata, "switch", "expected", "dxpu-eth.pcap.out.pcap"))
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	out, err := run(o)
+	runtime.ReadMemStats(&after)
+	if !errors.Is(err, apperr.ErrFailed) || !strings.Contains(err.Error(), "0 frames forwarded") {
+		t.Fatalf("replay: %v\n%s", err, out)
+	}
+	if want := fmt.Sprintf("%s: %d frames, 0 forwarded", in, n); !strings.Contains(out, want) {
+		t.Fatalf("output %q, want %q", out, want)
+	}
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > n*size/10 {
+		t.Errorf("replaying %d bytes of frames allocated %d bytes", n*size, alloc)
+	} else {
+		t.Logf("replaying %d bytes of frames allocated %d bytes", n*size, alloc)
+	}
+}
+
+// TestReplayRefusesOtherLinkTypes: a capture of another link layer is bad
+// input named with its link type; nothing is printed or written.
+func TestReplayRefusesOtherLinkTypes(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	in := filepath.Join(dir, "raw.pcap.gz")
+	writeCapture(t, in, layers.LinkTypeRaw, 3, make([]byte, 60))
+	o := corpusOptions(in, filepath.Join(dir, "out.pcap"), "")
+	out, err := run(o)
+	if !errors.Is(err, apperr.ErrFailed) || !errors.Is(err, pcapio.ErrLinkType) || !strings.Contains(err.Error(), in+": unsupported link type Raw") {
+		t.Fatalf("replay: %v, want a failure naming %s and its link type", err, in)
+	}
+	if out != "" {
+		t.Errorf("printed %q", out)
+	}
+	if _, err := os.Stat(o.Out); !os.IsNotExist(err) {
+		t.Errorf("wrote %s: %v", o.Out, err)
 	}
 }

@@ -195,7 +195,10 @@ func (d *decoder) decodeLines(r io.Reader) error {
 }
 
 func (d *decoder) decodePcap(path string) error {
-	r, err := pcapio.Open(path)
+	r, err := pcapio.OpenEthernet(path)
+	if errors.Is(err, pcapio.ErrLinkType) {
+		return apperr.Failed(err) // bad input: no TLP frames to decode
+	}
 	if err != nil {
 		return err
 	}

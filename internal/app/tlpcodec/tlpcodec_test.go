@@ -5,11 +5,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/google/gopacket"
+	"github.com/google/gopacket/layers"
+
 	"github.com/dxpu/dxpu/internal/app/apperr"
 	"github.com/dxpu/dxpu/internal/shareddata"
+	"github.com/dxpu/dxpu/tlp/pcapio"
 )
 
 // runTLPCmd runs `dxpu tlp decode [--pcap FILE] [HEX...]` or `dxpu tlp
@@ -224,5 +229,27 @@ func TestTLPEncodeJSONErrors(t *testing.T) {
 	}
 	if code != 1 || strings.Contains(errs, "Go ") || strings.Contains(errs, "jsonPacket") || strings.Contains(errs, "uint16") {
 		t.Errorf("exit %d:\n%s", code, errs)
+	}
+}
+
+// TestDecodeRefusesOtherLinkTypes: a capture of another link layer holds
+// no TLP frames; decoding it is bad input named with its link type, not an
+// empty success.
+func TestDecodeRefusesOtherLinkTypes(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "raw.pcap")
+	w, err := pcapio.Create(path, pcapio.WriterOptions{LinkType: layers.LinkTypeRaw})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.WritePacket(gopacket.CaptureInfo{}, make([]byte, 60))
+	w.Close()
+	var out strings.Builder
+	err = Decode(nil, path, strings.NewReader(""), &out)
+	if !errors.Is(err, apperr.ErrFailed) || !errors.Is(err, pcapio.ErrLinkType) || !strings.Contains(err.Error(), path+": unsupported link type Raw") {
+		t.Fatalf("Decode: %v, want a failure naming %s and its link type", err, path)
+	}
+	if out.Len() > 0 {
+		t.Fatalf("printed %q", out.String())
 	}
 }

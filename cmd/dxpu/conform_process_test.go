@@ -1,0 +1,52 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dxpu/dxpu/internal/privtest"
+)
+
+// summaryLine is the kit's last line of a text report.
+var summaryLine = regexp.MustCompile(`(?m)^(\d+) pass, (\d+) fail, (\d+) n/a against \S+ \((host|gpu) side\)`)
+
+// TestConformTimerMismatch: the kit with its default timers against a
+// `dxpu bridge` with its own (a keepalive of 50 ms, not 1 ms) says so in
+// one line and exits 2, printing no rule verdicts. Not parallel: the
+// daemon and the kit keep real-time bounds.
+func TestConformTimerMismatch(t *testing.T) {
+	privtest.Loopback(t)
+	dir, err := dxpuBin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "dxpu")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	daemon := exec.CommandContext(ctx, bin, "bridge", "--role", "gpu", "--listen", "127.0.0.26:8855", "--peer", "127.0.0.27:8855",
+		"--pcie", "memory", "--insecure-no-keys")
+	if err := daemon.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = daemon.Process.Kill(); _ = daemon.Wait() }()
+	var stdout, stderr strings.Builder
+	kit := exec.CommandContext(ctx, bin, "conform", "--role", "gpu", "--peer", "udp:127.0.0.26:8855", "--local", "127.0.0.27:8855",
+		"--addr", "0x2000000000")
+	kit.Stdout, kit.Stderr = &stdout, &stderr
+	err = kit.Run()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 2 {
+		t.Fatalf("dxpu conform: %v, want exit status 2\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
+	}
+	msg := strings.TrimSuffix(stderr.String(), "\n")
+	if stdout.Len() != 0 || strings.Contains(msg, "\n") || !strings.Contains(msg, "--keepalive 1ms") {
+		t.Errorf("want one line naming --keepalive 1ms and no report\nstdout:\n%s\nstderr:\n%s", stdout.String(), stderr.String())
+	}
+	t.Log(msg)
+}
