@@ -229,7 +229,7 @@ func (a *Agent) ProgramPair(ctx context.Context, p manager.Pair) error {
 	// so a restarted daemon never reopens the session its peer still holds.
 	b, err := bridge.New(bridge.Config{Role: a.o.Role, PairID: p.ID, Keepalive: a.o.Keepalive, DeadAfter: a.o.DeadAfter,
 		CompletionTimeout: a.o.CompletionTimeout, MaxRTO: max(a.o.DeadAfter/5, 20*time.Millisecond),
-		Key: p.Key.Key[:], KeyGeneration: p.Key.Generation, RequireKeys: true})
+		Key: p.Key.Key[:], KeyGeneration: p.Key.Generation, RequireKeys: true, KeyLog: a.o.KeyLog})
 	if err != nil {
 		return fmt.Errorf("pair %d: %w", p.ID, err)
 	}

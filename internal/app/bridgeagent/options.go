@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/dxpu/dxpu/bridge"
+	"github.com/dxpu/dxpu/bridge/seal"
 	"github.com/dxpu/dxpu/emu/gpu"
 	"github.com/dxpu/dxpu/fabric/pool"
 	"github.com/dxpu/dxpu/internal/app/apperr"
@@ -68,6 +69,10 @@ type Options struct {
 	// Manager is the manager's URL, for link-down reports (host role);
 	// ManagerCAFile the CA that signs it when https ("": system roots).
 	Manager, ManagerCAFile string
+
+	// KeyLog, when set, receives the traffic secrets of every pair's
+	// bridge (bridge.Config.KeyLog; `--key-log`).
+	KeyLog func(seal.Secret)
 
 	Log *slog.Logger
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/dxpu/dxpu/bridge/seal"
 	"github.com/dxpu/dxpu/internal/app/apperr"
 	"github.com/dxpu/dxpu/tlp"
 	"github.com/dxpu/dxpu/tlp/encap"
@@ -62,6 +63,9 @@ func Tally(path string, cfg *encap.Config, errs io.Writer) (map[string]int, erro
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}
 		s["frames"]++
+		if sealedFrame(data, cfg, s) {
+			continue
+		}
 		f, err := encap.ParseFrame(data, cfg)
 		if err != nil {
 			s["bad"]++
@@ -87,4 +91,28 @@ func Tally(path string, cfg *encap.Config, errs io.Writer) (map[string]int, erro
 			}
 		}
 	}
+}
+
+// sealedFrame counts a sealed dxpu frame (flag SEALED: its body is the
+// seal's, not TLPs, so ParseFrame would call it bad) by encapsulation and
+// message type under "sealed", and reports whether it was one. Its TLPs
+// are counted only after `dxpu pcap unseal`.
+func sealedFrame(data []byte, cfg *encap.Config, s map[string]int) bool {
+	lay, err := encap.Walk(data, cfg)
+	if err != nil || (lay.Encap != encap.EncapDxpuEth && lay.Encap != encap.EncapDxpuUDP) || len(data) < lay.Payload+encap.HeaderLen {
+		return false
+	}
+	h := encap.Header(data[lay.Payload:])
+	if h.Version() != encap.Version || h.Flags()&seal.FlagSealed == 0 {
+		return false
+	}
+	s["sealed"]++
+	s["encap:"+lay.Encap.String()]++
+	if lay.Tags > 0 {
+		s["vlan-tagged"]++
+	}
+	if h.Type() != encap.MsgTLP {
+		s["msg:"+h.Type().String()]++
+	}
+	return true
 }

@@ -16,6 +16,7 @@ type InfoJSON struct {
 	Frames           int            `json:"frames"`
 	BadFrames        int            `json:"bad_frames"`
 	VLANTaggedFrames int            `json:"vlan_tagged_frames"`
+	SealedFrames     int            `json:"sealed_frames"`
 	FramesByEncap    map[string]int `json:"frames_by_encap"`
 	MessagesByType   map[string]int `json:"messages_by_type"`
 	TLPs             int            `json:"tlps"`
@@ -25,7 +26,7 @@ type InfoJSON struct {
 
 // infoOf sorts Tally's counts into their groups.
 func infoOf(path string, s map[string]int) InfoJSON {
-	in := InfoJSON{File: path, Frames: s["frames"], BadFrames: s["bad"], VLANTaggedFrames: s["vlan-tagged"],
+	in := InfoJSON{File: path, Frames: s["frames"], BadFrames: s["bad"], VLANTaggedFrames: s["vlan-tagged"], SealedFrames: s["sealed"],
 		TruncatedTLPs: s["truncated"], FramesByEncap: map[string]int{}, MessagesByType: map[string]int{}, TLPsByKind: map[string]int{}}
 	for k, n := range s {
 		switch {
@@ -49,7 +50,7 @@ func writeInfo(w io.Writer, path string, s map[string]int, asJSON bool) error {
 		return json.NewEncoder(w).Encode(in)
 	}
 	fmt.Fprintf(w, "%s\n", path)
-	fmt.Fprintf(w, "  %-16s %d (%d VLAN-tagged, %d did not parse)\n", "frames", in.Frames, in.VLANTaggedFrames, in.BadFrames)
+	fmt.Fprintf(w, "  %-16s %d (%d VLAN-tagged, %d sealed, %d did not parse)\n", "frames", in.Frames, in.VLANTaggedFrames, in.SealedFrames, in.BadFrames)
 	fmt.Fprintf(w, "  %-16s %s\n", "encapsulations", counts(in.FramesByEncap, 0))
 	fmt.Fprintf(w, "  %-16s %s\n", "messages", counts(in.MessagesByType, 0))
 	fmt.Fprintf(w, "  %-16s %d (%d cut by the snap length)\n", "TLPs", in.TLPs, in.TruncatedTLPs)

@@ -28,7 +28,7 @@ func TestInfoTextAndJSON(t *testing.T) {
 			t.Errorf("line of %d characters: %q", len(line), line)
 		}
 	}
-	for _, want := range []string{paths[0] + "\n", "frames           64 (64 VLAN-tagged, 0 did not parse)",
+	for _, want := range []string{paths[0] + "\n", "frames           64 (64 VLAN-tagged, 0 sealed, 0 did not parse)",
 		"messages         ACK 2, CREDIT 1, NAK 1", "TLPs by kind     MWr 45, CplD 38,", "48 (2 cut by the snap length)"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("text lacks %q", want)
