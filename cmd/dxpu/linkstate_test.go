@@ -159,11 +159,11 @@ func TestBoxAgentReportsDegraded(t *testing.T) {
 	}
 	reported := func(l *syncBuffer, what string) bool {
 		s := l.String()
-		return strings.Contains(s, "reported pair "+what+" to the manager") ||
-			strings.Contains(s, "nothing to report\" pair="+pair+" report="+what)
+		return strings.Contains(s, "reported pair link "+what+" to the manager") ||
+			strings.Contains(s, "nothing to report\" pair="+pair+" report=link-"+what)
 	}
 	waitfor.Until(t, "the host's link-down and the box's link-up reports", func() bool {
-		return reported(hostLog, "link-down") && reported(boxLog, "link-up")
+		return reported(hostLog, "down") && reported(boxLog, "up")
 	})
 	got = state()
 	unhealthy, err := c.GPUs(ctx, "box0", "unhealthy")

@@ -22,9 +22,9 @@ import (
 )
 
 // reporter tells the manager what only this agent sees: a pair whose link
-// went down. It authenticates with the agent's own credential (the manager
-// accepts it on its agent routes only); the admin token never leaves the
-// manager.
+// went down, or came back up. It authenticates with the agent's own
+// credential (the manager accepts it on its agent routes only); the admin
+// token never leaves the manager.
 type reporter struct {
 	base   string // "": no manager configured
 	cred   func() string
@@ -83,16 +83,16 @@ const (
 // flight is not cut short: the manager may well remove the pair while it
 // handles the report, and a newer state goes out after it, in order.
 func (r *reporter) report(ctx context.Context, removed, newer <-chan struct{}, p manager.Pair, down bool, reason string) outcome {
-	what := "link-up"
+	what, words := "link-up", "link up"
 	if down {
-		what = "link-down"
+		what, words = "link-down", "link down"
 	}
 	wait := r.minWait
 	for attempt := 1; ; attempt++ {
 		status, msg, err := r.post(ctx, p.ID, what, reason)
 		switch {
 		case err == nil && status == http.StatusOK:
-			r.log.Info("reported pair "+what+" to the manager", "pair", p.ID, "gpu", p.GPU, "attempt", attempt)
+			r.log.Info("reported pair "+words+" to the manager", "pair", p.ID, "gpu", p.GPU, "attempt", attempt)
 			return delivered
 		case err == nil && status == http.StatusNotFound:
 			r.log.Info("manager holds no allocation for the pair any more; nothing to report", "pair", p.ID, "report", what)
@@ -102,7 +102,7 @@ func (r *reporter) report(ctx context.Context, removed, newer <-chan struct{}, p
 		}
 		select {
 		case <-removed:
-			r.log.Info("pair removed by the manager; its "+what+" needs no report", "pair", p.ID, "last_err", err)
+			r.log.Info("pair removed by the manager; its "+words+" needs no report", "pair", p.ID, "last_err", err)
 			return stopped
 		case <-ctx.Done():
 			return stopped
@@ -110,7 +110,7 @@ func (r *reporter) report(ctx context.Context, removed, newer <-chan struct{}, p
 			return superseded
 		default:
 		}
-		r.log.Warn("reporting pair "+what+" failed; retrying", "pair", p.ID, "attempt", attempt, "in", wait, "err", err)
+		r.log.Warn("reporting pair "+words+" failed; retrying", "pair", p.ID, "attempt", attempt, "in", wait, "err", err)
 		t := time.NewTimer(wait)
 		select {
 		case <-t.C:
