@@ -24,7 +24,7 @@ type fakeManager struct {
 	srv        *httptest.Server
 	mu         sync.Mutex
 	reports    []fakeReport
-	downStatus int
+	downStatus int // guarded by mu
 }
 
 type fakeReport struct {
@@ -40,10 +40,10 @@ func newFakeManager(t *testing.T, downStatus int) *fakeManager {
 		}
 		json.NewDecoder(r.Body).Decode(&body)
 		status := http.StatusOK
+		fm.mu.Lock()
 		if strings.HasSuffix(r.URL.Path, "/link-down") {
 			status = fm.downStatus
 		}
-		fm.mu.Lock()
 		fm.reports = append(fm.reports, fakeReport{path: r.Method + " " + r.URL.Path, auth: r.Header.Get("Authorization"), reason: body.Reason, status: status})
 		fm.mu.Unlock()
 		w.WriteHeader(status)
@@ -59,15 +59,17 @@ func (fm *fakeManager) got() []fakeReport {
 	return append([]fakeReport(nil), fm.reports...)
 }
 
-// linkPair is a box agent reporting to a fake manager and a host agent,
-// running pair 7 between them.
+// linkPair is a box agent and a host agent running pair 7 between them;
+// the agent of role reports to a fake manager, the other's end of the pair
+// comes and goes.
 type linkPair struct {
 	ctx       context.Context
 	box, host *Agent
+	rep, peer *Agent // the reporting agent, the other
 	p         manager.Pair
 }
 
-func newLinkPair(t *testing.T, fm *fakeManager) *linkPair {
+func newLinkPair(t *testing.T, fm *fakeManager, role bridge.Role) *linkPair {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)
 	start := func(o Options) *Agent {
@@ -82,9 +84,18 @@ func newLinkPair(t *testing.T, fm *fakeManager) *linkPair {
 		return a
 	}
 	b := pool.Box{ID: "box0", GPUs: []pool.GPU{{ID: "box0-g0", Model: "H100", MemoryMiB: 80 << 10}}}
-	lp := &linkPair{ctx: ctx,
-		box:  start(Options{Role: bridge.RoleGPU, Box: &b, Manager: fm.srv.URL, Credential: "box-credential"}),
-		host: start(Options{Role: bridge.RoleHost, Ports: 32, HostID: "h1"})}
+	bo := Options{Role: bridge.RoleGPU, Box: &b}
+	ho := Options{Role: bridge.RoleHost, Ports: 32, HostID: "h1"}
+	if role == bridge.RoleGPU {
+		bo.Manager, bo.Credential = fm.srv.URL, "box-credential"
+	} else {
+		ho.Manager, ho.Credential = fm.srv.URL, "host-credential"
+	}
+	lp := &linkPair{ctx: ctx, box: start(bo), host: start(ho)}
+	lp.rep, lp.peer = lp.box, lp.host
+	if role == bridge.RoleHost {
+		lp.rep, lp.peer = lp.host, lp.box
+	}
 	lp.p = manager.Pair{ID: 7, Allocation: "a-1", Host: "h1", Box: "box0", GPU: "box0-g0", Model: "H100",
 		HostBridge: pool.Endpoint{IP: "127.0.0.1", UDPPort: lp.host.DataPlane().Port()},
 		GPUBridge:  pool.Endpoint{IP: "127.0.0.1", UDPPort: lp.box.DataPlane().Port()},
@@ -100,33 +111,34 @@ func newLinkPair(t *testing.T, fm *fakeManager) *linkPair {
 
 func (lp *linkPair) waitLink(t *testing.T, want string) {
 	t.Helper()
-	waitfor.Until(t, "the box's pair link "+want, func() bool {
-		ps := lp.box.Status().Pairs
+	waitfor.Until(t, "the reporting agent's pair link "+want, func() bool {
+		ps := lp.rep.Status().Pairs
 		return len(ps) == 1 && ps[0].Link == want
 	})
 }
 
-// reporting says whether the box agent has a report of pair 7 in hand.
+// reporting says whether the reporting agent has a report of pair 7 in
+// hand.
 func (lp *linkPair) reporting() bool {
-	lp.box.mu.Lock()
-	pr := lp.box.pairs[7]
-	lp.box.mu.Unlock()
+	lp.rep.mu.Lock()
+	pr := lp.rep.pairs[7]
+	lp.rep.mu.Unlock()
 	pr.link.mu.Lock()
 	defer pr.link.mu.Unlock()
 	return pr.link.sending
 }
 
-// flap takes the pair's link down (the host's end goes away: the box hears
-// nothing more) and, once the box saw it down and report says so, up
-// again (the host's end is back).
+// flap takes the pair's link down (the peer's end goes away: the reporting
+// agent hears nothing more) and, once it saw it down and downReported
+// says so, up again (the peer's end is back).
 func (lp *linkPair) flap(t *testing.T, downReported func() bool) {
 	t.Helper()
-	if err := lp.host.RemovePair(lp.ctx, lp.p); err != nil {
+	if err := lp.peer.RemovePair(lp.ctx, lp.p); err != nil {
 		t.Fatal(err)
 	}
 	lp.waitLink(t, "down")
 	waitfor.Until(t, "the link-down report", downReported)
-	if err := lp.host.ProgramPair(lp.ctx, lp.p); err != nil {
+	if err := lp.peer.ProgramPair(lp.ctx, lp.p); err != nil {
 		t.Fatal(err)
 	}
 	lp.waitLink(t, "up")
@@ -138,7 +150,7 @@ func (lp *linkPair) flap(t *testing.T, downReported func() bool) {
 func TestBoxReportsLinkState(t *testing.T) {
 	t.Parallel()
 	fm := newFakeManager(t, http.StatusOK)
-	lp := newLinkPair(t, fm)
+	lp := newLinkPair(t, fm, bridge.RoleGPU)
 	lp.flap(t, func() bool { return len(fm.got()) >= 1 })
 	waitfor.Until(t, "the link-up report", func() bool { return len(fm.got()) >= 2 && !lp.reporting() })
 	got := fm.got()
@@ -162,7 +174,7 @@ func TestBoxReportsLinkState(t *testing.T) {
 func TestLinkUpCutsDownReportShort(t *testing.T) {
 	t.Parallel()
 	fm := newFakeManager(t, http.StatusServiceUnavailable)
-	lp := newLinkPair(t, fm)
+	lp := newLinkPair(t, fm, bridge.RoleGPU)
 	lp.flap(t, func() bool { return len(fm.got()) >= 2 }) // a retry: the report is pending
 	waitfor.Until(t, "the link-up report", func() bool {
 		got := fm.got()
@@ -176,6 +188,43 @@ func TestLinkUpCutsDownReportShort(t *testing.T) {
 		}
 		if r.path != want {
 			t.Fatalf("reports %+v: want link-down attempts, then one link-up", got)
+		}
+	}
+}
+
+// TestHostReportsLinkDownThenUp: a host's link-down is not cut short by
+// the link coming back (the GPU has left the host: the manager must hear
+// it): while the manager refuses it, the host's agent keeps retrying it
+// after the link-up; once it is taken, the link-up follows, with the host
+// agent's credential.
+func TestHostReportsLinkDownThenUp(t *testing.T) {
+	t.Parallel()
+	fm := newFakeManager(t, http.StatusServiceUnavailable)
+	lp := newLinkPair(t, fm, bridge.RoleHost)
+	lp.flap(t, func() bool { return len(fm.got()) >= 1 })
+	n := len(fm.got())
+	waitfor.Until(t, "a link-down retry after the link-up", func() bool {
+		got := fm.got()
+		return len(got) > n && got[len(got)-1].path == "POST /v1/agent/pairs/7/link-down"
+	})
+	fm.mu.Lock()
+	fm.downStatus = http.StatusOK
+	fm.mu.Unlock()
+	waitfor.Until(t, "the link-up report", func() bool {
+		got := fm.got()
+		return got[len(got)-1].path == "POST /v1/agent/pairs/7/link-up" && !lp.reporting()
+	})
+	got := fm.got()
+	for i, r := range got {
+		want, status := "POST /v1/agent/pairs/7/link-down", http.StatusServiceUnavailable
+		switch i {
+		case len(got) - 2:
+			status = http.StatusOK
+		case len(got) - 1:
+			want, status = "POST /v1/agent/pairs/7/link-up", http.StatusOK
+		}
+		if r.path != want || r.status != status || r.auth != "Bearer host-credential" {
+			t.Fatalf("reports %+v: want refused link-downs, the link-down taken, then the link-up", got)
 		}
 	}
 }
