@@ -370,8 +370,9 @@ func (a *Agent) onEvent(pr *pairRun, e bridge.Event) {
 // linkDown is the host's side of a dead pair: the device vanishes from the
 // host (a surprise removal, as a real switch port reports a link
 // down), then the manager is told, so the GPU is marked unhealthy and the
-// pair torn down everywhere. seq orders the report after the removal
-// behind a link-up raised meanwhile.
+// pair torn down everywhere. seq is the event's place among the pair's
+// link events: a link-up raised during the removal is reported after it
+// (report.go).
 func (a *Agent) linkDown(pr *pairRun, seq uint64, reason string) {
 	if err := pr.slot.unplug(a.ctx, RemovedSurprise, "link down: "+reason); err != nil {
 		a.log.Warn("surprise removal after link down", "pair", pr.p.ID, "err", err)
