@@ -66,8 +66,9 @@ type Options struct {
 	// Bridge timers (defaults 50ms, 1s, 1s).
 	Keepalive, DeadAfter, CompletionTimeout time.Duration
 
-	// Manager is the manager's URL, for link-down reports (host role);
-	// ManagerCAFile the CA that signs it when https ("": system roots).
+	// Manager is the manager's URL, for the pairs' link-down and link-up
+	// reports (both roles; report.go); ManagerCAFile the CA that signs it
+	// when https ("": system roots).
 	Manager, ManagerCAFile string
 
 	// KeyLog, when set, receives the traffic secrets of every pair's
