@@ -1,0 +1,228 @@
+package chaos
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Event kinds of a history.
+const (
+	EvOp    = "op"    // a client's call (Name: alloc, free, rekey, ...)
+	EvFault = "fault" // the nemesis starts a fault
+	EvHeal  = "heal"  // the nemesis ends one
+	EvObs   = "obs"   // a snapshot of the whole system
+)
+
+// Event is one entry of a history.
+type Event struct {
+	T       time.Duration // since the campaign started
+	Kind    string
+	Name    string // the op or fault kind
+	Subject string // the allocation, daemon or box
+	Err     string // a failed op
+	Obs     *Obs   // EvObs
+}
+
+// MarshalJSON writes T in milliseconds.
+func (e Event) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		TMS     float64 `json:"t_ms"`
+		Kind    string  `json:"kind"`
+		Name    string  `json:"name,omitempty"`
+		Subject string  `json:"subject,omitempty"`
+		Err     string  `json:"err,omitempty"`
+		Obs     *Obs    `json:"obs,omitempty"`
+	}{float64(e.T.Microseconds()) / 1000, e.Kind, e.Name, e.Subject, e.Err, e.Obs})
+}
+
+func (e Event) String() string {
+	s := fmt.Sprintf("%7.2fs %-5s %s", e.T.Seconds(), e.Kind, e.Name)
+	if e.Subject != "" {
+		s += " " + e.Subject
+	}
+	if e.Err != "" {
+		s += ": " + e.Err
+	}
+	return s
+}
+
+// Obs is what an observer saw of the whole system at one time.
+type Obs struct {
+	ManagerUp    bool       `json:"manager_up"`
+	TableVersion uint64     `json:"table_version"` // the manager's forwarding table
+	SwitchUp     bool       `json:"switch_up"`
+	SwitchTable  uint64     `json:"switch_table_version"` // the table version the switch has in force
+	Allocations  []AllocObs `json:"allocations"`
+	Unhealthy    []string   `json:"unhealthy,omitempty"` // GPUs the manager lists unhealthy
+	// Agents by name (a host or box ID); an agent that did not answer is
+	// absent.
+	Agents map[string][]PairObs `json:"agents"`
+}
+
+// AllocObs is one allocation as the manager answers it.
+type AllocObs struct {
+	ID       string   `json:"id"`
+	Host     string   `json:"host"`
+	State    string   `json:"state"`              // pending, active, releasing, degraded
+	Degraded string   `json:"degraded,omitempty"` // the reason, with State degraded
+	GPUs     []Assign `json:"gpus"`
+	Lost     []string `json:"lost,omitempty"`
+}
+
+// Assign is one pair of an allocation.
+type Assign struct {
+	Pair uint32 `json:"pair"`
+	GPU  string `json:"gpu"`
+	Box  string `json:"box"`
+}
+
+// PairObs is one pair as an agent reports it.
+type PairObs struct {
+	ID         uint32 `json:"id"`
+	Allocation string `json:"allocation"`
+	Link       string `json:"link"`           // init, up, down
+	Gen        uint32 `json:"key_generation"` // key generation
+	// Host side: the slot of the pair's GPU.
+	Present bool   `json:"present,omitempty"`
+	Vendor  string `json:"vendor,omitempty"`
+	Boot0   string `json:"boot0,omitempty"`
+}
+
+func (o *Obs) agentPair(agent string, pair uint32) (PairObs, bool, bool) {
+	ps, up := o.Agents[agent]
+	for _, p := range ps {
+		if p.ID == pair {
+			return p, true, up
+		}
+	}
+	return PairObs{}, false, up
+}
+
+// pairLine describes one pair of a at both ends, for excerpts.
+func (o *Obs) pairLine(a AllocObs, g Assign) string {
+	end := func(agent string) string {
+		p, ok, up := o.agentPair(agent, g.Pair)
+		switch {
+		case !up:
+			return agent + " unreachable"
+		case !ok:
+			return agent + " has no such pair"
+		}
+		return fmt.Sprintf("%s link=%s gen=%d", agent, p.Link, p.Gen)
+	}
+	st := a.State
+	if a.Degraded != "" {
+		st += " (" + a.Degraded + ")"
+	}
+	return fmt.Sprintf("pair %d of %s gpu %s: manager %s; %s; %s", g.Pair, a.ID, g.GPU, st, end(a.Host), end(g.Box))
+}
+
+// live: the allocation's pairs should run (the saga is done).
+func (a AllocObs) live() bool { return a.State == "active" || a.State == "degraded" }
+
+// converged reports whether o is a settled system and, if not, why.
+func (o *Obs) converged() (bool, []string) {
+	var why []string
+	if !o.ManagerUp {
+		return false, []string{"the manager does not answer"}
+	}
+	if !o.SwitchUp {
+		why = append(why, "the switch does not answer")
+	} else if o.SwitchTable != o.TableVersion {
+		why = append(why, fmt.Sprintf("switch table version %d, manager's %d", o.SwitchTable, o.TableVersion))
+	}
+	want := map[string][]uint32{}
+	for agent := range o.Agents {
+		want[agent] = nil
+	}
+	for _, a := range o.Allocations {
+		if !a.live() {
+			why = append(why, fmt.Sprintf("allocation %s is %s", a.ID, a.State))
+			continue
+		}
+		for _, g := range a.GPUs {
+			want[a.Host] = append(want[a.Host], g.Pair)
+			want[g.Box] = append(want[g.Box], g.Pair)
+			h, hok, _ := o.agentPair(a.Host, g.Pair)
+			b, bok, _ := o.agentPair(g.Box, g.Pair)
+			if !hok || !bok || h.Link != "up" || b.Link != "up" || h.Gen != b.Gen {
+				why = append(why, o.pairLine(a, g))
+			}
+		}
+	}
+	for agent, pairs := range want {
+		ps, up := o.Agents[agent]
+		if !up {
+			why = append(why, agent+" does not answer")
+			continue
+		}
+		var have []uint32
+		for _, p := range ps {
+			have = append(have, p.ID)
+		}
+		slices.Sort(have)
+		slices.Sort(pairs)
+		if !slices.Equal(have, pairs) {
+			why = append(why, fmt.Sprintf("%s runs pairs %v, the manager's journal has %v there", agent, have, pairs))
+		}
+	}
+	slices.Sort(why)
+	return len(why) == 0, why
+}
+
+// excerpt is the part of h around [from, to] that explains a violation:
+// the ops, faults and heals in it (one second before from included) and
+// lines describing the subject at the first and last observation.
+func excerpt(h []Event, from, to time.Duration, describe func(*Obs) string, about ...string) []string {
+	var out, acts []string
+	var first, last *Event
+	for i := range h {
+		e := &h[i]
+		if e.T < from-time.Second || e.T > to {
+			continue
+		}
+		if e.Kind == EvObs {
+			if e.T >= from && first == nil {
+				first = e
+			}
+			last = e
+			continue
+		}
+		if e.Kind == EvOp && !mentions(e.Subject, about) {
+			continue // the excerpt keeps the ops on the subject
+		}
+		acts = append(acts, e.String())
+	}
+	if first != nil && describe != nil {
+		out = append(out, fmt.Sprintf("%7.2fs obs   %s", first.T.Seconds(), describe(first.Obs)))
+	}
+	const most = 12 // the excerpt stays readable
+	if len(acts) > most {
+		acts = append(acts[:most/2:most/2], append([]string{fmt.Sprintf("         ... %d more", len(acts)-most)}, acts[len(acts)-most/2:]...)...)
+	}
+	out = append(out, acts...)
+	if last != nil && last != first && describe != nil {
+		out = append(out, fmt.Sprintf("%7.2fs obs   %s", last.T.Seconds(), describe(last.Obs)))
+	}
+	return out
+}
+
+func mentions(s string, about []string) bool {
+	for _, a := range about {
+		if a != "" && strings.Contains(s, a) {
+			return true
+		}
+	}
+	return false
+}
+
+func joinWhy(why []string) string {
+	const most = 4
+	if len(why) > most {
+		return strings.Join(why[:most], "; ") + fmt.Sprintf("; and %d more", len(why)-most)
+	}
+	return strings.Join(why, "; ")
+}
