@@ -240,6 +240,11 @@ func TestAgentRefusesWrongPairs(t *testing.T) {
 	if after == before || key != rekeyed.Key {
 		t.Fatal("the pair did not take its new key")
 	}
+	// The status reports the generation the pair runs (dxpu chaos compares
+	// both ends').
+	if ps := box.Status().Pairs; len(ps) != 1 || ps[0].KeyGeneration != 6 {
+		t.Fatalf("status pairs %+v, want pair 7 at key generation 6", ps)
+	}
 	base = rekeyed
 	other := base
 	other.ID = 8
