@@ -82,11 +82,12 @@ func (p *proc) kill() {
 // frame of the box crosses it. The UDP switch has no way to cut one port,
 // so the nemesis cuts the cable instead: it drops every frame both ways.
 type cable struct {
-	conn   *net.UDPConn
-	box    *net.UDPAddr // the box agent's data plane
-	sw     *net.UDPAddr // the switch
-	cut    atomic.Bool
-	frames atomic.Uint64
+	conn    *net.UDPConn
+	box     *net.UDPAddr // the box agent's data plane
+	sw      *net.UDPAddr // the switch
+	cut     atomic.Bool
+	frames  atomic.Uint64 // forwarded
+	dropped atomic.Uint64 // while cut
 }
 
 func newCable(listen, box, sw string) (*cable, error) {
@@ -119,6 +120,7 @@ func (c *cable) run(ctx context.Context) {
 			continue
 		}
 		if c.cut.Load() {
+			c.dropped.Add(1)
 			continue
 		}
 		to := c.box

@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -177,7 +178,11 @@ func (o *Obs) converged() (bool, []string) {
 // the ops, faults and heals in it (one second before from included) and
 // lines describing the subject at the first and last observation.
 func excerpt(h []Event, from, to time.Duration, describe func(*Obs) string, about ...string) []string {
-	var out, acts []string
+	type line struct {
+		t time.Duration
+		s string
+	}
+	var acts []line
 	var first, last *Event
 	for i := range h {
 		e := &h[i]
@@ -194,18 +199,26 @@ func excerpt(h []Event, from, to time.Duration, describe func(*Obs) string, abou
 		if e.Kind == EvOp && !mentions(e.Subject, about) {
 			continue // the excerpt keeps the ops on the subject
 		}
-		acts = append(acts, e.String())
-	}
-	if first != nil && describe != nil {
-		out = append(out, fmt.Sprintf("%7.2fs obs   %s", first.T.Seconds(), describe(first.Obs)))
+		acts = append(acts, line{e.T, e.String()})
 	}
 	const most = 12 // the excerpt stays readable
 	if len(acts) > most {
-		acts = append(acts[:most/2:most/2], append([]string{fmt.Sprintf("         ... %d more", len(acts)-most)}, acts[len(acts)-most/2:]...)...)
+		skipped := line{acts[most/2].t, fmt.Sprintf("         ... %d more", len(acts)-most)}
+		acts = append(append(acts[:most/2:most/2], skipped), acts[len(acts)-most/2:]...)
 	}
-	out = append(out, acts...)
-	if last != nil && last != first && describe != nil {
-		out = append(out, fmt.Sprintf("%7.2fs obs   %s", last.T.Seconds(), describe(last.Obs)))
+	if describe != nil && first != nil {
+		obs := []*Event{first}
+		if last != first {
+			obs = append(obs, last)
+		}
+		for _, e := range obs {
+			acts = append(acts, line{e.T, fmt.Sprintf("%7.2fs obs   %s", e.T.Seconds(), describe(e.Obs))})
+		}
+	}
+	slices.SortStableFunc(acts, func(x, y line) int { return cmp.Compare(x.t, y.t) })
+	out := make([]string, len(acts))
+	for i, l := range acts {
+		out[i] = l.s
 	}
 	return out
 }

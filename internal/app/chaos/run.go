@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	crand "crypto/rand"
 	"encoding/base64"
@@ -86,7 +87,7 @@ func (c *campaign) op(name, subject string, err error) {
 	c.record(e)
 }
 
-// Targets is what the nemesis of Run hits: every daemon, the four
+// RunTargets is what the nemesis of Run hits: every daemon, the four
 // agents' credentials and the two boxes' cables.
 func RunTargets() Targets {
 	return Targets{Daemons: []string{"manager", "switch", "box1", "box2", "host1", "host2"},
@@ -178,6 +179,7 @@ func Run(ctx context.Context, o Options) (Report, error) {
 	c.mu.Lock()
 	hist := append([]Event(nil), c.hist...)
 	c.mu.Unlock()
+	slices.SortStableFunc(hist, func(x, y Event) int { return cmp.Compare(x.T, y.T) })
 	res := Check(hist, nemesisEnd, o.Bounds)
 	rep := Summarize(hist, sched, res)
 	rep.Seed, rep.Duration, rep.Bounds, rep.History = o.Seed, o.Duration, o.Bounds, hist
@@ -350,6 +352,19 @@ func (c *campaign) client(ctx context.Context, host string, seed int64) {
 			})
 		}
 		cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		if last != nil && last.ManagerUp {
+			// An allocation whose every GPU was lost stays active with
+			// none: its user gives it back and asks again.
+			for _, a := range last.Allocations {
+				if len(a.GPUs) == 0 && a.State == "active" && slices.Contains(mine, a.ID) {
+					_, err := c.ctl.Free(cctx, a.ID)
+					if err == nil || ctlclient.IsCode(err, "not_found") {
+						mine = slices.DeleteFunc(mine, func(id string) bool { return id == a.ID })
+					}
+					c.op("free", a.ID+" (every GPU lost)", err)
+				}
+			}
+		}
 		// Allocations live long and rekeys are few (a rekey repairs a
 		// split key), so that faults hit pairs in use and their damage
 		// shows.
