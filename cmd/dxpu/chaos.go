@@ -39,10 +39,10 @@ cuts). An observer snapshots the manager, the switch and every agent five
 times a second. After --duration the clients and the nemesis stop and the
 system must converge.
 
-The history is then checked: no data corruption (every enumerated GPU reads
-vendor 0x10de and the same PMC_BOOT_0 through the fabric; no API moves bytes
-through a pair from outside, so this and the agents' counters are the data
-check); every pair of an active allocation up within --pair-up-bound or the
+The clients also copy random bytes through every live pair into its GPU's
+VRAM and back (the host agent's copy check). The history is then checked: no
+data corruption (the bytes come back as they went; every enumerated GPU reads
+vendor 0x10de and the same PMC_BOOT_0); every pair of an active allocation up within --pair-up-bound or the
 allocation degraded with a reason; both ends of a live pair on the same key
 generation within --key-split-bound; no healthy GPU removed (no fault breaks
 a GPU); convergence (allocations up, the switch's table version the

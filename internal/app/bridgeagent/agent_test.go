@@ -1,7 +1,9 @@
 package bridgeagent
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -128,6 +130,16 @@ func TestSagaDrivesAgents(t *testing.T) {
 		if !ok || s.Vendor != "0x10de" || s.Port != as.HostPort || s.Pair != as.Pair || s.Boot0 != fmt.Sprintf("%#08x", gpu.H100SXM.Boot0) {
 			t.Errorf("gpu %s (pair %d, port %d): slot %+v", as.GPU, as.Pair, as.HostPort, s)
 		}
+		// Bytes through the pair: into the GPU's VRAM over BAR1 and back,
+		// across a 4 KiB boundary; each GPU keeps its own.
+		data := bytes.Repeat([]byte{byte(as.Pair), 0x5a, 0xa5}, 700)
+		back, err := r.host.CopyCheck(r.ctx, as.Pair, 4096-100, data)
+		if err != nil || !bytes.Equal(back, data) {
+			t.Fatalf("copy check through pair %d: %v (read %d bytes back, equal %v)", as.Pair, err, len(back), bytes.Equal(back, data))
+		}
+	}
+	if _, err := r.host.CopyCheck(r.ctx, 999, 0, []byte{1}); !errors.Is(err, ErrNoPair) {
+		t.Fatalf("copy check through no pair: %v", err)
 	}
 	if _, err := r.c.Free(r.ctx, a.ID); err != nil {
 		t.Fatal(err)

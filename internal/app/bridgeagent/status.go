@@ -107,6 +107,9 @@ func (a *Agent) Handler() http.Handler {
 		w.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(w).Encode(a.Status())
 	})
+	if a.o.Role == bridge.RoleHost {
+		mux.HandleFunc("POST /agent/v1/pairs/{id}/copy-check", a.serveCopyCheck)
+	}
 	mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		api.SetCredential(a.credential()) // follows SetCredential
 		api.ServeHTTP(w, r)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -16,6 +17,10 @@ const (
 	VHealthyGPURemove = "healthy_gpu_removed"
 	VNotConverged     = "not_converged"
 )
+
+// corruptPrefix starts the error of a copy op whose bytes came back other
+// than they went.
+const corruptPrefix = "corrupt:"
 
 // Bounds are the checker's limits.
 type Bounds struct {
@@ -85,6 +90,12 @@ func Check(h []Event, nemesisEnd time.Duration, b Bounds) Result {
 	final := false
 	for _, e := range h {
 		switch e.Kind {
+		case EvOp:
+			if e.Name == "copy" && strings.HasPrefix(e.Err, corruptPrefix) {
+				add(VDataCorruption, e.Subject, e.T, "copy through "+e.Subject+": "+e.Err,
+					excerpt(h, e.T-3*time.Second, e.T, nil, strings.Fields(e.Subject)[0]))
+			}
+			continue
 		case EvFault:
 			if pending { // the next fault came before convergence
 				res.WorstConverge = max(res.WorstConverge, e.T-healAt)

@@ -13,10 +13,10 @@
 //
 // What the checker holds the system to:
 //
-//   - no data corruption: every GPU a host enumerated reads vendor 0x10de
-//     and the same PMC_BOOT_0 through the fabric (the only data the agents
-//     expose from outside: there is no API that moves bytes through a pair,
-//     so the TLP counters and the enumeration reads are the data check);
+//   - no data corruption: the clients copy random bytes through every live
+//     pair into its GPU's VRAM and back (the host agent's copy check,
+//     POST /agent/v1/pairs/{id}/copy-check) and compare them; every GPU a
+//     host enumerated reads vendor 0x10de and the same PMC_BOOT_0;
 //   - every pair of an active allocation is up at both ends within
 //     Bounds.PairUp, or the manager reports its allocation degraded with a
 //     reason;

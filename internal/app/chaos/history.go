@@ -196,8 +196,8 @@ func excerpt(h []Event, from, to time.Duration, describe func(*Obs) string, abou
 			last = e
 			continue
 		}
-		if e.Kind == EvOp && !mentions(e.Subject, about) {
-			continue // the excerpt keeps the ops on the subject
+		if e.Kind == EvOp && (!mentions(e.Subject, about) || e.Name == "copy" && e.Err == "") {
+			continue // the excerpt keeps the ops on the subject, and only the copies that failed
 		}
 		acts = append(acts, line{e.T, e.String()})
 	}

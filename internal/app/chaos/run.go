@@ -2,10 +2,13 @@ package chaos
 
 import (
 	"bufio"
+	"bytes"
 	"cmp"
 	"context"
 	crand "crypto/rand"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -388,6 +391,14 @@ func (c *campaign) client(ctx context.Context, host string, seed int64) {
 			_, err := c.ctl.Rekey(cctx, id)
 			c.op("rekey", id, err)
 		}
+		if last != nil && last.ManagerUp {
+			for _, a := range last.Allocations {
+				if slices.Contains(mine, a.ID) && a.State == "active" && len(a.GPUs) > 0 {
+					g := a.GPUs[r.IntN(len(a.GPUs))]
+					c.copyCheck(cctx, r, a, g.Pair)
+				}
+			}
+		}
 		if last != nil {
 			for _, g := range last.Unhealthy {
 				if strings.HasPrefix(g, host2box(host)) {
@@ -399,6 +410,56 @@ func (c *campaign) client(ctx context.Context, host string, seed int64) {
 		cancel()
 	}
 	// Leave the allocations: the convergence check wants them up.
+}
+
+// copyCheck moves random bytes through pair into its GPU's VRAM and back
+// (the host agent's copy check) and records the op: failed if the call
+// failed, corrupt if other bytes came back.
+func (c *campaign) copyCheck(ctx context.Context, r *rand.Rand, a AllocObs, pair uint32) {
+	data := make([]byte, 1024)
+	for i := range data {
+		data[i] = byte(r.Uint32())
+	}
+	off := uint64(pair%64) << 16 // each pair's own place in VRAM
+	body, _ := json.Marshal(map[string]any{"offset": off, "data": data})
+	ctx, cancel := context.WithTimeout(ctx, 6*time.Second)
+	defer cancel()
+	c.mu.Lock()
+	cred := c.creds[a.Host]
+	c.mu.Unlock()
+	subject := fmt.Sprintf("%s pair %d", a.ID, pair)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, fmt.Sprintf("%s/agent/v1/pairs/%d/copy-check", c.agents[a.Host], pair), bytes.NewReader(body))
+	if err != nil {
+		c.op("copy", subject, err)
+		return
+	}
+	req.Header.Set("Authorization", "Bearer "+cred)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		c.op("copy", subject, err)
+		return
+	}
+	defer resp.Body.Close()
+	var out struct {
+		Data  []byte `json:"data"`
+		Error struct {
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		c.op("copy", subject, fmt.Errorf("%s: %w", resp.Status, err))
+		return
+	}
+	if resp.StatusCode != http.StatusOK {
+		c.op("copy", subject, fmt.Errorf("%s: %s", resp.Status, out.Error.Message))
+		return
+	}
+	if !bytes.Equal(out.Data, data) {
+		c.op("copy", subject, fmt.Errorf("%s wrote %d bytes sha256 %x, read back %d bytes sha256 %x",
+			corruptPrefix, len(data), sha256.Sum256(data), len(out.Data), sha256.Sum256(out.Data)))
+		return
+	}
+	c.op("copy", subject, nil)
 }
 
 // host2box splits the repairs between the clients: host1's repairs
