@@ -299,3 +299,48 @@ func TestAgentRefusesWrongPairs(t *testing.T) {
 		t.Fatalf("after RemovePair: %+v", ps)
 	}
 }
+
+// TestCopyCheckAPI: POST /agent/v1/pairs/{id}/copy-check on the host's
+// agent answers the bytes read back through the pair, with the agent's
+// credential only, and names what is wrong with a bad call.
+func TestCopyCheckAPI(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, 1)
+	a, err := r.c.Allocate(r.ctx, pool.Request{Host: "h1", Count: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(r.host.Handler())
+	defer srv.Close()
+	post := func(pair uint32, tok, body string) (int, string) {
+		req, _ := http.NewRequest(http.MethodPost, fmt.Sprintf("%s/agent/v1/pairs/%d/copy-check", srv.URL, pair), strings.NewReader(body))
+		if tok != "" {
+			req.Header.Set("Authorization", "Bearer "+tok)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	pair, cred := a.GPUs[0].Pair, r.host.credential()
+	for _, tc := range []struct {
+		pair      uint32
+		tok, body string
+		code      int
+		says      string
+	}{
+		{pair, "", `{"offset":0,"data":"AQID"}`, http.StatusUnauthorized, "credential"},
+		{pair, cred, `{"offset":0,"data":""}`, http.StatusBadRequest, "want 1..65536 bytes"},
+		{pair, cred, `{"offset":0,"data":"!!"}`, http.StatusBadRequest, "body"},
+		{999, cred, `{"offset":0,"data":"AQID"}`, http.StatusNotFound, "pair 999"},
+		{pair, cred, `{"offset":8,"data":"AQIDBAUG"}`, http.StatusOK, `"data":"AQIDBAUG"`},
+	} {
+		code, body := post(tc.pair, tc.tok, tc.body)
+		if code != tc.code || !strings.Contains(body, tc.says) {
+			t.Errorf("pair %d body %s: %d %s, want %d naming %q", tc.pair, tc.body, code, body, tc.code, tc.says)
+		}
+	}
+}
