@@ -175,37 +175,41 @@ func (o *Obs) converged() (bool, []string) {
 }
 
 // excerpt is the part of h around [from, to] that explains a violation:
-// the ops, faults and heals in it (one second before from included) and
-// lines describing the subject at the first and last observation.
+// the faults and heals in it (three seconds before from included), the ops
+// on the subject and lines describing it at the first and last
+// observation.
 func excerpt(h []Event, from, to time.Duration, describe func(*Obs) string, about ...string) []string {
 	type line struct {
 		t time.Duration
 		s string
 	}
-	var acts []line
+	var faults, ops []line
 	var first, last *Event
 	for i := range h {
 		e := &h[i]
-		if e.T < from-time.Second || e.T > to {
+		if e.T < from-3*time.Second || e.T > to {
 			continue
 		}
-		if e.Kind == EvObs {
+		switch {
+		case e.Kind == EvObs:
 			if e.T >= from && first == nil {
 				first = e
 			}
-			last = e
-			continue
+			if e.T >= from {
+				last = e
+			}
+		case e.Kind != EvOp:
+			faults = append(faults, line{e.T, e.String()}) // every fault and heal
+		case mentions(e.Subject, about) && (e.Name != "copy" || e.Err != ""):
+			ops = append(ops, line{e.T, e.String()}) // the ops on the subject, the copies that failed
 		}
-		if e.Kind == EvOp && (!mentions(e.Subject, about) || e.Name == "copy" && e.Err == "") {
-			continue // the excerpt keeps the ops on the subject, and only the copies that failed
-		}
-		acts = append(acts, line{e.T, e.String()})
 	}
-	const most = 12 // the excerpt stays readable
-	if len(acts) > most {
-		skipped := line{acts[most/2].t, fmt.Sprintf("         ... %d more", len(acts)-most)}
-		acts = append(append(acts[:most/2:most/2], skipped), acts[len(acts)-most/2:]...)
+	const most = 8 // the excerpt stays readable: the first ops and the last
+	if len(ops) > most {
+		skipped := line{ops[most/2].t, fmt.Sprintf("         ... %d more", len(ops)-most)}
+		ops = append(append(ops[:most/2:most/2], skipped), ops[len(ops)-most/2:]...)
 	}
+	acts := append(faults, ops...)
 	if describe != nil && first != nil {
 		obs := []*Event{first}
 		if last != first {
