@@ -101,6 +101,18 @@ func TestCheckSplitKeyGeneration(t *testing.T) {
 	if len(v.Excerpt) == 0 || !strings.Contains(strings.Join(v.Excerpt, "\n"), "heal  kill box1") {
 		t.Fatalf("excerpt without the fault: %q", v.Excerpt)
 	}
+	// A split that starts long after the fault still names it.
+	res = Check(history(14*time.Second, func(t time.Duration) world {
+		w := healthy()
+		if t >= 7*time.Second && t < 11*time.Second {
+			w.boxGen = 4
+		}
+		return w
+	}), 2*time.Second, testBounds)
+	requireOnly(t, res, VSplitKey+" pair 7")
+	if ex := strings.Join(res.Violations[0].Excerpt, "\n"); !strings.Contains(ex, "fault kill box1") || !strings.Contains(ex, "heal  kill box1") {
+		t.Fatalf("excerpt without the fault before it: %q", ex)
+	}
 	// Within the bound it is a rekey in flight, not a violation.
 	requireOnly(t, Check(history(10*time.Second, func(t time.Duration) world {
 		w := healthy()

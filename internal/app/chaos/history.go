@@ -175,7 +175,8 @@ func (o *Obs) converged() (bool, []string) {
 }
 
 // excerpt is the part of h around [from, to] that explains a violation:
-// the faults and heals in it (three seconds before from included), the ops
+// the faults and heals in it (three seconds before from included, and the
+// last fault before that), the ops
 // on the subject and lines describing it at the first and last
 // observation.
 func excerpt(h []Event, from, to time.Duration, describe func(*Obs) string, about ...string) []string {
@@ -185,8 +186,15 @@ func excerpt(h []Event, from, to time.Duration, describe func(*Obs) string, abou
 	}
 	var faults, ops []line
 	var first, last *Event
+	var before []line // the last fault before the window, and its heal: the likely cause
 	for i := range h {
 		e := &h[i]
+		if e.T < from-3*time.Second && (e.Kind == EvFault || e.Kind == EvHeal && len(before) > 0) {
+			if e.Kind == EvFault {
+				before = before[:0]
+			}
+			before = append(before, line{e.T, e.String()})
+		}
 		if e.T < from-3*time.Second || e.T > to {
 			continue
 		}
@@ -209,7 +217,7 @@ func excerpt(h []Event, from, to time.Duration, describe func(*Obs) string, abou
 		skipped := line{ops[most/2].t, fmt.Sprintf("         ... %d more", len(ops)-most)}
 		ops = append(append(ops[:most/2:most/2], skipped), ops[len(ops)-most/2:]...)
 	}
-	acts := append(faults, ops...)
+	acts := append(append(before, faults...), ops...)
 	if describe != nil && first != nil {
 		obs := []*Event{first}
 		if last != first {
