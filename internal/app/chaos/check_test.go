@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -234,7 +235,7 @@ func TestSummarize(t *testing.T) {
 	h := history(time.Second, func(time.Duration) world { return healthy() })
 	h = append(h, Event{Kind: EvOp, Name: "alloc"}, Event{Kind: EvOp, Name: "alloc", Err: "busy"}, Event{Kind: EvOp, Name: "rekey"})
 	r := Summarize(h, nil, Result{})
-	if r.Operations != 3 || r.OperationsFailed != 1 || r.OperationsByName["alloc"] != (OpCount{OK: 1, Failed: 1}) ||
+	if r.Operations != 3 || r.OperationsFailed != 1 || !reflect.DeepEqual(r.OperationsByName["alloc"], OpCount{OK: 1, Failed: 1, Errors: []string{"busy"}}) ||
 		r.Faults != 1 || r.FaultsByKind[FaultKill] != 1 || r.Observations != 6 {
 		t.Fatalf("summary %+v", fmt.Sprint(r.Operations, r.OperationsFailed, r.OperationsByName, r.Faults, r.FaultsByKind, r.Observations))
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -13,6 +14,9 @@ import (
 type OpCount struct {
 	OK     int `json:"ok"`
 	Failed int `json:"failed"`
+	// Errors are the first distinct errors of the failed ones (at most
+	// three), with the allocation and pair IDs left in.
+	Errors []string `json:"errors,omitempty"`
 }
 
 // Report is a campaign's outcome.
@@ -54,6 +58,9 @@ func Summarize(h []Event, sched []Fault, res Result) Report {
 			if e.Err != "" {
 				c.Failed++
 				rep.OperationsFailed++
+				if len(c.Errors) < 3 && !slices.Contains(c.Errors, e.Err) {
+					c.Errors = append(c.Errors, e.Err)
+				}
 			} else {
 				c.OK++
 			}
@@ -123,6 +130,11 @@ func (r Report) WriteText(w io.Writer) error {
 	WriteSchedule(&b, r.Schedule)
 	fmt.Fprintf(&b, "operations:   %d (%d failed): %s\n", r.Operations, r.OperationsFailed,
 		counts(r.OperationsByName, func(c OpCount) string { return fmt.Sprintf("%d/%d", c.OK, c.OK+c.Failed) }))
+	for _, name := range slices.Sorted(maps.Keys(r.OperationsByName)) {
+		for _, err := range r.OperationsByName[name].Errors {
+			fmt.Fprintf(&b, "  %s failed: %s\n", name, err)
+		}
+	}
 	fmt.Fprintf(&b, "faults:       %d: %s\n", r.Faults, counts(r.FaultsByKind, func(n int) string { return fmt.Sprint(n) }))
 	fmt.Fprintf(&b, "observations: %d\n", r.Observations)
 	conv := "no"
