@@ -37,7 +37,7 @@ func newRootCmd(e *env) *cobra.Command {
 	}
 	root.SetVersionTemplate("{{.Version}}\n")
 	root.AddCommand(newBridgeCmd(e), newSwitchCmd(e), newManagerCmd(e), newCtlCmd(e), newNettlpCmd(e),
-		newPcapCmd(), newTLPCmd(), newReplayCmd(), newModelCmd(), newDemoCmd(), newBenchCmd(e), newConformCmd(e), newVMCmd(e),
+		newPcapCmd(), newTLPCmd(), newReplayCmd(), newModelCmd(), newDemoCmd(), newBenchCmd(e), newConformCmd(e), newVMCmd(e), newChaosCmd(e),
 		newManCmd(), newUnitsTopic())
 	refuseUnknownSubcommands(root)
 	spellDefaultsAsUnits(root)

@@ -78,7 +78,9 @@
 //	POST   .../{id}/surprise-remove host: the device is gone without warning
 //	DELETE /agent/v1/pairs/{id}     the pair's bridge (and device) stop
 //	GET    /agent/v1/pairs          the pairs running, for reconciliation
-//	GET    /agent/v1/status         pairs, link states and (host) slots, as JSON
+//	GET    /agent/v1/status         pairs (link state, key_generation) and (host) slots, as JSON
+//	POST   .../{id}/copy-check      host (emulated): write {"offset","data"} into the GPU's
+//	                                VRAM through BAR1 and answer what reads back, over the pair
 //
 // Every call needs the agent's credential; each is idempotent. A pair for
 // another box, host, GPU or host port, a model that cannot be emulated, or
