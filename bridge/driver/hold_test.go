@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/dxpu/dxpu/bridge"
@@ -358,4 +359,42 @@ func TestOnPolledTLP(t *testing.T) {
 	if strays.Load() != 0 {
 		t.Fatalf("%d TLPs reached OnPolledTLP outside Poll", strays.Load())
 	}
+}
+
+// The runner's timer, armed while no loop polled (PollIdle arms it for
+// the delayed ACK of a frame a Poll took), comes due while a loop polls
+// again: the loop serves the deadline, and under HoldSends the owed ACK
+// leaves at its SendHeld, not from the timer's goroutine in the middle of
+// the loop's turn. In a synctest bubble, so that the timer fires exactly
+// when the fake clock passes it.
+func TestHeldTurnOutlivesTimer(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		const ackDelay = time.Millisecond
+		p := newHeldPairConfig(t, true, func(r bridge.Role) bridge.Config {
+			c := turnConfig(r)
+			c.AckDelay = ackDelay
+			return c
+		})
+		want := p.gpu.Counters().TLPsDelivered + 1
+		if err := p.host.Send(write(t, 0)); err != nil {
+			t.Fatal(err)
+		}
+		if n := p.gpu.Poll(); n != 1 || p.gpu.Counters().TLPsDelivered != want {
+			t.Fatalf("Poll took %d frames, delivered %d TLPs; want 1, 1", n, p.gpu.Counters().TLPsDelivered-want+1)
+		}
+		p.gpu.PollIdle() // the loop sleeps: the timer is armed for the ACK
+		synctest.Wait()  // the runner's goroutine waits on the socket again
+		p.gpu.Poll()     // the loop polls again; nothing due yet
+		k := p.gpuPipe.Kinds()
+		time.Sleep(2 * ackDelay)
+		synctest.Wait()
+		if got := p.gpuPipe.Kinds().sub(k); got != (frameKinds{}) {
+			t.Fatalf("while the loop polled, past AckDelay, before SendHeld: %v sent", got)
+		}
+		p.gpu.SendHeld()
+		if got := p.gpuPipe.Kinds().sub(k); got != (frameKinds{ack: 1}) {
+			t.Fatalf("SendHeld sent %v, want the owed ACK", got)
+		}
+	})
 }
