@@ -10,12 +10,14 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/dxpu/dxpu/fabric/ctlclient"
 	"github.com/dxpu/dxpu/fabric/manager"
 	"github.com/dxpu/dxpu/internal/privtest"
+	"github.com/dxpu/dxpu/internal/waitfor"
 )
 
 // dialFrom opens a connection to addr from local address ip.
@@ -255,6 +257,7 @@ func TestAdmissionOverTLS(t *testing.T) {
 	t.Cleanup(func() { m.Close() })
 	ts := httptest.NewUnstartedServer(nil)
 	ts.Config = manager.NewServer(m, manager.ServerConfig{})
+	idle := idleCount(ts.Config)
 	ts.Listener = manager.LimitListenerWith(ts.Listener, manager.ConnLimits{MaxConns: 2, Reserved: 1})
 	ts.StartTLS()
 	t.Cleanup(ts.Close)
@@ -265,8 +268,16 @@ func TestAdmissionOverTLS(t *testing.T) {
 	}
 	io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
+	// The server marks the connection idle after the client has the
+	// answer: one still active is not cut, and the admin's would take a
+	// reserved slot instead.
+	waitfor.Until(t, "the anonymous connection idle at the server", func() bool { return idle.Load() >= 1 })
 	admin := ctlclient.New(ts.URL, token)
-	admin.HTTP = ts.Client()
+	// One connection: a second one, dialed while the first is on its way
+	// back to the pool, would be another anonymous one.
+	tr := ts.Client().Transport.(*http.Transport).Clone()
+	tr.MaxConnsPerHost = 1
+	admin.HTTP = &http.Client{Transport: tr}
 	if _, err := admin.Stats(context.Background()); err != nil {
 		t.Fatalf("admin over TLS with the anonymous share full: %v", err)
 	}
@@ -283,4 +294,19 @@ func TestAdmissionOverTLS(t *testing.T) {
 			t.Errorf("metrics lack %q:\n%s", want, b)
 		}
 	}
+}
+
+// idleCount counts the connections srv's ConnState hook (NewServer's,
+// which it wraps and runs first) saw go idle: a newcomer meant to cut an
+// idle anonymous connection waits until the listener knows it is idle.
+func idleCount(srv *http.Server) *atomic.Int64 {
+	var n atomic.Int64
+	hook := srv.ConnState
+	srv.ConnState = func(c net.Conn, s http.ConnState) {
+		hook(c, s)
+		if s == http.StateIdle {
+			n.Add(1)
+		}
+	}
+	return &n
 }
