@@ -132,6 +132,11 @@ type Config struct {
 	// key change within it (time as the bridge's now). 0 means
 	// seal.DefaultPreviousGraceTime (1 s).
 	RekeyGraceTime time.Duration
+	// KeyLog, when set on a keyed bridge, receives every traffic secret
+	// the seal derives (seal.Config.KeyLog): what `dxpu pcap unseal`
+	// opens a capture of the pair with. Off by default; it defeats the
+	// sealing of the frames it covers.
+	KeyLog func(seal.Secret)
 }
 
 // Keyed reports whether c configures a keyed pair.

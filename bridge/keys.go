@@ -42,7 +42,7 @@ func newKeys(cfg *Config) (keyState, error) {
 	if !cfg.Keyed() {
 		return keyState{}, nil
 	}
-	ch, err := seal.New(seal.Config{PairID: cfg.PairID, Role: cfg.Role, Mode: cfg.SealMode, RekeyAfter: cfg.RekeyAfter, PreviousGrace: cfg.RekeyGrace, PreviousGraceTime: cfg.RekeyGraceTime}, cfg.KeyGeneration, cfg.Key)
+	ch, err := seal.New(seal.Config{PairID: cfg.PairID, Role: cfg.Role, Mode: cfg.SealMode, RekeyAfter: cfg.RekeyAfter, PreviousGrace: cfg.RekeyGrace, PreviousGraceTime: cfg.RekeyGraceTime, KeyLog: cfg.KeyLog}, cfg.KeyGeneration, cfg.Key)
 	if err != nil {
 		return keyState{}, fmt.Errorf("%w: Key: %w", ErrConfig, err)
 	}

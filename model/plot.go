@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -34,30 +35,36 @@ func PlotFormat(path string) (string, error) {
 	}
 }
 
-// Plot size and the gap between the data area and the legend beside it.
+// Size of the plot without its legend, and the gap on either side of the
+// legend's column; the image is as wide as the plot and that column.
 const (
 	plotWidth  = 20 * vg.Centimeter
 	plotHeight = 11 * vg.Centimeter
 	legendGap  = 4 * vg.Millimeter
 )
 
-// WritePlot draws overhead (%) against added RTT (µs, logarithmic), one
+// legendEm is the advance in ems the layout allows each character of a
+// legend entry, at least: above a serif face's average (about 0.5), so a
+// viewer that draws the SVG with a wider font than the Liberation Serif
+// the widths were measured with still fits the names in the image.
+const legendEm = 0.6
+
+// WritePlot draws overhead (%) against added RTT (us, logarithmic), one
 // line per curve, with the target as a dashed line when targetPct > 0, and
 // writes it to w as format ("svg" or "png"). The title carries the fabric
 // settings of the first curve; the legend stands beside the data.
 func WritePlot(w io.Writer, format string, curves []Curve, targetPct float64) error {
-	var c vg.CanvasWriterTo
-	switch format {
-	case "svg":
-		c = vgsvg.New(plotWidth, plotHeight)
-	case "png":
-		c = vgimg.PngCanvas{Canvas: vgimg.New(plotWidth, plotHeight)}
-	default:
+	if format != "svg" && format != "png" {
 		return fmt.Errorf("model: plot format %q: want svg or png", format)
 	}
 	sp, err := newSweepPlot(curves, targetPct)
 	if err != nil {
 		return err
+	}
+	width := sp.width()
+	var c vg.CanvasWriterTo = vgsvg.New(width, plotHeight)
+	if format == "png" {
+		c = vgimg.PngCanvas{Canvas: vgimg.New(width, plotHeight)}
 	}
 	sp.draw(draw.New(c))
 	_, err = c.WriteTo(w)
@@ -69,6 +76,7 @@ func WritePlot(w io.Writer, format string, curves []Curve, targetPct float64) er
 type sweepPlot struct {
 	plot   *plot.Plot
 	legend plot.Legend
+	names  []string // the legend's entries
 }
 
 // newSweepPlot builds the plot of curves. RTT 0 (the native slot) has no
@@ -103,7 +111,7 @@ func newSweepPlot(curves []Curve, targetPct float64) (*sweepPlot, error) {
 	p := plot.New()
 	p.Title.Text = "Predicted overhead behind the fabric\n" + fabricSettings(curves[0].Points[0].Fabric)
 	p.Title.Padding = 3 * vg.Millimeter
-	p.X.Label.Text = "added RTT (µs, log scale)"
+	p.X.Label.Text = "added RTT (us, log scale)"
 	p.Y.Label.Text = "overhead (%)"
 	p.X.Scale = plot.LogScale{}
 	p.X.Tick.Marker = rttTicks{zero: zero, floor: floor, min: minRTT}
@@ -111,6 +119,7 @@ func newSweepPlot(curves []Curve, targetPct float64) (*sweepPlot, error) {
 	p.Add(plotter.NewGrid())
 
 	var lines []any
+	var names []string
 	maxPct := 0.0
 	for _, c := range curves {
 		pts := make(plotter.XYs, len(c.Points))
@@ -120,13 +129,14 @@ func newSweepPlot(curves []Curve, targetPct float64) (*sweepPlot, error) {
 			maxPct = max(maxPct, pr.OverheadPct)
 		}
 		lines = append(lines, c.Name, pts)
+		names = append(names, c.Name)
 	}
 	if err := plotutil.AddLinePoints(p, lines...); err != nil {
 		return nil, fmt.Errorf("model: plot: %w", err)
 	}
 	// plotutil puts its entries in the plot's legend, drawn over the data;
 	// move them to a legend of our own.
-	sp := &sweepPlot{plot: p, legend: p.Legend}
+	sp := &sweepPlot{plot: p, legend: p.Legend, names: names}
 	p.Legend = plot.NewLegend()
 	sp.legend.Top, sp.legend.Left = true, true
 	if targetPct > 0 {
@@ -137,6 +147,7 @@ func newSweepPlot(curves []Curve, targetPct float64) (*sweepPlot, error) {
 		l.Dashes = []vg.Length{vg.Points(4), vg.Points(4)}
 		p.Add(l)
 		sp.legend.Add(fmt.Sprintf("target %g%%", targetPct), l)
+		sp.names = append(sp.names, fmt.Sprintf("target %g%%", targetPct))
 		maxPct = max(maxPct, targetPct)
 	}
 	p.Y.Min = 0
@@ -144,11 +155,27 @@ func newSweepPlot(curves []Curve, targetPct float64) (*sweepPlot, error) {
 	return sp, nil
 }
 
+// legendWidth is the width of the legend's column: a thumbnail and the
+// longest entry, measured or allowed legendEm per character, whichever
+// is wider.
+func (sp *sweepPlot) legendWidth() vg.Length {
+	sty := sp.legend.TextStyle
+	var w vg.Length
+	for _, n := range sp.names {
+		text := " " + n
+		tw := max(sty.Rectangle(text).Max.X, vg.Length(float64(utf8.RuneCountInString(text))*legendEm)*sty.Font.Size)
+		w = max(w, sp.legend.ThumbnailWidth+tw)
+	}
+	return w
+}
+
+// width is the image's width: the plot's and the legend's column.
+func (sp *sweepPlot) width() vg.Length { return plotWidth + sp.legendWidth() + 2*legendGap }
+
 // layout splits the canvas into the plot's area and the legend's column
 // to its right, the legend's top level with the top of the data.
 func (sp *sweepPlot) layout(c draw.Canvas) (plotArea, legendArea draw.Canvas) {
-	r := sp.legend.Rectangle(c)
-	lw := r.Max.X - r.Min.X
+	lw := sp.legendWidth()
 	plotArea = draw.Crop(c, 0, -(lw + 2*legendGap), 0, 0)
 	top := sp.plot.DataCanvas(plotArea).Max.Y
 	legendArea = c
@@ -158,8 +185,14 @@ func (sp *sweepPlot) layout(c draw.Canvas) (plotArea, legendArea draw.Canvas) {
 	return plotArea, legendArea
 }
 
+// draw paints the background under the whole image, the legend's column
+// included (the plot's own covers only its area), then plot and legend.
 func (sp *sweepPlot) draw(c draw.Canvas) {
 	plotArea, legendArea := sp.layout(c)
+	if bg := sp.plot.BackgroundColor; bg != nil {
+		c.SetColor(bg)
+		c.Fill(c.Rectangle.Path())
+	}
 	sp.plot.Draw(plotArea)
 	sp.legend.Draw(legendArea)
 }

@@ -2,6 +2,9 @@ package model
 
 import (
 	"bytes"
+	"math"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -40,7 +43,7 @@ func TestPlotLogAxisAndSettings(t *testing.T) {
 		}
 	}
 	if p.X.Min != 0.5 || p.X.Max != 100 {
-		t.Errorf("RTT axis spans %g..%g µs, want 0.5 (where 0 is drawn) to 100", p.X.Min, p.X.Max)
+		t.Errorf("RTT axis spans %g..%g us, want 0.5 (where 0 is drawn) to 100", p.X.Min, p.X.Max)
 	}
 	labels := map[string]float64{}
 	for _, tk := range p.X.Tick.Marker.Ticks(p.X.Min, p.X.Max) {
@@ -117,5 +120,51 @@ func TestPlotRejectsNothing(t *testing.T) {
 	}
 	if err := WritePlot(&b, "svg", []Curve{{Name: "empty"}}, 10); err == nil {
 		t.Error("a curve without points accepted")
+	}
+}
+
+// TestPlotSVGFitsLegend: the SVG is as wide as its background, and every
+// legend entry, long names included, ends inside that width even in a
+// font wider than the one measured: its x plus legendEm per character
+// times the font size (a name once ran past a 566 pt image whose
+// background stopped at 408 pt).
+func TestPlotSVGFitsLegend(t *testing.T) {
+	t.Parallel()
+	curves := sweepCurves(t, Native, DefaultSweep)
+	curves[0].Name = "a-rather-long-training-trace-name-resnet50-bs256"
+	var b bytes.Buffer
+	if err := WritePlot(&b, "svg", curves, 10); err != nil {
+		t.Fatal(err)
+	}
+	svg := b.String()
+	m := regexp.MustCompile(`<svg width="([0-9.]+)pt"`).FindStringSubmatch(svg)
+	if m == nil {
+		t.Fatalf("no width in %.300s", svg)
+	}
+	width, _ := strconv.ParseFloat(m[1], 64)
+	// The first path is the background, a rectangle from 0,0.
+	bg := regexp.MustCompile(`<path d="M0,0L([0-9.]+),0L[0-9.]+,([0-9.]+)L0,[0-9.]+Z" style="fill:#FFFFFF"`).FindStringSubmatch(svg)
+	if bg == nil {
+		t.Fatalf("no background rectangle in %.600s", svg)
+	}
+	if bgw, _ := strconv.ParseFloat(bg[1], 64); math.Abs(bgw-width) > 0.01 {
+		t.Errorf("SVG %v pt wide, its background %v pt", width, bgw)
+	}
+	texts := regexp.MustCompile(`<text x="([-0-9.]+)"[^>]*\n?[^>]*font-size:([0-9.]+)px">([^<]*)</text>`).FindAllStringSubmatch(svg, -1)
+	legend := map[string]bool{curves[0].Name: true, curves[1].Name: true, "target 10%": true}
+	seen := 0
+	for _, tx := range texts {
+		if !legend[tx[3]] {
+			continue
+		}
+		seen++
+		x, _ := strconv.ParseFloat(tx[1], 64)
+		size, _ := strconv.ParseFloat(tx[2], 64)
+		if end := x + float64(len(tx[3]))*legendEm*size; end > width {
+			t.Errorf("legend entry %q runs to %.1f pt, past the %.1f pt image", tx[3], end, width)
+		}
+	}
+	if seen != len(legend) {
+		t.Errorf("found %d of the %d legend entries among %d texts", seen, len(legend), len(texts))
 	}
 }

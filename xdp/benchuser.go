@@ -20,7 +20,7 @@ type UserspaceFigures struct {
 	FrameBytes int     `json:"frame_bytes"`
 	Sent       uint64  `json:"sent"`
 	Forwarded  uint64  `json:"forwarded"`
-	Seconds    float64 `json:"seconds"`
+	Seconds    float64 `json:"duration_s"`
 	PPS        float64 `json:"packets_per_second"`
 }
 

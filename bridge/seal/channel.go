@@ -103,6 +103,7 @@ func (c *Channel) newPairKey(gen uint32, key []byte) (*pairKey, error) {
 	if err != nil {
 		return nil, fmt.Errorf("seal: handshake key generation %d: %w", gen, err)
 	}
+	c.logSecret(true, gen, prk)
 	if pk.hsTx, err = expandAEAD(prk, c.cfg.Role, c.cfg.Mode, 0); err != nil {
 		return nil, err
 	}
@@ -114,6 +115,7 @@ func (c *Channel) newPairKey(gen uint32, key []byte) (*pairKey, error) {
 		if pk.prk, err = c.sessionPRK(pk); err != nil {
 			return nil, err
 		}
+		c.logSecret(false, gen, pk.prk)
 	}
 	return pk, nil
 }
@@ -151,6 +153,7 @@ func (c *Channel) StartSession(local, peer []byte) error {
 			return err
 		}
 		pk.prk = prk
+		c.logSecret(false, pk.gen, prk)
 	}
 	aead, err := expandAEAD(c.active.prk, c.cfg.Role, c.cfg.Mode, 0)
 	if err != nil {

@@ -51,6 +51,14 @@ type Config struct {
 	// ticked retires by frame count alone. 0 means
 	// DefaultPreviousGraceTime.
 	PreviousGraceTime time.Duration
+
+	// KeyLog, when set, is called with every traffic secret the channel
+	// derives (the handshake secret of each generation, the session
+	// secret of each generation and session), from the call that derived
+	// it, so that an operator can open a capture of the pair offline
+	// (Unsealer, `dxpu pcap unseal`). It is a debugging aid that defeats
+	// the sealing of what it logs: off unless asked for.
+	KeyLog func(Secret)
 }
 
 func (c Config) withDefaults() (Config, error) {

@@ -150,6 +150,16 @@
 // number 0).
 // TestDocExample checks both blocks against the code byte for byte.
 //
+// # Key log
+//
+// Config.KeyLog, when set, gets every PRK a channel derives (Secret): the
+// handshake PRK of each generation, and the session PRK of each generation
+// held when a session starts or a generation is installed during one. One
+// line each (Secret.AppendLine, ReadKeyLog; the format is in
+// docs/protocol.md), as TLS's SSLKEYLOGFILE; an Unsealer opens captured
+// frames with them offline (`dxpu pcap unseal`). A session PRK opens both
+// directions and every epoch of its session, the pair key never appears.
+//
 // # Integration with bridge.Bridge
 //
 // When a pair is configured with a key, the bridge owns a Channel and:

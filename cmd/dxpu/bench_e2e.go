@@ -45,14 +45,17 @@ echo crosses the switch as bridge frames do. Times in us, rates in Gbit/s.`,
 			if o.Samples < 0 || o.Copies < 0 || o.LinkFor < 0 || o.MTU < 0 {
 				return exitCodeError{2, fmt.Errorf("--samples, --copies, --link-for and --mtu take positive values")}
 			}
-			o.Log = e.log
+			o.Log, o.Progress = e.log, e.stderr
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			res, err := e2ebench.Run(ctx, o)
 			if err != nil {
 				return exitCodeError{2, err}
 			}
-			return e.printJSON(res, asJSON)
+			if asJSON {
+				return e.printJSON(res, true)
+			}
+			return res.WriteText(e.stdout)
 		},
 	}
 	f := cmd.Flags()

@@ -7,13 +7,16 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/dxpu/dxpu/bridge/seal"
 	"github.com/dxpu/dxpu/internal/app/bridged"
+	"github.com/dxpu/dxpu/internal/app/keylog"
 )
 
 // newBridgeCmd builds `dxpu bridge` (package internal/app/bridged runs it).
 func newBridgeCmd(e *env) *cobra.Command {
 	var fl bridged.Setup
 	var o bridged.Options
+	var keyLog string
 	cmd := &cobra.Command{
 		Use:   "bridge --role host|gpu --pair N --listen UDPADDR --peer UDPADDR --pcie nettlp:LOCAL:REMOTE[:DMAREMOTE]|emu-gpu|memory",
 		Short: "Run one dxpu bridge (host or GPU side of a pair) over UDP, with a NetTLP or emulated PCIe side",
@@ -41,6 +44,11 @@ allocation instead (dxpu bridge agent). --insecure-no-keys runs unkeyed, for
 a lab only. Bridge counters are exported to Prometheus on --metrics. Stop
 with Ctrl-C.
 
+--key-log FILE appends the pair's traffic secrets to FILE (created 0600),
+one line per secret as derived, so that 'dxpu pcap unseal --key-log FILE'
+opens a capture of the pair (like TLS's SSLKEYLOGFILE). Anyone who reads
+FILE reads the frames it covers: for debugging only.
+
 Example, a NetTLP host (libtlp on 127.0.0.1) and an emulated GPU:
   head -c 32 /dev/urandom > pair1.key && chmod 600 pair1.key
   dxpu bridge --role gpu  --pair 1 --listen 127.0.0.11:7001 --peer 127.0.0.10:7001 --pcie emu-gpu --key-file pair1.key &
@@ -53,6 +61,12 @@ Example, a NetTLP host (libtlp on 127.0.0.1) and an emulated GPU:
 			if err := fl.Apply(&o); err != nil {
 				return exitFor(err, 2)
 			}
+			var closeLog func()
+			var err error
+			if o.KeyLog, closeLog, err = openKeyLog(keyLog, e); err != nil {
+				return exitFor(err, 2)
+			}
+			defer closeLog()
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
 			return exitFor(bridged.Run(ctx, o), 1)
@@ -72,9 +86,24 @@ Example, a NetTLP host (libtlp on 127.0.0.1) and an emulated GPU:
 	f.StringVar(&fl.KeyFile, "key-file", "", "the pair key, the same on both sides: 32 raw bytes or 64 hex digits, mode 0600")
 	f.Uint32Var(&o.KeyGeneration, "key-generation", 1, "generation number of --key-file's key (both sides the same)")
 	f.StringVar(&fl.SealMode, "seal-mode", "gcm", "gcm (encryption and integrity) or gmac (integrity only); both sides the same")
+	f.StringVar(&keyLog, "key-log", "", "append the pair's traffic secrets to this file (0600) for 'dxpu pcap unseal' (debugging: it opens the frames)")
 	f.BoolVar(&o.Insecure, "insecure-no-keys", false, "run the pair unkeyed (lab only: anyone on the fabric can inject TLPs)")
 	f.StringVar(&fl.MemBase, "mem-base", "0x2000000000", "memory device base address")
 	f.StringVar(&fl.MemSize, "mem-size", "64M", "memory device size (suffixes K, M, G)")
 	cmd.AddCommand(newBridgeAgentCmd(e))
 	return cmd
+}
+
+// openKeyLog opens --key-log (nothing when path is empty) and returns the
+// hook that bridges log their secrets with and what closes the file.
+func openKeyLog(path string, e *env) (func(seal.Secret), func(), error) {
+	if path == "" {
+		return nil, func() {}, nil
+	}
+	f, err := keylog.Open(path, e.log)
+	if err != nil {
+		return nil, nil, err
+	}
+	e.log.Warn("key log on: the secrets written there open this bridge's sealed frames", "file", path)
+	return f.Log, func() { _ = f.Close() }, nil
 }

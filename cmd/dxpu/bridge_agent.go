@@ -18,6 +18,7 @@ func newBridgeAgentCmd(e *env) *cobra.Command {
 	var fl bridgeagent.Setup
 	var o bridgeagent.Options
 	var guest vmFlags
+	var keyLog string
 	cmd := &cobra.Command{
 		Use:   "agent --role host|gpu --agent-listen ADDR --agent-credential-file FILE --listen IP:PORT [--switch IP:PORT]",
 		Short: "Run a bridge daemon that the manager programs: a bridge per lent GPU, hot-plug on the host",
@@ -33,7 +34,11 @@ end's registered ip:udp_port.
 
   --role gpu  an emulated GPU per pair (--pcie emu-gpu, the pair's model)
               or a memory device (--pcie memory); --box FILE (the box JSON
-              given to ctl box add) limits it to that box's GPUs.
+              given to ctl box add) limits it to that box's GPUs. A pair
+              whose link goes down (the host side fell silent) and up
+              again is reported to --manager: the allocation shows
+              degraded while the link stays down past the manager's
+              --degraded-after. Without --manager nothing is reported.
   --role host an emulated host whose virtual PCIe switch has --ports
               hot-plug downstream ports: hot-add enumerates the lent GPU
               (vendor 10de) on the pair's port, hot-remove and surprise
@@ -47,13 +52,24 @@ end's registered ip:udp_port.
 Example (a lab over http; see 'go doc ./internal/app/bridgeagent'):
   dxpu ctl box add box7.json --agent-credential-out box7.cred
   dxpu bridge agent --role gpu --box box7.json --agent-listen 10.1.0.7:7701 --insecure \
-      --agent-credential-file box7.cred --listen 10.1.0.7:4791 --switch 10.1.0.1:8855`,
+      --agent-credential-file box7.cred --listen 10.1.0.7:4791 --switch 10.1.0.1:8855 \
+      --manager http://10.1.0.2:7700
+
+--key-log FILE appends every pair's traffic secrets to FILE (created 0600),
+one line per secret, for 'dxpu pcap unseal' (see 'dxpu bridge --help'); it
+holds no manager token or agent credential, but opens the frames it covers.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.Log, fl.Stdin, fl.VMOptions = e.log, cmd.InOrStdin(), guest.o
 			if err := fl.Apply(&o); err != nil {
 				return exitFor(err, 2)
 			}
+			var closeLog func()
+			var err error
+			if o.KeyLog, closeLog, err = openKeyLog(keyLog, e); err != nil {
+				return exitFor(err, 2)
+			}
+			defer closeLog()
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			return exitFor(bridgeagent.Run(ctx, o, func(a *bridgeagent.Agent, _ net.Addr) {
@@ -82,7 +98,8 @@ Example (a lab over http; see 'go doc ./internal/app/bridgeagent'):
 	f.DurationVar(&o.Keepalive, "keepalive", 50*time.Millisecond, "longest silence of a pair's bridge while up")
 	f.DurationVar(&o.DeadAfter, "dead-after", time.Second, "silence after which a pair's link is down")
 	f.DurationVar(&o.CompletionTimeout, "completion-timeout", time.Second, "a forwarded request unanswered this long gets a CA completion")
-	f.StringVar(&o.Manager, "manager", "", "--role host: manager URL for link-down reports")
+	f.StringVar(&o.Manager, "manager", "", "manager URL for the pairs' link-down and link-up reports (host: the GPU failed; gpu: the allocation is degraded while the host side is silent)")
+	f.StringVar(&keyLog, "key-log", "", "append every pair's traffic secrets to this file (0600) for 'dxpu pcap unseal' (debugging: it opens the frames)")
 	f.StringVar(&o.ManagerCAFile, "manager-ca-file", "", "CA (PEM) of an https --manager (default: the system's roots)")
 	return cmd
 }

@@ -1,6 +1,10 @@
 package main
 
 import (
+	"os"
+	"os/signal"
+	"syscall"
+
 	"github.com/spf13/cobra"
 
 	"github.com/dxpu/dxpu/internal/app/capture"
@@ -20,7 +24,7 @@ detected, holding Ethernet frames that carry TLPs as NetTLP (UDP, ports
 0x3000+tag), dxpu over Ethernet (EtherType 0x88B5) or dxpu over UDP/IPv4
 (port 8855), with or without 802.1Q tags.`,
 	}
-	cmd.AddCommand(newPcapGenerateCmd(), newPcapConvertCmd(), newPcapInfoCmd(), newPcapTestdataCmd())
+	cmd.AddCommand(newPcapGenerateCmd(), newPcapConvertCmd(), newPcapInfoCmd(), newPcapUnsealCmd(), newPcapCaptureCmd(), newPcapTestdataCmd())
 	return cmd
 }
 
@@ -120,6 +124,7 @@ errors.`,
 
 func newPcapInfoCmd() *cobra.Command {
 	var udpPort uint16
+	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "info FILE...",
 		Short: "Count frames per encapsulation, TLPs per kind, truncated and bad frames",
@@ -127,15 +132,94 @@ func newPcapInfoCmd() *cobra.Command {
 VLAN-tagged frames, dxpu messages without TLPs, TLPs per kind (from their
 Fmt and Type only: 'dxpu tlp decode --pcap' validates them), TLPs cut by the
 snap length, and frames that do not parse, each reported on stderr with its
-number (the first 1000, then a count of the rest). Exit status 1 if any
-frame did not parse or a capture is not of Ethernet frames, 2 for I/O
-errors.`,
+number (the first 1000, then a count of the rest). Sealed frames (keyed
+pairs) count as "sealed", by encapsulation and message type; 'dxpu pcap
+unseal' opens their TLPs. Exit status 1 if any frame did not parse or a
+capture is not of Ethernet frames, 2 for I/O errors.
+--json prints one object per capture and line (JSON lines).`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return exitFor(capture.Info(args, udpPort, cmd.OutOrStdout(), cmd.ErrOrStderr()), 2)
+			return exitFor(capture.Info(args, udpPort, asJSON, cmd.OutOrStdout(), cmd.ErrOrStderr()), 2)
 		},
 	}
 	cmd.Flags().Uint16Var(&udpPort, "udp-port", encap.DefaultUDPPort, "dxpu UDP port")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object per capture and line")
+	return cmd
+}
+
+func newPcapUnsealCmd() *cobra.Command {
+	var o capture.UnsealOptions
+	var nanos bool
+	cmd := &cobra.Command{
+		Use:   "unseal --key-log FILE IN OUT",
+		Short: "Open the sealed frames of a capture with the bridges' key log",
+		Long: `Unseal writes IN to OUT with every sealed dxpu frame (flag SEALED, over
+Ethernet or UDP) replaced by the plain frame it was sealed from: SEALED
+clear, the security header and tag gone, the TLPs or control message in
+clear, IPv4 and UDP lengths fixed. The secrets come from --key-log, the file
+'dxpu bridge --key-log' or 'dxpu bridge agent --key-log' wrote (either side's
+log opens both directions). OUT is then what 'pcap info', 'tlp decode
+--pcap', 'replay' and the Wireshark dissector read. Other frames are copied
+as they are.
+
+A dxpu UDP datagram is one to or from --udp-port; --out-udp-port N writes N
+in its place (for tools that know only port 8855). Sealed frames that do not
+open (no secret of their pair and generation, none that authenticates them,
+cut by the snap length, malformed) are left out of OUT and counted: one
+stderr line per reason with the first frame's number. Exit status 1 if any,
+2 for usage or I/O errors.`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.In, o.Out = args[0], args[1]
+			if cmd.Flags().Changed("nanos") {
+				o.Nanos = &nanos
+			}
+			return exitFor(capture.Unseal(o, cmd.OutOrStdout(), cmd.ErrOrStderr()), 2)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.KeyLog, "key-log", "", "the bridges' key log (--key-log of dxpu bridge or bridge agent)")
+	f.Uint16Var(&o.UDPPort, "udp-port", encap.DefaultUDPPort, "dxpu UDP port")
+	f.Uint16Var(&o.OutUDPPort, "out-udp-port", 0, "write this port in place of --udp-port (0: keep)")
+	addPcapOutFlags(cmd, &o.PcapNG, &nanos)
+	return cmd
+}
+
+func newPcapCaptureCmd() *cobra.Command {
+	var o capture.LiveOptions
+	cmd := &cobra.Command{
+		Use:   "capture --interface IF --out FILE",
+		Short: "Capture a fabric's dxpu frames from an interface (AF_PACKET; root)",
+		Long: `Capture writes the frames seen on --interface to --out (pcap, or --pcapng) with
+nanosecond timestamps, until Ctrl-C, --count frames or --duration; frames the
+kernel queued before the end are written too, and the summary names what the
+kernel dropped. By default a BPF filter in the kernel keeps only dxpu frames:
+EtherType 0x88B5, or IPv4/UDP to or from --udp-port, untagged or behind one
+802.1Q tag (a tag the NIC took off is put back). --all keeps every frame;
+--bpf takes any filter as 'tcpdump -ddd EXPR' prints it:
+
+  dxpu pcap capture --interface eth1 --udp-port 7001 --out fabric.pcap --duration 10s
+  dxpu pcap capture --interface lo --bpf "$(tcpdump -ddd 'udp port 7001')" --out lo.pcap
+
+On loopback each frame is written once. Needs Linux and root (or
+CAP_NET_RAW). Sealed frames open with 'dxpu pcap unseal'.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return exitFor(capture.Live(ctx, o, cmd.OutOrStdout()), 2)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.Interface, "interface", "", "network interface to capture on")
+	f.StringVar(&o.Out, "out", "", "output capture")
+	f.Uint16Var(&o.UDPPort, "udp-port", encap.DefaultUDPPort, "dxpu UDP port the default filter keeps (either direction)")
+	f.BoolVar(&o.All, "all", false, "keep every frame (no filter)")
+	f.StringVar(&o.BPF, "bpf", "", "classic BPF filter as 'tcpdump -ddd EXPR' prints it")
+	f.IntVar(&o.Count, "count", 0, "stop after this many frames (0: no limit)")
+	f.DurationVar(&o.Duration, "duration", 0, "stop after this long (0: until Ctrl-C)")
+	f.IntVar(&o.Snaplen, "snaplen", 0, "keep this many bytes of each frame (0: 65535)")
+	f.BoolVar(&o.PcapNG, "pcapng", false, "write pcapng instead of pcap")
 	return cmd
 }
 

@@ -3,11 +3,14 @@ package main
 import (
 	"errors"
 	"log/slog"
+	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/dxpu/dxpu/internal/app/apperr"
 	"github.com/dxpu/dxpu/internal/app/buildinfo"
+	"github.com/dxpu/dxpu/internal/app/units"
 )
 
 // newRootCmd builds the whole command tree over e: its streams, its
@@ -34,9 +37,10 @@ func newRootCmd(e *env) *cobra.Command {
 	}
 	root.SetVersionTemplate("{{.Version}}\n")
 	root.AddCommand(newBridgeCmd(e), newSwitchCmd(e), newManagerCmd(e), newCtlCmd(e), newNettlpCmd(e),
-		newPcapCmd(), newTLPCmd(), newReplayCmd(), newModelCmd(), newDemoCmd(), newBenchCmd(e), newConformCmd(e), newVMCmd(e),
+		newPcapCmd(), newTLPCmd(), newReplayCmd(), newModelCmd(), newDemoCmd(), newBenchCmd(e), newConformCmd(e), newVMCmd(e), newChaosCmd(e),
 		newManCmd(), newUnitsTopic())
 	refuseUnknownSubcommands(root)
+	spellDefaultsAsUnits(root)
 	root.SetFlagErrorFunc(suggestFlag) // inherited by every subcommand
 	root.SetArgs(e.args)
 	root.SetIn(e.stdin)
@@ -73,4 +77,22 @@ func exitFor(err error, def int) error {
 		return exitCodeError{1, err}
 	}
 	return exitCodeError{def, err}
+}
+
+// spellDefaultsAsUnits writes the defaults of duration flags in --help
+// and the man pages as `dxpu help units` spells them, 5us rather than Go's
+// 5µs: the flag's value is unchanged, only its printed default.
+func spellDefaultsAsUnits(c *cobra.Command) {
+	fix := func(f *pflag.Flag) {
+		if f.Value.Type() == "duration" {
+			if d, err := time.ParseDuration(f.DefValue); err == nil {
+				f.DefValue = units.Duration(d)
+			}
+		}
+	}
+	c.Flags().VisitAll(fix)
+	c.PersistentFlags().VisitAll(fix)
+	for _, sub := range c.Commands() {
+		spellDefaultsAsUnits(sub)
+	}
 }

@@ -34,7 +34,7 @@ prints an object with "error" (the message), "rule" (the rule's name), its
 processed. Exit status: 0 when every TLP decoded, 1 when any did not (or
 the capture is not of Ethernet frames), 2 for usage or I/O errors.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return exitFor(tlpcodec.Decode(args, pcap, cmd.InOrStdin(), cmd.OutOrStdout()), 2)
+			return exitFor(tlpcodec.DecodeShowing(args, pcap, cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr()), 2)
 		},
 	}
 	decode.Flags().StringVar(&pcap, "pcap", "", "read TLPs from this pcap/pcapng capture instead of hex")

@@ -32,7 +32,10 @@ const unitsHelp = `One name and one unit for each quantity, in every command:
   sizes               byte counts with K, M, G suffixes, powers of 1024 (64K, 1M).
   --target P%         an overhead percentage above 0 and at most 100.
 
-Durations always carry a unit, in Go's syntax: 250ns, 5us (or 5µs), 1.5ms, 2s.
+Durations always carry a unit, in Go's syntax: 250ns, 5us, 1.5ms, 2s (flags
+read 5µs too; output always writes us).
+
+Every command prints text for people by default and JSON with --json.
 
 JSON keys are snake_case and carry their unit: _us microseconds, _ns
 nanoseconds, _s seconds, _pct percent, _gbps Gbit/s (never GB/s), _bytes

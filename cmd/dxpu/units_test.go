@@ -136,3 +136,45 @@ func allCommands(c *cobra.Command) []*cobra.Command {
 	}
 	return out
 }
+
+// TestMicrosecondsSpelledUs: `dxpu help units` spells microseconds us,
+// and so does every line people read: each command's help (Go writes a
+// duration flag's default as 5µs), bench fabric's header, model's sweep,
+// bench link's faults, and the JSON keys carry units (model's breakdown,
+// bench link's duration_s).
+func TestMicrosecondsSpelledUs(t *testing.T) {
+	t.Parallel()
+	root := newRootCmd(newEnv(strings.NewReader(""), &strings.Builder{}, &strings.Builder{}, nil, noEnv))
+	for _, c := range allCommands(root) {
+		if u := c.UsageString(); strings.Contains(u, "µ") {
+			t.Errorf("%s --help spells µs:\n%s", c.CommandPath(), u)
+		}
+	}
+	for _, args := range [][]string{
+		{"bench", "fabric", "--rtt", "5us"},
+		{"model", "--sweep", "--rtt", "5us", "../../testdata/emu/mlp-train-emu.json.gz"},
+		{"bench", "link", "--virtual", "--delay", "5us", "--duration", "200us"},
+	} {
+		out, _, err := runDxpu(t, "", args...)
+		if err != nil || strings.Contains(out, "µ") || !strings.Contains(out, "us") {
+			t.Errorf("%v (%v): want us, never µs:\n%s", args, err, out)
+		}
+	}
+	out, _, err := runDxpu(t, "", "model", "--json", "../../testdata/emu/mlp-train-emu.json.gz")
+	var m struct {
+		Breakdown map[string]float64 `json:"breakdown"`
+	}
+	if err != nil || json.Unmarshal([]byte(out), &m) != nil || len(m.Breakdown) == 0 {
+		t.Fatalf("model --json: %v", err)
+	}
+	for k := range m.Breakdown {
+		if !strings.HasSuffix(k, "_s") {
+			t.Errorf("model breakdown key %q carries no unit", k)
+		}
+	}
+	out, _, err = runDxpu(t, "", "bench", "link", "--virtual", "--json", "--duration", "200us")
+	var l map[string]any
+	if err != nil || json.Unmarshal([]byte(out), &l) != nil || l["duration_s"] == nil || l["seconds"] != nil {
+		t.Errorf("bench link --json: duration_s %v, seconds %v (%v)", l["duration_s"], l["seconds"], err)
+	}
+}

@@ -98,11 +98,14 @@ launch and sync, boot time, MMIO read latency, copy rates and the path.`,
 			f.o.Log = e.log
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			res, err := vm.Demo(ctx, vm.DemoOptions{VM: f.o, Bytes: f.bytes, Loss: loss, Loopback: loopback})
+			res, err := vm.Demo(ctx, vm.DemoOptions{VM: f.o, Bytes: f.bytes, Loss: loss, Loopback: loopback, Progress: e.stderr})
 			if err != nil { // a failed demo prints its error, not a result
 				return exitFor(err, 1)
 			}
-			return exitFor(e.printJSON(res, asJSON), 1)
+			if asJSON {
+				return exitFor(e.printJSON(res, true), 1)
+			}
+			return exitFor(res.WriteText(e.stdout), 1)
 		},
 	}
 	f.add(cmd)
@@ -118,6 +121,7 @@ func newVMRunCmd(e *env) *cobra.Command {
 		gpus     []string
 		stayUp   bool
 		insecure bool
+		asJSON   bool
 	)
 	cmd := &cobra.Command{
 		Use:   "run",
@@ -131,10 +135,11 @@ key is the pair key file the GPU side's bridge was given (--key-file there)
 and gen its generation (--key-generation there; both default to 1): a side
 that sees the other seal under another generation logs "key generation
 mismatch". --insecure-no-keys runs every pair unkeyed, for a lab only.
-The guest tool's report is printed as JSON when it is done (a failure
-prints its error only); with --stay-up the guest keeps running until
+The guest tool's report is printed when it is done, as text or with
+--json as one JSON object (a failure prints its error only); with --stay-up the guest keeps running until
 interrupted.`,
-		Example: `  dxpu bridge --role gpu --pair 1 --listen 127.0.0.1:7001 --peer 127.0.0.1:7002 --pcie emu-gpu --key-file pair1.key &
+		Example: `  head -c 32 /dev/urandom > pair1.key && chmod 600 pair1.key
+  dxpu bridge --role gpu --pair 1 --listen 127.0.0.1:7001 --peer 127.0.0.1:7002 --pcie emu-gpu --key-file pair1.key &
   dxpu vm run --gpu pair=1,listen=127.0.0.1:7002,peer=127.0.0.1:7001,key=pair1.key`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -160,16 +165,20 @@ interrupted.`,
 			if err != nil { // its error (the guest tool's included), not a zero or partial report
 				return exitFor(err, 1)
 			}
+			if !asJSON {
+				return exitFor(vm.WriteRunText(e.stdout, rep, timing), 1)
+			}
 			out := struct {
 				Report any `json:"report"`
 				Timing any `json:"timing"`
 			}{rep, timing}
-			return exitFor(e.printJSON(out, false), 1)
+			return exitFor(e.printJSON(out, true), 1)
 		},
 	}
 	f.add(cmd)
 	cmd.Flags().StringArrayVar(&gpus, "gpu", nil, "a remote GPU: pair=N,listen=IP:PORT,peer=IP:PORT,key=FILE[,gen=N] (repeatable)")
 	cmd.Flags().BoolVar(&insecure, "insecure-no-keys", false, "run the pairs unkeyed (lab only: anyone on the fabric can inject TLPs)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object on one line (report, timing)")
 	cmd.Flags().BoolVar(&stayUp, "stay-up", false, "keep the guest running after its tool is done (until interrupted)")
 	return cmd
 }

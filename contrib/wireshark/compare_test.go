@@ -98,6 +98,13 @@ func checkFrame(layers map[string]any, data []byte) (problems []string, n tally)
 		bad("the dissector hit a Lua error")
 	}
 	f, err := encap.ParseFrame(data, nil)
+	if f.Encap() == encap.EncapNone {
+		// The dissector finds dxpu on any UDP port by its header: what
+		// parses as dxpu to the datagram's destination port is dxpu.
+		if hf, ok := heuristicDxpu(data); ok {
+			f, err = hf, nil
+		}
+	}
 	layer, want := dx, "dxpu"
 	if f.Encap() == encap.EncapNetTLP {
 		layer, want = nt, "nettlp"
@@ -252,4 +259,25 @@ func checkTLPs(shown []any, f *encap.Frame, seq *uint32, n *tally) []string {
 		}
 	}
 	return problems
+}
+
+// heuristicDxpu parses a UDP datagram to a port other than dxpu's as dxpu
+// to that port; ok when it parses whole, as the dissector's heuristic
+// claims it then (the heuristic also wants the reserved byte 0).
+func heuristicDxpu(data []byte) (encap.Frame, bool) {
+	lay, err := encap.Walk(data, nil)
+	if err != nil || lay.IPv4 == 0 {
+		return encap.Frame{}, false
+	}
+	ip := encap.IPv4(data[lay.IPv4:])
+	l4 := lay.IPv4 + ip.HeaderLen()
+	if ip.Protocol() != encap.IPProtoUDP || l4+encap.UDPHeaderLen > len(data) {
+		return encap.Frame{}, false
+	}
+	cfg := &encap.Config{UDPPort: encap.UDP(data[l4:]).DstPort()}
+	f, err := encap.ParseFrame(data, cfg)
+	if err != nil || f.Encap() != encap.EncapDxpuUDP || f.Truncated() || f.Header()[27] != 0 {
+		return encap.Frame{}, false
+	}
+	return f, true
 }

@@ -8,10 +8,17 @@
 -- `go doc github.com/dxpu/dxpu/tlp`):
 --   * dxpu version 1 over raw Ethernet, EtherType 0x88B5 (802.1Q/802.1ad
 --     tags are handled by Wireshark's VLAN dissector), and over IPv4/UDP to
---     destination port 8855 (preference "dxpu.udp_port"): the 40-byte
+--     destination port 8855 (preference "dxpu.udp_port") or any port where
+--     the payload reads as a dxpu header (heuristic, preference
+--     "dxpu.heuristic"): the 40-byte
 --     header, the TLP length table and the TLPs batched in the body, or the
 --     control message of a CONTROL frame (HELLO, HELLO-ACK, KEEPALIVE,
 --     KEEPALIVE-ACK, RESET);
+--   * sealed frames (flag SEALED, bridge/seal): the clear header and the
+--     seal header (epoch, kind, echo, generation, packet number), the
+--     encrypted body and the tag under dxpu.seal.*; a GMAC frame's body is
+--     in clear and shows as a plain frame's; `dxpu pcap unseal` with the
+--     bridges' --key-log opens the TLPs of GCM frames;
 --   * NetTLP (protocol "nettlp"): UDP to or from ports 0x3000-0x30ff,
 --     6-byte header (sequence, timestamp), one TLP;
 --   * each TLP field by field under dxpu.tlp.* (DW0 fields, IDs, 10-bit tag,
@@ -42,14 +49,27 @@
 -- later Wireshark releases should load it unchanged.
 
 local HEADER_LEN = 40
+local SEC_HEADER_LEN = 12
+local TAG_LEN = 16
+local SEAL_OVERHEAD = SEC_HEADER_LEN + TAG_LEN
 local CONTROL_LEN = 12
 local HELLO_LEN = 40
 local NETTLP_HEADER_LEN = 6
 
-local dxpu = Proto("dxpu", "dxpu TLP encapsulation")
+-- Loaded twice (an installed copy and -X lua_script:, or two plugin
+-- folders), Wireshark refuses the second Proto("dxpu") ("there cannot be
+-- two protocols with the same description"): the copy loaded first serves,
+-- the other returns here. (Each file has its own globals, so a flag would
+-- not do.)
+local loaded_once, dxpu = pcall(Proto, "dxpu", "dxpu TLP encapsulation")
+if not loaded_once then
+	return
+end
 local nettlp = Proto("nettlp", "NetTLP")
 
 dxpu.prefs.udp_port = Pref.uint("UDP port", 8855, "UDP destination port of dxpu frames over IPv4")
+dxpu.prefs.heuristic = Pref.bool("Find dxpu on any UDP port", true,
+	"Recognise dxpu datagrams to other ports by their header (version 1, message type, lengths)")
 nettlp.prefs.ports = Pref.range("UDP ports", "12288-12543",
 	"UDP ports of NetTLP datagrams (0x3000 + tag)", 65535)
 
@@ -58,6 +78,7 @@ nettlp.prefs.ports = Pref.range("UDP ports", "12288-12543",
 local msg_types = { [1] = "TLP", [2] = "ACK", [3] = "NAK", [4] = "CREDIT", [5] = "CONTROL" }
 local ctl_types = { [1] = "HELLO", [2] = "HELLO-ACK", [3] = "KEEPALIVE", [4] = "KEEPALIVE-ACK", [5] = "RESET" }
 local roles = { [1] = "host", [2] = "gpu" }
+local seal_modes = { [1] = "AES-256-GCM", [2] = "AES-256-GMAC" }
 local reset_reasons = { [1] = "administrative", [2] = "unknown session", [3] = "protocol error", [4] = "link down" }
 local fmt_names = {
 	[0] = "3DW header, no data", [1] = "4DW header, no data",
@@ -88,6 +109,7 @@ local F = {
 	flag_ack = ProtoField.bool("dxpu.flags.ack", "ACK valid", 8, nil, 0x01),
 	flag_credit = ProtoField.bool("dxpu.flags.credit", "CREDIT valid", 8, nil, 0x02),
 	flag_sack = ProtoField.bool("dxpu.flags.sack", "SACK valid", 8, nil, 0x04),
+	flag_sealed = ProtoField.bool("dxpu.flags.sealed", "SEALED", 8, nil, 0x08),
 	type = ProtoField.uint8("dxpu.type", "Message type", base.DEC, msg_types),
 	pair = ProtoField.uint24("dxpu.pair", "Pair ID", base.DEC),
 	count = ProtoField.uint8("dxpu.count", "TLP count", base.DEC),
@@ -111,6 +133,21 @@ local F = {
 	limit_cpld = ProtoField.uint32("dxpu.limit.cpld", "CplD limit (16-byte units)", base.DEC),
 	tlp_len = ProtoField.uint16("dxpu.tlp_len", "TLP length", base.DEC),
 	body = ProtoField.bytes("dxpu.body", "Body"),
+
+	-- security header and tag of a sealed frame (bridge/seal)
+	seal = ProtoField.none("dxpu.seal", "Seal"),
+	seal_epoch = ProtoField.uint8("dxpu.seal.epoch", "Key epoch (low 8 bits)", base.DEC),
+	seal_kind = ProtoField.uint8("dxpu.seal.kind", "Kind", base.HEX),
+	seal_mode = ProtoField.uint8("dxpu.seal.mode", "Mode", base.DEC, seal_modes, 0x03),
+	seal_handshake = ProtoField.bool("dxpu.seal.handshake", "Handshake key", 8, nil, 0x80),
+	seal_kind_reserved = ProtoField.uint8("dxpu.seal.kind_reserved", "Reserved", base.HEX, nil, 0x7c),
+	seal_echo = ProtoField.uint8("dxpu.seal.echo", "Echo (oldest epoch opened, low 8 bits)", base.DEC),
+	seal_generation = ProtoField.uint8("dxpu.seal.generation", "Key generation (low 8 bits)", base.DEC),
+	seal_pn = ProtoField.uint64("dxpu.seal.packet_number", "Packet number", base.DEC),
+	seal_ciphertext = ProtoField.bytes("dxpu.seal.ciphertext", "Encrypted body"),
+	seal_plaintext = ProtoField.bytes("dxpu.seal.plaintext", "Body (in clear, authenticated)"),
+	seal_plain_len = ProtoField.uint16("dxpu.seal.body_len", "Plaintext body length", base.DEC),
+	seal_tag = ProtoField.bytes("dxpu.seal.tag", "Tag"),
 
 	-- control messages
 	ctl = ProtoField.none("dxpu.ctl", "Control message"),
@@ -204,6 +241,7 @@ local E = {
 	body_len = expert_err("dxpu.expert.body_len", "Body length disagrees with the UDP length"),
 	tlp_len = expert_err("dxpu.expert.tlp_len", "Bad TLP length table"),
 	control = expert_err("dxpu.expert.control", "Bad control message"),
+	seal = expert_err("dxpu.expert.seal", "Bad sealed frame"),
 	nettlp = expert_err("dxpu.expert.nettlp", "Bad NetTLP datagram"),
 	tlp = expert_err("dxpu.expert.tlp", "Malformed TLP"),
 	truncated = ProtoExpert.new("dxpu.expert.truncated", "Cut by the capture's snap length",
@@ -211,7 +249,7 @@ local E = {
 	internal = ProtoExpert.new("dxpu.expert.internal", "Dissector bug",
 		expert.group.UNDECODED, expert.severity.WARN),
 }
-dxpu.experts = { E.short, E.version, E.msg_type, E.count, E.body_len, E.tlp_len, E.control,
+dxpu.experts = { E.short, E.version, E.msg_type, E.count, E.body_len, E.tlp_len, E.control, E.seal,
 	E.nettlp, E.tlp, E.truncated, E.internal }
 
 -- TLP kinds -----------------------------------------------------------------
@@ -529,7 +567,8 @@ end
 
 -- check_header mirrors checkDxpu: nil when the header and the length table
 -- are consistent, else the expert and its message.
-local function check_header(tvb, version, mtype, n, body)
+local function check_header(tvb, version, mtype, n, body, base)
+	base = base or HEADER_LEN
 	if version ~= 1 then
 		return E.version, string.format("version %d, want 1", version)
 	end
@@ -550,7 +589,7 @@ local function check_header(tvb, version, mtype, n, body)
 	end
 	local sum = 0
 	for i = 0, n - 1 do
-		local e = HEADER_LEN + 2 * i
+		local e = base + 2 * i
 		if e + 2 > tvb:len() then
 			break -- table cut by the capture
 		end
@@ -567,6 +606,123 @@ local function check_header(tvb, version, mtype, n, body)
 		end
 	end
 	return nil
+end
+
+-- dissect_body shows the body of a checked dxpu frame of type mtype, body
+-- bytes from offset base (40, or 52 for the clear body of a GMAC-sealed
+-- frame), under tree: the TLP length table and TLPs, the control message,
+-- or the raw body. It returns info extended with a summary.
+local function dissect_body(tvb, base, mtype, n, body, tree, info)
+	local have = tvb:len()
+	if mtype == 1 then
+		local seq = tvb(8, 4):uint()
+		info = string.format("%s seq %d", info, seq)
+		local off = base + 2 * n
+		local parts = {}
+		for i = 0, n - 1 do
+			local e = base + 2 * i
+			if e + 2 > have then -- the table entry itself is cut
+				parts[#parts + 1] = dissect_tlp(tvb, have, 12, tree, i, (seq + i) % 4294967296)
+			else
+				local l = tvb(e, 2):uint()
+				tree:add(F.tlp_len, tvb(e, 2)):prepend_text(string.format("[%d] ", i))
+				parts[#parts + 1] = dissect_tlp(tvb, off, l, tree, i, (seq + i) % 4294967296)
+				off = off + l
+			end
+		end
+		if n > 0 then
+			info = info .. ": " .. table.concat(parts, ", ")
+		end
+	elseif mtype == 5 then
+		info = info .. ": " .. dissect_control(tvb, base, body, tree)
+	else
+		if mtype == 2 or mtype == 3 then
+			info = string.format("%s ack %d", info, tvb(12, 4):uint())
+		end
+		if body > 0 then
+			tree:add(F.body, tvb(base, math.min(body, have - base)))
+		end
+	end
+	return info
+end
+
+-- dissect_sealed shows the security header, body and tag of a sealed
+-- frame (bridge/seal): the TLPs or control message inside are encrypted
+-- (GCM) or authenticated only (GMAC); `dxpu pcap unseal` with the bridges'
+-- key log turns the capture into plain frames. Its checks are those of the
+-- seal's clear parts: the body holds at least the security header and tag,
+-- the mode is GCM or GMAC, reserved kind bits and (under the handshake
+-- key) epoch and echo are 0, the message type is known.
+local function dissect_sealed(tvb, pinfo, root, info, mtype, n, body, reject)
+	local have = tvb:len()
+	if mtype < 1 or mtype > 5 then
+		return reject(E.msg_type, string.format("message type %d", mtype))
+	end
+	if mtype ~= 1 and n ~= 0 then
+		return reject(E.count, string.format("%d TLPs in a %s message, want 0", n, msg_types[mtype]))
+	end
+	if body < SEAL_OVERHEAD then
+		return reject(E.seal, string.format("sealed body of %d bytes, the security header and tag alone are %d",
+			body, SEAL_OVERHEAD))
+	end
+	local fin = HEADER_LEN + body
+	root:set_len(math.min(fin, have))
+	if have < HEADER_LEN + SEC_HEADER_LEN then
+		root:add_proto_expert_info(E.truncated, string.format(
+			"lengths declare %d bytes, the capture holds %d", fin, have))
+		pinfo.cols.info = info .. " sealed [cut]"
+		return have
+	end
+	local st = root:add(F.seal, tvb(HEADER_LEN, math.min(body, have - HEADER_LEN)))
+	local kr = tvb(HEADER_LEN + 1, 1)
+	local kind = kr:uint()
+	local mode, hs, reserved = kind % 4, kind >= 128, math.floor(kind / 4) % 32
+	local epoch, echo, gen = tvb(HEADER_LEN, 1):uint(), tvb(HEADER_LEN + 2, 1):uint(), tvb(HEADER_LEN + 3, 1):uint()
+	st:add(F.seal_epoch, tvb(HEADER_LEN, 1))
+	local kt = st:add(F.seal_kind, kr)
+	kt:add(F.seal_mode, kr)
+	kt:add(F.seal_handshake, kr)
+	kt:add(F.seal_kind_reserved, kr)
+	st:add(F.seal_echo, tvb(HEADER_LEN + 2, 1))
+	st:add(F.seal_generation, tvb(HEADER_LEN + 3, 1))
+	local pnr = tvb(HEADER_LEN + 4, 8)
+	st:add(F.seal_pn, pnr)
+	local plen = body - SEAL_OVERHEAD
+	st:add(F.seal_plain_len, plen):set_generated()
+	local boff = HEADER_LEN + SEC_HEADER_LEN
+	local bavail = math.max(0, math.min(plen, have - boff))
+	if bavail > 0 then
+		st:add(mode == 2 and F.seal_plaintext or F.seal_ciphertext, tvb(boff, bavail))
+	end
+	if have >= fin then
+		st:add(F.seal_tag, tvb(fin - TAG_LEN, TAG_LEN))
+	else
+		root:add_proto_expert_info(E.truncated, string.format(
+			"lengths declare %d bytes, the capture holds %d", fin, have))
+	end
+	local key = hs and "handshake key" or string.format("epoch %d", epoch)
+	info = string.format("%s sealed (%s gen %d %s pn %s)", info, seal_modes[mode] or "mode ?", gen, key,
+		tostring(pnr:uint64()))
+	root:append_text(string.format(", sealed: %s, generation %d, %s", seal_modes[mode] or "bad mode", gen, key))
+	pinfo.cols.info = info
+	if mode ~= 1 and mode ~= 2 then
+		st:add_proto_expert_info(E.seal, string.format("mode %d, want 1 (GCM) or 2 (GMAC)", mode))
+	elseif reserved ~= 0 then
+		st:add_proto_expert_info(E.seal, string.format("reserved kind bits set: kind 0x%02x", kind))
+	elseif hs and (epoch ~= 0 or echo ~= 0) then
+		st:add_proto_expert_info(E.seal, string.format("handshake frame with epoch %d echo %d", epoch, echo))
+	elseif hs and mtype ~= 5 then
+		st:add_proto_expert_info(E.seal, string.format("%s frame under the handshake key", msg_types[mtype]))
+	elseif mode == 2 then
+		-- GMAC leaves the body in clear: show it as a plain frame's.
+		local ex, msg = check_header(tvb, 1, mtype, n, plen, boff)
+		if ex ~= nil then
+			st:add_proto_expert_info(ex, msg)
+		else
+			pinfo.cols.info = dissect_body(tvb, boff, mtype, n, plen, root, info)
+		end
+	end
+	return math.min(fin, have)
 end
 
 -- dissect_dxpu dissects a dxpu header and body at the start of tvb; udp is
@@ -599,6 +755,7 @@ local function dissect_dxpu(tvb, pinfo, tree, udp)
 	fl:add(F.flag_ack, tvb(0, 1))
 	fl:add(F.flag_credit, tvb(0, 1))
 	fl:add(F.flag_sack, tvb(0, 1))
+	fl:add(F.flag_sealed, tvb(0, 1))
 	root:add(F.type, tvb(1, 1))
 	root:add(F.pair, tvb(2, 3))
 	root:add(F.count, tvb(5, 1))
@@ -626,6 +783,9 @@ local function dissect_dxpu(tvb, pinfo, tree, udp)
 		return reject(E.body_len, string.format("body length %d, UDP payload after the header is %d",
 			body, size - HEADER_LEN))
 	end
+	if version == 1 and tvb(0, 1):bitfield(4, 1) == 1 then
+		return dissect_sealed(tvb, pinfo, root, info, mtype, n, body, reject)
+	end
 	local ex, msg = check_header(tvb, version, mtype, n, body)
 	if ex ~= nil then
 		return reject(ex, msg)
@@ -637,36 +797,7 @@ local function dissect_dxpu(tvb, pinfo, tree, udp)
 	end
 	root:set_len(math.min(fin, have))
 
-	if mtype == 1 then
-		local seq = tvb(8, 4):uint()
-		info = string.format("%s seq %d", info, seq)
-		local off = HEADER_LEN + 2 * n
-		local parts = {}
-		for i = 0, n - 1 do
-			local e = HEADER_LEN + 2 * i
-			if e + 2 > have then -- the table entry itself is cut
-				parts[#parts + 1] = dissect_tlp(tvb, have, 12, root, i, (seq + i) % 4294967296)
-			else
-				local l = tvb(e, 2):uint()
-				root:add(F.tlp_len, tvb(e, 2)):prepend_text(string.format("[%d] ", i))
-				parts[#parts + 1] = dissect_tlp(tvb, off, l, root, i, (seq + i) % 4294967296)
-				off = off + l
-			end
-		end
-		if n > 0 then
-			info = info .. ": " .. table.concat(parts, ", ")
-		end
-	elseif mtype == 5 then
-		info = info .. ": " .. dissect_control(tvb, HEADER_LEN, body, root)
-	else
-		if mtype == 2 or mtype == 3 then
-			info = string.format("%s ack %d", info, tvb(12, 4):uint())
-		end
-		if body > 0 then
-			root:add(F.body, tvb(HEADER_LEN, math.min(body, have - HEADER_LEN)))
-		end
-	end
-	pinfo.cols.info = info
+	pinfo.cols.info = dissect_body(tvb, HEADER_LEN, mtype, n, body, root, info)
 	return math.min(fin, have)
 end
 
@@ -693,6 +824,44 @@ function dxpu_udp.dissector(tvb, pinfo, tree)
 		return 0
 	end
 	return guarded(dissect_dxpu, tvb, pinfo, tree, true)
+end
+
+-- looks_like_dxpu is the heuristic that finds dxpu on a UDP port other than
+-- the preference's (bridges may listen anywhere): a whole 40-byte header of
+-- version 1 with a known message type, a body length that fills the UDP
+-- payload exactly, the reserved byte 0, and a body that fits the header:
+-- the TLP length table (check_header) or, sealed, the security header and
+-- tag with a valid mode and reserved kind bits clear.
+local function looks_like_dxpu(tvb)
+	local size = udp_payload_len(tvb)
+	if tvb:len() < HEADER_LEN or size < HEADER_LEN or tvb(0, 1):bitfield(0, 4) ~= 1 then
+		return false
+	end
+	local mtype, n, body = tvb(1, 1):uint(), tvb(5, 1):uint(), tvb(6, 2):uint()
+	if mtype < 1 or mtype > 5 or HEADER_LEN + body ~= size or tvb(27, 1):uint() ~= 0 then
+		return false
+	end
+	if tvb(0, 1):bitfield(4, 1) == 0 then
+		return check_header(tvb, 1, mtype, n, body) == nil
+	end
+	if body < SEAL_OVERHEAD or tvb:len() < HEADER_LEN + 2 or (mtype ~= 1 and n ~= 0) then
+		return false
+	end
+	local kind = tvb(HEADER_LEN + 1, 1):uint()
+	local mode = kind % 4
+	return (mode == 1 or mode == 2) and math.floor(kind / 4) % 32 == 0
+end
+
+local function heuristic_udp(tvb, pinfo, tree)
+	if not dxpu.prefs.heuristic or pinfo.dst_port == dxpu.prefs.udp_port then
+		return false
+	end
+	local ok, yes = pcall(looks_like_dxpu, tvb)
+	if not ok or not yes then
+		return false
+	end
+	guarded(dissect_dxpu, tvb, pinfo, tree, true)
+	return true
 end
 
 -- NetTLP --------------------------------------------------------------------
@@ -738,6 +907,7 @@ end
 -- Registration --------------------------------------------------------------
 
 DissectorTable.get("ethertype"):add(0x88b5, dxpu)
+dxpu:register_heuristic("udp", heuristic_udp)
 
 local udp_table = DissectorTable.get("udp.port")
 local registered_port, registered_range

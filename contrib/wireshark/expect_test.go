@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/dxpu/dxpu/bridge/seal"
 	"github.com/dxpu/dxpu/tlp"
 	"github.com/dxpu/dxpu/tlp/encap"
 )
@@ -107,6 +108,7 @@ func headerFields(h encap.Header) fields {
 		"dxpu.flags.ack":    fl&encap.FlagAck != 0,
 		"dxpu.flags.credit": fl&encap.FlagCredit != 0,
 		"dxpu.flags.sack":   fl&encap.FlagSack != 0,
+		"dxpu.flags.sealed": fl&seal.FlagSealed != 0,
 		"dxpu.type":         uint64(h.Type()),
 		"dxpu.pair":         uint64(h.PairID()),
 		"dxpu.count":        uint64(h.Count()),

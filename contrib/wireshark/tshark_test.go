@@ -166,3 +166,47 @@ func hasKey(v any, key string) bool {
 	}
 	return false
 }
+
+// TestInstalledAndGivenTogether: with a copy installed in the personal
+// plugins folder and the same file given with -X lua_script: (the two
+// ways the README shows), tshark loads without a Lua error ("there cannot
+// be two protocols with the same description") and dissects dxpu.
+func TestInstalledAndGivenTogether(t *testing.T) {
+	t.Parallel()
+	tshark := tsharkPath(t)
+	script, err := filepath.Abs(dissectorPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := os.ReadFile(script)
+	if err != nil {
+		t.Fatal(err)
+	}
+	home := t.TempDir()
+	plugins := filepath.Join(home, ".local", "lib", "wireshark", "plugins")
+	if err := os.MkdirAll(plugins, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(plugins, "dxpu.lua"), src, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	capture := filepath.Join("..", "..", "testdata", "pcap", "mix.pcap")
+	for _, args := range [][]string{
+		{"-n", "-X", "lua_script:" + script, "-r", capture, "-Y", "dxpu", "-c", "5"},
+		{"-n", "-r", capture, "-Y", "dxpu", "-c", "5"},
+	} {
+		cmd := exec.CommandContext(t.Context(), tshark, args...)
+		cmd.Env = append(os.Environ(), "HOME="+home, "XDG_CONFIG_HOME="+filepath.Join(home, ".config"))
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("tshark %v: %v\n%s", args, err, stderr.Bytes())
+		}
+		if s := stderr.String(); strings.Contains(s, "Lua") || strings.Contains(s, "lua") {
+			t.Fatalf("tshark %v reports a Lua problem:\n%s", args, s)
+		}
+		if !strings.Contains(stdout.String(), "dxpu 72 TLP pair 4370298 seq 3226874660: CfgRd1") {
+			t.Fatalf("tshark %v does not dissect mix.pcap's second frame as dxpu:\n%s", args, stdout.Bytes())
+		}
+	}
+}

@@ -147,7 +147,7 @@
 //	GET    /v1/gpus?box=B&state=free|used|unhealthy
 //	GET    /v1/gpus/{id}
 //	POST   /v1/gpus/{id}/health         {"health":"unhealthy"|"healthy"}
-//	GET    /v1/rtt, PUT /v1/rtt         {"host":"h1","box":"b1","rtt":"12µs"}
+//	GET    /v1/rtt, PUT /v1/rtt         {"host":"h1","box":"b1","rtt":"12us"}
 //	GET    /v1/allocations?host=H       {"allocations":[Allocation...]}
 //	POST   /v1/allocations              Request -> 201 Allocation (200 and the same
 //	                                    allocation for a retried "request_id")
@@ -183,7 +183,7 @@
 //	{"id":"a-3f9c0b6e21d4","host":"h1","state":"active",
 //	 "gpus":[{"gpu":"box7-g0","box":"box7","pair":41,"host_port":0},
 //	         {"gpu":"box7-g1","box":"box7","pair":42,"host_port":1}],
-//	 "request":{"host":"h1","count":2,"model":"H100","min_memory_mib":81920,"max_rtt":"20µs"}}
+//	 "request":{"host":"h1","count":2,"model":"H100","min_memory_mib":81920,"max_rtt":"20us"}}
 //
 // A box registration:
 //

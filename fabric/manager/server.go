@@ -89,6 +89,12 @@ func NewServer(m *Manager, cfg ServerConfig) *http.Server {
 		ErrorLog:          slog.NewLogLogger(m.log.Handler(), slog.LevelWarn),
 	}
 	connHooks(srv, m.metrics)
+	// Shutdown waits for requests in progress; a watch would hold it for up
+	// to MaxWatch. Every request's context ends when Shutdown starts, so
+	// watches answer at once and calls to agents are abandoned.
+	base, stop := context.WithCancel(context.Background())
+	srv.BaseContext = func(net.Listener) context.Context { return base }
+	srv.RegisterOnShutdown(stop)
 	return srv
 }
 

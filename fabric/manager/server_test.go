@@ -268,3 +268,41 @@ func TestWatchEndsBeforeTheWriteDeadline(t *testing.T) {
 		t.Fatalf("watch answered after %v, past the write timeout", d)
 	}
 }
+
+// TestShutdownEndsWatches: a watch in progress does not hold Shutdown (the
+// manager's SIGTERM) for MaxWatch: its request's context ends when
+// Shutdown starts, the watch answers and Shutdown returns before its own
+// deadline.
+func TestShutdownEndsWatches(t *testing.T) {
+	t.Parallel()
+	m, err := manager.New(manager.Config{Token: token, Logger: quiet(), ReconcileInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := manager.NewServer(m, manager.ServerConfig{})
+	go srv.Serve(ln)
+	tbl, err := ctlclient.New("http://"+ln.Addr().String(), token).Table(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := dial(t, ln.Addr().String())
+	fmt.Fprintf(c, "GET /v1/table?watch=1&version=%d&timeout=1h HTTP/1.1\r\nHost: m\r\nAuthorization: Bearer %s\r\n\r\n", tbl.Version, token)
+	// The watch is in progress once the server counts it.
+	deadline := time.Now().Add(stall)
+	for watchesInProgress(t, ln.Addr().String()) != "1" {
+		if time.Now().After(deadline) {
+			t.Fatal("the watch never started")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), stall)
+	defer cancel()
+	if err := srv.Shutdown(ctx); err != nil {
+		t.Fatalf("Shutdown with a watch in progress: %v (the watch held it)", err)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/netip"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -205,11 +206,13 @@ type Stats struct {
 }
 
 // Duration is a time.Duration that reads and writes JSON as a Go duration
-// string ("25µs", "1.5ms"); it also reads a bare number as nanoseconds.
+// string ("25us", "1.5ms"; microseconds spelled us as in every dxpu
+// output, and read in either spelling); it also reads a bare number as
+// nanoseconds.
 type Duration time.Duration
 
 func (d Duration) MarshalJSON() ([]byte, error) {
-	return json.Marshal(time.Duration(d).String())
+	return json.Marshal(d.String())
 }
 
 func (d *Duration) UnmarshalJSON(b []byte) error {
@@ -241,4 +244,6 @@ func (e *DurationError) Error() string {
 }
 
 // String formats d like time.Duration.
-func (d Duration) String() string { return time.Duration(d).String() }
+func (d Duration) String() string {
+	return strings.Replace(time.Duration(d).String(), "µs", "us", 1)
+}

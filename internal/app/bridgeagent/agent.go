@@ -64,6 +64,8 @@ type pairRun struct {
 	// pending is a key installed but not switched to (the first phase of
 	// the manager's key change); p.Key is the one in use.
 	pending manager.PairKey
+	// link: the link state as reported to the manager (report.go).
+	link linkReports
 }
 
 // Start binds the data-plane socket, brings up the PCIe side and starts
@@ -108,6 +110,9 @@ func Start(ctx context.Context, o Options) (*Agent, error) {
 			a.log.Error("data plane stopped", "err", err)
 		}
 	}()
+	if o.Role == bridge.RoleGPU && o.Manager == "" {
+		a.log.Warn("no --manager: pair link state is not reported (an allocation whose host side falls silent never shows degraded)")
+	}
 	a.log.Info("bridge agent running", "role", o.Role, "data_plane", mux.LocalAddr(), "switch", o.Switch)
 	return a, nil
 }
@@ -229,7 +234,7 @@ func (a *Agent) ProgramPair(ctx context.Context, p manager.Pair) error {
 	// so a restarted daemon never reopens the session its peer still holds.
 	b, err := bridge.New(bridge.Config{Role: a.o.Role, PairID: p.ID, Keepalive: a.o.Keepalive, DeadAfter: a.o.DeadAfter,
 		CompletionTimeout: a.o.CompletionTimeout, MaxRTO: max(a.o.DeadAfter/5, 20*time.Millisecond),
-		Key: p.Key.Key[:], KeyGeneration: p.Key.Generation, RequireKeys: true})
+		Key: p.Key.Key[:], KeyGeneration: p.Key.Generation, RequireKeys: true, KeyLog: a.o.KeyLog})
 	if err != nil {
 		return fmt.Errorf("pair %d: %w", p.ID, err)
 	}
@@ -368,11 +373,15 @@ func (a *Agent) onEvent(pr *pairRun, e bridge.Event) {
 		case pr.linkUp <- struct{}{}:
 		default:
 		}
+		a.setLink(pr, pr.link.seq.Add(1), false, "")
 	case bridge.EventLinkDown:
 		a.log.Warn("pair link down", "pair", pr.p.ID, "reason", e.Reason)
+		seq := pr.link.seq.Add(1)
 		if a.o.Role == bridge.RoleHost {
 			a.wg.Add(1)
-			go func() { defer a.wg.Done(); a.linkDown(pr, e.Reason) }()
+			go func() { defer a.wg.Done(); a.linkDown(pr, seq, e.Reason) }()
+		} else {
+			a.setLink(pr, seq, true, e.Reason)
 		}
 	default:
 		// Per-TLP events (lost posted writes, completion timeouts) are
@@ -383,11 +392,13 @@ func (a *Agent) onEvent(pr *pairRun, e bridge.Event) {
 
 // linkDown is the host's side of a dead pair: the device vanishes from the
 // host (a surprise removal, as a real switch port reports a link
-// down) and the manager is told, so the GPU is marked unhealthy and the
-// pair torn down everywhere.
-func (a *Agent) linkDown(pr *pairRun, reason string) {
+// down), then the manager is told, so the GPU is marked unhealthy and the
+// pair torn down everywhere. seq is the event's place among the pair's
+// link events: a link-up raised during the removal is reported after it
+// (report.go).
+func (a *Agent) linkDown(pr *pairRun, seq uint64, reason string) {
 	if err := pr.slot.unplug(a.ctx, RemovedSurprise, "link down: "+reason); err != nil {
 		a.log.Warn("surprise removal after link down", "pair", pr.p.ID, "err", err)
 	}
-	a.rep.linkDown(a.ctx, pr.ctx.Done(), pr.p, reason)
+	a.setLink(pr, seq, true, reason)
 }

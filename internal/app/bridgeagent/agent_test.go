@@ -1,7 +1,9 @@
 package bridgeagent
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -128,6 +130,16 @@ func TestSagaDrivesAgents(t *testing.T) {
 		if !ok || s.Vendor != "0x10de" || s.Port != as.HostPort || s.Pair != as.Pair || s.Boot0 != fmt.Sprintf("%#08x", gpu.H100SXM.Boot0) {
 			t.Errorf("gpu %s (pair %d, port %d): slot %+v", as.GPU, as.Pair, as.HostPort, s)
 		}
+		// Bytes through the pair: into the GPU's VRAM over BAR1 and back,
+		// across a 4 KiB boundary; each GPU keeps its own.
+		data := bytes.Repeat([]byte{byte(as.Pair), 0x5a, 0xa5}, 700)
+		back, err := r.host.CopyCheck(r.ctx, as.Pair, 4096-100, data)
+		if err != nil || !bytes.Equal(back, data) {
+			t.Fatalf("copy check through pair %d: %v (read %d bytes back, equal %v)", as.Pair, err, len(back), bytes.Equal(back, data))
+		}
+	}
+	if _, err := r.host.CopyCheck(r.ctx, 999, 0, []byte{1}); !errors.Is(err, ErrNoPair) {
+		t.Fatalf("copy check through no pair: %v", err)
 	}
 	if _, err := r.c.Free(r.ctx, a.ID); err != nil {
 		t.Fatal(err)
@@ -262,6 +274,11 @@ func TestAgentRefusesWrongPairs(t *testing.T) {
 	if after != before || key != rekeyed.Key {
 		t.Fatal("a refused key changed the pair")
 	}
+	// The status reports the generation the pair runs (dxpu chaos compares
+	// both ends').
+	if ps := box.Status().Pairs; len(ps) != 1 || ps[0].KeyGeneration != 6 {
+		t.Fatalf("status pairs %+v, want pair 7 at key generation 6", ps)
+	}
 	base = rekeyed
 	other := base
 	other.ID = 8
@@ -302,5 +319,50 @@ func TestAgentRefusesWrongPairs(t *testing.T) {
 	}
 	if ps, _ := box.ListPairs(r.ctx); len(ps) != 0 {
 		t.Fatalf("after RemovePair: %+v", ps)
+	}
+}
+
+// TestCopyCheckAPI: POST /agent/v1/pairs/{id}/copy-check on the host's
+// agent answers the bytes read back through the pair, with the agent's
+// credential only, and names what is wrong with a bad call.
+func TestCopyCheckAPI(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, 1)
+	a, err := r.c.Allocate(r.ctx, pool.Request{Host: "h1", Count: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(r.host.Handler())
+	defer srv.Close()
+	post := func(pair uint32, tok, body string) (int, string) {
+		req, _ := http.NewRequest(http.MethodPost, fmt.Sprintf("%s/agent/v1/pairs/%d/copy-check", srv.URL, pair), strings.NewReader(body))
+		if tok != "" {
+			req.Header.Set("Authorization", "Bearer "+tok)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	pair, cred := a.GPUs[0].Pair, r.host.credential()
+	for _, tc := range []struct {
+		pair      uint32
+		tok, body string
+		code      int
+		says      string
+	}{
+		{pair, "", `{"offset":0,"data":"AQID"}`, http.StatusUnauthorized, "credential"},
+		{pair, cred, `{"offset":0,"data":""}`, http.StatusBadRequest, "want 1..65536 bytes"},
+		{pair, cred, `{"offset":0,"data":"!!"}`, http.StatusBadRequest, "body"},
+		{999, cred, `{"offset":0,"data":"AQID"}`, http.StatusNotFound, "pair 999"},
+		{pair, cred, `{"offset":8,"data":"AQIDBAUG"}`, http.StatusOK, `"data":"AQIDBAUG"`},
+	} {
+		code, body := post(tc.pair, tc.tok, tc.body)
+		if code != tc.code || !strings.Contains(body, tc.says) {
+			t.Errorf("pair %d body %s: %d %s, want %d naming %q", tc.pair, tc.body, code, body, tc.code, tc.says)
+		}
 	}
 }

@@ -48,7 +48,7 @@
 //
 //	dxpu bridge agent --role gpu --box box0.json --agent-listen 10.77.2.2:7701 \
 //	    --agent-cert box0.pem --agent-key box0.key --agent-credential-file box0.cred \
-//	    --listen 10.77.2.2:4791 --switch 10.77.2.1:8855
+//	    --listen 10.77.2.2:4791 --switch 10.77.2.1:8855 --manager https://10.0.0.2:7700 --manager-ca-file mgr-ca.pem
 //	dxpu bridge agent --role host --host-id h1 --agent-listen 10.77.1.2:7701 \
 //	    --agent-cert h1.pem --agent-key h1.key --agent-credential-file h1.cred \
 //	    --listen 10.77.1.2:4791 --switch 10.77.1.1:8855 --manager https://10.0.0.2:7700 --manager-ca-file mgr-ca.pem
@@ -78,7 +78,9 @@
 //	POST   .../{id}/surprise-remove host: the device is gone without warning
 //	DELETE /agent/v1/pairs/{id}     the pair's bridge (and device) stop
 //	GET    /agent/v1/pairs          the pairs running, for reconciliation
-//	GET    /agent/v1/status         pairs, link states and (host) slots, as JSON
+//	GET    /agent/v1/status         pairs (link state, key_generation) and (host) slots, as JSON
+//	POST   .../{id}/copy-check      host (emulated): write {"offset","data"} into the GPU's
+//	                                VRAM through BAR1 and answer what reads back, over the pair
 //
 // Every call needs the agent's credential; each is idempotent. A pair for
 // another box, host, GPU or host port, a model that cannot be emulated, or
@@ -116,6 +118,23 @@
 // holds the pair any more), or removes the pair. This route is the agent's
 // own: the admin token stays on the manager, and an agent may report only
 // on pairs whose host or box it is.
+//
+// A GPU box's pair whose link goes down (the host side fell silent: the
+// host or the path died; the GPU is fine) is reported the same way, and
+// again when the link is up:
+//
+//	POST /v1/agent/pairs/{id}/link-down   {"reason":"peer silent for 1s"}
+//	POST /v1/agent/pairs/{id}/link-up     {}
+//
+// The manager shows the allocation degraded, with the reason, while the
+// link stays down past its --degraded-after, and active again once it is
+// up; the GPU stays lent. The host's agent reports link-up too after a
+// link-down (harmless: its link-down already failed the GPU). Each pair's
+// reports go out in the order of its link events, one at a time, and the
+// latest state wins: a link-up cuts short the retries of the link-down
+// before it, and the other way round (a host's link-down excepted: the GPU
+// has left the host, so it is reported whatever follows). A box agent
+// without --manager reports nothing, and says so once at start.
 //
 // # A host that is a QEMU guest
 //

@@ -55,6 +55,9 @@ type emuHost struct {
 
 	mu    sync.Mutex
 	slots []Slot // the status; written by the loop
+	// bar1 is where enumeration put each port's GPU's VRAM aperture
+	// (copycheck.go); written by the loop.
+	bar1 map[int]uint64
 }
 
 // emuSlot is a pair's downstream port on the emulated host.
@@ -86,7 +89,7 @@ func newEmuHost(ports int, log *slog.Logger) *emuHost {
 	clk := realtime.New(s)
 	rc := host.New(s, host.Config{CompletionTimeout: 2 * time.Second})
 	rc.SetDriver(clk)
-	h := &emuHost{clk: clk, rc: rc, sw: host.NewSwitch(s, ports), cmds: make(chan func()), log: log, slots: make([]Slot, ports)}
+	h := &emuHost{clk: clk, rc: rc, sw: host.NewSwitch(s, ports), cmds: make(chan func()), log: log, slots: make([]Slot, ports), bar1: map[int]uint64{}}
 	for i := range h.slots {
 		h.slots[i].Port = i
 	}
@@ -178,6 +181,11 @@ func (h *emuHost) plug(ctx context.Context, port int, pair uint32, gpuID string,
 		d := added[0]
 		s := Slot{Port: port, Pair: pair, GPU: gpuID, Present: true, BDF: d.ID.String(),
 			Vendor: fmt.Sprintf("%#04x", d.Vendor), Device: fmt.Sprintf("%#04x", d.DeviceID)}
+		if b, ok := d.BAR(1); ok {
+			h.mu.Lock()
+			h.bar1[port] = b.Addr
+			h.mu.Unlock()
+		}
 		if b, ok := d.BAR(0); ok {
 			s.BAR0 = fmt.Sprintf("%#x", b.Addr)
 			if d.Vendor == vendorNVIDIA {

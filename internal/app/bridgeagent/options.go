@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/dxpu/dxpu/bridge"
+	"github.com/dxpu/dxpu/bridge/seal"
 	"github.com/dxpu/dxpu/emu/gpu"
 	"github.com/dxpu/dxpu/fabric/pool"
 	"github.com/dxpu/dxpu/internal/app/apperr"
@@ -65,9 +66,14 @@ type Options struct {
 	// Bridge timers (defaults 50ms, 1s, 1s).
 	Keepalive, DeadAfter, CompletionTimeout time.Duration
 
-	// Manager is the manager's URL, for link-down reports (host role);
-	// ManagerCAFile the CA that signs it when https ("": system roots).
+	// Manager is the manager's URL, for the pairs' link-down and link-up
+	// reports (both roles; report.go); ManagerCAFile the CA that signs it
+	// when https ("": system roots).
 	Manager, ManagerCAFile string
+
+	// KeyLog, when set, receives the traffic secrets of every pair's
+	// bridge (bridge.Config.KeyLog; `--key-log`).
+	KeyLog func(seal.Secret)
 
 	Log *slog.Logger
 }

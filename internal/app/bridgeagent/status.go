@@ -38,6 +38,13 @@ type PairStatus struct {
 	TLPsSent      uint64 `json:"tlps_sent"`
 	TLPsReceived  uint64 `json:"tlps_received"`
 	FramesDropped uint64 `json:"frames_dropped"`
+	// KeyGeneration is the pair key generation this side was last
+	// programmed with (and seals under): both ends of a live pair must
+	// agree, which dxpu chaos checks.
+	KeyGeneration uint32 `json:"key_generation"`
+	// FramesUnknownGeneration: frames sealed under a generation this side
+	// does not hold (the two ends were given different keys).
+	FramesUnknownGeneration uint64 `json:"frames_unknown_generation"`
 }
 
 // Status reports the pairs, their links and (host role) the slots.
@@ -48,7 +55,8 @@ func (a *Agent) Status() Status {
 	for _, pr := range a.pairs {
 		c := pr.runner.Counters()
 		st.Pairs = append(st.Pairs, PairStatus{ID: pr.p.ID, Allocation: pr.p.Allocation, Host: pr.p.Host, HostPort: pr.p.HostPort,
-			GPU: pr.p.GPU, Link: pr.runner.State().String(), TLPsSent: c.TLPsSent, TLPsReceived: c.TLPsReceived, FramesDropped: c.FramesDropped})
+			GPU: pr.p.GPU, Link: pr.runner.State().String(), TLPsSent: c.TLPsSent, TLPsReceived: c.TLPsReceived, FramesDropped: c.FramesDropped,
+			KeyGeneration: pr.p.Key.Generation, FramesUnknownGeneration: c.DroppedUnknownGeneration})
 	}
 	a.mu.Unlock()
 	if v, ok := a.host.(*vmHost); ok {
@@ -99,6 +107,9 @@ func (a *Agent) Handler() http.Handler {
 		w.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(w).Encode(a.Status())
 	})
+	if a.o.Role == bridge.RoleHost {
+		mux.HandleFunc("POST /agent/v1/pairs/{id}/copy-check", a.serveCopyCheck)
+	}
 	mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		api.SetCredential(a.credential()) // follows SetCredential
 		api.ServeHTTP(w, r)

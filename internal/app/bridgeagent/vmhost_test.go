@@ -180,7 +180,7 @@ func TestVMHostUnderManager(t *testing.T) {
 	if err := os.WriteFile(credFile, []byte("not-registered-yet\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Mkdir(guestDir, 0o755); err != nil {
+	if err := os.Mkdir(guestDir, 0o700); err != nil { // vm refuses a --dir others may enter
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {

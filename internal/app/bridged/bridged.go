@@ -36,10 +36,13 @@ type Options struct {
 	// Key is the pair key (32 bytes, both sides the same); KeyGeneration
 	// numbers it and SealMode picks GCM or GMAC. Without a key the daemon
 	// refuses to run unless Insecure says so (a lab).
-	Key               []byte
-	KeyGeneration     uint32
-	SealMode          seal.Mode
-	Insecure          bool
+	Key           []byte
+	KeyGeneration uint32
+	SealMode      seal.Mode
+	Insecure      bool
+	// KeyLog, when set, receives the pair's traffic secrets
+	// (bridge.Config.KeyLog; `--key-log`).
+	KeyLog            func(seal.Secret)
 	Keepalive         time.Duration
 	DeadAfter         time.Duration
 	CompletionTimeout time.Duration
@@ -86,7 +89,8 @@ func Run(ctx context.Context, o Options) error {
 	}
 	b, err := bridge.New(bridge.Config{Role: o.Role, PairID: o.Pair, Keepalive: o.Keepalive, DeadAfter: o.DeadAfter,
 		CompletionTimeout: o.CompletionTimeout, MaxRTO: max(20*time.Millisecond, o.DeadAfter/5),
-		Key: o.Key, KeyGeneration: o.KeyGeneration, SealMode: o.SealMode, RequireKeys: !o.Insecure})
+		Key: o.Key, KeyGeneration: o.KeyGeneration, SealMode: o.SealMode, RequireKeys: !o.Insecure,
+		KeyLog: o.KeyLog})
 	if err != nil {
 		return apperr.Usage(err)
 	}

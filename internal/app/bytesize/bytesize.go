@@ -51,3 +51,17 @@ func ParseList(flag, s string) ([]uint64, error) {
 	}
 	return out, nil
 }
+
+// Format writes a byte count as Parse reads it, with the largest suffix
+// that divides it: 65536 is 64K, 16777216 16M, 1000 stays 1000.
+func Format(n uint64) string {
+	for _, u := range []struct {
+		suffix string
+		shift  uint
+	}{{"G", 30}, {"M", 20}, {"K", 10}} {
+		if n >= 1<<u.shift && n%(1<<u.shift) == 0 {
+			return strconv.FormatUint(n>>u.shift, 10) + u.suffix
+		}
+	}
+	return strconv.FormatUint(n, 10)
+}

@@ -32,3 +32,18 @@ func TestParseList(t *testing.T) {
 		t.Fatalf("bad element: %v", err)
 	}
 }
+
+// TestFormat: Format writes what Parse reads back, with the largest
+// suffix that divides the count.
+func TestFormat(t *testing.T) {
+	t.Parallel()
+	for n, want := range map[uint64]string{64 << 10: "64K", 16 << 20: "16M", 1 << 30: "1G", 3 << 29: "1536M", 1000: "1000", 1536: "1536", 0: "0"} {
+		got := Format(n)
+		if got != want {
+			t.Errorf("Format(%d) = %q, want %q", n, got, want)
+		}
+		if back, err := Parse("x", got); err != nil || back != n {
+			t.Errorf("Parse(Format(%d)) = %d, %v", n, back, err)
+		}
+	}
+}

@@ -42,7 +42,7 @@ func TestBadFramesReportBounded(t *testing.T) {
 	const n = 3 * MaxErrorLines
 	writeFrames(t, in, layers.LinkTypeEthernet, n, []byte{0xde, 0xad, 0xbe})
 	for name, run := range map[string]func(stdout, stderr *bytes.Buffer) error{
-		"info": func(stdout, stderr *bytes.Buffer) error { return Info([]string{in}, 8855, stdout, stderr) },
+		"info": func(stdout, stderr *bytes.Buffer) error { return Info([]string{in}, 8855, false, stdout, stderr) },
 		"convert": func(stdout, stderr *bytes.Buffer) error {
 			return Convert(convertTo(in, filepath.Join(dir, "out.pcap"), "dxpu-eth"), stdout, stderr)
 		},
@@ -74,7 +74,7 @@ func TestOtherLinkTypeRefused(t *testing.T) {
 	writeFrames(t, in, layers.LinkTypeRaw, 1, make([]byte, 20))
 	out := filepath.Join(dir, "out.pcap")
 	for name, run := range map[string]func(stdout, stderr *bytes.Buffer) error{
-		"info": func(stdout, stderr *bytes.Buffer) error { return Info([]string{in}, 8855, stdout, stderr) },
+		"info": func(stdout, stderr *bytes.Buffer) error { return Info([]string{in}, 8855, false, stdout, stderr) },
 		"convert": func(stdout, stderr *bytes.Buffer) error {
 			return Convert(convertTo(in, out, "dxpu-eth"), stdout, stderr)
 		},
@@ -105,7 +105,7 @@ func TestZeroFilledCaptureFailsAtOnce(t *testing.T) {
 	f.Write(make([]byte, 1<<20))
 	f.Close()
 	for name, run := range map[string]func(stdout, stderr *bytes.Buffer) error{
-		"info": func(stdout, stderr *bytes.Buffer) error { return Info([]string{in}, 8855, stdout, stderr) },
+		"info": func(stdout, stderr *bytes.Buffer) error { return Info([]string{in}, 8855, false, stdout, stderr) },
 		"convert": func(stdout, stderr *bytes.Buffer) error {
 			return Convert(convertTo(in, filepath.Join(dir, "out.pcap"), "dxpu-eth"), stdout, stderr)
 		},

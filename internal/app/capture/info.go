@@ -5,16 +5,18 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/dxpu/dxpu/bridge/seal"
 	"github.com/dxpu/dxpu/internal/app/apperr"
 	"github.com/dxpu/dxpu/tlp"
 	"github.com/dxpu/dxpu/tlp/encap"
 	"github.com/dxpu/dxpu/tlp/pcapio"
 )
 
-// Info prints a tally line per capture to stdout; frames that do not
-// parse are reported on stderr. Any such frame makes the error
-// apperr.ErrFailed; unreadable captures are plain errors.
-func Info(paths []string, udpPort uint16, stdout, stderr io.Writer) error {
+// Info prints a tally per capture to stdout, a block of lines or (asJSON)
+// a JSON line; frames that do not parse are reported on stderr. Any such
+// frame makes the error apperr.ErrFailed; unreadable captures are plain
+// errors.
+func Info(paths []string, udpPort uint16, asJSON bool, stdout, stderr io.Writer) error {
 	bad := 0
 	errs := &errLines{w: stderr}
 	defer errs.close("frames that did not parse")
@@ -24,7 +26,9 @@ func Info(paths []string, udpPort uint16, stdout, stderr io.Writer) error {
 			return failedIfLinkType(err)
 		}
 		bad += s["bad"]
-		fmt.Fprintf(stdout, "%s: %s\n", path, StatsLine(s))
+		if err := writeInfo(stdout, path, s, asJSON); err != nil {
+			return err
+		}
 	}
 	if bad > 0 {
 		return apperr.Failed(fmt.Errorf("%d frames did not parse", bad))
@@ -59,6 +63,9 @@ func Tally(path string, cfg *encap.Config, errs io.Writer) (map[string]int, erro
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}
 		s["frames"]++
+		if sealedFrame(data, cfg, s) {
+			continue
+		}
 		f, err := encap.ParseFrame(data, cfg)
 		if err != nil {
 			s["bad"]++
@@ -84,4 +91,28 @@ func Tally(path string, cfg *encap.Config, errs io.Writer) (map[string]int, erro
 			}
 		}
 	}
+}
+
+// sealedFrame counts a sealed dxpu frame (flag SEALED: its body is the
+// seal's, not TLPs, so ParseFrame would call it bad) by encapsulation and
+// message type under "sealed", and reports whether it was one. Its TLPs
+// are counted only after `dxpu pcap unseal`.
+func sealedFrame(data []byte, cfg *encap.Config, s map[string]int) bool {
+	lay, err := encap.Walk(data, cfg)
+	if err != nil || (lay.Encap != encap.EncapDxpuEth && lay.Encap != encap.EncapDxpuUDP) || len(data) < lay.Payload+encap.HeaderLen {
+		return false
+	}
+	h := encap.Header(data[lay.Payload:])
+	if h.Version() != encap.Version || h.Flags()&seal.FlagSealed == 0 {
+		return false
+	}
+	s["sealed"]++
+	s["encap:"+lay.Encap.String()]++
+	if lay.Tags > 0 {
+		s["vlan-tagged"]++
+	}
+	if h.Type() != encap.MsgTLP {
+		s["msg:"+h.Type().String()]++
+	}
+	return true
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/dxpu/dxpu/fabric/pool"
 	"github.com/dxpu/dxpu/internal/app/apperr"
 	"github.com/dxpu/dxpu/internal/app/jsonfile"
+	"github.com/dxpu/dxpu/internal/app/units"
 )
 
 // Box prints one box with its GPUs, or every box when id is empty.
@@ -194,13 +195,15 @@ func RTT(ctx context.Context, o Options, host, box string, rtt time.Duration) er
 		}
 		r := pool.RTT{Host: host, Box: box, RTT: pool.Duration(rtt)}
 		return call(ctx, o, func(ctx context.Context, c *ctlclient.Client) (pool.RTT, error) { return r, c.SetRTT(ctx, r) },
-			func(w io.Writer, r pool.RTT) { fmt.Fprintf(w, "rtt %s <-> %s = %v\n", r.Host, r.Box, r.RTT) })
+			func(w io.Writer, r pool.RTT) {
+				fmt.Fprintf(w, "rtt %s <-> %s = %s\n", r.Host, r.Box, units.Duration(time.Duration(r.RTT)))
+			})
 	}
 	return call(ctx, o, func(ctx context.Context, c *ctlclient.Client) ([]pool.RTT, error) { return c.RTTs(ctx) },
 		func(w io.Writer, rs []pool.RTT) {
 			fmt.Fprintln(w, "HOST\tBOX\tRTT")
 			for _, r := range rs {
-				fmt.Fprintf(w, "%s\t%s\t%v\n", r.Host, r.Box, r.RTT)
+				fmt.Fprintf(w, "%s\t%s\t%s\n", r.Host, r.Box, units.Duration(time.Duration(r.RTT)))
 			}
 		})
 }

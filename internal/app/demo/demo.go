@@ -23,6 +23,7 @@ import (
 	"github.com/dxpu/dxpu/emu/topo"
 	"github.com/dxpu/dxpu/fabric/manager"
 	"github.com/dxpu/dxpu/fabric/pool"
+	"github.com/dxpu/dxpu/internal/app/units"
 	"github.com/dxpu/dxpu/internal/shareddata"
 	"github.com/dxpu/dxpu/model"
 	"github.com/dxpu/dxpu/model/trace"
@@ -311,8 +312,8 @@ func datacenter(ctx context.Context, cfg *Config, rep *Report) ([]*hostPlan, err
 			sum.ConfigSame = sum.ConfigSame && same
 		}
 		sum.Enumerated = len(w.Devices)
-		cfg.logf("%s: %d GPUs hot-added behind its bridge and enumerated through dxpu bridge pairs (network RTT %v), config space identical: %v",
-			p.id, sum.Enumerated, p.rtt, sum.ConfigSame)
+		cfg.logf("%s: %d GPUs hot-added behind its bridge and enumerated through dxpu bridge pairs (network RTT %s), config space identical: %v",
+			p.id, sum.Enumerated, units.Duration(p.rtt), sum.ConfigSame)
 		rep.Hosts = append(rep.Hosts, sum)
 	}
 	if err := gpuFailure(cfg, h, agent, plans, rep); err != nil {

@@ -9,11 +9,9 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/schollz/progressbar/v3"
-	"golang.org/x/term"
-
 	"github.com/dxpu/dxpu/emu/replay"
 	"github.com/dxpu/dxpu/internal/app/apperr"
+	"github.com/dxpu/dxpu/internal/app/progress"
 )
 
 // Options are `dxpu demo`'s: the run's Config (Log and Progress are set
@@ -45,17 +43,15 @@ func Present(ctx context.Context, o Options, stdout, stderr io.Writer) error {
 	}
 	start := time.Now()
 	cfg := o.Config
-	var bar *progressbar.ProgressBar
+	var bar *progress.Bar
 	if !o.Quiet {
 		cfg.Log = stderr
 		cfg.Progress = progressLines(stderr)
 		// The bar redraws itself with carriage returns: only on a terminal.
-		if f, ok := stderr.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		if progress.IsTerminal(stderr) {
 			cfg.Progress = func(done, total int, what string) {
 				if bar == nil {
-					bar = progressbar.NewOptions(total, progressbar.OptionSetWriter(stderr),
-						progressbar.OptionSetDescription("native and fabric runs"), progressbar.OptionShowCount(),
-						progressbar.OptionSetWidth(30), progressbar.OptionClearOnFinish())
+					bar = progress.New(stderr, total, "native and fabric runs")
 				}
 				bar.Describe(fmt.Sprintf("%-34.34s", what))
 				bar.Set(done)

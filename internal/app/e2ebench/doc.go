@@ -29,8 +29,16 @@
 //	h2d_gbps, d2h_gbps                {"65536": rate, ...} by copy size in bytes
 //	link_goodput_gbps                 the flooded lossless bridge pair
 //	cpu_s_per_gb                      process CPU seconds per GB copied
+//	udp_goodput_gbps                  two plain UDP sockets at the bridges'
+//	                                  endpoints flooded with MTU-sized
+//	                                  datagrams on the same path
+//	tcp_goodput_gbps                  one TCP connection (loopback only)
+//	udp_same_frames_goodput_gbps      UDP again with datagrams of the link
+//	                                  pair's mean frame (link_frame_bytes)
 //	ratios                            each figure over its baseline; the
 //	                                  launch+sync target's ratio uses the
 //	                                  device-memory placement, the host one
-//	                                  is beside it
+//	                                  is beside it; pair_over_udp and
+//	                                  h2d/d2h_largest_over_udp judge the
+//	                                  link and copies against raw UDP
 package e2ebench

@@ -13,6 +13,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/dxpu/dxpu/bridge/driver"
+	"github.com/dxpu/dxpu/internal/app/bytesize"
+	"github.com/dxpu/dxpu/internal/app/progress"
+	"github.com/dxpu/dxpu/internal/app/rawgoodput"
 )
 
 // Options configures a run.
@@ -50,6 +53,9 @@ type Options struct {
 	ProfileDir string
 	// Log receives progress (default: discarded).
 	Log *slog.Logger
+	// Progress, when a terminal, shows the phase running and the copies
+	// done (package progress; nothing elsewhere).
+	Progress io.Writer
 }
 
 func (o *Options) defaults() error {
@@ -128,6 +134,21 @@ type Result struct {
 	// baseline. The targets are stated against the plain echo above.
 	EchoBusyPollP50Us float64 `json:"echo_busy_poll_p50_us"`
 	EchoBusyPollP99Us float64 `json:"echo_busy_poll_p99_us"`
+
+	// The raw baselines, measured after the link pair for LinkFor each:
+	// two plain UDP sockets at the bridges' endpoints, on their path
+	// (through the switch in namespaces), flooded with datagrams of the
+	// bridges' MTU (sendmmsg/recvmmsg, in this process); on loopback
+	// also one TCP connection.
+	UDPGoodputGbps   float64 `json:"udp_goodput_gbps"`
+	UDPDatagramBytes int     `json:"udp_datagram_bytes"`
+	UDPSent          uint64  `json:"udp_datagrams_sent"`
+	UDPReceived      uint64  `json:"udp_datagrams_received"`
+	TCPGoodputGbps   float64 `json:"tcp_goodput_gbps,omitempty"`
+	// The link pair's mean frame (the host side's bytes sent over frames
+	// sent) and UDP again with datagrams of that size.
+	LinkFrameBytes    int     `json:"link_frame_bytes"`
+	UDPSameFramesGbps float64 `json:"udp_same_frames_goodput_gbps"`
 }
 
 // Ratios are the figures against their baselines, as the targets state
@@ -148,6 +169,15 @@ type Ratios struct {
 	// MMIO read against the busy-polling echo.
 	MMIOP50OverBusyPollEcho float64 `json:"mmio_p50_over_echo_busy_poll_p50"`
 	MMIOP99OverBusyPollEcho float64 `json:"mmio_p99_over_echo_busy_poll_p99"`
+
+	// Against raw UDP on the same path (targets: the lossless pair >=
+	// 0.8, the largest copy >= 0.7 each way) and, on loopback, TCP.
+	PairOverUDP float64 `json:"pair_over_udp"`
+	H2DOverUDP  float64 `json:"h2d_largest_over_udp"`
+	D2HOverUDP  float64 `json:"d2h_largest_over_udp"`
+	PairOverTCP float64 `json:"pair_over_tcp,omitempty"`
+	// The link pair against UDP with datagrams of its mean frame.
+	PairOverUDPSameFrames float64 `json:"pair_over_udp_same_frames"`
 }
 
 // Run performs one measurement.
@@ -179,8 +209,18 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 	res = Result{Mode: net.name(), MTU: o.MTU, H2DGbps: map[string]float64{}, D2HGbps: map[string]float64{}}
 	cfg := bridgeConfig(o.MTU)
 	maxCopy := slices.Max(o.Sizes)
+	// Steps: two echoes, native, MMIO reads, DMA reads, launches, each
+	// copy, the link.
+	bar := progress.New(o.Progress, 6+2*len(o.Sizes)*o.Copies+1, "busy-poll echo")
+	defer bar.Finish()
+	// On a terminal the bar shows the phases; the log has them at debug
+	// level (--verbose) so they do not tear the bar.
+	info := o.Log.Info
+	if bar != nil {
+		info = o.Log.Debug
+	}
 
-	o.Log.Info("e2ebench: busy-poll echo", "mode", res.Mode, "samples", o.Samples)
+	info("e2ebench: busy-poll echo", "mode", res.Mode, "samples", o.Samples)
 	busy, err := net.busyEcho()
 	if err != nil {
 		return res, err
@@ -199,7 +239,9 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 	}
 	defer plain.close()
 
-	o.Log.Info("e2ebench: native world")
+	bar.Add(1)
+	bar.Describe("native world")
+	info("e2ebench: native world")
 	native, err := newWorld(nil, cfg, 4096, o)
 	if err != nil {
 		return res, err
@@ -217,7 +259,9 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 		return res, fmt.Errorf("native: %w", err)
 	}
 
-	o.Log.Info("e2ebench: world over the bridge pair")
+	bar.Add(1)
+	bar.Describe("MMIO reads and echoes")
+	info("e2ebench: world over the bridge pair")
 	// The measured path's sockets stay out of the runtime's poller
 	// while the clock polls them (udp.ListenBusyPoll); the link's pair
 	// runs on its runners' goroutines, as `dxpu bench link` does.
@@ -229,18 +273,22 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 	if err := prof.start("latency"); err != nil {
 		return res, err
 	}
-	o.Log.Info("e2ebench: MMIO reads and echoes in turns", "samples", o.Samples)
+	info("e2ebench: MMIO reads and echoes in turns", "samples", o.Samples)
 	mm, echo, err := wd.mmioReadsBeside(newEchoTimer(plain), o.Samples)
 	if err != nil {
 		return res, err
 	}
 	res.EchoP50Us, res.EchoP99Us = quantileUs(echo, 0.5), quantileUs(echo, 0.99)
 	res.MMIOReadP50Us, res.MMIOReadP99Us = quantileUs(mm, 0.5), quantileUs(mm, 0.99)
+	bar.Add(2)
+	bar.Describe("DMA reads")
 	dr, err := wd.dmaReads(o.Samples / 4)
 	if err != nil {
 		return res, err
 	}
 	res.DMAReadP50Us, res.DMAReadP99Us = quantileUs(dr, 0.5), quantileUs(dr, 0.99)
+	bar.Add(1)
+	bar.Describe("launch+sync")
 	ls, err := wd.launchSyncs(o.Samples/4, gpudrv.DeviceMemory, gpudrv.HostMemory)
 	if err != nil {
 		return res, err
@@ -250,6 +298,7 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 	if err := prof.start("copy"); err != nil {
 		return res, err
 	}
+	bar.Add(1)
 	cpu0 := cpuTime()
 	var moved uint64
 	for _, dir := range []direction{h2d, d2h} {
@@ -260,16 +309,18 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 				if err := ctx.Err(); err != nil {
 					return res, err
 				}
+				bar.Describe(fmt.Sprintf("%s copies of %s", dir, bytesize.Format(size)))
 				el, err := wd.copyTime(dir, size)
 				if err != nil {
 					return res, err
 				}
 				moved += size
+				bar.Add(1)
 				rs = append(rs, float64(size)*8/el.Seconds()/1e9)
 			}
 			slices.Sort(rs)
 			rates[strconv.FormatUint(size, 10)] = rs[len(rs)/2]
-			o.Log.Info("e2ebench: copy", "dir", dir.String(), "bytes", size, "gbps", rs[len(rs)/2])
+			info("e2ebench: copy", "dir", dir.String(), "bytes", size, "gbps", rs[len(rs)/2])
 		}
 		if dir == h2d {
 			res.H2DGbps = rates
@@ -280,12 +331,41 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 	res.CPUSecondsPerGB = (cpuTime() - cpu0).Seconds() / (float64(moved) / 1e9)
 	wd.close()
 
-	o.Log.Info("e2ebench: link goodput", "for", o.LinkFor)
+	bar.Describe("link goodput")
+	info("e2ebench: link goodput", "for", o.LinkFor)
 	if err := prof.start("link"); err != nil {
 		return res, err
 	}
-	if res.LinkGoodputGbps, err = linkGoodput(ctx, func() (driver.Transport, driver.Transport, error) { return net.bridges(false) }, cfg, o.LinkFor); err != nil {
+	if res.LinkGoodputGbps, res.LinkFrameBytes, err = linkGoodput(ctx, func() (driver.Transport, driver.Transport, error) { return net.bridges(false) }, cfg, o.LinkFor); err != nil {
 		return res, err
+	}
+	flood := func(size int) (rawgoodput.UDPResult, error) {
+		o.Log.Info("e2ebench: raw UDP goodput", "for", o.LinkFor, "datagram_bytes", size)
+		htx, grx, prefix, err := net.raw()
+		if err != nil {
+			return rawgoodput.UDPResult{}, err
+		}
+		u, err := rawgoodput.UDP(ctx, htx, grx, max(size, len(prefix)), prefix, o.LinkFor)
+		if err != nil {
+			return u, fmt.Errorf("e2ebench: %w", err)
+		}
+		return u, nil
+	}
+	u, err := flood(o.MTU)
+	if err != nil {
+		return res, err
+	}
+	res.UDPGoodputGbps, res.UDPDatagramBytes, res.UDPSent, res.UDPReceived = u.GoodputGbps, u.DatagramBytes, u.Sent, u.Received
+	if res.LinkFrameBytes > 0 {
+		if u, err = flood(res.LinkFrameBytes); err != nil {
+			return res, err
+		}
+		res.UDPSameFramesGbps = u.GoodputGbps
+	}
+	if o.Loopback {
+		if res.TCPGoodputGbps, err = rawgoodput.TCPLoopback(ctx, o.LinkFor); err != nil {
+			return res, fmt.Errorf("e2ebench: %w", err)
+		}
 	}
 	big := strconv.FormatUint(maxCopy, 10)
 	res.Ratios = Ratios{
@@ -298,6 +378,15 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 	res.Ratios.LaunchSyncHostCmdsExcess = (res.LaunchSyncHostCmdsUs - res.NativeLaunchSyncHostCmdsUs) / res.EchoP50Us
 	res.Ratios.MMIOP50OverBusyPollEcho = res.MMIOReadP50Us / res.EchoBusyPollP50Us
 	res.Ratios.MMIOP99OverBusyPollEcho = res.MMIOReadP99Us / res.EchoBusyPollP99Us
+	res.Ratios.PairOverUDP = res.LinkGoodputGbps / res.UDPGoodputGbps
+	res.Ratios.H2DOverUDP = res.H2DGbps[big] / res.UDPGoodputGbps
+	res.Ratios.D2HOverUDP = res.D2HGbps[big] / res.UDPGoodputGbps
+	if res.UDPSameFramesGbps > 0 {
+		res.Ratios.PairOverUDPSameFrames = res.LinkGoodputGbps / res.UDPSameFramesGbps
+	}
+	if res.TCPGoodputGbps > 0 {
+		res.Ratios.PairOverTCP = res.LinkGoodputGbps / res.TCPGoodputGbps
+	}
 	return res, nil
 }
 

@@ -23,6 +23,9 @@ func TestLoopback(t *testing.T) {
 		t.Errorf("mode %q, want loopback", r.Mode)
 	}
 	checkFigures(t, r, sizes)
+	if r.TCPGoodputGbps <= 0 || r.Ratios.PairOverTCP <= 0 {
+		t.Errorf("loopback: TCP %v Gbit/s, pair over it %v: want both positive", r.TCPGoodputGbps, r.Ratios.PairOverTCP)
+	}
 }
 
 // checkFigures checks what every mode reports: each figure there and sane,
@@ -62,6 +65,14 @@ func checkFigures(t *testing.T, r Result, sizes []uint64) {
 	if r.LinkGoodputGbps <= 0 || r.CPUSecondsPerGB <= 0 {
 		t.Errorf("link goodput %v Gbit/s, CPU %v s/GB: want both positive", r.LinkGoodputGbps, r.CPUSecondsPerGB)
 	}
+	// The raw UDP baseline: datagrams of the bridges' MTU, some arrived,
+	// none counted twice, and the ratios against it filled in.
+	if r.UDPGoodputGbps <= 0 || r.UDPDatagramBytes != r.MTU || r.UDPReceived == 0 || r.UDPReceived > r.UDPSent ||
+		r.Ratios.PairOverUDP <= 0 || r.Ratios.H2DOverUDP <= 0 || r.Ratios.D2HOverUDP <= 0 ||
+		r.LinkFrameBytes <= 0 || r.LinkFrameBytes > r.MTU || r.UDPSameFramesGbps <= 0 || r.Ratios.PairOverUDPSameFrames <= 0 {
+		t.Errorf("raw UDP %v Gbit/s (%d-byte datagrams, %d of %d arrived), at the link's %d-byte frames %v Gbit/s, ratios %+v",
+			r.UDPGoodputGbps, r.UDPDatagramBytes, r.UDPReceived, r.UDPSent, r.LinkFrameBytes, r.UDPSameFramesGbps, r.Ratios)
+	}
 	if r.Ratios.H2DOverLink <= 0 || r.Ratios.MMIOP50OverEcho <= 0 {
 		t.Errorf("ratios not filled in: %+v", r.Ratios)
 	}
@@ -74,9 +85,15 @@ func checkFigures(t *testing.T, r Result, sizes []uint64) {
 		t.Fatal(err)
 	}
 	for _, k := range []string{"echo_p50_us", "echo_p99_us", "mmio_read_p50_us", "mmio_read_p99_us", "dma_read_p50_us",
-		"launch_sync_us", "native_launch_sync_us", "launch_sync_host_cmds_us", "native_launch_sync_host_cmds_us", "h2d_gbps", "d2h_gbps", "link_goodput_gbps", "cpu_s_per_gb"} {
+		"launch_sync_us", "native_launch_sync_us", "launch_sync_host_cmds_us", "native_launch_sync_host_cmds_us", "h2d_gbps", "d2h_gbps", "link_goodput_gbps", "cpu_s_per_gb",
+		"udp_goodput_gbps", "udp_datagram_bytes", "link_frame_bytes", "udp_same_frames_goodput_gbps"} {
 		if _, ok := keys[k]; !ok {
 			t.Errorf("JSON lacks %q", k)
+		}
+	}
+	for _, k := range []string{"pair_over_udp", "h2d_largest_over_udp", "d2h_largest_over_udp", "pair_over_udp_same_frames"} {
+		if _, ok := keys["ratios"].(map[string]any)[k]; !ok {
+			t.Errorf("JSON ratios lack %q", k)
 		}
 	}
 	if _, ok := keys["h2d_gbps"].(map[string]any)["65536"]; !ok {

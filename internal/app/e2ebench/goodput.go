@@ -17,11 +17,12 @@ import (
 // (configured as the measured path is) with 256-byte posted writes, as
 // `dxpu bench link` does, for d, and returns the payload delivered per
 // second in Gbit/s: the rate the link itself allows, against which the
-// copies are judged.
-func linkGoodput(ctx context.Context, open func() (host, gpu driver.Transport, err error), cfg bridge.Config, d time.Duration) (float64, error) {
+// copies are judged; and the mean frame the host side sent (bytes over
+// frames, its few ACK frames included).
+func linkGoodput(ctx context.Context, open func() (host, gpu driver.Transport, err error), cfg bridge.Config, d time.Duration) (gbps float64, frameBytes int, err error) {
 	ht, gt, err := open()
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	var rs [2]*driver.Runner
 	for i, role := range []bridge.Role{bridge.RoleHost, bridge.RoleGPU} {
@@ -31,7 +32,7 @@ func linkGoodput(ctx context.Context, open func() (host, gpu driver.Transport, e
 		if err != nil {
 			ht.Close()
 			gt.Close()
-			return 0, fmt.Errorf("e2ebench: link bridge: %w", err)
+			return 0, 0, fmt.Errorf("e2ebench: link bridge: %w", err)
 		}
 		rs[i] = driver.New(b, []driver.Transport{ht, gt}[i])
 	}
@@ -54,11 +55,11 @@ func linkGoodput(ctx context.Context, open func() (host, gpu driver.Transport, e
 	up := time.Now().Add(10 * time.Second)
 	for rs[0].State() != bridge.StateUp || rs[1].State() != bridge.StateUp {
 		if time.Now().After(up) {
-			return 0, fmt.Errorf("e2ebench: link pair did not come up within 10s")
+			return 0, 0, fmt.Errorf("e2ebench: link pair did not come up within 10s")
 		}
 		select {
 		case err := <-errs:
-			return 0, fmt.Errorf("e2ebench: link pair: %w", err)
+			return 0, 0, fmt.Errorf("e2ebench: link pair: %w", err)
 		case <-rs[0].Progress:
 		case <-time.After(time.Millisecond):
 		}
@@ -74,11 +75,11 @@ func linkGoodput(ctx context.Context, open func() (host, gpu driver.Transport, e
 	t0 := time.Now()
 	for time.Since(t0) < d {
 		if err := ctx.Err(); err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 		n, err := rs[0].SendMany(bufs)
 		if err != nil && !errors.Is(err, bridge.ErrBusy) {
-			return 0, fmt.Errorf("e2ebench: link flood: %w", err)
+			return 0, 0, fmt.Errorf("e2ebench: link flood: %w", err)
 		}
 		if n < len(bufs) {
 			select {
@@ -88,5 +89,8 @@ func linkGoodput(ctx context.Context, open func() (host, gpu driver.Transport, e
 		}
 	}
 	el := time.Since(t0)
-	return float64(delivered.Load()-start) * 8 / el.Seconds() / 1e9, nil
+	if c := rs[0].Counters(); c.FramesSent > 0 {
+		frameBytes = int(c.BytesSent / c.FramesSent)
+	}
+	return float64(delivered.Load()-start) * 8 / el.Seconds() / 1e9, frameBytes, nil
 }

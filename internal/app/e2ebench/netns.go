@@ -115,12 +115,26 @@ func (n *namespaces) echo() (*echoPath, error) {
 
 // echoHeader is the front of every echo datagram: a dxpu header of pair 2,
 // type ACK, which the switch forwards as it forwards bridge frames.
-func echoHeader() encap.Header {
+func echoHeader() encap.Header { return ackHeader(echoPair) }
+
+// ackHeader is a dxpu header of pair, type ACK.
+func ackHeader(pair uint32) encap.Header {
 	h := make(encap.Header, encap.HeaderLen)
 	h.SetVersionFlags(encap.Version, 0)
 	h.SetType(encap.MsgAck)
-	h.SetPairID(echoPair)
+	h.SetPairID(pair)
 	return h
+}
+
+// raw opens plain sockets at the bridges' endpoints (port 4791 in each end
+// namespace); every datagram starts with a dxpu header of the bridges'
+// pair, type ACK, so it crosses the switch by the bridges' rule.
+func (n *namespaces) raw() (*udp.Conn, *udp.Conn, []byte, error) {
+	hc, gc, err := n.bridges(false)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return hc.(*udp.Conn), gc.(*udp.Conn), ackHeader(pairID), nil
 }
 
 // close logs what the switch forwarded, stops it, and removes the

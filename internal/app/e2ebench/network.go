@@ -21,6 +21,11 @@ type network interface {
 	echo() (*echoPath, error)
 	// busyEcho is echo between two busy-polling sockets.
 	busyEcho() (*echoPath, error)
+	// raw opens two plain sockets at the bridges' endpoints, the host's
+	// sending to the GPU's on the bridges' path, and the front every
+	// datagram needs there (a dxpu header of the bridges' pair, so that
+	// a switch forwards it). Open it when the bridges are closed.
+	raw() (host, gpu *udp.Conn, prefix []byte, err error)
 	close()
 }
 
@@ -52,6 +57,14 @@ func listenFor(busyPoll bool) func(local, peer netip.AddrPort) (*udp.Conn, error
 		return udp.ListenBusyPoll
 	}
 	return udp.Listen
+}
+
+func (l loopbackNet) raw() (*udp.Conn, *udp.Conn, []byte, error) {
+	hc, gc, err := l.bridges(false)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return hc.(*udp.Conn), gc.(*udp.Conn), nil, nil
 }
 
 func (loopbackNet) echo() (*echoPath, error) {

@@ -12,6 +12,7 @@ import (
 	"github.com/dxpu/dxpu/emu/gpu"
 	"github.com/dxpu/dxpu/emu/topo"
 	"github.com/dxpu/dxpu/internal/app/apperr"
+	"github.com/dxpu/dxpu/internal/app/units"
 )
 
 type Pair struct {
@@ -145,8 +146,8 @@ func WriteReport(o ReportOptions, out io.Writer) error {
 	if wall {
 		fmt.Fprintf(out, "emulated %s on the wall clock, fabric: a dxpu bridge pair over UDP loopback, %d tags, MRRS %d\n\n", mdl.Name, fl.Tags, fl.MRRS)
 	} else {
-		fmt.Fprintf(out, "emulated %s, fabric: network RTT %v (adds %.1fus to a round trip), %.0f Gbit/s, %d tags, MRRS %d, %s path, loss %.2g; virtual time\n\n",
-			mdl.Name, fl.RTT, rep.AddedRTTus, fl.Gbit, fl.Tags, fl.MRRS, rep.Path, fl.Loss)
+		fmt.Fprintf(out, "emulated %s, fabric: network RTT %s (adds %.1fus to a round trip), %.0f Gbit/s, %d tags, MRRS %d, %s path, loss %.2g; virtual time\n\n",
+			mdl.Name, units.Duration(fl.RTT), rep.AddedRTTus, fl.Gbit, fl.Tags, fl.MRRS, rep.Path, fl.Loss)
 	}
 	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "\tnative\tfabric\t")

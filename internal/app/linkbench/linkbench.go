@@ -110,7 +110,7 @@ func percentiles(d []time.Duration) Percentiles {
 // (arrived more than once), Misordered (arrived after a later one),
 // Unanswered (non-posted requests left without a final completion).
 type Result struct {
-	Seconds     float64 `json:"seconds"`
+	Seconds     float64 `json:"duration_s"`
 	GoodputGbps float64 `json:"goodput_gbps"`
 	WritesSent  int     `json:"writes_sent"`
 	Delivered   int     `json:"delivered"`

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 	"sort"
 	"strconv"
 	"strings"
@@ -14,7 +15,11 @@ import (
 
 	"github.com/dxpu/dxpu/bridge/memlink"
 	"github.com/dxpu/dxpu/bridge/seal"
+	"github.com/dxpu/dxpu/bridge/udp"
 	"github.com/dxpu/dxpu/internal/app/apperr"
+	"github.com/dxpu/dxpu/internal/app/progress"
+	"github.com/dxpu/dxpu/internal/app/rawgoodput"
+	"github.com/dxpu/dxpu/internal/app/units"
 )
 
 // Report is what `dxpu bench link` prints: the run, its faults, and the
@@ -36,6 +41,24 @@ type Report struct {
 	KeyedRatio           float64 `json:"keyed_ratio,omitempty"`
 	Rounds               int     `json:"rounds,omitempty"` // plaintext and keyed runs alternated, medians compared
 	InvariantsHold       bool    `json:"invariants_hold"`
+	// Raw baselines of real-time runs, measured after the pair on the
+	// same loopback: two plain UDP sockets flooded with datagrams of
+	// the pair's MTU (sendmmsg/recvmmsg, the bridges' calls, in this
+	// process), and one TCP connection. PairOverUDP is the lossless
+	// pair's goodput (the baseline with faults, the plaintext with
+	// --keys, else the run) over UDP's; PairOverTCP likewise.
+	UDP            *rawgoodput.UDPResult `json:"udp,omitempty"`
+	UDPGoodputGbps float64               `json:"udp_goodput_gbps,omitempty"`
+	TCPGoodputGbps float64               `json:"tcp_goodput_gbps,omitempty"`
+	PairOverUDP    float64               `json:"pair_over_udp,omitempty"`
+	PairOverTCP    float64               `json:"pair_over_tcp,omitempty"`
+	// The pair fills its frames only as far as its queue allows: UDP
+	// again with datagrams of the host side's mean frame (bytes sent over
+	// frames sent, its ACK frames included), PairFrameBytes.
+	PairFrameBytes        int                   `json:"pair_frame_bytes,omitempty"`
+	UDPSameFrames         *rawgoodput.UDPResult `json:"udp_same_frames,omitempty"`
+	UDPSameFramesGbps     float64               `json:"udp_same_frames_goodput_gbps,omitempty"`
+	PairOverUDPSameFrames float64               `json:"pair_over_udp_same_frames,omitempty"`
 }
 
 // ReportOptions are `dxpu bench link`'s.
@@ -55,6 +78,11 @@ type ReportOptions struct {
 	SealMode                    string        // with Keys: gcm (default) or gmac
 	Virtual                     bool          // virtual time on the simulator
 	Interval                    time.Duration // with Virtual: one TLP every interval
+	// Raw measures the raw UDP and TCP baselines after a real-time run
+	// (for RawFor: the duration up to 1 s when zero).
+	Raw      bool
+	RawFor   time.Duration
+	Progress io.Writer // when a terminal: which run is going (package progress)
 }
 
 // WriteReport runs the measurement (after a baseline when asked) and
@@ -90,7 +118,19 @@ func WriteReport(ctx context.Context, ro ReportOptions, w io.Writer) error {
 	if err := parseMix(fl.Mix, &o); err != nil {
 		return apperr.Usage(err)
 	}
-	run := func(o Options) (Result, error) {
+	faulty := o.Faults.Loss+o.Faults.Duplicate+o.Faults.Reorder+o.Faults.Corrupt > 0
+	runs := 1
+	switch {
+	case fl.Keys:
+		runs = 2 * keyRounds
+	case fl.Baseline && faulty:
+		runs = 2
+	}
+	bar := progress.New(fl.Progress, runs, "")
+	defer bar.Finish()
+	run := func(what string, o Options) (Result, error) {
+		bar.Describe(fmt.Sprintf("%s, %s", what, units.Duration(o.Duration)))
+		defer bar.Add(1)
 		if fl.Virtual {
 			return RunVirtual(o, fl.Interval)
 		}
@@ -121,13 +161,13 @@ func WriteReport(ctx context.Context, ro ReportOptions, w io.Writer) error {
 		var plain, keyed []Result
 		for range keyRounds {
 			ro.Key = nil
-			p, err := run(ro)
+			p, err := run("plaintext run", ro)
 			if err != nil {
 				return apperr.Usage(err)
 			}
 			plain = append(plain, p)
 			ro.Key = key
-			k, err := run(ro)
+			k, err := run("keyed run", ro)
 			if err != nil {
 				return apperr.Usage(err)
 			}
@@ -141,22 +181,29 @@ func WriteReport(ctx context.Context, ro ReportOptions, w io.Writer) error {
 		}
 		out.Result = km
 		out.InvariantsHold = allOK(plain) && allOK(keyed)
+		if err := rawBaselines(ctx, fl, o, &out, pm); err != nil {
+			return apperr.Usage(err)
+		}
 		return writeOut(w, fl, o, out)
 	} else if fl.SealMode != "" {
 		return apperr.Usage(errors.New("--seal-mode needs --keys"))
 	}
-	if fl.Baseline && (o.Faults.Loss+o.Faults.Duplicate+o.Faults.Reorder+o.Faults.Corrupt > 0) {
+	if fl.Baseline && faulty {
 		bo := o
 		// The baseline keeps the delay and bandwidth: only the faults go.
 		bo.Faults = memlink.Faults{Delay: o.Faults.Delay, Bandwidth: o.Faults.Bandwidth}
-		b, err := run(bo)
+		b, err := run("lossless baseline", bo)
 		if err != nil {
 			return apperr.Usage(err)
 		}
 		out.Baseline = &b
 		out.BaselineGoodput = b.GoodputGbps
 	}
-	r, err := run(o)
+	what := "run"
+	if faulty {
+		what = "run with the faults"
+	}
+	r, err := run(what, o)
 	if err != nil {
 		return apperr.Usage(err)
 	}
@@ -165,7 +212,61 @@ func WriteReport(ctx context.Context, ro ReportOptions, w io.Writer) error {
 	if out.Baseline != nil && out.Baseline.GoodputGbps > 0 {
 		out.GoodputRatio = r.GoodputGbps / out.Baseline.GoodputGbps
 	}
+	lossless := r
+	if out.Baseline != nil {
+		lossless = *out.Baseline
+	}
+	if err := rawBaselines(ctx, fl, o, &out, lossless); err != nil {
+		return apperr.Usage(err)
+	}
 	return writeOut(w, fl, o, out)
+}
+
+// rawBaselines measures, on a real-time run with Raw, UDP between two
+// plain sockets on 127.0.0.1 with datagrams of the pair's MTU and TCP on
+// the same loopback, and the pair's ratios to them.
+func rawBaselines(ctx context.Context, fl *ReportOptions, o Options, out *Report, lossless Result) error {
+	if fl.Virtual || !fl.Raw {
+		return nil
+	}
+	d := fl.RawFor
+	if d <= 0 {
+		d = min(o.Duration, time.Second)
+	}
+	flood := func(size int) (rawgoodput.UDPResult, error) {
+		lo := netip.MustParseAddrPort("127.0.0.1:0")
+		rx, err := udp.Listen(lo, netip.AddrPort{})
+		if err != nil {
+			return rawgoodput.UDPResult{}, err
+		}
+		tx, err := udp.Listen(lo, rx.LocalAddr())
+		if err != nil {
+			rx.Close()
+			return rawgoodput.UDPResult{}, err
+		}
+		rx.SetPeer(tx.LocalAddr())
+		return rawgoodput.UDP(ctx, tx, rx, size, nil, d)
+	}
+	u, err := flood(o.MTU)
+	if err != nil {
+		return err
+	}
+	pair := lossless.GoodputGbps
+	out.UDP, out.UDPGoodputGbps, out.PairOverUDP = &u, u.GoodputGbps, pair/u.GoodputGbps
+	if h := lossless.Host; h.FramesSent > 0 {
+		out.PairFrameBytes = int(h.BytesSent / h.FramesSent)
+		s, err := flood(max(out.PairFrameBytes, 1))
+		if err != nil {
+			return err
+		}
+		out.UDPSameFrames, out.UDPSameFramesGbps, out.PairOverUDPSameFrames = &s, s.GoodputGbps, pair/s.GoodputGbps
+	}
+	tcp, err := rawgoodput.TCPLoopback(ctx, d)
+	if err != nil {
+		return err
+	}
+	out.TCPGoodputGbps, out.PairOverTCP = tcp, pair/tcp
+	return nil
 }
 
 // keyRounds is how many plaintext and keyed runs --keys alternates.
@@ -202,7 +303,7 @@ func writeOut(w io.Writer, fl *ReportOptions, o Options, out Report) error {
 		if f.Bandwidth > 0 {
 			link = fmt.Sprintf("%g Gbit/s", f.Bandwidth/1e9)
 		}
-		fmt.Fprintf(w, "faults: loss %g dup %g reorder %g corrupt %g delay %v link %s\n", f.Loss, f.Duplicate, f.Reorder, f.Corrupt, f.Delay, link)
+		fmt.Fprintf(w, "faults: loss %g dup %g reorder %g corrupt %g delay %s link %s\n", f.Loss, f.Duplicate, f.Reorder, f.Corrupt, units.Duration(f.Delay), link)
 		if b := out.Baseline; b != nil {
 			fmt.Fprintf(w, "baseline (same delay and bandwidth, no faults): goodput %.3f Gbit/s\n", b.GoodputGbps)
 		}
@@ -223,6 +324,15 @@ func writeOut(w io.Writer, fl *ReportOptions, o Options, out Report) error {
 			r.Delivered, r.Lost, r.ReportedLost, r.LinkDowns, r.Duplicated, r.Misordered, r.Unanswered, r.Completed, r.Failed)
 		if why := whyReadsFailed(&r, out.Virtual); why != "" {
 			fmt.Fprintln(w, why)
+		}
+		if u := out.UDP; u != nil {
+			fmt.Fprintf(w, "raw UDP (two plain sockets, %d-byte datagrams, same loopback, after the pair): %.3f Gbit/s (%d of %d datagrams arrived); the lossless pair %.2fx of it\n",
+				u.DatagramBytes, u.GoodputGbps, u.Received, u.Sent, out.PairOverUDP)
+			if s := out.UDPSameFrames; s != nil {
+				fmt.Fprintf(w, "raw UDP again with the pair's mean frame (%d bytes, the host side's): %.3f Gbit/s; the lossless pair %.2fx of it\n",
+					s.DatagramBytes, s.GoodputGbps, out.PairOverUDPSameFrames)
+			}
+			fmt.Fprintf(w, "raw TCP (one connection, same loopback): %.3f Gbit/s; the lossless pair %.2fx of it\n", out.TCPGoodputGbps, out.PairOverTCP)
 		}
 	}
 	if !out.InvariantsHold {

@@ -149,3 +149,66 @@ func TestStallWatch(t *testing.T) {
 		t.Errorf("max stall %v, want 62ms", got)
 	}
 }
+
+// TestReportRaw: a real-time run reports the raw UDP and TCP baselines of
+// the same loopback and the pair's ratios to them (positive, consistent
+// with the goodputs; no speed is asserted), and the text names them; a
+// virtual run and --raw=false leave them out.
+func TestReportRaw(t *testing.T) {
+	o := reportOptions()
+	o.Virtual, o.Raw, o.JSON = false, true, true
+	o.Duration, o.RawFor = 150*time.Millisecond, 100*time.Millisecond
+	var out bytes.Buffer
+	if err := WriteReport(context.Background(), o, &out); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	var rep Report
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.UDP == nil || rep.UDPGoodputGbps <= 0 || rep.TCPGoodputGbps <= 0 || rep.UDP.DatagramBytes != o.MTU ||
+		rep.UDP.Received == 0 || rep.UDP.Received > rep.UDP.Sent {
+		t.Fatalf("raw baselines: %+v", rep)
+	}
+	if got, want := rep.PairOverUDP, rep.GoodputGbps/rep.UDPGoodputGbps; got <= 0 || got != want {
+		t.Errorf("pair_over_udp %v, want %v", got, want)
+	}
+	if got, want := rep.PairOverTCP, rep.GoodputGbps/rep.TCPGoodputGbps; got <= 0 || got != want {
+		t.Errorf("pair_over_tcp %v, want %v", got, want)
+	}
+	if rep.PairFrameBytes <= 0 || rep.PairFrameBytes > o.MTU || rep.UDPSameFrames == nil || rep.UDPSameFrames.DatagramBytes != rep.PairFrameBytes ||
+		rep.UDPSameFramesGbps <= 0 || rep.PairOverUDPSameFrames != rep.GoodputGbps/rep.UDPSameFramesGbps {
+		t.Errorf("raw UDP at the pair's frame size: %d bytes, %+v, %v Gbit/s, ratio %v", rep.PairFrameBytes, rep.UDPSameFrames,
+			rep.UDPSameFramesGbps, rep.PairOverUDPSameFrames)
+	}
+	for _, key := range []string{`"udp_goodput_gbps"`, `"tcp_goodput_gbps"`, `"pair_over_udp"`, `"pair_over_tcp"`, `"datagram_bytes"`,
+		`"pair_frame_bytes"`, `"udp_same_frames_goodput_gbps"`, `"pair_over_udp_same_frames"`} {
+		if !strings.Contains(out.String(), key) {
+			t.Errorf("JSON lacks %s", key)
+		}
+	}
+	o.JSON = false
+	out.Reset()
+	if err := WriteReport(context.Background(), o, &out); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "raw UDP (two plain sockets, 9000-byte datagrams") || !strings.Contains(out.String(), "raw TCP") ||
+		!strings.Contains(out.String(), "raw UDP again with the pair's mean frame") {
+		t.Errorf("text lacks the raw baselines:\n%s", out.String())
+	}
+	for name, mod := range map[string]func(*ReportOptions){
+		"virtual":     func(o *ReportOptions) { o.Virtual, o.Duration = true, 200*time.Microsecond },
+		"--raw=false": func(o *ReportOptions) { o.Raw = false },
+	} {
+		o := o
+		o.JSON = true
+		mod(&o)
+		out.Reset()
+		if err := WriteReport(context.Background(), o, &out); err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(out.String(), "udp_goodput_gbps") || strings.Contains(out.String(), "pair_over_udp") {
+			t.Errorf("%s: raw baselines reported:\n%s", name, out.String())
+		}
+	}
+}

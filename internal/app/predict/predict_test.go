@@ -69,7 +69,7 @@ func TestJSON(t *testing.T) {
 		t.Errorf("predicted_s = %v, want 135e-6", got)
 	}
 	bd := r["breakdown"].(map[string]any)
-	if bd["launch"].(float64) < 14.99e-6 || bd["sync"].(float64) < 4.99e-6 {
+	if bd["launch_s"].(float64) < 14.99e-6 || bd["sync_s"].(float64) < 4.99e-6 || bd["launch"] != nil {
 		t.Errorf("breakdown %v", bd)
 	}
 	o = opts(p)

@@ -54,7 +54,7 @@ func printReport(out io.Writer, r *Report, fab model.Fabric) {
 		for _, s := range r.Sweep {
 			fmt.Fprintf(tw, "%g\t%s\t%.2f %%\t", s.AddedRTTus, fmtDur(time.Duration(s.PredictedS*1e9)), s.OverheadPct)
 			for _, c := range model.Causes {
-				fmt.Fprintf(tw, "%s\t", fmtDur(time.Duration(s.Breakdown[c.String()]*1e9)))
+				fmt.Fprintf(tw, "%s\t", fmtDur(time.Duration(s.Breakdown[breakdownKey(c)]*1e9)))
 			}
 			fmt.Fprintln(tw)
 		}

@@ -69,13 +69,17 @@ type GraphReport struct {
 	EventEdges  int   `json:"event_edges"`
 }
 
+// breakdownMap keys each cause's time by its name and unit (launch_s,
+// sync_s, ...), as every JSON key carries its unit.
 func breakdownMap(b model.Breakdown) map[string]float64 {
 	m := make(map[string]float64, len(model.Causes))
 	for _, c := range model.Causes {
-		m[c.String()] = b[c].Seconds()
+		m[breakdownKey(c)] = b[c].Seconds()
 	}
 	return m
 }
+
+func breakdownKey(c model.Cause) string { return c.String() + "_s" }
 
 func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
 

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/dxpu/dxpu/internal/app/apperr"
+	"github.com/dxpu/dxpu/internal/app/progress"
 	"github.com/dxpu/dxpu/tlp"
 	"github.com/dxpu/dxpu/tlp/encap"
 	"github.com/dxpu/dxpu/tlp/pcapio"
@@ -54,6 +55,7 @@ type decoder struct {
 	pkt      tlp.Packet
 	total    int
 	failures int
+	bar      *progress.Bar // frames read, on a terminal
 }
 
 // quiet reports whether the failure just counted is past MaxErrorLines.
@@ -134,8 +136,19 @@ func appendReadable(b []byte, raw []byte) ([]byte, bool) {
 // not decode print error objects and make the error apperr.ErrFailed;
 // giving both hex and a capture is apperr.ErrUsage; I/O errors are plain.
 func Decode(hexTLPs []string, pcap string, stdin io.Reader, stdout io.Writer) error {
+	return DecodeShowing(hexTLPs, pcap, stdin, stdout, nil)
+}
+
+// DecodeShowing is Decode that counts a capture's frames on progress
+// when it is a terminal (package progress): a large capture takes a
+// while, and its JSON lines often go to a file.
+func DecodeShowing(hexTLPs []string, pcap string, stdin io.Reader, stdout, progressTo io.Writer) error {
 	out := bufio.NewWriterSize(stdout, 64<<10)
 	d := &decoder{w: out}
+	if pcap != "" {
+		d.bar = progress.New(progressTo, -1, "frames of "+pcap)
+		defer d.bar.Finish()
+	}
 	var err error
 	switch {
 	case pcap != "" && len(hexTLPs) > 0:
@@ -194,6 +207,10 @@ func (d *decoder) decodeLines(r io.Reader) error {
 	return nil
 }
 
+// progressEvery is how many frames a step of the progress counter is:
+// the bar takes a lock per step, the loop allocates nothing per frame.
+const progressEvery = 4096
+
 func (d *decoder) decodePcap(path string) error {
 	r, err := pcapio.OpenEthernet(path)
 	if errors.Is(err, pcapio.ErrLinkType) {
@@ -205,6 +222,9 @@ func (d *decoder) decodePcap(path string) error {
 	defer r.Close()
 	var prefix []byte
 	for frame := 1; ; frame++ {
+		if frame%progressEvery == 0 {
+			d.bar.Add(progressEvery)
+		}
 		data, _, err := r.Next()
 		if errors.Is(err, io.EOF) {
 			return nil

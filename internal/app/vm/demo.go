@@ -5,12 +5,15 @@ import (
 	"encoding/hex"
 	"fmt"
 	"hash/crc32"
+	"io"
 	"os"
 	"strconv"
 	"time"
 
 	"github.com/dxpu/dxpu/emu/gpu"
 	"github.com/dxpu/dxpu/emu/realtime"
+	"github.com/dxpu/dxpu/internal/app/bytesize"
+	"github.com/dxpu/dxpu/internal/app/progress"
 	"github.com/dxpu/dxpu/internal/guest"
 )
 
@@ -30,6 +33,9 @@ type DemoOptions struct {
 	// PowerOffWait bounds the wait for the guest to power off after its
 	// report (default 30 s); then QEMU is killed.
 	PowerOffWait time.Duration
+	// Progress, when a terminal, shows the phase running: boot, the
+	// guest tool's copies, power-off (package progress).
+	Progress io.Writer
 }
 
 // DemoResult is what `dxpu vm demo --json` prints.
@@ -92,6 +98,8 @@ func Demo(ctx context.Context, o DemoOptions) (DemoResult, error) {
 		return fail(err)
 	}
 	const pair = 1
+	bar := progress.New(o.Progress, 4, "starting the link and the GPU")
+	defer bar.Finish()
 	link, closeLink, err := o.link(ctx, pair)
 	if err != nil {
 		return fail(err)
@@ -121,12 +129,19 @@ func Demo(ctx context.Context, o DemoOptions) (DemoResult, error) {
 	}
 	defer v.Close()
 	res.Accel, res.Machine = v.Accel(), v.o.Machine
+	bar.Add(1)
+	bar.Describe("booting the guest (" + res.Accel + ")")
+	_ = v.Booted(ctx) // only for the bar: Result says what went wrong
+	bar.Add(1)
+	bar.Describe(fmt.Sprintf("guest tool: %s copies, launch, probe", bytesize.Format(o.Bytes)))
 	rep, tm, err := v.Result(ctx)
 	if err != nil {
 		return fail(err)
 	}
 	res.BootS, res.ResultS = tm.BootS, tm.ResultS
 	res.fromGuest(rep)
+	bar.Add(1)
+	bar.Describe("powering the guest off")
 	pctx, cancel := context.WithTimeout(ctx, o.PowerOffWait)
 	err = v.Wait(pctx)
 	cancel()

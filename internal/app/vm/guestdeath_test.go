@@ -59,6 +59,9 @@ func TestGuestKilledWhileCopying(t *testing.T) {
 	var warnings atomic.Int64
 	o.Log = slog.New(levelCounter{o.Log.Handler(), &warnings})
 	serial := o.Dir
+	if err := os.Mkdir(serial, 0o700); err != nil { // only the serial log goes there
+		t.Fatal(err)
+	}
 	o.Dir = "" // the VM's own temporary directory, which Close removes
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

@@ -44,7 +44,9 @@ func vmOptions(t *testing.T) Options {
 	if guestTool.err != nil {
 		t.Fatalf("building dxpu-guest: %v\n%s", guestTool.err, guestTool.out)
 	}
-	dir := t.TempDir()
+	// A directory vm makes itself (0700): it refuses an existing one that
+	// others may enter, which t.TempDir's 0755 is under the usual umask.
+	dir := filepath.Join(t.TempDir(), "vm")
 	t.Cleanup(func() {
 		if t.Failed() {
 			if b, err := os.ReadFile(filepath.Join(dir, "serial.log")); err == nil {

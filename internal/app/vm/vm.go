@@ -470,11 +470,18 @@ func (v *VM) WaitEvent(ctx context.Context, from int, name string) (GuestEvent, 
 type Timing struct {
 	// BootS: the guest's /init ran; ResultS: the guest tool's report was
 	// printed.
-	BootS, ResultS float64
+	BootS   float64 `json:"boot_s"`
+	ResultS float64 `json:"result_s"`
 }
 
 // Result waits for the guest tool's report; its Error is set when the
 // tool failed.
+// Booted waits until the guest's /init runs (or the console says it
+// never will: Result then tells why).
+func (v *VM) Booted(ctx context.Context) error {
+	return v.con.waitFor(ctx, "the guest's /init", func() bool { return v.con.up != 0 || v.con.report != nil })
+}
+
 func (v *VM) Result(ctx context.Context) (guest.Report, Timing, error) {
 	var rep guest.Report
 	var tm Timing

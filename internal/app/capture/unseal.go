@@ -1,0 +1,267 @@
+package capture
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+
+	"github.com/google/gopacket"
+
+	"github.com/dxpu/dxpu/bridge/seal"
+	"github.com/dxpu/dxpu/internal/app/apperr"
+	"github.com/dxpu/dxpu/tlp/encap"
+	"github.com/dxpu/dxpu/tlp/pcapio"
+)
+
+// UnsealOptions are `dxpu pcap unseal`'s.
+type UnsealOptions struct {
+	In, Out string
+	KeyLog  string // the bridges' --key-log file
+	UDPPort uint16 // dxpu UDP port: datagrams to or from it are dxpu
+	// OutUDPPort, when not 0, replaces UDPPort in the output's UDP
+	// headers (for tools that know only the default port).
+	OutUDPPort uint16
+	PcapNG     bool
+	Nanos      *bool // the output's timestamp resolution; nil keeps the input's
+}
+
+// maxReasons bounds the summary lines of frames not opened.
+const maxReasons = 10
+
+// Unseal writes o.In to o.Out with every sealed dxpu frame it can open
+// with the secrets of o.KeyLog replaced by the plain frame it was sealed
+// from (SEALED clear, security header and tag gone, body in clear; IPv4
+// and UDP lengths and checksums fixed). Other frames are copied as they
+// are. Sealed frames that do not open are left out of the output and
+// counted by reason, one stderr line per reason; any makes the error
+// apperr.ErrFailed. Bad options and key logs are apperr.ErrUsage; I/O
+// errors are plain.
+func Unseal(o UnsealOptions, stdout, stderr io.Writer) error {
+	if o.In == "" || o.Out == "" || o.KeyLog == "" {
+		return apperr.Usage(errors.New("unseal: --key-log, IN and OUT are required"))
+	}
+	if o.UDPPort == 0 {
+		return apperr.Usage(errors.New("unseal: --udp-port 0: want the dxpu UDP port"))
+	}
+	kf, err := os.Open(o.KeyLog)
+	if err != nil {
+		return apperr.Usage(fmt.Errorf("unseal: --key-log: %w", err))
+	}
+	secrets, err := seal.ReadKeyLog(kf)
+	kf.Close()
+	if err != nil {
+		return apperr.Usage(fmt.Errorf("unseal: --key-log %s: %w", o.KeyLog, err))
+	}
+	r, err := pcapio.OpenEthernet(o.In)
+	if err != nil {
+		return failedIfLinkType(err)
+	}
+	defer r.Close()
+	nanos := r.Nanos()
+	if o.Nanos != nil {
+		nanos = *o.Nanos
+	}
+	w, err := pcapio.Create(o.Out, pcapio.WriterOptions{PcapNG: o.PcapNG, Nanos: nanos})
+	if err != nil {
+		return err
+	}
+	u := &unsealer{o: &o, u: seal.NewUnsealer(secrets), w: w, reasons: map[string]*reasonCount{}}
+	err = u.run(r)
+	if cerr := w.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "%s: %d frames read, %d unsealed (%d handshake), %d copied as they were, %d sealed frames not opened; %d secrets in %s\n",
+		o.Out, u.read, u.opened, u.handshake, u.copied, u.failed, len(secrets), o.KeyLog)
+	u.report(stderr)
+	if u.failed > 0 {
+		return apperr.Failed(fmt.Errorf("%d sealed frames of %s did not open", u.failed, o.In))
+	}
+	return nil
+}
+
+type reasonCount struct {
+	n, first int
+}
+
+type unsealer struct {
+	o       *UnsealOptions
+	u       *seal.Unsealer
+	w       *pcapio.Writer
+	reasons map[string]*reasonCount
+
+	read, opened, handshake, copied, failed, unparsed int
+	out                                               []byte
+}
+
+func (u *unsealer) run(r *pcapio.Reader) error {
+	cfg := &encap.Config{UDPPort: u.o.UDPPort}
+	for {
+		data, ci, err := r.Next()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", u.o.In, err)
+		}
+		u.read++
+		lay, err := u.walk(data, cfg)
+		if err != nil {
+			u.unparsed++
+		}
+		sealed := err == nil && (lay.Encap == encap.EncapDxpuEth || lay.Encap == encap.EncapDxpuUDP) &&
+			len(data) >= lay.Payload+encap.HeaderLen && encap.Header(data[lay.Payload:]).Flags()&seal.FlagSealed != 0
+		if !sealed {
+			u.copied++
+			if err := u.write(ci, u.rewritePorts(append(u.out[:0], data...), lay)); err != nil {
+				return err
+			}
+			continue
+		}
+		if ci.CaptureLength < ci.Length {
+			u.fail("cut by the capture's snap length (a sealed frame opens only whole)")
+			continue
+		}
+		payload := data[lay.Payload:]
+		if lay.Encap == encap.EncapDxpuUDP {
+			payload = data[lay.Payload:min(lay.UDPEnd, len(data))]
+		}
+		out := append(u.out[:0], data[:lay.Payload]...)
+		out, opened, err := u.u.Unseal(out, payload)
+		u.out = out
+		if err != nil {
+			u.fail(reasonOf(err, payload))
+			continue
+		}
+		u.opened++
+		if opened.Handshake {
+			u.handshake++
+		}
+		if lay.Encap == encap.EncapDxpuUDP {
+			fixIPv4UDP(out, lay)
+		}
+		if err := u.write(ci, u.rewritePorts(out, lay)); err != nil {
+			return err
+		}
+	}
+}
+
+// walk finds the dxpu data of a frame: Walk, and for a UDP datagram from
+// (rather than to) the dxpu port, Walk again with its destination port, so
+// both directions of a pair whose bridges use different ports are found.
+func (u *unsealer) walk(data []byte, cfg *encap.Config) (encap.Layers, error) {
+	lay, err := encap.Walk(data, cfg)
+	if err != nil || lay.Encap != encap.EncapNone || lay.IPv4 == 0 {
+		return lay, err
+	}
+	ip := encap.IPv4(data[lay.IPv4:])
+	l4 := lay.IPv4 + ip.HeaderLen()
+	if ip.Protocol() != encap.IPProtoUDP || l4+encap.UDPHeaderLen > len(data) {
+		return lay, nil
+	}
+	udp := encap.UDP(data[l4:])
+	if udp.SrcPort() != cfg.UDPPort {
+		return lay, nil
+	}
+	return encap.Walk(data, &encap.Config{UDPPort: udp.DstPort()})
+}
+
+// rewritePorts applies --out-udp-port to a dxpu-udp frame.
+func (u *unsealer) rewritePorts(frame []byte, lay encap.Layers) []byte {
+	if u.o.OutUDPPort == 0 || lay.Encap != encap.EncapDxpuUDP {
+		return frame
+	}
+	for _, off := range []int{lay.UDP + encap.UDPSrcPortOffset, lay.UDP + encap.UDPDstPortOffset} {
+		if binary.BigEndian.Uint16(frame[off:]) == u.o.UDPPort {
+			binary.BigEndian.PutUint16(frame[off:], u.o.OutUDPPort)
+		}
+	}
+	binary.BigEndian.PutUint16(frame[lay.UDP+encap.UDPChecksumOffset:], 0) // none, rather than a wrong one
+	return frame
+}
+
+// fixIPv4UDP sets the IPv4 total length and checksum and the UDP length
+// of a frame whose UDP payload now ends at the frame's end; the UDP
+// checksum becomes 0 (none), which IPv4 allows.
+func fixIPv4UDP(frame []byte, lay encap.Layers) {
+	ip := frame[lay.IPv4:]
+	binary.BigEndian.PutUint16(ip[encap.IPv4TotalLenOffset:], uint16(len(frame)-lay.IPv4))
+	binary.BigEndian.PutUint16(frame[lay.UDP+encap.UDPLengthOffset:], uint16(len(frame)-lay.UDP))
+	binary.BigEndian.PutUint16(frame[lay.UDP+encap.UDPChecksumOffset:], 0)
+	ihl := encap.IPv4(ip).HeaderLen()
+	binary.BigEndian.PutUint16(ip[encap.IPv4ChecksumOffset:], 0)
+	var sum uint32
+	for i := 0; i+1 < ihl; i += 2 {
+		sum += uint32(binary.BigEndian.Uint16(ip[i:]))
+	}
+	for sum > 0xffff {
+		sum = sum&0xffff + sum>>16
+	}
+	binary.BigEndian.PutUint16(ip[encap.IPv4ChecksumOffset:], ^uint16(sum))
+}
+
+func (u *unsealer) write(ci gopacket.CaptureInfo, frame []byte) error {
+	return u.w.WritePacket(gopacket.CaptureInfo{Timestamp: ci.Timestamp, CaptureLength: len(frame), Length: len(frame)}, frame)
+}
+
+func (u *unsealer) fail(reason string) {
+	u.failed++
+	rc := u.reasons[reason]
+	if rc == nil {
+		rc = &reasonCount{first: u.read}
+		u.reasons[reason] = rc
+	}
+	rc.n++
+}
+
+// reasonOf names why a frame did not open, coarsely enough that a
+// capture gives a few reasons: the kind of failure, the pair and the
+// generation.
+func reasonOf(err error, payload []byte) string {
+	h := encap.Header(payload)
+	key := "session"
+	if len(payload) > encap.HeaderLen+1 && payload[encap.HeaderLen+1]&0x80 != 0 {
+		key = "handshake"
+	}
+	switch {
+	case errors.Is(err, seal.ErrNoSecret), errors.Is(err, seal.ErrNoSecretOpens):
+		return fmt.Sprintf("pair %d generation %d (low byte) %s frames: %v", h.PairID(), payload[encap.HeaderLen+3], key,
+			errors.Unwrap(err))
+	}
+	var fe *seal.FrameError
+	if errors.As(err, &fe) {
+		return fmt.Sprintf("malformed sealed frame: %s: %v", fe.Field, fe.Err)
+	}
+	return err.Error()
+}
+
+// report prints one line per reason, most frequent first, at most
+// maxReasons.
+func (u *unsealer) report(stderr io.Writer) {
+	if u.unparsed > 0 {
+		fmt.Fprintf(stderr, "%s: %d frames did not parse (copied as they were; 'dxpu pcap info' names them)\n", u.o.In, u.unparsed)
+	}
+	keys := make([]string, 0, len(u.reasons))
+	for k := range u.reasons {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b string) int {
+		if d := u.reasons[b].n - u.reasons[a].n; d != 0 {
+			return d
+		}
+		return u.reasons[a].first - u.reasons[b].first
+	})
+	for i, k := range keys {
+		if i == maxReasons {
+			fmt.Fprintf(stderr, "%s: ... and %d more reasons\n", u.o.In, len(keys)-maxReasons)
+			break
+		}
+		rc := u.reasons[k]
+		fmt.Fprintf(stderr, "%s: %d frames not opened (first: frame %d): %s\n", u.o.In, rc.n, rc.first, k)
+	}
+}

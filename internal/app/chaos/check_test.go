@@ -1,0 +1,242 @@
+package chaos
+
+import (
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+var testBounds = Bounds{PairUp: 3 * time.Second, KeySplit: 2 * time.Second, Converge: 5 * time.Second}
+
+// world is one observation of a small system: allocation a-1 lends
+// box1-gpu0 to host1 over pair 7.
+type world struct {
+	managerUp          bool
+	state, degraded    string
+	hostLink, boxLink  string
+	hostGen, boxGen    uint32
+	switchVer          uint64
+	unhealthy          []string
+	boot0              string
+	hostDown, boxEmpty bool
+}
+
+func healthy() world {
+	return world{managerUp: true, state: "active", hostLink: "up", boxLink: "up", hostGen: 3, boxGen: 3, switchVer: 5, boot0: "0x180000a1"}
+}
+
+func (w world) obs() *Obs {
+	o := &Obs{ManagerUp: w.managerUp, TableVersion: 5, SwitchUp: true, SwitchTable: w.switchVer, Unhealthy: w.unhealthy,
+		Agents: map[string][]PairObs{"host2": {}, "box2": {}}}
+	if w.managerUp {
+		o.Allocations = []AllocObs{{ID: "a-1", Host: "host1", State: w.state, Degraded: w.degraded,
+			GPUs: []Assign{{Pair: 7, GPU: "box1-gpu0", Box: "box1"}}}}
+	}
+	if !w.hostDown {
+		o.Agents["host1"] = []PairObs{{ID: 7, Allocation: "a-1", Link: w.hostLink, Gen: w.hostGen, Present: true, Vendor: "0x10de", Boot0: w.boot0}}
+	}
+	o.Agents["box1"] = []PairObs{{ID: 7, Allocation: "a-1", Link: w.boxLink, Gen: w.boxGen}}
+	if w.boxEmpty {
+		o.Agents["box1"] = []PairObs{}
+	}
+	return o
+}
+
+// history observes every 200ms for d; at(t) says what the world is at t.
+// One fault, healed at 2s (the nemesis's end unless said otherwise).
+func history(d time.Duration, at func(t time.Duration) world) []Event {
+	h := []Event{{T: time.Second, Kind: EvFault, Name: FaultKill, Subject: "box1"}, {T: 2 * time.Second, Kind: EvHeal, Name: FaultKill, Subject: "box1"}}
+	for t := time.Duration(0); t <= d; t += 200 * time.Millisecond {
+		h = append(h, Event{T: t, Kind: EvObs, Obs: at(t).obs()})
+	}
+	return h
+}
+
+func kinds(vs []Violation) string {
+	var k []string
+	for _, v := range vs {
+		k = append(k, v.Kind+" "+v.Subject)
+	}
+	return strings.Join(k, ", ")
+}
+
+func requireOnly(t *testing.T, res Result, want ...string) {
+	t.Helper()
+	if got := kinds(res.Violations); got != strings.Join(want, ", ") {
+		for _, v := range res.Violations {
+			t.Logf("%s %s at %v: %s\n  %s", v.Kind, v.Subject, v.At, v.Message, strings.Join(v.Excerpt, "\n  "))
+		}
+		t.Fatalf("violations %q, want %q", got, strings.Join(want, ", "))
+	}
+}
+
+func TestCheckCleanHistory(t *testing.T) {
+	res := Check(history(10*time.Second, func(t time.Duration) world {
+		w := healthy()
+		if t >= time.Second && t < 2400*time.Millisecond { // the fault, briefly
+			w.boxLink = "down"
+		}
+		return w
+	}), 2*time.Second, testBounds)
+	requireOnly(t, res)
+	if !res.Converged || res.WorstConverge != 400*time.Millisecond {
+		t.Fatalf("converged %v after %v, want true after 400ms", res.Converged, res.WorstConverge)
+	}
+}
+
+func TestCheckSplitKeyGeneration(t *testing.T) {
+	res := Check(history(10*time.Second, func(t time.Duration) world {
+		w := healthy()
+		if t >= time.Second && t < 5*time.Second { // the box restarted with a fresh key; the host kept the old
+			w.boxGen = 4
+		}
+		return w
+	}), 2*time.Second, testBounds)
+	requireOnly(t, res, VSplitKey+" pair 7")
+	v := res.Violations[0]
+	if !strings.Contains(v.Message, "host1 runs key generation 3, box1 4") || v.At != 3200*time.Millisecond {
+		t.Fatalf("split reported as %q at %v", v.Message, v.At)
+	}
+	if len(v.Excerpt) == 0 || !strings.Contains(strings.Join(v.Excerpt, "\n"), "heal  kill box1") {
+		t.Fatalf("excerpt without the fault: %q", v.Excerpt)
+	}
+	// A split that starts long after the fault still names it.
+	res = Check(history(14*time.Second, func(t time.Duration) world {
+		w := healthy()
+		if t >= 7*time.Second && t < 11*time.Second {
+			w.boxGen = 4
+		}
+		return w
+	}), 2*time.Second, testBounds)
+	requireOnly(t, res, VSplitKey+" pair 7")
+	if ex := strings.Join(res.Violations[0].Excerpt, "\n"); !strings.Contains(ex, "fault kill box1") || !strings.Contains(ex, "heal  kill box1") {
+		t.Fatalf("excerpt without the fault before it: %q", ex)
+	}
+	// Within the bound it is a rekey in flight, not a violation.
+	requireOnly(t, Check(history(10*time.Second, func(t time.Duration) world {
+		w := healthy()
+		if t >= time.Second && t < 2800*time.Millisecond {
+			w.boxGen = 4
+		}
+		return w
+	}), 2*time.Second, testBounds))
+}
+
+func TestCheckPairDownWithoutDegraded(t *testing.T) {
+	down := func(degrade bool) func(time.Duration) world {
+		return func(t time.Duration) world {
+			w := healthy()
+			if t >= time.Second && t < 6*time.Second {
+				w.boxLink = "down"
+				if degrade && t >= 3*time.Second {
+					w.state, w.degraded = "degraded", "box box1: peer silent for 1s"
+				}
+			}
+			return w
+		}
+	}
+	res := Check(history(10*time.Second, down(false)), 2*time.Second, testBounds)
+	requireOnly(t, res, VPairDown+" pair 7")
+	if v := res.Violations[0]; !strings.Contains(v.Message, "down for 3.2s") || !strings.Contains(strings.Join(v.Excerpt, "\n"), "box1 link=down") {
+		t.Fatalf("pair down reported as %q, excerpt %q", v.Message, v.Excerpt)
+	}
+	// Degraded with a reason within the bound: as it should be.
+	requireOnly(t, Check(history(10*time.Second, down(true)), 2*time.Second, testBounds))
+	// The manager down in the middle: it could not report, the episode
+	// starts again when it answers.
+	requireOnly(t, Check(history(10*time.Second, func(t time.Duration) world {
+		w := down(false)(t)
+		if t >= 3*time.Second && t < 4*time.Second {
+			w.managerUp = false
+		}
+		return w
+	}), 2*time.Second, testBounds))
+}
+
+func TestCheckHealthyGPURemoved(t *testing.T) {
+	res := Check(history(10*time.Second, func(t time.Duration) world {
+		w := healthy()
+		if t >= 1400*time.Millisecond && t < 4*time.Second {
+			w.unhealthy = []string{"box1-gpu0"}
+		}
+		return w
+	}), 2*time.Second, testBounds)
+	requireOnly(t, res, VHealthyGPURemove+" box1-gpu0") // once, though seen in many observations
+	if res.Violations[0].At != 1400*time.Millisecond {
+		t.Fatalf("found at %v, want 1.4s", res.Violations[0].At)
+	}
+}
+
+func TestCheckNotConverged(t *testing.T) {
+	res := Check(history(10*time.Second, func(t time.Duration) world {
+		w := healthy()
+		if t >= time.Second {
+			w.switchVer = 4 // the switch stopped following the table
+		}
+		return w
+	}), 2*time.Second, testBounds)
+	requireOnly(t, res, VNotConverged+" system")
+	if v := res.Violations[0]; !strings.Contains(v.Message, "switch table version 4, manager's 5") || res.Converged {
+		t.Fatalf("non-convergence reported as %q (converged %v)", v.Message, res.Converged)
+	}
+	// The agents' pairs must be the journal's too: the box lost pair 7.
+	res = Check(history(10*time.Second, func(t time.Duration) world {
+		w := healthy()
+		w.boxEmpty = t >= time.Second
+		return w
+	}), 2*time.Second, Bounds{PairUp: time.Hour, KeySplit: time.Hour, Converge: 5 * time.Second})
+	requireOnly(t, res, VNotConverged+" system")
+	if v := res.Violations[0]; !strings.Contains(v.Message, "box1 runs pairs [], the manager's journal has [7] there") {
+		t.Fatalf("non-convergence reported as %q", v.Message)
+	}
+	// Converging, but past the bound.
+	res = Check(history(10*time.Second, func(t time.Duration) world {
+		w := healthy()
+		if t >= time.Second && t < 8*time.Second {
+			w.switchVer = 4
+		}
+		return w
+	}), 2*time.Second, testBounds)
+	requireOnly(t, res, VNotConverged+" system")
+	if !res.Converged || res.WorstConverge != 6*time.Second {
+		t.Fatalf("converged %v after %v, want true after 6s", res.Converged, res.WorstConverge)
+	}
+}
+
+func TestCheckDataCorruption(t *testing.T) {
+	res := Check(history(6*time.Second, func(t time.Duration) world {
+		w := healthy()
+		if t >= 3*time.Second {
+			w.boot0 = "0xdeadbeef"
+		}
+		return w
+	}), 2*time.Second, testBounds)
+	requireOnly(t, res, VDataCorruption+" pair 7")
+	if v := res.Violations[0]; !strings.Contains(v.Message, "PMC_BOOT_0 0xdeadbeef, other GPUs read 0x180000a1") {
+		t.Fatalf("corruption reported as %q", v.Message)
+	}
+}
+
+func TestCheckCopyCorruption(t *testing.T) {
+	h := history(4*time.Second, func(time.Duration) world { return healthy() })
+	h = append(h, Event{T: 2500 * time.Millisecond, Kind: EvOp, Name: "copy", Subject: "a-1 pair 7"},
+		Event{T: 2600 * time.Millisecond, Kind: EvOp, Name: "copy", Subject: "a-1 pair 7", Err: "502 Bad Gateway: pair 7: read: no completion"},
+		Event{T: 3 * time.Second, Kind: EvOp, Name: "copy", Subject: "a-1 pair 7", Err: corruptPrefix + " wrote 1024 bytes sha256 ab, read back 1024 bytes sha256 cd"})
+	res := Check(h, 2*time.Second, testBounds)
+	requireOnly(t, res, VDataCorruption+" a-1 pair 7") // a failed copy is no corruption; other bytes back are
+	if ex := strings.Join(res.Violations[0].Excerpt, "\n"); !strings.Contains(ex, "sha256 cd") || !strings.Contains(ex, "no completion") {
+		t.Fatalf("excerpt %q", ex)
+	}
+}
+
+func TestSummarize(t *testing.T) {
+	h := history(time.Second, func(time.Duration) world { return healthy() })
+	h = append(h, Event{Kind: EvOp, Name: "alloc"}, Event{Kind: EvOp, Name: "alloc", Err: "busy"}, Event{Kind: EvOp, Name: "rekey"})
+	r := Summarize(h, nil, Result{})
+	if r.Operations != 3 || r.OperationsFailed != 1 || !reflect.DeepEqual(r.OperationsByName["alloc"], OpCount{OK: 1, Failed: 1, Errors: []string{"busy"}}) ||
+		r.Faults != 1 || r.FaultsByKind[FaultKill] != 1 || r.Observations != 6 {
+		t.Fatalf("summary %+v", fmt.Sprint(r.Operations, r.OperationsFailed, r.OperationsByName, r.Faults, r.FaultsByKind, r.Observations))
+	}
+}

@@ -1,0 +1,170 @@
+package chaos
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"math/rand/v2"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/dxpu/dxpu/fabric/ctlclient"
+	"github.com/dxpu/dxpu/fabric/pool"
+)
+
+func jsonDecode(r io.Reader, v any) error { return json.NewDecoder(r).Decode(v) }
+
+// nemesis plays the schedule; it returns when the last fault is healed.
+func (c *campaign) nemesis(ctx context.Context, sched []Fault) time.Duration {
+	var end time.Duration
+	for _, f := range sched {
+		select {
+		case <-ctx.Done():
+			return c.now()
+		case <-time.After(time.Until(c.start.Add(f.At))):
+		}
+		c.record(Event{T: c.now(), Kind: EvFault, Name: f.Kind, Subject: f.Target})
+		c.o.Log.Info("chaos: fault", "fault", f.String())
+		heal := c.inject(ctx, f)
+		if f.For > 0 {
+			select {
+			case <-ctx.Done():
+			case <-time.After(f.For):
+			}
+		}
+		err := heal()
+		e := Event{T: c.now(), Kind: EvHeal, Name: f.Kind, Subject: f.Target}
+		if err != nil {
+			e.Err = err.Error()
+		}
+		c.record(e)
+		end = e.T
+	}
+	return end
+}
+
+// inject starts fault f and returns what heals it.
+func (c *campaign) inject(ctx context.Context, f Fault) func() error {
+	p := c.procs[f.Target]
+	none := func() error { return nil }
+	switch f.Kind {
+	case FaultKill:
+		_ = p.signal(syscall.SIGKILL)
+		p.wait(5 * time.Second)
+		return p.start
+	case FaultStop:
+		_ = p.signal(syscall.SIGSTOP)
+		return func() error { return p.signal(syscall.SIGCONT) }
+	case FaultRestart:
+		_ = p.signal(syscall.SIGTERM)
+		var err error
+		if !p.wait(5 * time.Second) {
+			err = chaosError("still running 5s after SIGTERM; killed")
+			p.kill()
+		}
+		c.op("graceful_stop", f.Target, err)
+		return p.start
+	case FaultLinkCut:
+		cb := c.cables[f.Target]
+		cb.cut.Store(true)
+		return func() error { cb.cut.Store(false); return nil }
+	case FaultRotateCredential:
+		// Re-registering issues a new credential: the agent gets it in
+		// its file and re-reads it on SIGHUP, as an operator rotates one.
+		cctx, cancel := context.WithTimeout(ctx, 8*time.Second)
+		defer cancel()
+		var cred string
+		var err error
+		if b, ok := c.boxes[f.Target]; ok {
+			_, cred, err = c.ctl.RegisterBoxAgent(cctx, b)
+		} else {
+			_, cred, err = c.ctl.RegisterHostAgent(cctx, c.hosts[f.Target])
+		}
+		if err == nil && cred == "" {
+			err = errNoCredential
+		}
+		if err == nil {
+			err = c.writeCred(f.Target, cred)
+		}
+		if err == nil {
+			err = p.signal(syscall.SIGHUP)
+		}
+		c.op("rotate_credential", f.Target, err)
+		return none
+	case FaultRekeyStorm:
+		c.storm(ctx, f.Count, "rekey", func(cctx context.Context, r *rand.Rand, ids []string) (string, error) {
+			if len(ids) == 0 {
+				return "", nil
+			}
+			id := ids[r.IntN(len(ids))]
+			_, err := c.ctl.Rekey(cctx, id)
+			return id, err
+		})
+		return none
+	case FaultClientFlood:
+		c.storm(ctx, f.Count, "flood", func(cctx context.Context, r *rand.Rand, _ []string) (string, error) {
+			switch r.IntN(3) {
+			case 0:
+				_, err := c.ctl.Allocations(cctx, "")
+				return "list allocations", err
+			case 1:
+				_, err := c.ctl.GPUs(cctx, "", "")
+				return "list gpus", err
+			}
+			// More GPUs than the pool has: refused, but it takes the
+			// allocation path.
+			_, err := c.ctl.Allocate(cctx, pool.Request{Host: "host1", Count: 64})
+			return "allocate 64", err
+		})
+		return none
+	}
+	return none
+}
+
+type chaosError string
+
+func (e chaosError) Error() string { return string(e) }
+
+const errNoCredential = chaosError("the manager issued no agent credential")
+
+// isRefusal: the manager answered the call with an error of its own (too
+// many GPUs asked for, or too many connections).
+func isRefusal(err error) bool {
+	var ae *ctlclient.APIError
+	return errors.As(err, &ae)
+}
+
+// storm runs n calls of call at once against the live allocations; each
+// is an op of the history.
+func (c *campaign) storm(ctx context.Context, n int, name string, call func(context.Context, *rand.Rand, []string) (string, error)) {
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	var ids []string
+	if as, err := c.ctl.Allocations(cctx, ""); err == nil {
+		for _, a := range as {
+			if a.State == pool.StateActive || a.State == pool.StateDegraded {
+				ids = append(ids, a.ID)
+			}
+		}
+	}
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := rand.New(rand.NewPCG(uint64(i), uint64(n)))
+			subj, err := call(cctx, r, ids)
+			if name == "flood" && isRefusal(err) {
+				// The manager shedding or refusing a flood is its
+				// answer, not a failure.
+				subj, err = subj+" refused", nil
+			}
+			if subj != "" {
+				c.op(name, subj, err)
+			}
+		}()
+	}
+	wg.Wait()
+}

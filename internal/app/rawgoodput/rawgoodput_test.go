@@ -1,0 +1,66 @@
+package rawgoodput
+
+import (
+	"context"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/dxpu/dxpu/bridge/udp"
+)
+
+func loopbackPair(t *testing.T) (tx, rx *udp.Conn) {
+	t.Helper()
+	lo := netip.MustParseAddrPort("127.0.0.1:0")
+	rx, err := udp.Listen(lo, netip.AddrPort{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx, err = udp.Listen(lo, rx.LocalAddr())
+	if err != nil {
+		rx.Close()
+		t.Fatal(err)
+	}
+	rx.SetPeer(tx.LocalAddr())
+	return tx, rx
+}
+
+// TestUDP: the flood delivers datagrams of the asked size, counts no more
+// than it sent, and reports a positive rate (no figure is asserted).
+func TestUDP(t *testing.T) {
+	tx, rx := loopbackPair(t)
+	r, err := UDP(context.Background(), tx, rx, 1400, []byte{1, 2, 3}, 100*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.GoodputGbps <= 0 || r.DatagramBytes != 1400 || r.Received == 0 || r.Received > r.Sent {
+		t.Fatalf("result %+v", r)
+	}
+}
+
+// TestUDPRefuses: a datagram shorter than its prefix, or a duration of
+// zero, is refused, and the sockets are closed either way.
+func TestUDPRefuses(t *testing.T) {
+	for name, c := range map[string]struct {
+		size int
+		d    time.Duration
+	}{"short": {2, time.Millisecond}, "no time": {100, 0}, "huge": {70000, time.Millisecond}} {
+		tx, rx := loopbackPair(t)
+		if _, err := UDP(context.Background(), tx, rx, c.size, []byte{1, 2, 3}, c.d); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+		if err := tx.Send([]byte{1}); err == nil {
+			t.Errorf("%s: the sender's socket is still open", name)
+		}
+	}
+}
+
+func TestTCPLoopback(t *testing.T) {
+	g, err := TCPLoopback(context.Background(), 100*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g <= 0 {
+		t.Fatalf("goodput %v", g)
+	}
+}
