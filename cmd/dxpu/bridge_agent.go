@@ -43,9 +43,11 @@ end's registered ip:udp_port.
               hot-plug downstream ports: hot-add enumerates the lent GPU
               (vendor 10de) on the pair's port, hot-remove and surprise
               removal take it away. A pair whose link goes down (the GPU
-              side died) is surprise-removed at once and reported to
-              --manager with the agent's credential: the manager marks the
-              GPU unhealthy. With --vm the host is a QEMU guest booted here
+              side fell silent) is surprise-removed at once and reported to
+              --manager with the agent's credential; when the link is up
+              again the GPU is hot-added back and that is reported too:
+              the allocation is degraded meanwhile, the GPU stays lent and
+              healthy. With --vm the host is a QEMU guest booted here
               (the guest flags of 'dxpu vm run'; 8 slots on q35):
               hot-add is a device_add into it, removal a device_del.
 

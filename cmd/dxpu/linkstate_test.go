@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -74,8 +75,11 @@ func freePorts(t *testing.T, network string, n int) []uint16 {
 // a GPU lent, the host's agent stops (SIGSTOP) past --dead-after and
 // --degraded-after: the box's agent reports the pair down, and the
 // allocation is degraded with the reason. The host's agent resumes
-// (SIGCONT): the link comes back, the box reports it up, and the
-// allocation is active again with its GPU still lent and healthy.
+// (SIGCONT): its own bridge declares the link down too, and its agent
+// takes the GPU off the host and reports that; the link comes back, the
+// host's agent plugs the GPU back in and both report it up: the
+// allocation is active again with its GPU still lent, healthy and on the
+// host (issue 20: no control-plane action removes a healthy box's GPU).
 func TestBoxAgentReportsDegraded(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs three daemons")
@@ -152,8 +156,10 @@ func TestBoxAgentReportsDegraded(t *testing.T) {
 
 	// It resumes: the link comes back up. The box's bridge started a new
 	// session meanwhile, so the host's bridge sees its link down too (peer
-	// silent past --dead-after, or the new session's HELLO) and its agent
-	// reports that.
+	// silent past --dead-after, or the new session's HELLO): its agent
+	// takes the GPU off the host, reports the link down, plugs the GPU
+	// back once the link is up and reports that. A host's link-down is no
+	// evidence that the GPU failed: it stays lent and healthy.
 	if err := hostAgent.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
@@ -165,25 +171,47 @@ func TestBoxAgentReportsDegraded(t *testing.T) {
 	waitfor.Until(t, "the host's link-down and the box's link-up reports", func() bool {
 		return reported(hostLog, "down") && reported(boxLog, "up")
 	})
+	// Then the host's link-up, after its re-plug (or the GPU taken away,
+	// which the checks below refuse).
+	waitfor.Until(t, "the host's link-up report", func() bool {
+		return reported(hostLog, "up") || len(state().GPUs) == 0
+	})
 	got = state()
 	unhealthy, err := c.GPUs(ctx, "box0", "unhealthy")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.State != pool.StateActive || got.Degraded != nil || len(got.GPUs) != 1 || len(got.Lost) != 0 || len(unhealthy) != 0 {
-		if knownHostPauseBug && len(unhealthy) == 1 && strings.Contains(mgrLog.String(), `marking its GPU unhealthy" agent=host/h1`) {
-			t.Skipf("KNOWN BUG (issue 20): a host agent paused past --dead-after reports its pair down when it resumes, "+
-				"and the manager marks the healthy GPU %s unhealthy and takes it away (allocation %s, gpus %v, lost %v); see knownHostPauseBug",
-				unhealthy[0].ID, got.State, got.GPUIDs(), got.Lost)
-		}
+	if got.State != pool.StateActive || got.Degraded != nil || len(got.GPUs) != 1 || got.GPUs[0].GPU != "box0-g0" || len(got.Lost) != 0 || len(unhealthy) != 0 {
 		t.Fatalf("after the host's agent resumed: allocation %s (%+v), gpus %v, lost %v, unhealthy GPUs %+v; want it active with its GPU lent and healthy",
 			got.State, got.Degraded, got.GPUIDs(), got.Lost, unhealthy)
 	}
+	if strings.Contains(mgrLog.String(), "gpu failed") {
+		t.Fatalf("the manager failed a GPU:\n%s", mgrLog.String())
+	}
+	// The host has the GPU: its agent's status shows the slot present,
+	// BOOT_0 read through the fabric.
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d/agent/v1/status", tcp[2]), nil)
+	req.Header.Set("Authorization", "Bearer "+hostCred)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var st struct {
+		Slots []struct {
+			Pair    uint32 `json:"pair"`
+			GPU     string `json:"gpu"`
+			Present bool   `json:"present"`
+			Boot0   string `json:"boot0"`
+			Removed string `json:"removed"`
+		} `json:"slots"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("host agent status: HTTP %d, %v", resp.StatusCode, err)
+	}
+	if len(st.Slots) != 1 || st.Slots[0].Pair != a.GPUs[0].Pair || st.Slots[0].GPU != "box0-g0" || !st.Slots[0].Present || st.Slots[0].Boot0 == "" {
+		t.Fatalf("host slots %+v, want pair %s's GPU box0-g0 present", st.Slots, pair)
+	}
+	t.Logf("host agent: surprise removal seen %v, re-plug seen %v", strings.Contains(hostLog.String(), "how=surprise"),
+		strings.Contains(hostLog.String(), "gpu back on the host after link up"))
 }
-
-// knownHostPauseBug: the manager takes a host agent's link-down for a
-// failed GPU (agentreport.go) even when the pair's box reported the same
-// link down first, that is when the host's end was the one that fell
-// silent; so a host agent stopped past --dead-after and resumed gets its
-// healthy GPU marked unhealthy and removed. Set false with the fix.
-const knownHostPauseBug = true

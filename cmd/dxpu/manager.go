@@ -51,10 +51,13 @@ ones are closed after 5s and first when room is needed, and their
 requests are rate-limited per address, so a flood without a credential
 does not lock out admins, agents or the switch.
 
-A box's agent reports a pair whose link went down (the host side fell
-silent) and up again: a pair down longer than --degraded-after makes its
-allocation "degraded", with the reason, in ctl alloc list, the events and
-dxpu_allocations_degraded; it is active again when the link is up.
+A bridge agent (a box's or a host's) reports a pair whose link went down
+(its peer fell silent) and up again: a pair down longer than
+--degraded-after makes its allocation "degraded", with the reason, in ctl
+alloc list, the events and dxpu_allocations_degraded; it is active again
+when the link is up. A link down never fails the GPU (neither end can tell
+a dead GPU from a silent path or a paused peer): GPUs are marked unhealthy
+by their box's registration or by 'ctl gpu fail'.
 Exit status: 0 on SIGINT/SIGTERM, 1 when the --store file is damaged (cut
 short, overwritten, not a bbolt file: restore it or move it aside; an empty
 file becomes a new store), 2 for usage errors or when the store cannot be

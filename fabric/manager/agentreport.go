@@ -20,15 +20,17 @@ import (
 //
 //	200 {"pair":41,"gpu":"box7-g0","allocation":"a-3f9c0b6e21d4","state":"active"}
 //
-// A host bridge whose pair link went down (the GPU side died) reports it:
-// the pair's GPU is marked unhealthy exactly as POST /v1/gpus/{id}/health
-// would, so the host gets its surprise removal and the pair is torn down
-// (state gpu_failed). The box bridge of the pair reports its link down
-// (the host side fell silent) and up again: the allocation is degraded
-// while the link stays down past Config.DegradedAfter, active again when
-// it is up (linkstate.go). A credential that is no agent's is 401; an
-// agent that holds neither end of the pair 403; a pair that no allocation
-// holds (already torn down: the report is done) 404.
+// Either end's agent reports its pair's link down (its peer fell silent)
+// and up again: the allocation is degraded while the link stays down past
+// Config.DegradedAfter, active again when it is up (linkstate.go). A
+// link-down never fails the GPU: neither end can tell a dead GPU from a
+// silent fabric, a paused peer or a box restarting, and a healthy GPU
+// taken away is an outage the control plane made. GPU health comes only
+// from evidence about the GPU itself: its box re-registering it unhealthy
+// (RegisterBox) or an operator (POST /v1/gpus/{id}/health). A credential
+// that is no agent's is 401; an agent that holds neither end of the pair
+// 403; a pair that no allocation holds (already torn down: the report is
+// done) 404.
 
 // agentOf returns the box or host whose agent credential tok is, comparing
 // with every credential in constant time.
@@ -94,30 +96,17 @@ func (m *Manager) agentPair(w http.ResponseWriter, r *http.Request) (who bridgeI
 	return who, alloc, as, body.Reason, true
 }
 
-// agentLinkDown serves POST /v1/agent/pairs/{id}/link-down: from the
-// host's agent the GPU failed; from the box's agent the pair is down
-// (linkstate.go).
+// agentLinkDown serves POST /v1/agent/pairs/{id}/link-down: from either
+// end's agent the pair is down (linkstate.go), the GPU stays lent.
 func (m *Manager) agentLinkDown(w http.ResponseWriter, r *http.Request) {
 	who, alloc, as, reason, ok := m.agentPair(w, r)
 	if !ok {
 		return
 	}
-	state := alloc.State
-	if who.kind == BridgeBox {
-		m.log.Warn("box agent reports pair link down", "agent", who.kind+"/"+who.id, "pair", as.Pair, "gpu", as.GPU,
-			"allocation", alloc.ID, "reason", reason, "degraded_after", m.cfg.DegradedAfter.String())
-		m.pairLinkDown(alloc, as, who.kind+" "+who.id, reason)
-		state = m.withLinkState(alloc).State
-	} else {
-		m.log.Warn("agent reports pair link down; marking its GPU unhealthy", "agent", who.kind+"/"+who.id,
-			"pair", as.Pair, "gpu", as.GPU, "allocation", alloc.ID, "reason", reason)
-		if _, err := m.SetGPUHealth(r.Context(), as.GPU, pool.Unhealthy); err != nil {
-			writeError(w, apiErrorOf(err))
-			return
-		}
-		state = "gpu_failed"
-	}
-	writeLinkReport(w, as, alloc.ID, state)
+	m.log.Warn("agent reports pair link down", "agent", who.kind+"/"+who.id, "pair", as.Pair, "gpu", as.GPU,
+		"allocation", alloc.ID, "reason", reason, "degraded_after", m.cfg.DegradedAfter.String())
+	m.pairLinkDown(alloc, as, who.kind+" "+who.id, reason)
+	writeLinkReport(w, as, alloc.ID, m.withLinkState(alloc).State)
 }
 
 // agentLinkUp serves POST /v1/agent/pairs/{id}/link-up.

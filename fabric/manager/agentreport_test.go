@@ -6,16 +6,20 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/dxpu/dxpu/fabric/pool"
+	"github.com/dxpu/dxpu/internal/waitfor"
 )
 
 // TestAgentReportsLinkDown: a host bridge's agent reports, with its own
-// credential, that a pair's link went down; the pair's GPU is marked
-// unhealthy, the host bridge gets its surprise removal and the pair is
-// torn down. The admin token is not an agent credential, another host's
-// or another box's agent may not report on the pair, and a pair already
-// torn down is 404. The box's agent reporting its link down fails no GPU.
+// credential, that a pair's link went down; the pair is down, not its GPU
+// failed (the host cannot tell a dead GPU from a silent path or its own
+// pause): the GPU stays healthy and lent, the manager removes nothing and
+// the pair stays programmed. The admin token is not an agent credential,
+// another host's or another box's agent may not report on the pair, and a
+// pair no allocation holds is 404. The box's agent may report the same
+// link down too.
 func TestAgentReportsLinkDown(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, nil)
@@ -37,7 +41,7 @@ func TestAgentReportsLinkDown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lost, kept := a.GPUs[0], a.GPUs[1]
+	down, kept := a.GPUs[0], a.GPUs[1]
 	// Another box's agent, registered after the allocation so that none of
 	// its GPUs is in it: an agent of a box, but not of this pair's box.
 	other := testBox(1, 1)
@@ -68,10 +72,10 @@ func TestAgentReportsLinkDown(t *testing.T) {
 		status     int
 		says       string
 	}{
-		{"no credential", "", lost.Pair, http.StatusUnauthorized, "credential"},
-		{"the admin token", token, lost.Pair, http.StatusUnauthorized, "credential"},
-		{"another host's agent", hostCred[1], lost.Pair, http.StatusForbidden, "host host1"},
-		{"another box's agent", otherBoxCred, lost.Pair, http.StatusForbidden, "box box1"},
+		{"no credential", "", down.Pair, http.StatusUnauthorized, "credential"},
+		{"the admin token", token, down.Pair, http.StatusUnauthorized, "credential"},
+		{"another host's agent", hostCred[1], down.Pair, http.StatusForbidden, "host host1"},
+		{"another box's agent", otherBoxCred, down.Pair, http.StatusForbidden, "box box1"},
 		{"a pair no allocation holds", hostCred[0], 4242, http.StatusNotFound, "pair 4242"},
 		{"a bad pair id", hostCred[0], 1 << 24, http.StatusBadRequest, "16777216"},
 	} {
@@ -79,32 +83,53 @@ func TestAgentReportsLinkDown(t *testing.T) {
 			t.Errorf("%s: %d %s, want %d naming %q", tc.name, st, body, tc.status, tc.says)
 		}
 	}
-	if g := gpu(lost.GPU); g.Health == pool.Unhealthy {
+	if g := gpu(down.GPU); g.Health == pool.Unhealthy {
 		t.Fatal("a refused report marked the GPU unhealthy")
 	}
 
-	if st, body := report(hostCred[0], lost.Pair); st != http.StatusOK || !strings.Contains(body, lost.GPU) {
-		t.Fatalf("the host's own report: %d %s", st, body)
+	if st, body := report(hostCred[0], down.Pair); st != http.StatusOK || !strings.Contains(body, down.GPU) || !strings.Contains(body, `"state":"active"`) {
+		t.Fatalf("the host's own report: %d %s, want 200 and the allocation active (within the bound)", st, body)
 	}
-	if g := gpu(lost.GPU); g.Health != pool.Unhealthy || g.Allocation != "" {
-		t.Fatalf("after the report the GPU is %+v, want unhealthy and out of its allocation", g)
+	if st, body := report(boxCred, down.Pair); st != http.StatusOK || !strings.Contains(body, `"state":"active"`) {
+		t.Fatalf("the box agent's report on the same pair: %d %s, want 200 and the allocation still active", st, body)
 	}
-	if s := e.host.Surprises(); len(s) != 1 || s[0].ID != lost.Pair {
-		t.Fatalf("host bridge surprise removals %+v, want pair %d", s, lost.Pair)
+	for _, g := range []pool.Assignment{down, kept} {
+		if got := gpu(g.GPU); got.Health != pool.Healthy || got.Allocation != a.ID {
+			t.Fatalf("after the reports %s is %+v, want healthy and lent to %s", g.GPU, got, a.ID)
+		}
 	}
-	if ps := e.gpu.Pairs(); slices.Contains(ps, lost.Pair) || !slices.Contains(ps, kept.Pair) {
-		t.Fatalf("GPU bridge pairs %v: want %d torn down and %d kept", ps, lost.Pair, kept.Pair)
+	if s := e.host.Surprises(); len(s) != 0 {
+		t.Fatalf("host bridge surprise removals %+v, want none: a link down is no GPU failure", s)
 	}
-	// The box's agent may report too; the torn-down pair is done (404).
-	if st, body := report(boxCred, lost.Pair); st != http.StatusNotFound {
-		t.Fatalf("a report on a torn-down pair: %d %s, want 404", st, body)
+	if ps := e.gpu.Pairs(); !slices.Contains(ps, down.Pair) || !slices.Contains(ps, kept.Pair) {
+		t.Fatalf("GPU bridge pairs %v: want %d and %d kept", ps, down.Pair, kept.Pair)
 	}
-	// The box's agent reporting its link down says the host side fell
-	// silent: the GPU is fine, and the pair stays (linkstate_test.go).
-	if st, body := report(boxCred, kept.Pair); st != http.StatusOK || !strings.Contains(body, `"state":"active"`) {
-		t.Fatalf("the box agent's report: %d %s, want 200 and the allocation still active", st, body)
+	if got, err := e.c.Allocation(e.ctx, a.ID); err != nil || got.State != pool.StateActive || len(got.GPUs) != 2 || len(got.Lost) != 0 {
+		t.Fatalf("allocation after the reports: %+v %v, want active with both GPUs and none lost", got, err)
 	}
-	if g := gpu(kept.GPU); g.Health != pool.Healthy || g.Allocation != a.ID {
-		t.Fatalf("after the box's report %s is %+v, want healthy and lent", kept.GPU, g)
+}
+
+// TestHostLinkDownPastTheBoundDegrades: a pair its host's agent reports
+// down stays down past the bound: the allocation is degraded, naming the
+// host as the reporter, its GPU healthy and lent; the host's link-up
+// (sent once its GPU is back on the host) makes it active again.
+func TestHostLinkDownPastTheBoundDegrades(t *testing.T) {
+	t.Parallel()
+	e := newLinkEnv(t, time.Millisecond)
+	down := e.a.GPUs[0]
+	e.report(t, e.hostCred, "down", down.Pair)
+	waitfor.Until(t, "the allocation degraded", func() bool { return e.alloc(t).State == pool.StateDegraded })
+	a := e.alloc(t)
+	if a.Degraded == nil || !strings.Contains(a.Degraded.Reason, "reported by host host0") || len(a.GPUs) != 2 || len(a.Lost) != 0 {
+		t.Fatalf("degraded allocation %+v (%+v), want the host named as reporter and both GPUs kept", a, a.Degraded)
+	}
+	if g, err := e.c.GPUs(t.Context(), "box0", "unhealthy"); err != nil || len(g) != 0 {
+		t.Fatalf("unhealthy GPUs after a host's report: %+v %v, want none", g, err)
+	}
+	if body := e.report(t, e.hostCred, "up", down.Pair); !strings.Contains(body, `"state":"active"`) {
+		t.Fatalf("link-up answered %s, want the allocation active", body)
+	}
+	if a := e.alloc(t); a.State != pool.StateActive || a.Degraded != nil || len(a.GPUs) != 2 {
+		t.Fatalf("after link-up: %+v, want active with both GPUs", a)
 	}
 }

@@ -167,11 +167,11 @@
 //	                                    timeout with the unchanged table
 //	POST   /v1/agent/pairs/{id}/link-down {"reason":"..."}, with an agent's own
 //	                                    credential instead of a token: a bridge
-//	                                    agent reports its pair's link down; from
-//	                                    the host's agent the GPU is marked
-//	                                    unhealthy, from the box's the allocation
-//	                                    is degraded once the link stays down past
-//	                                    Config.DegradedAfter (see agentreport.go)
+//	                                    agent (the host's or the box's) reports
+//	                                    its pair's link down: the allocation is
+//	                                    degraded once the link stays down past
+//	                                    Config.DegradedAfter; the GPU stays lent
+//	                                    and healthy (see agentreport.go)
 //	POST   /v1/agent/pairs/{id}/link-up   the link is up again: active again
 //
 // A worked allocation:

@@ -11,14 +11,14 @@ import (
 	"github.com/dxpu/dxpu/fabric/pool"
 )
 
-// Link state. The box bridge's agent reports a pair whose link went down
-// (its peer, the host side, fell silent: the host or the path died; the
-// GPU is fine) and reports it up again. A pair down for longer than
+// Link state. Either end's agent (the box's or the host's bridge) reports
+// a pair whose link went down (its peer fell silent: a host, box or path
+// died or paused) and reports it up again. A pair down for longer than
 // Config.DegradedAfter makes its allocation degraded, with the reason, in
 // the API's answers, the events (allocation_degraded) and the metrics
-// (dxpu_allocations_degraded); the link back up makes it active again
-// (allocation_recovered). The host's agent reporting its pair down means
-// the GPU side died: the GPU fails at once (SetGPUHealth), as before.
+// (dxpu_allocations_degraded); the link back up, from either end, makes
+// it active again (allocation_recovered). A link down says nothing of
+// the GPU's health (agentreport.go): the GPU stays lent and healthy.
 //
 // The reports live in the leader's memory: a new leader starts with every
 // link up, until an agent reports again.

@@ -61,6 +61,11 @@ type pairRun struct {
 	// link-up.
 	slot   hostSlot
 	linkUp chan struct{}
+	// plugMu orders the host's removals and re-plugs after link events
+	// with the manager's hot-plug calls. downRemoved: a link-down took the
+	// GPU off the host, and the next link-up plugs it back (Agent.linkUp).
+	plugMu      sync.Mutex
+	downRemoved bool
 	// pending is a key installed but not switched to (the first phase of
 	// the manager's key change); p.Key is the one in use.
 	pending manager.PairKey
@@ -314,9 +319,12 @@ func (a *Agent) changeKey(pr *pairRun, k manager.PairKey) error {
 // leaves the emulated host first.
 func (a *Agent) stop(ctx context.Context, pr *pairRun) {
 	if pr.slot != nil {
+		pr.plugMu.Lock()
+		pr.downRemoved = false
 		if err := pr.slot.unplug(ctx, RemovedHotRemove, "pair removed"); err != nil {
 			a.log.Warn("removing the device of a removed pair", "pair", pr.p.ID, "err", err)
 		}
+		pr.plugMu.Unlock()
 	}
 	pr.cancel()
 	<-pr.done
@@ -373,7 +381,13 @@ func (a *Agent) onEvent(pr *pairRun, e bridge.Event) {
 		case pr.linkUp <- struct{}{}:
 		default:
 		}
-		a.setLink(pr, pr.link.seq.Add(1), false, "")
+		seq := pr.link.seq.Add(1)
+		if a.o.Role == bridge.RoleHost {
+			a.wg.Add(1)
+			go func() { defer a.wg.Done(); a.linkUp(pr, seq) }()
+		} else {
+			a.setLink(pr, seq, false, "")
+		}
 	case bridge.EventLinkDown:
 		a.log.Warn("pair link down", "pair", pr.p.ID, "reason", e.Reason)
 		seq := pr.link.seq.Add(1)
@@ -391,14 +405,52 @@ func (a *Agent) onEvent(pr *pairRun, e bridge.Event) {
 }
 
 // linkDown is the host's side of a dead pair: the device vanishes from the
-// host (a surprise removal, as a real switch port reports a link
-// down), then the manager is told, so the GPU is marked unhealthy and the
-// pair torn down everywhere. seq is the event's place among the pair's
-// link events: a link-up raised during the removal is reported after it
-// (report.go).
+// host (a surprise removal, as a real switch port reports a link down),
+// then the manager is told the pair is down. The host cannot tell a dead
+// GPU from a silent fabric or its own pause, so this says nothing of the
+// GPU's health: the link back up plugs it in again (linkUp). seq is the
+// event's place among the pair's link events: a link-up raised during the
+// removal is reported after it (report.go). A link already up again by
+// now keeps its GPU.
 func (a *Agent) linkDown(pr *pairRun, seq uint64, reason string) {
-	if err := pr.slot.unplug(a.ctx, RemovedSurprise, "link down: "+reason); err != nil {
-		a.log.Warn("surprise removal after link down", "pair", pr.p.ID, "err", err)
+	pr.plugMu.Lock()
+	if pr.runner.State() != bridge.StateUp && a.present(pr) {
+		if err := pr.slot.unplug(a.ctx, RemovedSurprise, "link down: "+reason); err != nil {
+			a.log.Warn("surprise removal after link down", "pair", pr.p.ID, "err", err)
+		} else {
+			pr.downRemoved = true
+		}
 	}
+	pr.plugMu.Unlock()
 	a.setLink(pr, seq, true, reason)
+}
+
+// linkUp is the host's side of a pair's link back up: a GPU that a link
+// down took away is plugged in again (hot-add through its slot, BOOT_0
+// read through the fabric), then the manager is told the link is up. If
+// the re-plug fails, the link-up is not reported (the manager keeps the
+// pair down, the allocation degraded): the next link-up tries again.
+func (a *Agent) linkUp(pr *pairRun, seq uint64) {
+	pr.plugMu.Lock()
+	if pr.downRemoved && pr.runner.State() == bridge.StateUp {
+		if err := pr.slot.plug(pr.ctx); err != nil {
+			pr.plugMu.Unlock()
+			a.log.Warn("re-plugging the GPU after link up failed; the pair stays down for the manager", "pair", pr.p.ID, "gpu", pr.p.GPU, "err", err)
+			return
+		}
+		pr.downRemoved = false
+		a.log.Info("gpu back on the host after link up", "pair", pr.p.ID, "gpu", pr.p.GPU, "host_port", pr.p.HostPort)
+	}
+	pr.plugMu.Unlock()
+	a.setLink(pr, seq, false, "")
+}
+
+// present says whether pair pr's GPU is on the host now.
+func (a *Agent) present(pr *pairRun) bool {
+	for _, s := range a.host.Slots() {
+		if s.Port == pr.p.HostPort {
+			return s.Pair == pr.p.ID && s.Present
+		}
+	}
+	return false
 }

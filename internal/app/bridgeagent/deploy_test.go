@@ -269,8 +269,10 @@ func writeJSON(t *testing.T, path string, v any) {
 // TestDeployment runs the control plane and the data plane as an operator
 // would: `ctl alloc` makes the GPUs appear on the host, `ctl free` removes
 // them, a GPU box whose daemon is killed is reported by the host's agent
-// (surprise removal on the host, GPU unhealthy in the pool), and a
-// restarted manager restores the pairs a restarted host daemon lost.
+// (surprise removal on the host, the allocation degraded, its GPU still
+// lent and healthy: issue 20) and, restarted, gets its pair back from the
+// reconciler, the host its GPU back, and a restarted manager restores the
+// pairs a restarted host daemon lost.
 // It runs once with the XDP switch and once with the UDP relay.
 func TestDeployment(t *testing.T) {
 	privtest.NetNS(t)
@@ -301,7 +303,7 @@ func testDeployment(t *testing.T, bin, mode string) {
 		t.Fatal(err)
 	}
 	managerArgs := []string{"manager", "--listen", "10.77.0.2:7700", "--store", d.path("pool.db"), "--token-file", d.path("admin.tok"),
-		"--init-token", "--read-token-file", d.path("read.tok"), "--allow-insecure-agents", "--reconcile-interval", "2s"}
+		"--init-token", "--read-token-file", d.path("read.tok"), "--allow-insecure-agents", "--reconcile-interval", "2s", "--degraded-after", "1s"}
 	mgr := d.start("mgr", "manager", managerArgs...)
 	mgr.waitLines(t, 1, "manager serving")
 
@@ -380,15 +382,36 @@ func testDeployment(t *testing.T, bin, mode string) {
 	host.waitLines(t, 3, `msg="pair removed"`)
 
 	// 3. A GPU box's daemon dies: the host sees a surprise removal, its
-	// agent reports, the pool marks the GPU unhealthy.
+	// agent reports the link down, the allocation is degraded past
+	// --degraded-after; the GPU stays lent and healthy (a silent link is no
+	// evidence that it failed). The daemon comes back empty: the
+	// reconciler restores its pair, the link comes up, the host's agent
+	// plugs the GPU back in and the allocation is active again.
 	a = alloc()
 	host.waitLines(t, 6, `msg="gpu enumerated"`)
+	box1Args := agentArgs(3, "--role", "gpu", "--box", d.path("box1.json"), "--agent-credential-file", d.path("box1.cred"))
 	boxes[1].stop(t, syscall.SIGKILL)
 	host.waitLines(t, 1, `msg="gpu removed"`, "gpu=box1-g0", "how=surprise")
 	host.waitLines(t, 1, "reported pair link down to the manager")
+	mgr.waitLines(t, 1, `msg="allocation degraded: a pair's link stays down"`, "gpu=box1-g0", "reported by host h1")
 	var gpus []pool.GPU
-	if err := json.Unmarshal(d.ctl("--json", "gpu", "--state", "unhealthy"), &gpus); err != nil || len(gpus) != 1 || gpus[0].ID != "box1-g0" {
-		t.Fatalf("unhealthy GPUs after box1 died: %+v, %v", gpus, err)
+	if err := json.Unmarshal(d.ctl("--json", "gpu", "--state", "unhealthy"), &gpus); err != nil || len(gpus) != 0 {
+		t.Fatalf("unhealthy GPUs after box1 died: %+v, %v; want none", gpus, err)
+	}
+	var list []pool.Allocation
+	if err := json.Unmarshal(d.ctl("--json", "alloc", "list", "--host", "h1"), &list); err != nil || len(list) != 1 ||
+		list[0].State != pool.StateDegraded || len(list[0].GPUs) != 3 || len(list[0].Lost) != 0 {
+		t.Fatalf("allocation after box1 died: %+v, %v; want it degraded with its 3 GPUs", list, err)
+	}
+	boxes[1] = d.start("gpu1", "box1 agent (restarted)", box1Args...)
+	mgr.waitLines(t, 1, `msg="reconcile: restoring lost pair"`)
+	host.waitLines(t, 1, `msg="gpu back on the host after link up"`, "gpu=box1-g0")
+	host.waitLines(t, 7, `msg="gpu enumerated"`)
+	host.waitLines(t, 1, "reported pair link up to the manager")
+	mgr.waitLines(t, 1, `msg="pair link up again"`, "gpu=box1-g0")
+	if err := json.Unmarshal(d.ctl("--json", "alloc", "list", "--host", "h1"), &list); err != nil || len(list) != 1 ||
+		list[0].State != pool.StateActive || len(list[0].GPUs) != 3 || len(list[0].Lost) != 0 {
+		t.Fatalf("allocation after box1 came back: %+v, %v; want it active with its 3 GPUs", list, err)
 	}
 
 	// 4. The manager stops; the host's daemon restarts empty; the manager
@@ -399,17 +422,16 @@ func testDeployment(t *testing.T, bin, mode string) {
 	host2.waitLines(t, 1, "agent API serving")
 	mgr2 := d.start("mgr", "manager (restarted)", managerArgs...)
 	mgr2.waitLines(t, 1, "manager serving")
-	restored := host2.waitLines(t, 2, `msg="gpu enumerated"`)
-	for _, g := range []string{"box0-g0", "box0-g1"} {
+	restored := host2.waitLines(t, 3, `msg="gpu enumerated"`)
+	for _, g := range []string{"box0-g0", "box0-g1", "box1-g0"} {
 		if !slices(restored, "gpu="+g+" ", "vendor=0x10de") {
 			t.Fatalf("the restarted manager did not restore %s on the host: %q", g, restored)
 		}
 	}
-	var list []pool.Allocation
 	if err := json.Unmarshal(d.ctl("--json", "alloc", "list", "--host", "h1"), &list); err != nil || len(list) != 1 {
 		t.Fatalf("ctl alloc list: %+v, %v", list, err)
 	}
-	if after := list[0]; after.ID != a.ID || after.State != pool.StateActive || len(after.GPUs) != 2 || len(after.Lost) != 1 || after.Lost[0] != "box1-g0" {
+	if after := list[0]; after.ID != a.ID || after.State != pool.StateActive || len(after.GPUs) != 3 || len(after.Lost) != 0 {
 		t.Fatalf("allocation after the restart: %+v", after)
 	}
 }

@@ -103,21 +103,24 @@
 //
 // # Link down
 //
-// A host's pair whose link goes down (the GPU box's daemon died, or the
-// path did: --dead-after of silence) is surprise-removed from the emulated
-// host at once, as a real switch port reports a link down, and reported to
-// the manager:
+// A host's pair whose link goes down (the GPU box's daemon died or
+// paused, or the path did: --dead-after of silence) is surprise-removed
+// from the emulated host at once, as a real switch port reports a link
+// down, and reported to the manager:
 //
 //	POST /v1/agent/pairs/{id}/link-down   {"reason":"peer silent for 1s"}
 //	Authorization: Bearer <this agent's credential>
 //
-// The manager marks the pair's GPU unhealthy (as `ctl gpu fail` would): the
-// host gets its surprise removal call (already done: idempotent) and the
-// pair is torn down everywhere. The agent retries the report (200 ms
-// doubling to 5 s) until the manager takes it, answers 404 (no allocation
-// holds the pair any more), or removes the pair. This route is the agent's
-// own: the admin token stays on the manager, and an agent may report only
-// on pairs whose host or box it is.
+// The host cannot tell a dead GPU from a silent fabric or its own pause,
+// so the manager takes this as the pair down, not the GPU failed: the
+// allocation is degraded once the link stays down past its
+// --degraded-after. When the link comes up again the agent hot-adds the
+// GPU back through the pair's slot (enumerated, BOOT_0 read through the
+// fabric) and then reports link-up: the allocation is active again. The
+// agent retries a report (200 ms doubling to 5 s) until the manager takes
+// it, answers 404 (no allocation holds the pair any more), or removes the
+// pair. This route is the agent's own: the admin token stays on the
+// manager, and an agent may report only on pairs whose host or box it is.
 //
 // A GPU box's pair whose link goes down (the host side fell silent: the
 // host or the path died; the GPU is fine) is reported the same way, and
@@ -128,12 +131,11 @@
 //
 // The manager shows the allocation degraded, with the reason, while the
 // link stays down past its --degraded-after, and active again once it is
-// up; the GPU stays lent. The host's agent reports link-up too after a
-// link-down (harmless: its link-down already failed the GPU). Each pair's
-// reports go out in the order of its link events, one at a time, and the
-// latest state wins: a link-up cuts short the retries of the link-down
-// before it, and the other way round (a host's link-down excepted: the GPU
-// has left the host, so it is reported whatever follows). A box agent
+// up; the GPU stays lent. Each pair's reports go out in the order of its
+// link events, one at a time, and the latest state wins: a link-up cuts
+// short the retries of the link-down before it, and the other way round (a
+// host's link-down excepted: the GPU has left the host, so it is reported
+// whatever follows, and the link-up after the GPU is back). A box agent
 // without --manager reports nothing, and says so once at start.
 //
 // # A host that is a QEMU guest

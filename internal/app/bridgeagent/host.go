@@ -76,7 +76,7 @@ func (h *emuHost) attach(p manager.Pair, r *driver.Runner) (hostSlot, error) {
 func (h *emuHost) close() {} // the host CPU's loop ends with the agent's context
 
 func (s *emuSlot) deliver(v tlp.View) { s.h.post(&s.to, v) }
-func (s *emuSlot) event(bridge.Event) {} // a link down unplugs (Agent.linkDown)
+func (s *emuSlot) event(bridge.Event) {} // a link down unplugs, a link up re-plugs (Agent.linkDown, linkUp)
 func (s *emuSlot) plug(ctx context.Context) error {
 	return s.h.plug(ctx, s.p.HostPort, s.p.ID, s.p.GPU, s.r, &s.to)
 }

@@ -34,7 +34,13 @@ func (a *Agent) HotAdd(ctx context.Context, p manager.Pair) error {
 				p.ID, pr.runner.State(), ctx.Err())
 		}
 	}
-	return pr.slot.plug(ctx)
+	pr.plugMu.Lock()
+	defer pr.plugMu.Unlock()
+	if err := pr.slot.plug(ctx); err != nil {
+		return err
+	}
+	pr.downRemoved = false
+	return nil
 }
 
 // HotRemove is the orderly removal: the device leaves the host, the pair's
@@ -58,6 +64,10 @@ func (a *Agent) remove(ctx context.Context, p manager.Pair, kind, reason string)
 	if err != nil {
 		return nil
 	}
+	// The manager's removal stands: no link-up plugs the GPU back.
+	pr.plugMu.Lock()
+	defer pr.plugMu.Unlock()
+	pr.downRemoved = false
 	return pr.slot.unplug(ctx, kind, reason)
 }
 

@@ -228,3 +228,58 @@ func TestHostReportsLinkDownThenUp(t *testing.T) {
 		}
 	}
 }
+
+// TestHostReplugsAfterLinkUp: a host's GPU whose link goes down leaves
+// the host (a surprise removal, before the link-down report) and, when
+// the link is up again, is hot-added back through its slot (enumerated,
+// BOOT_0 read through the fabric) before the link-up report: the host
+// cannot tell a dead GPU from a silent path, so the link decides.
+func TestHostReplugsAfterLinkUp(t *testing.T) {
+	t.Parallel()
+	fm := newFakeManager(t, http.StatusOK)
+	lp := newLinkPair(t, fm, bridge.RoleHost)
+	if err := lp.host.HotAdd(lp.ctx, lp.p); err != nil {
+		t.Fatal(err)
+	}
+	slot := func() Slot {
+		for _, s := range lp.host.Status().Slots {
+			if s.Pair == lp.p.ID {
+				return s
+			}
+		}
+		return Slot{}
+	}
+	first := slot()
+	if !first.Present || first.Boot0 == "" {
+		t.Fatalf("slot after the hot-add %+v, want the GPU present with its BOOT_0", first)
+	}
+	var atDown Slot
+	lp.flap(t, func() bool {
+		if len(fm.got()) < 1 {
+			return false
+		}
+		atDown = slot()
+		return true
+	})
+	if atDown.Present || atDown.Removed != RemovedSurprise {
+		t.Fatalf("slot when the link-down was reported %+v, want the GPU surprise-removed", atDown)
+	}
+	waitfor.Until(t, "the link-up report", func() bool { return len(fm.got()) >= 2 && !lp.reporting() })
+	again := slot()
+	if !again.Present || again.Removed != "" || again.Boot0 != first.Boot0 || again.BDF != first.BDF {
+		t.Fatalf("slot after the link-up %+v, want the GPU back as it was (%+v)", again, first)
+	}
+	got := fm.got()
+	if len(got) != 2 || got[0].path != "POST /v1/agent/pairs/7/link-down" || got[1].path != "POST /v1/agent/pairs/7/link-up" {
+		t.Fatalf("reports %+v, want a link-down then a link-up", got)
+	}
+	// The manager's own removal stands: a link-up after it plugs nothing.
+	if err := lp.host.SurpriseRemove(lp.ctx, lp.p); err != nil {
+		t.Fatal(err)
+	}
+	lp.flap(t, func() bool { return len(fm.got()) >= 3 })
+	waitfor.Until(t, "the second link-up report", func() bool { return len(fm.got()) >= 4 && !lp.reporting() })
+	if s := slot(); s.Present || s.Reason != "surprise removal by the manager" {
+		t.Fatalf("slot after the manager's removal and a link flap %+v, want it still removed by the manager", s)
+	}
+}

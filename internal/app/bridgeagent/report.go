@@ -152,9 +152,9 @@ func (r *reporter) post(ctx context.Context, pair uint32, what, reason string) (
 // retries short.
 //
 // A host's link-down is the exception: the GPU has left the host (the
-// surprise removal is done before the report), and no link-up brings it
-// back, so that report goes out even when the link came up meanwhile, and
-// the up after it.
+// surprise removal is done before the report), so that report goes out
+// even when the link came up meanwhile, and the up after it, once the GPU
+// is plugged in again (Agent.linkUp).
 type linkReports struct {
 	seq atomic.Uint64 // the last sequence number taken
 
@@ -220,7 +220,7 @@ func (a *Agent) setLink(pr *pairRun, seq uint64, down bool, reason string) {
 	}
 	if a.rep.base == "" {
 		if a.o.Role == bridge.RoleHost && l.removed {
-			a.log.Warn("pair link down; no --manager to report it to: mark its GPU unhealthy by hand", "pair", pr.p.ID, "gpu", pr.p.GPU)
+			a.log.Warn("pair link down; no --manager to report it to (the GPU comes back on the host when the link is up)", "pair", pr.p.ID, "gpu", pr.p.GPU)
 		}
 		// A box without --manager said so once, at start.
 		l.removed, l.settled = false, l.applied

@@ -16,6 +16,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -29,6 +30,7 @@ import (
 	"github.com/dxpu/dxpu/internal/app/bridgeagent"
 	"github.com/dxpu/dxpu/internal/app/vm"
 	"github.com/dxpu/dxpu/internal/privtest"
+	"github.com/dxpu/dxpu/internal/waitfor"
 )
 
 // startProc runs bin with args in dir (no namespace), its output kept as
@@ -117,7 +119,9 @@ func qemuUsing(dir string) []string {
 //  2. ctl free: device_del; the guest sees the function go.
 //  3. alloc again, then the box's agent dies: the host agent removes the
 //     GPU from the guest (a surprise removal), reports the link down, and
-//     the manager marks the GPU unhealthy.
+//     the allocation is degraded, its GPU still lent and healthy. The
+//     box's agent restarts: the reconciler restores its pair and the host
+//     agent puts the GPU back into the guest.
 //  4. SIGTERM: the agent exits 0, the guest is powered off, no QEMU left.
 func TestVMHostUnderManager(t *testing.T) {
 	privtest.Tool(t, "qemu-system-x86_64")
@@ -146,7 +150,7 @@ func TestVMHostUnderManager(t *testing.T) {
 	}
 	const admin = "admin-token-for-the-vm-test"
 	m, err := manager.New(manager.Config{Token: admin, GPUBridge: agentapi.GPUSide{Client: cl}, HostBridge: agentapi.HostSide{Client: cl},
-		AllowInsecureAgents: true, ReconcileInterval: -1, StepTimeout: 30 * time.Second, Logger: quiet})
+		AllowInsecureAgents: true, ReconcileInterval: -1, StepTimeout: 30 * time.Second, DegradedAfter: time.Second, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,15 +158,28 @@ func TestVMHostUnderManager(t *testing.T) {
 	defer func() { msrv.Close(); m.Close() }()
 	c := ctlclient.New(msrv.URL, admin)
 
-	// The GPU box: an in-process agent with one emulated H100.
+	// The GPU box: an in-process agent with one emulated H100, started
+	// again (empty, on the same ports) by startBox after it died.
 	box := pool.Box{ID: "box0", GPUs: []pool.GPU{{ID: "box0-g0", Model: "H100", MemoryMiB: 80 << 10, BDF: "0000:18:00.0"}}}
-	bctx, killBox := context.WithCancel(ctx)
-	boxAgent, err := bridgeagent.Start(bctx, bridgeagent.Options{Role: bridge.RoleGPU, Box: &box, Insecure: true, Log: quiet,
-		Listen: netip.MustParseAddrPort("127.0.0.1:0"), DeadAfter: 2 * time.Second, CompletionTimeout: 2 * time.Second})
-	if err != nil {
-		t.Fatal(err)
+	var (
+		boxAgent   *bridgeagent.Agent
+		killBox    context.CancelFunc
+		boxHandler atomic.Pointer[http.Handler]
+	)
+	startBox := func(listen netip.AddrPort, cred string) {
+		bctx, kill := context.WithCancel(ctx)
+		a, err := bridgeagent.Start(bctx, bridgeagent.Options{Role: bridge.RoleGPU, Box: &box, Insecure: true, Log: quiet,
+			Listen: listen, DeadAfter: 2 * time.Second, CompletionTimeout: 2 * time.Second, Credential: cred})
+		if err != nil {
+			kill()
+			t.Fatal(err)
+		}
+		boxAgent, killBox = a, kill
+		h := a.Handler()
+		boxHandler.Store(&h)
 	}
-	bsrv := httptest.NewServer(boxAgent.Handler())
+	startBox(netip.MustParseAddrPort("127.0.0.1:0"), "")
+	bsrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { (*boxHandler.Load()).ServeHTTP(w, r) }))
 	defer func() { killBox(); bsrv.Close(); boxAgent.Wait() }()
 	box.AgentURL = bsrv.URL
 	box.Bridge = pool.Endpoint{SwitchPort: "p2", MAC: "02:00:00:00:00:02", IP: "127.0.0.1", UDPPort: boxAgent.DataPlane().Port()}
@@ -261,7 +278,10 @@ func TestVMHostUnderManager(t *testing.T) {
 		freeTook.Round(time.Millisecond), field(t, removed, "gone_ms"))
 
 	// 3. alloc again; the box's agent dies: surprise removal in the guest,
-	// the GPU unhealthy in the pool.
+	// the allocation degraded, the GPU still lent and healthy (a silent
+	// link is no evidence that it failed). The box's agent comes back
+	// empty: the reconciler restores its pair, the link comes up and the
+	// host's agent puts the GPU back into the guest (device_add again).
 	a, err = c.Allocate(ctx, pool.Request{Host: "h1", Count: 1})
 	if err != nil {
 		t.Fatal(err)
@@ -275,12 +295,37 @@ func TestVMHostUnderManager(t *testing.T) {
 		t.Fatalf("the guest reported removals %v, want a second one", gone)
 	}
 	gs, err := c.GPUs(ctx, "box0", "unhealthy")
-	if err != nil || len(gs) != 1 || gs[0].ID != "box0-g0" {
-		t.Fatalf("unhealthy GPUs after the box died: %+v, %v", gs, err)
+	if err != nil || len(gs) != 0 {
+		t.Fatalf("unhealthy GPUs after the box died: %+v, %v; want none", gs, err)
+	}
+	waitfor.Until(t, "the allocation degraded", func() bool {
+		got, err := c.Allocation(ctx, a.ID)
+		return err == nil && got.State == pool.StateDegraded
+	})
+	if got, err := c.Allocation(ctx, a.ID); err != nil || len(got.GPUs) != 1 || len(got.Lost) != 0 {
+		t.Fatalf("allocation after the box died: %+v, %v; want its GPU still lent", got, err)
 	}
 	for _, s := range hostStatus(t, ctx, api, hostCred).Slots {
 		if s.Pair == a.GPUs[0].Pair && (s.Present || s.Removed != bridgeagent.RemovedSurprise || !strings.Contains(s.Reason, "link down")) {
-			t.Fatalf("the dead GPU's slot: %+v", s)
+			t.Fatalf("the silent GPU's slot: %+v", s)
+		}
+	}
+	startBox(netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), box.Bridge.UDPPort), boxCred)
+	if err := m.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	host.waitLines(t, 1, `msg="gpu back on the host after link up"`, "gpu=box0-g0")
+	host.waitLines(t, 3, `msg="gpu enumerated"`, "in_guest=true")
+	host.waitLines(t, 1, "reported pair link up to the manager")
+	if got, err := c.Allocation(ctx, a.ID); err != nil || got.State != pool.StateActive || len(got.GPUs) != 1 || len(got.Lost) != 0 {
+		t.Fatalf("allocation after the box came back: %+v, %v; want it active with its GPU", got, err)
+	}
+	if added := guestEvents(t, serial, "added"); len(added) != 3 || added[2]["boot0"] != boot0 {
+		t.Fatalf("the guest's own events: %v, want a third 10de:2330 with BOOT_0 %s", added, boot0)
+	}
+	for _, s := range hostStatus(t, ctx, api, hostCred).Slots {
+		if s.Pair == a.GPUs[0].Pair && (!s.Present || s.Boot0 != boot0) {
+			t.Fatalf("the GPU's slot after the box came back: %+v", s)
 		}
 	}
 
