@@ -331,6 +331,7 @@ func dxpuArgs(words []string) ([]string, bool) {
 // flags it parses and arguments it accepts.
 func checkDxpuArgs(args []string) error {
 	root := newRootCmd(newEnv(strings.NewReader(""), &strings.Builder{}, &strings.Builder{}, nil, noEnv))
+	root.InitDefaultCompletionCmd() // added when it executes, as the binary does
 	cmd, rest, err := root.Find(args)
 	if err == nil && cmd == root && len(rest) > 0 && strings.HasPrefix(rest[0], "-") {
 		// dxpu --version, dxpu --help: flags cobra adds when it executes.
@@ -692,7 +693,7 @@ var docChecks = map[string]func(d docRun) []string{
 			`"encap":"nettlp","truncated":false`,
 			"\n000000010100050ffedc0010\n", // encode(decode(x)) == x
 			"b.pcap: 200 frames read, 200 written",
-			"testdata/pcap/mix.pcap: encap:dxpu-eth=48 encap:dxpu-udp=24 encap:nettlp=24 frames=96")
+			"testdata/pcap/mix.pcap\n  frames           96 (24 VLAN-tagged, 0 sealed, 0 did not parse)\n  encapsulations   dxpu-eth 48, dxpu-udp 24, nettlp 24\n")
 		return append(errs, d.files("mix.pcap", "b.pcap")...)
 	},
 	"README.md > Wireshark": tsharkCplD,
@@ -800,10 +801,12 @@ var docChecks = map[string]func(d docRun) []string{
 // exampleMarkers are the markers of the commands whose Example cannot
 // simply run (a README marker's syntax); every other Example runs.
 var exampleMarkers = map[string]string{
-	"dxpu bench e2e": "<!-- run: root -->",
-	"dxpu conform":   "<!-- check: needs an implementation under test at 192.0.2.7 or on eth1 -->",
-	"dxpu vm demo":   "<!-- run: qemu -->",
-	"dxpu vm run":    "<!-- run: qemu, loopback -->",
+	"dxpu bench e2e":     "<!-- run: root -->",
+	"dxpu conform":       "<!-- check: needs an implementation under test at 192.0.2.7 or on eth1 -->",
+	"dxpu vm demo":       "<!-- run: qemu -->",
+	"dxpu chaos":         "<!-- check: campaigns of six daemons for 30 s and more; TestChaosCampaign runs one -->",
+	"dxpu bench manager": "<!-- check: 10 s benchmarks of 10,000 GPUs each, and an etcd cluster of the user's; its package's tests run it small -->",
+	"dxpu vm run":        "<!-- run: qemu, loopback -->",
 }
 
 // commandExamples returns every command of the tree with an Example, by
