@@ -524,6 +524,13 @@ func (r *Runner) onTimer() {
 		return
 	}
 	r.timerAt = bridge.NoDeadline
+	// While a loop polls, its Polls serve the deadline and, under
+	// HoldSends, its SendHeld sends: a timer armed before the first Poll
+	// must not frame what a turn held from under the loop (PollIdle
+	// re-arms it).
+	if r.busyPoll.Load() {
+		return
+	}
 	// The timer may be stale: a flush re-armed it while this call waited
 	// for the lock. Then it only re-arms.
 	if now := r.Now(); r.b.Deadline() <= now {

@@ -10,12 +10,14 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/dxpu/dxpu/fabric/ctlclient"
 	"github.com/dxpu/dxpu/fabric/manager"
 	"github.com/dxpu/dxpu/internal/privtest"
+	"github.com/dxpu/dxpu/internal/waitfor"
 )
 
 // dialFrom opens a connection to addr from local address ip.
@@ -51,13 +53,14 @@ func anonGet(t *testing.T, c net.Conn, br *bufio.Reader, path string) *http.Resp
 func TestIdleAnonymousConnectionsMakeRoom(t *testing.T) {
 	t.Parallel()
 	privtest.Loopback(t)
-	_, addr := hardenedWith(t, manager.ServerConfig{}, manager.ConnLimits{MaxConns: 3, Reserved: 1})
+	_, addr, idle := hardenedServe(t, manager.ServerConfig{}, manager.ConnLimits{MaxConns: 3, Reserved: 1})
 	var anon []net.Conn
 	for i := range 2 {
 		c := dialFrom(t, addr, fmt.Sprintf("127.0.0.%d", 2+i))
 		if resp := anonGet(t, c, bufio.NewReader(c), "/healthz"); resp.StatusCode != 200 {
 			t.Fatalf("anonymous connection %d: %d", i, resp.StatusCode)
 		}
+		idle.wait(t, c) // in this order in the listener's idle list
 		anon = append(anon, c)
 	}
 	admin := dialFrom(t, addr, "127.0.0.1")
@@ -73,11 +76,13 @@ func TestIdleAnonymousConnectionsMakeRoom(t *testing.T) {
 	if resp := anonGet(t, anon[1], bufio.NewReader(anon[1]), "/healthz"); resp.StatusCode != 200 {
 		t.Fatalf("the other anonymous connection: %d", resp.StatusCode)
 	}
+	idle.wait(t, anon[1])
 	late := dialFrom(t, addr, "127.0.0.4")
 	lbr := bufio.NewReader(late)
 	if resp := anonGet(t, late, lbr, "/healthz"); resp.StatusCode != 200 {
 		t.Fatalf("newcomer filling the listener: %d", resp.StatusCode)
 	}
+	idle.wait(t, late)
 	later := dialFrom(t, addr, "127.0.0.5")
 	if resp := anonGet(t, later, bufio.NewReader(later), "/healthz"); resp.StatusCode != 200 {
 		t.Fatalf("newcomer over the cap: %d", resp.StatusCode)
@@ -129,16 +134,18 @@ func TestReserveIsForCredentials(t *testing.T) {
 func TestAnonymousConnectionsPerAddressAreCapped(t *testing.T) {
 	t.Parallel()
 	privtest.Loopback(t)
-	_, addr := hardenedWith(t, manager.ServerConfig{}, manager.ConnLimits{MaxAnonConnsPerClient: 2})
+	_, addr, idle := hardenedServe(t, manager.ServerConfig{}, manager.ConnLimits{MaxAnonConnsPerClient: 2})
 	other := dialFrom(t, addr, "127.0.0.3")
 	obr := bufio.NewReader(other)
 	anonGet(t, other, obr, "/healthz")
+	idle.wait(t, other)
 	var mine []net.Conn
 	for range 3 {
 		c := dialFrom(t, addr, "127.0.0.2")
 		if resp := anonGet(t, c, bufio.NewReader(c), "/healthz"); resp.StatusCode != 200 {
 			t.Fatalf("connection %d from the capped address: %d", len(mine), resp.StatusCode)
 		}
+		idle.wait(t, c)
 		mine = append(mine, c)
 	}
 	closedByServer(t, mine[0], "the capped address's oldest connection")
@@ -255,6 +262,7 @@ func TestAdmissionOverTLS(t *testing.T) {
 	t.Cleanup(func() { m.Close() })
 	ts := httptest.NewUnstartedServer(nil)
 	ts.Config = manager.NewServer(m, manager.ServerConfig{})
+	idle := watchIdle(ts.Config)
 	ts.Listener = manager.LimitListenerWith(ts.Listener, manager.ConnLimits{MaxConns: 2, Reserved: 1})
 	ts.StartTLS()
 	t.Cleanup(ts.Close)
@@ -265,8 +273,16 @@ func TestAdmissionOverTLS(t *testing.T) {
 	}
 	io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
+	// The server marks the connection idle after the client has the
+	// answer: one still active is not cut, and the admin's would take a
+	// reserved slot instead.
+	idle.waitN(t, 1)
 	admin := ctlclient.New(ts.URL, token)
-	admin.HTTP = ts.Client()
+	// One connection: a second one, dialed while the first is on its way
+	// back to the pool, would be another anonymous one.
+	tr := ts.Client().Transport.(*http.Transport).Clone()
+	tr.MaxConnsPerHost = 1
+	admin.HTTP = &http.Client{Transport: tr}
 	if _, err := admin.Stats(context.Background()); err != nil {
 		t.Fatalf("admin over TLS with the anonymous share full: %v", err)
 	}
@@ -283,4 +299,50 @@ func TestAdmissionOverTLS(t *testing.T) {
 			t.Errorf("metrics lack %q:\n%s", want, b)
 		}
 	}
+}
+
+// serverIdle follows which connections a server's ConnState hook
+// (NewServer's, which it wraps and runs first) holds idle, by the client's
+// address. The server marks a connection idle only after the client has
+// the answer, and the listener cuts only idle ones: a newcomer meant to
+// cut one waits until the listener knows it is idle.
+type serverIdle struct {
+	mu   sync.Mutex
+	idle map[string]bool
+	n    int // connections gone idle, in all
+}
+
+func watchIdle(srv *http.Server) *serverIdle {
+	w := &serverIdle{idle: map[string]bool{}}
+	hook := srv.ConnState
+	srv.ConnState = func(c net.Conn, s http.ConnState) {
+		hook(c, s)
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		w.idle[c.RemoteAddr().String()] = s == http.StateIdle
+		if s == http.StateIdle {
+			w.n++
+		}
+	}
+	return w
+}
+
+// wait waits until the server holds the client connection c idle.
+func (w *serverIdle) wait(t *testing.T, c net.Conn) {
+	t.Helper()
+	waitfor.Until(t, fmt.Sprintf("connection from %v idle at the server", c.LocalAddr()), func() bool {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return w.idle[c.LocalAddr().String()]
+	})
+}
+
+// waitN waits until n connections went idle at the server, in all.
+func (w *serverIdle) waitN(t *testing.T, n int) {
+	t.Helper()
+	waitfor.Until(t, fmt.Sprintf("%d connections idle at the server", n), func() bool {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return w.n >= n
+	})
 }

@@ -30,6 +30,14 @@ func hardened(t *testing.T, cfg manager.ServerConfig, maxConns int) (*manager.Ma
 // hardenedWith serves a manager through NewServer on LimitListenerWith(lim).
 func hardenedWith(t *testing.T, cfg manager.ServerConfig, lim manager.ConnLimits) (*manager.Manager, string) {
 	t.Helper()
+	m, addr, _ := hardenedServe(t, cfg, lim)
+	return m, addr
+}
+
+// hardenedServe is hardenedWith that also follows which connections the
+// server holds idle.
+func hardenedServe(t *testing.T, cfg manager.ServerConfig, lim manager.ConnLimits) (*manager.Manager, string, *serverIdle) {
+	t.Helper()
 	m, err := manager.New(manager.Config{Token: token, Logger: quiet(), ReconcileInterval: -1})
 	if err != nil {
 		t.Fatal(err)
@@ -39,6 +47,7 @@ func hardenedWith(t *testing.T, cfg manager.ServerConfig, lim manager.ConnLimits
 		t.Fatal(err)
 	}
 	srv := manager.NewServer(m, cfg)
+	idle := watchIdle(srv)
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(manager.LimitListenerWith(ln, lim)) }()
 	t.Cleanup(func() {
@@ -48,7 +57,7 @@ func hardenedWith(t *testing.T, cfg manager.ServerConfig, lim manager.ConnLimits
 		}
 		m.Close()
 	})
-	return m, ln.Addr().String()
+	return m, ln.Addr().String(), idle
 }
 
 func dial(t *testing.T, addr string) net.Conn {
