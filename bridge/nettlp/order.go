@@ -3,17 +3,18 @@ package nettlp
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
+	"sync/atomic"
+	"syscall"
 	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
-
-// pollWait bounds a blocking poll so that Serve sees ctx end.
-const pollWait = 50 * time.Millisecond
 
 // head is the one datagram of a socket received but not yet executed.
 type head struct {
@@ -44,13 +45,37 @@ type sched struct {
 	pfds  []unix.PollFd
 	idx   []int // socket of each pfds entry
 	zero  unix.Timespec
-	wait  unix.Timespec
+
+	// The idle wait: an epoll set of all sockets, waited on through Go's
+	// netpoller (a blocking poll(2) costs a thread hand-off per datagram).
+	ep    *os.File
+	erc   syscall.RawConn
+	evs   [1]unix.EpollEvent
+	ready func(fd uintptr) bool
+	stop  atomic.Bool
 }
 
 func (t *Target) newSched() (*sched, error) {
 	n := t.tr.Tags()
 	s := &sched{t: t, heads: make([]head, n), ports: make([]portState, n),
-		pfds: make([]unix.PollFd, 0, n), idx: make([]int, 0, n), wait: unix.NsecToTimespec(int64(pollWait))}
+		pfds: make([]unix.PollFd, 0, n), idx: make([]int, 0, n)}
+	epfd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("nettlp: epoll: %w", err)
+	}
+	if err := unix.SetNonblock(epfd, true); err != nil {
+		unix.Close(epfd)
+		return nil, fmt.Errorf("nettlp: epoll: %w", err)
+	}
+	s.ep = os.NewFile(uintptr(epfd), "nettlp-epoll")
+	if s.erc, err = s.ep.SyscallConn(); err != nil {
+		s.close()
+		return nil, fmt.Errorf("nettlp: epoll: %w", err)
+	}
+	s.ready = func(fd uintptr) bool {
+		n, err := unix.EpollWait(int(fd), s.evs[:], 0)
+		return n > 0 || (err != nil && err != unix.EINTR) || s.stop.Load()
+	}
 	for i := range n {
 		c, err := NewCompleter(t.cfg.Completer, t.mem, HeaderLen, &t.stats)
 		if err != nil {
@@ -73,6 +98,10 @@ func (t *Target) newSched() (*sched, error) {
 			return nil, err
 		}
 		s.fds = append(s.fds, fd)
+		if err := unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, fd, &unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(fd)}); err != nil {
+			s.close()
+			return nil, fmt.Errorf("nettlp: epoll: %w", err)
+		}
 		h := &s.heads[i]
 		h.buf = make([]byte, MaxDatagram)
 		h.oob = make([]byte, unix.CmsgSpace(int(unsafe.Sizeof(unix.Timespec{}))))
@@ -168,32 +197,43 @@ func (s *sched) close() {
 		unix.Close(fd)
 	}
 	s.fds = nil
+	if s.ep != nil {
+		s.ep.Close()
+	}
+}
+
+// wake ends an idle wait for good (ctx done or the target closed).
+func (s *sched) wake() {
+	s.stop.Store(true)
+	if s.ep != nil {
+		_ = s.ep.SetReadDeadline(time.Unix(1, 0))
+	}
 }
 
 func (s *sched) run(ctx context.Context) error {
+	defer context.AfterFunc(ctx, s.wake)()
 	for {
-		if ctx.Err() != nil || s.t.tr.closed.Load() {
+		if ctx.Err() != nil || s.t.tr.closed.Load() || s.stop.Load() {
 			return nil
+		}
+		if !s.holding() {
+			if err := s.erc.Read(s.ready); err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+				return fmt.Errorf("nettlp: wait on the tag ports: %w", err)
+			}
 		}
 		// Every socket seen empty by the poll below stays empty until
 		// after now: its next datagram is stamped later than now.
 		now := time.Now().UnixNano()
 		s.pfds, s.idx = s.pfds[:0], s.idx[:0]
-		held := false
 		for i := range s.heads {
 			if s.heads[i].held {
-				held = true
 				continue
 			}
 			s.pfds = append(s.pfds, unix.PollFd{Fd: int32(s.fds[i]), Events: unix.POLLIN})
 			s.idx = append(s.idx, i)
 		}
 		if len(s.pfds) > 0 {
-			ts := &s.wait
-			if held {
-				ts = &s.zero
-			}
-			if _, err := unix.Ppoll(s.pfds, ts, nil); err != nil && err != unix.EINTR {
+			if _, err := unix.Ppoll(s.pfds, &s.zero, nil); err != nil && err != unix.EINTR {
 				return fmt.Errorf("nettlp: poll the tag ports: %w", err)
 			}
 			for k, p := range s.pfds {
@@ -221,6 +261,16 @@ func (s *sched) run(ctx context.Context) error {
 		h.held = false
 		s.t.serve(best, &s.ports[best], h.buf[:h.n], h.from)
 	}
+}
+
+// holding reports whether any socket's datagram is held.
+func (s *sched) holding() bool {
+	for i := range s.heads {
+		if s.heads[i].held {
+			return true
+		}
+	}
+	return false
 }
 
 // recv takes socket i's next datagram, if any, as its head.

@@ -91,7 +91,9 @@ func (t *Target) Transport() *Transport { return t.tr }
 
 // Close releases the sockets of a target that is not serving.
 func (t *Target) Close() error {
-	if !t.serving.Load() {
+	if t.serving.Load() {
+		t.sched.wake() // Serve closes the descriptors on its way out
+	} else {
 		t.sched.close()
 	}
 	return t.tr.Close()
