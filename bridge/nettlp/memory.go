@@ -12,8 +12,8 @@ import (
 var ErrOutOfRange = errors.New("nettlp: address out of range")
 
 // Memory is the host memory a Target serves: physical addresses, byte
-// granular. Implementations must be safe for concurrent use (the target
-// serves every tag port from its own goroutine). An access that is not
+// granular. Implementations must be safe for concurrent use (a target
+// serves from one goroutine, but others may share the memory). An access that is not
 // wholly backed fails with an error wrapping ErrOutOfRange and changes
 // nothing.
 type Memory interface {

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
-	"sync"
+	"sync/atomic"
 )
 
 // TargetConfig configures a Target.
@@ -46,9 +46,9 @@ func (c *TargetConfig) allowed(a netip.Addr) bool {
 
 // Target is a NetTLP-compatible DMA target: it stands where a NetTLP
 // adapter stands and answers the DMA reads and writes that libtlp (or a
-// device behind an adapter) sends, out of a Memory. Each tag port is served
-// by its own goroutine in arrival order, so a read on a port returns only
-// after every write sent before it on that port has landed; replies leave
+// device behind an adapter) sends, out of a Memory. One goroutine serves
+// all tag ports in the order the datagrams arrived, so a read returns only
+// after every write sent before it, on any port, has landed; replies leave
 // from the port the request came to, addressed to its source.
 type Target struct {
 	cfg   TargetConfig
@@ -56,6 +56,9 @@ type Target struct {
 	tr    *Transport
 	stats Stats
 	log   *slog.Logger
+	sched *sched
+	// serving: Serve owns the sched's descriptors and closes them itself.
+	serving atomic.Bool
 }
 
 // NewTarget binds the tag ports and returns a target ready to Serve.
@@ -74,73 +77,72 @@ func NewTarget(cfg TargetConfig, mem Memory) (*Target, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Target{cfg: cfg, mem: mem, tr: tr, log: log}, nil
+	t := &Target{cfg: cfg, mem: mem, tr: tr, log: log}
+	if t.sched, err = t.newSched(); err != nil {
+		tr.Close()
+		return nil, err
+	}
+	awaitArrivalStamps(cfg.Addr)
+	return t, nil
 }
 
 // Transport returns the sockets (for their addresses and buffer sizes).
 func (t *Target) Transport() *Transport { return t.tr }
 
 // Close releases the sockets of a target that is not serving.
-func (t *Target) Close() error { return t.tr.Close() }
+func (t *Target) Close() error {
+	if t.serving.Load() {
+		t.sched.wake() // Serve closes the descriptors on its way out
+	} else {
+		t.sched.close()
+	}
+	return t.tr.Close()
+}
 
 // Stats returns the live counters.
 func (t *Target) Stats() *Stats { return &t.stats }
 
 // Serve answers requests until ctx is done, then closes the sockets and
 // returns nil; it returns an error if a socket fails. A Target serves once.
+//
+// One goroutine serves every tag port, in the order the kernel received
+// the datagrams (SO_TIMESTAMPNS): a host runs one stream in order, and a
+// read sent on one tag port after a posted write on another must see that
+// write (PCIe: a read never passes a posted write). A goroutine per port
+// let the read win under load.
 func (t *Target) Serve(ctx context.Context) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var wg sync.WaitGroup
-	errs := make([]error, t.tr.Tags())
-	for i := range t.tr.Tags() {
-		c, err := NewCompleter(t.cfg.Completer, t.mem, HeaderLen, &t.stats)
-		if err != nil {
-			t.tr.Close()
-			return err
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[i] = t.servePort(i, c)
-			if errs[i] != nil {
-				cancel()
-			}
-		}()
-	}
-	<-ctx.Done()
+	t.serving.Store(true)
+	defer t.sched.close()
+	err := t.sched.run(ctx)
 	t.tr.Close()
-	wg.Wait()
-	return errors.Join(errs...)
+	return err
 }
 
-func (t *Target) servePort(i int, c *Completer) error {
-	var src netip.AddrPort
-	var sendErr error
-	emit := func(frame []byte) error {
-		if err := t.tr.Send(i, src, frame); err != nil {
-			t.stats.SendErrors.Add(1)
-			sendErr = err
-			return err
-		}
-		return nil
+// portState is one tag port's completer and its reply path; emit is built
+// once so serving a datagram allocates nothing.
+type portState struct {
+	c       *Completer
+	src     netip.AddrPort
+	sendErr error
+	emit    func([]byte) error
+}
+
+// serve executes one datagram that came to tag port i from src.
+func (t *Target) serve(i int, p *portState, d []byte, from netip.AddrPort) {
+	t.stats.Datagrams.Add(1)
+	if !t.cfg.allowed(from.Addr()) {
+		t.stats.Refused.Add(1)
+		return
 	}
-	return t.tr.recvLoop(i, func(d []byte, from netip.AddrPort) {
-		t.stats.Datagrams.Add(1)
-		if !t.cfg.allowed(from.Addr()) {
-			t.stats.Refused.Add(1)
-			return
-		}
-		src = from
-		_, b, err := SplitDatagram(d)
-		if err != nil {
-			t.stats.Malformed.Add(1)
-			t.log.Debug("nettlp target: datagram dropped", "port", Port(uint16(i)), "from", from, "err", err)
-			return
-		}
-		sendErr = nil
-		if err := c.Handle(b, emit); err != nil && !errors.Is(err, ErrUnsupported) && sendErr == nil {
-			t.log.Debug("nettlp target: TLP not served as asked", "port", Port(uint16(i)), "from", from, "err", err)
-		}
-	})
+	p.src = from
+	_, b, err := SplitDatagram(d)
+	if err != nil {
+		t.stats.Malformed.Add(1)
+		t.log.Debug("nettlp target: datagram dropped", "port", Port(uint16(i)), "from", from, "err", err)
+		return
+	}
+	p.sendErr = nil
+	if err := p.c.Handle(b, p.emit); err != nil && !errors.Is(err, ErrUnsupported) && p.sendErr == nil {
+		t.log.Debug("nettlp target: TLP not served as asked", "port", Port(uint16(i)), "from", from, "err", err)
+	}
 }
