@@ -61,6 +61,6 @@ if [ -n "$race_pkgs" ]; then
 	# The docs and Example runs drive a separately built dxpu, which -race
 	# does not instrument: the plain pass ran them.
 	# shellcheck disable=SC2086
-	go test -race "${args[@]}" -skip 'TestDocsRun|TestCommandExamples' $race_pkgs
+	go test -race "${args[@]}" -skip 'TestDocsRun|TestCommandExamples|TestChaosCampaign' $race_pkgs
 fi
 echo "== stress: passed in $((SECONDS - start))s"
