@@ -460,6 +460,13 @@ func TestMalformedFramesAtAnyAddress(t *testing.T) {
 // flag, not with rule failures: a Keepalive measured while idle, a
 // DeadAfter at the long flap. Not parallel: see TestBridgeConforms.
 func TestTimerMismatchStops(t *testing.T) {
+	if raceEnabled {
+		// The kit tells a longer timer from its own stalls by the intervals
+		// it measures; the detector slows the kit as much as the bridge, so
+		// the margins between the timers here and the slack vanish.
+		// TestConformTimerMismatch (cmd/dxpu) checks the shipped binaries.
+		t.Skip("timer measurements under the race detector")
+	}
 	for _, c := range []struct {
 		name      string
 		bridge    func(*Timers)
@@ -467,7 +474,10 @@ func TestTimerMismatchStops(t *testing.T) {
 		flag      string
 	}{
 		{"keepalive longer", func(b *Timers) { b.Keepalive, b.DeadAfter = 2*iutTimers.Slack, 20*iutTimers.Slack }, []string{"handshake"}, "--keepalive"},
-		{"dead-after longer", func(b *Timers) { b.DeadAfter = 3 * iutTimers.DeadAfter }, []string{"handshake", "flap-long"}, "--dead-after"},
+		// Longer than the kit waits before it calls the link late (DeadAfter
+		// + 2 MaxRTO + 4 Slack: 640 ms under -race), so it is a mismatch on
+		// either build; 3x fell inside that wait under -race.
+		{"dead-after longer", func(b *Timers) { b.DeadAfter = 5 * iutTimers.DeadAfter }, []string{"handshake", "flap-long"}, "--dead-after"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			bt := iutTimers
