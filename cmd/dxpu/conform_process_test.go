@@ -45,8 +45,12 @@ func TestConformTimerMismatch(t *testing.T) {
 		t.Fatalf("dxpu conform: %v, want exit status 2\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
 	}
 	msg := strings.TrimSuffix(stderr.String(), "\n")
-	if stdout.Len() != 0 || strings.Contains(msg, "\n") || !strings.Contains(msg, "--keepalive 1ms") {
-		t.Errorf("want one line naming --keepalive 1ms and no report\nstdout:\n%s\nstderr:\n%s", stdout.String(), stderr.String())
+	// Whichever timer the kit measures first names the mismatch: the
+	// keepalive, unless its own stalls under load made it skip those
+	// intervals, then the dead-after (make stress saw that once).
+	named := strings.Contains(msg, "--keepalive 1ms") || strings.Contains(msg, "--dead-after 10ms")
+	if stdout.Len() != 0 || strings.Contains(msg, "\n") || !strings.Contains(msg, "does not match the kit's options") || !named {
+		t.Errorf("want one line naming --keepalive 1ms or --dead-after 10ms and no report\nstdout:\n%s\nstderr:\n%s", stdout.String(), stderr.String())
 	}
 	t.Log(msg)
 }
