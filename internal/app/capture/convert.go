@@ -59,19 +59,11 @@ func Convert(o ConvertOptions, stdout, stderr io.Writer) error {
 	if o.MTU < 128 || o.MTU > 65535 {
 		return apperr.Usage(fmt.Errorf("convert: --mtu %d: want 128..65535", o.MTU))
 	}
-	r, err := pcapio.OpenEthernet(o.In)
-	if err != nil {
-		return failedIfLinkType(err)
-	}
-	defer r.Close()
-	nanos := r.Nanos()
-	if o.Nanos != nil {
-		nanos = *o.Nanos
-	}
-	w, err := pcapio.Create(o.Out, pcapio.WriterOptions{PcapNG: o.PcapNG, Nanos: nanos})
+	r, w, err := openRewrite(o.In, o.Out, o.PcapNG, o.Nanos)
 	if err != nil {
 		return err
 	}
+	defer r.Close()
 	cv := &converter{in: o.In, to: to, vlan: o.VLAN, pair: o.Pair, cfg: encap.Config{UDPPort: o.UDPPort}, src: src, dst: dst, w: w,
 		seq: map[[12]byte]uint32{}, pack: o.Pack}
 	cv.packer.MTU = o.MTU

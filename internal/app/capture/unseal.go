@@ -55,19 +55,11 @@ func Unseal(o UnsealOptions, stdout, stderr io.Writer) error {
 	if err != nil {
 		return apperr.Usage(fmt.Errorf("unseal: --key-log %s: %w", o.KeyLog, err))
 	}
-	r, err := pcapio.OpenEthernet(o.In)
-	if err != nil {
-		return failedIfLinkType(err)
-	}
-	defer r.Close()
-	nanos := r.Nanos()
-	if o.Nanos != nil {
-		nanos = *o.Nanos
-	}
-	w, err := pcapio.Create(o.Out, pcapio.WriterOptions{PcapNG: o.PcapNG, Nanos: nanos})
+	r, w, err := openRewrite(o.In, o.Out, o.PcapNG, o.Nanos)
 	if err != nil {
 		return err
 	}
+	defer r.Close()
 	u := &unsealer{o: &o, u: seal.NewUnsealer(secrets), w: w, reasons: map[string]*reasonCount{}}
 	err = u.run(r)
 	if cerr := w.Close(); err == nil {
