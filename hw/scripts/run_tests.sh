@@ -4,6 +4,7 @@
 # lines. A testbench may add Verilator arguments (parameters, a wrapper
 # file) in a line "// verilator-args: ...". TESTS=name,name runs a subset.
 set -euo pipefail
+shopt -s nullglob
 cd "$(dirname "$0")/.."
 build=${BUILD:-build}/test
 mkdir -p "$build"
