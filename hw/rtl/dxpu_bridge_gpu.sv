@@ -83,18 +83,126 @@ module dxpu_bridge_gpu #(
     output logic [31:0] stat_frames_tx,
     output logic [31:0] stat_retransmits
 );
-    // Skeleton: ports only, replaced by the datapath.
-    assign s_mac_tready = 1'b0;
-    assign m_mac_tdata = '0; assign m_mac_tkeep = '0; assign m_mac_tvalid = 1'b0; assign m_mac_tlast = 1'b0;
-    assign m_axis_cq_tdata = '0; assign m_axis_cq_tkeep = '0; assign m_axis_cq_tvalid = 1'b0; assign m_axis_cq_tlast = 1'b0;
-    assign s_axis_cc_tready = 1'b0;
-    assign s_axis_rq_tready = 1'b0;
-    assign m_axis_rc_tdata = '0; assign m_axis_rc_tkeep = '0; assign m_axis_rc_tvalid = 1'b0; assign m_axis_rc_tlast = 1'b0;
-    assign link_up = 1'b0;
-    assign stat_frames_rx = '0; assign stat_frames_bad = '0; assign stat_frames_tx = '0; assign stat_retransmits = '0;
-    logic unused;
-    assign unused = ^{clk, rst, tick_us, rand_seed, cfg_pair, cfg_local_mac, cfg_peer_mac, cfg_udp, cfg_local_ip,
-                      cfg_peer_ip, cfg_udp_port, cfg_vlan_en, cfg_vlan_tci, s_mac_tdata, s_mac_tkeep, s_mac_tvalid,
-                      s_mac_tlast, m_mac_tready, m_axis_cq_tready, s_axis_cc_tdata, s_axis_cc_tkeep, s_axis_cc_tvalid,
-                      s_axis_cc_tlast, s_axis_rq_tdata, s_axis_rq_tkeep, s_axis_rq_tvalid, s_axis_rq_tlast, m_axis_rc_tready};
+    localparam int FRAME_BYTES = 2048;
+    localparam int RXL = $clog2(RX_SLOTS);
+    localparam int TXL = $clog2(RTX_SLOTS);
+    localparam int SB = $clog2(SLOT_BYTES);
+    localparam int LW = $clog2(FRAME_BYTES) + 1;
+    localparam int FWA = $clog2(FRAME_BYTES / 8);
+    localparam int RXA = $clog2(RX_SLOTS * SLOT_BYTES / 8);
+    localparam int TXA = $clog2(RTX_SLOTS * SLOT_BYTES / 8);
+    localparam int TGL = $clog2(NTAGS);
+
+    // received frames
+    logic           rxf_valid, rxf_trunc, rxf_done;
+    logic [LW-1:0]  rxf_len;
+    logic [FWA-1:0] rxf_raddr;
+    logic [63:0]    rxf_rdata;
+    dxpu_mac_rx #(.FRAME_BYTES(FRAME_BYTES)) mac_rx (
+        .clk(clk), .rst(rst), .s_tdata(s_mac_tdata), .s_tkeep(s_mac_tkeep), .s_tvalid(s_mac_tvalid),
+        .s_tready(s_mac_tready), .s_tlast(s_mac_tlast), .frame_valid(rxf_valid), .frame_len(rxf_len),
+        .frame_trunc(rxf_trunc), .frame_done(rxf_done), .raddr(rxf_raddr), .rdata(rxf_rdata));
+
+    // frames to send
+    logic           txf_we, txf_start, txf_busy;
+    logic [LW-2:0]  txf_addr;
+    logic [7:0]     txf_data;
+    logic [LW-1:0]  txf_len;
+    dxpu_mac_tx #(.FRAME_BYTES(FRAME_BYTES)) mac_tx (
+        .clk(clk), .rst(rst), .bwe(txf_we), .baddr(txf_addr), .bdata(txf_data), .start(txf_start),
+        .len(txf_len), .busy(txf_busy), .m_tdata(m_mac_tdata), .m_tkeep(m_mac_tkeep),
+        .m_tvalid(m_mac_tvalid), .m_tready(m_mac_tready), .m_tlast(m_mac_tlast));
+
+    // receive buffer: TLPs accepted from the peer (the reorder window)
+    logic           rxb_we;
+    logic [7:0]     rxb_wbe;
+    logic [RXA-1:0] rxb_waddr, rxb_raddr;
+    logic [63:0]    rxb_wdata, rxb_rdata;
+    logic [RXL:0]   rx_nxt_slot, rx_del_slot;
+    logic [SB:0]    rx_del_len;
+    dxpu_ram #(.WIDTH(64), .DEPTH(RX_SLOTS * SLOT_BYTES / 8)) rx_buf (
+        .clk(clk), .we(rxb_we), .wbe(rxb_wbe), .waddr(rxb_waddr), .wdata(rxb_wdata),
+        .raddr(rxb_raddr), .rdata(rxb_rdata));
+
+    // retransmit buffer: TLPs sent to the peer until acknowledged
+    logic           rtx_we;
+    logic [TXA-1:0] rtx_waddr, rtx_raddr;
+    logic [63:0]    rtx_wdata, rtx_rdata;
+    logic [31:0]    snd_nxt, snd_una, sess_isn;
+    logic [TXL-1:0] rtx_len_slot;
+    logic [SB:0]    rtx_len;
+    logic           snd_stalled, up, sess_init, peer_tag10;
+    logic [15:0]    peer_window;
+    logic [5:0]     peer_inf;
+    logic [31:0]    peer_lim [6];
+    dxpu_ram #(.WIDTH(64), .DEPTH(RTX_SLOTS * SLOT_BYTES / 8)) rtx_buf (
+        .clk(clk), .we(rtx_we), .wbe(8'hff), .waddr(rtx_waddr), .wdata(rtx_wdata),
+        .raddr(rtx_raddr), .rdata(rtx_rdata));
+
+    dxpu_engine #(
+        .RX_SLOTS(RX_SLOTS), .RTX_SLOTS(RTX_SLOTS), .SLOT_BYTES(SLOT_BYTES), .FRAME_BYTES(FRAME_BYTES),
+        .HELLO_US(HELLO_US), .KEEPALIVE_US(KEEPALIVE_US), .DEAD_AFTER_US(DEAD_AFTER_US),
+        .RTO_INIT_US(RTO_INIT_US), .MAX_RTO_US(MAX_RTO_US)
+    ) engine (
+        .clk(clk), .rst(rst), .tick_us(tick_us), .rand_seed(rand_seed),
+        .cfg_pair(cfg_pair), .cfg_local_mac(cfg_local_mac), .cfg_peer_mac(cfg_peer_mac), .cfg_udp(cfg_udp),
+        .cfg_local_ip(cfg_local_ip), .cfg_peer_ip(cfg_peer_ip), .cfg_udp_port(cfg_udp_port),
+        .cfg_vlan_en(cfg_vlan_en), .cfg_vlan_tci(cfg_vlan_tci),
+        .rxf_valid(rxf_valid), .rxf_len(rxf_len), .rxf_trunc(rxf_trunc), .rxf_done(rxf_done),
+        .rxf_raddr(rxf_raddr), .rxf_rdata(rxf_rdata),
+        .txf_we(txf_we), .txf_addr(txf_addr), .txf_data(txf_data), .txf_start(txf_start), .txf_len(txf_len),
+        .txf_busy(txf_busy),
+        .rxb_we(rxb_we), .rxb_wbe(rxb_wbe), .rxb_waddr(rxb_waddr), .rxb_wdata(rxb_wdata),
+        .rx_nxt_slot(rx_nxt_slot), .rx_del_slot(rx_del_slot), .rx_del_len(rx_del_len),
+        .rtx_raddr(rtx_raddr), .rtx_rdata(rtx_rdata), .snd_nxt(snd_nxt), .rtx_len_slot(rtx_len_slot),
+        .rtx_len(rtx_len), .snd_stalled(snd_stalled),
+        .up(up), .sess_init(sess_init), .sess_isn(sess_isn), .snd_una_o(snd_una), .peer_window(peer_window),
+        .peer_tag10(peer_tag10), .peer_inf(peer_inf), .peer_lim(peer_lim),
+        .stat_frames_rx(stat_frames_rx), .stat_frames_bad(stat_frames_bad), .stat_frames_tx(stat_frames_tx),
+        .stat_retransmits(stat_retransmits));
+    assign link_up = up;
+
+    // tags of the device's own requests
+    logic           tag_free, tag_take, np_down, np_down_ready;
+    logic [TGL-1:0] tag_idx;
+    logic [9:0]     tag_ltag, np_down_tag, q_wtag, q_ltag, syn_ltag;
+    logic [15:0]    tag_lreq, np_down_req, q_req, q_lreq, syn_lreq;
+    logic [12:0]    tag_bytes, np_down_bytes, q_rem, syn_bytes;
+    logic           q_hit, q_done, q_last, q_drop, syn_valid, syn_ready;
+    logic [2:0]     syn_status;
+
+    dxpu_ingest #(.RTX_SLOTS(RTX_SLOTS), .SLOT_BYTES(SLOT_BYTES), .NTAGS(NTAGS)) ingest (
+        .clk(clk), .rst(rst), .up(up), .sess_init(sess_init), .sess_isn(sess_isn), .snd_una(snd_una),
+        .peer_window(peer_window), .peer_inf(peer_inf), .peer_lim(peer_lim), .peer_tag10(peer_tag10),
+        .s_cc_tdata(s_axis_cc_tdata), .s_cc_tkeep(s_axis_cc_tkeep), .s_cc_tvalid(s_axis_cc_tvalid),
+        .s_cc_tready(s_axis_cc_tready), .s_cc_tlast(s_axis_cc_tlast),
+        .s_rq_tdata(s_axis_rq_tdata), .s_rq_tkeep(s_axis_rq_tkeep), .s_rq_tvalid(s_axis_rq_tvalid),
+        .s_rq_tready(s_axis_rq_tready), .s_rq_tlast(s_axis_rq_tlast),
+        .rtx_we(rtx_we), .rtx_waddr(rtx_waddr), .rtx_wdata(rtx_wdata), .snd_nxt(snd_nxt),
+        .len_slot(rtx_len_slot), .len_q(rtx_len), .stalled(snd_stalled),
+        .tag_free(tag_free), .tag_idx(tag_idx), .tag_take(tag_take), .tag_ltag(tag_ltag), .tag_lreq(tag_lreq),
+        .tag_bytes(tag_bytes), .np_down(np_down), .np_down_tag(np_down_tag), .np_down_req(np_down_req),
+        .np_down_bytes(np_down_bytes), .np_down_ready(np_down_ready));
+
+    dxpu_tags #(.NTAGS(NTAGS), .CPL_TIMEOUT_US(CPL_TIMEOUT_US)) tags (
+        .clk(clk), .rst(rst), .tick_us(tick_us), .up(up), .peer_tag10(peer_tag10),
+        .tag_free(tag_free), .tag_idx(tag_idx), .tag_take(tag_take), .tag_ltag(tag_ltag), .tag_lreq(tag_lreq),
+        .tag_bytes(tag_bytes), .np_down(np_down), .np_down_tag(np_down_tag), .np_down_req(np_down_req),
+        .np_down_bytes(np_down_bytes), .np_down_ready(np_down_ready),
+        .q_wtag(q_wtag), .q_req(q_req), .q_hit(q_hit), .q_ltag(q_ltag), .q_lreq(q_lreq), .q_done(q_done),
+        .q_last(q_last), .q_rem(q_rem), .q_drop(q_drop),
+        .syn_valid(syn_valid), .syn_ltag(syn_ltag), .syn_lreq(syn_lreq), .syn_bytes(syn_bytes),
+        .syn_status(syn_status), .syn_ready(syn_ready));
+
+    dxpu_deliver #(.RX_SLOTS(RX_SLOTS), .SLOT_BYTES(SLOT_BYTES)) deliver (
+        .clk(clk), .rst(rst), .nxt_slot(rx_nxt_slot), .del_slot(rx_del_slot), .del_len(rx_del_len),
+        .raddr(rxb_raddr), .rdata(rxb_rdata),
+        .m_cq_tdata(m_axis_cq_tdata), .m_cq_tkeep(m_axis_cq_tkeep), .m_cq_tvalid(m_axis_cq_tvalid),
+        .m_cq_tready(m_axis_cq_tready), .m_cq_tlast(m_axis_cq_tlast),
+        .m_rc_tdata(m_axis_rc_tdata), .m_rc_tkeep(m_axis_rc_tkeep), .m_rc_tvalid(m_axis_rc_tvalid),
+        .m_rc_tready(m_axis_rc_tready), .m_rc_tlast(m_axis_rc_tlast),
+        .q_wtag(q_wtag), .q_req(q_req), .q_hit(q_hit), .q_ltag(q_ltag), .q_lreq(q_lreq), .q_done(q_done),
+        .q_last(q_last), .q_rem(q_rem), .q_drop(q_drop),
+        .syn_valid(syn_valid), .syn_ltag(syn_ltag), .syn_lreq(syn_lreq), .syn_bytes(syn_bytes),
+        .syn_status(syn_status), .syn_ready(syn_ready));
 endmodule
