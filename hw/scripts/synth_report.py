@@ -49,6 +49,9 @@ def main():
             rdclk = int(p.get("RD_CLK_ENABLE", "1"), 2)
             nrd = int(p.get("RD_PORTS", "1"), 2)
             sync = rdclk == (1 << nrd) - 1 if nrd else True
+            # Below 1 Kbit a vendor tool puts even a clocked memory in LUT
+            # RAM: count it with the small ones, not as block RAM.
+            sync = sync and size * width >= 1024
             mems.append({"name": name.lstrip("\\"), "depth": size, "width": width,
                          "bits": size * width, "sync_read": sync,
                          "bram18": blocks(size, width) if sync else 0})
@@ -57,17 +60,17 @@ def main():
         else:
             logic += 1
     bram_bits = sum(m["bits"] for m in mems if m["sync_read"])
-    async_bits = sum(m["bits"] for m in mems if not m["sync_read"])
+    small_bits = sum(m["bits"] for m in mems if not m["sync_read"])
     out = {"top": top, "cells": cells, "logic_cells": logic, "flip_flops": ffs,
            "memories": len(mems), "bram_bits": bram_bits, "bram18_blocks": sum(m["bram18"] for m in mems),
-           "async_memory_bits": async_bits, "memory_list": mems}
+           "small_memory_bits": small_bits, "memory_list": mems}
     if as_json:
         print(json.dumps(out))
         return
     print(f"{top}: cells {cells} (logic {logic}, flip-flops {ffs}, memories {len(mems)}), "
-          f"block-RAM bits {bram_bits} ({out['bram18_blocks']} x 18Kb), async-read memory bits {async_bits}")
+          f"block-RAM bits {bram_bits} ({out['bram18_blocks']} x 18Kb), LUT-RAM or flip-flop memory bits {small_bits}")
     for m in mems:
-        kind = "block RAM" if m["sync_read"] else "async read: LUT RAM/flip-flops"
+        kind = "block RAM" if m["sync_read"] else "LUT RAM/flip-flops: asynchronous read or under 1 Kbit"
         print(f"  memory {m['name']}: {m['depth']} x {m['width']} = {m['bits']} bits ({kind})")
 
 

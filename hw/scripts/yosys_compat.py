@@ -10,6 +10,9 @@ front end lacks two constructs it uses:
     function's name guarded by a flag set by the first one, so an early
     return keeps its meaning (functions here are combinational and have no
     side effects besides their result).
+  - unpacked array ports (`output logic [31:0] lim [6]`): every
+    declaration of a name that is such a port somewhere becomes a packed
+    vector (`logic [6*32-1:0] lim`), each use of an element a slice.
 Comments are dropped. The copies go to OUTDIR; their paths are printed in
 order. The sources themselves are never changed: lint and simulation read
 them as written.
@@ -119,6 +122,44 @@ def main():
     for src in srcs.values():
         for m in re.finditer(r"\bpackage\s+(" + IDENT + r")\s*;(.*?)\bendpackage\b", src, re.S):
             pkgs[m.group(1)] = package_names(m.group(2))
+    # Names of unpacked array ports, anywhere.
+    port_arrays = set()
+    for src in srcs.values():
+        for m in re.finditer(r"\b(?:input|output|inout)\s+(?:wire\s+|var\s+)?logic\s*(?:\[[^\]]*\])?\s*(" + IDENT
+                             + r")\s*\[[^\]]+\]", src):
+            port_arrays.add(m.group(1))
+    # Yosys 0.23 has neither unpacked array ports nor packed arrays of
+    # more than one dimension: such a port becomes one flat vector, each
+    # element a W-bit slice (NAME[i] -> NAME[(i)*W +: W]).
+    widths = {}
+    for src in srcs.values():
+        for n in port_arrays:
+            m = re.search(r"\blogic\s*\[([^\]:]+):([^\]]+)\]\s*" + re.escape(n) + r"\s*\[", src)
+            if m:
+                widths[n] = f"(({m.group(1)})-({m.group(2)})+1)"
+            elif re.search(r"\blogic\s+" + re.escape(n) + r"\s*\[", src):
+                widths[n] = "1"
+    for f, src in list(srcs.items()):
+        for n in port_arrays:
+            w = widths.get(n)
+            if w is None:
+                sys.exit(f"yosys_compat: {f}: the element width of array port {n} is not found")
+            src = re.sub(r"\blogic\s*(?:\[[^\]]*\])?\s*(" + re.escape(n) + r")\s*\[([^\]:]+)\]",
+                         lambda m: f"logic [({m.group(2)})*{w}-1:0] {m.group(1)}", src)
+            out, pos = [], 0
+            for m in re.finditer(r"(?<![\w$.])" + re.escape(n) + r"\s*\[", src):
+                depth, i = 1, m.end()
+                while depth:
+                    if i >= len(src):
+                        sys.exit(f"yosys_compat: {f}: unbalanced [ after {n}")
+                    depth += {"[": 1, "]": -1}.get(src[i], 0)
+                    i += 1
+                idx = src[m.end():i - 1]
+                out.append(src[pos:m.start()] + f"{n}[({idx})*{w} +: {w}]")
+                pos = i
+            out.append(src[pos:])
+            src = "".join(out)
+        srcs[f] = src
     for f, src in srcs.items():
         imported = []
         def drop(m):
