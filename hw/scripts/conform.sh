@@ -10,7 +10,9 @@ SIM=${SIM:-obj_dir/Vdxpu_bridge_gpu}
 IUT=${IUT:-127.0.0.121:8855}
 KIT=${KIT:-127.0.0.120:8855}
 LOG=${LOG:-/tmp/dxpu-hw-conform.$$.log}
-"$SIM" --listen "$IUT" --peer "$KIT" --mem-base 0x2000000000 --mem-size 1048576 --encap mixed ${HARNESS_ARGS:-} 2>"$LOG" &
+RT=""
+if chrt -r 1 true 2>/dev/null; then RT="chrt -r 1"; fi
+$RT "$SIM" --listen "$IUT" --peer "$KIT" --mem-base 0x2000000000 --mem-size 1048576 --encap mixed ${HARNESS_ARGS:-} 2>"$LOG" &
 sim=$!
 trap 'kill $sim 2>/dev/null; wait $sim 2>/dev/null; cat "$LOG" >&2; rm -f "$LOG"' EXIT
 rc=0
