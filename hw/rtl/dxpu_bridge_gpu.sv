@@ -8,14 +8,15 @@
 //   s_axis_cc: the device's completions of those requests
 //   s_axis_rq: the device's own requests (DMA), wire tags assigned here
 //   m_axis_rc: completions of the device's requests, own tags restored
-// tick_us is a one-cycle strobe every microsecond (a prescaler of the
-// core clock in hardware; the simulation harness drives it from the wall
-// clock): every protocol timer counts it.
+// tick_us is a one-cycle strobe every TICK_US microseconds (a prescaler of
+// the core clock in hardware; the simulation harness drives it from the
+// wall clock, every 100 us): every protocol timer counts it.
 module dxpu_bridge_gpu #(
     parameter int RX_SLOTS = 16,        // receive/reorder buffer, TLPs (power of 2): the window
     parameter int RTX_SLOTS = 16,       // retransmit buffer, TLPs (power of 2)
     parameter int SLOT_BYTES = 512,     // bytes per buffered TLP: the max TLP announced
     parameter int NTAGS = 32,           // wire tags for the device's own requests
+    parameter int TICK_US = 1,          // microseconds between tick_us strobes
     parameter int HELLO_US = 5000,
     parameter int KEEPALIVE_US = 50000,
     parameter int DEAD_AFTER_US = 1000000,
@@ -141,7 +142,7 @@ module dxpu_bridge_gpu #(
 
     dxpu_engine #(
         .RX_SLOTS(RX_SLOTS), .RTX_SLOTS(RTX_SLOTS), .SLOT_BYTES(SLOT_BYTES), .FRAME_BYTES(FRAME_BYTES),
-        .HELLO_US(HELLO_US), .KEEPALIVE_US(KEEPALIVE_US), .DEAD_AFTER_US(DEAD_AFTER_US),
+        .TICK_US(TICK_US), .HELLO_US(HELLO_US), .KEEPALIVE_US(KEEPALIVE_US), .DEAD_AFTER_US(DEAD_AFTER_US),
         .RTO_INIT_US(RTO_INIT_US), .MAX_RTO_US(MAX_RTO_US)
     ) engine (
         .clk(clk), .rst(rst), .tick_us(tick_us), .rand_seed(rand_seed),
@@ -184,7 +185,7 @@ module dxpu_bridge_gpu #(
         .tag_bytes(tag_bytes), .np_down(np_down), .np_down_tag(np_down_tag), .np_down_req(np_down_req),
         .np_down_bytes(np_down_bytes), .np_down_ready(np_down_ready));
 
-    dxpu_tags #(.NTAGS(NTAGS), .CPL_TIMEOUT_US(CPL_TIMEOUT_US)) tags (
+    dxpu_tags #(.NTAGS(NTAGS), .CPL_TIMEOUT_US(CPL_TIMEOUT_US), .TICK_US(TICK_US)) tags (
         .clk(clk), .rst(rst), .tick_us(tick_us), .up(up), .peer_tag10(peer_tag10),
         .tag_free(tag_free), .tag_idx(tag_idx), .tag_take(tag_take), .tag_ltag(tag_ltag), .tag_lreq(tag_lreq),
         .tag_bytes(tag_bytes), .np_down(np_down), .np_down_tag(np_down_tag), .np_down_req(np_down_req),

@@ -151,13 +151,15 @@ module dxpu_deliver
                 if (syn_valid) st <= D_SYN0;
                 else if (del_slot != nxt_slot) st <= D_W0;
             end
-            D_W0: st <= D_W1;             // word 0 is being read
-            D_W1: begin                   // word 0 arrived, word 1 is being read
+            D_W0: begin                   // word 0 arrived, word 1 is being read
                 w0 <= rdata;
+                st <= D_W1;
+            end
+            D_W1: begin                   // word 1 arrived
+                w1 <= rdata;
                 st <= D_DECIDE;
             end
-            D_DECIDE: begin               // word 1 arrived
-                w1 <= rdata;
+            D_DECIDE: begin
                 last_ob <= del_lm1[SB-1:3];
                 last_bytes <= del_len[2:0];
                 to_rc <= tlp_is_cpl(w0[7:0]);

@@ -19,6 +19,7 @@ module dxpu_engine
     parameter int RTX_SLOTS = 16,
     parameter int SLOT_BYTES = 512,
     parameter int FRAME_BYTES = 2048,
+    parameter int TICK_US = 1,           // microseconds between tick_us strobes
     parameter int HELLO_US = 5000,
     parameter int KEEPALIVE_US = 50000,
     parameter int DEAD_AFTER_US = 1000000,
@@ -130,13 +131,13 @@ module dxpu_engine
     logic [31:0] rtx_ptr, rtx_end;
     logic [2:0]  resets_sent;
 
-    // timers, microseconds
+    // timers, in ticks of TICK_US
     logic [23:0] t_hello, t_ka, t_rx, t_rto, rto_cur;
-    localparam logic [23:0] HELLO_T = 24'(HELLO_US);
-    localparam logic [23:0] KA_T = 24'(KEEPALIVE_US);
-    localparam logic [23:0] DEAD_T = 24'(DEAD_AFTER_US);
-    localparam logic [23:0] RTO0_T = 24'(RTO_INIT_US);
-    localparam logic [23:0] RTOMAX_T = 24'(MAX_RTO_US);
+    localparam logic [23:0] HELLO_T = 24'(HELLO_US / TICK_US);
+    localparam logic [23:0] KA_T = 24'(KEEPALIVE_US / TICK_US);
+    localparam logic [23:0] DEAD_T = 24'(DEAD_AFTER_US / TICK_US);
+    localparam logic [23:0] RTO0_T = 24'(RTO_INIT_US / TICK_US);
+    localparam logic [23:0] RTOMAX_T = 24'(MAX_RTO_US / TICK_US);
 
     assign snd_una_o = snd_una;
     assign rx_nxt_slot = nxt_slot;

@@ -10,6 +10,7 @@
 module dxpu_tags #(
     parameter int NTAGS = 32,
     parameter int CPL_TIMEOUT_US = 250000,
+    parameter int TICK_US = 1,
     localparam int TGL = $clog2(NTAGS)
 ) (
     input  logic           clk,
@@ -109,7 +110,7 @@ module dxpu_tags #(
                     syn_bytes <= rem[scan];
                     busy[scan] <= 1'b0;
                     dn[scan] <= 1'b0;
-                end else if (age >= 24'(CPL_TIMEOUT_US)) begin
+                end else if (age >= 24'(CPL_TIMEOUT_US / TICK_US)) begin
                     if (!quar[scan]) begin
                         syn_valid <= 1'b1;
                         syn_status <= 3'b100;
