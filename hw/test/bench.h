@@ -260,6 +260,7 @@ struct Bench {
 			}
 		}
 		if (cq_fire) {
+			if (getenv("DEBUG_CQ")) std::fprintf(stderr, "cq %llu: %016llx keep %02x last %d\n", (unsigned long long)cycle, (unsigned long long)cqd, cqk, cql);
 			for (int i = 0; i < 8; i++)
 				if (cqk >> i & 1) cq_cur.push_back(cqd >> (8 * i));
 			if (cql) device(cq_cur), cq.push_back(cq_cur), cq_cur.clear();

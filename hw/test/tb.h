@@ -29,6 +29,13 @@ inline std::string hex(uint64_t v) {
 	return b;
 }
 
+inline std::string hexs(const std::vector<uint8_t> &b) {
+	std::string s;
+	char x[4];
+	for (auto c : b) std::snprintf(x, sizeof x, "%02x", c), s += x;
+	return s;
+}
+
 // finish prints "NAME: N passed, M failed" and returns the exit status.
 inline int finish(const char *name) {
 	std::printf("%s: %d passed, %d failed\n", name, passed, failed);
@@ -54,3 +61,7 @@ inline std::vector<uint8_t> bytes(const std::string &s) {
 #define CHECK_EQ(got, want)                                                                          \
 	tb::check((uint64_t)(got) == (uint64_t)(want), __FILE__, __LINE__,                                \
 	          std::string(#got " = ") + tb::hex((uint64_t)(got)) + ", want " + tb::hex((uint64_t)(want)))
+
+// CHECK_BYTES compares two byte strings and shows both in a failure.
+#define CHECK_BYTES(got, want) \
+	tb::check((got) == (want), __FILE__, __LINE__, std::string(#got " = ") + tb::hexs(got) + ", want " + tb::hexs(want))
