@@ -121,6 +121,8 @@ module dxpu_bridge_gpu #(
     logic [63:0]    rxb_wdata, rxb_rdata;
     logic [RXL:0]   rx_nxt_slot, rx_del_slot;
     logic [SB:0]    rx_del_len;
+    logic           rel_valid, rel_np;
+    logic [8:0]     rel_units;
     dxpu_ram #(.WIDTH(64), .DEPTH(RX_SLOTS * SLOT_BYTES / 8)) rx_buf (
         .clk(clk), .we(rxb_we), .wbe(rxb_wbe), .waddr(rxb_waddr), .wdata(rxb_wdata),
         .raddr(rxb_raddr), .rdata(rxb_rdata));
@@ -155,6 +157,7 @@ module dxpu_bridge_gpu #(
         .txf_busy(txf_busy),
         .rxb_we(rxb_we), .rxb_wbe(rxb_wbe), .rxb_waddr(rxb_waddr), .rxb_wdata(rxb_wdata),
         .rx_nxt_slot(rx_nxt_slot), .rx_del_slot(rx_del_slot), .rx_del_len(rx_del_len),
+        .rel_valid(rel_valid), .rel_np(rel_np), .rel_units(rel_units),
         .rtx_raddr(rtx_raddr), .rtx_rdata(rtx_rdata), .snd_nxt(snd_nxt), .rtx_len_slot(rtx_len_slot),
         .rtx_len(rtx_len), .snd_stalled(snd_stalled),
         .up(up), .sess_init(sess_init), .sess_isn(sess_isn), .snd_una_o(snd_una), .peer_window(peer_window),
@@ -204,6 +207,7 @@ module dxpu_bridge_gpu #(
         .m_rc_tready(m_axis_rc_tready), .m_rc_tlast(m_axis_rc_tlast),
         .q_wtag(q_wtag), .q_req(q_req), .q_hit(q_hit), .q_ltag(q_ltag), .q_lreq(q_lreq), .q_done(q_done),
         .q_last(q_last), .q_rem(q_rem), .q_drop(q_drop),
+        .rel_valid(rel_valid), .rel_np(rel_np), .rel_units(rel_units),
         .syn_valid(syn_valid), .syn_ltag(syn_ltag), .syn_lreq(syn_lreq), .syn_bytes(syn_bytes),
         .syn_status(syn_status), .syn_ready(syn_ready));
 endmodule

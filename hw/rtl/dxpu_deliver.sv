@@ -41,6 +41,9 @@ module dxpu_deliver
     output logic           q_last,
     output logic [12:0]    q_rem,
     output logic           q_drop,
+    output logic           rel_valid,   // a request went to the device: its credits return
+    output logic           rel_np,
+    output logic [8:0]     rel_units,
 
     input  logic           syn_valid,
     input  logic [9:0]     syn_ltag,
@@ -133,6 +136,7 @@ module dxpu_deliver
     always_ff @(posedge clk) begin
         q_done <= 1'b0;
         q_drop <= 1'b0;
+        rel_valid <= 1'b0;
         if (rst) begin
             st <= D_IDLE;
             del_slot <= '0;
@@ -144,6 +148,8 @@ module dxpu_deliver
             w1 <= 64'd0;
             q_last <= 1'b0;
             q_rem <= 13'd0;
+            rel_np <= 1'b0;
+            rel_units <= 9'd0;
         end else begin
             case (st)
             D_IDLE: begin
@@ -190,6 +196,11 @@ module dxpu_deliver
                     if (out_last) begin
                         del_slot <= del_slot + 1'b1;
                         st <= D_IDLE;
+                        if (!to_rc) begin
+                            rel_valid <= 1'b1;
+                            rel_np <= !tlp_is_posted(w0[7:0]);
+                            rel_units <= w0[6] ? 9'((c_ndw + 11'd3) >> 2) : 9'd0;
+                        end
                     end
                 end
             end

@@ -72,6 +72,9 @@ module dxpu_engine
     output logic [RXL:0]   rx_nxt_slot,    // slots before it are in order, ready to deliver
     input  logic [RXL:0]   rx_del_slot,    // the deliverer's next slot
     output logic [SB:0]    rx_del_len,     // length of the TLP in rx_del_slot
+    input  logic           rel_valid,      // a request left the receive buffer: its credits return (CRD-5)
+    input  logic           rel_np,         // non-posted (else posted)
+    input  logic [8:0]     rel_units,      // its data credits (16-byte units)
 
     // retransmit buffer: read port, and the sender's pointers
     output logic [TXA-1:0] rtx_raddr,
@@ -97,6 +100,13 @@ module dxpu_engine
     output logic [31:0]    stat_retransmits
 );
     localparam int NMAX = RX_SLOTS; // TLPs per received frame (the peer keeps at most the window in flight)
+    // Credits we announce: every request class may fill the receive buffer
+    // (the window bounds what is in flight in all classes together);
+    // completions, of the device's own requests, are infinite as at a PCIe
+    // endpoint.
+    localparam logic [15:0] HDR_INIT = 16'(RX_SLOTS);
+    localparam logic [31:0] DATA_INIT = 32'(RX_SLOTS * (SLOT_BYTES - 16) / 16);
+    localparam logic [7:0]  INF_MASK = 8'h30;   // CplH, CplD
 
     // ------------------------------------------------------------------
     // Random session nonces and ISNs: a free-running LFSR seeded at reset.
@@ -276,6 +286,15 @@ module dxpu_engine
     end
 
     // SACK: bit i = TLP rcv_nxt+1+i held
+    logic [31:0] rel_cnt [4];   // credits released this session: PH, PD, NPH, NPD
+    logic [15:0] lim_ph, lim_nph;
+    logic [31:0] lim_pd, lim_npd;
+    logic        credit_due;
+    assign lim_ph = HDR_INIT + rel_cnt[0][15:0];
+    assign lim_pd = DATA_INIT + rel_cnt[1];
+    assign lim_nph = HDR_INIT + rel_cnt[2][15:0];
+    assign lim_npd = DATA_INIT + rel_cnt[3];
+
     logic [31:0] sack;
     always_comb begin
         sack = 32'b0;
@@ -346,7 +365,13 @@ module dxpu_engine
                 8, 9, 10, 11: gen = b32(tx_seq, rb0[1:0]);
                 12, 13, 14, 15: gen = up ? b32(rcv_nxt, rb0[1:0]) : 8'h00;
                 16, 17, 18, 19: gen = up ? b32(sack, rb0[1:0]) : 8'h00;
-                26: gen = up ? 8'h3f : 8'h00;   // every credit type infinite (see README)
+                20: gen = up ? lim_ph[15:8] : 8'h00;
+                21: gen = up ? lim_ph[7:0] : 8'h00;
+                22: gen = up ? lim_nph[15:8] : 8'h00;
+                23: gen = up ? lim_nph[7:0] : 8'h00;
+                26: gen = up ? INF_MASK : 8'h00;
+                28, 29, 30, 31: gen = up ? b32(lim_pd, rb0[1:0]) : 8'h00;
+                32, 33, 34, 35: gen = up ? b32(lim_npd, rb0[1:0]) : 8'h00;
                 default: gen = 8'h00;
             endcase
         end else if (rc < LW'(tx_blen)) begin
@@ -367,7 +392,10 @@ module dxpu_engine
                     14: gen = 8'(SLOT_BYTES >> 8);
                     15: gen = 8'(SLOT_BYTES);
                     16, 17, 18, 19: gen = b32(isn, rc[1:0]);
-                    26: gen = 8'h3f;
+                    20, 22: gen = HDR_INIT[15:8];
+                    21, 23: gen = HDR_INIT[7:0];
+                    26: gen = INF_MASK;
+                    28, 29, 30, 31, 32, 33, 34, 35: gen = b32(DATA_INIT, rc[1:0]);
                     default: gen = 8'h00;
                 endcase
             end
@@ -441,6 +469,8 @@ module dxpu_engine
             ka_ack_due <= 1'b0;
             reset_due <= 1'b0;
             ack_due <= 1'b0;
+            credit_due <= 1'b0;
+            for (int i = 0; i < 4; i++) rel_cnt[i] <= 32'd0;
             nak_due <= 1'b0;
             nak_sent <= 1'b0;
             nak_at <= 32'd0;
@@ -468,6 +498,12 @@ module dxpu_engine
             stat_retransmits <= 32'd0;
             sess_isn <= 32'd0;
         end else begin
+            // CRD-5: credits of requests the device took, advertised at once
+            if (rel_valid) begin
+                rel_cnt[rel_np ? 2 : 0] <= rel_cnt[rel_np ? 2 : 0] + 32'd1;
+                rel_cnt[rel_np ? 3 : 1] <= rel_cnt[rel_np ? 3 : 1] + {23'b0, rel_units};
+                credit_due <= 1'b1;
+            end
             // timers
             if (tick_us) begin
                 if (t_hello != 24'hffffff) t_hello <= t_hello + 1'b1;
@@ -589,6 +625,10 @@ module dxpu_engine
                         tx_msg <= MSG_ACK;
                         tx_blen <= 16'd0;
                         st <= S_TX_BUILD;
+                    end else if (up && credit_due) begin
+                        tx_msg <= MSG_CREDIT;
+                        tx_blen <= 16'd0;
+                        st <= S_TX_BUILD;
                     end else if (ka_due) begin
                         tx_ctl <= CTL_KEEPALIVE;
                         st <= S_TX_BUILD;
@@ -626,6 +666,7 @@ module dxpu_engine
                 if (tx_msg == MSG_CONTROL && tx_ctl == CTL_RESET) resets_sent <= resets_sent + 1'b1;
                 t_ka <= 24'd0;
                 if (up) ack_due <= 1'b0;
+                if (up && !rel_valid) credit_due <= 1'b0;
                 st <= S_IDLE;
             end
             // ----------------------------------------------------------
@@ -798,6 +839,7 @@ module dxpu_engine
                                 rtx_active <= 1'b0;
                                 nak_rtx_due <= 1'b0;
                                 ack_due <= 1'b1;
+                                for (int i = 0; i < 4; i++) rel_cnt[i] <= 32'd0;
                                 t_rx <= 24'd0;
                                 t_ka <= 24'd0;
                                 rto_cur <= RTO0_T;
@@ -851,6 +893,7 @@ module dxpu_engine
                         nak_rtx_due <= 1'b0;
                         rto_cur <= RTO0_T;
                         t_ka <= 24'd0;
+                        for (int i = 0; i < 4; i++) rel_cnt[i] <= 32'd0;
                     end
                     t_rx <= 24'd0;
                     st <= S_RX_ADV;
