@@ -14,8 +14,9 @@ mkdir -p "$out"
 srcs=$(python3 "$(dirname "$0")/yosys_compat.py" "$out/src" "$@")
 {
 	echo "read_verilog -sv" $srcs
-	echo "hierarchy -check -top $top"
-	for p in $params; do echo "chparam -set ${p%%=*} ${p#*=} $top"; done
+	# Parameters of the top are set while elaborating (a later chparam
+	# would refer to submodules hierarchy already replaced).
+	echo "hierarchy -check -top $top$(for p in $params; do printf ' -chparam %s %s' "${p%%=*}" "${p#*=}"; done)"
 	# Coarse synthesis keeps memories as \$mem_v2 cells (memory -nomap);
 	# the rest is mapped to generic gates and flip-flops.
 	echo "synth -top $top -flatten -run :fine"
