@@ -20,7 +20,7 @@ for tb in test/tb_*.cpp; do
 	# the testbenches are small.
 	if ! verilator --cc --exe --build -j 2 -Wno-fatal -Wno-lint -Wno-style --x-assign unique --x-initial unique \
 		-O3 -CFLAGS "-O1 -std=c++17 -I$PWD/test" --top-module "$mod" -Mdir "$dir" -o "V$mod" \
-		$extra $rtl "$PWD/$tb" >"$dir.build.log" 2>&1; then
+		$rtl $extra "$PWD/$tb" >"$dir.build.log" 2>&1; then
 		echo "$mod: build failed (see $dir.build.log):" >&2
 		grep -m5 -E '%Error|error:' "$dir.build.log" >&2 || tail -5 "$dir.build.log" >&2
 		broken+=("$mod")
