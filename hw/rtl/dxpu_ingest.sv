@@ -3,7 +3,8 @@
 // them (SEQ-1). A TLP is taken only when the link is up, it fits the
 // window (RTX-1: in flight < min(RTX_SLOTS, peer's window)), the peer's
 // credits allow it (CRD-2; completions and requests wait on their own
-// streams, so a completion never waits for a stalled request, ORD-2) and,
+// streams, so a completion never waits for a stalled non-posted request,
+// ORD-2, but waits for a posted one, ORD-4) and,
 // for a non-posted request, a wire tag is free (TAG-5: it waits, it is
 // never dropped). A request gets a wire tag in the peer's tag space (TAG-1,
 // TAG-2); the device's own tag and requester ID are kept by dxpu_tags.
@@ -87,6 +88,8 @@ module dxpu_ingest
     end
     logic [31:0] dw0;
     assign dw0 = {hd[7:0], hd[15:8], hd[23:16], hd[31:24]};
+    logic rq_head_posted;   // s_axis_rq's head TLP (at a packet boundary in I_IDLE) is posted
+    assign rq_head_posted = tlp_is_posted(s_rq_tdata[7:0]);
     logic is_cpl, is_post, is_np;
     logic [2:0] ht;        // header credit type; data is ht+1
     logic [31:0] need_d;
@@ -123,7 +126,10 @@ module dxpu_ingest
     always_comb begin
         // while down a request waits until its UR can be queued
         drop = cand_v && (!up ? (!(cand_rq && is_np) || np_down_ready) : wlen > 13'(SLOT_BYTES));
-        go = cand_v && up && !drop && room && cred_ok && (!cand_rq || !is_np || tag_free);
+        // ORD-4: a completion never passes a posted request of the device
+        // waiting at the head of s_axis_rq (it may pass a non-posted one, ORD-2)
+        go = cand_v && up && !drop && room && cred_ok && (!cand_rq || !is_np || tag_free) &&
+             (cand_rq || !(s_rq_tvalid && rq_head_posted));
     end
     logic stall_q;
     assign stalled = stall_q;
