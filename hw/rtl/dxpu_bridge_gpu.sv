@@ -21,6 +21,7 @@ module dxpu_bridge_gpu #(
     parameter int KEEPALIVE_US = 50000,
     parameter int DEAD_AFTER_US = 1000000,
     parameter int RTO_INIT_US = 20000,
+    parameter int MIN_RTO_US = 100,
     parameter int MAX_RTO_US = 200000,
     parameter int CPL_TIMEOUT_US = 250000
 ) (
@@ -145,7 +146,7 @@ module dxpu_bridge_gpu #(
     dxpu_engine #(
         .RX_SLOTS(RX_SLOTS), .RTX_SLOTS(RTX_SLOTS), .SLOT_BYTES(SLOT_BYTES), .FRAME_BYTES(FRAME_BYTES),
         .TICK_US(TICK_US), .HELLO_US(HELLO_US), .KEEPALIVE_US(KEEPALIVE_US), .DEAD_AFTER_US(DEAD_AFTER_US),
-        .RTO_INIT_US(RTO_INIT_US), .MAX_RTO_US(MAX_RTO_US)
+        .RTO_INIT_US(RTO_INIT_US), .MIN_RTO_US(MIN_RTO_US), .MAX_RTO_US(MAX_RTO_US)
     ) engine (
         .clk(clk), .rst(rst), .tick_us(tick_us), .rand_seed(rand_seed),
         .cfg_pair(cfg_pair), .cfg_local_mac(cfg_local_mac), .cfg_peer_mac(cfg_peer_mac), .cfg_udp(cfg_udp),

@@ -24,6 +24,7 @@ module dxpu_engine
     parameter int KEEPALIVE_US = 50000,
     parameter int DEAD_AFTER_US = 1000000,
     parameter int RTO_INIT_US = 20000,
+    parameter int MIN_RTO_US = 100,
     parameter int MAX_RTO_US = 200000,
     localparam int RXL = $clog2(RX_SLOTS),
     localparam int TXL = $clog2(RTX_SLOTS),
@@ -148,6 +149,26 @@ module dxpu_engine
     localparam logic [23:0] DEAD_T = 24'(DEAD_AFTER_US / TICK_US);
     localparam logic [23:0] RTO0_T = 24'(RTO_INIT_US / TICK_US);
     localparam logic [23:0] RTOMAX_T = 24'(MAX_RTO_US / TICK_US);
+    localparam logic [23:0] RTOMIN_T = (MIN_RTO_US / TICK_US) > 0 ? 24'(MIN_RTO_US / TICK_US) : 24'd1;
+
+    // RTX-2: RFC 6298 from one TLP at a time sent once (Karn), in ticks;
+    // srtt8 = 8 SRTT, rttvar4 = 4 RTTVAR as in TCP.
+    logic [23:0] now_t, samp_t, srtt8, rttvar4, rto_base;
+    logic [31:0] samp_seq;
+    logic        samp_active, have_srtt;
+    logic [23:0] r_samp, r_delta, r_abs, srtt8_n, rttvar4_n, rto_calc, t_nak;
+    always_comb begin
+        r_samp = now_t - samp_t;
+        r_delta = r_samp - (srtt8 >> 3);
+        r_abs = r_delta[23] ? -r_delta : r_delta;
+        srtt8_n = have_srtt ? srtt8 - (srtt8 >> 3) + r_samp : {r_samp[20:0], 3'b000};
+        rttvar4_n = have_srtt ? rttvar4 - (rttvar4 >> 2) + r_abs : {r_samp[22:0], 1'b0};
+        // RTO = SRTT + max(G, 4 RTTVAR), within [MinRTO, MaxRTO]
+        rto_calc = (srtt8 >> 3) + (rttvar4 != 24'd0 ? rttvar4 : 24'd1);
+        if (rto_calc < RTOMIN_T) rto_calc = RTOMIN_T;
+        if (rto_calc > RTOMAX_T) rto_calc = RTOMAX_T;
+    end
+    assign rto_base = have_srtt ? rto_calc : RTO0_T;
 
     assign snd_una_o = snd_una;
     assign rx_nxt_slot = nxt_slot;
@@ -488,6 +509,14 @@ module dxpu_engine
             t_rx <= 24'd0;
             t_rto <= 24'd0;
             rto_cur <= RTO0_T;
+            now_t <= 24'd0;
+            samp_t <= 24'd0;
+            samp_seq <= 32'd0;
+            samp_active <= 1'b0;
+            have_srtt <= 1'b0;
+            srtt8 <= 24'd0;
+            rttvar4 <= 24'd0;
+            t_nak <= 24'd0;
             rx_turn <= 1'b0;
             need_new <= 1'b0;
             rp <= '0;
@@ -510,6 +539,8 @@ module dxpu_engine
                 if (t_ka != 24'hffffff) t_ka <= t_ka + 1'b1;
                 if (t_rx != 24'hffffff) t_rx <= t_rx + 1'b1;
                 if (t_rto != 24'hffffff) t_rto <= t_rto + 1'b1;
+                if (t_nak != 24'hffffff) t_nak <= t_nak + 1'b1;
+                now_t <= now_t + 1'b1;
             end
             // RTO expiry: go back to the oldest unacknowledged TLP (RTX-3)
             if (up && snd_una != snd_txd && t_rto >= rto_cur && !rtx_active && st == S_IDLE) begin
@@ -518,6 +549,12 @@ module dxpu_engine
                 rtx_end <= snd_txd;
                 t_rto <= 24'd0;
                 rto_cur <= (rto_cur >= (RTOMAX_T >> 1)) ? RTOMAX_T : {rto_cur[22:0], 1'b0};
+                samp_active <= 1'b0;   // Karn: no sample from a retransmitted TLP
+            end
+            // NAK-1: the same hole again once it outlives two smoothed RTTs
+            if (up && nak_sent && held != '0 && have_srtt && t_nak >= (srtt8 >> 2) && st == S_IDLE) begin
+                nak_due <= 1'b1;
+                t_nak <= 24'd0;
             end
             if (snd_una == snd_txd) t_rto <= 24'd0;
 
@@ -603,6 +640,7 @@ module dxpu_engine
                         st <= S_TX_BUILD;
                     end else if (up && nak_due) begin
                         nak_due <= 1'b0;
+                        t_nak <= 24'd0;
                         tx_msg <= MSG_NAK;
                         tx_blen <= 16'd0;
                         st <= S_TX_BUILD;
@@ -612,13 +650,20 @@ module dxpu_engine
                         tx_tlen <= rtx_len;
                         tx_blen <= 16'(rtx_len) + 16'd2;
                         tx_retx <= tx_sel_retx;
-                        if (nak_rtx_due) nak_rtx_due <= 1'b0;
-                        else if (rtx_active) begin
+                        if (nak_rtx_due) begin
+                            nak_rtx_due <= 1'b0;
+                            if (nak_rtx_seq == samp_seq) samp_active <= 1'b0;
+                        end else if (rtx_active) begin
                             rtx_ptr <= rtx_ptr + 1'b1;
                             if (rtx_ptr + 1'b1 == rtx_end) rtx_active <= 1'b0;
                         end else begin
                             snd_txd <= snd_txd + 1'b1;
                             if (snd_una == snd_txd) t_rto <= 24'd0;
+                            if (!samp_active) begin
+                                samp_active <= 1'b1;
+                                samp_seq <= snd_txd;
+                                samp_t <= now_t;
+                            end
                         end
                         st <= S_TX_BUILD;
                     end else if (up && ack_due) begin
@@ -840,6 +885,8 @@ module dxpu_engine
                                 nak_rtx_due <= 1'b0;
                                 ack_due <= 1'b1;
                                 for (int i = 0; i < 4; i++) rel_cnt[i] <= 32'd0;
+                                samp_active <= 1'b0;
+                                have_srtt <= 1'b0;
                                 t_rx <= 24'd0;
                                 t_ka <= 24'd0;
                                 rto_cur <= RTO0_T;
@@ -894,6 +941,8 @@ module dxpu_engine
                         rto_cur <= RTO0_T;
                         t_ka <= 24'd0;
                         for (int i = 0; i < 4; i++) rel_cnt[i] <= 32'd0;
+                        samp_active <= 1'b0;
+                        have_srtt <= 1'b0;
                     end
                     t_rx <= 24'd0;
                     st <= S_RX_ADV;
@@ -906,7 +955,14 @@ module dxpu_engine
                     if (seq_lt(snd_una, h_ack) && !seq_lt(snd_txd, h_ack)) begin
                         snd_una <= h_ack;
                         t_rto <= 24'd0;
-                        rto_cur <= RTO0_T;
+                        rto_cur <= rto_base;
+                        if (samp_active && seq_lt(samp_seq, h_ack)) begin
+                            // RTX-2: a sample from a TLP sent once
+                            samp_active <= 1'b0;
+                            have_srtt <= 1'b1;
+                            srtt8 <= srtt8_n;
+                            rttvar4 <= rttvar4_n;
+                        end
                         if (rtx_active && seq_lt(rtx_ptr, h_ack)) rtx_ptr <= h_ack;
                         if (rtx_active && !seq_lt(h_ack, rtx_end)) rtx_active <= 1'b0;
                     end
