@@ -136,7 +136,7 @@ module dxpu_bridge_gpu #(
     logic [TXL-1:0] rtx_len_slot;
     logic [SB:0]    rtx_len;
     logic           snd_stalled, up, sess_init, peer_tag10;
-    logic [15:0]    peer_window;
+    logic [15:0]    peer_window, peer_maxtlp;
     logic [5:0]     peer_inf;
     logic [31:0]    peer_lim [6];
     dxpu_ram #(.WIDTH(64), .DEPTH(RTX_SLOTS * SLOT_BYTES / 8)) rtx_buf (
@@ -161,7 +161,7 @@ module dxpu_bridge_gpu #(
         .rel_valid(rel_valid), .rel_np(rel_np), .rel_units(rel_units),
         .rtx_raddr(rtx_raddr), .rtx_rdata(rtx_rdata), .snd_nxt(snd_nxt), .rtx_len_slot(rtx_len_slot),
         .rtx_len(rtx_len), .snd_stalled(snd_stalled),
-        .up(up), .sess_init(sess_init), .sess_isn(sess_isn), .snd_una_o(snd_una), .peer_window(peer_window),
+        .up(up), .sess_init(sess_init), .sess_isn(sess_isn), .snd_una_o(snd_una), .peer_window(peer_window), .peer_maxtlp(peer_maxtlp),
         .peer_tag10(peer_tag10), .peer_inf(peer_inf), .peer_lim(peer_lim),
         .stat_frames_rx(stat_frames_rx), .stat_frames_bad(stat_frames_bad), .stat_frames_tx(stat_frames_tx),
         .stat_retransmits(stat_retransmits));
@@ -178,7 +178,7 @@ module dxpu_bridge_gpu #(
 
     dxpu_ingest #(.RTX_SLOTS(RTX_SLOTS), .SLOT_BYTES(SLOT_BYTES), .NTAGS(NTAGS)) ingest (
         .clk(clk), .rst(rst), .up(up), .sess_init(sess_init), .sess_isn(sess_isn), .snd_una(snd_una),
-        .peer_window(peer_window), .peer_inf(peer_inf), .peer_lim(peer_lim), .peer_tag10(peer_tag10),
+        .peer_window(peer_window), .peer_maxtlp(peer_maxtlp), .peer_inf(peer_inf), .peer_lim(peer_lim), .peer_tag10(peer_tag10),
         .s_cc_tdata(s_axis_cc_tdata), .s_cc_tkeep(s_axis_cc_tkeep), .s_cc_tvalid(s_axis_cc_tvalid),
         .s_cc_tready(s_axis_cc_tready), .s_cc_tlast(s_axis_cc_tlast),
         .s_rq_tdata(s_axis_rq_tdata), .s_rq_tkeep(s_axis_rq_tkeep), .s_rq_tvalid(s_axis_rq_tvalid),

@@ -91,6 +91,7 @@ module dxpu_engine
     output logic [31:0]    sess_isn,
     output logic [31:0]    snd_una_o,
     output logic [15:0]    peer_window,
+    output logic [15:0]    peer_maxtlp,
     output logic           peer_tag10,
     output logic [5:0]     peer_inf,
     output logic [31:0]    peer_lim [6],
@@ -127,7 +128,6 @@ module dxpu_engine
 
     logic [31:0] session, isn, peer_session, peer_isn;
     logic        peer_known, echo_sent;
-    logic [15:0] peer_maxtlp;
     logic [31:0] rcv_nxt, snd_una, snd_txd;
     logic [RX_SLOTS-1:0] held;
     logic [SB:0] slen [RX_SLOTS];
@@ -1047,9 +1047,6 @@ module dxpu_engine
         tx_flen = l < LW'(60) ? LW'(60) : l;
     end
 
-    // The peer's max TLP is kept but not enforced on what we send (every
-    // TLP we send fits a slot; a peer announcing less than SLOT_BYTES
-    // needs the device to keep its TLPs below it).
     logic unused;
-    assign unused = ^{peer_maxtlp, h_b0[2], bp_d[LW-1], tlp_b[LW-1:SB]};
+    assign unused = ^{h_b0[2], bp_d[LW-1], tlp_b[LW-1:SB]};
 endmodule

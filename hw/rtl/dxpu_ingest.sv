@@ -8,7 +8,8 @@
 // for a non-posted request, a wire tag is free (TAG-5: it waits, it is
 // never dropped). A request gets a wire tag in the peer's tag space (TAG-1,
 // TAG-2); the device's own tag and requester ID are kept by dxpu_tags.
-// While the link is down, TLPs from the device are dropped (LNK-4: a
+// A TLP longer than SLOT_BYTES or the peer's max TLP is dropped (the device
+// must keep its TLPs within both). While the link is down, TLPs from the device are dropped (LNK-4: a
 // non-posted request is answered UR by dxpu_tags).
 module dxpu_ingest
     import dxpu_pkg::*;
@@ -28,6 +29,7 @@ module dxpu_ingest
     input  logic [31:0]    sess_isn,
     input  logic [31:0]    snd_una,
     input  logic [15:0]    peer_window,
+    input  logic [15:0]    peer_maxtlp,
     input  logic [5:0]     peer_inf,
     input  logic [31:0]    peer_lim [6],
     input  logic           peer_tag10,
@@ -125,7 +127,9 @@ module dxpu_ingest
     logic go, drop;
     always_comb begin
         // while down a request waits until its UR can be queued
-        drop = cand_v && (!up ? (!(cand_rq && is_np) || np_down_ready) : wlen > 13'(SLOT_BYTES));
+        // FRM-9: a TLP longer than a slot or the peer's max TLP cannot be sent
+        drop = cand_v && (!up ? (!(cand_rq && is_np) || np_down_ready)
+                              : (wlen > 13'(SLOT_BYTES) || {3'b0, wlen} > peer_maxtlp));
         // ORD-4: a completion never passes a posted request of the device
         // waiting at the head of s_axis_rq (it may pass a non-posted one, ORD-2)
         go = cand_v && up && !drop && room && cred_ok && (!cand_rq || !is_np || tag_free) &&
