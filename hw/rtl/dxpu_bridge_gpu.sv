@@ -169,7 +169,7 @@ module dxpu_bridge_gpu #(
 
     // tags of the device's own requests
     logic           tag_free, tag_take, np_down, np_down_ready;
-    logic [TGL-1:0] tag_idx;
+    logic [TGL-1:0] tag_idx, tag_take_idx;
     logic [9:0]     tag_ltag, np_down_tag, q_wtag, q_ltag, syn_ltag;
     logic [15:0]    tag_lreq, np_down_req, q_req, q_lreq, syn_lreq;
     logic [12:0]    tag_bytes, np_down_bytes, q_rem, syn_bytes;
@@ -185,13 +185,15 @@ module dxpu_bridge_gpu #(
         .s_rq_tready(s_axis_rq_tready), .s_rq_tlast(s_axis_rq_tlast),
         .rtx_we(rtx_we), .rtx_waddr(rtx_waddr), .rtx_wdata(rtx_wdata), .snd_nxt(snd_nxt),
         .len_slot(rtx_len_slot), .len_q(rtx_len), .stalled(snd_stalled),
-        .tag_free(tag_free), .tag_idx(tag_idx), .tag_take(tag_take), .tag_ltag(tag_ltag), .tag_lreq(tag_lreq),
+        .tag_free(tag_free), .tag_idx(tag_idx), .tag_take(tag_take), .tag_take_idx(tag_take_idx),
+        .tag_ltag(tag_ltag), .tag_lreq(tag_lreq),
         .tag_bytes(tag_bytes), .np_down(np_down), .np_down_tag(np_down_tag), .np_down_req(np_down_req),
         .np_down_bytes(np_down_bytes), .np_down_ready(np_down_ready));
 
     dxpu_tags #(.NTAGS(NTAGS), .CPL_TIMEOUT_US(CPL_TIMEOUT_US), .TICK_US(TICK_US)) tags (
         .clk(clk), .rst(rst), .tick_us(tick_us), .up(up), .peer_tag10(peer_tag10),
-        .tag_free(tag_free), .tag_idx(tag_idx), .tag_take(tag_take), .tag_ltag(tag_ltag), .tag_lreq(tag_lreq),
+        .tag_free(tag_free), .tag_idx(tag_idx), .tag_take(tag_take), .tag_take_idx(tag_take_idx),
+        .tag_ltag(tag_ltag), .tag_lreq(tag_lreq),
         .tag_bytes(tag_bytes), .np_down(np_down), .np_down_tag(np_down_tag), .np_down_req(np_down_req),
         .np_down_bytes(np_down_bytes), .np_down_ready(np_down_ready),
         .q_wtag(q_wtag), .q_req(q_req), .q_hit(q_hit), .q_ltag(q_ltag), .q_lreq(q_lreq), .q_done(q_done),

@@ -436,7 +436,8 @@ module dxpu_engine
         tx_sel_tlp = 1'b0;
         tx_sel_retx = 1'b0;
         tx_sel_seq = snd_txd;
-        if (nak_rtx_due) begin
+        // (a NAKed TLP acknowledged since is not resent: its slot may hold a newer one)
+        if (nak_rtx_due && !seq_lt(nak_rtx_seq, snd_una)) begin
             tx_sel_tlp = 1'b1; tx_sel_retx = 1'b1; tx_sel_seq = nak_rtx_seq;
         end else if (rtx_active) begin
             tx_sel_tlp = 1'b1; tx_sel_retx = 1'b1; tx_sel_seq = rtx_ptr;
@@ -551,6 +552,7 @@ module dxpu_engine
                 rto_cur <= (rto_cur >= (RTOMAX_T >> 1)) ? RTOMAX_T : {rto_cur[22:0], 1'b0};
                 samp_active <= 1'b0;   // Karn: no sample from a retransmitted TLP
             end
+            if (nak_rtx_due && seq_lt(nak_rtx_seq, snd_una)) nak_rtx_due <= 1'b0;
             // NAK-1: the same hole again once it outlives two smoothed RTTs
             if (up && nak_sent && held != '0 && have_srtt && t_nak >= (srtt8 >> 2) && st == S_IDLE) begin
                 nak_due <= 1'b1;
@@ -650,7 +652,7 @@ module dxpu_engine
                         tx_tlen <= rtx_len;
                         tx_blen <= 16'(rtx_len) + 16'd2;
                         tx_retx <= tx_sel_retx;
-                        if (nak_rtx_due) begin
+                        if (nak_rtx_due && !seq_lt(nak_rtx_seq, snd_una)) begin
                             nak_rtx_due <= 1'b0;
                             if (nak_rtx_seq == samp_seq) samp_active <= 1'b0;
                         end else if (rtx_active) begin

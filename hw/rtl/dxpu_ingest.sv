@@ -57,7 +57,8 @@ module dxpu_ingest
     // tags (dxpu_tags)
     input  logic           tag_free,       // a wire tag is free
     input  logic [TGL-1:0] tag_idx,        // the one to take
-    output logic           tag_take,       // pulse: take tag_idx for this request
+    output logic           tag_take,       // pulse: take tag_take_idx for this request
+    output logic [TGL-1:0] tag_take_idx,   // tag_idx as it was when the request was taken
     output logic [9:0]     tag_ltag,       // the device's own tag
     output logic [15:0]    tag_lreq,       // and requester ID
     output logic [12:0]    tag_bytes,      // bytes the request asks for
@@ -151,7 +152,8 @@ module dxpu_ingest
 
     // TAG-1, TAG-2: the wire tag in word 0 (byte 1 bits 7 and 3: T9, T8; byte 6)
     logic [9:0] wtag;
-    assign wtag = peer_tag10 ? 10'(10'd256 + 10'(tag_idx)) : 10'(tag_idx);
+    // the tag is latched when the request is taken: tag_idx moves on once it is busy
+    assign wtag = peer_tag10 ? 10'(10'd256 + 10'(tag_take_idx)) : 10'(tag_take_idx);
     logic [63:0] wdata;
     always_comb begin
         wdata = cur_data;
@@ -185,6 +187,7 @@ module dxpu_ingest
             beat <= '0;
             snd_nxt <= 32'd0;
             swap <= 1'b0;
+            tag_take_idx <= '0;
             cht <= 3'd0;
             cneed <= 32'd0;
             for (int i = 0; i < 6; i++) cons[i] <= 32'd0;
@@ -211,6 +214,7 @@ module dxpu_ingest
                     ist <= go ? I_COPY : I_DROP;
                     if (go && cand_rq && is_np) begin
                         tag_take <= 1'b1;
+                        tag_take_idx <= tag_idx;
                         tag_ltag <= {dw0[23], dw0[19], hd[55:48]};
                         tag_lreq <= {hd[39:32], hd[47:40]};
                         tag_bytes <= {ndw, 2'b00};
