@@ -588,7 +588,8 @@ module dxpu_engine
                     rtx_active <= 1'b0;
                     nak_rtx_due <= 1'b0;
                     st <= S_NEWSESS;
-                end else if (rxf_valid && (rx_turn || txf_busy)) begin
+                end else if (rxf_valid && !rxf_done && (rx_turn || txf_busy)) begin
+                    // (!rxf_done: the frame just released still shows valid for a cycle)
                     rx_turn <= 1'b0;
                     rp <= '0;
                     rv_d <= 1'b0;
