@@ -191,6 +191,18 @@ module dxpu_engine
     logic [3:0]  ihl;
     logic        via_udp;
     logic [15:0] udp_len, udp_port;
+    logic [LW-1:0] ip_off;      // where the IPv4 header starts
+    logic [15:0] ip_tot;        // its total length
+    logic [7:0]  ip_hi;
+    logic [23:0] ip_acc;        // one's complement sum of its 16-bit words
+    logic [23:0] ip_sum;
+    logic [16:0] ip_f1;
+    logic [15:0] ip_f2;
+    always_comb begin
+        ip_sum = ip_acc + {8'b0, ip_hi, rb};
+        ip_f1 = {1'b0, ip_sum[15:0]} + {9'b0, ip_sum[23:16]};
+        ip_f2 = ip_f1[15:0] + {15'b0, ip_f1[16]};
+    end
     logic [LW-1:0] d_off;       // where the dxpu header starts
     logic        hdr_done;      // all 40 header bytes seen
     // header fields
@@ -242,7 +254,11 @@ module dxpu_engine
                                   c_maxtlp >= 16'd16 && c_mask[7:6] == 2'b00));
         frame_ok = !rxf_trunc && layer == L_DX && hdr_done &&
                    ({5'b0, d_off} + 17'd40 + {1'b0, h_blen} <= {5'b0, rxf_len}) &&
-                   (!via_udp || udp_len == h_blen + 16'd48) &&
+                   (!via_udp || (udp_len == h_blen + 16'd48 &&
+                                 // IPv4 total length: its header and the UDP datagram, within the frame
+                                 ip_tot == 16'({ihl, 2'b00}) + udp_len &&
+                                 {1'b0, ip_off} + {1'b0, ip_tot[LW-1:0]} <= {1'b0, rxf_len} &&
+                                 ip_tot[15:LW] == '0)) &&
                    h_b0[7:4] == 4'd1 && h_b0[3] == 1'b0 && h_type >= MSG_TLP && h_type <= MSG_CONTROL &&
                    h_pair == cfg_pair &&
                    (h_type == MSG_TLP ? (h_n != 8'd0 && {1'b0, h_n} <= 9'(NMAX) && ti == {1'b0, h_n} && !tlp_bad &&
@@ -733,6 +749,8 @@ module dxpu_engine
                                 layer <= L_DX; rel <= '0; d_off <= rp_d + 1'b1;
                             end else if ({et_hi, rb} == ETHERTYPE_IPV4) begin
                                 layer <= L_IP; rel <= '0; via_udp <= 1'b1;
+                                ip_off <= rp_d + 1'b1;
+                                ip_acc <= 24'd0;
                             end else if (({et_hi, rb} == TPID_8100 || {et_hi, rb} == TPID_88A8 ||
                                           {et_hi, rb} == TPID_9100) && ntags != 2'd2) begin
                                 ntags <= ntags + 1'b1;
@@ -749,8 +767,14 @@ module dxpu_engine
                         if (rel == 6 && (rb[5] || rb[4:0] != 5'd0)) layer <= L_BAD;
                         if (rel == 7 && rb != 8'd0) layer <= L_BAD;
                         if (rel == 9 && rb != 8'd17) layer <= L_BAD;
+                        if (rel == 2) ip_tot[15:8] <= rb;
+                        if (rel == 3) ip_tot[7:0] <= rb;
+                        // the header checksum: its words sum to 0xffff
+                        if (!rel[0]) ip_hi <= rb;
+                        else ip_acc <= ip_sum;
                         if (rel > 0 && rel == LW'({ihl, 2'b00}) - 1'b1) begin
                             layer <= L_UDP; rel <= '0;
+                            if (ip_f2 != 16'hffff) layer <= L_BAD;
                         end
                     end
                     L_UDP: begin
