@@ -21,6 +21,7 @@ module dxpu_bridge_gpu #(
     parameter int KEEPALIVE_US = 50000,
     parameter int DEAD_AFTER_US = 1000000,
     parameter int RTO_INIT_US = 20000,
+    parameter int MIN_RTO_US = 100,
     parameter int MAX_RTO_US = 200000,
     parameter int CPL_TIMEOUT_US = 250000
 ) (
@@ -135,7 +136,7 @@ module dxpu_bridge_gpu #(
     logic [TXL-1:0] rtx_len_slot;
     logic [SB:0]    rtx_len;
     logic           snd_stalled, up, sess_init, peer_tag10;
-    logic [15:0]    peer_window;
+    logic [15:0]    peer_window, peer_maxtlp;
     logic [5:0]     peer_inf;
     logic [31:0]    peer_lim [6];
     dxpu_ram #(.WIDTH(64), .DEPTH(RTX_SLOTS * SLOT_BYTES / 8)) rtx_buf (
@@ -145,7 +146,7 @@ module dxpu_bridge_gpu #(
     dxpu_engine #(
         .RX_SLOTS(RX_SLOTS), .RTX_SLOTS(RTX_SLOTS), .SLOT_BYTES(SLOT_BYTES), .FRAME_BYTES(FRAME_BYTES),
         .TICK_US(TICK_US), .HELLO_US(HELLO_US), .KEEPALIVE_US(KEEPALIVE_US), .DEAD_AFTER_US(DEAD_AFTER_US),
-        .RTO_INIT_US(RTO_INIT_US), .MAX_RTO_US(MAX_RTO_US)
+        .RTO_INIT_US(RTO_INIT_US), .MIN_RTO_US(MIN_RTO_US), .MAX_RTO_US(MAX_RTO_US)
     ) engine (
         .clk(clk), .rst(rst), .tick_us(tick_us), .rand_seed(rand_seed),
         .cfg_pair(cfg_pair), .cfg_local_mac(cfg_local_mac), .cfg_peer_mac(cfg_peer_mac), .cfg_udp(cfg_udp),
@@ -160,7 +161,7 @@ module dxpu_bridge_gpu #(
         .rel_valid(rel_valid), .rel_np(rel_np), .rel_units(rel_units),
         .rtx_raddr(rtx_raddr), .rtx_rdata(rtx_rdata), .snd_nxt(snd_nxt), .rtx_len_slot(rtx_len_slot),
         .rtx_len(rtx_len), .snd_stalled(snd_stalled),
-        .up(up), .sess_init(sess_init), .sess_isn(sess_isn), .snd_una_o(snd_una), .peer_window(peer_window),
+        .up(up), .sess_init(sess_init), .sess_isn(sess_isn), .snd_una_o(snd_una), .peer_window(peer_window), .peer_maxtlp(peer_maxtlp),
         .peer_tag10(peer_tag10), .peer_inf(peer_inf), .peer_lim(peer_lim),
         .stat_frames_rx(stat_frames_rx), .stat_frames_bad(stat_frames_bad), .stat_frames_tx(stat_frames_tx),
         .stat_retransmits(stat_retransmits));
@@ -168,7 +169,7 @@ module dxpu_bridge_gpu #(
 
     // tags of the device's own requests
     logic           tag_free, tag_take, np_down, np_down_ready;
-    logic [TGL-1:0] tag_idx;
+    logic [TGL-1:0] tag_idx, tag_take_idx;
     logic [9:0]     tag_ltag, np_down_tag, q_wtag, q_ltag, syn_ltag;
     logic [15:0]    tag_lreq, np_down_req, q_req, q_lreq, syn_lreq;
     logic [12:0]    tag_bytes, np_down_bytes, q_rem, syn_bytes;
@@ -177,20 +178,22 @@ module dxpu_bridge_gpu #(
 
     dxpu_ingest #(.RTX_SLOTS(RTX_SLOTS), .SLOT_BYTES(SLOT_BYTES), .NTAGS(NTAGS)) ingest (
         .clk(clk), .rst(rst), .up(up), .sess_init(sess_init), .sess_isn(sess_isn), .snd_una(snd_una),
-        .peer_window(peer_window), .peer_inf(peer_inf), .peer_lim(peer_lim), .peer_tag10(peer_tag10),
+        .peer_window(peer_window), .peer_maxtlp(peer_maxtlp), .peer_inf(peer_inf), .peer_lim(peer_lim), .peer_tag10(peer_tag10),
         .s_cc_tdata(s_axis_cc_tdata), .s_cc_tkeep(s_axis_cc_tkeep), .s_cc_tvalid(s_axis_cc_tvalid),
         .s_cc_tready(s_axis_cc_tready), .s_cc_tlast(s_axis_cc_tlast),
         .s_rq_tdata(s_axis_rq_tdata), .s_rq_tkeep(s_axis_rq_tkeep), .s_rq_tvalid(s_axis_rq_tvalid),
         .s_rq_tready(s_axis_rq_tready), .s_rq_tlast(s_axis_rq_tlast),
         .rtx_we(rtx_we), .rtx_waddr(rtx_waddr), .rtx_wdata(rtx_wdata), .snd_nxt(snd_nxt),
         .len_slot(rtx_len_slot), .len_q(rtx_len), .stalled(snd_stalled),
-        .tag_free(tag_free), .tag_idx(tag_idx), .tag_take(tag_take), .tag_ltag(tag_ltag), .tag_lreq(tag_lreq),
+        .tag_free(tag_free), .tag_idx(tag_idx), .tag_take(tag_take), .tag_take_idx(tag_take_idx),
+        .tag_ltag(tag_ltag), .tag_lreq(tag_lreq),
         .tag_bytes(tag_bytes), .np_down(np_down), .np_down_tag(np_down_tag), .np_down_req(np_down_req),
         .np_down_bytes(np_down_bytes), .np_down_ready(np_down_ready));
 
     dxpu_tags #(.NTAGS(NTAGS), .CPL_TIMEOUT_US(CPL_TIMEOUT_US), .TICK_US(TICK_US)) tags (
         .clk(clk), .rst(rst), .tick_us(tick_us), .up(up), .peer_tag10(peer_tag10),
-        .tag_free(tag_free), .tag_idx(tag_idx), .tag_take(tag_take), .tag_ltag(tag_ltag), .tag_lreq(tag_lreq),
+        .tag_free(tag_free), .tag_idx(tag_idx), .tag_take(tag_take), .tag_take_idx(tag_take_idx),
+        .tag_ltag(tag_ltag), .tag_lreq(tag_lreq),
         .tag_bytes(tag_bytes), .np_down(np_down), .np_down_tag(np_down_tag), .np_down_req(np_down_req),
         .np_down_bytes(np_down_bytes), .np_down_ready(np_down_ready),
         .q_wtag(q_wtag), .q_req(q_req), .q_hit(q_hit), .q_ltag(q_ltag), .q_lreq(q_lreq), .q_done(q_done),

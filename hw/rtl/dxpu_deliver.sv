@@ -132,10 +132,13 @@ module dxpu_deliver
     end
     assign q_wtag = c_tag;
     assign q_req = c_req;
+    // to dxpu_tags in the cycle of the lookup, while w0/w1 still hold the wire tag
+    assign q_done = st == D_CPL && q_hit;
+    assign q_drop = st == D_CPL && !q_hit;
+    assign q_last = c_last;
+    assign q_rem = c_bcn - c_pay;
 
     always_ff @(posedge clk) begin
-        q_done <= 1'b0;
-        q_drop <= 1'b0;
         rel_valid <= 1'b0;
         if (rst) begin
             st <= D_IDLE;
@@ -146,8 +149,6 @@ module dxpu_deliver
             to_rc <= 1'b0;
             w0 <= 64'd0;
             w1 <= 64'd0;
-            q_last <= 1'b0;
-            q_rem <= 13'd0;
             rel_np <= 1'b0;
             rel_units <= 9'd0;
         end else begin
@@ -174,7 +175,6 @@ module dxpu_deliver
             D_CPL: begin
                 if (!q_hit) begin
                     // TAG-3: a completion matching no outstanding request is dropped
-                    q_drop <= 1'b1;
                     del_slot <= del_slot + 1'b1;
                     st <= D_IDLE;
                 end else begin
@@ -184,9 +184,6 @@ module dxpu_deliver
                     w1[23:16] <= q_ltag[7:0];
                     w1[7:0] <= q_lreq[15:8];
                     w1[15:8] <= q_lreq[7:0];
-                    q_done <= 1'b1;
-                    q_last <= c_last;
-                    q_rem <= c_bcn - c_pay;
                     st <= D_OUT;
                 end
             end

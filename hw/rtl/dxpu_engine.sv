@@ -24,6 +24,7 @@ module dxpu_engine
     parameter int KEEPALIVE_US = 50000,
     parameter int DEAD_AFTER_US = 1000000,
     parameter int RTO_INIT_US = 20000,
+    parameter int MIN_RTO_US = 100,
     parameter int MAX_RTO_US = 200000,
     localparam int RXL = $clog2(RX_SLOTS),
     localparam int TXL = $clog2(RTX_SLOTS),
@@ -90,6 +91,7 @@ module dxpu_engine
     output logic [31:0]    sess_isn,
     output logic [31:0]    snd_una_o,
     output logic [15:0]    peer_window,
+    output logic [15:0]    peer_maxtlp,
     output logic           peer_tag10,
     output logic [5:0]     peer_inf,
     output logic [31:0]    peer_lim [6],
@@ -126,7 +128,6 @@ module dxpu_engine
 
     logic [31:0] session, isn, peer_session, peer_isn;
     logic        peer_known, echo_sent;
-    logic [15:0] peer_maxtlp;
     logic [31:0] rcv_nxt, snd_una, snd_txd;
     logic [RX_SLOTS-1:0] held;
     logic [SB:0] slen [RX_SLOTS];
@@ -148,6 +149,26 @@ module dxpu_engine
     localparam logic [23:0] DEAD_T = 24'(DEAD_AFTER_US / TICK_US);
     localparam logic [23:0] RTO0_T = 24'(RTO_INIT_US / TICK_US);
     localparam logic [23:0] RTOMAX_T = 24'(MAX_RTO_US / TICK_US);
+    localparam logic [23:0] RTOMIN_T = (MIN_RTO_US / TICK_US) > 0 ? 24'(MIN_RTO_US / TICK_US) : 24'd1;
+
+    // RTX-2: RFC 6298 from one TLP at a time sent once (Karn), in ticks;
+    // srtt8 = 8 SRTT, rttvar4 = 4 RTTVAR as in TCP.
+    logic [23:0] now_t, samp_t, srtt8, rttvar4, rto_base;
+    logic [31:0] samp_seq;
+    logic        samp_active, have_srtt;
+    logic [23:0] r_samp, r_delta, r_abs, srtt8_n, rttvar4_n, rto_calc, t_nak;
+    always_comb begin
+        r_samp = now_t - samp_t;
+        r_delta = r_samp - (srtt8 >> 3);
+        r_abs = r_delta[23] ? -r_delta : r_delta;
+        srtt8_n = have_srtt ? srtt8 - (srtt8 >> 3) + r_samp : {r_samp[20:0], 3'b000};
+        rttvar4_n = have_srtt ? rttvar4 - (rttvar4 >> 2) + r_abs : {r_samp[22:0], 1'b0};
+        // RTO = SRTT + max(G, 4 RTTVAR), within [MinRTO, MaxRTO]
+        rto_calc = (srtt8 >> 3) + (rttvar4 != 24'd0 ? rttvar4 : 24'd1);
+        if (rto_calc < RTOMIN_T) rto_calc = RTOMIN_T;
+        if (rto_calc > RTOMAX_T) rto_calc = RTOMAX_T;
+    end
+    assign rto_base = have_srtt ? rto_calc : RTO0_T;
 
     assign snd_una_o = snd_una;
     assign rx_nxt_slot = nxt_slot;
@@ -170,6 +191,18 @@ module dxpu_engine
     logic [3:0]  ihl;
     logic        via_udp;
     logic [15:0] udp_len, udp_port;
+    logic [LW-1:0] ip_off;      // where the IPv4 header starts
+    logic [15:0] ip_tot;        // its total length
+    logic [7:0]  ip_hi;
+    logic [23:0] ip_acc;        // one's complement sum of its 16-bit words
+    logic [23:0] ip_sum;
+    logic [16:0] ip_f1;
+    logic [15:0] ip_f2;
+    always_comb begin
+        ip_sum = ip_acc + {8'b0, ip_hi, rb};
+        ip_f1 = {1'b0, ip_sum[15:0]} + {9'b0, ip_sum[23:16]};
+        ip_f2 = ip_f1[15:0] + {15'b0, ip_f1[16]};
+    end
     logic [LW-1:0] d_off;       // where the dxpu header starts
     logic        hdr_done;      // all 40 header bytes seen
     // header fields
@@ -221,7 +254,11 @@ module dxpu_engine
                                   c_maxtlp >= 16'd16 && c_mask[7:6] == 2'b00));
         frame_ok = !rxf_trunc && layer == L_DX && hdr_done &&
                    ({5'b0, d_off} + 17'd40 + {1'b0, h_blen} <= {5'b0, rxf_len}) &&
-                   (!via_udp || udp_len == h_blen + 16'd48) &&
+                   (!via_udp || (udp_len == h_blen + 16'd48 &&
+                                 // IPv4 total length: its header and the UDP datagram, within the frame
+                                 ip_tot == 16'({ihl, 2'b00}) + udp_len &&
+                                 {1'b0, ip_off} + {1'b0, ip_tot[LW-1:0]} <= {1'b0, rxf_len} &&
+                                 ip_tot[15:LW] == '0)) &&
                    h_b0[7:4] == 4'd1 && h_b0[3] == 1'b0 && h_type >= MSG_TLP && h_type <= MSG_CONTROL &&
                    h_pair == cfg_pair &&
                    (h_type == MSG_TLP ? (h_n != 8'd0 && {1'b0, h_n} <= 9'(NMAX) && ti == {1'b0, h_n} && !tlp_bad &&
@@ -415,7 +452,8 @@ module dxpu_engine
         tx_sel_tlp = 1'b0;
         tx_sel_retx = 1'b0;
         tx_sel_seq = snd_txd;
-        if (nak_rtx_due) begin
+        // (a NAKed TLP acknowledged since is not resent: its slot may hold a newer one)
+        if (nak_rtx_due && !seq_lt(nak_rtx_seq, snd_una)) begin
             tx_sel_tlp = 1'b1; tx_sel_retx = 1'b1; tx_sel_seq = nak_rtx_seq;
         end else if (rtx_active) begin
             tx_sel_tlp = 1'b1; tx_sel_retx = 1'b1; tx_sel_seq = rtx_ptr;
@@ -488,6 +526,14 @@ module dxpu_engine
             t_rx <= 24'd0;
             t_rto <= 24'd0;
             rto_cur <= RTO0_T;
+            now_t <= 24'd0;
+            samp_t <= 24'd0;
+            samp_seq <= 32'd0;
+            samp_active <= 1'b0;
+            have_srtt <= 1'b0;
+            srtt8 <= 24'd0;
+            rttvar4 <= 24'd0;
+            t_nak <= 24'd0;
             rx_turn <= 1'b0;
             need_new <= 1'b0;
             rp <= '0;
@@ -510,6 +556,8 @@ module dxpu_engine
                 if (t_ka != 24'hffffff) t_ka <= t_ka + 1'b1;
                 if (t_rx != 24'hffffff) t_rx <= t_rx + 1'b1;
                 if (t_rto != 24'hffffff) t_rto <= t_rto + 1'b1;
+                if (t_nak != 24'hffffff) t_nak <= t_nak + 1'b1;
+                now_t <= now_t + 1'b1;
             end
             // RTO expiry: go back to the oldest unacknowledged TLP (RTX-3)
             if (up && snd_una != snd_txd && t_rto >= rto_cur && !rtx_active && st == S_IDLE) begin
@@ -518,6 +566,13 @@ module dxpu_engine
                 rtx_end <= snd_txd;
                 t_rto <= 24'd0;
                 rto_cur <= (rto_cur >= (RTOMAX_T >> 1)) ? RTOMAX_T : {rto_cur[22:0], 1'b0};
+                samp_active <= 1'b0;   // Karn: no sample from a retransmitted TLP
+            end
+            if (nak_rtx_due && seq_lt(nak_rtx_seq, snd_una)) nak_rtx_due <= 1'b0;
+            // NAK-1: the same hole again once it outlives two smoothed RTTs
+            if (up && nak_sent && held != '0 && have_srtt && t_nak >= (srtt8 >> 2) && st == S_IDLE) begin
+                nak_due <= 1'b1;
+                t_nak <= 24'd0;
             end
             if (snd_una == snd_txd) t_rto <= 24'd0;
 
@@ -549,7 +604,8 @@ module dxpu_engine
                     rtx_active <= 1'b0;
                     nak_rtx_due <= 1'b0;
                     st <= S_NEWSESS;
-                end else if (rxf_valid && (rx_turn || txf_busy)) begin
+                end else if (rxf_valid && !rxf_done && (rx_turn || txf_busy)) begin
+                    // (!rxf_done: the frame just released still shows valid for a cycle)
                     rx_turn <= 1'b0;
                     rp <= '0;
                     rv_d <= 1'b0;
@@ -603,6 +659,7 @@ module dxpu_engine
                         st <= S_TX_BUILD;
                     end else if (up && nak_due) begin
                         nak_due <= 1'b0;
+                        t_nak <= 24'd0;
                         tx_msg <= MSG_NAK;
                         tx_blen <= 16'd0;
                         st <= S_TX_BUILD;
@@ -612,13 +669,20 @@ module dxpu_engine
                         tx_tlen <= rtx_len;
                         tx_blen <= 16'(rtx_len) + 16'd2;
                         tx_retx <= tx_sel_retx;
-                        if (nak_rtx_due) nak_rtx_due <= 1'b0;
-                        else if (rtx_active) begin
+                        if (nak_rtx_due && !seq_lt(nak_rtx_seq, snd_una)) begin
+                            nak_rtx_due <= 1'b0;
+                            if (nak_rtx_seq == samp_seq) samp_active <= 1'b0;
+                        end else if (rtx_active) begin
                             rtx_ptr <= rtx_ptr + 1'b1;
                             if (rtx_ptr + 1'b1 == rtx_end) rtx_active <= 1'b0;
                         end else begin
                             snd_txd <= snd_txd + 1'b1;
                             if (snd_una == snd_txd) t_rto <= 24'd0;
+                            if (!samp_active) begin
+                                samp_active <= 1'b1;
+                                samp_seq <= snd_txd;
+                                samp_t <= now_t;
+                            end
                         end
                         st <= S_TX_BUILD;
                     end else if (up && ack_due) begin
@@ -685,6 +749,8 @@ module dxpu_engine
                                 layer <= L_DX; rel <= '0; d_off <= rp_d + 1'b1;
                             end else if ({et_hi, rb} == ETHERTYPE_IPV4) begin
                                 layer <= L_IP; rel <= '0; via_udp <= 1'b1;
+                                ip_off <= rp_d + 1'b1;
+                                ip_acc <= 24'd0;
                             end else if (({et_hi, rb} == TPID_8100 || {et_hi, rb} == TPID_88A8 ||
                                           {et_hi, rb} == TPID_9100) && ntags != 2'd2) begin
                                 ntags <= ntags + 1'b1;
@@ -701,8 +767,14 @@ module dxpu_engine
                         if (rel == 6 && (rb[5] || rb[4:0] != 5'd0)) layer <= L_BAD;
                         if (rel == 7 && rb != 8'd0) layer <= L_BAD;
                         if (rel == 9 && rb != 8'd17) layer <= L_BAD;
+                        if (rel == 2) ip_tot[15:8] <= rb;
+                        if (rel == 3) ip_tot[7:0] <= rb;
+                        // the header checksum: its words sum to 0xffff
+                        if (!rel[0]) ip_hi <= rb;
+                        else ip_acc <= ip_sum;
                         if (rel > 0 && rel == LW'({ihl, 2'b00}) - 1'b1) begin
                             layer <= L_UDP; rel <= '0;
+                            if (ip_f2 != 16'hffff) layer <= L_BAD;
                         end
                     end
                     L_UDP: begin
@@ -840,6 +912,8 @@ module dxpu_engine
                                 nak_rtx_due <= 1'b0;
                                 ack_due <= 1'b1;
                                 for (int i = 0; i < 4; i++) rel_cnt[i] <= 32'd0;
+                                samp_active <= 1'b0;
+                                have_srtt <= 1'b0;
                                 t_rx <= 24'd0;
                                 t_ka <= 24'd0;
                                 rto_cur <= RTO0_T;
@@ -894,6 +968,8 @@ module dxpu_engine
                         rto_cur <= RTO0_T;
                         t_ka <= 24'd0;
                         for (int i = 0; i < 4; i++) rel_cnt[i] <= 32'd0;
+                        samp_active <= 1'b0;
+                        have_srtt <= 1'b0;
                     end
                     t_rx <= 24'd0;
                     st <= S_RX_ADV;
@@ -906,7 +982,14 @@ module dxpu_engine
                     if (seq_lt(snd_una, h_ack) && !seq_lt(snd_txd, h_ack)) begin
                         snd_una <= h_ack;
                         t_rto <= 24'd0;
-                        rto_cur <= RTO0_T;
+                        rto_cur <= rto_base;
+                        if (samp_active && seq_lt(samp_seq, h_ack)) begin
+                            // RTX-2: a sample from a TLP sent once
+                            samp_active <= 1'b0;
+                            have_srtt <= 1'b1;
+                            srtt8 <= srtt8_n;
+                            rttvar4 <= rttvar4_n;
+                        end
                         if (rtx_active && seq_lt(rtx_ptr, h_ack)) rtx_ptr <= h_ack;
                         if (rtx_active && !seq_lt(h_ack, rtx_end)) rtx_active <= 1'b0;
                     end
@@ -991,9 +1074,6 @@ module dxpu_engine
         tx_flen = l < LW'(60) ? LW'(60) : l;
     end
 
-    // The peer's max TLP is kept but not enforced on what we send (every
-    // TLP we send fits a slot; a peer announcing less than SLOT_BYTES
-    // needs the device to keep its TLPs below it).
     logic unused;
-    assign unused = ^{peer_maxtlp, h_b0[2], bp_d[LW-1], tlp_b[LW-1:SB]};
+    assign unused = ^{h_b0[2], bp_d[LW-1], tlp_b[LW-1:SB]};
 endmodule

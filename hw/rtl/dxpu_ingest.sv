@@ -3,11 +3,13 @@
 // them (SEQ-1). A TLP is taken only when the link is up, it fits the
 // window (RTX-1: in flight < min(RTX_SLOTS, peer's window)), the peer's
 // credits allow it (CRD-2; completions and requests wait on their own
-// streams, so a completion never waits for a stalled request, ORD-2) and,
+// streams, so a completion never waits for a stalled non-posted request,
+// ORD-2, but waits for a posted one, ORD-4) and,
 // for a non-posted request, a wire tag is free (TAG-5: it waits, it is
 // never dropped). A request gets a wire tag in the peer's tag space (TAG-1,
 // TAG-2); the device's own tag and requester ID are kept by dxpu_tags.
-// While the link is down, TLPs from the device are dropped (LNK-4: a
+// A TLP longer than SLOT_BYTES or the peer's max TLP is dropped (the device
+// must keep its TLPs within both). While the link is down, TLPs from the device are dropped (LNK-4: a
 // non-posted request is answered UR by dxpu_tags).
 module dxpu_ingest
     import dxpu_pkg::*;
@@ -27,6 +29,7 @@ module dxpu_ingest
     input  logic [31:0]    sess_isn,
     input  logic [31:0]    snd_una,
     input  logic [15:0]    peer_window,
+    input  logic [15:0]    peer_maxtlp,
     input  logic [5:0]     peer_inf,
     input  logic [31:0]    peer_lim [6],
     input  logic           peer_tag10,
@@ -54,7 +57,8 @@ module dxpu_ingest
     // tags (dxpu_tags)
     input  logic           tag_free,       // a wire tag is free
     input  logic [TGL-1:0] tag_idx,        // the one to take
-    output logic           tag_take,       // pulse: take tag_idx for this request
+    output logic           tag_take,       // pulse: take tag_take_idx for this request
+    output logic [TGL-1:0] tag_take_idx,   // tag_idx as it was when the request was taken
     output logic [9:0]     tag_ltag,       // the device's own tag
     output logic [15:0]    tag_lreq,       // and requester ID
     output logic [12:0]    tag_bytes,      // bytes the request asks for
@@ -87,6 +91,8 @@ module dxpu_ingest
     end
     logic [31:0] dw0;
     assign dw0 = {hd[7:0], hd[15:8], hd[23:16], hd[31:24]};
+    logic rq_head_posted;   // s_axis_rq's head TLP (at a packet boundary in I_IDLE) is posted
+    assign rq_head_posted = tlp_is_posted(s_rq_tdata[7:0]);
     logic is_cpl, is_post, is_np;
     logic [2:0] ht;        // header credit type; data is ht+1
     logic [31:0] need_d;
@@ -122,8 +128,13 @@ module dxpu_ingest
     logic go, drop;
     always_comb begin
         // while down a request waits until its UR can be queued
-        drop = cand_v && (!up ? (!(cand_rq && is_np) || np_down_ready) : wlen > 13'(SLOT_BYTES));
-        go = cand_v && up && !drop && room && cred_ok && (!cand_rq || !is_np || tag_free);
+        // FRM-9: a TLP longer than a slot or the peer's max TLP cannot be sent
+        drop = cand_v && (!up ? (!(cand_rq && is_np) || np_down_ready)
+                              : (wlen > 13'(SLOT_BYTES) || {3'b0, wlen} > peer_maxtlp));
+        // ORD-4: a completion never passes a posted request of the device
+        // waiting at the head of s_axis_rq (it may pass a non-posted one, ORD-2)
+        go = cand_v && up && !drop && room && cred_ok && (!cand_rq || !is_np || tag_free) &&
+             (cand_rq || !(s_rq_tvalid && rq_head_posted));
     end
     logic stall_q;
     assign stalled = stall_q;
@@ -141,7 +152,8 @@ module dxpu_ingest
 
     // TAG-1, TAG-2: the wire tag in word 0 (byte 1 bits 7 and 3: T9, T8; byte 6)
     logic [9:0] wtag;
-    assign wtag = peer_tag10 ? 10'(10'd256 + 10'(tag_idx)) : 10'(tag_idx);
+    // the tag is latched when the request is taken: tag_idx moves on once it is busy
+    assign wtag = peer_tag10 ? 10'(10'd256 + 10'(tag_take_idx)) : 10'(tag_take_idx);
     logic [63:0] wdata;
     always_comb begin
         wdata = cur_data;
@@ -175,6 +187,7 @@ module dxpu_ingest
             beat <= '0;
             snd_nxt <= 32'd0;
             swap <= 1'b0;
+            tag_take_idx <= '0;
             cht <= 3'd0;
             cneed <= 32'd0;
             for (int i = 0; i < 6; i++) cons[i] <= 32'd0;
@@ -201,6 +214,7 @@ module dxpu_ingest
                     ist <= go ? I_COPY : I_DROP;
                     if (go && cand_rq && is_np) begin
                         tag_take <= 1'b1;
+                        tag_take_idx <= tag_idx;
                         tag_ltag <= {dw0[23], dw0[19], hd[55:48]};
                         tag_lreq <= {hd[39:32], hd[47:40]};
                         tag_bytes <= {ndw, 2'b00};

@@ -1,7 +1,7 @@
-// dxpu_mac_rx: takes one Ethernet frame at a time from the MAC's 64-bit
-// AXI-Stream into a frame buffer (block RAM) for the engine to parse; the
-// stream is held (tready low) until the engine releases the buffer. A
-// frame longer than the buffer is kept truncated and flagged, and the
+// dxpu_mac_rx: takes Ethernet frames from the MAC's 64-bit AXI-Stream into
+// two frame buffers (one block RAM): one frame arrives while the engine
+// parses the other; the stream is held (tready low) only when both are
+// full. A frame longer than a buffer is kept truncated and flagged, and the
 // engine drops it.
 module dxpu_mac_rx #(
     parameter int FRAME_BYTES = 2048,
@@ -24,11 +24,14 @@ module dxpu_mac_rx #(
     output logic [63:0]    rdata
 );
     logic [WAW:0] wptr;
-    logic         full, over;
+    logic [1:0]   full, over;
+    logic [LW-1:0] flen [2];
+    logic         wbuf, rbuf;     // buffer being written, buffer the engine reads
 
-    assign s_tready = !full;
-    assign frame_valid = full;
-    assign frame_trunc = over;
+    assign s_tready = !full[wbuf];
+    assign frame_valid = full[rbuf];
+    assign frame_trunc = over[rbuf];
+    assign frame_len = flen[rbuf];
 
     logic fire;
     assign fire = s_tvalid && s_tready;
@@ -39,29 +42,35 @@ module dxpu_mac_rx #(
         for (int i = 0; i < 8; i++) nkeep = nkeep + {3'b0, s_tkeep[i]};
     end
 
-    dxpu_ram #(.WIDTH(64), .DEPTH(WORDS)) ram (
-        .clk(clk), .we(fire && !wptr[WAW]), .wbe(8'hff), .waddr(wptr[WAW-1:0]), .wdata(s_tdata),
-        .raddr(raddr), .rdata(rdata));
+    dxpu_ram #(.WIDTH(64), .DEPTH(2 * WORDS)) ram (
+        .clk(clk), .we(fire && !wptr[WAW]), .wbe(8'hff), .waddr({wbuf, wptr[WAW-1:0]}), .wdata(s_tdata),
+        .raddr({rbuf, raddr}), .rdata(rdata));
 
     always_ff @(posedge clk) begin
         if (rst) begin
             wptr <= '0;
-            full <= 1'b0;
-            over <= 1'b0;
-            frame_len <= '0;
-        end else if (full) begin
-            if (frame_done) begin
-                full <= 1'b0;
-                wptr <= '0;
-                over <= 1'b0;
+            full <= 2'b00;
+            over <= 2'b00;
+            wbuf <= 1'b0;
+            rbuf <= 1'b0;
+            flen[0] <= '0;
+            flen[1] <= '0;
+        end else begin
+            if (frame_done && full[rbuf]) begin
+                full[rbuf] <= 1'b0;
+                rbuf <= !rbuf;
             end
-        end else if (fire) begin
-            if (wptr[WAW]) over <= 1'b1;
-            if (s_tlast) begin
-                full <= 1'b1;
-                frame_len <= wptr[WAW] ? LW'(FRAME_BYTES) : {wptr[WAW-1:0], 3'b000} + LW'(nkeep);
-            end else if (!wptr[WAW]) begin
-                wptr <= wptr + 1'b1;
+            if (fire) begin
+                if (wptr[WAW]) over[wbuf] <= 1'b1;
+                if (s_tlast) begin
+                    full[wbuf] <= 1'b1;
+                    flen[wbuf] <= wptr[WAW] ? LW'(FRAME_BYTES) : {wptr[WAW-1:0], 3'b000} + LW'(nkeep);
+                    wbuf <= !wbuf;
+                    wptr <= '0;
+                end else if (!wptr[WAW]) begin
+                    wptr <= wptr + 1'b1;
+                end
+                if (wptr == '0) over[wbuf] <= 1'b0;   // a new frame in this buffer
             end
         end
     end

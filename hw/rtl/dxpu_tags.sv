@@ -22,6 +22,7 @@ module dxpu_tags #(
     output logic           tag_free,
     output logic [TGL-1:0] tag_idx,
     input  logic           tag_take,
+    input  logic [TGL-1:0] tag_take_idx,   // the tag_idx the ingest saw when it took the request
     input  logic [9:0]     tag_ltag,
     input  logic [15:0]    tag_lreq,
     input  logic [12:0]    tag_bytes,
@@ -140,13 +141,13 @@ module dxpu_tags #(
                 quar[qi[TGL-1:0]] <= 1'b0;
             end
             if (tag_take) begin
-                busy[tag_idx] <= 1'b1;
-                quar[tag_idx] <= 1'b0;
-                dn[tag_idx] <= 1'b0;
-                ltag[tag_idx] <= tag_ltag;
-                lreq[tag_idx] <= tag_lreq;
-                rem[tag_idx] <= tag_bytes;
-                start[tag_idx] <= now_us;
+                busy[tag_take_idx] <= 1'b1;
+                quar[tag_take_idx] <= 1'b0;
+                dn[tag_take_idx] <= 1'b0;
+                ltag[tag_take_idx] <= tag_ltag;
+                lreq[tag_take_idx] <= tag_lreq;
+                rem[tag_take_idx] <= tag_bytes;
+                start[tag_take_idx] <= now_us;
             end
         end
     end

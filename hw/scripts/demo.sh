@@ -4,7 +4,10 @@
 # dma_write/dma_read) move random data through the pair into the memory
 # behind the RTL bridge and back, and the bytes are compared. Runs without
 # loss and with LOSS (default 0.05) of the frames lost each way by the
-# harness. Exit status 0 only if every read returned exactly what was written.
+# harness. Meanwhile the simulated device makes its own requests (the RQ/RC
+# path, wire tags): 64 writes and reads of host memory served by
+# 'dxpu nettlp serve' behind the host bridge, checked by the harness.
+# Exit status 0 only if every read returned exactly what was written.
 set -eu
 DXPU=${DXPU:-../bin/dxpu}
 SIM=${SIM:-obj_dir/Vdxpu_bridge_gpu}
@@ -12,6 +15,7 @@ GPU=${GPU:-127.0.0.131:8855}
 HOST=${HOST:-127.0.0.130:8855}
 NT_REMOTE=${NT_REMOTE:-127.0.0.133}   # the host bridge's NetTLP side (libtlp's -r)
 NT_LOCAL=${NT_LOCAL:-127.0.0.134}     # libtlp's own address (-l)
+NT_HOSTMEM=${NT_HOSTMEM:-127.0.0.135} # host memory for the device's DMA (dxpu nettlp serve)
 BASE=0x2000000000
 SIZE=${SIZE:-8192}
 LOSS=${LOSS:-0.05}
@@ -34,10 +38,12 @@ hexdump() { awk '/^[0-9a-f]+  /{for(i=2;i<=NF;i++){if($i ~ /^\|/)break; printf "
 
 run() {
     loss=$1
-    $RT "$SIM" --listen "$GPU" --peer "$HOST" --mem-base "$BASE" --mem-size 1048576 --encap mixed --loss "$loss" \
-        2>"$TMP/sim.log" &
+    $RT "$DXPU" nettlp serve --addr "$NT_HOSTMEM" --mem-size 1M >"$TMP/serve.log" 2>&1 &
     pids="$pids $!"
-    $RT "$DXPU" bridge --role host --listen "$HOST" --peer "$GPU" --pcie "nettlp:$NT_REMOTE:$NT_LOCAL" \
+    $RT "$SIM" --listen "$GPU" --peer "$HOST" --mem-base "$BASE" --mem-size 1048576 --encap mixed --loss "$loss" \
+        --dma 64 2>"$TMP/sim.log" &
+    pids="$pids $!"
+    $RT "$DXPU" bridge --role host --listen "$HOST" --peer "$GPU" --pcie "nettlp:$NT_REMOTE:$NT_LOCAL:$NT_HOSTMEM" \
         --insecure-no-keys --keepalive 50ms --dead-after 1s >"$TMP/host.log" 2>&1 &
     pids="$pids $!"
     i=0
@@ -61,11 +67,19 @@ run() {
             ok=1
         fi
     done
+    i=0
+    until grep -q 'harness: dma:' "$TMP/sim.log"; do
+        i=$((i + 1))
+        if [ $i -gt 200 ]; then echo "demo: loss $loss: the device's DMA did not finish in 20 s" >&2; ok=1; break; fi
+        sleep 0.1
+    done
+    if grep -q 'harness: dma: .*failed' "$TMP/sim.log"; then ok=1; fi
     cleanup
     stats=$(tail -1 "$TMP/sim.log")
     if [ $ok -eq 0 ]; then
         echo "demo: loss $loss: $((2 * SIZE + 1000)) bytes (aligned and misaligned) written and read back byte-exact through the RTL bridge"
     fi
+    grep 'harness: dma:' "$TMP/sim.log" | sed 's/^/  /' || true
     echo "  $stats"
     return $ok
 }

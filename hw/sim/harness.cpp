@@ -51,6 +51,8 @@ struct Opts {
     uint64_t seed = 0;
     double max_seconds = 0;        // 0: run until killed
     bool verbose = false;
+    int dma = 0;                   // device reads/writes of host memory to make once up
+    uint64_t dma_addr = 0x1000;
 };
 
 volatile std::sig_atomic_t g_stop = 0;
@@ -103,8 +105,10 @@ Opts parse_opts(int argc, char** argv) {
         else if (a == "--seed") o.seed = parse_num(val("--seed"), "--seed");
         else if (a == "--max-seconds") o.max_seconds = std::strtod(val("--max-seconds").c_str(), nullptr);
         else if (a == "-v") o.verbose = true;
+        else if (a == "--dma") o.dma = int(parse_num(val("--dma"), "--dma"));
+        else if (a == "--dma-addr") o.dma_addr = parse_num(val("--dma-addr"), "--dma-addr");
         else if (a.rfind("+verilator", 0) == 0) continue;
-        else die("unknown option " + a + " (have --listen --peer --pair --mem-base --mem-size --encap mixed|udp|eth --tx-eth --tx-vlan --loss F --seed N --max-seconds S -v)");
+        else die("unknown option " + a + " (have --listen --peer --pair --mem-base --mem-size --encap mixed|udp|eth --tx-eth --tx-vlan --loss F --seed N --max-seconds S --dma N --dma-addr A -v)");
     }
     if (o.encap != "mixed" && o.encap != "udp" && o.encap != "eth") die("--encap " + o.encap + ": want mixed, udp or eth");
     if (o.loss < 0 || o.loss >= 1) die("--loss: want a fraction in [0, 1)");
@@ -250,6 +254,64 @@ struct OutStream {
     }
 };
 
+// Dma plays the device's own requests (the RQ/RC path): once the link is
+// up, it writes 64 random bytes to host memory, reads them back and checks
+// the completion (own tag and requester ID restored, status SC, the bytes),
+// n times, with local tags that are not the wire's.
+struct Dma {
+    int n = 0, done = 0, failed = 0;
+    uint64_t addr = 0;
+    enum { kIdle, kWait } st = kIdle;
+    Bytes data, got;
+    uint8_t tag = 0;
+    double since = 0;
+    std::string why;
+    static Bytes hdr(uint8_t b0, uint32_t ndw, uint8_t tag, uint64_t a) {
+        Bytes t = {b0, 0, uint8_t(ndw >> 8 & 3), uint8_t(ndw), 0x03, 0x00, tag, 0xff};
+        if (b0 & 0x20) for (int i = 7; i >= 0; i--) t.push_back(uint8_t(a >> (8 * i)));
+        else for (int i = 3; i >= 0; i--) t.push_back(uint8_t(a >> (8 * i)));
+        return t;
+    }
+    void step(bool up, double now, std::deque<Bytes>& rq, std::mt19937_64& rng) {
+        if (done >= n || !up) return;
+        if (st == kIdle) {
+            uint64_t a = addr + uint64_t(done % 64) * 64;
+            uint8_t fmt4 = a >> 32 ? 0x20 : 0;
+            data.resize(64);
+            for (auto& b : data) b = uint8_t(rng());
+            Bytes w = hdr(0x40 | fmt4, 16, 0, a);
+            w.insert(w.end(), data.begin(), data.end());
+            rq.push_back(w);
+            tag = uint8_t(0x80 + done % 64);
+            rq.push_back(hdr(fmt4, 16, tag, a));
+            got.clear();
+            st = kWait;
+            since = now;
+        } else if (now - since > 3) {
+            fail("no completion within 3 s");
+        }
+    }
+    void fail(const std::string& w) {
+        if (why.empty()) why = w;
+        failed++;
+        done++;
+        st = kIdle;
+    }
+    void completion(const Bytes& c) {
+        if (st != kWait) { fail("a completion nobody waited for"); return; }
+        if (c.size() < 12) { fail("a completion shorter than its header"); return; }
+        if (c[10] != tag || c[8] != 0x03 || c[9] != 0x00) { fail("a completion without the device's own tag and requester ID"); return; }
+        if ((c[6] >> 5) != 0) { fail("completion status " + std::to_string(c[6] >> 5)); return; }
+        got.insert(got.end(), c.begin() + 12, c.end());
+        uint32_t bc = uint32_t(c[6] & 0xf) << 8 | c[7];
+        if (bc == 0) bc = 4096;
+        if (c.size() - 12 < bc) return;   // more to come
+        if (got != data) { fail("read back other bytes than written"); return; }
+        done++;
+        st = kIdle;
+    }
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -293,7 +355,11 @@ int main(int argc, char** argv) {
     }
     m->rst = 0;
 
-    InStream mac_in, cc_in;
+    InStream mac_in, cc_in, rq_in;
+    Dma dma;
+    dma.n = o.dma;
+    dma.addr = o.dma_addr;
+    bool dma_reported = o.dma == 0;
     OutStream mac_out, cq_out, rc_out;
     auto t0 = std::chrono::steady_clock::now();
     uint64_t ticks = 0, cycles = 0, rx_frames = 0, tx_frames = 0, lost_in = 0, lost_out = 0, bad_out = 0;
@@ -340,7 +406,8 @@ int main(int argc, char** argv) {
             m->s_mac_tdata = d; m->s_mac_tkeep = k; m->s_mac_tvalid = v; m->s_mac_tlast = l;
             cc_in.drive(d, k, v, l);
             m->s_axis_cc_tdata = d; m->s_axis_cc_tkeep = k; m->s_axis_cc_tvalid = v; m->s_axis_cc_tlast = l;
-            m->s_axis_rq_tvalid = 0; m->s_axis_rq_tdata = 0; m->s_axis_rq_tkeep = 0; m->s_axis_rq_tlast = 0;
+            rq_in.drive(d, k, v, l);
+            m->s_axis_rq_tdata = d; m->s_axis_rq_tkeep = k; m->s_axis_rq_tvalid = v; m->s_axis_rq_tlast = l;
             m->m_mac_tready = 1;
             m->m_axis_cq_tready = 1;
             m->m_axis_rc_tready = 1;
@@ -349,6 +416,7 @@ int main(int argc, char** argv) {
             // sample handshakes before the edge
             bool mac_in_fire = m->s_mac_tvalid && m->s_mac_tready;
             bool cc_fire = m->s_axis_cc_tvalid && m->s_axis_cc_tready;
+            bool rq_fire = m->s_axis_rq_tvalid && m->s_axis_rq_tready;
             bool mac_out_fire = m->m_mac_tvalid && m->m_mac_tready;
             uint64_t mo_d = m->m_mac_tdata; uint8_t mo_k = m->m_mac_tkeep, mo_l = m->m_mac_tlast;
             bool cq_fire = m->m_axis_cq_tvalid && m->m_axis_cq_tready;
@@ -360,6 +428,7 @@ int main(int argc, char** argv) {
             cycles++;
             if (mac_in_fire) { if (mac_in.q.front().size() <= (mac_in.beat + 1) * 8) rx_frames++; mac_in.advance(); activity = true; }
             if (cc_fire) { cc_in.advance(); activity = true; }
+            if (rq_fire) { rq_in.advance(); activity = true; }
             Bytes done;
             if (mac_out_fire && mac_out.take(mo_d, mo_k, mo_l, done)) {
                 activity = true;
@@ -388,9 +457,16 @@ int main(int argc, char** argv) {
             if (rc_fire && rc_out.take(rc_d, rc_k, rc_l, done)) {
                 activity = true;
                 if (o.verbose) std::fprintf(stderr, "harness: completion for the device, %zu bytes\n", done.size());
+                dma.completion(done);
             }
         }
-        if (activity || !mac_in.q.empty() || !cc_in.q.empty()) idle_loops = 0;
+        dma.step(m->link_up, el, rq_in.q, rng);
+        if (!dma_reported && dma.done >= dma.n) {
+            dma_reported = true;
+            if (dma.failed) std::fprintf(stderr, "harness: dma: %d of %d device write+read rounds failed: %s\n", dma.failed, dma.n, dma.why.c_str());
+            else std::fprintf(stderr, "harness: dma: %d device write+read rounds of 64 bytes byte-exact\n", dma.n);
+        }
+        if (activity || !mac_in.q.empty() || !cc_in.q.empty() || !rq_in.q.empty()) idle_loops = 0;
         else idle_loops++;
         if (idle_loops > 4 && ticks >= want) {
             // nothing moving: wait for a datagram or the next tick
@@ -404,5 +480,5 @@ int main(int argc, char** argv) {
                  (unsigned long long)tx_frames, (unsigned long long)lost_out, (unsigned long long)bad_out,
                  m->stat_frames_rx, m->stat_frames_bad, m->stat_frames_tx, m->stat_retransmits);
     m->final();
-    return bad_out == 0 ? 0 : 1;
+    return bad_out == 0 && dma.failed == 0 ? 0 : 1;
 }
