@@ -713,7 +713,7 @@ func (c negCase) judge(rep Report, err error) []string {
 	return out
 }
 
-var update = flag.Bool("update", false, "rewrite the table of negative cases in docs/conformance.md")
+var updateTable = flag.Bool("update", false, "rewrite the table of negative cases in docs/conformance.md")
 
 // conformanceDoc holds the table of rules and their negative cases.
 const conformanceDoc = "../../../docs/conformance.md"
@@ -806,7 +806,7 @@ func TestNegativeCasesDocumented(t *testing.T) {
 	}
 	want := negativeTable()
 	if got := s[i+len(tableBegin) : j]; got != want {
-		if !*update {
+		if !*updateTable {
 			t.Fatalf("the table in %s drifted from negatives (go test ./internal/app/conform -run TestNegativeCasesDocumented -update rewrites it):\n%s", conformanceDoc, want)
 		}
 		if err := os.WriteFile(conformanceDoc, []byte(s[:i+len(tableBegin)]+want+s[j:]), 0o644); err != nil {
