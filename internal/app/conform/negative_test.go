@@ -838,3 +838,34 @@ func testFuncs(t *testing.T) map[string]bool {
 	}
 	return out
 }
+
+// A bridge that restarts in the middle of the ordering scenario (a HELLO
+// of a new session right after the write the scenario waits for) leaves
+// the kit without the requests it was to complete: the scenario ends, the
+// kit does not panic (it did, completing a request it no longer had).
+func TestOrderingSurvivesRestart(t *testing.T) {
+	t.Parallel()
+	hello := encap.Control{Type: encap.CtlHello, Role: encap.RoleGPU, TagBits: 8, Session: 0x0bad5e55, Window: 64, MaxTLP: 532, ISN: 100}
+	hb := make([]byte, encap.HeaderLen)
+	h := encap.Header(hb)
+	h.SetVersionFlags(encap.Version, 0)
+	h.SetType(encap.MsgControl)
+	h.SetPairID(42)
+	h.SetBodyLen(encap.HelloLen)
+	hb = hello.AppendTo(hb)
+	su := faulty(func(s *faultState, b []byte) [][]byte {
+		restart := false
+		eachTLP(b, func(_ uint32, t []byte) {
+			v := tlp.View(t)
+			restart = restart || !s.done && v.Kind() == tlp.MWr && v.Address() == kitMemory+64*5
+		})
+		if restart {
+			s.done = true
+			return [][]byte{b, hb}
+		}
+		return [][]byte{b}
+	}, nil)
+	if _, err := runKit(t, su, "handshake", "ordering"); err != nil {
+		t.Fatalf("kit: %v", err)
+	}
+}
