@@ -55,6 +55,13 @@ type setup struct {
 	// kit is still told iutTimers); opts changes the kit's options.
 	bridge *Timers
 	opts   func(*Options)
+	// Broken bridges (negative_test.go): config changes the bridge's
+	// configuration; local sees each TLP the stub hands the bridge and may
+	// hold it (by not returning) or drop it (false); deliver sees, and may
+	// change, each TLP the bridge hands the stub.
+	config  func(*bridge.Config)
+	local   func(ctx context.Context, b []byte) bool
+	deliver func(v tlp.View)
 }
 
 func udpConns(t *testing.T) (driver.Transport, driver.Transport) {
@@ -92,9 +99,13 @@ func runKit(t *testing.T, su setup, scenarios ...string) (Report, error) {
 	if su.bridge != nil {
 		bt = *su.bridge
 	}
-	b, err := bridge.New(bridge.Config{Role: bridge.RoleGPU, PairID: 42, Keepalive: bt.Keepalive,
+	cfg := bridge.Config{Role: bridge.RoleGPU, PairID: 42, Keepalive: bt.Keepalive,
 		DeadAfter: bt.DeadAfter, CompletionTimeout: bt.CompletionTimeout, HelloInterval: bt.HelloInterval,
-		MaxRTO: bt.MaxRTO, AckDelay: bt.AckDelay, Seed: 7})
+		MaxRTO: bt.MaxRTO, AckDelay: bt.AckDelay, Seed: 7}
+	if su.config != nil {
+		su.config(&cfg)
+	}
+	b, err := bridge.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,6 +116,9 @@ func runKit(t *testing.T, su setup, scenarios ...string) (Report, error) {
 	r := driver.New(b, tr)
 	stub := NewStub(tlp.NewID(3, 0, 0), 0, 4096)
 	r.OnTLP = stub.Deliver
+	if su.deliver != nil {
+		r.OnTLP = func(v tlp.View) { c := append(tlp.View(nil), v...); su.deliver(c); stub.Deliver(c) }
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	var wg sync.WaitGroup
 	wg.Add(2)
@@ -114,7 +128,9 @@ func runKit(t *testing.T, su setup, scenarios ...string) (Report, error) {
 		for {
 			select {
 			case b := <-stub.Out():
-				_ = driver.SendWait(ctx, r, b)
+				if su.local == nil || su.local(ctx, b) {
+					_ = driver.SendWait(ctx, r, b)
+				}
 			case <-ctx.Done():
 				return
 			}

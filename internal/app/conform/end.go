@@ -87,6 +87,8 @@ type end struct {
 	deliveredAt map[uint32]time.Duration
 	delivLast   time.Duration
 	kaAcks      map[uint8]time.Duration
+	kaSent      map[uint8]bool // probe numbers the kit sent (0: its periodic KEEPALIVEs)
+	kaStrays    int            // KEEPALIVE-ACKs with a probe number the kit never sent
 	keepalives  int
 	kaTimes     []time.Duration // arrival of the IUT's KEEPALIVEs this session
 	hellos      int
@@ -141,7 +143,7 @@ func defaultAdvert() advert {
 func newEnd(led *ledger, role encap.Role, pair uint32, exact bool, timers Timers, seed uint64) *end {
 	e := &end{led: led, role: role, pair: pair, exact: exact, timers: timers, maxTLP: 4096 + 20,
 		rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), sessions: map[uint32]string{}, kitSessions: map[uint32]string{},
-		kitID: tlp.NewID(0x7e, 0, 0)}
+		kitID: tlp.NewID(0x7e, 0, 0), kaSent: map[uint8]bool{0: true}}
 	if role == encap.RoleGPU {
 		e.kitID = tlp.NewID(0x7f, 0, 0)
 	}
@@ -340,7 +342,11 @@ func (e *end) forEachTLP(h encap.Header, body []byte, f func(seq uint32, t []byt
 func (e *end) onControl(now time.Duration, h encap.Header, body []byte) {
 	c, err := encap.ParseControl(body)
 	if err != nil {
-		e.led.fail("CTL-1", "%v", err)
+		if helloFieldsBad(body) {
+			e.led.fail("CTL-2", "%v", err)
+		} else {
+			e.led.fail("CTL-1", "%v", err)
+		}
 		return
 	}
 	if c.Role == e.role {
@@ -369,7 +375,27 @@ func (e *end) onControl(now time.Duration, h encap.Header, body []byte) {
 		e.waitProbe = false
 	case encap.CtlKeepaliveAck:
 		e.kaAcks[c.Probe] = now
+		if !e.kaSent[c.Probe] {
+			e.kaStrays++
+			e.led.fail("CTL-3", "a KEEPALIVE-ACK with probe number %d, which the kit never sent", c.Probe)
+		}
 	}
+}
+
+// helloFieldsBad reports whether a control message that does not parse is
+// a HELLO or HELLO-ACK whose common fields are right (CTL-1): what is
+// wrong is in its HELLO fields (CTL-2).
+func helloFieldsBad(body []byte) bool {
+	if len(body) < encap.HelloLen {
+		return false // shorter than its type's length: CTL-1
+	}
+	if t := encap.ControlType(body[0]); t != encap.CtlHello && t != encap.CtlHelloAck {
+		return false
+	}
+	common := append([]byte(nil), body[:encap.ControlLen]...)
+	common[0] = byte(encap.CtlKeepalive)
+	_, err := encap.ParseControl(common)
+	return err == nil
 }
 
 func (e *end) onHello(now time.Duration, c *encap.Control) {
@@ -546,7 +572,14 @@ func (e *end) onTLPs(now time.Duration, h encap.Header, body []byte) {
 			delete(e.dropped, seq)
 		}
 		if seqLT(seq, e.rcvNext) {
-			return // a duplicate: acknowledged again below
+			// A duplicate, acknowledged again below; before anything of
+			// the session was delivered, a TLP numbered before the ISN
+			// (within a window of it: a stale frame of an older session
+			// is as likely anywhere else).
+			if e.rcvNext == e.iut.ISN && e.iut.ISN-seq <= uint32(e.window) {
+				e.led.fail("SEQ-1", "TLP %#x precedes the ISN %#x of the IUT's HELLO", seq, e.iut.ISN)
+			}
+			return
 		}
 		if seq-e.rcvNext >= uint32(e.window) {
 			e.led.fail("RTX-1", "TLP %#x is %d beyond the next expected %#x, the kit's window is %d", seq, seq-e.rcvNext, e.rcvNext, e.window)
