@@ -34,3 +34,8 @@ func (s *sysConn) recvBatch(c *Conn, bufs [][]byte, sizes []int) (int, error) {
 	sizes[0] = n
 	return 1, nil
 }
+
+func (s *sysConn) noOffload() {}
+
+func (s *sysConn) noGRO()      {}
+func (s *sysConn) groOn() bool { return false }

@@ -5,6 +5,12 @@
 // moves up to a batch of datagrams, and no call allocates; also
 // driver.Poller (TryRecvBatch, WaitReadable), so that a busy-polling loop
 // can take frames from the socket without waking the runner's goroutine.
+//
+// Where the kernel offers them, a batch's runs of equal-sized frames go
+// out as one message that the kernel segments (UDP_SEGMENT), and a
+// receive whose buffers hold 64 KiB turns on UDP_GRO, which keeps such
+// a run one message up to the socket; each falls back to a datagram per
+// frame when the kernel refuses it.
 package udp
 
 import (
@@ -102,7 +108,7 @@ func (c *Conn) SendBatch(frames [][]byte) (int, error) {
 
 // Recv returns the next frame from the peer.
 func (c *Conn) Recv(buf []byte) (int, error) {
-	if c.raw != nil {
+	if c.raw != nil || c.sys.groOn() {
 		return c.recvRaw(buf)
 	}
 	for {
@@ -160,4 +166,17 @@ func (c *Conn) Close() error {
 		return c.raw.close()
 	}
 	return c.c.Close()
+}
+
+// NoOffload makes c send and receive every datagram in a message of its
+// own, as a plain socket does (no UDP segmentation or receive offload):
+// the raw baselines measure what the network carries without the
+// bridges' batching. Call it before the first receive.
+func (c *Conn) NoOffload() {
+	c.txMu.Lock()
+	c.sys.noOffload()
+	c.txMu.Unlock()
+	c.rxMu.Lock()
+	c.sys.noGRO()
+	c.rxMu.Unlock()
 }

@@ -34,10 +34,14 @@ type UDPResult struct {
 // UDP floods rx from tx with datagrams of size bytes that start with
 // prefix (a dxpu header, so that a switch forwards them) for d, in
 // batches of udp.MaxBatch, and returns what rx received per second. It
-// owns both sockets and closes them.
+// owns both sockets and closes them. Both send and receive every datagram
+// on its own (udp.Conn.NoOffload): a plain socket's figure, where the
+// bridges segment and coalesce runs of equal frames.
 func UDP(ctx context.Context, tx, rx *udp.Conn, size int, prefix []byte, d time.Duration) (UDPResult, error) {
 	defer tx.Close()
 	defer rx.Close()
+	tx.NoOffload()
+	rx.NoOffload()
 	if size < len(prefix) || size < 1 || size > 65507 {
 		return UDPResult{}, fmt.Errorf("rawgoodput: datagram size %d: want %d..65507 bytes", size, max(len(prefix), 1))
 	}
