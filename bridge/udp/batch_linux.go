@@ -35,8 +35,10 @@ type sysConn struct {
 	// gso: a run of equal-sized frames (the last may be shorter) goes
 	// out as one message with a UDP_SEGMENT control message, and the
 	// kernel cuts it into datagrams below the socket layer (on loopback
-	// and veth, not at all until the receiving socket): one pass through
-	// the stack instead of one per frame. Probed at init, cleared for
+	// and veth, not until the receiving socket): one pass through the
+	// stack instead of one per frame. (UDP_GRO on the receiver, which
+	// keeps the run one message up to the socket, measured slower: the
+	// frames must then be cut apart and copied in user space.) Probed at init, cleared for
 	// good on the first send the kernel refuses (see gsoRefused).
 	gso bool
 	// txCtl holds each message's control message (cmsghdr and segment
@@ -44,31 +46,13 @@ type sysConn struct {
 	// each message carries.
 	txCtl       [MaxBatch][gsoCtlWords]uint64
 	txMsgFrames [MaxBatch]int
-	// segmented and coalesced count the frames that went out in a
-	// segmented message and came in a coalesced one.
-	segmented, coalesced uint64
+	// segmented counts the frames that went out in a segmented message.
+	segmented uint64
 
 	rx     [MaxBatch]unix.Mmsghdr
 	rxIov  [MaxBatch]unix.Iovec
 	rxName [MaxBatch]unix.RawSockaddrInet6
 	recv   mmsgCall
-	// gro: UDP_GRO is on, so one message may hold several datagrams of
-	// the peer's (equal-sized segments, the last may be shorter, the
-	// size in a control message): what a UDP_SEGMENT sender sent as one
-	// stays one on loopback and veth, one pass through the stack and
-	// one socket queue entry. It is turned on by the first receive whose
-	// buffers all hold the largest message (groMin), never by Listen: a
-	// reader with smaller buffers would see datagrams run together.
-	gro, groTried bool
-	rxCtl         [MaxBatch][groCtlWords]uint64
-	// stash holds the datagrams of coalesced messages that did not fit
-	// the caller's buffers (and, for a caller with small buffers, the
-	// message it received), served before the next system call.
-	stash     []byte
-	stashLens []int
-	stashHead int
-	stashOff  int
-	stashBufs [1][]byte
 	// tryRecv is recv that never waits (MSG_DONTWAIT), made through
 	// RawConn.Control: that holds the descriptor open but takes no read
 	// lock, so it runs while another goroutine waits in WaitReadable.
@@ -172,7 +156,7 @@ func (s *sysConn) initRC(rc syscall.RawConn) error {
 	if serr != nil {
 		return fmt.Errorf("SO_DOMAIN: %w", serr)
 	}
-	s.gso = offloadOK(rc, unix.UDP_SEGMENT, false)
+	s.gso = offloadOK(rc, unix.UDP_SEGMENT)
 	s.send.init(unix.SYS_SENDMMSG, &s.tx[0], 0)
 	s.one.s = s
 	s.one.fn = s.one.call
@@ -324,19 +308,14 @@ func gsoRefused(err error) bool {
 }
 
 // offloadOK asks the kernel whether the socket knows the UDP-level option
-// opt (UDP_SEGMENT, UDP_GRO): set turns it on (UDP_GRO), else it is only
-// read (a UDP_SEGMENT set on the socket would segment every send). Any
-// refusal leaves the socket as it was and reports false.
-func offloadOK(rc syscall.RawConn, opt int, set bool) bool {
+// opt (UDP_SEGMENT), reading it only (set on the socket it would segment
+// every send).
+func offloadOK(rc syscall.RawConn, opt int) bool {
 	if offloadRefuse != nil && offloadRefuse(opt) {
 		return false
 	}
 	ok := false
 	_ = rc.Control(func(fd uintptr) {
-		if set {
-			ok = unix.SetsockoptInt(int(fd), unix.SOL_UDP, opt, 1) == nil
-			return
-		}
 		_, err := unix.GetsockoptInt(int(fd), unix.SOL_UDP, opt)
 		ok = err == nil
 	})
@@ -347,72 +326,27 @@ func offloadOK(rc syscall.RawConn, opt int, set bool) bool {
 var offloadRefuse func(opt int) bool
 
 func (s *sysConn) recvBatch(c *Conn, bufs [][]byte, sizes []int) (int, error) {
-	if n := s.fromStash(bufs, sizes); n > 0 {
-		return n, nil
-	}
-	target := s.rxTarget(bufs)
-	s.prepareRecv(target)
-	s.recv.n = len(target)
+	s.prepareRecv(bufs)
+	s.recv.n = len(bufs)
 	if err := s.rc.Read(s.recv.fn); err != nil {
 		return 0, err
 	}
-	return s.received(c, &s.recv, target, bufs, sizes)
+	return s.received(c, &s.recv, bufs, sizes)
 }
 
 // tryRecvBatch is recvBatch that returns 0 at once when nothing is
 // queued.
 func (s *sysConn) tryRecvBatch(c *Conn, bufs [][]byte, sizes []int) (int, error) {
-	if n := s.fromStash(bufs, sizes); n > 0 {
-		return n, nil
-	}
-	target := s.rxTarget(bufs)
-	s.prepareRecv(target)
-	s.tryRecv.n = len(target)
+	s.prepareRecv(bufs)
+	s.tryRecv.n = len(bufs)
 	if err := s.rc.Control(s.tryRecv.ctl); err != nil {
 		return 0, err
 	}
-	return s.received(c, &s.tryRecv, target, bufs, sizes)
+	return s.received(c, &s.tryRecv, bufs, sizes)
 }
 
 // waitReadable parks until a datagram is queued.
 func (s *sysConn) waitReadable() error { return s.rc.Read(s.peek) }
-
-// groMin is the least buffer that holds any message: GRO goes on with the
-// first receive whose buffers are all this large.
-const groMin = 65535
-
-// groCtlWords is a UDP_GRO control message (a cmsghdr and an int) in
-// uint64s.
-const groCtlWords = (unix.SizeofCmsghdr + 8 + 7) / 8
-
-func allHold(bufs [][]byte, n int) bool {
-	for _, b := range bufs {
-		if len(b) < n {
-			return false
-		}
-	}
-	return true
-}
-
-// rxTarget returns the buffers a receive fills: the caller's, or with
-// GRO on and a caller buffer too small for a coalesced message, one stash
-// buffer whose datagrams fromStash then hands out. It turns GRO on with
-// the first buffers large enough.
-func (s *sysConn) rxTarget(bufs [][]byte) [][]byte {
-	big := allHold(bufs, groMin)
-	if !s.groTried && big {
-		s.groTried = true
-		s.gro = offloadOK(s.rc, unix.UDP_GRO, true)
-	}
-	if !s.gro || big {
-		return bufs
-	}
-	if cap(s.stash) < groMin {
-		s.stash = make([]byte, 0, groMin)
-	}
-	s.stashBufs[0] = s.stash[:groMin]
-	return s.stashBufs[:]
-}
 
 // prepareRecv points the receive headers at bufs.
 func (s *sysConn) prepareRecv(bufs [][]byte) {
@@ -426,18 +360,13 @@ func (s *sysConn) prepareRecv(bufs [][]byte) {
 		h := &s.rx[i]
 		h.Hdr = unix.Msghdr{Name: (*byte)(unsafe.Pointer(&s.rxName[i])), Namelen: uint32(unsafe.Sizeof(s.rxName[i])), Iov: iov}
 		h.Hdr.SetIovlen(1)
-		if s.gro {
-			h.Hdr.Control = (*byte)(unsafe.Pointer(&s.rxCtl[i][0]))
-			h.Hdr.SetControllen(unix.CmsgSpace(4))
-		}
 		h.Len = 0
 	}
 }
 
-// received filters what call took into target: frames from the peer
-// only, moved to the front, and with GRO each message cut into its
-// datagrams. target is bufs, or the stash buffer.
-func (s *sysConn) received(c *Conn, call *mmsgCall, target, bufs [][]byte, sizes []int) (int, error) {
+// received filters what call took into bufs: frames from the peer only,
+// moved to the front.
+func (s *sysConn) received(c *Conn, call *mmsgCall, bufs [][]byte, sizes []int) (int, error) {
 	if call.err != nil {
 		return 0, call.err
 	}
@@ -447,132 +376,17 @@ func (s *sysConn) received(c *Conn, call *mmsgCall, target, bufs [][]byte, sizes
 			c.Foreign++
 			continue
 		}
-		n := min(int(s.rx[i].Len), len(target[i]))
+		n := min(int(s.rx[i].Len), len(bufs[i]))
 		if got != i {
-			copy(target[got], target[i][:n])
-			s.rxCtl[got] = s.rxCtl[i]
-			s.rx[got].Hdr.Controllen = s.rx[i].Hdr.Controllen
+			copy(bufs[got], bufs[i][:n])
 		}
 		sizes[got] = n
 		got++
 	}
-	for i := range target {
+	for i := range bufs {
 		s.rxIov[i].Base = nil
 	}
-	if !s.gro {
-		return got, nil
-	}
-	if &target[0] == &s.stashBufs[0] {
-		if got == 1 {
-			s.stashLens, s.stashHead, s.stashOff = s.stashLens[:0], 0, 0
-			s.stash = s.stash[:0]
-			seg := s.segSize(0, sizes[0])
-			if seg < sizes[0] {
-				s.coalesced += uint64((sizes[0] + seg - 1) / seg)
-			}
-			s.stashSegs(s.stash[:sizes[0]], seg)
-		}
-		return s.fromStash(bufs, sizes), nil
-	}
-	return s.split(got, bufs, sizes), nil
-}
-
-// segSize returns the datagram size of received message i of n bytes:
-// its UDP_GRO size, or n when it is one datagram.
-func (s *sysConn) segSize(i, n int) int {
-	h := &s.rx[i].Hdr
-	if h.Controllen < uint64(unix.CmsgLen(4)) {
-		return n
-	}
-	c := (*unix.Cmsghdr)(unsafe.Pointer(&s.rxCtl[i][0]))
-	if c.Level != unix.SOL_UDP || c.Type != unix.UDP_GRO {
-		return n
-	}
-	seg := int(*(*int32)(unsafe.Pointer(uintptr(unsafe.Pointer(&s.rxCtl[i][0])) + uintptr(unix.CmsgLen(0)))))
-	if seg <= 0 || seg >= n {
-		return n
-	}
-	return seg
-}
-
-// split cuts the got received messages in bufs into their datagrams, in
-// order, one a buffer; those beyond the last buffer go to the stash. It
-// returns how many buffers it filled.
-func (s *sysConn) split(got int, bufs [][]byte, sizes []int) int {
-	total := 0
-	var segs [MaxBatch]int
-	for i := 0; i < got; i++ {
-		segs[i] = s.segSize(i, sizes[i])
-		total += (sizes[i] + segs[i] - 1) / segs[i]
-	}
-	if total == got {
-		return got
-	}
-	s.coalesced += uint64(total)
-	// First the datagrams that fit no buffer, in order, before any
-	// buffer is overwritten; then the rest, from the back, so that a
-	// message is read before a datagram of an earlier one lands on it.
-	s.stashLens, s.stashHead, s.stashOff = s.stashLens[:0], 0, 0
-	s.stash = s.stash[:0]
-	start := 0
-	var first [MaxBatch]int
-	for i := 0; i < got; i++ {
-		first[i] = start
-		k := (sizes[i] + segs[i] - 1) / segs[i]
-		if start+k > len(bufs) {
-			skip := max(len(bufs)-start, 0)
-			s.stashSegs(bufs[i][skip*segs[i]:sizes[i]], segs[i])
-		}
-		start += k
-	}
-	for i := got - 1; i >= 0; i-- {
-		k := (sizes[i] + segs[i] - 1) / segs[i]
-		for j := k - 1; j >= 0; j-- {
-			g := first[i] + j
-			if g >= len(bufs) {
-				continue
-			}
-			a, b := j*segs[i], min((j+1)*segs[i], sizes[i])
-			if g != i {
-				copy(bufs[g], bufs[i][a:b])
-			}
-			sizes[g] = b - a
-		}
-	}
-	return min(total, len(bufs))
-}
-
-// stashSegs appends the datagrams of b, seg bytes each (the last may be
-// shorter), to the stash. The stash grows to the largest overflow once,
-// then allocates nothing.
-func (s *sysConn) stashSegs(b []byte, seg int) {
-	inPlace := len(s.stash) == 0 && len(b) > 0 && cap(s.stash) > 0 && &b[0] == &s.stash[:1][0]
-	if !inPlace {
-		s.stash = append(s.stash, b...)
-	} else {
-		s.stash = s.stash[:len(b)]
-	}
-	for off := 0; off < len(b); off += seg {
-		s.stashLens = append(s.stashLens, min(seg, len(b)-off))
-	}
-}
-
-// fromStash hands out stashed datagrams, up to len(bufs), each cut to
-// its buffer, and returns how many.
-func (s *sysConn) fromStash(bufs [][]byte, sizes []int) int {
-	n := 0
-	for n < len(bufs) && s.stashHead < len(s.stashLens) {
-		l := s.stashLens[s.stashHead]
-		sizes[n] = copy(bufs[n], s.stash[s.stashOff:s.stashOff+l])
-		s.stashOff += l
-		s.stashHead++
-		n++
-	}
-	if s.stashHead == len(s.stashLens) && s.stashHead > 0 {
-		s.stashLens, s.stashHead, s.stashOff = s.stashLens[:0], 0, 0
-		s.stash = s.stash[:0]
-	}
-	return n
+	return got, nil
 }
 
 func (s *sysConn) fromPeer(name *unix.RawSockaddrInet6) bool {
@@ -589,9 +403,3 @@ func (s *sysConn) fromPeer(name *unix.RawSockaddrInet6) bool {
 func (s *sysConn) noOffload() {
 	s.gso = false
 }
-
-// noGRO keeps UDP_GRO off from now on (once on, it stays: received
-// cuts what it coalesced). Called with rxMu held.
-func (s *sysConn) noGRO() { s.groTried = true }
-
-func (s *sysConn) groOn() bool { return s.gro }

@@ -36,6 +36,3 @@ func (s *sysConn) recvBatch(c *Conn, bufs [][]byte, sizes []int) (int, error) {
 }
 
 func (s *sysConn) noOffload() {}
-
-func (s *sysConn) noGRO()      {}
-func (s *sysConn) groOn() bool { return false }

@@ -163,7 +163,7 @@ func (c *Conn) sendRaw(frame []byte) error {
 	return err
 }
 
-// recvRaw is Recv on a rawSock, or with UDP_GRO on: a recvmmsg of one.
+// recvRaw is Recv on a rawSock: a recvmmsg of one.
 func (c *Conn) recvRaw(buf []byte) (int, error) {
 	c.rxMu.Lock()
 	defer c.rxMu.Unlock()

@@ -6,11 +6,9 @@
 // driver.Poller (TryRecvBatch, WaitReadable), so that a busy-polling loop
 // can take frames from the socket without waking the runner's goroutine.
 //
-// Where the kernel offers them, a batch's runs of equal-sized frames go
-// out as one message that the kernel segments (UDP_SEGMENT), and a
-// receive whose buffers hold 64 KiB turns on UDP_GRO, which keeps such
-// a run one message up to the socket; each falls back to a datagram per
-// frame when the kernel refuses it.
+// Where the kernel offers it, a batch's runs of equal-sized frames go out
+// as one message that the kernel segments (UDP_SEGMENT); a socket whose
+// kernel refuses it sends a datagram per frame.
 package udp
 
 import (
@@ -108,7 +106,7 @@ func (c *Conn) SendBatch(frames [][]byte) (int, error) {
 
 // Recv returns the next frame from the peer.
 func (c *Conn) Recv(buf []byte) (int, error) {
-	if c.raw != nil || c.sys.groOn() {
+	if c.raw != nil {
 		return c.recvRaw(buf)
 	}
 	for {
@@ -168,15 +166,11 @@ func (c *Conn) Close() error {
 	return c.c.Close()
 }
 
-// NoOffload makes c send and receive every datagram in a message of its
-// own, as a plain socket does (no UDP segmentation or receive offload):
-// the raw baselines measure what the network carries without the
-// bridges' batching. Call it before the first receive.
+// NoOffload makes c send every datagram in a message of its own, as a
+// plain socket does (no UDP segmentation offload): the raw baselines
+// measure what the network carries without the bridges' batching.
 func (c *Conn) NoOffload() {
 	c.txMu.Lock()
+	defer c.txMu.Unlock()
 	c.sys.noOffload()
-	c.txMu.Unlock()
-	c.rxMu.Lock()
-	c.sys.noGRO()
-	c.rxMu.Unlock()
 }
