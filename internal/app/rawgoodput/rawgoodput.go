@@ -1,7 +1,8 @@
 // Package rawgoodput measures what the network under a bridge pair carries
 // with no bridge at all, as the baseline of a pair's goodput in the same
 // run: two plain UDP sockets flooded with datagrams of the pair's size
-// (sendmmsg and recvmmsg, as the bridges send and receive), and on
+// (sendmmsg and recvmmsg, as the bridges send and receive, but a datagram
+// per message: no UDP segmentation offload), and on
 // loopback one TCP connection. `dxpu bench link` and `dxpu bench e2e`
 // report them beside the pair.
 package rawgoodput
