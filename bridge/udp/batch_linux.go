@@ -34,12 +34,13 @@ type sysConn struct {
 	one   sendtoCall
 	// gso: a run of equal-sized frames (the last may be shorter) goes
 	// out as one message with a UDP_SEGMENT control message, and the
-	// kernel cuts it into datagrams below the socket layer (on loopback
-	// and veth, not until the receiving socket): one pass through the
-	// stack instead of one per frame. (UDP_GRO on the receiver, which
-	// keeps the run one message up to the socket, measured slower: the
-	// frames must then be cut apart and copied in user space.) Probed at init, cleared for
-	// good on the first send the kernel refuses (see gsoRefused).
+	// kernel cuts it into datagrams below the socket layer (on loopback,
+	// not until the receiving socket): one pass through the stack
+	// instead of one per frame. Probed at init, cleared for good on the
+	// first send the kernel refuses (see gsoRefused). (UDP_GRO on the
+	// receiver, which keeps the run one message up to the socket,
+	// measured slower: the frames must then be cut apart and copied in
+	// user space.)
 	gso bool
 	// txCtl holds each message's control message (cmsghdr and segment
 	// size; uint64 for the cmsghdr's alignment); txMsgFrames the frames
