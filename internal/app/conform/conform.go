@@ -90,6 +90,14 @@ type Options struct {
 	Size int
 	// Timers are the IUT's timer settings.
 	Timers Timers
+	// MTU is the IUT's largest frame from the dxpu header on (default
+	// 1472, FRM-3).
+	MTU int
+	// Doorbell, when set, is the address of the IUT's test target (a
+	// command block in its local side, section 12.1 of the specification):
+	// through it the kit makes the IUT issue requests and judges tags,
+	// ordering, completion timeouts and link-down behaviour from outside.
+	Doorbell *uint64
 	// Stub is the IUT's local side when the kit controls it.
 	Stub *Stub
 	// Scenarios selects scenarios by name (default all, see Scenarios).
@@ -152,6 +160,7 @@ func Run(ctx context.Context, o Options) (Report, error) {
 	led := newLedger()
 	k := &kit{opt: o, led: led, log: log, ctx: ctx, start: time.Now(), stub: o.Stub}
 	k.end = newEnd(led, kitRole, o.PairID, exact, o.Timers, o.Seed)
+	k.end.mtu = o.MTU
 	k.link = startLink(t)
 	defer k.link.close()
 	watch := startStallWatch(k.start)

@@ -1,6 +1,7 @@
 package conform
 
 import (
+	"slices"
 	"sync"
 
 	"github.com/dxpu/dxpu/tlp"
@@ -22,6 +23,13 @@ type Stub struct {
 	mem      []byte
 	got      []tlp.Packet
 	overflow int
+
+	// Broken behaviours, for the kit's own tests: each breaks one rule.
+	splitSmall   bool   // split even a read that fits one completion (TAG-6)
+	reverseSplit bool   // send a split read's completions last first (ORD-5)
+	swapWrites   bool   // apply each write after the next one (ORD-1)
+	heldWrite    []byte // with swapWrites: the write not applied yet
+	heldAddr     uint64
 }
 
 // NewStub returns a stub with routing ID id and size bytes of memory at
@@ -49,18 +57,16 @@ func (s *Stub) Deliver(v tlp.View) {
 	p.Data = append([]byte(nil), p.Data...)
 	s.mu.Lock()
 	s.got = append(s.got, p)
-	var reply []byte
+	var reply [][]byte
 	switch p.Kind {
 	case tlp.MWr:
-		if off, ok := s.window(p.Address, len(p.Data)); ok {
-			copy(s.mem[off:], p.Data)
-		}
+		s.write(p.Address, p.Data)
 	case tlp.MRd:
 		reply = s.answer(&p)
 	}
 	s.mu.Unlock()
-	if reply != nil {
-		s.push(reply)
+	for _, r := range reply {
+		s.push(r)
 	}
 	s.signal()
 }
@@ -72,24 +78,75 @@ func (s *Stub) window(addr uint64, n int) (int, bool) {
 	return int(addr - s.base), true
 }
 
-// answer builds the completion of a read (mu held): one CplD, or UR.
-func (s *Stub) answer(r *tlp.Packet) []byte {
+// write applies a write to the memory (mu held).
+func (s *Stub) write(addr uint64, data []byte) {
+	if s.swapWrites {
+		if s.heldWrite == nil {
+			s.heldWrite, s.heldAddr = data, addr
+			return
+		}
+		held, at := s.heldWrite, s.heldAddr
+		s.heldWrite = nil
+		defer s.apply(at, held)
+	}
+	s.apply(addr, data)
+}
+
+func (s *Stub) apply(addr uint64, data []byte) {
+	if off, ok := s.window(addr, len(data)); ok {
+		copy(s.mem[off:], data)
+	}
+}
+
+// stubMPS and stubRCB shape the stub's completions as a device's: a read
+// of up to MPS bytes gets one completion, a larger one is split on RCB
+// multiples (TAG-6, ORD-5).
+const (
+	stubMPS = 256
+	stubRCB = 64
+)
+
+// answer builds the completions of a read (mu held): CplDs, or one UR.
+func (s *Stub) answer(r *tlp.Packet) [][]byte {
 	v, _ := r.AppendTo(nil)
 	req := tlp.View(v)
-	c := tlp.Packet{Kind: tlp.CplD, CompleterID: s.id, RequesterID: r.RequesterID, Tag: r.Tag, Attr: r.Attr,
-		ByteCount: uint16(req.RequestBytes()), LowerAddress: req.RequestLowerAddress()}
 	n := int(r.Length) * 4
-	if off, ok := s.window(r.Address, n); ok {
-		c.Data = append([]byte(nil), s.mem[off:off+n]...)
-	} else {
-		c = tlp.Packet{Kind: tlp.Cpl, CompleterID: s.id, RequesterID: r.RequesterID, Tag: r.Tag, Status: tlp.StatusUR,
-			ByteCount: c.ByteCount, LowerAddress: c.LowerAddress}
+	off, ok := s.window(r.Address, n)
+	if !ok {
+		c := tlp.Packet{Kind: tlp.Cpl, CompleterID: s.id, RequesterID: r.RequesterID, Tag: r.Tag, Status: tlp.StatusUR,
+			ByteCount: uint16(req.RequestBytes()), LowerAddress: req.RequestLowerAddress()}
+		b, err := c.AppendTo(nil)
+		if err != nil {
+			return nil
+		}
+		return [][]byte{b}
 	}
-	b, err := c.AppendTo(nil)
+	mps, rcb := stubMPS, stubRCB
+	if n <= mps && !s.splitSmall {
+		mps, rcb = 4096, 4096 // one completion
+	} else if s.splitSmall {
+		mps, rcb = 128, 4
+	}
+	sp, err := tlp.NewCplSplitter(r.Address, int(r.Length), r.FirstBE, r.LastBE, mps, rcb)
 	if err != nil {
 		return nil
 	}
-	return b
+	var out [][]byte
+	for part, more := sp.Next(); more; part, more = sp.Next() {
+		c := tlp.Packet{Kind: tlp.CplD, CompleterID: s.id, RequesterID: r.RequesterID, Tag: r.Tag, Attr: r.Attr,
+			ByteCount: uint16(part.ByteCount), LowerAddress: part.LowerAddress}
+		from := off + int(part.Address&^3-r.Address)
+		c.Data = append([]byte(nil), s.mem[from:from+4*part.Length]...)
+		b, err := c.AppendTo(nil)
+		if err != nil {
+			return nil
+		}
+		out = append(out, b)
+	}
+	if s.reverseSplit {
+		slices.Reverse(out)
+	}
+	return out
 }
 
 func (s *Stub) push(b []byte) {
