@@ -104,6 +104,7 @@ type end struct {
 	helloAck bool   // the IUT sent a HELLO-ACK since the kit last cleared it (HSK-6)
 	sackAck  uint32 // Ack and SACK bits of the IUT's latest frame with SACK (SEQ-4)
 	sackBits uint32
+	cmdNo    uint32 // the kit's latest test-target command
 }
 
 // kitReq is a request the kit sent to the IUT.

@@ -57,7 +57,7 @@ func pick(names []string) ([]scenario, error) {
 	return out, nil
 }
 
-const needStub = "needs the kit to control the IUT's local side (Options.Stub)"
+const needStub = "needs the kit to control the IUT's local side (Options.Stub) or its test target (--doorbell)"
 
 // begin starts a new kit session with advert a and waits until both
 // sides are up.

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/dxpu/dxpu/bridge/nettlpside"
 	"github.com/dxpu/dxpu/tlp"
 )
 
@@ -30,6 +31,20 @@ type Stub struct {
 	swapWrites   bool   // apply each write after the next one (ORD-1)
 	heldWrite    []byte // with swapWrites: the write not applied yet
 	heldAddr     uint64
+
+	db *nettlpside.Doorbell // the test target, when enabled
+}
+
+// EnableDoorbell puts the test target of docs/protocol.md (12.1) at addr
+// of the stub's memory, as an implementation outside the process offers
+// it: the kit then judges through it (Options.Doorbell) without
+// controlling the stub. Call before the bridge runs.
+func (s *Stub) EnableDoorbell(addr uint64) {
+	s.db = nettlpside.NewDoorbell(addr, s.id, func(a uint64, b []byte) {
+		s.mu.Lock()
+		s.apply(a, b)
+		s.mu.Unlock()
+	})
 }
 
 // NewStub returns a stub with routing ID id and size bytes of memory at
@@ -50,6 +65,16 @@ func (s *Stub) Out() <-chan []byte { return s.out }
 // the memory, a read is answered (UR outside the memory), everything is
 // recorded. The view is not kept.
 func (s *Stub) Deliver(v tlp.View) {
+	if s.db != nil {
+		issue, consumed := s.db.Take(v)
+		for _, r := range issue {
+			s.push(r)
+		}
+		if consumed {
+			s.signal()
+			return
+		}
+	}
 	var p tlp.Packet
 	if err := p.Decode(v); err != nil {
 		return
