@@ -59,6 +59,8 @@ type setup struct {
 	// kit is told so; stub, if set, changes the stub before the run.
 	doorbell bool
 	stub     func(*Stub)
+	// bridgeWindow, if set, is the bridge's reorder window.
+	bridgeWindow int
 }
 
 // testDoorbell is where the stub's test target lives in its memory.
@@ -101,7 +103,7 @@ func runKit(t *testing.T, su setup, scenarios ...string) (Report, error) {
 	}
 	b, err := bridge.New(bridge.Config{Role: bridge.RoleGPU, PairID: 42, Keepalive: bt.Keepalive,
 		DeadAfter: bt.DeadAfter, CompletionTimeout: bt.CompletionTimeout, HelloInterval: bt.HelloInterval,
-		MaxRTO: bt.MaxRTO, AckDelay: bt.AckDelay, Seed: 7})
+		MaxRTO: bt.MaxRTO, AckDelay: bt.AckDelay, Seed: 7, Window: su.bridgeWindow})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -146,11 +146,21 @@ func (s *Stub) answer(r *tlp.Packet) [][]byte {
 		}
 		return [][]byte{b}
 	}
+	if s.splitSmall {
+		// One DW per completion, whatever the size.
+		var out [][]byte
+		for i := 0; i < n; i += 4 {
+			c := tlp.Packet{Kind: tlp.CplD, CompleterID: s.id, RequesterID: r.RequesterID, Tag: r.Tag, Attr: r.Attr,
+				ByteCount: uint16(n - i), LowerAddress: uint8(r.Address+uint64(i)) & 0x7f, Data: append([]byte(nil), s.mem[off+i:off+i+4]...)}
+			if b, err := c.AppendTo(nil); err == nil {
+				out = append(out, b)
+			}
+		}
+		return out
+	}
 	mps, rcb := stubMPS, stubRCB
-	if n <= mps && !s.splitSmall {
+	if n <= mps {
 		mps, rcb = 4096, 4096 // one completion
-	} else if s.splitSmall {
-		mps, rcb = 128, 4
 	}
 	sp, err := tlp.NewCplSplitter(r.Address, int(r.Length), r.FirstBE, r.LastBE, mps, rcb)
 	if err != nil {
