@@ -30,6 +30,7 @@ type Doorbell struct {
 	issued uint32
 	done   uint32
 	status [DoorbellMaxCount]byte
+	addrs  [DoorbellMaxCount]uint64 // of the command's reads, to check their data
 }
 
 // Layout of the test target (docs/protocol.md, section 12.1).
@@ -40,6 +41,10 @@ const (
 	DoorbellMaxCount  = 64  // requests per command
 	DoorbellMaxBytes  = 256 // bytes per request
 	DoorbellPending   = 0xff
+	// DoorbellWrongData is the status of a read whose completion carried
+	// other data than the peer's memory pattern (DoorbellReadData) at its
+	// address: a completion matched to the wrong request.
+	DoorbellWrongData = 0xfe
 
 	DoorbellOpWrite = 1
 	DoorbellOpRead  = 2
@@ -90,6 +95,11 @@ func ParseDoorbellCommand(b []byte) (DoorbellCommand, error) {
 // DoorbellData is byte j of write i of command number n: what the peer
 // checks its writes against.
 func DoorbellData(n uint32, i, j int) byte { return byte(int(n) + 7*i + j) }
+
+// DoorbellReadData is the byte the peer's memory holds at addr, which it
+// returns to the test target's reads: the target checks the data of each
+// read against it.
+func DoorbellReadData(addr uint64) byte { return byte(addr) ^ byte(addr>>8) ^ 0x5a }
 
 // NewDoorbell returns the test target at addr for a local side with
 // routing ID id (the requester of its requests); write stores the status
@@ -143,6 +153,7 @@ func (d *Doorbell) start(c DoorbellCommand) [][]byte {
 			}
 		} else {
 			p.Kind, p.Length = tlp.MRd, uint16(c.Bytes/4)
+			d.addrs[i] = p.Address
 		}
 		b, err := p.AppendTo(nil)
 		if err != nil {
@@ -171,6 +182,16 @@ func (d *Doorbell) complete(v tlp.View) {
 		return
 	}
 	d.status[t] = byte(v.Status())
+	if v.Status() == tlp.StatusSC && v.HasData() && v.PayloadLen() >= v.ByteCount() {
+		// One completion for the whole read: its data must be the peer's
+		// memory at the read's address.
+		for j, b := range v.Payload()[:v.ByteCount()] {
+			if b != DoorbellReadData(d.addrs[t]+uint64(j)) {
+				d.status[t] = DoorbellWrongData
+				break
+			}
+		}
+	}
 	d.done++
 	d.store()
 }

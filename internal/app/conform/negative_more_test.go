@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/dxpu/dxpu/bridge/driver"
+	"github.com/dxpu/dxpu/tlp"
 	"github.com/dxpu/dxpu/tlp/encap"
 )
 
@@ -47,11 +48,11 @@ func TestMonitorRulesFail(t *testing.T) {
 			hello(e, 100, 100)
 			e.observe(2*time.Millisecond, flagged(e, encap.MsgCredit, make([]byte, 1500)))
 		},
-		// The first limits of a session above the HELLO's credits.
+		// The first limits of a session below the HELLO's credits.
 		"CRD-1": func(e *end) {
 			hello(e, 100, 100)
 			f := flagged(e, encap.MsgAck, nil)
-			encap.Header(f).SetCreditLimit(encap.CreditPH, 70, false)
+			encap.Header(f).SetCreditLimit(encap.CreditPH, 50, false)
 			e.observe(2*time.Millisecond, f)
 		},
 		// A RESET of an unknown reason.
@@ -173,4 +174,29 @@ func TestBrokenBridgesFailNewRules(t *testing.T) {
 			expectFail(t, rep, tc.rule)
 		})
 	}
+}
+
+// Through the test target, against an implementation outside the kit's
+// control: a bridge whose completion timeout is far longer than the kit
+// was told never answers the unanswered read in time (TAG-4); one that
+// matches completions to the wrong requests returns them to the target
+// with the wrong tags (TAG-1).
+func TestBrokenBridgesFailThroughTestTarget(t *testing.T) {
+	t.Parallel()
+	slow := iutTimers
+	slow.CompletionTimeout = 5 * time.Second
+	rep := runAgainst(t, setup{doorbell: true, bridge: &slow}, "handshake", "test-target")
+	expectFail(t, rep, "TAG-4")
+
+	rep = runAgainst(t, setup{doorbell: true, wrap: func(tr driver.Transport) driver.Transport {
+		return &wrapped{Transport: tr, recv: func(w *wrapped, b []byte) bool {
+			forEachTLP(b, func(v tlp.View) {
+				if v.Kind().IsCompletion() {
+					v.SetTag(v.Tag() ^ 0x20) // matched to another request
+				}
+			})
+			return true
+		}}
+	}}, "handshake", "test-target")
+	expectFail(t, rep, "TAG-1")
 }

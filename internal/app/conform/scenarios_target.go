@@ -140,6 +140,8 @@ func (k *kit) targetTags() error {
 	switch {
 	case st.Number != cmd.Number:
 		return mismatch("the test target at --doorbell %#x did not take command %d (its status names %d)", *k.opt.Doorbell, cmd.Number, st.Number)
+	case bad >= 0 && st.Status[bad] == nettlpside.DoorbellWrongData:
+		k.led.fail("TAG-1", "read %d of the test target (its own tag %d) got another read's data: completions were not restored to the right tag", bad, bad)
 	case bad >= 0:
 		k.led.fail("TAG-1", "read %d of the test target (its own tag %d) got status %#x, want SC: its completion did not come back with its own tag and requester ID", bad, bad, st.Status[bad])
 	default:
@@ -210,16 +212,17 @@ func (k *kit) targetOrdering() error {
 	default:
 		k.led.pass("ORD-2", "a write and a completion passed a read of the test target stalled on credits")
 	}
-	k.adv[encap.CreditNPH] += 2
-	if err := k.sendCredit(); err != nil {
-		return err
-	}
+	// Release the stalled read: one credit at a time, as the kit's
+	// limits never run further ahead of its buffers than its initial
+	// credits (CRD-4, which the IUT may enforce).
 	answered := map[int]bool{}
 	if _, err := k.await(k.reply(), func() bool {
 		for i, r := range k.targetRequests(rat, 64, 2) {
 			if !answered[i] {
 				answered[i] = true
 				_ = k.complete(r)
+				k.adv[encap.CreditNPH]++
+				_ = k.sendCredit()
 			}
 		}
 		return len(answered) == 2
@@ -256,7 +259,7 @@ func (k *kit) targetOrdering() error {
 		k.led.fail("ORD-4", "a completion passed a write of the test target stalled on credits")
 		return nil
 	}
-	k.adv[encap.CreditPH] += 2
+	k.adv[encap.CreditPH]++ // one at a time (CRD-4)
 	if err := k.sendCredit(); err != nil {
 		return err
 	}
