@@ -11,10 +11,13 @@
 //
 // The kit assumes the IUT's local PCIe side is memory that accepts writes
 // and answers reads in [Options.Addr, Options.Addr+Options.Size). When the
-// kit also controls that side (Options.Stub, for testing dxpu's own bridge
-// in process), it can make the IUT issue requests, and judges tags,
-// completion timeouts, ordering of the IUT's own traffic and link-down
-// behaviour too; without it those rules are n/a.
+// IUT offers the test target of the specification (section 12.1,
+// Options.Doorbell), or the kit controls that side (Options.Stub, for
+// testing dxpu's own bridge in process), it makes the IUT issue requests,
+// and judges tags, completion timeouts, ordering of the IUT's own traffic
+// and link-down behaviour too; without either those rules are n/a. The
+// report has a line for every rule of the specification: rules the wire
+// cannot show are n/a with the reason (fixedNA).
 package conform
 
 import (

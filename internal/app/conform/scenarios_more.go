@@ -74,6 +74,13 @@ func (k *kit) creditFrames() error {
 				f = append(f, byte(k.rng.Uint32()))
 			}
 		}
+		if body == 0 && !k.exact {
+			// Pad to the Ethernet minimum (46 bytes after the Ethernet
+			// header) here: a virtual link (veth) does not.
+			for len(f) < 46 {
+				f = append(f, 0)
+			}
+		}
 		want := len(k.cpls) + 1
 		k.silent = true
 		defer func() { k.silent = false }()
@@ -92,7 +99,7 @@ func (k *kit) creditFrames() error {
 	} else {
 		k.led.fail("FRM-12", "a CREDIT frame with an 8-byte body raising the CplH limit released no completion within %v", hold)
 	}
-	// A bare CREDIT frame: 54 bytes on Ethernet, padded to 60.
+	// A bare CREDIT frame, padded to the Ethernet minimum of 60 bytes.
 	ok, err = raise(0)
 	switch {
 	case err != nil:
