@@ -34,7 +34,10 @@ over UDP (--listen, --peer), and a PCIe side:
       an emulated GPU (--gpu-model) on the wall clock, BAR0 at 0x90000000,
       BAR1 (VRAM) at 0x2000000000, BAR3 at 0x4000000000, ID 03:00.0.
   --role gpu --pcie memory
-      a memory-backed device of --mem-size bytes at --mem-base.
+      a memory-backed device of --mem-size bytes at --mem-base; with
+      --doorbell ADDR, the test target of docs/protocol.md (12.1) at ADDR:
+      commands written there make the device issue reads and writes
+      toward the host (dxpu conform --doorbell judges them).
 
 Every frame of the pair is sealed (AES-256-GCM, or --seal-mode gmac for
 integrity only) with the pair key of --key-file, the same on both sides
@@ -90,6 +93,7 @@ Example, a NetTLP host (libtlp on 127.0.0.1) and an emulated GPU:
 	f.BoolVar(&o.Insecure, "insecure-no-keys", false, "run the pair unkeyed (lab only: anyone on the fabric can inject TLPs)")
 	f.StringVar(&fl.MemBase, "mem-base", "0x2000000000", "memory device base address")
 	f.StringVar(&fl.MemSize, "mem-size", "64M", "memory device size (suffixes K, M, G)")
+	f.StringVar(&fl.Doorbell, "doorbell", "", "test target of docs/protocol.md 12.1 at this address of the memory device (for dxpu conform --doorbell)")
 	cmd.AddCommand(newBridgeAgentCmd(e))
 	return cmd
 }

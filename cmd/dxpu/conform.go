@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/dxpu/dxpu/internal/app/bytesize"
 	"github.com/dxpu/dxpu/internal/app/conform"
 	"github.com/dxpu/dxpu/tlp/encap"
 )
@@ -15,10 +16,11 @@ import (
 // newConformCmd builds `dxpu conform`, the conformance kit.
 func newConformCmd(e *env) *cobra.Command {
 	var (
-		o      conform.Options
-		role   string
-		asJSON bool
-		pair   uint32
+		o        conform.Options
+		role     string
+		asJSON   bool
+		pair     uint32
+		doorbell string
 	)
 	cmd := &cobra.Command{
 		Use:   "conform",
@@ -34,7 +36,9 @@ n/a with the reason); --json prints the same as one object.
 
 --role is the role of the implementation under test; the kit plays the
 other. The timer flags give the implementation's settings, so the kit knows
-what to expect; --addr and --size a window of memory at its PCIe side.
+what to expect; --addr and --size a window of memory at its PCIe side, and
+--doorbell its test target, if it offers one (docs/protocol.md 12.1), which
+makes it issue requests: without it the rules on those are n/a.
 The kit measures the implementation's keepalive interval while idle, how
 long it takes to declare a silent link down and how far its retransmission
 timeout backs off; when these or the memory window are not what it was
@@ -58,6 +62,13 @@ could not run.`,
 				return exitCodeError{2, fmt.Errorf("--pair %d: want 1..16777215", pair)}
 			}
 			o.PairID = pair
+			if doorbell != "" {
+				db, err := bytesize.Parse("doorbell", doorbell)
+				if err != nil {
+					return exitCodeError{2, err}
+				}
+				o.Doorbell = &db
+			}
 			o.Logger = e.log
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
@@ -86,6 +97,8 @@ could not run.`,
 	f.Uint32Var(&pair, "pair", 1, "pair ID (24 bits)")
 	f.Uint64Var(&o.Addr, "addr", 0, "start of memory at the implementation's PCIe side the kit may write and read")
 	f.IntVar(&o.Size, "size", 4096, "bytes of that memory")
+	f.StringVar(&doorbell, "doorbell", "", "address of the implementation's test target (docs/protocol.md 12.1): through it the kit judges tags, ordering, completion timeout and link-down of requests the implementation issues")
+	f.IntVar(&o.MTU, "mtu", 1472, "the implementation's largest frame from the dxpu header on (FRM-3)")
 	f.StringArrayVar(&o.Scenarios, "scenario", nil, fmt.Sprintf("run only this scenario (repeatable): %v", conform.Scenarios()))
 	f.DurationVar(&o.Timers.Keepalive, "keepalive", 0, "the implementation's keepalive interval (default 1ms)")
 	f.DurationVar(&o.Timers.DeadAfter, "dead-after", 0, "the implementation's silence limit before link-down (default 10ms)")

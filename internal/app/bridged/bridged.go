@@ -48,7 +48,11 @@ type Options struct {
 	CompletionTimeout time.Duration
 	GPUModel          gpu.Model // of an emu-gpu side
 	MemBase, MemSize  uint64    // of a memory side
-	Log               *slog.Logger
+	// Doorbell, when set, puts the test target of docs/protocol.md
+	// (section 12.1) at this address of a memory side: commands written
+	// there make the device issue requests toward the host side.
+	Doorbell *uint64
+	Log      *slog.Logger
 	// Ready, when set, is called once everything is bound and running.
 	Ready func(*Daemon)
 }
@@ -185,6 +189,9 @@ func (d *Daemon) pcieSide(o *Options) (func(context.Context) error, error) {
 		if err != nil {
 			return nil, apperr.Usage(err)
 		}
-		return d.mem.Run, nil
+		if o.Doorbell == nil {
+			return d.mem.Run, nil
+		}
+		return d.doorbell(*o.Doorbell, o, mem)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 
+	"github.com/dxpu/dxpu/bridge/nettlpside"
 	"github.com/dxpu/dxpu/bridge/seal"
 	"github.com/dxpu/dxpu/emu/gpu"
 	"github.com/dxpu/dxpu/internal/app/apperr"
@@ -18,6 +19,7 @@ type Setup struct {
 	Role, Listen, Peer, PCIe string
 	GPUModel                 string // h100 or a100
 	MemBase, MemSize         string
+	Doorbell                 string // test target address in the memory ("": none)
 	KeyFile                  string
 	SealMode                 string // gcm or gmac
 }
@@ -65,6 +67,20 @@ func (s Setup) Apply(o *Options) error {
 	}
 	if o.MemSize, err = bytesize.Parse("mem-size", s.MemSize); err != nil {
 		return usage(err)
+	}
+	if s.Doorbell != "" {
+		if o.PCIe.Kind != KindMemory {
+			return usage(fmt.Errorf("--doorbell %s: the test target lives in a memory device (--pcie memory), not %q", s.Doorbell, o.PCIe.Kind))
+		}
+		db, err := bytesize.Parse("doorbell", s.Doorbell)
+		if err != nil {
+			return usage(err)
+		}
+		if db < o.MemBase || db-o.MemBase+nettlpside.DoorbellStatusOff+nettlpside.DoorbellStatusLen > o.MemSize || db%64 != 0 {
+			return usage(fmt.Errorf("--doorbell %#x: want a 64-byte aligned address with %d bytes inside the memory (--mem-base %#x, --mem-size %d)",
+				db, nettlpside.DoorbellStatusOff+nettlpside.DoorbellStatusLen, o.MemBase, o.MemSize))
+		}
+		o.Doorbell = &db
 	}
 	return nil
 }

@@ -11,10 +11,13 @@
 //
 // The kit assumes the IUT's local PCIe side is memory that accepts writes
 // and answers reads in [Options.Addr, Options.Addr+Options.Size). When the
-// kit also controls that side (Options.Stub, for testing dxpu's own bridge
-// in process), it can make the IUT issue requests, and judges tags,
-// completion timeouts, ordering of the IUT's own traffic and link-down
-// behaviour too; without it those rules are n/a.
+// IUT offers the test target of the specification (section 12.1,
+// Options.Doorbell), or the kit controls that side (Options.Stub, for
+// testing dxpu's own bridge in process), it makes the IUT issue requests,
+// and judges tags, completion timeouts, ordering of the IUT's own traffic
+// and link-down behaviour too; without either those rules are n/a. The
+// report has a line for every rule of the specification: rules the wire
+// cannot show are n/a with the reason (fixedNA).
 package conform
 
 import (
@@ -90,6 +93,14 @@ type Options struct {
 	Size int
 	// Timers are the IUT's timer settings.
 	Timers Timers
+	// MTU is the IUT's largest frame from the dxpu header on (default
+	// 1472, FRM-3).
+	MTU int
+	// Doorbell, when set, is the address of the IUT's test target (a
+	// command block in its local side, section 12.1 of the specification):
+	// through it the kit makes the IUT issue requests and judges tags,
+	// ordering, completion timeouts and link-down behaviour from outside.
+	Doorbell *uint64
 	// Stub is the IUT's local side when the kit controls it.
 	Stub *Stub
 	// Scenarios selects scenarios by name (default all, see Scenarios).
@@ -152,6 +163,7 @@ func Run(ctx context.Context, o Options) (Report, error) {
 	led := newLedger()
 	k := &kit{opt: o, led: led, log: log, ctx: ctx, start: time.Now(), stub: o.Stub}
 	k.end = newEnd(led, kitRole, o.PairID, exact, o.Timers, o.Seed)
+	k.end.mtu = o.MTU
 	k.link = startLink(t)
 	defer k.link.close()
 	watch := startStallWatch(k.start)

@@ -97,6 +97,16 @@ type end struct {
 	lastKind    string
 	frames      int
 	badFrames   int
+
+	// Round two (rules_more.go, scenarios_more.go).
+	mtu      int    // largest frame from the dxpu header on (FRM-3)
+	iutNext  uint32 // the IUT's next new sequence number as far as seen (FRM-11)
+	resent   int    // TLPs the kit sent again (SEQ-4)
+	helloTo  uint32 // peer session of the IUT's latest HELLO (LNK-8)
+	helloAck bool   // the IUT sent a HELLO-ACK since the kit last cleared it (HSK-6)
+	sackAck  uint32 // Ack and SACK bits of the IUT's latest frame with SACK (SEQ-4)
+	sackBits uint32
+	cmdNo    uint32 // the kit's latest test-target command
 }
 
 // kitReq is a request the kit sent to the IUT.
@@ -221,7 +231,9 @@ func (e *end) observe(now time.Duration, b []byte) {
 		e.badFrames++
 		return
 	}
+	e.checkMTU(b)
 	t := h.Type()
+	e.checkSeq(h, body)
 	if t == encap.MsgControl {
 		e.onControl(now, h, body)
 		return
@@ -361,6 +373,7 @@ func (e *end) onControl(now time.Duration, h encap.Header, body []byte) {
 		return
 	case encap.CtlReset:
 		e.resets = append(e.resets, c)
+		e.checkReset(&c)
 		return
 	}
 	if e.deaf || !e.iutKnown || c.Session != e.iut.Session {
@@ -406,6 +419,9 @@ func (e *end) onHello(now time.Duration, c *encap.Control) {
 	}
 	if c.Type == encap.CtlHello {
 		e.hellos++
+		e.helloTo = c.PeerSession
+	} else {
+		e.helloAck = true
 	}
 	if e.deaf {
 		if !e.iutKnown || c.Session != e.iut.Session {
@@ -464,6 +480,7 @@ func (e *end) newIUTSession(c *encap.Control) {
 	e.prevIUT = e.iut.Session
 	e.iut, e.iutKnown = *c, true
 	e.iutUp = false
+	e.iutNext = c.ISN
 	if e.sessions[c.Session] == "" {
 		e.sessions[c.Session] = e.scenario()
 	}
@@ -500,6 +517,7 @@ func (e *end) headerFields(now time.Duration, h encap.Header) {
 	}
 	if h.Flags()&encap.FlagSack != 0 {
 		sack := h.Sack()
+		e.sackAck, e.sackBits = ack, sack
 		for i := 0; i < 32; i++ {
 			s := ack + 1 + uint32(i)
 			if sack&(1<<i) == 0 {
@@ -527,6 +545,9 @@ func (e *end) ackBound() uint32 {
 }
 
 func (e *end) credits(h encap.Header) {
+	if !e.limSeen {
+		e.checkInitialLimits(h)
+	}
 	if h.InfiniteMask()&0x3f != e.iut.Infinite {
 		e.led.fail("CRD-3", "infinite mask %#x, the HELLO said %#x", h.InfiniteMask()&0x3f, e.iut.Infinite)
 	} else {
@@ -808,6 +829,7 @@ func (e *end) due(now time.Duration) [][]byte {
 			if at := e.sentAt[s]; at != 0 && now-at >= e.kitRTO() {
 				if f, err := e.tlpFrame(now, s, 1); err == nil {
 					out = append(out, f)
+					e.resent++
 				}
 			}
 		}
@@ -815,6 +837,7 @@ func (e *end) due(now time.Duration) [][]byte {
 			if at := e.sentAt[a]; at != 0 && now-at >= e.timers.Slack/4 {
 				if f, err := e.tlpFrame(now, a, 1); err == nil {
 					out = append(out, f)
+					e.resent++
 				}
 			}
 		}
