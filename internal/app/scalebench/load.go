@@ -5,10 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/dxpu/dxpu/bridge/nettlp"
 	"github.com/dxpu/dxpu/tlp"
@@ -22,7 +25,7 @@ const probeTag = 15
 // each keeping one read outstanding, and the probe client.
 type pairLoad struct {
 	readers []*nettlp.Client
-	probe   *nettlp.Client
+	probe   *probe
 	bytes   atomic.Uint64
 	reads   atomic.Uint64
 	errs    atomic.Uint64
@@ -41,12 +44,11 @@ func dialPair(fab fabric, e endpoints, readers int) (*pairLoad, error) {
 			c.Timeout = time.Second
 			pl.readers = append(pl.readers, c)
 		}
-		c, err := nettlp.Dial(e.load, e.adapter, probeTag, tlp.NewID(0, 0, 0))
+		p, err := dialProbe(e)
 		if err != nil {
 			return err
 		}
-		c.Timeout = 200 * time.Millisecond
-		pl.probe = c
+		pl.probe = p
 		return nil
 	})
 	if err != nil {
@@ -68,9 +70,8 @@ func (pl *pairLoad) close() {
 // up waits until a 4-byte read crosses the pair, or until deadline or a
 // process of the pair exits.
 func (pl *pairLoad) up(ctx context.Context, deadline time.Time, procs []*proc) error {
-	var b [4]byte
 	for {
-		_, err := pl.probe.Read(memBase, b[:])
+		err := pl.probe.read()
 		if err == nil {
 			return nil
 		}
@@ -200,8 +201,7 @@ func getSeq(b []byte) uint64 {
 // turns times an echo then a 4-byte read on c, n times, or until until
 // passes when n is 0; a read that fails (a timeout under load) is counted
 // as its timeout, so that the tail shows it.
-func turns(ctx context.Context, e *echo, c *nettlp.Client, n int, until time.Time) (mmio, ech []time.Duration, err error) {
-	var b [4]byte
+func turns(ctx context.Context, e *echo, p *probe, n int, until time.Time) (mmio, ech []time.Duration, err error) {
 	for i := 0; n == 0 || i < n; i++ {
 		if ctx.Err() != nil {
 			return nil, nil, ctx.Err()
@@ -215,7 +215,7 @@ func turns(ctx context.Context, e *echo, c *nettlp.Client, n int, until time.Tim
 		}
 		ech = append(ech, d)
 		t0 := time.Now()
-		_, rerr := c.Read(memBase, b[:])
+		rerr := p.read()
 		d = time.Since(t0)
 		if rerr != nil && !errors.Is(rerr, nettlp.ErrTimeout) {
 			return nil, nil, fmt.Errorf("scalebench: probe read: %w", rerr)
@@ -223,6 +223,88 @@ func turns(ctx context.Context, e *echo, c *nettlp.Client, n int, until time.Tim
 		mmio = append(mmio, d)
 	}
 	return mmio, ech, nil
+}
+
+// probe times single 4-byte reads on tag port 15 of a pair. Unlike
+// nettlp.Client, which takes any completion on its port, it gives each
+// read a tag of its own among the 16 that share that port (15, 31, ...
+// 255), drops completions left from a read that timed out before it sends,
+// and skips any with another tag: a late completion taken for the next
+// read's would make every later read look as fast as a queued datagram.
+type probe struct {
+	c       *net.UDPConn
+	n       uint16
+	out, in []byte
+	drain   func(fd uintptr)
+	timeout time.Duration
+}
+
+func dialProbe(e endpoints) (*probe, error) {
+	port := nettlp.Port(probeTag)
+	c, err := net.DialUDP("udp4", net.UDPAddrFromAddrPort(netip.AddrPortFrom(e.load, port)),
+		net.UDPAddrFromAddrPort(netip.AddrPortFrom(e.adapter, port)))
+	if err != nil {
+		return nil, err
+	}
+	p := &probe{c: c, out: make([]byte, 0, 64), in: make([]byte, nettlp.MaxDatagram), timeout: 200 * time.Millisecond}
+	p.drain = func(fd uintptr) {
+		for {
+			if _, _, err := unix.Recvfrom(int(fd), p.in, unix.MSG_DONTWAIT); err != nil {
+				return
+			}
+		}
+	}
+	return p, nil
+}
+
+func (p *probe) Close() error { return p.c.Close() }
+
+// read reads 4 bytes at memBase and waits for their completion; a read
+// unanswered within the timeout returns nettlp.ErrTimeout.
+func (p *probe) read() error {
+	rc, err := p.c.SyscallConn()
+	if err != nil {
+		return err
+	}
+	if err := rc.Control(p.drain); err != nil {
+		return err
+	}
+	p.n = (p.n + 1) % 16
+	tag := p.n<<4 | probeTag
+	req := tlp.Packet{Kind: tlp.MRd, Addr64: true, Length: 1, Tag: tag, FirstBE: 0xf, Address: memBase}
+	out, err := req.AppendTo(append(p.out[:0], make([]byte, nettlp.HeaderLen)...))
+	if err != nil {
+		return err
+	}
+	p.out = out
+	t0 := time.Now()
+	if _, err := p.c.Write(out); err != nil {
+		return fmt.Errorf("probe: %w", err)
+	}
+	for {
+		if err := p.c.SetReadDeadline(t0.Add(p.timeout)); err != nil {
+			return err
+		}
+		n, err := p.c.Read(p.in)
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			return fmt.Errorf("probe: %w: no completion of tag %d within %v", nettlp.ErrTimeout, tag, p.timeout)
+		}
+		if err != nil {
+			return fmt.Errorf("probe: %w", err)
+		}
+		if n < nettlp.HeaderLen {
+			continue
+		}
+		v, err := tlp.Parse(p.in[nettlp.HeaderLen:n])
+		if err != nil || v.Tag() != tag || (v.Kind() != tlp.CplD && v.Kind() != tlp.Cpl) {
+			continue
+		}
+		if v.Kind() != tlp.CplD || v.Status() != tlp.StatusSC {
+			return fmt.Errorf("probe: completion of tag %d: %v, status %v", tag, v.Kind(), v.Status())
+		}
+		return nil
+	}
 }
 
 // quantileUs is the q-quantile of d in microseconds.
