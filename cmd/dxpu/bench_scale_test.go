@@ -59,6 +59,9 @@ func TestBenchScaleProcess(t *testing.T) {
 	if s.MMIOSamples == 0 || s.MMIOReadP50Us <= 0 || s.EchoP50Us <= 0 || s.MMIOIdleP50Us <= 0 || s.Reads == 0 || s.CPUSecondsPerGB <= 0 {
 		t.Errorf("latency or CPU figures missing: %+v", s)
 	}
+	if s.FramesSent == 0 || s.SRTTMeanUs <= 0 {
+		t.Errorf("bridge metrics missing: frames sent %d, SRTT %v us", s.FramesSent, s.SRTTMeanUs)
+	}
 	if s.SwitchDrops != nil {
 		t.Errorf("switch drops %d on loopback, where there is no switch", *s.SwitchDrops)
 	}

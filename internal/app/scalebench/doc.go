@@ -41,6 +41,9 @@
 //	mmio_read_idle_p50_us, _p99_us  the same read before the load
 //	cpu_s_per_gb          the bridge processes' CPU seconds per GB moved
 //	load_cpu_s_per_gb     this process's (the adapters' load) per GB
+//	frames_sent, retransmits, credit_stalls  from the bridges' metrics
+//	                      (--metrics of each process), summed over the window
+//	srtt_mean_us          the bridges' smoothed RTT at its end, mean
 //	switch_drops          frames the XDP switch dropped (namespaces only)
 //	udp_goodput_gbps      two plain UDP sockets flooded with datagrams of
 //	                      the bridges' MTU on the same path, once per run

@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"net/netip"
 	"os"
 	"os/exec"
 	"strings"
+	"time"
 
 	"github.com/dxpu/dxpu/bridge/udp"
 	"github.com/dxpu/dxpu/internal/app/labnet"
@@ -22,6 +24,8 @@ type endpoints struct {
 	// adapter is the host side's NetTLP address (its tag ports), load
 	// this process's, where the reads come from.
 	adapter, load netip.Addr
+	// hostMetrics and gpuMetrics serve the processes' Prometheus metrics.
+	hostMetrics, gpuMetrics netip.AddrPort
 }
 
 // fabric is where a scenario's pairs live.
@@ -38,6 +42,8 @@ type fabric interface {
 	// raw opens two plain sockets on a pair's path, and the front each
 	// datagram needs there to cross it.
 	raw() (tx, rx *udp.Conn, prefix []byte, err error)
+	// metrics fetches a process's /metrics at addr, from where it lives.
+	metrics(ctx context.Context, gpu bool, addr netip.AddrPort) (map[string]float64, error)
 	// drops returns the frames the switch dropped (ok false: no switch).
 	drops(ctx context.Context) (n uint64, ok bool, err error)
 	close()
@@ -74,6 +80,12 @@ func (l *loopback) pair(i, host, box int) (endpoints, error) {
 	e := endpoints{hostListen: netip.AddrPortFrom(h, hp), gpuListen: netip.AddrPortFrom(g, gp),
 		adapter: netip.AddrFrom4([4]byte{127, l.a, l.b, byte(2*i + 1)}), load: netip.AddrFrom4([4]byte{127, l.a, l.b, byte(2*i + 2)})}
 	e.hostPeer, e.gpuPeer = e.gpuListen, e.hostListen
+	if e.hostMetrics, err = freeTCP(h); err != nil {
+		return endpoints{}, err
+	}
+	if e.gpuMetrics, err = freeTCP(g); err != nil {
+		return endpoints{}, err
+	}
 	return e, nil
 }
 
@@ -88,6 +100,41 @@ func freePort(a netip.Addr) (uint16, error) {
 	}
 	defer c.Close()
 	return c.LocalAddr().(*net.UDPAddr).AddrPort().Port(), nil
+}
+
+// freeTCP returns an address on a with a TCP port free just now.
+func freeTCP(a netip.Addr) (netip.AddrPort, error) {
+	l, err := net.Listen("tcp4", netip.AddrPortFrom(a, 0).String())
+	if err != nil {
+		return netip.AddrPort{}, fmt.Errorf("scalebench: a free TCP port on %v: %w", a, err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).AddrPort(), nil
+}
+
+func (*loopback) metrics(ctx context.Context, _ bool, addr netip.AddrPort) (map[string]float64, error) {
+	return scrape(ctx, nil, addr)
+}
+
+// scrape fetches http://addr/metrics, dialing with dial when set.
+func scrape(ctx context.Context, dial func(ctx context.Context, network, addr string) (net.Conn, error), addr netip.AddrPort) (map[string]float64, error) {
+	tr := &http.Transport{DisableKeepAlives: true, DialContext: dial}
+	defer tr.CloseIdleConnections()
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr.String()+"/metrics", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := (&http.Client{Transport: tr}).Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("scalebench: bridge metrics: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("scalebench: bridge metrics at %v: %s", addr, resp.Status)
+	}
+	return labnet.ParseSamples(resp.Body)
 }
 
 func (*loopback) start(c *exec.Cmd, _ bool) error { return c.Start() }
@@ -146,8 +193,32 @@ func (n *namespaces) pair(i, _, _ int) (endpoints, error) {
 		return endpoints{}, fmt.Errorf("scalebench: at most %d pairs", maxLoopbackPairs)
 	}
 	port := uint16(nsPortBase + i)
-	return endpoints{hostListen: n.HostAddr(port), hostPeer: n.HostSwitch(), gpuListen: n.GPUAddr(port), gpuPeer: n.GPUSwitch(),
-		adapter: netip.AddrFrom4([4]byte{127, 0, 1, byte(2*i + 1)}), load: netip.AddrFrom4([4]byte{127, 0, 1, byte(2*i + 2)})}, nil
+	e := endpoints{hostListen: n.HostAddr(port), hostPeer: n.HostSwitch(), gpuListen: n.GPUAddr(port), gpuPeer: n.GPUSwitch(),
+		adapter: netip.AddrFrom4([4]byte{127, 0, 1, byte(2*i + 1)}), load: netip.AddrFrom4([4]byte{127, 0, 1, byte(2*i + 2)})}
+	lo := netip.MustParseAddr("127.0.0.1")
+	if err := n.Host.Do(func() (err error) { e.hostMetrics, err = freeTCP(lo); return err }); err != nil {
+		return endpoints{}, err
+	}
+	if err := n.GPU.Do(func() (err error) { e.gpuMetrics, err = freeTCP(lo); return err }); err != nil {
+		return endpoints{}, err
+	}
+	return e, nil
+}
+
+// metrics dials from inside the process's namespace.
+func (n *namespaces) metrics(ctx context.Context, gpu bool, addr netip.AddrPort) (map[string]float64, error) {
+	ns := n.Host
+	if gpu {
+		ns = n.GPU
+	}
+	return scrape(ctx, func(ctx context.Context, network, a string) (net.Conn, error) {
+		var c net.Conn
+		err := ns.Do(func() (err error) {
+			c, err = (&net.Dialer{}).DialContext(ctx, network, a)
+			return err
+		})
+		return c, err
+	}, addr)
 }
 
 // start forks the process from a thread inside the namespace: the child

@@ -3,6 +3,7 @@ package scalebench
 import (
 	"crypto/rand"
 	"fmt"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,11 +16,13 @@ import (
 
 // proc is one bridge process.
 type proc struct {
-	what string // "pair 3 host side"
-	cmd  *exec.Cmd
-	tail *tailBuffer
-	done chan struct{} // closed when it exited
-	err  error         // its Wait's result, once done
+	what    string // "pair 3 host side"
+	gpu     bool
+	metrics netip.AddrPort
+	cmd     *exec.Cmd
+	tail    *tailBuffer
+	done    chan struct{} // closed when it exited
+	err     error         // its Wait's result, once done
 }
 
 // exited returns an error naming the process when it has stopped.
@@ -137,14 +140,18 @@ func startPair(fab fabric, bin, dir string, i int, e endpoints, insecure bool) (
 		gpu  bool
 		args []string
 	}{
-		{"GPU side", true, []string{"--role", "gpu", "--listen", e.gpuListen.String(), "--peer", e.gpuPeer.String(),
+		{"GPU side", true, []string{"--role", "gpu", "--listen", e.gpuListen.String(), "--peer", e.gpuPeer.String(), "--metrics", e.gpuMetrics.String(),
 			"--pcie", "memory", "--mem-base", fmt.Sprintf("%#x", memBase), "--mem-size", "16M"}},
-		{"host side", false, []string{"--role", "host", "--listen", e.hostListen.String(), "--peer", e.hostPeer.String(),
+		{"host side", false, []string{"--role", "host", "--listen", e.hostListen.String(), "--peer", e.hostPeer.String(), "--metrics", e.hostMetrics.String(),
 			"--pcie", "nettlp:" + e.adapter.String() + ":" + e.load.String()}},
 	}
 	var ps []*proc
 	for _, s := range sides {
-		p := &proc{what: fmt.Sprintf("pair %s %s (dxpu bridge)", pairID, s.what), tail: &tailBuffer{}, done: make(chan struct{})}
+		p := &proc{what: fmt.Sprintf("pair %s %s (dxpu bridge)", pairID, s.what), gpu: s.gpu, tail: &tailBuffer{}, done: make(chan struct{})}
+		p.metrics = e.hostMetrics
+		if s.gpu {
+			p.metrics = e.gpuMetrics
+		}
 		p.cmd = exec.Command(bin, append(append([]string{}, common...), s.args...)...)
 		p.cmd.Stderr = p.tail
 		if err := fab.start(p.cmd, s.gpu); err != nil {

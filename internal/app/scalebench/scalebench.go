@@ -9,6 +9,7 @@ import (
 	"os"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -213,6 +214,13 @@ type ScenarioResult struct {
 	CPUSecondsPerGB     float64 `json:"cpu_s_per_gb"`
 	LoadCPUSecondsPerGB float64 `json:"load_cpu_s_per_gb"`
 	SwitchDrops         *uint64 `json:"switch_drops,omitempty"`
+	// From the bridges' metrics over the window, all processes summed:
+	// frames sent, frames retransmitted, times a TLP waited for credits;
+	// and their smoothed RTT at its end, the mean over processes.
+	FramesSent   uint64  `json:"frames_sent"`
+	Retransmits  uint64  `json:"retransmits"`
+	CreditStalls uint64  `json:"credit_stalls"`
+	SRTTMeanUs   float64 `json:"srtt_mean_us"`
 }
 
 // Jain is Jain's fairness index of xs: (sum x)^2 / (n * sum x^2), from 1/n
@@ -373,6 +381,10 @@ func runScenario(ctx context.Context, o *Options, sc scenario, res *Result, firs
 			time.Sleep(time.Millisecond)
 		}
 	}
+	m0, err := scrapeAll(ctx, fab, procs)
+	if err != nil {
+		return out, err
+	}
 	before := snapshot(loads, procs)
 	mm, ec, err := turns(ctx, ech, loads[0].probe, 0, time.Now().Add(o.Duration))
 	if err != nil {
@@ -382,6 +394,14 @@ func runScenario(ctx context.Context, o *Options, sc scenario, res *Result, firs
 	if err := alive(ctx, procs, time.Time{}); err != nil {
 		return out, err
 	}
+	m1, err := scrapeAll(ctx, fab, procs)
+	if err != nil {
+		return out, err
+	}
+	out.FramesSent = uint64(m1.sum("dxpu_bridge_frames_sent_total") - m0.sum("dxpu_bridge_frames_sent_total"))
+	out.Retransmits = uint64(m1.sum("dxpu_bridge_retransmits_total") - m0.sum("dxpu_bridge_retransmits_total"))
+	out.CreditStalls = uint64(m1.sum("dxpu_bridge_credit_stalls_total") - m0.sum("dxpu_bridge_credit_stalls_total"))
+	out.SRTTMeanUs = m1.sum("dxpu_bridge_srtt_seconds") / float64(len(procs)) * 1e6
 	el := after.at.Sub(before.at).Seconds()
 	var moved uint64
 	out.HostGbps, out.BoxGbps = make([]float64, sc.hosts), make([]float64, sc.boxes)
@@ -422,6 +442,39 @@ func runScenario(ctx context.Context, o *Options, sc scenario, res *Result, firs
 		out.SwitchDrops = &d
 	}
 	return out, nil
+}
+
+// samples are every process's metrics together.
+type samples []map[string]float64
+
+// sum adds up name's series (every label set) over the processes.
+func (s samples) sum(name string) float64 {
+	var t float64
+	for _, m := range s {
+		for k, v := range m {
+			if k == name || strings.HasPrefix(k, name+"{") {
+				t += v
+			}
+		}
+	}
+	return t
+}
+
+// scrapeAll fetches every process's metrics, at once.
+func scrapeAll(ctx context.Context, fab fabric, procs []*proc) (samples, error) {
+	out := make(samples, len(procs))
+	errs := make([]error, len(procs))
+	var wg sync.WaitGroup
+	for i, p := range procs {
+		wg.Go(func() {
+			out[i], errs[i] = fab.metrics(ctx, p.gpu, p.metrics)
+			if errs[i] != nil {
+				errs[i] = fmt.Errorf("%s: %w", p.what, errs[i])
+			}
+		})
+	}
+	wg.Wait()
+	return out, errors.Join(errs...)
 }
 
 // alive returns an error when a process exited, ctx ended, or deadline
