@@ -198,15 +198,15 @@ func getSeq(b []byte) uint64 {
 	return v
 }
 
-// turns times an echo then a 4-byte read on c, n times, or until until
-// passes when n is 0; a read that fails (a timeout under load) is counted
+// turns times an echo then a 4-byte read on p, at least n times and
+// until until passes; a read that fails (a timeout under load) is counted
 // as its timeout, so that the tail shows it.
 func turns(ctx context.Context, e *echo, p *probe, n int, until time.Time) (mmio, ech []time.Duration, err error) {
-	for i := 0; n == 0 || i < n; i++ {
+	for i := 0; ; i++ {
 		if ctx.Err() != nil {
 			return nil, nil, ctx.Err()
 		}
-		if n == 0 && time.Now().After(until) {
+		if i >= n && !time.Now().Before(until) {
 			break
 		}
 		d, err := e.once()

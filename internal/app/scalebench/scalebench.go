@@ -48,7 +48,7 @@ type Options struct {
 	// SwitchPairs through one switch (default 64).
 	SwitchPairs int
 	// Duration each scenario is measured for once its pairs move data
-	// (default 2s).
+	// (default 2s), or longer, until 20 reads were timed under the load.
 	Duration time.Duration
 	// ReadBytes is each DMA read's size (default 4096).
 	ReadBytes int
@@ -214,13 +214,16 @@ type ScenarioResult struct {
 	CPUSecondsPerGB     float64 `json:"cpu_s_per_gb"`
 	LoadCPUSecondsPerGB float64 `json:"load_cpu_s_per_gb"`
 	SwitchDrops         *uint64 `json:"switch_drops,omitempty"`
-	// From the bridges' metrics over the window, all processes summed:
+	// From the bridges' metrics over the flood, all processes summed:
 	// frames sent, frames retransmitted, times a TLP waited for credits;
 	// and their smoothed RTT at its end, the mean over processes.
 	FramesSent   uint64  `json:"frames_sent"`
 	Retransmits  uint64  `json:"retransmits"`
 	CreditStalls uint64  `json:"credit_stalls"`
 	SRTTMeanUs   float64 `json:"srtt_mean_us"`
+	// MetricsErrors counts the reads of a process's metrics that failed
+	// (the figures above then miss it).
+	MetricsErrors int `json:"metrics_errors,omitempty"`
 }
 
 // Jain is Jain's fairness index of xs: (sum x)^2 / (n * sum x^2), from 1/n
@@ -279,6 +282,9 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	}
 	return res, nil
 }
+
+// minLoadedSamples is the fewest reads timed under load.
+const minLoadedSamples = 20
 
 // bridgeMTU is the shipped bridge's MTU (bridge.Config's default): the raw
 // baseline's datagram size.
@@ -366,6 +372,9 @@ func runScenario(ctx context.Context, o *Options, sc scenario, res *Result, firs
 		return out, err
 	}
 	out.MMIOIdleP50Us, out.MMIOIdleP99Us = quantileUs(idle, 0.5), quantileUs(idle, 0.99)
+	// The bridges' metrics are read with no load running: a loaded
+	// machine is slow to answer 2N requests at once.
+	m0, merr := scrapeAll(ctx, fab, procs)
 	var stop atomic.Bool
 	var wg sync.WaitGroup
 	defer func() { stop.Store(true); wg.Wait() }()
@@ -381,12 +390,10 @@ func runScenario(ctx context.Context, o *Options, sc scenario, res *Result, firs
 			time.Sleep(time.Millisecond)
 		}
 	}
-	m0, err := scrapeAll(ctx, fab, procs)
-	if err != nil {
-		return out, err
-	}
 	before := snapshot(loads, procs)
-	mm, ec, err := turns(ctx, ech, loads[0].probe, 0, time.Now().Add(o.Duration))
+	// At least minLoadedSamples turns: on a saturated machine a turn
+	// takes up to a second, and the window stretches to hold them.
+	mm, ec, err := turns(ctx, ech, loads[0].probe, minLoadedSamples, time.Now().Add(o.Duration))
 	if err != nil {
 		return out, err
 	}
@@ -394,14 +401,28 @@ func runScenario(ctx context.Context, o *Options, sc scenario, res *Result, firs
 	if err := alive(ctx, procs, time.Time{}); err != nil {
 		return out, err
 	}
+	stop.Store(true)
+	wg.Wait()
 	m1, err := scrapeAll(ctx, fab, procs)
-	if err != nil {
-		return out, err
+	if err = errors.Join(merr, err); err != nil {
+		o.Log.Warn("scalebench: bridge metrics", "err", err)
+		out.MetricsErrors = len(m0.failed) + len(m1.failed)
+	}
+	// Deltas only over processes read both times.
+	both := 0
+	for i := range procs {
+		if m0.by[i] == nil || m1.by[i] == nil {
+			m0.by[i], m1.by[i] = nil, nil
+		} else {
+			both++
+		}
 	}
 	out.FramesSent = uint64(m1.sum("dxpu_bridge_frames_sent_total") - m0.sum("dxpu_bridge_frames_sent_total"))
 	out.Retransmits = uint64(m1.sum("dxpu_bridge_retransmits_total") - m0.sum("dxpu_bridge_retransmits_total"))
 	out.CreditStalls = uint64(m1.sum("dxpu_bridge_credit_stalls_total") - m0.sum("dxpu_bridge_credit_stalls_total"))
-	out.SRTTMeanUs = m1.sum("dxpu_bridge_srtt_seconds") / float64(len(procs)) * 1e6
+	if both > 0 {
+		out.SRTTMeanUs = m1.sum("dxpu_bridge_srtt_seconds") / float64(both) * 1e6
+	}
 	el := after.at.Sub(before.at).Seconds()
 	var moved uint64
 	out.HostGbps, out.BoxGbps = make([]float64, sc.hosts), make([]float64, sc.boxes)
@@ -444,13 +465,17 @@ func runScenario(ctx context.Context, o *Options, sc scenario, res *Result, firs
 	return out, nil
 }
 
-// samples are every process's metrics together.
-type samples []map[string]float64
+// samples are every process's metrics together; failed names the
+// processes whose metrics could not be read.
+type samples struct {
+	by     []map[string]float64
+	failed []string
+}
 
 // sum adds up name's series (every label set) over the processes.
 func (s samples) sum(name string) float64 {
 	var t float64
-	for _, m := range s {
+	for _, m := range s.by {
 		for k, v := range m {
 			if k == name || strings.HasPrefix(k, name+"{") {
 				t += v
@@ -460,21 +485,29 @@ func (s samples) sum(name string) float64 {
 	return t
 }
 
-// scrapeAll fetches every process's metrics, at once.
+// scrapeAll fetches every process's metrics, at once; the error names
+// the first process that did not answer and how many did not.
 func scrapeAll(ctx context.Context, fab fabric, procs []*proc) (samples, error) {
-	out := make(samples, len(procs))
+	out := samples{by: make([]map[string]float64, len(procs))}
 	errs := make([]error, len(procs))
 	var wg sync.WaitGroup
 	for i, p := range procs {
-		wg.Go(func() {
-			out[i], errs[i] = fab.metrics(ctx, p.gpu, p.metrics)
-			if errs[i] != nil {
-				errs[i] = fmt.Errorf("%s: %w", p.what, errs[i])
-			}
-		})
+		wg.Go(func() { out.by[i], errs[i] = fab.metrics(ctx, p.gpu, p.metrics) })
 	}
 	wg.Wait()
-	return out, errors.Join(errs...)
+	var first error
+	for i, err := range errs {
+		if err != nil {
+			out.failed = append(out.failed, procs[i].what)
+			if first == nil {
+				first = fmt.Errorf("%s: %w", procs[i].what, err)
+			}
+		}
+	}
+	if first != nil {
+		return out, fmt.Errorf("%d of %d processes: %w", len(out.failed), len(procs), first)
+	}
+	return out, nil
 }
 
 // alive returns an error when a process exited, ctx ended, or deadline
