@@ -69,48 +69,24 @@ func (l *loopback) pair(i, host, box int) (endpoints, error) {
 	}
 	h := netip.AddrFrom4([4]byte{127, l.a + 100, l.b, byte(1 + host)})
 	g := netip.AddrFrom4([4]byte{127, l.a + 100, l.b, byte(128 + box)})
-	hp, err := freePort(h)
-	if err != nil {
-		return endpoints{}, err
-	}
-	gp, err := freePort(g)
-	if err != nil {
-		return endpoints{}, err
-	}
-	e := endpoints{hostListen: netip.AddrPortFrom(h, hp), gpuListen: netip.AddrPortFrom(g, gp),
+	// Fixed ports in this run's own address block: ports picked free one
+	// by one could be picked twice before the processes bind them.
+	e := endpoints{hostListen: netip.AddrPortFrom(h, uint16(loPortBase+i)), gpuListen: netip.AddrPortFrom(g, uint16(loPortBase+i)),
+		hostMetrics: netip.AddrPortFrom(h, uint16(loMetricsBase+i)), gpuMetrics: netip.AddrPortFrom(g, uint16(loMetricsBase+i)),
 		adapter: netip.AddrFrom4([4]byte{127, l.a, l.b, byte(2*i + 1)}), load: netip.AddrFrom4([4]byte{127, l.a, l.b, byte(2*i + 2)})}
 	e.hostPeer, e.gpuPeer = e.gpuListen, e.hostListen
-	if e.hostMetrics, err = freeTCP(h); err != nil {
-		return endpoints{}, err
-	}
-	if e.gpuMetrics, err = freeTCP(g); err != nil {
-		return endpoints{}, err
-	}
 	return e, nil
 }
 
 // maxLoopbackPairs is what the address plan holds.
 const maxLoopbackPairs = 120
 
-// freePort returns a UDP port free on a just now.
-func freePort(a netip.Addr) (uint16, error) {
-	c, err := net.ListenUDP("udp4", net.UDPAddrFromAddrPort(netip.AddrPortFrom(a, 0)))
-	if err != nil {
-		return 0, fmt.Errorf("scalebench: a free port on %v: %w", a, err)
-	}
-	defer c.Close()
-	return c.LocalAddr().(*net.UDPAddr).AddrPort().Port(), nil
-}
-
-// freeTCP returns an address on a with a TCP port free just now.
-func freeTCP(a netip.Addr) (netip.AddrPort, error) {
-	l, err := net.Listen("tcp4", netip.AddrPortFrom(a, 0).String())
-	if err != nil {
-		return netip.AddrPort{}, fmt.Errorf("scalebench: a free TCP port on %v: %w", a, err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).AddrPort(), nil
-}
+// Pair i's bridges listen on UDP port loPortBase+i and serve metrics on
+// TCP port loMetricsBase+i of their host's or box's address.
+const (
+	loPortBase    = 20000
+	loMetricsBase = 21000
+)
 
 func (*loopback) metrics(ctx context.Context, _ bool, addr netip.AddrPort) (map[string]float64, error) {
 	return scrape(ctx, nil, addr)
@@ -165,7 +141,10 @@ type namespaces struct {
 	*labnet.Net
 }
 
-const nsPortBase = 5000
+const (
+	nsPortBase    = 5000
+	nsMetricsBase = 6000
+)
 
 // ErrNamespaces is returned when namespace mode cannot run.
 var ErrNamespaces = labnet.ErrNamespaces
@@ -195,13 +174,10 @@ func (n *namespaces) pair(i, _, _ int) (endpoints, error) {
 	port := uint16(nsPortBase + i)
 	e := endpoints{hostListen: n.HostAddr(port), hostPeer: n.HostSwitch(), gpuListen: n.GPUAddr(port), gpuPeer: n.GPUSwitch(),
 		adapter: netip.AddrFrom4([4]byte{127, 0, 1, byte(2*i + 1)}), load: netip.AddrFrom4([4]byte{127, 0, 1, byte(2*i + 2)})}
+	// Each namespace is this run's own: fixed metrics ports on its
+	// loopback.
 	lo := netip.MustParseAddr("127.0.0.1")
-	if err := n.Host.Do(func() (err error) { e.hostMetrics, err = freeTCP(lo); return err }); err != nil {
-		return endpoints{}, err
-	}
-	if err := n.GPU.Do(func() (err error) { e.gpuMetrics, err = freeTCP(lo); return err }); err != nil {
-		return endpoints{}, err
-	}
+	e.hostMetrics, e.gpuMetrics = netip.AddrPortFrom(lo, uint16(nsMetricsBase+i)), netip.AddrPortFrom(lo, uint16(nsMetricsBase+i))
 	return e, nil
 }
 
