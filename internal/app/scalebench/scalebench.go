@@ -382,10 +382,11 @@ func runScenario(ctx context.Context, o *Options, sc scenario, res *Result, firs
 		pl.flood(&wg, &stop, o.ReadBytes)
 	}
 	// The window opens once every pair moved data.
-	for _, pl := range loads {
+	deadline = time.Now().Add(30*time.Second + time.Duration(sc.pairs)*time.Second)
+	for i, pl := range loads {
 		for pl.bytes.Load() == 0 {
 			if err := alive(ctx, procs, deadline); err != nil {
-				return out, err
+				return out, fmt.Errorf("pair %d moved no data: %w", i+1, err)
 			}
 			time.Sleep(time.Millisecond)
 		}
@@ -522,7 +523,7 @@ func alive(ctx context.Context, procs []*proc, deadline time.Time) error {
 		return err
 	}
 	if !deadline.IsZero() && time.Now().After(deadline) {
-		return errors.New("scalebench: some pair moved no data by the deadline")
+		return errors.New("scalebench: deadline passed")
 	}
 	return nil
 }
