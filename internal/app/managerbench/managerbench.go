@@ -267,7 +267,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 			var nref, nerr int
 			var ferr error
 			for time.Now().Before(end) && ctx.Err() == nil {
-				if len(mine) > 0 && r.Float64()*float64(2*hold) < float64(len(mine)) {
+				if freeNext(r, len(mine), hold) {
 					a := mine[0]
 					mine = mine[1:]
 					h.drop(a)
@@ -362,6 +362,13 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	res.InvariantsHold = res.OverAllocated == 0 && res.AgentConflicts == 0 && res.CountsAddUp && res.Errors == 0 &&
 		res.RestartGPUsUsed == res.GPUsUsed && res.Allocations > 0
 	return res, nil
+}
+
+// freeNext reports whether a client holding held allocations frees its
+// oldest next rather than allocate: with a chance of held over 2*hold, so
+// that it frees from its first allocation on and holds about hold.
+func freeNext(r *rand.Rand, held, hold int) bool {
+	return held > 0 && r.Float64()*float64(2*hold) < float64(held)
 }
 
 // poolMatches reports whether the pool's allocations are exactly the ones
