@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
@@ -194,5 +195,34 @@ func TestLocalEtcd(t *testing.T) {
 	if s, err := store.OpenEtcd(store.EtcdConfig{Endpoints: r.EtcdEndpoints, DialTimeout: 500 * time.Millisecond}); err == nil {
 		s.Close()
 		t.Errorf("the run's cluster %v still answers after it", r.EtcdEndpoints)
+	}
+}
+
+// TestFreeNext: clients free from their first allocation held on, not
+// only once they hold their share (at 10,000 GPUs on a loaded machine a
+// client made 12 allocations in 10 s and, so, freed nothing), and settle
+// around hold: half the draws free there, all from 2*hold on.
+func TestFreeNext(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	frac := func(held, hold int) float64 {
+		n := 0
+		for range 10000 {
+			if freeNext(r, held, hold) {
+				n++
+			}
+		}
+		return float64(n) / 10000
+	}
+	if f := frac(0, 26); f != 0 {
+		t.Errorf("holding nothing: frees %v of the time", f)
+	}
+	if f := frac(2, 26); f < 0.02 || f > 0.06 {
+		t.Errorf("holding 2 of 26: frees %v of the time, want about 2/52", f)
+	}
+	if f := frac(26, 26); f < 0.45 || f > 0.55 {
+		t.Errorf("holding its share: frees %v of the time, want about half", f)
+	}
+	if f := frac(52, 26); f != 1 {
+		t.Errorf("holding twice its share: frees %v of the time, want always", f)
 	}
 }
