@@ -50,6 +50,10 @@ type Options struct {
 	Clients    int           // default 50
 	Duration   time.Duration // default 10s
 	Seed       uint64        // default 1
+	// MinOps: each client makes at least this many calls, past Duration if
+	// it must (tests: on a loaded machine a short run may otherwise end
+	// before a client frees anything).
+	MinOps int
 	// Log receives the manager's log (default: discarded).
 	Log *slog.Logger
 }
@@ -266,7 +270,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 			var al, rl []time.Duration
 			var nref, nerr int
 			var ferr error
-			for time.Now().Before(end) && ctx.Err() == nil {
+			for ops := 0; (time.Now().Before(end) || ops < o.MinOps) && ctx.Err() == nil; ops++ {
 				if freeNext(r, len(mine), hold) {
 					a := mine[0]
 					mine = mine[1:]

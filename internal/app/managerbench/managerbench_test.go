@@ -42,7 +42,7 @@ func checkRun(t *testing.T, r Result, o Options) {
 
 // TestSmallBolt runs the bench small on bbolt (96 GPUs, 5 clients, 2 s).
 func TestSmallBolt(t *testing.T) {
-	o := Options{GPUs: 96, Hosts: 20, Clients: 5, Duration: 2 * time.Second, Dir: t.TempDir()}
+	o := Options{GPUs: 96, Hosts: 20, Clients: 5, Duration: 2 * time.Second, Dir: t.TempDir(), MinOps: 12}
 	r, err := Run(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
@@ -52,7 +52,7 @@ func TestSmallBolt(t *testing.T) {
 
 // TestSmallMemory runs it on the in-memory store, the baseline.
 func TestSmallMemory(t *testing.T) {
-	o := Options{Store: "memory", GPUs: 96, Hosts: 20, Clients: 5, Duration: 500 * time.Millisecond}
+	o := Options{Store: "memory", GPUs: 96, Hosts: 20, Clients: 5, Duration: 500 * time.Millisecond, MinOps: 12}
 	r, err := Run(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
@@ -64,7 +64,7 @@ func TestSmallMemory(t *testing.T) {
 // etcd).
 func TestSmallEtcd(t *testing.T) {
 	c := etcdtest.Start(t, 3)
-	o := Options{Store: "etcd", EtcdEndpoints: c.Endpoints, GPUs: 96, Hosts: 20, Clients: 5, Duration: 2 * time.Second}
+	o := Options{Store: "etcd", EtcdEndpoints: c.Endpoints, GPUs: 96, Hosts: 20, Clients: 5, Duration: 2 * time.Second, MinOps: 12}
 	r, err := Run(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
@@ -75,7 +75,7 @@ func TestSmallEtcd(t *testing.T) {
 // TestReport: the text names the figures, the JSON has the keys, and bad
 // options are usage errors that print nothing.
 func TestReport(t *testing.T) {
-	o := Options{GPUs: 48, Hosts: 10, Clients: 3, Duration: 300 * time.Millisecond}
+	o := Options{GPUs: 48, Hosts: 10, Clients: 3, Duration: 300 * time.Millisecond, MinOps: 12}
 	var out bytes.Buffer
 	if err := WriteReport(context.Background(), o, false, &out); err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
@@ -183,7 +183,7 @@ func TestChecksCatch(t *testing.T) {
 // etcd).
 func TestLocalEtcd(t *testing.T) {
 	privtest.Tool(t, "etcd")
-	o := Options{Store: "etcd", GPUs: 48, Hosts: 10, Clients: 3, Duration: 500 * time.Millisecond}
+	o := Options{Store: "etcd", GPUs: 48, Hosts: 10, Clients: 3, Duration: 500 * time.Millisecond, MinOps: 12}
 	r, err := Run(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
