@@ -90,42 +90,63 @@ type storedGen struct {
 	Generation uint32 `json:"generation"`
 }
 
-// issue draws a fresh key for pair under the next generation, which it
+// issueKey draws a fresh key for pair under the next generation, which it
 // persists first: a generation the store does not hold is never sent.
 func (m *Manager) issueKey(ctx context.Context, pair uint32) (PairKey, error) {
+	ks, err := m.issueKeys(ctx, []uint32{pair})
+	if err != nil {
+		return PairKey{}, err
+	}
+	return ks[0], nil
+}
+
+// issueKeys is issueKey for several pairs with one store write: a new
+// allocation's pairs cost one transaction (one fsync with bbolt, one
+// round of consensus with etcd), not one each.
+func (m *Manager) issueKeys(ctx context.Context, pairs []uint32) ([]PairKey, error) {
 	k := m.keys
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	last, ok := k.gens[pair]
-	if !ok {
-		b, err := m.cfg.Store.Get(ctx, keyGenKey(pair))
-		switch {
-		case err == nil:
-			var sg storedGen
-			if err := json.Unmarshal(b, &sg); err != nil {
-				return PairKey{}, fmt.Errorf("manager: stored key generation of pair %d: %w", pair, err)
+	out := make([]PairKey, len(pairs))
+	ops := make([]store.Op, 0, len(pairs))
+	for i, pair := range pairs {
+		last, ok := k.gens[pair]
+		if !ok {
+			b, err := m.cfg.Store.Get(ctx, keyGenKey(pair))
+			switch {
+			case err == nil:
+				var sg storedGen
+				if err := json.Unmarshal(b, &sg); err != nil {
+					return nil, fmt.Errorf("manager: stored key generation of pair %d: %w", pair, err)
+				}
+				last = sg.Generation
+			case !errors.Is(err, store.ErrNotFound):
+				return nil, fmt.Errorf("manager: read key generation of pair %d: %w", pair, err)
 			}
-			last = sg.Generation
-		case !errors.Is(err, store.ErrNotFound):
-			return PairKey{}, fmt.Errorf("manager: read key generation of pair %d: %w", pair, err)
 		}
+		// Above what an agent holds: a store that lost the counter, or
+		// keys an older manager numbered by the clock, never make a key
+		// refused.
+		last = max(last, k.held[pair])
+		if last == math.MaxUint32 {
+			return nil, fmt.Errorf("manager: pair %d: %w", pair, ErrGenerationsExhausted)
+		}
+		out[i] = PairKey{Generation: last + 1}
+		if _, err := rand.Read(out[i].Key[:]); err != nil {
+			return nil, fmt.Errorf("manager: pair key: %w", err)
+		}
+		ops = append(ops, putJSON(keyGenKey(pair), storedGen{out[i].Generation}))
 	}
-	// Above what an agent holds: a store that lost the counter, or keys
-	// an older manager numbered by the clock, never make a key refused.
-	last = max(last, k.held[pair])
-	if last == math.MaxUint32 {
-		return PairKey{}, fmt.Errorf("manager: pair %d: %w", pair, ErrGenerationsExhausted)
+	if err := m.cfg.Store.Apply(ctx, ops...); err != nil {
+		for _, pair := range pairs {
+			delete(k.gens, pair) // unknown whether it was written: read it again next time
+		}
+		return nil, fmt.Errorf("manager: persist key generations of pairs %v: %w", pairs, err)
 	}
-	pk := PairKey{Generation: last + 1}
-	if _, err := rand.Read(pk.Key[:]); err != nil {
-		return PairKey{}, fmt.Errorf("manager: pair key: %w", err)
+	for i, pair := range pairs {
+		k.gens[pair] = out[i].Generation
 	}
-	if err := m.cfg.Store.Apply(ctx, putJSON(keyGenKey(pair), storedGen{pk.Generation})); err != nil {
-		delete(k.gens, pair) // unknown whether it was written: read it again next time
-		return PairKey{}, fmt.Errorf("manager: persist key generation of pair %d: %w", pair, err)
-	}
-	k.gens[pair] = pk.Generation
-	return pk, nil
+	return out, nil
 }
 
 // observe notes the generation an agent listed for a pair. A pending key

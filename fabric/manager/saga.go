@@ -110,12 +110,16 @@ func (m *Manager) pairsOf(p *pool.Pool, a pool.Allocation) ([]Pair, error) {
 
 // withFreshKeys gives every pair of a new allocation a fresh key.
 func (m *Manager) withFreshKeys(ctx context.Context, pairs []Pair) error {
+	ids := make([]uint32, len(pairs))
 	for i := range pairs {
-		k, err := m.issueKey(ctx, pairs[i].ID)
-		if err != nil {
-			return err
-		}
-		pairs[i].Key = k
+		ids[i] = pairs[i].ID
+	}
+	ks, err := m.issueKeys(ctx, ids)
+	if err != nil {
+		return err
+	}
+	for i := range pairs {
+		pairs[i].Key = ks[i]
 	}
 	return nil
 }
