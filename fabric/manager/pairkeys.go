@@ -149,6 +149,48 @@ func (m *Manager) issueKeys(ctx context.Context, pairs []uint32) ([]PairKey, err
 	return out, nil
 }
 
+// prepareKeys issues, in writes of up to 64 counters, the next key of
+// every pair in ids that holds neither a current key nor a change under
+// way, and records it as that pair's pending change: a manager taking the
+// lead re-keys every active pair, and one write per pair (an fsync each
+// with bbolt) made a restart with 4,869 GPUs lent take 23 s. changeKey
+// then uses the pending key. A failure leaves changeKey to issue its own.
+func (m *Manager) prepareKeys(ctx context.Context, ids []uint32) error {
+	k := m.keys
+	const chunk = 64
+	for len(ids) > 0 {
+		n := min(chunk, len(ids))
+		var need []uint32
+		k.mu.Lock()
+		for _, id := range ids[:n] {
+			_, pending := k.next[id]
+			_, haveCur := k.cur[id]
+			if !pending && !haveCur {
+				need = append(need, id)
+			}
+		}
+		k.mu.Unlock()
+		ids = ids[n:]
+		if len(need) == 0 {
+			continue
+		}
+		ks, err := m.issueKeys(ctx, need)
+		if err != nil {
+			return err
+		}
+		k.mu.Lock()
+		for i, id := range need {
+			_, pending := k.next[id]
+			_, haveCur := k.cur[id]
+			if !pending && !haveCur {
+				k.next[id] = ks[i]
+			}
+		}
+		k.mu.Unlock()
+	}
+	return nil
+}
+
 // observe notes the generation an agent listed for a pair. A pending key
 // below it would be refused: the change is retried with a new one.
 func (k *keyBook) observe(pair, held uint32) {

@@ -370,16 +370,22 @@ func (m *Manager) reconcile(ctx context.Context, full bool) {
 		// The forwarding table of every active allocation first: it is
 		// the manager's own and fast, while re-applying below waits on
 		// agents and the store for every pair's key change.
+		var ids []uint32
 		for _, a := range p.Allocations() {
 			if a.State != pool.StateActive {
 				continue
 			}
 			pairs, _ := m.pairsOf(p, a)
 			for _, pr := range pairs {
+				ids = append(ids, pr.ID)
 				if err := m.do(ctx, StepSwitch, pr); err != nil {
 					m.log.Warn("reconcile: programming the switch failed", "id", a.ID, "pair", pr.ID, "err", err)
 				}
 			}
+		}
+		// Their new keys' generations in a few store writes, not one each.
+		if err := m.prepareKeys(ctx, ids); err != nil {
+			m.log.Warn("reconcile: issuing the pairs' keys in bulk failed; each pair issues its own", "err", err)
 		}
 	}
 	for _, a := range p.Allocations() {
