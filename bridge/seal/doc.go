@@ -218,8 +218,9 @@
 //
 //   - Seals at the frame boundary: the frame builder (NextFrame) writes the
 //     plain frame into a scratch buffer and Seals it into the caller's
-//     buffer (which must have Overhead bytes more room; the MTU budget of
-//     TLP frames shrinks by Overhead). HELLO, HELLO-ACK and RESET go
+//     buffer (which must have Overhead bytes more room, HandshakeOverhead
+//     for a handshake frame; the MTU budget of TLP frames shrinks by
+//     Overhead, and HELLOs are far below it). HELLO, HELLO-ACK and RESET go
 //     through SealHandshake with the driver's wall clock (the sans-I/O
 //     bridge's time is relative, so the driver passes an absolute clock in
 //     or the bridge keeps an offset), everything else through Seal.
