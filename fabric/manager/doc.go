@@ -154,6 +154,8 @@
 //	GET    /v1/allocations/{id}
 //	DELETE /v1/allocations/{id}         release
 //	POST   /v1/allocations/{id}/rekey   a fresh key for every pair (both bridges change keys without loss)
+//	                                    (both: 409 busy naming the change under way, "being
+//	                                    rekeyed", "being released", ... while another runs)
 //	GET    /v1/events?since=S&host=H&watch=1&timeout=30s
 //	                                    {"events":[Event...],"next":S'}: allocated,
 //	                                    released, gpu_failed (pair, host_port),

@@ -84,7 +84,7 @@ type Manager struct {
 	inv sync.Mutex // serializes inventory writes (pool then store)
 
 	busyMu sync.Mutex
-	busy   map[string]bool // allocations inside a saga
+	busy   map[string]string // allocations inside a saga: what holds each (claim*)
 }
 
 // New creates a manager. With a plain store it loads the pool and
@@ -121,7 +121,7 @@ func New(cfg Config) (*Manager, error) {
 	if cfg.ID == "" {
 		cfg.ID = "manager-" + randomID(4)
 	}
-	m := &Manager{cfg: cfg, log: cfg.Logger, table: newTableState(), events: newEventLog(), links: newLinkState(), busy: map[string]bool{},
+	m := &Manager{cfg: cfg, log: cfg.Logger, table: newTableState(), events: newEventLog(), links: newLinkState(), busy: map[string]string{},
 		creds: credentials{by: map[bridgeID]agentCred{}}}
 	m.keys = newKeyBook()
 	var err error

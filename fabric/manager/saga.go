@@ -120,14 +120,24 @@ func (m *Manager) withFreshKeys(ctx context.Context, pairs []Pair) error {
 	return nil
 }
 
-func (m *Manager) claim(id string) bool {
+// What holds a claim on an allocation, for the 409 a second change gets.
+const (
+	claimAllocate  = "being allocated"
+	claimRelease   = "being released"
+	claimRekey     = "being rekeyed"
+	claimReconcile = "being repaired by the reconciler"
+)
+
+// claim takes id for one change (what: one of the claim* phrases); when
+// another change holds it, it returns false and what that one is.
+func (m *Manager) claim(id, what string) (string, bool) {
 	m.busyMu.Lock()
 	defer m.busyMu.Unlock()
-	if m.busy[id] {
-		return false
+	if held, ok := m.busy[id]; ok {
+		return held, false
 	}
-	m.busy[id] = true
-	return true
+	m.busy[id] = what
+	return "", true
 }
 
 func (m *Manager) unclaim(id string) {
@@ -157,7 +167,7 @@ func (m *Manager) allocate(ctx context.Context, req pool.Request) (pool.Allocati
 		return pool.Allocation{}, err
 	}
 	id := "a-" + randomID(6)
-	m.claim(id)
+	m.claim(id, claimAllocate)
 	defer m.unclaim(id)
 	a, err := p.Reserve(id, req)
 	if errors.Is(err, pool.ErrDuplicate) {
@@ -301,15 +311,16 @@ func (m *Manager) finishRelease(ctx context.Context, p *pool.Pool, id string, pa
 	return nil
 }
 
-// claimAllocation claims an existing allocation for one change (release,
-// rekey) and loads it; the caller runs unclaim when done.
-func (m *Manager) claimAllocation(id string) (*pool.Pool, pool.Allocation, func(), error) {
+// claimAllocation claims an existing allocation for one change (what:
+// claimRelease, claimRekey) and loads it; the caller runs unclaim when
+// done. A change already under way makes it ErrBusy (409) naming it.
+func (m *Manager) claimAllocation(id, what string) (*pool.Pool, pool.Allocation, func(), error) {
 	p, err := m.livePool()
 	if err != nil {
 		return nil, pool.Allocation{}, nil, err
 	}
-	if !m.claim(id) {
-		return nil, pool.Allocation{}, nil, fmt.Errorf("%w: %s is being allocated or released", ErrBusy, id)
+	if held, ok := m.claim(id, what); !ok {
+		return nil, pool.Allocation{}, nil, fmt.Errorf("%w: %s is %s; try again when that is done", ErrBusy, id, held)
 	}
 	a, err := p.Allocation(id)
 	if err != nil {
@@ -322,7 +333,7 @@ func (m *Manager) claimAllocation(id string) (*pool.Pool, pool.Allocation, func(
 // Release gives an allocation's GPUs back: hot-remove on the host, then
 // host bridge, switch and GPU bridge, then the pool.
 func (m *Manager) Release(ctx context.Context, id string) (pool.Allocation, error) {
-	p, a, unclaim, err := m.claimAllocation(id)
+	p, a, unclaim, err := m.claimAllocation(id, claimRelease)
 	if err != nil {
 		return pool.Allocation{}, err
 	}
@@ -382,7 +393,7 @@ func (m *Manager) reconcile(ctx context.Context, full bool) {
 		if ctx.Err() != nil {
 			return
 		}
-		if !m.claim(a.ID) {
+		if _, ok := m.claim(a.ID, claimReconcile); !ok {
 			continue
 		}
 		switch {
@@ -564,7 +575,7 @@ func (m *Manager) sweep(ctx context.Context, p *pool.Pool) {
 		busy := map[string]bool{}
 		for _, a := range p.Allocations() {
 			m.busyMu.Lock()
-			busy[a.ID] = m.busy[a.ID]
+			_, busy[a.ID] = m.busy[a.ID]
 			m.busyMu.Unlock()
 			if ps, err := m.pairsOf(p, a); err == nil {
 				for _, pr := range ps {
@@ -589,7 +600,7 @@ func (m *Manager) sweep(ctx context.Context, p *pool.Pool) {
 			if have[id] || !ag.owns(d) || busy[d.Allocation] || err != nil || a.State != pool.StateActive {
 				continue
 			}
-			if !m.claim(d.Allocation) {
+			if _, ok := m.claim(d.Allocation, claimReconcile); !ok {
 				continue // a rekey or release took it meanwhile: the next pass looks again
 			}
 			m.log.Info("reconcile: restoring lost pair", "agent", ag.name, "pair", id)
