@@ -173,7 +173,9 @@
 //	                                    its pair's link down: the allocation is
 //	                                    degraded once the link stays down past
 //	                                    Config.DegradedAfter; the GPU stays lent
-//	                                    and healthy (see agentreport.go)
+//	                                    and healthy (see agentreport.go); the
+//	                                    report is kept in the store, so a
+//	                                    restarted manager or new leader keeps it
 //	POST   /v1/agent/pairs/{id}/link-up   the link is up again: active again
 //
 // A worked allocation:

@@ -235,6 +235,7 @@ func (m *Manager) lead(ctx context.Context) error {
 	m.mu.Lock()
 	m.pool, m.leading = p, true
 	m.mu.Unlock()
+	m.restoreLinks(ctx, p) // after leading: degrade reads the live pool
 	m.metrics.leader.Set(1)
 	m.reconcile(ctx, true)
 	return nil
