@@ -134,7 +134,10 @@
 //	GET    /healthz                     {"status":"ok","role":"leader","id":"http://10.0.0.5:7700"}
 //	GET    /metrics                     Prometheus text format
 //	GET    /v1/stats                    GPU counts by state
-//	GET    /v1/boxes                    {"boxes":[Box...]}
+//	GET    /v1/boxes                    {"boxes":[Box...]}; a box (and its GPUs in
+//	                                    it and in /v1/gpus) whose agent has not
+//	                                    answered past Config.UnreachableAfter has
+//	                                    "unreachable": {"since","reason"}
 //	GET    /v1/boxes/{id}               Box
 //	POST   /v1/boxes                    register or replace a box -> Box plus
 //	                                    "agent_credential" when it has an agent_url
@@ -160,7 +163,8 @@
 //	                                    {"events":[Event...],"next":S'}: allocated,
 //	                                    released, gpu_failed (pair, host_port),
 //	                                    allocation_degraded and _recovered (pair,
-//	                                    reason), drains, registrations; long-polls
+//	                                    reason), box_unreachable and _reachable
+//	                                    (reason), drains, registrations; long-polls
 //	                                    with watch
 //	GET    /v1/table                    table.Table
 //	GET    /v1/table?watch=1&version=N&timeout=30s

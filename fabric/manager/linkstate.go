@@ -235,6 +235,11 @@ func (m *Manager) withLinkState(a pool.Allocation) pool.Allocation {
 	var reasons []string
 	for _, g := range a.GPUs {
 		d, ok := ls.down[linkKey{a.ID, g.Pair}]
+		if u, unreachable := m.boxUnreachable(g.Box); unreachable && (!ok || !d.degraded) {
+			// The box's agent does not answer (reachability.go): as
+			// degrading as a link down past the bound, for this pair.
+			ok, d = true, &pairDown{since: u.Since, reason: u.Reason, degraded: true}
+		}
 		if !ok || !d.degraded {
 			continue
 		}
@@ -267,6 +272,16 @@ func (m *Manager) degradedAllocations(p *pool.Pool) int {
 		}
 		if a, err := p.Allocation(k.alloc); err == nil && a.State == pool.StateActive && holdsPair(a, k.pair) {
 			ids = append(ids, k.alloc)
+		}
+	}
+	for _, a := range p.Allocations() {
+		if a.State != pool.StateActive {
+			continue
+		}
+		for _, g := range a.GPUs {
+			if _, ok := m.boxUnreachable(g.Box); ok {
+				ids = append(ids, a.ID)
+			}
 		}
 	}
 	sort.Strings(ids)

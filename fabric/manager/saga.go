@@ -493,6 +493,7 @@ func (m *Manager) sweep(ctx context.Context, p *pool.Pool) {
 		owns   func(Pair) bool // whether a desired pair lives on this agent
 		remove func(context.Context, Pair) error
 		add    func(context.Context, Pair) error
+		boxes  []string // the boxes whose agent this is (reachability.go)
 	}
 	all := func(Pair) bool { return true }
 	var agents []agent
@@ -513,18 +514,22 @@ func (m *Manager) sweep(ctx context.Context, p *pool.Pool) {
 		return nil
 	}
 	if l, ok := m.cfg.GPUBridge.(PairLister); ok {
-		agents = append(agents, agent{"gpu_bridge", l.ListPairs, all, m.cfg.GPUBridge.RemovePair, m.cfg.GPUBridge.ProgramPair})
+		agents = append(agents, agent{"gpu_bridge", l.ListPairs, all, m.cfg.GPUBridge.RemovePair, m.cfg.GPUBridge.ProgramPair, nil})
 	}
 	if l, ok := m.cfg.Switch.(PairLister); ok && m.cfg.Switch != nil {
-		agents = append(agents, agent{"switch", l.ListPairs, all, m.cfg.Switch.RemovePair, m.cfg.Switch.ProgramPair})
+		agents = append(agents, agent{"switch", l.ListPairs, all, m.cfg.Switch.RemovePair, m.cfg.Switch.ProgramPair, nil})
 	}
 	if l, ok := hb.(PairLister); ok {
-		agents = append(agents, agent{"host_bridge", l.ListPairs, all, hostRemove, hostAdd})
+		agents = append(agents, agent{"host_bridge", l.ListPairs, all, hostRemove, hostAdd, nil})
 	}
 	// Programmers that reach one agent per bridge are asked at every
 	// agent URL the pool knows.
 	if l, ok := m.cfg.GPUBridge.(AgentPairLister); ok {
 		seen := map[string]bool{}
+		boxesAt := map[string][]string{}
+		for _, b := range p.Boxes() {
+			boxesAt[b.AgentURL] = append(boxesAt[b.AgentURL], b.ID)
+		}
 		for _, b := range p.Boxes() {
 			if url := b.AgentURL; url != "" && !seen[url] {
 				seen[url] = true
@@ -536,7 +541,7 @@ func (m *Manager) sweep(ctx context.Context, p *pool.Pool) {
 						pr.GPUAgent, pr.GPUAgentCredential = url, cred
 						return m.cfg.GPUBridge.RemovePair(ctx, pr)
 					},
-					m.cfg.GPUBridge.ProgramPair})
+					m.cfg.GPUBridge.ProgramPair, boxesAt[url]})
 			}
 		}
 	}
@@ -553,7 +558,7 @@ func (m *Manager) sweep(ctx context.Context, p *pool.Pool) {
 						pr.HostAgent, pr.HostAgentCredential = url, cred
 						return hostRemove(ctx, pr)
 					},
-					hostAdd})
+					hostAdd, nil})
 			}
 		}
 	}
@@ -561,12 +566,16 @@ func (m *Manager) sweep(ctx context.Context, p *pool.Pool) {
 		lctx, cancel := context.WithTimeout(ctx, m.cfg.StepTimeout)
 		actual, err := ag.list(lctx)
 		cancel()
-		if errors.Is(err, ErrCannotList) {
-			continue
-		}
-		if err != nil {
+		if err != nil && !errors.Is(err, ErrCannotList) {
+			if ctx.Err() == nil { // the pass was not cut short: the agent did not answer
+				m.agentUnanswered(ag.boxes, ag.name, err)
+			}
 			m.log.Warn("reconcile: listing pairs failed", "agent", ag.name, "err", err)
 			continue
+		}
+		m.agentAnswered(ag.boxes, ag.name)
+		if err != nil {
+			continue // it answered that it cannot list
 		}
 		// Desired is read after actual: a pair programmed by a saga that
 		// started meanwhile was reserved before it was programmed, so it
