@@ -254,3 +254,45 @@ func TestHandshakeBootIDIsProtected(t *testing.T) {
 		}
 	}
 }
+
+// TestHandshakeOpenAllocatesNothing: the boot ID costs the receiver no key
+// derivation: opening a genuine HELLO, and refusing forged ones each
+// under a boot ID never seen, allocate nothing (a flood of forged
+// handshake frames stays one AES-GCM check each).
+func TestHandshakeOpenAllocatesNothing(t *testing.T) {
+	host, err := seal.New(seal.Config{PairID: testPair, Role: encap.RoleHost, Mode: seal.ModeGCM}, 1, testKey(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gpu, err := seal.New(seal.Config{PairID: testPair, Role: encap.RoleGPU, Mode: seal.ModeGCM}, 1, testKey(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const runs = 50
+	var genuine [runs + 1][]byte
+	for i := range genuine {
+		if genuine[i], err = host.SealHandshake(nil, helloFrame(encap.CtlHello), uint64(1000+i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	forged, err := host.SealHandshake(nil, helloFrame(encap.CtlHello), 1<<40) // above every genuine one: never a replay
+	if err != nil {
+		t.Fatal(err)
+	}
+	frame := make([]byte, len(forged))
+	i := 0
+	allocs := testing.AllocsPerRun(runs, func() {
+		if _, err := gpu.Open(genuine[i]); err != nil {
+			t.Fatalf("HELLO %d: %v", i, err)
+		}
+		i++
+		copy(frame, forged)
+		binary.BigEndian.PutUint64(frame[encap.HeaderLen+seal.SecHeaderLen:], uint64(i)*0x9e3779b97f4a7c15) // a boot ID never seen
+		if _, err := gpu.Open(frame); !errors.Is(err, seal.ErrAuth) {
+			t.Fatalf("forged HELLO under boot ID %x: %v, want ErrAuth", frame[52:60], err)
+		}
+	})
+	if allocs != 0 {
+		t.Fatalf("%v allocations per genuine and forged handshake frame, want 0", allocs)
+	}
+}
