@@ -15,7 +15,8 @@ import (
 //
 // Checks, in order, each failure a *FrameError: header present (ErrShort),
 // version 1 (ErrVersion), SEALED set (ErrNotSealed), body length at least
-// Overhead (ErrShort) and within the frame (ErrBodyLength), the pair's mode
+// Overhead (ErrShort; HandshakeOverhead under the handshake key) and
+// within the frame (ErrBodyLength), the pair's mode
 // and reserved bits clear (ErrMode, ErrReserved), session keys for session
 // frames (ErrNoSession), a key for the epoch and generation
 // (ErrUnknownEpoch), a packet number not seen and not left of the window
