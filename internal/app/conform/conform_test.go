@@ -55,6 +55,10 @@ type setup struct {
 	// kit is still told iutTimers); opts changes the kit's options.
 	bridge *Timers
 	opts   func(*Options)
+	// config changes the bridge's config (keys, for keyed runs); install
+	// runs on the new bridge (a next key generation).
+	config  func(*bridge.Config)
+	install func(*bridge.Bridge) error
 }
 
 func udpConns(t *testing.T) (driver.Transport, driver.Transport) {
@@ -92,9 +96,9 @@ func runKit(t *testing.T, su setup, scenarios ...string) (Report, error) {
 	if su.bridge != nil {
 		bt = *su.bridge
 	}
-	b, err := bridge.New(bridge.Config{Role: bridge.RoleGPU, PairID: 42, Keepalive: bt.Keepalive,
+	b, err := newBridge(bridge.Config{Role: bridge.RoleGPU, PairID: 42, Keepalive: bt.Keepalive,
 		DeadAfter: bt.DeadAfter, CompletionTimeout: bt.CompletionTimeout, HelloInterval: bt.HelloInterval,
-		MaxRTO: bt.MaxRTO, AckDelay: bt.AckDelay, Seed: 7})
+		MaxRTO: bt.MaxRTO, AckDelay: bt.AckDelay, Seed: 7}, su)
 	if err != nil {
 		t.Fatal(err)
 	}
