@@ -133,6 +133,7 @@ func Run(ctx context.Context, o Options) (Report, error) {
 	if o.Size < 64 || o.Addr%4 != 0 {
 		return rep, fmt.Errorf("%w: memory window %#x+%d: want a DW-aligned address and at least 64 bytes", ErrOptions, o.Addr, o.Size)
 	}
+	o.Keys = o.Keys.withDefaults()
 	if err := o.Keys.check(); err != nil {
 		return rep, err
 	}
@@ -159,7 +160,7 @@ func Run(ctx context.Context, o Options) (Report, error) {
 	k := &kit{opt: o, led: led, log: log, ctx: ctx, start: time.Now(), stub: o.Stub}
 	k.end = newEnd(led, kitRole, o.PairID, exact, o.Timers, o.Seed)
 	if o.Keys.keyed() {
-		k.end.keys = newKeyed(o.Keys.withDefaults(), o.PairID, kitRole, k.start)
+		k.end.keys = newKeyed(o.Keys, o.PairID, kitRole, k.start)
 		k.end.keys.newKitNonce(k.end)
 	}
 	k.link = startLink(t)

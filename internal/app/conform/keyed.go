@@ -101,7 +101,7 @@ type keyed struct {
 
 	kitNonce  [bridge.KeyNonceLen]byte
 	iutNonce  [bridge.KeyNonceLen]byte
-	iutNonceS uint32                                 // the IUT session iutNonce came with
+	iutNonceS uint32                                  // the IUT session iutNonce came with
 	iutNonces map[[bridge.KeyNonceLen]byte]iutNonceAt // every key nonce of the IUT, to judge reuse
 
 	hsPN   uint64 // the IUT's newest handshake packet number
@@ -268,9 +268,10 @@ func (s *keyed) open(e *end, now time.Duration, b []byte) ([]byte, bool) {
 	if len(b) < encap.HeaderLen || encap.Header(b).Version() != encap.Version {
 		return b, true // the format rules judge it
 	}
-	kind := frameKind(b)
 	h := encap.Header(b)
+	kind := h.Type().String() // a sealed body may be encrypted
 	if h.Flags()&seal.FlagSealed == 0 {
+		kind = frameKind(b)
 		e.led.fail("KEY-2", "a %s frame not sealed (byte 0 bit 3 clear) on a keyed pair", kind)
 		return nil, false
 	}

@@ -1,6 +1,8 @@
 package conform
 
 import (
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -20,6 +22,12 @@ func newBridge(cfg bridge.Config, su setup) (*bridge.Bridge, error) {
 	return b, err
 }
 
+// unkeyedNA: r is a keyed pair's rule, n/a on an unkeyed pair for that
+// reason.
+func unkeyedNA(r Result) bool {
+	return slices.Contains(keyRules, r.Rule) && strings.Contains(r.Reason, "the pair is unkeyed")
+}
+
 func testKey(b byte) []byte {
 	k := make([]byte, seal.KeyLen)
 	for i := range k {
@@ -27,6 +35,17 @@ func testKey(b byte) []byte {
 	}
 	return k
 }
+
+// keyedTimers are iutTimers with a longer silence limit and slack: the
+// keyed scenario waits on answers to frames the IUT drops, and a loaded
+// machine must neither end the session meanwhile nor starve the in-process
+// bridge past the kit's wait for an answer.
+var keyedTimers = func() Timers {
+	t := iutTimers
+	t.DeadAfter = time.Second
+	t.Slack = max(t.Slack, 100*time.Millisecond)
+	return t
+}()
 
 // keyedSetup is a keyed pair: the bridge holds generation 1 and has 2
 // installed; the kit is told both. rekeyAfter is the bridge's.
@@ -37,7 +56,9 @@ func keyedSetup(mode seal.Mode, rekeyAfter uint64) setup {
 			c.RekeyGraceTime = 50 * time.Millisecond
 		},
 		install: func(b *bridge.Bridge) error { return b.InstallKey(2, testKey(2)) },
+		bridge:  &keyedTimers,
 		opts: func(o *Options) {
+			o.Timers = keyedTimers
 			o.Keys = Keys{Key: testKey(1), Generation: 1, Mode: mode, NextKey: testKey(2), NextGeneration: 2,
 				RekeyAfter: rekeyAfter, GraceTime: 50 * time.Millisecond}
 		}}
@@ -59,7 +80,14 @@ func keyVerdicts(t *testing.T, rep Report) map[string]Verdict {
 func TestKeyedAgainstBridge(t *testing.T) {
 	for _, mode := range []seal.Mode{seal.ModeGCM, seal.ModeGMAC} {
 		t.Run(mode.String(), func(t *testing.T) {
-			rep := runAgainst(t, keyedSetup(mode, 16))
+			// The unkeyed run's timers (TestBridgeConforms): every
+			// scenario runs, and the longer waits of keyedTimers would
+			// only stretch it.
+			su := keyedSetup(mode, 16)
+			su.bridge = nil
+			opts := su.opts
+			su.opts = func(o *Options) { opts(o); o.Timers = iutTimers }
+			rep := runAgainst(t, su)
 			for _, f := range rep.Failed() {
 				t.Errorf("%s failed: %s", f.Rule, f.Reason)
 			}
@@ -71,6 +99,81 @@ func TestKeyedAgainstBridge(t *testing.T) {
 				if v != want {
 					r, _ := rep.Result(id)
 					t.Errorf("%s: %s (%s), want %s", id, v, r.Reason, want)
+				}
+			}
+		})
+	}
+}
+
+// TestKeyedShim: the test-only keyed peer without faults passes every KEY
+// rule the kit can judge of it (KEY-8 needs a next key it does not hold),
+// so that the faults below are what fails.
+func TestKeyedShim(t *testing.T) {
+	rep := runAgainst(t, shimSetup(shimFaults{}), "handshake", "keys")
+	for _, id := range []string{"KEY-2", "KEY-3", "KEY-4", "KEY-5", "KEY-6", "KEY-7"} {
+		if r, _ := rep.Result(id); r.Verdict != Pass {
+			t.Errorf("%s: %s (%s), want pass", id, r.Verdict, r.Reason)
+		}
+	}
+}
+
+// TestKeyedNegative: each KEY rule fails, naming itself, against a peer
+// broken in that rule alone.
+func TestKeyedNegative(t *testing.T) {
+	cases := []struct {
+		name  string
+		su    setup
+		scen  []string
+		fails []string
+		why   string
+	}{
+		{"unsealed frames sent", shimSetup(shimFaults{plainKeepalive: true}), []string{"handshake", "keys"}, []string{"KEY-2"}, "KEEPALIVE frame not sealed"},
+		{"unsealed frames taken", shimSetup(shimFaults{acceptPlain: true}), []string{"handshake", "keys"}, []string{"KEY-3"}, "unsealed KEEPALIVE"},
+		{"no replay window", shimSetup(shimFaults{noReplay: true}), []string{"handshake", "keys"}, []string{"KEY-3", "KEY-5", "KEY-7"}, "behind the newest"},
+		{"key nonce reused", shimSetup(shimFaults{fixedNonce: true}), []string{"handshake", "keys"}, []string{"KEY-4"}, "key nonces must be random"},
+		{"HELLO-ACK under session keys", shimSetup(shimFaults{hsUnderSession: true}), []string{"handshake", "keys"}, []string{"KEY-5", "KEY-4"}, "under the session keys"},
+		{"never rekeys", func() setup {
+			su := keyedSetup(seal.ModeGCM, 0)
+			o := su.opts
+			su.opts = func(x *Options) { o(x); x.Keys.RekeyAfter = 8 }
+			return su
+		}(), []string{"keys"}, []string{"KEY-6"}, "more than 2 x RekeyAfter (8)"},
+		{"previous key retired at once", func() setup {
+			su := keyedSetup(seal.ModeGCM, 16)
+			c := su.config
+			su.config = func(x *bridge.Config) { c(x); x.RekeyGrace, x.RekeyGraceTime = 1, time.Microsecond }
+			return su
+		}(), []string{"keys"}, []string{"KEY-7"}, "was not answered"},
+		{"previous key kept", func() setup {
+			su := keyedSetup(seal.ModeGCM, 0)
+			c := su.config
+			su.config = func(x *bridge.Config) { c(x); x.RekeyGraceTime = time.Minute }
+			return su
+		}(), []string{"keys"}, []string{"KEY-7"}, "its echo still shows"},
+		{"next key not installed", func() setup {
+			su := keyedSetup(seal.ModeGCM, 16)
+			su.install = nil
+			return su
+		}(), []string{"keys"}, []string{"KEY-8"}, "installed generation 2 was not answered"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			rep, err := runKit(t, tc.su, tc.scen...)
+			if err != nil {
+				t.Fatalf("kit: %v", err)
+			}
+			for _, id := range tc.fails {
+				r, _ := rep.Result(id)
+				if r.Verdict != Fail {
+					t.Errorf("%s: %s (%s), want fail", id, r.Verdict, r.Reason)
+				}
+			}
+			if r, _ := rep.Result(tc.fails[0]); !strings.Contains(r.Reason, tc.why) {
+				t.Errorf("%s: %q, want it to say %q", r.Rule, r.Reason, tc.why)
+			}
+			for _, f := range rep.Failed() {
+				if !slices.Contains(tc.fails, f.Rule) && strings.HasPrefix(f.Rule, "KEY-") {
+					t.Errorf("%s failed too: %s", f.Rule, f.Reason)
 				}
 			}
 		})
