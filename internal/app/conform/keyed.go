@@ -99,10 +99,12 @@ type keyed struct {
 	old       []*seal.Channel
 	wall      uint64 // wall clock (ns) at the kit's time 0: handshake packet numbers
 
-	kitNonce  [bridge.KeyNonceLen]byte
-	iutNonce  [bridge.KeyNonceLen]byte
-	iutNonceS uint32                                  // the IUT session iutNonce came with
-	iutNonces map[[bridge.KeyNonceLen]byte]iutNonceAt // every key nonce of the IUT, to judge reuse
+	kitNonce [bridge.KeyNonceLen]byte
+	// iutNonce is the key nonce of each IUT session (a late HELLO of an
+	// ended one must not rebind the current); iutNonces every key nonce
+	// of the IUT, to judge reuse.
+	iutNonce  map[uint32][bridge.KeyNonceLen]byte
+	iutNonces map[[bridge.KeyNonceLen]byte]iutNonceAt
 
 	hsPN   uint64 // the IUT's newest handshake packet number
 	hsSeen bool
@@ -131,6 +133,7 @@ type iutNonceAt struct {
 func newKeyed(k Keys, pair uint32, kitRole encap.Role, wall time.Time) *keyed {
 	return &keyed{keys: k, wall: uint64(wall.UnixNano()),
 		cfg:       seal.Config{PairID: pair, Role: kitRole, Mode: k.Mode, PreviousGrace: kitGrace, PreviousGraceTime: kitGraceTime},
+		iutNonce:  map[uint32][bridge.KeyNonceLen]byte{},
 		iutNonces: map[[bridge.KeyNonceLen]byte]iutNonceAt{}, hellos: map[uint32][]byte{}}
 }
 
@@ -154,9 +157,10 @@ func (s *keyed) newChannel() (*seal.Channel, error) {
 // sync gives the kit a channel for the current sessions, keeping the
 // previous ones.
 func (s *keyed) sync(e *end) error {
-	want := binding{kit: e.session, kitKey: s.kitNonce, ok: e.iutKnown && s.iutNonceS == e.iut.Session && e.iut.Session != 0}
+	n, known := s.iutNonce[e.iut.Session]
+	want := binding{kit: e.session, kitKey: s.kitNonce, ok: e.iutKnown && known && e.iut.Session != 0}
 	if want.ok {
-		want.iut, want.iutKey = e.iut.Session, s.iutNonce
+		want.iut, want.iutKey = e.iut.Session, n
 	}
 	if s.ch != nil && want == s.bound {
 		return nil
@@ -401,6 +405,6 @@ func (s *keyed) helloBody(e *end, c *encap.Control, body []byte) bool {
 		e.led.pass("KEY-4", "a fresh %d-byte key nonce in every session's HELLO and HELLO-ACK", bridge.KeyNonceLen)
 		s.iutNonces[n] = iutNonceAt{session: c.Session, scenario: e.scenario()}
 	}
-	s.iutNonce, s.iutNonceS = n, c.Session
+	s.iutNonce[c.Session] = n
 	return true
 }

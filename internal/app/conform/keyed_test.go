@@ -87,7 +87,13 @@ func TestKeyedAgainstBridge(t *testing.T) {
 			su.bridge = nil
 			opts := su.opts
 			su.opts = func(o *Options) { opts(o); o.Timers = iutTimers }
-			rep := runAgainst(t, su)
+			// GMAC differs in the seal alone: the keyed scenario
+			// covers it, without a second run of every real-time bound.
+			var scen []string
+			if mode == seal.ModeGMAC {
+				scen = []string{"handshake", "keys"}
+			}
+			rep := runAgainst(t, su, scen...)
 			for _, f := range rep.Failed() {
 				t.Errorf("%s failed: %s", f.Rule, f.Reason)
 			}
@@ -126,12 +132,15 @@ func TestKeyedNegative(t *testing.T) {
 		scen  []string
 		fails []string
 		why   string
+		also  []string // may fail too, as a consequence
 	}{
 		{"unsealed frames sent", shimSetup(shimFaults{plainKeepalive: true}), []string{"handshake", "keys"}, []string{"KEY-2"}, "KEEPALIVE frame not sealed"},
 		{"unsealed frames taken", shimSetup(shimFaults{acceptPlain: true}), []string{"handshake", "keys"}, []string{"KEY-3"}, "unsealed KEEPALIVE"},
 		{"no replay window", shimSetup(shimFaults{noReplay: true}), []string{"handshake", "keys"}, []string{"KEY-3", "KEY-5", "KEY-7"}, "behind the newest"},
 		{"key nonce reused", shimSetup(shimFaults{fixedNonce: true}), []string{"handshake", "keys"}, []string{"KEY-4"}, "key nonces must be random"},
-		{"HELLO-ACK under session keys", shimSetup(shimFaults{hsUnderSession: true}), []string{"handshake", "keys"}, []string{"KEY-5", "KEY-4"}, "under the session keys"},
+		{"HELLO-ACK under session keys", shimSetup(shimFaults{hsUnderSession: true}), []string{"handshake", "keys"}, []string{"KEY-5"}, "under the session keys",
+			// The kit reads key nonces from HELLO-ACKs it can open.
+			[]string{"KEY-4"}},
 		{"never rekeys", func() setup {
 			su := keyedSetup(seal.ModeGCM, 0)
 			o := su.opts
@@ -172,7 +181,7 @@ func TestKeyedNegative(t *testing.T) {
 				t.Errorf("%s: %q, want it to say %q", r.Rule, r.Reason, tc.why)
 			}
 			for _, f := range rep.Failed() {
-				if !slices.Contains(tc.fails, f.Rule) && strings.HasPrefix(f.Rule, "KEY-") {
+				if !slices.Contains(tc.fails, f.Rule) && !slices.Contains(tc.also, f.Rule) && strings.HasPrefix(f.Rule, "KEY-") {
 					t.Errorf("%s failed too: %s", f.Rule, f.Reason)
 				}
 			}
