@@ -134,10 +134,10 @@ func TestKeyedNegative(t *testing.T) {
 		why   string
 		also  []string // may fail too, as a consequence
 	}{
-		{"unsealed frames sent", shimSetup(shimFaults{plainKeepalive: true}), []string{"handshake", "keys"}, []string{"KEY-2"}, "KEEPALIVE frame not sealed"},
-		{"unsealed frames taken", shimSetup(shimFaults{acceptPlain: true}), []string{"handshake", "keys"}, []string{"KEY-3"}, "unsealed KEEPALIVE"},
-		{"no replay window", shimSetup(shimFaults{noReplay: true}), []string{"handshake", "keys"}, []string{"KEY-3", "KEY-5", "KEY-7"}, "behind the newest"},
-		{"key nonce reused", shimSetup(shimFaults{fixedNonce: true}), []string{"handshake", "keys"}, []string{"KEY-4"}, "key nonces must be random"},
+		{"unsealed frames sent", shimSetup(shimFaults{plainKeepalive: true}), []string{"handshake", "keys"}, []string{"KEY-2"}, "KEEPALIVE frame not sealed", nil},
+		{"unsealed frames taken", shimSetup(shimFaults{acceptPlain: true}), []string{"handshake", "keys"}, []string{"KEY-3"}, "unsealed KEEPALIVE", nil},
+		{"no replay window", shimSetup(shimFaults{noReplay: true}), []string{"handshake", "keys"}, []string{"KEY-3", "KEY-5", "KEY-7"}, "behind the newest", nil},
+		{"key nonce reused", shimSetup(shimFaults{fixedNonce: true}), []string{"handshake", "keys"}, []string{"KEY-4"}, "key nonces must be random", nil},
 		{"HELLO-ACK under session keys", shimSetup(shimFaults{hsUnderSession: true}), []string{"handshake", "keys"}, []string{"KEY-5"}, "under the session keys",
 			// The kit reads key nonces from HELLO-ACKs it can open.
 			[]string{"KEY-4"}},
@@ -146,24 +146,24 @@ func TestKeyedNegative(t *testing.T) {
 			o := su.opts
 			su.opts = func(x *Options) { o(x); x.Keys.RekeyAfter = 8 }
 			return su
-		}(), []string{"keys"}, []string{"KEY-6"}, "more than 2 x RekeyAfter (8)"},
+		}(), []string{"keys"}, []string{"KEY-6"}, "more than 2 x RekeyAfter (8)", nil},
 		{"previous key retired at once", func() setup {
 			su := keyedSetup(seal.ModeGCM, 16)
 			c := su.config
 			su.config = func(x *bridge.Config) { c(x); x.RekeyGrace, x.RekeyGraceTime = 1, time.Microsecond }
 			return su
-		}(), []string{"keys"}, []string{"KEY-7"}, "was not answered"},
+		}(), []string{"keys"}, []string{"KEY-7"}, "was not answered", nil},
 		{"previous key kept", func() setup {
 			su := keyedSetup(seal.ModeGCM, 0)
 			c := su.config
 			su.config = func(x *bridge.Config) { c(x); x.RekeyGraceTime = time.Minute }
 			return su
-		}(), []string{"keys"}, []string{"KEY-7"}, "its echo still shows"},
+		}(), []string{"keys"}, []string{"KEY-7"}, "its echo still shows", nil},
 		{"next key not installed", func() setup {
 			su := keyedSetup(seal.ModeGCM, 16)
 			su.install = nil
 			return su
-		}(), []string{"keys"}, []string{"KEY-8"}, "installed generation 2 was not answered"},
+		}(), []string{"keys"}, []string{"KEY-8"}, "installed generation 2 was not answered", nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
