@@ -162,6 +162,7 @@ func Run(ctx context.Context, o Options) (Report, error) {
 	if o.Keys.keyed() {
 		k.end.keys = newKeyed(o.Keys, o.PairID, kitRole, k.start)
 		k.end.keys.newKitNonce(k.end)
+		led.na("KEY-1", "the pair is keyed (KEY-1 is for unkeyed pairs)")
 	}
 	k.link = startLink(t)
 	defer k.link.close()

@@ -37,7 +37,6 @@ func (k *kit) keysScenario() error {
 		}
 		return nil
 	}
-	k.led.na("KEY-1", "the pair is keyed (KEY-1 is for unkeyed pairs)")
 	if err := k.begin(defaultAdvert()); err != nil {
 		return err
 	}
