@@ -17,8 +17,11 @@ import (
 	"github.com/dxpu/dxpu/internal/privtest"
 )
 
-// daemonTimers are dxpu bridge's defaults as the kit's flags give them.
-var daemonTimers = []string{"--keepalive", "50ms", "--dead-after", "1s", "--completion-timeout", "250ms", "--max-rto", "200ms", "--slack", "100ms"}
+// daemonTimers are dxpu bridge's defaults as the kit's flags give them,
+// with a slack for a loaded machine: beside CPU hogs a daemon was seen
+// silent for up to 285 ms over its 50 ms keepalive (LNK-1), more often in
+// the keyed runs, which last longer.
+var daemonTimers = []string{"--keepalive", "50ms", "--dead-after", "1s", "--completion-timeout", "250ms", "--max-rto", "200ms", "--slack", "250ms"}
 
 // TestConformDaemon runs the kit against the shipped `dxpu bridge` process
 // in both roles, unkeyed and keyed (GCM for the GPU side, GMAC for the
