@@ -91,6 +91,12 @@ func (b *Bridge) HandleFrame(now time.Duration, frame []byte) error {
 				return b.dropFrame("%v frame while %v and no session", t, b.state)
 			}
 			// The peer only sends these once up: our HELLO-ACK reached it.
+			// It has received nothing from us yet, so its Ack is our ISN; a
+			// frame with another (a late one of the peer's previous session)
+			// must not complete the handshake (HSK-6).
+			if h.Flags()&encap.FlagAck == 0 || h.Ack() != b.retx.nxt {
+				return b.dropFrame("%v frame while %v: Ack %#x (flags %#x) is not this session's ISN %#x, a stale frame", t, b.state, h.Ack(), h.Flags(), b.retx.nxt)
+			}
 			b.goUp(now)
 		}
 		if err := b.headerFields(now, h, t); err != nil {

@@ -21,7 +21,12 @@ type recvCredits struct {
 	synthOut int
 	base     [encap.NumCreditTypes]uint32
 	released [encap.NumCreditTypes]uint32
-	infinite uint8 // bit t: type t is advertised infinite
+	// oldHdr, oldData: what TLPs of an earlier session still held at the
+	// start of this one occupy. The initial credits left that room out, so
+	// freeing it raises no limit: the limits never run ahead of the
+	// peer's consumed count by more than the initial credits (CRD-4).
+	oldHdr, oldData [NumClasses]int
+	infinite        uint8 // bit t: type t is advertised infinite
 }
 
 // newRecvCredits sizes the ledger from the configured buffers; a class
@@ -52,6 +57,7 @@ func (r *recvCredits) restart() {
 		r.base[hdrType(cl)] = uint32(r.capHdr[c] - r.heldHdr[c])
 		r.base[dataType(cl)] = uint32(max(r.capData[c]-r.heldData[c], 0))
 		r.released[hdrType(cl)], r.released[dataType(cl)] = 0, 0
+		r.oldHdr[c], r.oldData[c] = r.heldHdr[c], r.heldData[c]
 	}
 }
 
@@ -112,8 +118,11 @@ func (r *recvCredits) release(c tlp.Class, headers, data int) (int, error) {
 func (r *recvCredits) free(c tlp.Class, headers, data int) {
 	r.heldHdr[c] -= headers
 	r.heldData[c] -= data
-	r.released[hdrType(c)] += uint32(headers)
-	r.released[dataType(c)] += uint32(data)
+	oh, od := min(headers, r.oldHdr[c]), min(data, r.oldData[c])
+	r.oldHdr[c] -= oh
+	r.oldData[c] -= od
+	r.released[hdrType(c)] += uint32(headers - oh)
+	r.released[dataType(c)] += uint32(data - od)
 }
 
 // check verifies the counts are in range.

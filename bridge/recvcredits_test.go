@@ -72,3 +72,28 @@ func TestRecvCredits(t *testing.T) {
 		t.Fatalf("release of class 3: %v", err)
 	}
 }
+
+// A TLP of the old session still held when a session starts takes room
+// the new initial credits leave out; freeing it raises no limit, so the
+// limits never run ahead of the peer's consumed count by more than the
+// initial credits (CRD-4; dxpu conform found this).
+func TestRecvCreditsOldSessionHeld(t *testing.T) {
+	var cfg [NumClasses]ClassCredits
+	cfg[tlp.Completion] = ClassCredits{Headers: 4, Data: 64}
+	r, _ := newRecvCredits(cfg, 5)
+	r.restart()
+	r.hold(tlp.Completion, 1)
+	r.restart() // a new session with the TLP still held
+	if got := r.limit(encap.CreditCplH); got != 3 {
+		t.Fatalf("initial CplH %d, want 3 (one of 4 held)", got)
+	}
+	r.free(tlp.Completion, 1, 1)
+	if got := r.limit(encap.CreditCplH); got != 3 {
+		t.Errorf("CplH limit %d after the old TLP freed, want 3: 4 would be ahead of the initial credits", got)
+	}
+	r.hold(tlp.Completion, 1) // a TLP of this session
+	r.free(tlp.Completion, 1, 1)
+	if got := r.limit(encap.CreditCplH); got != 4 {
+		t.Errorf("CplH limit %d after a new TLP freed, want 4", got)
+	}
+}

@@ -21,12 +21,13 @@ import (
 type pollPipe struct {
 	*pipe
 	ready, peerReady chan struct{}
+	waiting          atomic.Int32 // goroutines in WaitReadable
 }
 
 func newPollPipes() (*pollPipe, *pollPipe) {
 	a, b := newPipes()
 	ra, rb := make(chan struct{}, 1), make(chan struct{}, 1)
-	return &pollPipe{a, ra, rb}, &pollPipe{b, rb, ra}
+	return &pollPipe{pipe: a, ready: ra, peerReady: rb}, &pollPipe{pipe: b, ready: rb, peerReady: ra}
 }
 
 // pollRunners returns a host-side and a GPU-side runner, each bridge
@@ -74,6 +75,8 @@ func (p *pollPipe) TryRecvBatch(bufs [][]byte, sizes []int) (int, error) {
 }
 
 func (p *pollPipe) WaitReadable() error {
+	p.waiting.Add(1)
+	defer p.waiting.Add(-1)
 	for len(p.in) == 0 {
 		select {
 		case <-p.ready:
@@ -258,9 +261,11 @@ func TestRunReturnsAfterClose(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	ran := make(chan error, 1)
 	go func() { ran <- r.Run(ctx) }()
-	// Run's first frame (a HELLO) says it started. Once a Poll ran, the
-	// next frame sends Run's goroutine from the socket to wait for ctx.
-	waitfor.Until(t, "Run started", func() bool { return len(a.out) > 0 })
+	// Run's goroutine waits on the transport. Once a Poll ran, the next
+	// frame sends it from the socket to wait for ctx. (Polls before it
+	// first waits would send it to wait for ctx at once, and the stray
+	// frame below would wait for a Poll.)
+	waitfor.Until(t, "Run waits on its transport", func() bool { return a.waiting.Load() > 0 })
 	for range 100 {
 		r.Poll()
 		runtime.Gosched()

@@ -32,6 +32,23 @@ type sysConn struct {
 	txIov [MaxBatch]unix.Iovec
 	send  mmsgCall
 	one   sendtoCall
+	// gso: a run of equal-sized frames (the last may be shorter) goes
+	// out as one message with a UDP_SEGMENT control message, and the
+	// kernel cuts it into datagrams below the socket layer (on loopback,
+	// not until the receiving socket): one pass through the stack
+	// instead of one per frame. Probed at init, cleared for good on the
+	// first send the kernel refuses (see gsoRefused). (UDP_GRO on the
+	// receiver, which keeps the run one message up to the socket,
+	// measured slower: the frames must then be cut apart and copied in
+	// user space.)
+	gso bool
+	// txCtl holds each message's control message (cmsghdr and segment
+	// size; uint64 for the cmsghdr's alignment); txMsgFrames the frames
+	// each message carries.
+	txCtl       [MaxBatch][gsoCtlWords]uint64
+	txMsgFrames [MaxBatch]int
+	// segmented counts the frames that went out in a segmented message.
+	segmented uint64
 
 	rx     [MaxBatch]unix.Mmsghdr
 	rxIov  [MaxBatch]unix.Iovec
@@ -140,6 +157,7 @@ func (s *sysConn) initRC(rc syscall.RawConn) error {
 	if serr != nil {
 		return fmt.Errorf("SO_DOMAIN: %w", serr)
 	}
+	s.gso = offloadOK(rc, unix.UDP_SEGMENT)
 	s.send.init(unix.SYS_SENDMMSG, &s.tx[0], 0)
 	s.one.s = s
 	s.one.fn = s.one.call
@@ -193,6 +211,46 @@ func (s *sysConn) setPeer(p netip.AddrPort) {
 }
 
 func (s *sysConn) sendBatch(_ *Conn, frames [][]byte) (int, error) {
+	for {
+		gso := s.gso
+		s.send.n = s.fillTx(frames, gso)
+		err := s.rc.Write(s.send.fn)
+		for i := range frames {
+			s.txIov[i].Base = nil // keep no reference to the caller's frames
+		}
+		if err != nil {
+			return 0, err
+		}
+		if s.send.err != nil && gso && s.txMsgFrames[0] > 1 && gsoRefused(s.send.err) {
+			// The first message failed (sendmmsg reports an error only
+			// when nothing went out) and it was a segmented one: send
+			// every frame on its own from now on.
+			s.gso = false
+			continue
+		}
+		n := 0
+		for _, k := range s.txMsgFrames[:s.send.done] {
+			n += k
+			if k > 1 {
+				s.segmented += uint64(k)
+			}
+		}
+		return n, s.send.err
+	}
+}
+
+// gsoMaxBytes bounds a segmented message: the largest UDP payload of an
+// IPv4 datagram (the kernel refuses a larger one).
+const gsoMaxBytes = 65507
+
+// gsoCtlWords is a UDP_SEGMENT control message (a cmsghdr and a uint16,
+// padded) in uint64s.
+const gsoCtlWords = (unix.SizeofCmsghdr + 8 + 7) / 8
+
+// fillTx points the send headers at frames and returns how many messages
+// they make: one per frame, or with gso one per run of equal-sized frames
+// (the last may be shorter), as the kernel's UDP_SEGMENT takes them.
+func (s *sysConn) fillTx(frames [][]byte, gso bool) int {
 	for i, f := range frames {
 		iov := &s.txIov[i]
 		iov.Base = nil
@@ -200,20 +258,73 @@ func (s *sysConn) sendBatch(_ *Conn, frames [][]byte) (int, error) {
 			iov.Base = &f[0]
 		}
 		iov.SetLen(len(f))
-		h := &s.tx[i]
-		h.Hdr = unix.Msghdr{Name: s.peerPtr, Namelen: s.peerLen, Iov: iov}
-		h.Hdr.SetIovlen(1)
+	}
+	m := 0
+	for i := 0; i < len(frames); m++ {
+		k, seg := 1, len(frames[i])
+		if gso && seg > 0 {
+			total := seg
+			for i+k < len(frames) {
+				l := len(frames[i+k])
+				if l > seg || l == 0 || total+l > gsoMaxBytes {
+					break
+				}
+				total += l
+				k++
+				if l < seg {
+					break // a shorter frame ends the message
+				}
+			}
+		}
+		h := &s.tx[m]
+		h.Hdr = unix.Msghdr{Name: s.peerPtr, Namelen: s.peerLen, Iov: &s.txIov[i]}
+		h.Hdr.SetIovlen(k)
 		h.Len = 0
+		if k > 1 {
+			ctl := &s.txCtl[m]
+			c := (*unix.Cmsghdr)(unsafe.Pointer(&ctl[0]))
+			c.Level, c.Type = unix.SOL_UDP, unix.UDP_SEGMENT
+			c.SetLen(unix.CmsgLen(2))
+			*(*uint16)(unsafe.Pointer(uintptr(unsafe.Pointer(&ctl[0])) + uintptr(unix.CmsgLen(0)))) = uint16(seg)
+			h.Hdr.Control = (*byte)(unsafe.Pointer(&ctl[0]))
+			h.Hdr.SetControllen(unix.CmsgSpace(2))
+		}
+		s.txMsgFrames[m] = k
+		i += k
 	}
-	s.send.n = len(frames)
-	if err := s.rc.Write(s.send.fn); err != nil {
-		return 0, err
-	}
-	for i := range frames {
-		s.txIov[i].Base = nil // keep no reference to the caller's frames
-	}
-	return s.send.done, s.send.err
+	return m
 }
+
+// gsoRefused reports whether a send failed for its UDP_SEGMENT: the kernel
+// refuses segmentation on a socket without UDP checksums (EINVAL), on an
+// IPsec path or a device without checksum offload (EIO), for a segment
+// above the path MTU (EMSGSIZE, EINVAL before Linux 5.x), or knows nothing
+// of it (ENOPROTOOPT, EOPNOTSUPP).
+func gsoRefused(err error) bool {
+	switch err {
+	case unix.EINVAL, unix.EIO, unix.EMSGSIZE, unix.ENOPROTOOPT, unix.EOPNOTSUPP:
+		return true
+	}
+	return false
+}
+
+// offloadOK asks the kernel whether the socket knows the UDP-level option
+// opt (UDP_SEGMENT), reading it only (set on the socket it would segment
+// every send).
+func offloadOK(rc syscall.RawConn, opt int) bool {
+	if offloadRefuse != nil && offloadRefuse(opt) {
+		return false
+	}
+	ok := false
+	_ = rc.Control(func(fd uintptr) {
+		_, err := unix.GetsockoptInt(int(fd), unix.SOL_UDP, opt)
+		ok = err == nil
+	})
+	return ok
+}
+
+// offloadRefuse, set by tests, plays a kernel that refuses opt.
+var offloadRefuse func(opt int) bool
 
 func (s *sysConn) recvBatch(c *Conn, bufs [][]byte, sizes []int) (int, error) {
 	s.prepareRecv(bufs)
@@ -288,4 +399,8 @@ func (s *sysConn) fromPeer(name *unix.RawSockaddrInet6) bool {
 		return s.family == unix.AF_INET6 && name.Port == s.peerPort && name.Addr == s.peerAddr16 && s.peerLen > 0
 	}
 	return false
+}
+
+func (s *sysConn) noOffload() {
+	s.gso = false
 }

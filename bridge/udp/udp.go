@@ -5,6 +5,10 @@
 // moves up to a batch of datagrams, and no call allocates; also
 // driver.Poller (TryRecvBatch, WaitReadable), so that a busy-polling loop
 // can take frames from the socket without waking the runner's goroutine.
+//
+// Where the kernel offers it, a batch's runs of equal-sized frames go out
+// as one message that the kernel segments (UDP_SEGMENT); a socket whose
+// kernel refuses it sends a datagram per frame.
 package udp
 
 import (
@@ -160,4 +164,13 @@ func (c *Conn) Close() error {
 		return c.raw.close()
 	}
 	return c.c.Close()
+}
+
+// NoOffload makes c send every datagram in a message of its own, as a
+// plain socket does (no UDP segmentation offload): the raw baselines
+// measure what the network carries without the bridges' batching.
+func (c *Conn) NoOffload() {
+	c.txMu.Lock()
+	defer c.txMu.Unlock()
+	c.sys.noOffload()
 }

@@ -18,7 +18,7 @@ func newBridgeCmd(e *env) *cobra.Command {
 	var o bridged.Options
 	var keyLog string
 	cmd := &cobra.Command{
-		Use:   "bridge --role host|gpu --pair N --listen UDPADDR --peer UDPADDR --pcie nettlp:LOCAL:REMOTE[:DMAREMOTE]|emu-gpu|memory",
+		Use:   "bridge --role host|gpu --pair N (--listen UDPADDR --peer UDPADDR | --ether IFACE:MAC) --pcie nettlp:LOCAL:REMOTE[:DMAREMOTE]|emu-gpu|memory",
 		Short: "Run one dxpu bridge (host or GPU side of a pair) over UDP, with a NetTLP or emulated PCIe side",
 		Long: `bridge runs one side of a host-GPU pair: the dxpu bridge state machine
 (reliable delivery, credits, tags, ordering) exchanging frames with its peer
@@ -34,7 +34,10 @@ over UDP (--listen, --peer), and a PCIe side:
       an emulated GPU (--gpu-model) on the wall clock, BAR0 at 0x90000000,
       BAR1 (VRAM) at 0x2000000000, BAR3 at 0x4000000000, ID 03:00.0.
   --role gpu --pcie memory
-      a memory-backed device of --mem-size bytes at --mem-base.
+      a memory-backed device of --mem-size bytes at --mem-base; with
+      --doorbell ADDR, the test target of docs/protocol.md (12.1) at ADDR:
+      commands written there make the device issue reads and writes
+      toward the host (dxpu conform --doorbell judges them).
 
 Every frame of the pair is sealed (AES-256-GCM, or --seal-mode gmac for
 integrity only) with the pair key of --key-file, the same on both sides
@@ -77,6 +80,7 @@ Example, a NetTLP host (libtlp on 127.0.0.1) and an emulated GPU:
 	f.Uint32Var(&o.Pair, "pair", 1, "pair ID (24 bits), the same on both sides")
 	f.StringVar(&fl.Listen, "listen", "", "UDP address for frames from the peer (IP:PORT)")
 	f.StringVar(&fl.Peer, "peer", "", "the peer bridge's UDP address (IP:PORT)")
+	f.StringVar(&fl.Ether, "ether", "", "raw Ethernet instead of UDP: IFACE:MAC, the peer's MAC on IFACE (EtherType 0x88b5, needs CAP_NET_RAW)")
 	f.StringVar(&fl.PCIe, "pcie", "", "PCIe side: nettlp:LOCAL:REMOTE[:DMAREMOTE] (host), emu-gpu or memory (gpu)")
 	f.StringVar(&o.Metrics, "metrics", "", "serve Prometheus metrics on this TCP address (empty: off)")
 	f.DurationVar(&o.Keepalive, "keepalive", 50*time.Millisecond, "longest silence while up")
@@ -90,6 +94,7 @@ Example, a NetTLP host (libtlp on 127.0.0.1) and an emulated GPU:
 	f.BoolVar(&o.Insecure, "insecure-no-keys", false, "run the pair unkeyed (lab only: anyone on the fabric can inject TLPs)")
 	f.StringVar(&fl.MemBase, "mem-base", "0x2000000000", "memory device base address")
 	f.StringVar(&fl.MemSize, "mem-size", "64M", "memory device size (suffixes K, M, G)")
+	f.StringVar(&fl.Doorbell, "doorbell", "", "test target of docs/protocol.md 12.1 at this address of the memory device (for dxpu conform --doorbell)")
 	cmd.AddCommand(newBridgeAgentCmd(e))
 	return cmd
 }

@@ -33,9 +33,9 @@ examples/README.md does. Clients allocate, free and rekey through the
 manager's API while a seeded nemesis injects faults, one at a time: SIGKILL
 (restarted later), SIGSTOP/SIGCONT and restart of any daemon (the manager
 included), rekey storms, agent credential rotation (re-registration and
-SIGHUP), client floods, and a box's link cut (the UDP switch has no port to
-cut, so each box's frames cross a cable in this process, which the nemesis
-cuts). An observer snapshots the manager, the switch and every agent five
+SIGHUP), client floods, a box's link cut and 1% loss on a box's link for a
+few seconds (the UDP switch has no port to cut, so each box's frames cross a
+cable in this process, which the nemesis cuts or makes lossy). An observer snapshots the manager, the switch and every agent five
 times a second. After --duration the clients and the nemesis stop and the
 system must converge.
 

@@ -227,9 +227,9 @@ func (ch *channel) run() {
 			ch.busy = true
 			switch c.Dir {
 			case DirH2D:
-				g.h2d.push(c, ch.finishF)
+				g.h2d.push(c, ch.finishF, &ch.errors)
 			case DirD2H:
-				g.d2h.push(c, ch.finishF)
+				g.d2h.push(c, ch.finishF, &ch.errors)
 			default:
 				d := time.Duration(c.Duration)
 				if d == 0 {

@@ -134,3 +134,32 @@ func TestApertureResetByBase(t *testing.T) {
 		t.Fatalf("after the reset the ring fetch sent %d TLPs, want one MRd of host address 0x4000", len(u.tlps))
 	}
 }
+
+// TestCopyAbortCountsChannelError: a host-to-device copy whose DMA read
+// is answered with an error status (a bridge answers a completion timeout
+// with CA) left its destination unwritten. The channel goes on (the
+// semaphore after it is released) and its ERRORS register counts the
+// failed copy, or a driver would take stale VRAM for the data it sent.
+func TestCopyAbortCountsChannelError(t *testing.T) {
+	t.Parallel()
+	s, g, u := vramChannel(t)
+	var pb []byte
+	pb = AppendCommand(pb, Command{Op: OpCopy, Dir: DirH2D, Src: 0x1_0000_0000, Dst: 0x20000, Len: 64})
+	pb = AppendCommand(pb, Command{Op: OpSemRelease, Addr: 0x1_0000_2000, Value: 1, Flags: SemHost})
+	g.VRAM.Write(0x8000, pb)
+	g.VRAM.Write(0x1000, AppendGPEntryFlags(nil, 0x8000, uint32(len(pb)), GPEntryVRAM))
+	g.writeReg(ChannelReg(0, ChGPPut), 1)
+	pcie.RunUntil(s, time.Millisecond)
+	if len(u.tlps) != 1 || tlp.View(u.tlps[0]).Kind() != tlp.MRd {
+		t.Fatalf("GPU sent %d TLPs, want the copy's one read", len(u.tlps))
+	}
+	rd := tlp.View(u.tlps[0])
+	g.ReceiveTLP(tlp.View(pcie.AppendCpl(nil, tlp.ID(0x0100), rd.RequesterID(), rd.Tag(), tlp.StatusCA, 64)))
+	pcie.RunUntil(s, 2*time.Millisecond)
+	if got := g.readReg(ChannelReg(0, ChErrors)); got != 1 {
+		t.Errorf("channel errors %d after an aborted copy, want 1", got)
+	}
+	if last := tlp.View(u.tlps[len(u.tlps)-1]); last.Kind() != tlp.MWr || last.Address() != 0x1_0000_2000 {
+		t.Errorf("last TLP %v at %#x, want the semaphore release after the failed copy", last.Kind(), last.Address())
+	}
+}

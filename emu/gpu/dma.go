@@ -189,13 +189,14 @@ type engineQueue struct {
 type copyJob struct {
 	c    Command
 	done func()
+	errs *uint32 // the channel's error count (ChErrors); nil outside a channel
 }
 
-func (q *engineQueue) push(c Command, done func()) {
+func (q *engineQueue) push(c Command, done func(), errs *uint32) {
 	if q.finishF == nil {
 		q.finishF, q.completeF = q.finish, q.complete
 	}
-	q.queue.push(copyJob{c: c, done: done})
+	q.queue.push(copyJob{c: c, done: done, errs: errs})
 	q.next()
 }
 
@@ -209,7 +210,7 @@ func (q *engineQueue) next() {
 	q.start = q.g.s.Now()
 	q.floor = q.start + time.Duration(q.cur.c.Duration)
 	if q.cur.c.Dir == DirH2D {
-		q.h2d.begin(q.g, q.cur.c, q.finishF)
+		q.h2d.begin(q.g, q.cur.c, q.finishF, q.cur.errs)
 	} else {
 		q.d2h.begin(q.g, q.cur.c, q.finishF)
 	}
@@ -250,16 +251,17 @@ type h2dCopy struct {
 	start, half    time.Duration
 	got, halfBytes uint64
 	done           func()
+	errs           *uint32 // counts a failed copy for its channel
 	st             readStream
 	onDataF        func(off uint64, b []byte)
 	onDoneF        func(ok bool)
 }
 
-func (h *h2dCopy) begin(g *GPU, c Command, done func()) {
+func (h *h2dCopy) begin(g *GPU, c Command, done func(), errs *uint32) {
 	if h.onDataF == nil {
 		h.onDataF, h.onDoneF = h.onData, h.onDone
 	}
-	h.g, h.c, h.done = g, c, done
+	h.g, h.c, h.done, h.errs = g, c, done, errs
 	h.tlpBytes = g.fluidSplit(c.Len)
 	h.start, h.half, h.got, h.halfBytes = g.s.Now(), 0, 0, 0
 	h.st = readStream{addr: c.Src, end: c.Src + h.tlpBytes, onData: h.onDataF, onDone: h.onDoneF}
@@ -277,6 +279,13 @@ func (h *h2dCopy) onData(off uint64, b []byte) {
 func (h *h2dCopy) onDone(ok bool) {
 	g, c, tlpBytes := h.g, h.c, h.tlpBytes
 	if !ok {
+		// A read answered with an error status (a completion timeout
+		// comes as CA) left part of the destination unwritten: the
+		// channel's ERRORS register says so, as a real GPU raises a
+		// channel error, or the driver would take stale VRAM for data.
+		if h.errs != nil {
+			*h.errs++
+		}
 		h.done()
 		return
 	}
@@ -370,8 +379,8 @@ func (d *d2hCopy) tail() {
 // channel, and calls done when it finishes (tests and tools).
 func (g *GPU) CopyForTest(c Command, done func()) {
 	if c.Dir == DirH2D {
-		g.h2d.push(c, done)
+		g.h2d.push(c, done, nil)
 	} else {
-		g.d2h.push(c, done)
+		g.d2h.push(c, done, nil)
 	}
 }

@@ -16,7 +16,7 @@ const (
 	ChGPEntries = 0x08 // ring size in entries
 	ChGPGet     = 0x0c // read-only: entries fetched
 	ChGPPut     = 0x10 // doorbell: the host writes its put index here
-	ChErrors    = 0x14 // read-only: pushbuffer decode errors on this channel
+	ChErrors    = 0x14 // read-only: pushbuffer decode errors and failed DMA reads of copies on this channel
 	// ChGPAperture says where the GPFIFO ring lives: ApertureHost (GP_BASE
 	// is a host bus address, fetched by DMA) or ApertureVRAM (GP_BASE is
 	// an offset in the GPU's memory, fetched locally). Writing GP_BASE_LO

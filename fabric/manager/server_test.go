@@ -249,7 +249,9 @@ func TestWatchesPerClientAreCapped(t *testing.T) {
 }
 
 // TestWatchEndsBeforeTheWriteDeadline: a watch asking for an hour under a
-// 1.2s write timeout answers (unchanged) instead of being cut.
+// 1.2s write timeout answers (unchanged) instead of being cut: a reply the
+// server wrote after its write deadline never arrives, so the client's
+// error is what catches a watch held too long.
 func TestWatchEndsBeforeTheWriteDeadline(t *testing.T) {
 	t.Parallel()
 	_, addr := hardened(t, manager.ServerConfig{WriteTimeout: 1200 * time.Millisecond}, 0)
@@ -264,9 +266,9 @@ func TestWatchEndsBeforeTheWriteDeadline(t *testing.T) {
 	if err != nil || t1.Version != t0.Version {
 		t.Fatalf("watch under a short write timeout: %+v %v, want the unchanged table", t1, err)
 	}
-	if d := time.Since(start); d > 1200*time.Millisecond {
-		t.Fatalf("watch answered after %v, past the write timeout", d)
-	}
+	// An answer written past the write deadline would not reach the client
+	// (the error above); how long it took is not the test's business.
+	t.Logf("watch answered after %v", time.Since(start).Round(time.Millisecond))
 }
 
 // TestShutdownEndsWatches: a watch in progress does not hold Shutdown (the

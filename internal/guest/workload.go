@@ -318,6 +318,15 @@ func (r *runner) submitWait(ctx context.Context, cmds ...gpu.Command) error {
 			return err
 		}
 		if done >= seq {
+			// A copy whose DMA failed still releases its sequence (the
+			// channel goes on): its error count says the data is not there.
+			if e, err := r.bar.Read32(gpu.ChannelReg(r.o.Channel, gpu.ChErrors)); err != nil {
+				return err
+			} else if e == 0xffff_ffff {
+				return fmt.Errorf("%w: channel %d ERRORS of %s", ErrDeviceGone, r.o.Channel, r.rep.GPU)
+			} else if e != 0 {
+				return fmt.Errorf("guest: channel %d reports %d errors (a DMA read failed: a completion timeout or abort)", r.o.Channel, e)
+			}
 			return nil
 		}
 		if now := time.Now(); now.Sub(check) > 250*time.Millisecond {

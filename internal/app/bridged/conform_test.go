@@ -37,12 +37,13 @@ func TestConformAgainstTheDaemon(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	doorbell := uint64(0xf000) // the test target, inside the memory
 	ready := make(chan struct{})
 	daemonErr := make(chan error, 1)
 	dctx, stopDaemon := context.WithCancel(ctx)
 	go func() {
 		daemonErr <- bridged.Run(dctx, bridged.Options{Role: bridge.RoleGPU, Pair: 5, Listen: iut, Peer: kit, PCIe: pcie,
-			MemBase: 0, MemSize: 64 << 10, Insecure: true, Keepalive: 50 * time.Millisecond, DeadAfter: time.Second,
+			MemBase: 0, MemSize: 64 << 10, Doorbell: &doorbell, Insecure: true, Keepalive: 50 * time.Millisecond, DeadAfter: time.Second,
 			CompletionTimeout: 250 * time.Millisecond, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 			Ready: func(*bridged.Daemon) { close(ready) }})
 	}()
@@ -58,7 +59,7 @@ func TestConformAgainstTheDaemon(t *testing.T) {
 		daemonErr <- err
 		t.Fatalf("the daemon stopped before it ran: %v", err)
 	}
-	rep, err := conform.Run(ctx, conform.Options{Peer: "udp:" + iut.String(), Local: kit.String(), Role: encap.RoleGPU, PairID: 5,
+	rep, err := conform.Run(ctx, conform.Options{Peer: "udp:" + iut.String(), Local: kit.String(), Role: encap.RoleGPU, PairID: 5, Doorbell: &doorbell,
 		Timers: conform.Timers{Keepalive: 50 * time.Millisecond, DeadAfter: time.Second, CompletionTimeout: 250 * time.Millisecond, Slack: time.Second}})
 	if err != nil {
 		t.Fatalf("conform: %v", err)
@@ -75,5 +76,11 @@ func TestConformAgainstTheDaemon(t *testing.T) {
 	}
 	if pass < 30 || !lnk2 {
 		t.Errorf("only %d rules passed (LNK-2 judged: %v): %+v", pass, lnk2, rep.Results)
+	}
+	// Through the daemon's test target (--doorbell).
+	for _, id := range []string{"TAG-1", "TAG-4", "TAG-5", "ORD-2", "ORD-4", "LNK-4"} {
+		if r, _ := rep.Result(id); r.Verdict != conform.Pass {
+			t.Errorf("%s through the test target: %s (%s)", id, r.Verdict, r.Reason)
+		}
 	}
 }

@@ -3,8 +3,11 @@ package bridged
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
+	"strings"
 
+	"github.com/dxpu/dxpu/bridge/nettlpside"
 	"github.com/dxpu/dxpu/bridge/seal"
 	"github.com/dxpu/dxpu/emu/gpu"
 	"github.com/dxpu/dxpu/internal/app/apperr"
@@ -18,7 +21,9 @@ type Setup struct {
 	Role, Listen, Peer, PCIe string
 	GPUModel                 string // h100 or a100
 	MemBase, MemSize         string
+	Doorbell                 string // test target address in the memory ("": none)
 	KeyFile                  string
+	Ether                    string // IFACE:MAC: raw Ethernet instead of --listen/--peer
 	SealMode                 string // gcm or gmac
 }
 
@@ -46,11 +51,25 @@ func (s Setup) Apply(o *Options) error {
 	if o.Role, ok = encap.ParseRole(s.Role); !ok {
 		return usage(fmt.Errorf("--role %q: want host or gpu", s.Role))
 	}
-	if o.Listen, err = netip.ParseAddrPort(s.Listen); err != nil {
-		return usage(fmt.Errorf("--listen %q: %w", s.Listen, err))
-	}
-	if o.Peer, err = netip.ParseAddrPort(s.Peer); err != nil {
-		return usage(fmt.Errorf("--peer %q: %w", s.Peer, err))
+	if s.Ether != "" {
+		ifname, mac, ok := strings.Cut(s.Ether, ":")
+		if !ok || ifname == "" {
+			return usage(fmt.Errorf("--ether %q: want IFACE:MAC (the peer's MAC)", s.Ether))
+		}
+		if s.Listen != "" || s.Peer != "" {
+			return usage(errors.New("--ether and --listen/--peer exclude each other"))
+		}
+		if o.EtherPeer, err = net.ParseMAC(mac); err != nil || len(o.EtherPeer) != 6 {
+			return usage(fmt.Errorf("--ether %q: want a 6-byte MAC after the interface", s.Ether))
+		}
+		o.EtherIface = ifname
+	} else {
+		if o.Listen, err = netip.ParseAddrPort(s.Listen); err != nil {
+			return usage(fmt.Errorf("--listen %q: %w", s.Listen, err))
+		}
+		if o.Peer, err = netip.ParseAddrPort(s.Peer); err != nil {
+			return usage(fmt.Errorf("--peer %q: %w", s.Peer, err))
+		}
 	}
 	if o.PCIe, err = ParsePCIe(s.PCIe); err != nil {
 		return usage(err)
@@ -65,6 +84,20 @@ func (s Setup) Apply(o *Options) error {
 	}
 	if o.MemSize, err = bytesize.Parse("mem-size", s.MemSize); err != nil {
 		return usage(err)
+	}
+	if s.Doorbell != "" {
+		if o.PCIe.Kind != KindMemory {
+			return usage(fmt.Errorf("--doorbell %s: the test target lives in a memory device (--pcie memory), not %q", s.Doorbell, o.PCIe.Kind))
+		}
+		db, err := bytesize.Parse("doorbell", s.Doorbell)
+		if err != nil {
+			return usage(err)
+		}
+		if db < o.MemBase || db-o.MemBase+nettlpside.DoorbellStatusOff+nettlpside.DoorbellStatusLen > o.MemSize || db%64 != 0 {
+			return usage(fmt.Errorf("--doorbell %#x: want a 64-byte aligned address with %d bytes inside the memory (--mem-base %#x, --mem-size %d)",
+				db, nettlpside.DoorbellStatusOff+nettlpside.DoorbellStatusLen, o.MemBase, o.MemSize))
+		}
+		o.Doorbell = &db
 	}
 	return nil
 }

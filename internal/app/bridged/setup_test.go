@@ -15,25 +15,28 @@ import (
 func TestSetupApply(t *testing.T) {
 	t.Parallel()
 	good := Setup{Role: "gpu", Listen: "127.0.0.1:7001", Peer: "127.0.0.1:7002", PCIe: "memory", GPUModel: "a100",
-		MemBase: "0x1000", MemSize: "64K", SealMode: "gmac"}
+		MemBase: "0x1000", MemSize: "64K", SealMode: "gmac", Doorbell: "0x2000"}
 	o := Options{Insecure: true}
 	if err := good.Apply(&o); err != nil {
 		t.Fatal(err)
 	}
 	if o.Role != bridge.RoleGPU || o.Listen.Port() != 7001 || o.Peer.Port() != 7002 || o.SealMode != seal.ModeGMAC ||
-		o.MemBase != 0x1000 || o.MemSize != 64<<10 || !strings.Contains(strings.ToLower(o.GPUModel.Name), "a100") {
+		o.MemBase != 0x1000 || o.MemSize != 64<<10 || o.Doorbell == nil || *o.Doorbell != 0x2000 || !strings.Contains(strings.ToLower(o.GPUModel.Name), "a100") {
 		t.Fatalf("%+v", o)
 	}
 	for want, bad := range map[string]func(*Setup){
-		"--role":       func(s *Setup) { s.Role = "middle" },
-		"--listen":     func(s *Setup) { s.Listen = "x" },
-		"--peer":       func(s *Setup) { s.Peer = "y" },
-		"--pcie":       func(s *Setup) { s.PCIe = "pci" },
-		"--gpu-model":  func(s *Setup) { s.GPUModel = "v100" },
-		"--seal-mode":  func(s *Setup) { s.SealMode = "none" },
-		"--mem-base":   func(s *Setup) { s.MemBase = "low" },
-		"--mem-size":   func(s *Setup) { s.MemSize = "lots" },
-		"exclude each": func(s *Setup) { s.KeyFile = "/nonexistent" },
+		"--role":             func(s *Setup) { s.Role = "middle" },
+		"--listen":           func(s *Setup) { s.Listen = "x" },
+		"--peer":             func(s *Setup) { s.Peer = "y" },
+		"--pcie":             func(s *Setup) { s.PCIe = "pci" },
+		"--gpu-model":        func(s *Setup) { s.GPUModel = "v100" },
+		"--seal-mode":        func(s *Setup) { s.SealMode = "none" },
+		"--mem-base":         func(s *Setup) { s.MemBase = "low" },
+		"--mem-size":         func(s *Setup) { s.MemSize = "lots" },
+		"exclude each":       func(s *Setup) { s.KeyFile = "/nonexistent" },
+		"--doorbell 0x11000": func(s *Setup) { s.Doorbell = "0x11000" }, // outside the memory
+		"--doorbell 0x2010":  func(s *Setup) { s.Doorbell = "0x2010" },  // not 64-byte aligned
+		"(--pcie memory)":    func(s *Setup) { s.PCIe = "emu-gpu"; s.Doorbell = "0x2000" },
 	} {
 		s := good
 		bad(&s)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -81,13 +82,17 @@ func (p *proc) kill() {
 // agent sends to it and it is the box's registered endpoint, so every
 // frame of the box crosses it. The UDP switch has no way to cut one port,
 // so the nemesis cuts the cable instead: it drops every frame both ways.
+// A lossy cable drops each frame with probability lossPPM per million.
 type cable struct {
 	conn    *net.UDPConn
 	box     *net.UDPAddr // the box agent's data plane
 	sw      *net.UDPAddr // the switch
 	cut     atomic.Bool
+	lossPPM atomic.Uint32
+	rng     *rand.PCG     // the run goroutine's alone
 	frames  atomic.Uint64 // forwarded
 	dropped atomic.Uint64 // while cut
+	lost    atomic.Uint64 // to loss
 }
 
 func newCable(listen, box, sw string) (*cable, error) {
@@ -95,7 +100,7 @@ func newCable(listen, box, sw string) (*cable, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &cable{}
+	c := &cable{rng: rand.NewPCG(uint64(la.Port), 1)}
 	if c.box, err = net.ResolveUDPAddr("udp", box); err != nil {
 		return nil, err
 	}
@@ -121,6 +126,10 @@ func (c *cable) run(ctx context.Context) {
 		}
 		if c.cut.Load() {
 			c.dropped.Add(1)
+			continue
+		}
+		if p := c.lossPPM.Load(); p > 0 && c.rng.Uint64()%1_000_000 < uint64(p) {
+			c.lost.Add(1)
 			continue
 		}
 		to := c.box

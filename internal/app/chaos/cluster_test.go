@@ -60,3 +60,46 @@ func TestCableCarriesAndCuts(t *testing.T) {
 		}
 	}
 }
+
+// TestCableLoses: a lossy cable drops a share of the frames and forwards
+// the rest; back at zero it forwards every frame again.
+func TestCableLoses(t *testing.T) {
+	sink, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sink.Close()
+	box, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer box.Close()
+	cb, err := newCable("127.0.0.1:0", box.LocalAddr().String(), sink.LocalAddr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go cb.run(ctx)
+	at := cb.conn.LocalAddr().(*net.UDPAddr)
+	cb.lossPPM.Store(500_000)
+	const n = 200
+	for range n {
+		// One at a time, so that no frame is lost to a full socket buffer.
+		before := cb.frames.Load() + cb.lost.Load()
+		box.WriteToUDP([]byte("f"), at)
+		waitfor.Until(t, "the cable reads the frame", func() bool { return cb.frames.Load()+cb.lost.Load() > before })
+	}
+	if lost := cb.lost.Load(); lost == 0 || lost == n {
+		t.Fatalf("a cable losing half its frames lost %d of %d", lost, n)
+	}
+	cb.lossPPM.Store(0)
+	lost := cb.lost.Load()
+	for range 50 {
+		box.WriteToUDP([]byte("g"), at)
+	}
+	waitfor.Until(t, "the cable forwards the last frames", func() bool { return cb.frames.Load()+cb.lost.Load() >= n+50 })
+	if cb.lost.Load() != lost {
+		t.Fatalf("a healed cable lost %d frames", cb.lost.Load()-lost)
+	}
+}

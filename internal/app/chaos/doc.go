@@ -4,8 +4,8 @@
 // runs a workload of clients (allocate, free, rekey) while a seeded
 // nemesis injects faults (SIGKILL, SIGSTOP/SIGCONT and restart of any
 // daemon, rekey storms, credential rotation, client floods, a box's link
-// cut), records a history of timestamped operations and observations, and
-// checks it.
+// cut or 1% loss on it), records a history of timestamped operations and
+// observations, and checks it.
 //
 // The two parts that decide anything are pure: Schedule turns a seed into
 // the list of faults (same seed, same schedule), and Check turns a history

@@ -70,6 +70,10 @@ func (c *campaign) inject(ctx context.Context, f Fault) func() error {
 		cb := c.cables[f.Target]
 		cb.cut.Store(true)
 		return func() error { cb.cut.Store(false); return nil }
+	case FaultLoss:
+		cb := c.cables[f.Target]
+		cb.lossPPM.Store(LossPercent * 10000)
+		return func() error { cb.lossPPM.Store(0); return nil }
 	case FaultRotateCredential:
 		// Re-registering issues a new credential: the agent gets it in
 		// its file and re-reads it on SIGHUP, as an operator rotates one.

@@ -260,7 +260,10 @@ func (c *campaign) bringUp(ctx context.Context) error {
 		c.cables[id] = cb
 		go cb.run(ctx)
 		if err := c.addProc(id, "bridge", "agent", "--role", "gpu", "--agent-listen", agent+":7701", "--insecure",
-			"--agent-credential-file", filepath.Join(c.dir, id+".cred"), "--listen", data, "--switch", cab).start(); err != nil {
+			"--agent-credential-file", filepath.Join(c.dir, id+".cred"), "--listen", data, "--switch", cab,
+			// As examples/README.md: a box reports its pairs' link-down, the
+			// only report when the host's agent is the one that died.
+			"--manager", c.url).start(); err != nil {
 			return err
 		}
 	}

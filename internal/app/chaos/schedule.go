@@ -16,10 +16,16 @@ const (
 	FaultRotateCredential = "rotate_credential" // re-register, new credential, SIGHUP
 	FaultClientFlood      = "client_flood"      // Count concurrent client calls
 	FaultLinkCut          = "link_cut"          // the box's cable dropped for For
+	FaultLoss             = "loss"              // the box's cable loses LossPercent of its frames for For
 )
 
+// LossPercent is the share of frames a box's cable loses during a loss
+// fault: the 1% of a bad optic or a congested switch port, which the
+// bridges' retransmission must hide (no pair goes down, no copy differs).
+const LossPercent = 1
+
 // Kinds lists every fault kind, in the order a schedule first visits them.
-var Kinds = []string{FaultKill, FaultStop, FaultRestart, FaultRekeyStorm, FaultRotateCredential, FaultClientFlood, FaultLinkCut}
+var Kinds = []string{FaultKill, FaultStop, FaultRestart, FaultRekeyStorm, FaultRotateCredential, FaultClientFlood, FaultLinkCut, FaultLoss}
 
 // Fault is one step of the nemesis.
 type Fault struct {
@@ -98,6 +104,9 @@ func Schedule(seed int64, d time.Duration, t Targets) []Fault {
 			f.Target = pick(t.Agents)
 		case FaultLinkCut:
 			f.Target, f.For = pick(t.Boxes), between(300*time.Millisecond, 3*time.Second)
+		case FaultLoss:
+			// Long enough for copies and rekeys to cross the lossy cable.
+			f.Target, f.For = pick(t.Boxes), between(3*time.Second, 10*time.Second)
 		case FaultRekeyStorm:
 			f.Count = 10 + r.IntN(21)
 		case FaultClientFlood:

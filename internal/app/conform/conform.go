@@ -11,10 +11,13 @@
 //
 // The kit assumes the IUT's local PCIe side is memory that accepts writes
 // and answers reads in [Options.Addr, Options.Addr+Options.Size). When the
-// kit also controls that side (Options.Stub, for testing dxpu's own bridge
-// in process), it can make the IUT issue requests, and judges tags,
-// completion timeouts, ordering of the IUT's own traffic and link-down
-// behaviour too; without it those rules are n/a.
+// IUT offers the test target of the specification (section 12.1,
+// Options.Doorbell), or the kit controls that side (Options.Stub, for
+// testing dxpu's own bridge in process), it makes the IUT issue requests,
+// and judges tags, completion timeouts, ordering of the IUT's own traffic
+// and link-down behaviour too; without either those rules are n/a. The
+// report has a line for every rule of the specification: rules the wire
+// cannot show are n/a with the reason (fixedNA).
 package conform
 
 import (
@@ -90,10 +93,21 @@ type Options struct {
 	Size int
 	// Timers are the IUT's timer settings.
 	Timers Timers
+	// MTU is the IUT's largest frame from the dxpu header on (default
+	// 1472, FRM-3).
+	MTU int
+	// Doorbell, when set, is the address of the IUT's test target (a
+	// command block in its local side, section 12.1 of the specification):
+	// through it the kit makes the IUT issue requests and judges tags,
+	// ordering, completion timeouts and link-down behaviour from outside.
+	Doorbell *uint64
 	// Stub is the IUT's local side when the kit controls it.
 	Stub *Stub
 	// Scenarios selects scenarios by name (default all, see Scenarios).
 	Scenarios []string
+	// Keys make the pair keyed: the kit seals and opens every frame and
+	// judges KEY-2..KEY-8 (unkeyed: KEY-1).
+	Keys Keys
 	// Seed seeds the kit's nonces, ISNs and data; 0 draws one at random
 	// (the report names it, to reproduce a run).
 	Seed uint64
@@ -130,6 +144,10 @@ func Run(ctx context.Context, o Options) (Report, error) {
 	if o.Size < 64 || o.Addr%4 != 0 {
 		return rep, fmt.Errorf("%w: memory window %#x+%d: want a DW-aligned address and at least 64 bytes", ErrOptions, o.Addr, o.Size)
 	}
+	o.Keys = o.Keys.withDefaults()
+	if err := o.Keys.check(); err != nil {
+		return rep, err
+	}
 	scen, err := pick(o.Scenarios)
 	if err != nil {
 		return rep, err
@@ -152,6 +170,12 @@ func Run(ctx context.Context, o Options) (Report, error) {
 	led := newLedger()
 	k := &kit{opt: o, led: led, log: log, ctx: ctx, start: time.Now(), stub: o.Stub}
 	k.end = newEnd(led, kitRole, o.PairID, exact, o.Timers, o.Seed)
+	k.end.mtu = o.MTU
+	if o.Keys.keyed() {
+		k.end.keys = newKeyed(o.Keys, o.PairID, kitRole, k.start)
+		k.end.keys.newKitNonce(k.end)
+		led.na("KEY-1", "the pair is keyed (KEY-1 is for unkeyed pairs)")
+	}
 	k.link = startLink(t)
 	defer k.link.close()
 	watch := startStallWatch(k.start)
@@ -306,6 +330,14 @@ type kit struct {
 func (k *kit) now() time.Duration { return time.Since(k.start) }
 
 func (k *kit) send(b []byte) error {
+	if k.keys != nil {
+		b = k.keys.seal(k.end, k.now(), b)
+	}
+	return k.sendWire(b)
+}
+
+// sendWire sends b as it is: sealed already, or unsealed on purpose.
+func (k *kit) sendWire(b []byte) error {
 	k.lastSent = k.now()
 	if err := k.link.t.Send(b); err != nil {
 		return fmt.Errorf("send: %w", err)
@@ -342,11 +374,11 @@ func (k *kit) await(d time.Duration, cond func() bool) (bool, error) {
 		timer.Reset(max(min(end, k.nextDue(now))-now, 50*time.Microsecond))
 		select {
 		case f := <-k.link.frames:
-			k.observe(f.at.Sub(k.start), f.b)
+			k.input(f.at.Sub(k.start), f.b)
 			for more := true; more; {
 				select {
 				case f := <-k.link.frames:
-					k.observe(f.at.Sub(k.start), f.b)
+					k.input(f.at.Sub(k.start), f.b)
 				default:
 					more = false
 				}

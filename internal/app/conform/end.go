@@ -27,6 +27,8 @@ type end struct {
 	// stalled returns how long the kit itself was stalled in a span of
 	// its time (nil: never); judged bounds leave it out.
 	stalled func(from, to time.Duration) time.Duration
+	// keys is the seal layer of a keyed pair (nil: unkeyed).
+	keys *keyed
 
 	// The kit's session and its transmit side.
 	session, isn   uint32
@@ -87,6 +89,8 @@ type end struct {
 	deliveredAt map[uint32]time.Duration
 	delivLast   time.Duration
 	kaAcks      map[uint8]time.Duration
+	kaSent      map[uint8]bool // probe numbers the kit sent (0: its periodic KEEPALIVEs)
+	kaStrays    int            // KEEPALIVE-ACKs with a probe number the kit never sent
 	keepalives  int
 	kaTimes     []time.Duration // arrival of the IUT's KEEPALIVEs this session
 	hellos      int
@@ -95,6 +99,16 @@ type end struct {
 	lastKind    string
 	frames      int
 	badFrames   int
+
+	// Round two (rules_more.go, scenarios_more.go).
+	mtu      int    // largest frame from the dxpu header on (FRM-3)
+	iutNext  uint32 // the IUT's next new sequence number as far as seen (FRM-11)
+	resent   int    // TLPs the kit sent again (SEQ-4)
+	helloTo  uint32 // peer session of the IUT's latest HELLO (LNK-8)
+	helloAck bool   // the IUT sent a HELLO-ACK since the kit last cleared it (HSK-6)
+	sackAck  uint32 // Ack and SACK bits of the IUT's latest frame with SACK (SEQ-4)
+	sackBits uint32
+	cmdNo    uint32 // the kit's latest test-target command
 }
 
 // kitReq is a request the kit sent to the IUT.
@@ -141,7 +155,7 @@ func defaultAdvert() advert {
 func newEnd(led *ledger, role encap.Role, pair uint32, exact bool, timers Timers, seed uint64) *end {
 	e := &end{led: led, role: role, pair: pair, exact: exact, timers: timers, maxTLP: 4096 + 20,
 		rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), sessions: map[uint32]string{}, kitSessions: map[uint32]string{},
-		kitID: tlp.NewID(0x7e, 0, 0)}
+		kitID: tlp.NewID(0x7e, 0, 0), kaSent: map[uint8]bool{0: true}}
 	if role == encap.RoleGPU {
 		e.kitID = tlp.NewID(0x7f, 0, 0)
 	}
@@ -168,6 +182,9 @@ func (e *end) newSession(now time.Duration, a advert) {
 	e.deaf, e.silent, e.waitProbe, e.quiet, e.dropTLPs, e.noRetx = false, false, false, false, 0, false
 	e.expectRenew = true
 	e.iutUp = false
+	if e.keys != nil {
+		e.keys.newKitNonce(e)
+	}
 	e.resetRx()
 }
 
@@ -203,8 +220,21 @@ func (e *end) elapsed(from, to time.Duration) time.Duration {
 	return d
 }
 
-// observe checks one frame from the IUT (from the dxpu header on) and
-// applies it.
+// input takes a frame as it came from the IUT: a keyed kit opens it
+// first, and a frame that does not open takes no effect.
+func (e *end) input(now time.Duration, b []byte) {
+	if e.keys != nil {
+		p, ok := e.keys.open(e, now, b)
+		if !ok {
+			return
+		}
+		b = p
+	}
+	e.observe(now, b)
+}
+
+// observe checks one plain frame from the IUT (from the dxpu header on)
+// and applies it.
 func (e *end) observe(now time.Duration, b []byte) {
 	kind := frameKind(b)
 	if gap := e.elapsed(e.lastFrame, now); e.iutUp && e.lastFrame > 0 && gap > e.timers.Keepalive+e.timers.Slack {
@@ -219,7 +249,9 @@ func (e *end) observe(now time.Duration, b []byte) {
 		e.badFrames++
 		return
 	}
+	e.checkMTU(b)
 	t := h.Type()
+	e.checkSeq(h, body)
 	if t == encap.MsgControl {
 		e.onControl(now, h, body)
 		return
@@ -267,7 +299,9 @@ func (e *end) checkFrame(b []byte) (encap.Header, []byte, bool) {
 		return nil, nil, false
 	}
 	e.led.pass("FRM-6", "every frame carries pair %#x", e.pair)
-	if b[0]&0x08 != 0 {
+	if e.keys != nil {
+		// Opened: KEY-2 judged the sealing.
+	} else if b[0]&0x08 != 0 {
 		e.led.fail("KEY-1", "byte 0: sealed bit 3 set on a pair without keys")
 	} else {
 		e.led.pass("KEY-1", "sealed bit clear")
@@ -340,7 +374,11 @@ func (e *end) forEachTLP(h encap.Header, body []byte, f func(seq uint32, t []byt
 func (e *end) onControl(now time.Duration, h encap.Header, body []byte) {
 	c, err := encap.ParseControl(body)
 	if err != nil {
-		e.led.fail("CTL-1", "%v", err)
+		if helloFieldsBad(body) {
+			e.led.fail("CTL-2", "%v", err)
+		} else {
+			e.led.fail("CTL-1", "%v", err)
+		}
 		return
 	}
 	if c.Role == e.role {
@@ -351,10 +389,14 @@ func (e *end) onControl(now time.Duration, h encap.Header, body []byte) {
 	switch c.Type {
 	case encap.CtlHello, encap.CtlHelloAck:
 		e.led.pass("CTL-2", "HELLO fields in range")
+		if e.keys != nil && !e.keys.helloBody(e, &c, body) {
+			return
+		}
 		e.onHello(now, &c)
 		return
 	case encap.CtlReset:
 		e.resets = append(e.resets, c)
+		e.checkReset(&c)
 		return
 	}
 	if e.deaf || !e.iutKnown || c.Session != e.iut.Session {
@@ -369,7 +411,27 @@ func (e *end) onControl(now time.Duration, h encap.Header, body []byte) {
 		e.waitProbe = false
 	case encap.CtlKeepaliveAck:
 		e.kaAcks[c.Probe] = now
+		if !e.kaSent[c.Probe] {
+			e.kaStrays++
+			e.led.fail("CTL-3", "a KEEPALIVE-ACK with probe number %d, which the kit never sent", c.Probe)
+		}
 	}
+}
+
+// helloFieldsBad reports whether a control message that does not parse is
+// a HELLO or HELLO-ACK whose common fields are right (CTL-1): what is
+// wrong is in its HELLO fields (CTL-2).
+func helloFieldsBad(body []byte) bool {
+	if len(body) < encap.HelloLen {
+		return false // shorter than its type's length: CTL-1
+	}
+	if t := encap.ControlType(body[0]); t != encap.CtlHello && t != encap.CtlHelloAck {
+		return false
+	}
+	common := append([]byte(nil), body[:encap.ControlLen]...)
+	common[0] = byte(encap.CtlKeepalive)
+	_, err := encap.ParseControl(common)
+	return err == nil
 }
 
 func (e *end) onHello(now time.Duration, c *encap.Control) {
@@ -380,6 +442,9 @@ func (e *end) onHello(now time.Duration, c *encap.Control) {
 	}
 	if c.Type == encap.CtlHello {
 		e.hellos++
+		e.helloTo = c.PeerSession
+	} else {
+		e.helloAck = true
 	}
 	if e.deaf {
 		if !e.iutKnown || c.Session != e.iut.Session {
@@ -438,6 +503,7 @@ func (e *end) newIUTSession(c *encap.Control) {
 	e.prevIUT = e.iut.Session
 	e.iut, e.iutKnown = *c, true
 	e.iutUp = false
+	e.iutNext = c.ISN
 	if e.sessions[c.Session] == "" {
 		e.sessions[c.Session] = e.scenario()
 	}
@@ -474,6 +540,7 @@ func (e *end) headerFields(now time.Duration, h encap.Header) {
 	}
 	if h.Flags()&encap.FlagSack != 0 {
 		sack := h.Sack()
+		e.sackAck, e.sackBits = ack, sack
 		for i := 0; i < 32; i++ {
 			s := ack + 1 + uint32(i)
 			if sack&(1<<i) == 0 {
@@ -501,6 +568,9 @@ func (e *end) ackBound() uint32 {
 }
 
 func (e *end) credits(h encap.Header) {
+	if !e.limSeen {
+		e.checkInitialLimits(h)
+	}
 	if h.InfiniteMask()&0x3f != e.iut.Infinite {
 		e.led.fail("CRD-3", "infinite mask %#x, the HELLO said %#x", h.InfiniteMask()&0x3f, e.iut.Infinite)
 	} else {
@@ -546,7 +616,14 @@ func (e *end) onTLPs(now time.Duration, h encap.Header, body []byte) {
 			delete(e.dropped, seq)
 		}
 		if seqLT(seq, e.rcvNext) {
-			return // a duplicate: acknowledged again below
+			// A duplicate, acknowledged again below; before anything of
+			// the session was delivered, a TLP numbered before the ISN
+			// (within a window of it: a stale frame of an older session
+			// is as likely anywhere else).
+			if e.rcvNext == e.iut.ISN && e.iut.ISN-seq <= uint32(e.window) {
+				e.led.fail("SEQ-1", "TLP %#x precedes the ISN %#x of the IUT's HELLO", seq, e.iut.ISN)
+			}
+			return
 		}
 		if seq-e.rcvNext >= uint32(e.window) {
 			e.led.fail("RTX-1", "TLP %#x is %d beyond the next expected %#x, the kit's window is %d", seq, seq-e.rcvNext, e.rcvNext, e.window)
@@ -687,6 +764,9 @@ func (e *end) hello(t encap.ControlType) []byte {
 	for ct := range c.Credits {
 		c.Credits[ct] = e.adv[ct]
 	}
+	if e.keys != nil {
+		return e.keys.appendNonce(e.control(c))
+	}
 	return e.control(c)
 }
 
@@ -775,6 +855,7 @@ func (e *end) due(now time.Duration) [][]byte {
 			if at := e.sentAt[s]; at != 0 && now-at >= e.kitRTO() {
 				if f, err := e.tlpFrame(now, s, 1); err == nil {
 					out = append(out, f)
+					e.resent++
 				}
 			}
 		}
@@ -782,6 +863,7 @@ func (e *end) due(now time.Duration) [][]byte {
 			if at := e.sentAt[a]; at != 0 && now-at >= e.timers.Slack/4 {
 				if f, err := e.tlpFrame(now, a, 1); err == nil {
 					out = append(out, f)
+					e.resent++
 				}
 			}
 		}

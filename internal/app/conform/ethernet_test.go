@@ -10,6 +10,7 @@ import (
 	"github.com/dxpu/dxpu/bridge/afpacket"
 	"github.com/dxpu/dxpu/bridge/driver"
 	"github.com/dxpu/dxpu/internal/privtest"
+	"github.com/dxpu/dxpu/tlp/encap"
 )
 
 // vethConns makes a fresh network namespace holding a veth pair and opens
@@ -70,4 +71,19 @@ func TestBridgeConformsOverEthernet(t *testing.T) {
 	if r, _ := rep.Result("FRM-2"); r.Verdict != NA {
 		t.Errorf("FRM-2 judged on padded Ethernet frames: %s %s", r.Verdict, r.Reason)
 	}
+	if r, _ := rep.Result("FRM-1"); r.Verdict != Pass {
+		t.Errorf("FRM-1 over raw Ethernet: %s %s, want pass", r.Verdict, r.Reason)
+	}
+}
+
+// A bridge that takes the frame length, not the body length, as the end of
+// a frame (it drops padded frames) fails FRM-1.
+func TestPaddingRefusedFailsFRM1(t *testing.T) {
+	rep := runAgainst(t, setup{controlled: true, conns: vethConns, padded: true, wrap: func(tr driver.Transport) driver.Transport {
+		return &wrapped{Transport: tr, recv: func(w *wrapped, b []byte) bool {
+			h, _, err := encap.ParseHeader(b)
+			return err != nil || len(b) == encap.HeaderLen+h.BodyLen()
+		}}
+	}}, "handshake", "credit-frames")
+	expectFail(t, rep, "FRM-1")
 }

@@ -97,6 +97,9 @@ func newLedger() *ledger {
 	l := &ledger{res: map[string]*Result{}}
 	for _, r := range catalogue {
 		l.res[r.ID] = &Result{Rule: r.ID, Summary: r.Summary, Verdict: NA, Reason: "not exercised"}
+		if why, ok := fixedNA[r.ID]; ok {
+			l.res[r.ID].Reason = why
+		}
 	}
 	return l
 }

@@ -1,8 +1,10 @@
 package conform
 
 import (
+	"slices"
 	"sync"
 
+	"github.com/dxpu/dxpu/bridge/nettlpside"
 	"github.com/dxpu/dxpu/tlp"
 )
 
@@ -22,6 +24,27 @@ type Stub struct {
 	mem      []byte
 	got      []tlp.Packet
 	overflow int
+
+	// Broken behaviours, for the kit's own tests: each breaks one rule.
+	splitSmall   bool   // split even a read that fits one completion (TAG-6)
+	reverseSplit bool   // send a split read's completions last first (ORD-5)
+	swapWrites   bool   // apply each write after the next one (ORD-1)
+	heldWrite    []byte // with swapWrites: the write not applied yet
+	heldAddr     uint64
+
+	db *nettlpside.Doorbell // the test target, when enabled
+}
+
+// EnableDoorbell puts the test target of docs/protocol.md (12.1) at addr
+// of the stub's memory, as an implementation outside the process offers
+// it: the kit then judges through it (Options.Doorbell) without
+// controlling the stub. Call before the bridge runs.
+func (s *Stub) EnableDoorbell(addr uint64) {
+	s.db = nettlpside.NewDoorbell(addr, s.id, func(a uint64, b []byte) {
+		s.mu.Lock()
+		s.apply(a, b)
+		s.mu.Unlock()
+	})
 }
 
 // NewStub returns a stub with routing ID id and size bytes of memory at
@@ -42,6 +65,16 @@ func (s *Stub) Out() <-chan []byte { return s.out }
 // the memory, a read is answered (UR outside the memory), everything is
 // recorded. The view is not kept.
 func (s *Stub) Deliver(v tlp.View) {
+	if s.db != nil {
+		issue, consumed := s.db.Take(v)
+		for _, r := range issue {
+			s.push(r)
+		}
+		if consumed {
+			s.signal()
+			return
+		}
+	}
 	var p tlp.Packet
 	if err := p.Decode(v); err != nil {
 		return
@@ -49,18 +82,16 @@ func (s *Stub) Deliver(v tlp.View) {
 	p.Data = append([]byte(nil), p.Data...)
 	s.mu.Lock()
 	s.got = append(s.got, p)
-	var reply []byte
+	var reply [][]byte
 	switch p.Kind {
 	case tlp.MWr:
-		if off, ok := s.window(p.Address, len(p.Data)); ok {
-			copy(s.mem[off:], p.Data)
-		}
+		s.write(p.Address, p.Data)
 	case tlp.MRd:
 		reply = s.answer(&p)
 	}
 	s.mu.Unlock()
-	if reply != nil {
-		s.push(reply)
+	for _, r := range reply {
+		s.push(r)
 	}
 	s.signal()
 }
@@ -72,24 +103,85 @@ func (s *Stub) window(addr uint64, n int) (int, bool) {
 	return int(addr - s.base), true
 }
 
-// answer builds the completion of a read (mu held): one CplD, or UR.
-func (s *Stub) answer(r *tlp.Packet) []byte {
+// write applies a write to the memory (mu held).
+func (s *Stub) write(addr uint64, data []byte) {
+	if s.swapWrites {
+		if s.heldWrite == nil {
+			s.heldWrite, s.heldAddr = data, addr
+			return
+		}
+		held, at := s.heldWrite, s.heldAddr
+		s.heldWrite = nil
+		defer s.apply(at, held)
+	}
+	s.apply(addr, data)
+}
+
+func (s *Stub) apply(addr uint64, data []byte) {
+	if off, ok := s.window(addr, len(data)); ok {
+		copy(s.mem[off:], data)
+	}
+}
+
+// stubMPS and stubRCB shape the stub's completions as a device's: a read
+// of up to MPS bytes gets one completion, a larger one is split on RCB
+// multiples (TAG-6, ORD-5).
+const (
+	stubMPS = 256
+	stubRCB = 64
+)
+
+// answer builds the completions of a read (mu held): CplDs, or one UR.
+func (s *Stub) answer(r *tlp.Packet) [][]byte {
 	v, _ := r.AppendTo(nil)
 	req := tlp.View(v)
-	c := tlp.Packet{Kind: tlp.CplD, CompleterID: s.id, RequesterID: r.RequesterID, Tag: r.Tag, Attr: r.Attr,
-		ByteCount: uint16(req.RequestBytes()), LowerAddress: req.RequestLowerAddress()}
 	n := int(r.Length) * 4
-	if off, ok := s.window(r.Address, n); ok {
-		c.Data = append([]byte(nil), s.mem[off:off+n]...)
-	} else {
-		c = tlp.Packet{Kind: tlp.Cpl, CompleterID: s.id, RequesterID: r.RequesterID, Tag: r.Tag, Status: tlp.StatusUR,
-			ByteCount: c.ByteCount, LowerAddress: c.LowerAddress}
+	off, ok := s.window(r.Address, n)
+	if !ok {
+		c := tlp.Packet{Kind: tlp.Cpl, CompleterID: s.id, RequesterID: r.RequesterID, Tag: r.Tag, Status: tlp.StatusUR,
+			ByteCount: uint16(req.RequestBytes()), LowerAddress: req.RequestLowerAddress()}
+		b, err := c.AppendTo(nil)
+		if err != nil {
+			return nil
+		}
+		return [][]byte{b}
 	}
-	b, err := c.AppendTo(nil)
+	if s.splitSmall {
+		// One DW per completion, whatever the size.
+		var out [][]byte
+		for i := 0; i < n; i += 4 {
+			c := tlp.Packet{Kind: tlp.CplD, CompleterID: s.id, RequesterID: r.RequesterID, Tag: r.Tag, Attr: r.Attr,
+				ByteCount: uint16(n - i), LowerAddress: uint8(r.Address+uint64(i)) & 0x7f, Data: append([]byte(nil), s.mem[off+i:off+i+4]...)}
+			if b, err := c.AppendTo(nil); err == nil {
+				out = append(out, b)
+			}
+		}
+		return out
+	}
+	mps, rcb := stubMPS, stubRCB
+	if n <= mps {
+		mps, rcb = 4096, 4096 // one completion
+	}
+	sp, err := tlp.NewCplSplitter(r.Address, int(r.Length), r.FirstBE, r.LastBE, mps, rcb)
 	if err != nil {
 		return nil
 	}
-	return b
+	var out [][]byte
+	for part, more := sp.Next(); more; part, more = sp.Next() {
+		c := tlp.Packet{Kind: tlp.CplD, CompleterID: s.id, RequesterID: r.RequesterID, Tag: r.Tag, Attr: r.Attr,
+			ByteCount: uint16(part.ByteCount), LowerAddress: part.LowerAddress}
+		from := off + int(part.Address&^3-r.Address)
+		c.Data = append([]byte(nil), s.mem[from:from+4*part.Length]...)
+		b, err := c.AppendTo(nil)
+		if err != nil {
+			return nil
+		}
+		out = append(out, b)
+	}
+	if s.reverseSplit {
+		slices.Reverse(out)
+	}
+	return out
 }
 
 func (s *Stub) push(b []byte) {

@@ -1,12 +1,13 @@
 package conform
 
 import (
+	"github.com/dxpu/dxpu/bridge/nettlpside"
 	"github.com/dxpu/dxpu/tlp"
 	"github.com/dxpu/dxpu/tlp/encap"
 )
 
 // kitMemory is where the requests the stub issues go: memory on the kit's
-// side, which answers with zeros.
+// side, which answers with nettlpside.DoorbellReadData.
 const kitMemory = 0x4000_0000
 
 func mustTLP(p tlp.Packet) []byte {
@@ -35,10 +36,15 @@ func memRead(req tlp.ID, tag uint16, addr uint64, n int) []byte {
 	return mustTLP(p)
 }
 
-// completionFor answers request r from completer with zeros.
+// completionFor answers request r from completer with the kit's memory:
+// the pattern the test target checks (nettlpside.DoorbellReadData).
 func completionFor(r tlp.View, completer tlp.ID) []byte {
+	data := make([]byte, 4*r.Length())
+	for j := range data {
+		data[j] = nettlpside.DoorbellReadData(r.Address() + uint64(j))
+	}
 	p := tlp.Packet{Kind: tlp.CplD, CompleterID: completer, RequesterID: r.RequesterID(), Tag: r.Tag(),
-		ByteCount: uint16(r.RequestBytes()), LowerAddress: r.RequestLowerAddress(), Data: make([]byte, 4*r.Length())}
+		ByteCount: uint16(r.RequestBytes()), LowerAddress: r.RequestLowerAddress(), Data: data}
 	return mustTLP(p)
 }
 

@@ -44,7 +44,8 @@ type Report struct {
 	// Raw baselines of real-time runs, measured after the pair on the
 	// same loopback: two plain UDP sockets flooded with datagrams of
 	// the pair's MTU (sendmmsg/recvmmsg, the bridges' calls, in this
-	// process), and one TCP connection. PairOverUDP is the lossless
+	// process, without the bridges' UDP segmentation offload), and one
+	// TCP connection. PairOverUDP is the lossless
 	// pair's goodput (the baseline with faults, the plaintext with
 	// --keys, else the run) over UDP's; PairOverTCP likewise.
 	UDP            *rawgoodput.UDPResult `json:"udp,omitempty"`

@@ -1,7 +1,8 @@
 // Package rawgoodput measures what the network under a bridge pair carries
 // with no bridge at all, as the baseline of a pair's goodput in the same
 // run: two plain UDP sockets flooded with datagrams of the pair's size
-// (sendmmsg and recvmmsg, as the bridges send and receive), and on
+// (sendmmsg and recvmmsg, as the bridges send and receive, but a datagram
+// per message: no UDP segmentation offload), and on
 // loopback one TCP connection. `dxpu bench link` and `dxpu bench e2e`
 // report them beside the pair.
 package rawgoodput
@@ -34,10 +35,14 @@ type UDPResult struct {
 // UDP floods rx from tx with datagrams of size bytes that start with
 // prefix (a dxpu header, so that a switch forwards them) for d, in
 // batches of udp.MaxBatch, and returns what rx received per second. It
-// owns both sockets and closes them.
+// owns both sockets and closes them. Both send and receive every datagram
+// on its own (udp.Conn.NoOffload): a plain socket's figure, where the
+// bridges segment and coalesce runs of equal frames.
 func UDP(ctx context.Context, tx, rx *udp.Conn, size int, prefix []byte, d time.Duration) (UDPResult, error) {
 	defer tx.Close()
 	defer rx.Close()
+	tx.NoOffload()
+	rx.NoOffload()
 	if size < len(prefix) || size < 1 || size > 65507 {
 		return UDPResult{}, fmt.Errorf("rawgoodput: datagram size %d: want %d..65507 bytes", size, max(len(prefix), 1))
 	}
