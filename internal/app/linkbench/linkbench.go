@@ -381,6 +381,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 // produce issues the mix until the duration is over, in batches of up to
 // Batch TLPs handed over under one lock (as a PCIe port delivers bursts).
 func (st *state) produce(ctx context.Context, host *driver.Runner, o Options, now func() time.Duration) {
+	defer host.SendHeld() // what SendManyHeld left queued
 	rng := rand.New(rand.NewPCG(o.Seed, 99))
 	end := time.Now().Add(o.Duration)
 	store := make([][]byte, o.Batch)
@@ -394,6 +395,7 @@ func (st *state) produce(ctx context.Context, host *driver.Runner, o Options, no
 	waitT := time.NewTimer(time.Hour)
 	defer waitT.Stop()
 	wait := func() {
+		host.SendHeld() // nothing more is ready: what is queued goes now
 		waitT.Reset(100 * time.Microsecond)
 		select {
 		case <-host.Progress:
@@ -407,7 +409,9 @@ func (st *state) produce(ctx context.Context, host *driver.Runner, o Options, no
 		rest, restTags := batch, tags
 		batch, tags = batch[:0], tags[:0]
 		for len(rest) > 0 {
-			n, err := host.SendMany(rest)
+			// Held: the next batch fills the frame this one leaves
+			// part-filled (wait and the end send the rest).
+			n, err := host.SendManyHeld(rest)
 			rest, restTags = rest[n:], restTags[n:]
 			if err == nil {
 				continue
