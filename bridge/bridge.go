@@ -93,17 +93,17 @@ type Bridge struct {
 	probeTxOrder         uint64 // transmissions before that probe
 
 	// Transmit side.
-	txPool  pool
-	pending [NumClasses]fifo[meta]
+	txPool      pool
+	pending     [NumClasses]fifo[meta]
+	arrival     uint64
+	retx        retransmitQueue
+	rtt         rttEstimator
+	rtoDeadline time.Duration
+	credits     sendCredits
+	txTags      tagTable
 	// pendingBytes: what the pending TLPs take in a frame, length
 	// fields included (FrameQueued).
 	pendingBytes int
-	arrival      uint64
-	retx         retransmitQueue
-	rtt          rttEstimator
-	rtoDeadline  time.Duration
-	credits      sendCredits
-	txTags       tagTable
 	// idle: pickNext found nothing to send, and since then no TLP was
 	// queued, no credit limit moved and no queued request's tag ended, so
 	// it would find nothing again. A pair stalled on credits calls
