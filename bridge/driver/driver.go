@@ -309,6 +309,10 @@ func (r *Runner) SendManyHeld(tlps [][]byte) (int, error) {
 	return len(tlps), nil
 }
 
+// heldFrames: full frames SendManyHeld keeps until they go out together,
+// in one system call the transport's segmentation offload takes whole.
+const heldFrames = 4
+
 // flushFull is flushAt for SendManyHeld: it delivers, frames while the
 // queued TLPs fill a frame, sends, and leaves the rest for SendHeld.
 // Called with mu held.
@@ -326,7 +330,7 @@ func (r *Runner) flushFull(now time.Duration) {
 		r.txFrame[r.txN] = r.tx[r.txN][:n]
 		r.txN++
 	}
-	if r.txN > 0 {
+	if r.txN >= min(heldFrames, len(r.tx)) {
 		r.sendFrames()
 	}
 	r.held.Store(true)

@@ -399,9 +399,9 @@ func TestHeldTurnOutlivesTimer(t *testing.T) {
 	})
 }
 
-// SendManyHeld sends only full frames: TLPs handed over a few at a time
+// SendManyHeld frames only full frames: TLPs handed over a few at a time
 // wait in the bridge until they fill a frame, and SendHeld sends the
-// part-filled rest. (Framing at each call sent a part-filled frame per
+// part-filled rest (and full frames not sent yet). (Framing at each call sent a part-filled frame per
 // call.) The GPU side sends and is not polled, so no acknowledgement of
 // its own flushes the rest early.
 func TestSendManyHeldSendsFullFrames(t *testing.T) {
@@ -423,10 +423,12 @@ func TestSendManyHeldSendsFullFrames(t *testing.T) {
 			t.Fatalf("batch %d: SendManyHeld took %d, %v", b, k, err)
 		}
 	}
+	// The full frames are built (and sent once a few are ready, to go
+	// out in one call); the part-filled rest waits.
 	full := uint64(n / perFrame)
 	k, sent := p.gpuPipe.Kinds().sub(k0), p.gpu.Counters().TLPsSent-g0.TLPsSent
-	if k.tlp != full || sent != full*uint64(perFrame) {
-		t.Fatalf("before SendHeld: %d TLPs in %d frames, want %d in %d full frames", sent, k.tlp, full*uint64(perFrame), full)
+	if k.tlp > full || sent != full*uint64(perFrame) {
+		t.Fatalf("before SendHeld: %d TLPs framed, %d frames sent; want %d in at most %d full frames", sent, k.tlp, full*uint64(perFrame), full)
 	}
 	p.gpu.SendHeld()
 	k, sent = p.gpuPipe.Kinds().sub(k0), p.gpu.Counters().TLPsSent-g0.TLPsSent
