@@ -101,6 +101,9 @@ type Bridge struct {
 	rtoDeadline time.Duration
 	credits     sendCredits
 	txTags      tagTable
+	// pendingBytes: what the pending TLPs take in a frame, length
+	// fields included (FrameQueued).
+	pendingBytes int
 	// idle: pickNext found nothing to send, and since then no TLP was
 	// queued, no credit limit moved and no queued request's tag ended, so
 	// it would find nothing again. A pair stalled on credits calls
@@ -214,6 +217,13 @@ func (b *Bridge) queuedToSend() int {
 		n += b.pending[c].len()
 	}
 	return n
+}
+
+// FrameQueued reports whether the TLPs waiting to be sent fill a TLP
+// frame: a caller with more TLPs on the way (Runner.SendManyHeld) frames
+// only then, so that a stream goes out in full frames.
+func (b *Bridge) FrameQueued() bool {
+	return b.pendingBytes >= b.cfg.frameBudget()-encap.HeaderLen
 }
 
 // Queued returns the TLPs (synthesized completions included) waiting for
@@ -416,6 +426,7 @@ func (b *Bridge) goDown(now time.Duration, reason string, resetReason uint8) {
 			drop(&m)
 		}
 	}
+	b.pendingBytes = 0
 	b.credits.stalled = [NumClasses]bool{}
 	if nLost > 0 {
 		b.ctr.PostedLost += uint64(nLost)
@@ -523,6 +534,7 @@ func (b *Bridge) HandleTLP(now time.Duration, t []byte) error {
 	}
 	m.order = b.arrival
 	b.arrival++
+	b.pendingBytes += 2 + int(m.n)
 	b.idle = false
 	b.ctr.TLPsFromLocal++
 	return nil
@@ -577,6 +589,7 @@ func (b *Bridge) pickNext() (int, int) {
 			}
 			// Timed out while queued: its CA is delivered, never send it.
 			m := q.pop()
+			b.pendingBytes -= 2 + int(m.n)
 			b.txPool.put(m.slot)
 			b.ctr.StaleRequestsDropped++
 		}

@@ -14,6 +14,15 @@ func (b *Bridge) CheckInvariants() error {
 	if got, want := len(b.txPool.free)+queued+inflight, b.txPool.capacity(); got != want {
 		return fmt.Errorf("bridge: transmit slots: %d free + %d queued + %d in flight != %d", len(b.txPool.free), queued, inflight, want)
 	}
+	bytes := 0
+	for c := range b.pending {
+		for i := range b.pending[c].len() {
+			bytes += 2 + int(b.pending[c].at(i).n)
+		}
+	}
+	if bytes != b.pendingBytes {
+		return fmt.Errorf("bridge: queued TLPs take %d bytes of frames, count says %d", bytes, b.pendingBytes)
+	}
 	held, delivering := b.reorder.count(), b.queuedToDeliver()
 	if held != b.reorder.held {
 		return fmt.Errorf("bridge: %d TLPs in the reorder window, count says %d", held, b.reorder.held)

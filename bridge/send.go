@@ -232,6 +232,7 @@ func (b *Bridge) sendNew(now time.Duration, mtu int) (first uint32, n, size int)
 		b.ctr.PayloadBytesTx += uint64(m.payload)
 		size += 2 + int(m.n)
 		n++
+		b.pendingBytes -= 2 + int(m.n)
 		b.pending[c].drop(idx)
 	}
 	return first, n, size

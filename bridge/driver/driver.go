@@ -276,6 +276,69 @@ func (r *Runner) sendMany(tlps [][]byte, hold bool) (int, error) {
 	return len(tlps), nil
 }
 
+// SendManyHeld is SendMany for a caller with more TLPs on the way (a
+// port streaming a burst): it frames and sends only what fills frames and
+// leaves the rest queued in the bridge, where the next call's TLPs fill
+// the frame. The caller calls SendHeld once it has nothing more ready
+// (before it waits, and when it stops); a flush of the runner's own (the
+// acknowledgement of a received frame) sends the rest too. A bulk stream
+// handed over 16 TLPs at a time then goes out in MTU-sized frames, which
+// the transport's segmentation offload sends several to a system call,
+// instead of one part-filled frame and one system call per call.
+func (r *Runner) SendManyHeld(tlps [][]byte) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return 0, ErrClosed
+	}
+	now := r.Now()
+	for i, t := range tlps {
+		err := r.b.HandleTLP(now, t)
+		if err != nil && errors.Is(err, bridge.ErrBusy) {
+			r.frame(now) // the queue is full: frame it to make room
+			err = r.b.HandleTLP(now, t)
+		}
+		if err != nil {
+			if i > 0 {
+				r.flushFull(now)
+			}
+			return i, err
+		}
+	}
+	r.flushFull(now)
+	return len(tlps), nil
+}
+
+// heldFrames: full frames SendManyHeld keeps until they go out together,
+// in one system call the transport's segmentation offload takes whole.
+const heldFrames = 4
+
+// flushFull is flushAt for SendManyHeld: it delivers, frames while the
+// queued TLPs fill a frame, sends, and leaves the rest for SendHeld.
+// Called with mu held.
+func (r *Runner) flushFull(now time.Duration) {
+	r.deliver()
+	for r.b.FrameQueued() {
+		if r.txN == len(r.tx) {
+			r.sendFrames()
+			now = r.Now()
+		}
+		n := r.b.NextFrame(now, r.tx[r.txN])
+		if n == 0 {
+			break // the window or the credits hold the rest back
+		}
+		r.txFrame[r.txN] = r.tx[r.txN][:n]
+		r.txN++
+	}
+	if r.txN >= min(heldFrames, len(r.tx)) {
+		r.sendFrames()
+	}
+	r.held.Store(true)
+	if r.timer != nil && !r.busyPoll.Load() {
+		r.arm()
+	}
+}
+
 // Release returns credits (ManualRelease).
 func (r *Runner) Release(c tlp.Class, headers, data int) error {
 	r.mu.Lock()
@@ -375,7 +438,9 @@ func (r *Runner) runPolled(ctx context.Context) error {
 			}
 			continue
 		}
-		if err == nil && k == 0 {
+		// A part-filled batch took everything queued: trying again at
+		// once would cost a system call that finds nothing, so wait.
+		if err == nil && (k == 0 || open && k < len(bufs) && !r.busyPoll.Load()) {
 			err = r.poller.WaitReadable()
 		}
 		if err != nil {

@@ -398,3 +398,42 @@ func TestHeldTurnOutlivesTimer(t *testing.T) {
 		}
 	})
 }
+
+// SendManyHeld frames only full frames: TLPs handed over a few at a time
+// wait in the bridge until they fill a frame, and SendHeld sends the
+// part-filled rest (and full frames not sent yet). (Framing at each call sent a part-filled frame per
+// call.) The GPU side sends and is not polled, so no acknowledgement of
+// its own flushes the rest early.
+func TestSendManyHeldSendsFullFrames(t *testing.T) {
+	t.Parallel()
+	p := newHeldPairConfig(t, false, turnConfig)
+	perFrame := (turnConfig(bridge.RoleGPU).MTU - encap.HeaderLen) / (2 + len(write(t, 0)))
+	const batch, batches = 5, 20
+	n := batch * batches
+	if n < 2*perFrame || n%perFrame == 0 {
+		t.Fatalf("%d TLPs of %d a frame: the test needs two full frames and a part-filled one", n, perFrame)
+	}
+	g0, k0, h0 := p.gpu.Counters(), p.gpuPipe.Kinds(), p.host.Counters().TLPsDelivered
+	for b := range batches {
+		tlps := make([][]byte, batch)
+		for i := range tlps {
+			tlps[i] = write(t, b*batch+i)
+		}
+		if k, err := p.gpu.SendManyHeld(tlps); k != batch || err != nil {
+			t.Fatalf("batch %d: SendManyHeld took %d, %v", b, k, err)
+		}
+	}
+	// The full frames are built (and sent once a few are ready, to go
+	// out in one call); the part-filled rest waits.
+	full := uint64(n / perFrame)
+	k, sent := p.gpuPipe.Kinds().sub(k0), p.gpu.Counters().TLPsSent-g0.TLPsSent
+	if k.tlp > full || sent != full*uint64(perFrame) {
+		t.Fatalf("before SendHeld: %d TLPs framed, %d frames sent; want %d in at most %d full frames", sent, k.tlp, full*uint64(perFrame), full)
+	}
+	p.gpu.SendHeld()
+	k, sent = p.gpuPipe.Kinds().sub(k0), p.gpu.Counters().TLPsSent-g0.TLPsSent
+	if k.tlp != full+1 || sent != uint64(n) {
+		t.Fatalf("after SendHeld: %d TLPs in %d frames, want %d in %d", sent, k.tlp, n, full+1)
+	}
+	waitfor.Until(t, "host got every write", func() bool { return p.host.Counters().TLPsDelivered == h0+uint64(n) })
+}

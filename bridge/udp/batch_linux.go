@@ -58,9 +58,15 @@ type sysConn struct {
 	// RawConn.Control: that holds the descriptor open but takes no read
 	// lock, so it runs while another goroutine waits in WaitReadable.
 	tryRecv mmsgCall
-	// peek reports whether a datagram is queued, without taking it.
+	// peek reports whether a datagram is queued, without taking it. Once
+	// the netpoller woke the wait (woke, set under RawConn.Read's read
+	// lock), it reports true without looking: a wake-up means a datagram
+	// came, and the receive that follows finds it, or finds nothing (a
+	// Poll took it first) and waits again. Looking again cost a system
+	// call per wait.
 	peek     func(fd uintptr) bool
 	peekByte [1]byte
+	woke     bool
 }
 
 // mmsgCall is one sendmmsg or recvmmsg over n headers, shaped for
@@ -164,12 +170,17 @@ func (s *sysConn) initRC(rc syscall.RawConn) error {
 	s.recv.init(unix.SYS_RECVMMSG, &s.rx[0], 0)
 	s.tryRecv.init(unix.SYS_RECVMMSG, &s.rx[0], unix.MSG_DONTWAIT)
 	s.peek = func(fd uintptr) bool {
+		if s.woke {
+			s.woke = false
+			return true
+		}
 		for {
 			_, _, e := unix.Syscall6(unix.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&s.peekByte[0])), 1, unix.MSG_PEEK|unix.MSG_DONTWAIT, 0, 0)
 			switch e {
 			case unix.EINTR:
 				continue
 			case unix.EAGAIN:
+				s.woke = true // RawConn.Read waits, then calls again
 				return false
 			}
 			return true // queued, or an error the next receive reports

@@ -34,7 +34,10 @@ func (c *Conn) TryRecvBatch(bufs [][]byte, sizes []int) (int, error) {
 
 // WaitReadable blocks until a datagram is queued (from any source) or c
 // is closed; it takes nothing. With TryRecvBatch it makes a receive loop
-// whose frames other goroutines may take while it waits.
+// whose frames other goroutines may take while it waits: once it waited,
+// it returns when a datagram came without looking again, so the
+// TryRecvBatch that follows may find that another goroutine took it (and
+// the loop waits again). Call it from one goroutine at a time.
 func (c *Conn) WaitReadable() error {
 	if err := c.sys.waitReadable(); err != nil {
 		return wrapErr("receive", err)

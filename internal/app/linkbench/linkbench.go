@@ -173,19 +173,29 @@ type reqHdr struct {
 	n uint8
 }
 
+// state is the run's bookkeeping. The GPU side's (gpu*) is touched only
+// by gpuTLP, which runs under the GPU runner's lock, and writesSent only
+// by the requester: a lock of their own per write (taken by the
+// requester and the GPU side at once) cost the pair CPU that raw UDP's
+// baseline does not pay. The rest is under mu. Run reads it all once the
+// runners stopped.
 type state struct {
+	gpu struct {
+		seen      []uint8 // arrivals per write number
+		last      int64
+		delivered int
+		dup, mis  int
+		bytes     int64
+		wlat      *latHist
+	}
 	mu         sync.Mutex
-	seen       []uint8 // arrivals per write number
-	last       int64
-	delivered  int
-	dup, mis   int
-	wlat, rlat *latHist
+	rlat       *latHist
 	reads      []readReq
 	freeTags   []uint16
 	completed  int
 	failed     int
 	bad        int
-	bytesDone  int64
+	bytesDone  int64 // read completions' payload
 	reqs       chan reqHdr
 	lostAddrs  map[uint64]bool
 	writesSent int
@@ -275,8 +285,8 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		return Result{}, err
 	}
 	host, gpu := driver.New(hb, ht), driver.New(gb, gt)
-	st := &state{seen: make([]uint8, 0, 1<<22), last: -1, reads: make([]readReq, 256), reqs: make(chan reqHdr, 8192), lostAddrs: map[uint64]bool{},
-		wlat: newLatHist(), rlat: newLatHist()}
+	st := &state{reads: make([]readReq, 256), reqs: make(chan reqHdr, 8192), lostAddrs: map[uint64]bool{}, rlat: newLatHist()}
+	st.gpu.seen, st.gpu.last, st.gpu.wlat = make([]uint8, 0, 1<<22), -1, newLatHist()
 	for t := 255; t >= 0; t-- {
 		st.freeTags = append(st.freeTags, uint16(t))
 	}
@@ -337,29 +347,30 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	}
 	elapsed := time.Since(start)
 	cancel()
+	wg.Wait() // the runners stopped: the GPU side's state is still
 
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	res := Result{
 		Seconds:      elapsed.Seconds(),
-		GoodputGbps:  float64(st.bytesDone) * 8 / elapsed.Seconds() / 1e9,
+		GoodputGbps:  float64(st.bytesDone+st.gpu.bytes) * 8 / elapsed.Seconds() / 1e9,
 		WritesSent:   st.writesSent,
-		Delivered:    st.delivered,
-		Duplicated:   st.dup,
-		Misordered:   st.mis,
+		Delivered:    st.gpu.delivered,
+		Duplicated:   st.gpu.dup,
+		Misordered:   st.gpu.mis,
 		ReadsSent:    st.readsSent,
 		Completed:    st.completed,
 		Failed:       st.failed,
 		Unanswered:   256 - len(st.freeTags),
 		BadCpls:      st.bad,
-		WriteLatency: st.wlat.percentiles(),
+		WriteLatency: st.gpu.wlat.percentiles(),
 		ReadLatency:  st.rlat.percentiles(),
 		Events:       append(st.events, fmt.Sprintf("host last frame error: %v", host.FrameError()), fmt.Sprintf("gpu last frame error: %v", gpu.FrameError())),
 		Host:         BridgeCounters(host.Counters()),
 		GPU:          BridgeCounters(gpu.Counters()),
 	}
 	for n := 0; n < st.writesSent; n++ {
-		if n >= len(st.seen) || st.seen[n] == 0 {
+		if n >= len(st.gpu.seen) || st.gpu.seen[n] == 0 {
 			res.Lost++
 			if st.lostAddrs[writeBase+uint64(n)*4096] {
 				res.ReportedLost++
@@ -381,6 +392,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 // produce issues the mix until the duration is over, in batches of up to
 // Batch TLPs handed over under one lock (as a PCIe port delivers bursts).
 func (st *state) produce(ctx context.Context, host *driver.Runner, o Options, now func() time.Duration) {
+	defer host.SendHeld() // what SendManyHeld left queued
 	rng := rand.New(rand.NewPCG(o.Seed, 99))
 	end := time.Now().Add(o.Duration)
 	store := make([][]byte, o.Batch)
@@ -394,6 +406,7 @@ func (st *state) produce(ctx context.Context, host *driver.Runner, o Options, no
 	waitT := time.NewTimer(time.Hour)
 	defer waitT.Stop()
 	wait := func() {
+		host.SendHeld() // nothing more is ready: what is queued goes now
 		waitT.Reset(100 * time.Microsecond)
 		select {
 		case <-host.Progress:
@@ -407,7 +420,9 @@ func (st *state) produce(ctx context.Context, host *driver.Runner, o Options, no
 		rest, restTags := batch, tags
 		batch, tags = batch[:0], tags[:0]
 		for len(rest) > 0 {
-			n, err := host.SendMany(rest)
+			// Held: the next batch fills the frame this one leaves
+			// part-filled (wait and the end send the rest).
+			n, err := host.SendManyHeld(rest)
 			rest, restTags = rest[n:], restTags[n:]
 			if err == nil {
 				continue
@@ -444,10 +459,8 @@ func (st *state) produce(ctx context.Context, host *driver.Runner, o Options, no
 		buf := store[len(batch)][:0]
 		r := rng.Float64() * total
 		if r < o.Write {
-			st.mu.Lock()
 			n := st.writesSent
 			st.writesSent++
-			st.mu.Unlock()
 			binary.BigEndian.PutUint64(data, uint64(n))
 			binary.BigEndian.PutUint64(data[8:], uint64(stamp))
 			p := tlp.Packet{Kind: tlp.MWr, Addr64: true, RequesterID: 0, FirstBE: 0xf, LastBE: 0xf,
@@ -502,27 +515,26 @@ func (st *state) gpuTLP(v tlp.View, now time.Duration) {
 	case k == tlp.MWr:
 		n := (v.Address() - writeBase) / 4096
 		pl := v.Payload()
-		st.mu.Lock()
-		if n >= uint64(len(st.seen)) {
-			st.seen = append(st.seen, make([]uint8, int(n)+1-len(st.seen))...)
+		g := &st.gpu // under the GPU runner's lock (see state)
+		if n >= uint64(len(g.seen)) {
+			g.seen = append(g.seen, make([]uint8, int(n)+1-len(g.seen))...)
 		}
-		if st.seen[n] < 255 {
-			st.seen[n]++
+		if g.seen[n] < 255 {
+			g.seen[n]++
 		}
-		if st.seen[n] > 1 {
-			st.dup++
+		if g.seen[n] > 1 {
+			g.dup++
 		} else {
-			st.delivered++
-			st.bytesDone += int64(len(pl))
+			g.delivered++
+			g.bytes += int64(len(pl))
 		}
-		if int64(n) <= st.last {
-			st.mis++
+		if int64(n) <= g.last {
+			g.mis++
 		}
-		st.last = max(st.last, int64(n))
+		g.last = max(g.last, int64(n))
 		if len(pl) >= 16 {
-			st.wlat.add(now - time.Duration(binary.BigEndian.Uint64(pl[8:])))
+			g.wlat.add(now - time.Duration(binary.BigEndian.Uint64(pl[8:])))
 		}
-		st.mu.Unlock()
 	case k == tlp.MRd || k == tlp.CfgRd0:
 		var r reqHdr
 		r.n = uint8(copy(r.b[:], v[:min(len(v), v.HeaderLen())]))
