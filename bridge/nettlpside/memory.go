@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
+	"github.com/dxpu/dxpu/bridge"
 	"github.com/dxpu/dxpu/bridge/driver"
 	"github.com/dxpu/dxpu/bridge/nettlp"
 )
@@ -19,7 +21,8 @@ type MemoryDevice struct {
 	c     *nettlp.Completer
 	stats nettlp.Stats
 
-	q *driver.TLPQueue
+	q     *driver.TLPQueue
+	batch cplBatch // used by Run only
 }
 
 // NewMemoryDevice puts mem behind the GPU-side bridge runner r. It sets
@@ -45,9 +48,14 @@ func (d *MemoryDevice) Stats() *nettlp.Stats { return &d.stats }
 
 // Run serves the queued TLPs in arrival order until ctx ends.
 func (d *MemoryDevice) Run(ctx context.Context) error {
-	emit := func(cpl []byte) error { return driver.SendWait(ctx, d.r, cpl) }
 	err := d.q.Serve(ctx, func(b []byte) error {
-		err := d.c.Handle(b, emit)
+		err := d.c.Handle(b, d.batch.add)
+		// A read's completions go to the bridge together: handed over
+		// one by one, each left in a frame of its own (a 4 KiB read was
+		// 16 frames, 16 seals and 16 sends instead of 4).
+		if serr := d.batch.send(ctx, d.r); serr != nil {
+			return serr
+		}
 		if err == nil || errors.Is(err, nettlp.ErrUnsupported) || errors.Is(err, nettlp.ErrMalformedRequest) || errors.Is(err, nettlp.ErrOutOfRange) {
 			return nil
 		}
@@ -58,3 +66,65 @@ func (d *MemoryDevice) Run(ctx context.Context) error {
 	}
 	return nil
 }
+
+// cplBatch collects the completions of one request, copied (the
+// completer reuses its buffer), to hand them to the runner in one
+// SendMany. Its buffers are reused: once warm, no allocation per read.
+type cplBatch struct {
+	buf   []byte
+	ends  []int
+	views [][]byte
+}
+
+func (b *cplBatch) add(cpl []byte) error {
+	b.buf = append(b.buf, cpl...)
+	b.ends = append(b.ends, len(b.buf))
+	return nil
+}
+
+// send hands the collected completions to r, waiting like
+// driver.SendWait while the bridge is full or not yet up, and empties
+// the batch.
+func (b *cplBatch) send(ctx context.Context, r *driver.Runner) error {
+	if len(b.ends) == 0 {
+		return nil
+	}
+	views := b.views[:0]
+	start := 0
+	for _, e := range b.ends {
+		views = append(views, b.buf[start:e])
+		start = e
+	}
+	b.views = views
+	defer func() {
+		clear(b.views)
+		b.buf, b.ends = b.buf[:0], b.ends[:0]
+	}()
+	var t *time.Timer
+	for {
+		n, err := r.SendMany(views)
+		views = views[n:]
+		if err == nil || !(errors.Is(err, bridge.ErrBusy) || errors.Is(err, bridge.ErrNotUp)) {
+			if t != nil {
+				t.Stop()
+			}
+			return err
+		}
+		if t == nil {
+			t = time.NewTimer(retryWait)
+		} else {
+			t.Reset(retryWait)
+		}
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("nettlpside: completions still refused when stopping: %w", err)
+		case <-r.Progress:
+		case <-t.C:
+		}
+	}
+}
+
+// retryWait bounds one wait for the bridge to make room (as
+// driver.SendWait's: Progress is one signal shared by every sender).
+const retryWait = 200 * time.Microsecond

@@ -1,0 +1,123 @@
+package nettlpside
+
+import (
+	"context"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/dxpu/dxpu/bridge"
+	"github.com/dxpu/dxpu/bridge/driver"
+	"github.com/dxpu/dxpu/bridge/nettlp"
+	"github.com/dxpu/dxpu/internal/waitfor"
+	"github.com/dxpu/dxpu/tlp"
+)
+
+// pipe is an in-memory transport that counts the frames sent into it.
+type pipe struct {
+	out, in chan []byte
+	done    chan struct{}
+	once    sync.Once
+	sent    atomic.Uint64
+}
+
+func newPipes() (*pipe, *pipe) {
+	a, b := make(chan []byte, 1024), make(chan []byte, 1024)
+	return &pipe{out: a, in: b, done: make(chan struct{})}, &pipe{out: b, in: a, done: make(chan struct{})}
+}
+
+func (p *pipe) Send(f []byte) error {
+	select {
+	case p.out <- append([]byte(nil), f...):
+		p.sent.Add(1)
+		return nil
+	case <-p.done:
+		return net.ErrClosed
+	}
+}
+
+func (p *pipe) Recv(buf []byte) (int, error) {
+	select {
+	case f := <-p.in:
+		return copy(buf, f), nil
+	case <-p.done:
+		return 0, net.ErrClosed
+	}
+}
+
+func (p *pipe) Close() error { p.once.Do(func() { close(p.done) }); return nil }
+
+// A 4 KiB read from the memory device comes back whole and in order in
+// 16 CplDs (MPS 256) packed into as few frames as the MTU allows: handed
+// to the bridge one at a time they left in 16 frames, each sealed and
+// sent on its own (the daemon pair's DMA reads ran at a tenth of the
+// wire's speed).
+func TestMemoryDeviceReadFrames(t *testing.T) {
+	const base, size = 0x20_0000_0000, 4096
+	hp, gp := newPipes()
+	var rs [2]*driver.Runner
+	for i, role := range []bridge.Role{bridge.RoleHost, bridge.RoleGPU} {
+		b, err := bridge.New(bridge.Config{Role: role, PairID: 1, MTU: 1472})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rs[i] = driver.New(b, []driver.Transport{hp, gp}[i])
+	}
+	mem, err := nettlp.NewSparseMemory(base, 1<<20, func(a uint64) byte { return byte(a * 7) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev, err := NewMemoryDevice(rs[1], mem, nettlp.CompleterConfig{CompleterID: tlp.NewID(3, 0, 0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var got []byte
+	var cpls int
+	rs[0].OnTLP = func(v tlp.View) {
+		mu.Lock()
+		defer mu.Unlock()
+		if v.Kind() != tlp.CplD || v.Tag() != 5 {
+			t.Errorf("got %v tag %d, want CplDs of tag 5", v.Kind(), v.Tag())
+			return
+		}
+		got = append(got, v.Payload()...)
+		cpls++
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for _, f := range []func(context.Context) error{rs[0].Run, rs[1].Run, dev.Run} {
+		wg.Add(1)
+		go func() { defer wg.Done(); _ = f(ctx) }()
+	}
+	defer func() { cancel(); wg.Wait() }()
+	waitfor.Until(t, "link up", func() bool { return rs[0].State() == bridge.StateUp && rs[1].State() == bridge.StateUp })
+
+	before := gp.sent.Load()
+	req, err := (&tlp.Packet{Kind: tlp.MRd, Addr64: true, Length: size / 4, Tag: 5, FirstBE: 0xf, LastBE: 0xf, Address: base}).AppendTo(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := driver.SendWait(ctx, rs[0], req); err != nil {
+		t.Fatal(err)
+	}
+	waitfor.Progress(t, "the read's completions", func() (bool, uint64) {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(got) >= size, uint64(len(got))
+	})
+	frames := gp.sent.Load() - before
+	mu.Lock()
+	defer mu.Unlock()
+	for i := range size {
+		if got[i] != byte((base+uint64(i))*7) {
+			t.Fatalf("byte %d of the read is %#x, want %#x", i, got[i], byte((base+uint64(i))*7))
+		}
+	}
+	// 16 CplDs of 268 bytes fit in 4 frames of 1472; allow for a
+	// keepalive or a bare ack besides.
+	if cpls != 16 || frames > 6 {
+		t.Errorf("%d completions in %d frames from the GPU side, want 16 in at most 6", cpls, frames)
+	}
+}
