@@ -583,6 +583,7 @@ module dxpu_engine
             case (st)
             // ----------------------------------------------------------
             S_NEWSESS: begin
+                ka_ack_due <= 1'b0;   // a probe of the session that ended
                 // HSK-4: non-zero, not the previous one, not the peer's
                 if (lfsr != 32'd0 && lfsr != session && lfsr != peer_session) begin
                     session <= lfsr;
@@ -913,7 +914,8 @@ module dxpu_engine
                             peer_tag10 <= c_arg == 8'd10;
                             peer_inf <= c_mask[5:0];
                             for (int i = 0; i < 6; i++) peer_lim[i] <= c_cred[i];
-                            if (c_type == CTL_HELLO) hello_ack_due <= 1'b1;
+                            // HSK-6: a HELLO-ACK while not up is answered like a HELLO
+                            hello_ack_due <= 1'b1;
                             if (!up && c_psess == session && session != 32'd0) begin
                                 // HSK-3: our session echoed: up
                                 up <= 1'b1;
