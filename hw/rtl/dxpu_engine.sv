@@ -223,6 +223,10 @@ module dxpu_engine
     logic [17:0] lsum;
     logic        tlp_bad;
     logic [23:0] dw0;           // bytes 0-2 of the TLP being checked
+    logic        t_mem;         // it is a memory read or write (FRM-9's 4 KiB rule)
+    logic        t_4dw;         // with a 4-DW header
+    logic [10:0] t_ndw;         // its Length in DWs (1..1024)
+    logic [3:0]  t_a11;         // address bits 11:8
 
     // credit field index of header/body offset r (20..39), -1 if none
     function automatic int cred_idx(input logic [LW-1:0] r);
@@ -579,6 +583,7 @@ module dxpu_engine
             case (st)
             // ----------------------------------------------------------
             S_NEWSESS: begin
+                ka_ack_due <= 1'b0;   // a probe of the session that ended
                 // HSK-4: non-zero, not the previous one, not the peer's
                 if (lfsr != 32'd0 && lfsr != session && lfsr != peer_session) begin
                     session <= lfsr;
@@ -638,11 +643,13 @@ module dxpu_engine
                         tx_ctl <= CTL_RESET;
                         tx_arg <= reset_reason;
                         tx_psess <= reset_psess;
+                        tx_seq <= isn;        // FRM-11: the ISN of the session it starts
                         st <= S_TX_BUILD;
                     end else if (hello_ack_due) begin
                         hello_ack_due <= 1'b0;
                         echo_sent <= 1'b1;
                         tx_ctl <= CTL_HELLO_ACK;
+                        tx_seq <= isn;        // FRM-11: a HELLO(-ACK) carries its ISN
                         tx_arg <= 8'd8;
                         tx_blen <= 16'd40;
                         st <= S_TX_BUILD;
@@ -654,6 +661,7 @@ module dxpu_engine
                     end else if (!up && t_hello >= HELLO_T) begin
                         t_hello <= 24'd0;
                         tx_ctl <= CTL_HELLO;
+                        tx_seq <= isn;
                         tx_arg <= 8'd8;
                         tx_blen <= 16'd40;
                         st <= S_TX_BUILD;
@@ -845,7 +853,17 @@ module dxpu_engine
                                         if (!tlp_known(dw0[23:16]) ||
                                             {3'b0, tlp_wire_len({dw0, rb})} != lens[ti[RXL-1:0]])
                                             tlp_bad <= 1'b1;
+                                        // MRd, MRdLk, MWr
+                                        t_mem <= dw0[23] == 1'b0 && dw0[20:17] == 4'b0000;
+                                        t_4dw <= dw0[21];
+                                        t_ndw <= {dw0[1:0], rb} == 10'd0 ? 11'd1024 : {1'b0, dw0[1:0], rb};
                                     end
+                                    // FRM-9: a memory request must not cross a 4 KiB boundary
+                                    // (the low address DW is bytes 8-11, or 12-15 with a 4-DW header)
+                                    if (tb == (t_4dw ? 16'd14 : 16'd10)) t_a11 <= rb[3:0];
+                                    if (tb == (t_4dw ? 16'd15 : 16'd11) && t_mem &&
+                                        {1'b0, t_a11, rb[7:2]} + t_ndw > 11'd1024)
+                                        tlp_bad <= 1'b1;
                                     if (tb + 16'd1 == lens[ti[RXL-1:0]]) begin
                                         tb <= 16'd0;
                                         ti <= ti + 1'b1;
@@ -896,7 +914,8 @@ module dxpu_engine
                             peer_tag10 <= c_arg == 8'd10;
                             peer_inf <= c_mask[5:0];
                             for (int i = 0; i < 6; i++) peer_lim[i] <= c_cred[i];
-                            if (c_type == CTL_HELLO) hello_ack_due <= 1'b1;
+                            // HSK-6: a HELLO-ACK while not up is answered like a HELLO
+                            hello_ack_due <= 1'b1;
                             if (!up && c_psess == session && session != 32'd0) begin
                                 // HSK-3: our session echoed: up
                                 up <= 1'b1;
@@ -931,9 +950,10 @@ module dxpu_engine
                         end
                     end
                     CTL_RESET: begin
-                        // LNK-6: a RESET of our session, or of none from an unknown peer
-                        if (c_psess == session ||
-                            (c_psess == 32'd0 && !(peer_known && c_sess == peer_session))) begin
+                        // LNK-6: a RESET of our session, or of none from an unknown peer;
+                        // LNK-8: ignored while not up (the handshake goes on)
+                        if (up && (c_psess == session ||
+                            (c_psess == 32'd0 && !(peer_known && c_sess == peer_session)))) begin
                             up <= 1'b0;
                             held <= '0;
                             peer_known <= 1'b0;
@@ -952,6 +972,12 @@ module dxpu_engine
                         reset_reason <= RESET_UNKNOWN_SESSION;
                         reset_psess <= 32'd0;
                     end
+                end else if (!up && !(h_b0[0] && h_ack == isn)) begin
+                    // HSK-6: a late frame of the peer's previous session (a
+                    // peer that is up has received nothing yet: its Ack is our
+                    // ISN); dropped, no RESET (its HELLO is known)
+                    stat_frames_bad <= stat_frames_bad + 1'b1;
+                    stat_frames_rx <= stat_frames_rx - 1'b1;
                 end else begin
                     if (!up) begin
                         // HSK-3: a frame from the peer whose HELLO we answered
@@ -970,6 +996,8 @@ module dxpu_engine
                         for (int i = 0; i < 4; i++) rel_cnt[i] <= 32'd0;
                         samp_active <= 1'b0;
                         have_srtt <= 1'b0;
+                        nak_due <= 1'b0;
+                        ack_due <= 1'b1;      // tell the peer (Ack, credits) at once
                     end
                     t_rx <= 24'd0;
                     st <= S_RX_ADV;
