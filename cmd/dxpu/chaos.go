@@ -25,7 +25,7 @@ func newChaosCmd(e *env) *cobra.Command {
 	o.Bounds = chaos.DefaultBounds
 	cmd := &cobra.Command{
 		Use:   "chaos [--duration D] [--seed N] [--json]",
-		Short: "Run a fault campaign against real daemons on loopback and check its history",
+		Short: "Run a fault campaign against real daemons (on loopback or in network namespaces) and check its history",
 		Long: `Chaos starts a real deployment on loopback (127.N.0.x; no root needed): a
 manager, a UDP switch, two GPU boxes' agents (two emulated GPUs each) and two
 hosts' agents, each a dxpu process (this binary, or --dxpu), registered as
@@ -35,9 +35,18 @@ manager's API while a seeded nemesis injects faults, one at a time: SIGKILL
 included), rekey storms, agent credential rotation (re-registration and
 SIGHUP), client floods, a box's link cut and 1% loss on a box's link for a
 few seconds (the UDP switch has no port to cut, so each box's frames cross a
-cable in this process, which the nemesis cuts or makes lossy). An observer snapshots the manager, the switch and every agent five
-times a second. After --duration the clients and the nemesis stop and the
-system must converge.
+cable in this process, which the nemesis cuts or makes lossy). An observer
+snapshots the manager, the switch and every agent five times a second.
+After --duration the clients and the nemesis stop and the system must
+converge.
+
+With --netns (root only) each daemon runs in a network namespace of its
+own, and the campaign's clients, observer and cables in one more, each
+joined by a veth to a Linux bridge in a "wire" namespace, addressed
+10.N.0.x/24 as loopback mode addresses 127.N.0.x: every frame and API call
+crosses real interfaces. The namespaces are anonymous (none in
+'ip netns list', nothing added to this namespace) and are torn down at the
+end, on failure too. Without root --netns fails; loopback mode needs none.
 
 The clients also copy random bytes through every live pair into its GPU's
 VRAM and back (the host agent's copy check). The history is then checked: no
@@ -57,6 +66,7 @@ Exit status: 0 when no violation was found, 1 when one was, 2 on bad flags
 or when the campaign could not run.`,
 		Example: `  dxpu chaos --duration 30s --seed 1
   dxpu chaos --seed 7 --schedule
+  sudo dxpu chaos --netns --duration 20s --seed 3
   dxpu chaos --duration 2m --seed 42 --json --dir /tmp/chaos42   # keeps the daemons' logs`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -118,7 +128,8 @@ or when the campaign could not run.`,
 	f.StringVar(&o.Dxpu, "dxpu", "", "the dxpu binary the daemons run (default: this one)")
 	f.StringVar(&o.Dir, "dir", "", "directory for the daemons' state and logs, kept afterwards (default: a temporary one, removed)")
 	f.StringVar(&history, "history", "", "also write the whole history (operations, faults, observations) to this file, one JSON object a line")
-	f.IntVar(&o.Net, "net", 0, "second octet of the loopback addresses 127.N.0.x (0: from the process ID)")
+	f.IntVar(&o.Net, "net", 0, "second octet of the addresses 127.N.0.x (10.N.0.x with --netns; 0: from the process ID)")
+	f.BoolVar(&o.NetNS, "netns", false, "run each daemon in a network namespace of its own, joined by veths to a bridge (needs root)")
 	f.DurationVar(&o.Bounds.PairUp, "pair-up-bound", o.Bounds.PairUp, "how long a pair may be down before its allocation must be degraded")
 	f.DurationVar(&o.Bounds.KeySplit, "key-split-bound", o.Bounds.KeySplit, "how long the ends of a pair may run different key generations")
 	f.DurationVar(&o.Bounds.Converge, "converge-bound", o.Bounds.Converge, "how long after the nemesis stops everything must converge")

@@ -41,7 +41,10 @@ type Options struct {
 	// that campaigns side by side do not collide; 0 picks one from the
 	// process ID.
 	Net int
-	Log *slog.Logger
+	// NetNS runs each daemon in a network namespace of its own, joined by
+	// veths to a bridge (root only; see nsNodes), instead of on loopback.
+	NetNS bool
+	Log   *slog.Logger
 }
 
 // DefaultBounds are the checker's bounds for daemons started as Run starts
@@ -67,6 +70,8 @@ type campaign struct {
 	boxes  map[string]pool.Box
 	hosts  map[string]pool.Host
 	agents map[string]string // agent name -> its API URL
+	fab    *nsFabric         // the namespace mode's; nil on loopback
+	http   *http.Client      // the agents' and the switch's API calls
 
 	mu      sync.Mutex
 	hist    []Event
@@ -124,6 +129,26 @@ func Run(ctx context.Context, o Options) (Report, error) {
 	} else if err := os.MkdirAll(c.dir, 0o700); err != nil {
 		return Report{}, err
 	}
+	tr := http.DefaultTransport.(*http.Transport)
+	if o.NetNS {
+		f, err := newNSFabric(o.Net)
+		if err != nil {
+			return Report{}, err
+		}
+		c.fab, tr = f, f.transport()
+		// After the daemons are gone and the cables and connections
+		// closed: nothing then holds a namespace.
+		defer func() {
+			for _, cb := range c.cables {
+				cb.conn.Close()
+			}
+			tr.CloseIdleConnections()
+			if err := f.close(); err != nil {
+				o.Log.Warn("chaos: tearing the namespaces down", "err", err)
+			}
+		}()
+	}
+	c.http = &http.Client{Transport: tr}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer c.stopAll()
@@ -189,7 +214,23 @@ func Run(ctx context.Context, o Options) (Report, error) {
 	return rep, nil
 }
 
-func (c *campaign) ip(host int) string { return fmt.Sprintf("127.%d.0.%d", c.o.Net, host) }
+// ip is a node's address: on loopback 127.N.0.host, in the namespace
+// mode 10.N.0.host on its eth0.
+func (c *campaign) ip(host int) string {
+	if c.fab != nil {
+		return fmt.Sprintf("10.%d.0.%d", c.o.Net, host)
+	}
+	return fmt.Sprintf("127.%d.0.%d", c.o.Net, host)
+}
+
+// inCampaign runs fn where the campaign's sockets belong: its namespace,
+// or here on loopback.
+func (c *campaign) inCampaign(fn func() error) error {
+	if c.fab != nil {
+		return c.fab.do(fn)
+	}
+	return fn()
+}
 
 func randomSecret() string {
 	var b [32]byte
@@ -199,6 +240,9 @@ func randomSecret() string {
 
 func (c *campaign) addProc(name string, args ...string) *proc {
 	p := &proc{name: name, bin: c.o.Dxpu, args: args, log: filepath.Join(c.dir, name+".log")}
+	if c.fab != nil {
+		p.ns = c.fab.nodes[name]
+	}
 	c.procs[name] = p
 	c.order = append(c.order, name)
 	return p
@@ -225,7 +269,7 @@ func (c *campaign) bringUp(ctx context.Context) error {
 			return false
 		}
 		c.ctl = ctlclient.New(c.url, strings.TrimSpace(string(tok)))
-		c.ctl.HTTP = &http.Client{Timeout: 20 * time.Second}
+		c.ctl.HTTP = &http.Client{Timeout: 20 * time.Second, Transport: c.http.Transport}
 		_, err = c.ctl.Healthz(ctx)
 		return err == nil
 	}); err != nil {
@@ -253,8 +297,8 @@ func (c *campaign) bringUp(ctx context.Context) error {
 		if err := c.writeCred(id, cred); err != nil {
 			return err
 		}
-		cb, err := newCable(cab, data, sw)
-		if err != nil {
+		var cb *cable
+		if err := c.inCampaign(func() (err error) { cb, err = newCable(cab, data, sw); return err }); err != nil {
 			return err
 		}
 		c.cables[id] = cb
@@ -437,7 +481,7 @@ func (c *campaign) copyCheck(ctx context.Context, r *rand.Rand, a AllocObs, pair
 		return
 	}
 	req.Header.Set("Authorization", "Bearer "+cred)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := c.http.Do(req)
 	if err != nil {
 		c.op("copy", subject, err)
 		return
@@ -530,7 +574,7 @@ func (c *campaign) snapshot(ctx context.Context) *Obs {
 	}()
 	go func() {
 		defer wg.Done()
-		v, err := switchTableVersion(ctx, "http://"+c.ip(2)+":9855/metrics")
+		v, err := switchTableVersion(ctx, c.http, "http://"+c.ip(2)+":9855/metrics")
 		mu.Lock()
 		o.SwitchUp, o.SwitchTable = err == nil, v
 		mu.Unlock()
@@ -545,7 +589,7 @@ func (c *campaign) snapshot(ctx context.Context) *Obs {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ps, err := agentStatus(ctx, u, creds[name])
+			ps, err := agentStatus(ctx, c.http, u, creds[name])
 			if err == nil {
 				mu.Lock()
 				o.Agents[name] = ps
@@ -557,7 +601,7 @@ func (c *campaign) snapshot(ctx context.Context) *Obs {
 	return o
 }
 
-func get(ctx context.Context, url, cred string) (*http.Response, error) {
+func get(ctx context.Context, hc *http.Client, url, cred string) (*http.Response, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return nil, err
@@ -565,7 +609,7 @@ func get(ctx context.Context, url, cred string) (*http.Response, error) {
 	if cred != "" {
 		req.Header.Set("Authorization", "Bearer "+cred)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := hc.Do(req)
 	if err != nil {
 		return nil, err
 	}
@@ -576,8 +620,8 @@ func get(ctx context.Context, url, cred string) (*http.Response, error) {
 	return resp, nil
 }
 
-func switchTableVersion(ctx context.Context, url string) (uint64, error) {
-	resp, err := get(ctx, url, "")
+func switchTableVersion(ctx context.Context, hc *http.Client, url string) (uint64, error) {
+	resp, err := get(ctx, hc, url, "")
 	if err != nil {
 		return 0, err
 	}
@@ -592,8 +636,8 @@ func switchTableVersion(ctx context.Context, url string) (uint64, error) {
 	return 0, errors.New("no dxpu_switch_table_version in the switch's metrics")
 }
 
-func agentStatus(ctx context.Context, base, cred string) ([]PairObs, error) {
-	resp, err := get(ctx, base+"/agent/v1/status", cred)
+func agentStatus(ctx context.Context, hc *http.Client, base, cred string) ([]PairObs, error) {
+	resp, err := get(ctx, hc, base+"/agent/v1/status", cred)
 	if err != nil {
 		return nil, err
 	}
