@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"os/signal"
 	"syscall"
 	"time"
@@ -39,6 +40,15 @@ cable in this process, which the nemesis cuts or makes lossy). An observer
 snapshots the manager, the switch and every agent five times a second.
 After --duration the clients and the nemesis stop and the system must
 converge.
+
+With --vm-host, host2's agent is a VM host (bridge agent --vm: a 256 MiB
+QEMU guest under TCG, booted by the agent, whose PCIe tree the manager's
+saga hot-adds each GPU into and that enumerates it and reads its BOOT_0
+through the fabric); the nemesis kills and restarts it like any daemon,
+which reboots the guest. Its pairs are held to the --vm-*-bound bounds,
+printed in the report beside the others; the copies go through host1's
+pairs only (a guest's agent has no copy check), the guest's enumeration
+(vendor, BOOT_0) is checked as any host's.
 
 With --netns (root only) each daemon runs in a network namespace of its
 own, and the campaign's clients, observer and cables in one more, each
@@ -83,6 +93,19 @@ or when the campaign could not run.`,
 			if schedule {
 				chaos.WriteSchedule(e.stdout, sched)
 				return nil
+			}
+			if o.NetNS {
+				if err := chaos.RequireRoot(os.Geteuid()); err != nil {
+					return exitCodeError{2, err}
+				}
+			}
+			if o.VMHost {
+				if _, err := exec.LookPath("qemu-system-x86_64"); err != nil {
+					return exitCodeError{2, fmt.Errorf("--vm-host: needs QEMU: %w", err)}
+				}
+				if o.VMBounds.PairUp <= 0 || o.VMBounds.KeySplit <= 0 || o.VMBounds.Converge <= 0 {
+					return exitCodeError{2, errors.New("--vm-pair-up-bound, --vm-key-split-bound and --vm-converge-bound must be positive")}
+				}
 			}
 			if o.Dxpu == "" {
 				exe, err := os.Executable()
@@ -129,6 +152,12 @@ or when the campaign could not run.`,
 	f.StringVar(&o.Dir, "dir", "", "directory for the daemons' state and logs, kept afterwards (default: a temporary one, removed)")
 	f.StringVar(&history, "history", "", "also write the whole history (operations, faults, observations) to this file, one JSON object a line")
 	f.IntVar(&o.Net, "net", 0, "second octet of the addresses 127.N.0.x (10.N.0.x with --netns; 0: from the process ID)")
+	f.BoolVar(&o.VMHost, "vm-host", false, "host2's agent boots a QEMU guest (TCG) as its host (needs qemu-system-x86_64); its pairs get the --vm-*-bound bounds")
+	f.StringVar(&o.GuestTool, "guest-tool", "", "--vm-host: static dxpu-guest binary (default: next to --dxpu, else on PATH)")
+	o.VMBounds = chaos.DefaultVMBounds
+	f.DurationVar(&o.VMBounds.PairUp, "vm-pair-up-bound", o.VMBounds.PairUp, "--pair-up-bound for the VM host's pairs (its guest reboots with its agent)")
+	f.DurationVar(&o.VMBounds.KeySplit, "vm-key-split-bound", o.VMBounds.KeySplit, "--key-split-bound for the VM host's pairs")
+	f.DurationVar(&o.VMBounds.Converge, "vm-converge-bound", o.VMBounds.Converge, "--converge-bound with a VM host")
 	f.BoolVar(&o.NetNS, "netns", false, "run each daemon in a network namespace of its own, joined by veths to a bridge (needs root)")
 	f.DurationVar(&o.Bounds.PairUp, "pair-up-bound", o.Bounds.PairUp, "how long a pair may be down before its allocation must be degraded")
 	f.DurationVar(&o.Bounds.KeySplit, "key-split-bound", o.Bounds.KeySplit, "how long the ends of a pair may run different key generations")

@@ -55,10 +55,11 @@ type nsFabric struct {
 // namespaces a campaign made, to check afterwards that none is held.
 var nsCreated func(inodes []uint64)
 
-// requireRoot is the namespace mode's error without root.
-func requireRoot(euid int) error {
-	if err := labnet.RequireRoot(euid); err != nil {
-		return fmt.Errorf("%w: %w: run without --netns for the loopback mode", ErrNamespaces, err)
+// RequireRoot is the namespace mode's error for a process of effective
+// user euid: nil for root.
+func RequireRoot(euid int) error {
+	if euid != 0 {
+		return fmt.Errorf("%w: --netns needs root to make network namespaces (euid %d): run without --netns for the loopback mode", ErrNamespaces, euid)
 	}
 	return nil
 }
@@ -66,7 +67,7 @@ func requireRoot(euid int) error {
 // newNSFabric makes the namespaces, the bridge and the veths, addressed
 // in 10.octet.0.0/24; on error nothing of it is left.
 func newNSFabric(octet int) (f *nsFabric, err error) {
-	if err := requireRoot(os.Geteuid()); err != nil {
+	if err := RequireRoot(os.Geteuid()); err != nil {
 		return nil, err
 	}
 	f = &nsFabric{nodes: map[string]*netns.NS{}}

@@ -19,11 +19,11 @@ import (
 // TestNetNSNeedsRoot: without root the namespace mode refuses with one line
 // that says so and points at loopback mode.
 func TestNetNSNeedsRoot(t *testing.T) {
-	err := requireRoot(1000)
+	err := RequireRoot(1000)
 	if !errors.Is(err, ErrNamespaces) || !strings.Contains(err.Error(), "without --netns") || strings.Contains(err.Error(), "\n") {
 		t.Fatalf("euid 1000: %v", err)
 	}
-	if err := requireRoot(0); err != nil {
+	if err := RequireRoot(0); err != nil {
 		t.Fatalf("euid 0: %v", err)
 	}
 }

@@ -44,8 +44,24 @@ type Options struct {
 	// NetNS runs each daemon in a network namespace of its own, joined by
 	// veths to a bridge (root only; see nsNodes), instead of on loopback.
 	NetNS bool
-	Log   *slog.Logger
+	// VMHost makes host2 a VM host: its agent boots a QEMU guest (--vm,
+	// TCG) whose PCIe tree the saga hot-adds GPUs into. Its pairs are
+	// held to VMBounds (a guest reboots when its agent restarts) and the
+	// clients copy through host1's pairs only (a guest's agent has no copy
+	// check; the guest's enumeration is still checked: vendor, BOOT_0).
+	VMHost bool
+	// VMBounds are host2's bounds with VMHost; zero: DefaultVMBounds.
+	VMBounds Bounds
+	// GuestTool is the static dxpu-guest for the VM host's guest; empty:
+	// the agent's default (next to Dxpu, else on PATH).
+	GuestTool string
+	Log       *slog.Logger
 }
+
+// DefaultVMBounds are a VM host's: its guest, under TCG on a loaded
+// machine, boots in tens of seconds after its agent restarts, and each
+// hot-add waits for the guest to enumerate the GPU.
+var DefaultVMBounds = Bounds{PairUp: 60 * time.Second, KeySplit: 60 * time.Second, Converge: 90 * time.Second}
 
 // DefaultBounds are the checker's bounds for daemons started as Run starts
 // them (--dead-after 1s, --degraded-after 2s, --reconcile-interval 2s).
@@ -95,6 +111,9 @@ func (c *campaign) op(name, subject string, err error) {
 	c.record(e)
 }
 
+// vmHost is the host that is a VM host with Options.VMHost.
+const vmHost = "host2"
+
 // RunTargets is what the nemesis of Run hits: every daemon, the four
 // agents' credentials and the two boxes' cables.
 func RunTargets() Targets {
@@ -115,6 +134,13 @@ func Run(ctx context.Context, o Options) (Report, error) {
 	}
 	if o.Net == 0 {
 		o.Net = 100 + os.Getpid()%100
+	}
+	var perHost map[string]Bounds
+	if o.VMHost {
+		if o.VMBounds == (Bounds{}) {
+			o.VMBounds = DefaultVMBounds
+		}
+		perHost = map[string]Bounds{vmHost: o.VMBounds}
 	}
 	c := &campaign{o: o, procs: map[string]*proc{}, cables: map[string]*cable{}, boxes: map[string]pool.Box{},
 		hosts: map[string]pool.Host{}, agents: map[string]string{}, creds: map[string]string{}}
@@ -183,7 +209,11 @@ func Run(ctx context.Context, o Options) (Report, error) {
 	wlWG.Wait()
 	nemesisEnd = max(nemesisEnd, c.now())
 	c.record(Event{T: nemesisEnd, Kind: EvHeal, Name: "nemesis_stopped"})
-	deadline := time.Now().Add(o.Bounds.Converge + 2*time.Second)
+	converge := o.Bounds.Converge
+	for _, hb := range perHost {
+		converge = max(converge, hb.Converge)
+	}
+	deadline := time.Now().Add(converge + 2*time.Second)
 	for time.Now().Before(deadline) && ctx.Err() == nil {
 		c.mu.Lock()
 		last := c.lastObs
@@ -208,9 +238,9 @@ func Run(ctx context.Context, o Options) (Report, error) {
 	hist := append([]Event(nil), c.hist...)
 	c.mu.Unlock()
 	slices.SortStableFunc(hist, func(x, y Event) int { return cmp.Compare(x.T, y.T) })
-	res := Check(hist, nemesisEnd, o.Bounds)
+	res := CheckHosts(hist, nemesisEnd, o.Bounds, perHost)
 	rep := Summarize(hist, sched, res)
-	rep.Seed, rep.Duration, rep.Bounds, rep.History = o.Seed, o.Duration, o.Bounds, hist
+	rep.Seed, rep.Duration, rep.Bounds, rep.HostBounds, rep.History = o.Seed, o.Duration, o.Bounds, perHost, hist
 	return rep, nil
 }
 
@@ -324,9 +354,17 @@ func (c *campaign) bringUp(ctx context.Context) error {
 		if err := c.writeCred(id, cred); err != nil {
 			return err
 		}
-		if err := c.addProc(id, "bridge", "agent", "--role", "host", "--host-id", id, "--agent-listen", agent+":7701", "--insecure",
-			"--agent-credential-file", filepath.Join(c.dir, id+".cred"), "--listen", agent+":8855", "--switch", sw,
-			"--manager", c.url).start(); err != nil {
+		args := []string{"bridge", "agent", "--role", "host", "--host-id", id, "--agent-listen", agent + ":7701", "--insecure",
+			"--agent-credential-file", filepath.Join(c.dir, id+".cred"), "--listen", agent + ":8855", "--switch", sw,
+			"--manager", c.url}
+		if c.o.VMHost && id == vmHost {
+			// A small guest: TCG on two cores boots one in seconds.
+			args = append(args, "--vm", "--accel", "tcg", "--memory-mb", "256", "--dir", filepath.Join(c.dir, id+"-vm"))
+			if c.o.GuestTool != "" {
+				args = append(args, "--guest-tool", c.o.GuestTool)
+			}
+		}
+		if err := c.addProc(id, args...).start(); err != nil {
 			return err
 		}
 	}
@@ -348,13 +386,18 @@ func (c *campaign) writeCred(id, cred string) error {
 	return os.Rename(tmp, f)
 }
 
-// until polls cond for up to 30s (daemons starting); the error names what
-// never happened and where the logs are.
+// until polls cond for up to 30s (daemons starting; 120s with a VM host,
+// whose agent answers once its guest booted); the error names what never
+// happened and where the logs are.
 func (c *campaign) until(ctx context.Context, what string, cond func() bool) error {
-	deadline := time.Now().Add(30 * time.Second)
+	limit := 30 * time.Second
+	if c.o.VMHost {
+		limit = 120 * time.Second
+	}
+	deadline := time.Now().Add(limit)
 	for !cond() {
 		if time.Now().After(deadline) {
-			return fmt.Errorf("bringing the cluster up: %s: not after 30s (logs in %s)", what, c.dir)
+			return fmt.Errorf("bringing the cluster up: %s: not after %v (logs in %s)", what, limit, c.dir)
 		}
 		select {
 		case <-ctx.Done():
@@ -438,7 +481,7 @@ func (c *campaign) client(ctx context.Context, host string, seed int64) {
 			_, err := c.ctl.Rekey(cctx, id)
 			c.op("rekey", id, err)
 		}
-		if last != nil && last.ManagerUp {
+		if last != nil && last.ManagerUp && !(c.o.VMHost && host == vmHost) {
 			for _, a := range last.Allocations {
 				if slices.Contains(mine, a.ID) && a.State == "active" && len(a.GPUs) > 0 {
 					g := a.GPUs[r.IntN(len(a.GPUs))]
