@@ -107,11 +107,21 @@ func checkGuest(o vm.Options) error {
 	return nil
 }
 
-// ReloadCredentialOnHUP re-reads the credential file on SIGHUP (after a
-// re-registration with a new agent_url issued another) until ctx ends.
-func ReloadCredentialOnHUP(ctx context.Context, a *Agent, path string, log *slog.Logger) {
+// CatchHUP catches SIGHUP from now on, before the agent starts: its
+// default action ends the process, and a VM host's start (its guest's
+// boot) takes seconds, in which an operator may rotate the credential.
+// Hand the channel to ReloadCredentialOnHUP, which reloads at once for one
+// caught before.
+func CatchHUP() chan os.Signal {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
+	return hup
+}
+
+// ReloadCredentialOnHUP re-reads the credential file on each SIGHUP of hup
+// (from CatchHUP; after a re-registration with a new agent_url issued
+// another) until ctx ends.
+func ReloadCredentialOnHUP(ctx context.Context, hup chan os.Signal, a *Agent, path string, log *slog.Logger) {
 	defer signal.Stop(hup)
 	for {
 		select {

@@ -50,7 +50,13 @@ func (p *proc) start() error {
 		return fmt.Errorf("start %s: %w", p.name, err)
 	}
 	exited := make(chan struct{})
-	go func() { cmd.Wait(); f.Close(); close(exited) }()
+	go func() {
+		// Its end in its log: a daemon that died on its own shows why.
+		err := cmd.Wait()
+		fmt.Fprintf(f, "chaos: %s (pid %d) exited: %v\n", p.name, cmd.Process.Pid, err)
+		f.Close()
+		close(exited)
+	}()
 	p.cmd, p.exited = cmd, exited
 	return nil
 }
