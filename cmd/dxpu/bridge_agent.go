@@ -74,8 +74,9 @@ holds no manager token or agent credential, but opens the frames it covers.`,
 			defer closeLog()
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			hup := bridgeagent.CatchHUP()
 			return exitFor(bridgeagent.Run(ctx, o, func(a *bridgeagent.Agent, _ net.Addr) {
-				bridgeagent.ReloadCredentialOnHUP(ctx, a, fl.CredentialFile, e.log)
+				go bridgeagent.ReloadCredentialOnHUP(ctx, hup, a, fl.CredentialFile, e.log)
 			}), 1)
 		},
 	}

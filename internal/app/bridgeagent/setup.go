@@ -107,29 +107,34 @@ func checkGuest(o vm.Options) error {
 	return nil
 }
 
-// ReloadCredentialOnHUP re-reads the credential file on SIGHUP (after a
-// re-registration with a new agent_url issued another) until ctx ends. It
-// subscribes to SIGHUP before it returns and reloads in a goroutine: a
-// caller that announces readiness after it knows a SIGHUP from then on is
-// taken, not left to its default action (the end of the process).
-func ReloadCredentialOnHUP(ctx context.Context, a *Agent, path string, log *slog.Logger) {
+// CatchHUP catches SIGHUP from now on, before the agent starts: its
+// default action ends the process, and a VM host's start (its guest's
+// boot) takes seconds, in which an operator may rotate the credential.
+// Hand the channel to ReloadCredentialOnHUP, which reloads at once for one
+// caught before.
+func CatchHUP() chan os.Signal {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
-	go func() {
-		defer signal.Stop(hup)
-		for {
-			select {
-			case <-hup:
-				c, err := manager.LoadTokenFile(path)
-				if err != nil {
-					log.Error("SIGHUP: credential not reloaded", "err", err)
-					continue
-				}
-				a.SetCredential(c)
-				log.Info("SIGHUP: agent credential reloaded", "file", path)
-			case <-ctx.Done():
-				return
+	return hup
+}
+
+// ReloadCredentialOnHUP re-reads the credential file on each SIGHUP of hup
+// (from CatchHUP; after a re-registration with a new agent_url issued
+// another) until ctx ends.
+func ReloadCredentialOnHUP(ctx context.Context, hup chan os.Signal, a *Agent, path string, log *slog.Logger) {
+	defer signal.Stop(hup)
+	for {
+		select {
+		case <-hup:
+			c, err := manager.LoadTokenFile(path)
+			if err != nil {
+				log.Error("SIGHUP: credential not reloaded", "err", err)
+				continue
 			}
+			a.SetCredential(c)
+			log.Info("SIGHUP: agent credential reloaded", "file", path)
+		case <-ctx.Done():
+			return
 		}
-	}()
+	}
 }

@@ -73,6 +73,22 @@ type episode struct {
 // Check judges a history: h in time order, nemesisEnd when the last fault
 // was healed. Pure.
 func Check(h []Event, nemesisEnd time.Duration, b Bounds) Result {
+	return CheckHosts(h, nemesisEnd, b, nil)
+}
+
+// CheckHosts is Check with bounds of their own for some hosts' pairs (a VM
+// host's); the system converges within the largest Converge of them all.
+// Pure.
+func CheckHosts(h []Event, nemesisEnd time.Duration, b Bounds, perHost map[string]Bounds) Result {
+	hostBounds := func(host string) Bounds {
+		if hb, ok := perHost[host]; ok {
+			return hb
+		}
+		return b
+	}
+	for _, hb := range perHost {
+		b.Converge = max(b.Converge, hb.Converge)
+	}
 	// Observers stamp a snapshot when it starts and record it when it
 	// ends: order by time first.
 	h = slices.Clone(h)
@@ -185,6 +201,7 @@ func Check(h []Event, nemesisEnd time.Duration, b Bounds) Result {
 				}
 				hp, hok, _ := o.agentPair(a.Host, g.Pair)
 				bp, bok, _ := o.agentPair(g.Box, g.Pair)
+				hb := hostBounds(a.Host)
 				if hok && bok && hp.Link == "up" && bp.Link == "up" {
 					delete(down, key)
 				} else {
@@ -193,11 +210,11 @@ func Check(h []Event, nemesisEnd time.Duration, b Bounds) Result {
 						ep = &episode{since: e.T}
 						down[key] = ep
 					}
-					if !ep.reported && e.T-ep.since > b.PairUp && (a.State != "degraded" || a.Degraded == "") {
+					if !ep.reported && e.T-ep.since > hb.PairUp && (a.State != "degraded" || a.Degraded == "") {
 						ep.reported = true
 						add(VPairDown, fmt.Sprintf("pair %d", g.Pair), e.T,
 							fmt.Sprintf("pair %d of %s down for %v (bound %v) and the manager answers %s", g.Pair, a.ID,
-								(e.T-ep.since).Round(time.Millisecond), b.PairUp, a.State), excerpt(h, ep.since, e.T, describe, a.ID))
+								(e.T-ep.since).Round(time.Millisecond), hb.PairUp, a.State), excerpt(h, ep.since, e.T, describe, a.ID))
 					}
 				}
 				if hok && bok && hp.Gen != bp.Gen {
@@ -206,11 +223,11 @@ func Check(h []Event, nemesisEnd time.Duration, b Bounds) Result {
 						ep = &episode{since: e.T}
 						split[key] = ep
 					}
-					if !ep.reported && e.T-ep.since > b.KeySplit {
+					if !ep.reported && e.T-ep.since > hb.KeySplit {
 						ep.reported = true
 						add(VSplitKey, fmt.Sprintf("pair %d", g.Pair), e.T,
 							fmt.Sprintf("pair %d of %s: %s runs key generation %d, %s %d, for %v (bound %v)", g.Pair, a.ID,
-								a.Host, hp.Gen, g.Box, bp.Gen, (e.T-ep.since).Round(time.Millisecond), b.KeySplit),
+								a.Host, hp.Gen, g.Box, bp.Gen, (e.T-ep.since).Round(time.Millisecond), hb.KeySplit),
 							excerpt(h, ep.since, e.T, describe, a.ID))
 					}
 				} else {

@@ -240,3 +240,31 @@ func TestSummarize(t *testing.T) {
 		t.Fatalf("summary %+v", fmt.Sprint(r.Operations, r.OperationsFailed, r.OperationsByName, r.Faults, r.FaultsByKind, r.Observations))
 	}
 }
+
+// TestCheckHostBounds: a host's own bounds (a VM host's) apply to its pairs
+// and to no other host's, and widen the system's convergence bound.
+func TestCheckHostBounds(t *testing.T) {
+	down := history(10*time.Second, func(t time.Duration) world {
+		w := healthy()
+		if t >= time.Second && t < 6*time.Second {
+			w.boxLink = "down"
+		}
+		return w
+	})
+	wide := Bounds{PairUp: 8 * time.Second, KeySplit: 8 * time.Second, Converge: 9 * time.Second}
+	// a-1 is host1's: host2's bounds do not cover it.
+	requireOnly(t, CheckHosts(down, 2*time.Second, testBounds, map[string]Bounds{"host2": wide}), VPairDown+" pair 7")
+	res := CheckHosts(down, 2*time.Second, testBounds, map[string]Bounds{"host1": wide})
+	requireOnly(t, res)
+	// Converged 6s after the nemesis stopped: past 5s, within the host's
+	// 9s.
+	late := history(10*time.Second, func(t time.Duration) world {
+		w := healthy()
+		if t < 8*time.Second {
+			w.switchVer = 4
+		}
+		return w
+	})
+	requireOnly(t, Check(late, 2*time.Second, testBounds), VNotConverged+" system")
+	requireOnly(t, CheckHosts(late, 2*time.Second, testBounds, map[string]Bounds{"host2": wide}))
+}

@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/dxpu/dxpu/internal/netns"
 )
 
 // proc is one daemon of the cluster: the dxpu binary with fixed
@@ -20,7 +22,8 @@ type proc struct {
 	name string
 	bin  string
 	args []string
-	log  string // stdout and stderr, appended across restarts
+	log  string    // stdout and stderr, appended across restarts
+	ns   *netns.NS // where it runs; nil: here
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
@@ -36,12 +39,24 @@ func (p *proc) start() error {
 	}
 	cmd := exec.Command(p.bin, p.args...)
 	cmd.Stdout, cmd.Stderr = f, f
-	if err := cmd.Start(); err != nil {
+	// Started from a thread inside its namespace, the child is born there
+	// (and the PID signalled is dxpu's own).
+	start := cmd.Start
+	if p.ns != nil {
+		start = func() error { return p.ns.Do(cmd.Start) }
+	}
+	if err := start(); err != nil {
 		f.Close()
 		return fmt.Errorf("start %s: %w", p.name, err)
 	}
 	exited := make(chan struct{})
-	go func() { cmd.Wait(); f.Close(); close(exited) }()
+	go func() {
+		// Its end in its log: a daemon that died on its own shows why.
+		err := cmd.Wait()
+		fmt.Fprintf(f, "chaos: %s (pid %d) exited: %v\n", p.name, cmd.Process.Pid, err)
+		f.Close()
+		close(exited)
+	}()
 	p.cmd, p.exited = cmd, exited
 	return nil
 }

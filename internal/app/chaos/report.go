@@ -21,9 +21,11 @@ type OpCount struct {
 
 // Report is a campaign's outcome.
 type Report struct {
-	Seed             int64
-	Duration         time.Duration
-	Bounds           Bounds
+	Seed     int64
+	Duration time.Duration
+	Bounds   Bounds
+	// HostBounds are hosts' own bounds (a VM host's), if any.
+	HostBounds       map[string]Bounds
 	Schedule         []Fault
 	Operations       int
 	OperationsFailed int
@@ -85,6 +87,14 @@ func (r Report) WriteJSON(w io.Writer) error {
 	for _, v := range vs {
 		byKind[v.Kind]++
 	}
+	var hostBounds map[string]any
+	for h, hb := range r.HostBounds {
+		if hostBounds == nil {
+			hostBounds = map[string]any{}
+		}
+		hostBounds[h] = map[string]int64{"pair_up_bound_ms": hb.PairUp.Milliseconds(),
+			"key_split_bound_ms": hb.KeySplit.Milliseconds(), "converge_bound_ms": hb.Converge.Milliseconds()}
+	}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(struct {
@@ -93,6 +103,7 @@ func (r Report) WriteJSON(w io.Writer) error {
 		PairUpBoundMS    int64              `json:"pair_up_bound_ms"`
 		KeySplitBoundMS  int64              `json:"key_split_bound_ms"`
 		ConvergeBoundMS  int64              `json:"converge_bound_ms"`
+		HostBounds       map[string]any     `json:"host_bounds,omitempty"`
 		Schedule         []Fault            `json:"schedule"`
 		Operations       int                `json:"operations"`
 		OperationsFailed int                `json:"operations_failed"`
@@ -105,7 +116,7 @@ func (r Report) WriteJSON(w io.Writer) error {
 		ViolationsByKind map[string]int     `json:"violations_by_kind"`
 		Violations       []Violation        `json:"violations"`
 	}{r.Seed, r.Duration.Milliseconds(), r.Bounds.PairUp.Milliseconds(), r.Bounds.KeySplit.Milliseconds(), r.Bounds.Converge.Milliseconds(),
-		r.Schedule, r.Operations, r.OperationsFailed, r.OperationsByName, r.Faults, r.FaultsByKind, r.Observations,
+		hostBounds, r.Schedule, r.Operations, r.OperationsFailed, r.OperationsByName, r.Faults, r.FaultsByKind, r.Observations,
 		r.Converged, r.WorstConverge.Milliseconds(), byKind, vs})
 }
 
@@ -127,6 +138,10 @@ func (r Report) WriteText(w io.Writer) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "dxpu chaos: seed %d, %v of workload and faults (bounds: pair up %v, key split %v, converge %v)\n",
 		r.Seed, r.Duration, r.Bounds.PairUp, r.Bounds.KeySplit, r.Bounds.Converge)
+	for _, h := range slices.Sorted(maps.Keys(r.HostBounds)) {
+		hb := r.HostBounds[h]
+		fmt.Fprintf(&b, "%s's own bounds (a VM host): pair up %v, key split %v, converge %v\n", h, hb.PairUp, hb.KeySplit, hb.Converge)
+	}
 	WriteSchedule(&b, r.Schedule)
 	fmt.Fprintf(&b, "operations:   %d (%d failed): %s\n", r.Operations, r.OperationsFailed,
 		counts(r.OperationsByName, func(c OpCount) string { return fmt.Sprintf("%d/%d", c.OK, c.OK+c.Failed) }))

@@ -41,8 +41,27 @@ type Options struct {
 	// that campaigns side by side do not collide; 0 picks one from the
 	// process ID.
 	Net int
-	Log *slog.Logger
+	// NetNS runs each daemon in a network namespace of its own, joined by
+	// veths to a bridge (root only; see nsNodes), instead of on loopback.
+	NetNS bool
+	// VMHost makes host2 a VM host: its agent boots a QEMU guest (--vm,
+	// TCG) whose PCIe tree the saga hot-adds GPUs into. Its pairs are
+	// held to VMBounds (a guest reboots when its agent restarts) and the
+	// clients copy through host1's pairs only (a guest's agent has no copy
+	// check; the guest's enumeration is still checked: vendor, BOOT_0).
+	VMHost bool
+	// VMBounds are host2's bounds with VMHost; zero: DefaultVMBounds.
+	VMBounds Bounds
+	// GuestTool is the static dxpu-guest for the VM host's guest; empty:
+	// the agent's default (next to Dxpu, else on PATH).
+	GuestTool string
+	Log       *slog.Logger
 }
+
+// DefaultVMBounds are a VM host's: its guest, under TCG on a loaded
+// machine, boots in tens of seconds after its agent restarts, and each
+// hot-add waits for the guest to enumerate the GPU.
+var DefaultVMBounds = Bounds{PairUp: 60 * time.Second, KeySplit: 60 * time.Second, Converge: 90 * time.Second}
 
 // DefaultBounds are the checker's bounds for daemons started as Run starts
 // them (--dead-after 1s, --degraded-after 2s, --reconcile-interval 2s).
@@ -67,6 +86,8 @@ type campaign struct {
 	boxes  map[string]pool.Box
 	hosts  map[string]pool.Host
 	agents map[string]string // agent name -> its API URL
+	fab    *nsFabric         // the namespace mode's; nil on loopback
+	http   *http.Client      // the agents' and the switch's API calls
 
 	mu      sync.Mutex
 	hist    []Event
@@ -90,6 +111,9 @@ func (c *campaign) op(name, subject string, err error) {
 	c.record(e)
 }
 
+// vmHost is the host that is a VM host with Options.VMHost.
+const vmHost = "host2"
+
 // RunTargets is what the nemesis of Run hits: every daemon, the four
 // agents' credentials and the two boxes' cables.
 func RunTargets() Targets {
@@ -111,6 +135,13 @@ func Run(ctx context.Context, o Options) (Report, error) {
 	if o.Net == 0 {
 		o.Net = 100 + os.Getpid()%100
 	}
+	var perHost map[string]Bounds
+	if o.VMHost {
+		if o.VMBounds == (Bounds{}) {
+			o.VMBounds = DefaultVMBounds
+		}
+		perHost = map[string]Bounds{vmHost: o.VMBounds}
+	}
 	c := &campaign{o: o, procs: map[string]*proc{}, cables: map[string]*cable{}, boxes: map[string]pool.Box{},
 		hosts: map[string]pool.Host{}, agents: map[string]string{}, creds: map[string]string{}}
 	c.dir = o.Dir
@@ -124,6 +155,26 @@ func Run(ctx context.Context, o Options) (Report, error) {
 	} else if err := os.MkdirAll(c.dir, 0o700); err != nil {
 		return Report{}, err
 	}
+	tr := http.DefaultTransport.(*http.Transport)
+	if o.NetNS {
+		f, err := newNSFabric(o.Net)
+		if err != nil {
+			return Report{}, err
+		}
+		c.fab, tr = f, f.transport()
+		// After the daemons are gone and the cables and connections
+		// closed: nothing then holds a namespace.
+		defer func() {
+			for _, cb := range c.cables {
+				cb.conn.Close()
+			}
+			tr.CloseIdleConnections()
+			if err := f.close(); err != nil {
+				o.Log.Warn("chaos: tearing the namespaces down", "err", err)
+			}
+		}()
+	}
+	c.http = &http.Client{Transport: tr}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer c.stopAll()
@@ -158,7 +209,11 @@ func Run(ctx context.Context, o Options) (Report, error) {
 	wlWG.Wait()
 	nemesisEnd = max(nemesisEnd, c.now())
 	c.record(Event{T: nemesisEnd, Kind: EvHeal, Name: "nemesis_stopped"})
-	deadline := time.Now().Add(o.Bounds.Converge + 2*time.Second)
+	converge := o.Bounds.Converge
+	for _, hb := range perHost {
+		converge = max(converge, hb.Converge)
+	}
+	deadline := time.Now().Add(converge + 2*time.Second)
 	for time.Now().Before(deadline) && ctx.Err() == nil {
 		c.mu.Lock()
 		last := c.lastObs
@@ -183,13 +238,29 @@ func Run(ctx context.Context, o Options) (Report, error) {
 	hist := append([]Event(nil), c.hist...)
 	c.mu.Unlock()
 	slices.SortStableFunc(hist, func(x, y Event) int { return cmp.Compare(x.T, y.T) })
-	res := Check(hist, nemesisEnd, o.Bounds)
+	res := CheckHosts(hist, nemesisEnd, o.Bounds, perHost)
 	rep := Summarize(hist, sched, res)
-	rep.Seed, rep.Duration, rep.Bounds, rep.History = o.Seed, o.Duration, o.Bounds, hist
+	rep.Seed, rep.Duration, rep.Bounds, rep.HostBounds, rep.History = o.Seed, o.Duration, o.Bounds, perHost, hist
 	return rep, nil
 }
 
-func (c *campaign) ip(host int) string { return fmt.Sprintf("127.%d.0.%d", c.o.Net, host) }
+// ip is a node's address: on loopback 127.N.0.host, in the namespace
+// mode 10.N.0.host on its eth0.
+func (c *campaign) ip(host int) string {
+	if c.fab != nil {
+		return fmt.Sprintf("10.%d.0.%d", c.o.Net, host)
+	}
+	return fmt.Sprintf("127.%d.0.%d", c.o.Net, host)
+}
+
+// inCampaign runs fn where the campaign's sockets belong: its namespace,
+// or here on loopback.
+func (c *campaign) inCampaign(fn func() error) error {
+	if c.fab != nil {
+		return c.fab.do(fn)
+	}
+	return fn()
+}
 
 func randomSecret() string {
 	var b [32]byte
@@ -199,6 +270,9 @@ func randomSecret() string {
 
 func (c *campaign) addProc(name string, args ...string) *proc {
 	p := &proc{name: name, bin: c.o.Dxpu, args: args, log: filepath.Join(c.dir, name+".log")}
+	if c.fab != nil {
+		p.ns = c.fab.nodes[name]
+	}
 	c.procs[name] = p
 	c.order = append(c.order, name)
 	return p
@@ -225,7 +299,7 @@ func (c *campaign) bringUp(ctx context.Context) error {
 			return false
 		}
 		c.ctl = ctlclient.New(c.url, strings.TrimSpace(string(tok)))
-		c.ctl.HTTP = &http.Client{Timeout: 20 * time.Second}
+		c.ctl.HTTP = &http.Client{Timeout: 20 * time.Second, Transport: c.http.Transport}
 		_, err = c.ctl.Healthz(ctx)
 		return err == nil
 	}); err != nil {
@@ -253,8 +327,8 @@ func (c *campaign) bringUp(ctx context.Context) error {
 		if err := c.writeCred(id, cred); err != nil {
 			return err
 		}
-		cb, err := newCable(cab, data, sw)
-		if err != nil {
+		var cb *cable
+		if err := c.inCampaign(func() (err error) { cb, err = newCable(cab, data, sw); return err }); err != nil {
 			return err
 		}
 		c.cables[id] = cb
@@ -280,9 +354,17 @@ func (c *campaign) bringUp(ctx context.Context) error {
 		if err := c.writeCred(id, cred); err != nil {
 			return err
 		}
-		if err := c.addProc(id, "bridge", "agent", "--role", "host", "--host-id", id, "--agent-listen", agent+":7701", "--insecure",
-			"--agent-credential-file", filepath.Join(c.dir, id+".cred"), "--listen", agent+":8855", "--switch", sw,
-			"--manager", c.url).start(); err != nil {
+		args := []string{"bridge", "agent", "--role", "host", "--host-id", id, "--agent-listen", agent + ":7701", "--insecure",
+			"--agent-credential-file", filepath.Join(c.dir, id+".cred"), "--listen", agent + ":8855", "--switch", sw,
+			"--manager", c.url}
+		if c.o.VMHost && id == vmHost {
+			// A small guest: TCG on two cores boots one in seconds.
+			args = append(args, "--vm", "--accel", "tcg", "--memory-mb", "256", "--dir", filepath.Join(c.dir, id+"-vm"))
+			if c.o.GuestTool != "" {
+				args = append(args, "--guest-tool", c.o.GuestTool)
+			}
+		}
+		if err := c.addProc(id, args...).start(); err != nil {
 			return err
 		}
 	}
@@ -304,13 +386,18 @@ func (c *campaign) writeCred(id, cred string) error {
 	return os.Rename(tmp, f)
 }
 
-// until polls cond for up to 30s (daemons starting); the error names what
-// never happened and where the logs are.
+// until polls cond for up to 30s (daemons starting; 120s with a VM host,
+// whose agent answers once its guest booted); the error names what never
+// happened and where the logs are.
 func (c *campaign) until(ctx context.Context, what string, cond func() bool) error {
-	deadline := time.Now().Add(30 * time.Second)
+	limit := 30 * time.Second
+	if c.o.VMHost {
+		limit = 120 * time.Second
+	}
+	deadline := time.Now().Add(limit)
 	for !cond() {
 		if time.Now().After(deadline) {
-			return fmt.Errorf("bringing the cluster up: %s: not after 30s (logs in %s)", what, c.dir)
+			return fmt.Errorf("bringing the cluster up: %s: not after %v (logs in %s)", what, limit, c.dir)
 		}
 		select {
 		case <-ctx.Done():
@@ -394,7 +481,7 @@ func (c *campaign) client(ctx context.Context, host string, seed int64) {
 			_, err := c.ctl.Rekey(cctx, id)
 			c.op("rekey", id, err)
 		}
-		if last != nil && last.ManagerUp {
+		if last != nil && last.ManagerUp && !(c.o.VMHost && host == vmHost) {
 			for _, a := range last.Allocations {
 				if slices.Contains(mine, a.ID) && a.State == "active" && len(a.GPUs) > 0 {
 					g := a.GPUs[r.IntN(len(a.GPUs))]
@@ -437,7 +524,7 @@ func (c *campaign) copyCheck(ctx context.Context, r *rand.Rand, a AllocObs, pair
 		return
 	}
 	req.Header.Set("Authorization", "Bearer "+cred)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := c.http.Do(req)
 	if err != nil {
 		c.op("copy", subject, err)
 		return
@@ -530,7 +617,7 @@ func (c *campaign) snapshot(ctx context.Context) *Obs {
 	}()
 	go func() {
 		defer wg.Done()
-		v, err := switchTableVersion(ctx, "http://"+c.ip(2)+":9855/metrics")
+		v, err := switchTableVersion(ctx, c.http, "http://"+c.ip(2)+":9855/metrics")
 		mu.Lock()
 		o.SwitchUp, o.SwitchTable = err == nil, v
 		mu.Unlock()
@@ -545,7 +632,7 @@ func (c *campaign) snapshot(ctx context.Context) *Obs {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ps, err := agentStatus(ctx, u, creds[name])
+			ps, err := agentStatus(ctx, c.http, u, creds[name])
 			if err == nil {
 				mu.Lock()
 				o.Agents[name] = ps
@@ -557,7 +644,7 @@ func (c *campaign) snapshot(ctx context.Context) *Obs {
 	return o
 }
 
-func get(ctx context.Context, url, cred string) (*http.Response, error) {
+func get(ctx context.Context, hc *http.Client, url, cred string) (*http.Response, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return nil, err
@@ -565,7 +652,7 @@ func get(ctx context.Context, url, cred string) (*http.Response, error) {
 	if cred != "" {
 		req.Header.Set("Authorization", "Bearer "+cred)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := hc.Do(req)
 	if err != nil {
 		return nil, err
 	}
@@ -576,8 +663,8 @@ func get(ctx context.Context, url, cred string) (*http.Response, error) {
 	return resp, nil
 }
 
-func switchTableVersion(ctx context.Context, url string) (uint64, error) {
-	resp, err := get(ctx, url, "")
+func switchTableVersion(ctx context.Context, hc *http.Client, url string) (uint64, error) {
+	resp, err := get(ctx, hc, url, "")
 	if err != nil {
 		return 0, err
 	}
@@ -592,8 +679,8 @@ func switchTableVersion(ctx context.Context, url string) (uint64, error) {
 	return 0, errors.New("no dxpu_switch_table_version in the switch's metrics")
 }
 
-func agentStatus(ctx context.Context, base, cred string) ([]PairObs, error) {
-	resp, err := get(ctx, base+"/agent/v1/status", cred)
+func agentStatus(ctx context.Context, hc *http.Client, base, cred string) ([]PairObs, error) {
+	resp, err := get(ctx, hc, base+"/agent/v1/status", cred)
 	if err != nil {
 		return nil, err
 	}
