@@ -178,7 +178,7 @@ var negatives = []negCase{
 	{rule: "TMR-1", broken: "runs a Keepalive above its DeadAfter", test: "TestMonitorRulesFail/TMR-1"},
 	{rule: "TMR-2", none: fixedNA["TMR-2"]},
 	{rule: "SEQ-1", broken: "announces ISN n+1 in its HELLO and numbers its first TLP n", want: "precedes the ISN",
-		drags: []string{"ACK-1"}, why: "the kit drops the read's completion as numbered before the ISN, so an acknowledged read is never completed",
+		drags: []string{"FRM-11", "ACK-1"}, why: "its HELLO's Seq is the ISN it uses, not the one it announces (FRM-11); the kit drops the read's completion as numbered before the ISN, so an acknowledged read is never completed (ACK-1)",
 		scenarios: []string{"exchange"},
 		setup: func() setup {
 			return faulty(func(s *faultState, b []byte) [][]byte {
@@ -746,7 +746,7 @@ func oneSessionSetup(nonce bool) setup {
 		if nonce && h.Type() == encap.MsgControl && len(h.Body()) >= encap.ControlLen && ctlSession(b) == s.cur && s.first != 0 {
 			binary.BigEndian.PutUint32(h.Body()[4:], s.first)
 		}
-		if h.Type() == encap.MsgTLP && s.first != 0 {
+		if s.first != 0 { // every frame's Seq: a HELLO's is its ISN (FRM-11)
 			h.SetSeq(h.Seq() - s.curISN + s.firstISN)
 		}
 		return [][]byte{b}

@@ -177,6 +177,7 @@ func (k *kit) handshakeEdges() error {
 		k.kaProbe = 1
 	}
 	p := k.kaProbe
+	k.kaSent[p] = true // its answer is no stray (CTL-3)
 	ka := k.control(encap.Control{Type: encap.CtlKeepalive, PeerSession: k.iut.Session, Probe: p})
 	encap.Header(ka).SetBodyLen(encap.ControlLen + 4)
 	ka = append(ka, 0xa5, 0xa5, 0xa5, 0xa5)
