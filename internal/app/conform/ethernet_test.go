@@ -64,7 +64,7 @@ func vethConns(t *testing.T) (driver.Transport, driver.Transport) {
 // Ethernet minimum) the bridge conforms too. Not parallel: see
 // TestBridgeConforms.
 func TestBridgeConformsOverEthernet(t *testing.T) {
-	rep := runAgainst(t, setup{controlled: true, conns: vethConns, padded: true})
+	rep := runConforming(t, setup{controlled: true, conns: vethConns, padded: true})
 	for _, f := range rep.Failed() {
 		t.Errorf("%s fails: %s", f.Rule, f.Reason)
 	}
