@@ -251,6 +251,11 @@
 // took before, so a replayed HELLO or RESET is refused, and a restarted
 // bridge, whose clock has moved on, is let in. (A wall clock stepped back
 // delays a restarted bridge's handshake until it passes its old numbers.)
+// Nonces under the handshake key do not rest on the clock: the seal draws
+// a random boot ID per bridge, carries it in every handshake frame (8
+// bytes after the security header: 36 bytes more than the plain frame)
+// and puts it in the nonce, so a restart under a static key with the
+// clock set back repeats none.
 // KEEPALIVE, its ACK and all data, ACK, NAK and credit frames need session
 // keys.
 //
@@ -278,13 +283,14 @@
 // Worked example: the first HELLO of a keyed host side (pair 0x123456,
 // Seed 1, GMAC so the body stays readable, the pair key of TestDocKeyedHello):
 //
-//	18 05 12 34 56 00 00 54     version 1, SEALED; CONTROL; pair; body 84 = 56 + 28
+//	18 05 12 34 56 00 00 5c     version 1, SEALED; CONTROL; pair; body 92 = 56 + 36
 //	a0 7b d7 44 00 00 00 00     Seq (the ISN), Ack 0: not up, no other fields
 //	00 00 00 00 00 00 00 00     (24 more header bytes, all 0)
 //	00 00 00 00 00 00 00 00
 //	00 00 00 00 00 00 00 00
 //	00 82 00 00                 epoch 0; GMAC under the handshake key; echo 0; generation 0
 //	00 00 00 00 00 00 00 00     packet number: the clock, 0 at now 0
+//	59 1f 55 6d c8 86 20 97     boot ID: random per start (from the Seed here)
 //	01 01 01 08 c2 34 b7 bc     HELLO, version 1, host, 8 tag bits; session 0xc234b7bc
 //	00 00 00 00 01 00 02 14     peer session unknown; window 256; max TLP 532
 //	a0 7b d7 44 00 40 00 40     ISN; PH 64, NPH 64
@@ -292,8 +298,8 @@
 //	00 00 08 00 00 00 08 00     NPD 2048, CplD 2048
 //	4c 0f e5 94 a7 a6 0f 85     key nonce
 //	2a 06 c9 3b 4d ef a2 7b
-//	c3 2a b3 f4 9a 15 12 5a     tag
-//	3b 6b 83 b1 66 3f 06 c9
+//	9e 6d f2 71 90 c2 b0 95     tag
+//	13 29 21 e4 40 26 fc 32
 //
 // # Memory
 //

@@ -52,14 +52,15 @@ func TestDocACKExample(t *testing.T) {
 
 // keyedHelloExample is the keyed HELLO of the package documentation.
 const keyedHelloExample = `
-18 05 12 34 56 00 00 54  a0 7b d7 44 00 00 00 00
+18 05 12 34 56 00 00 5c  a0 7b d7 44 00 00 00 00
 00 00 00 00 00 00 00 00  00 00 00 00 00 00 00 00
 00 00 00 00 00 00 00 00  00 82 00 00 00 00 00 00
-00 00 00 00 01 01 01 08  c2 34 b7 bc 00 00 00 00
-01 00 02 14 a0 7b d7 44  00 40 00 40 00 40 00 00
-00 00 08 00 00 00 08 00  00 00 08 00 4c 0f e5 94
-a7 a6 0f 85 2a 06 c9 3b  4d ef a2 7b c3 2a b3 f4
-9a 15 12 5a 3b 6b 83 b1  66 3f 06 c9`
+00 00 00 00 59 1f 55 6d  c8 86 20 97 01 01 01 08
+c2 34 b7 bc 00 00 00 00  01 00 02 14 a0 7b d7 44
+00 40 00 40 00 40 00 00  00 00 08 00 00 00 08 00
+00 00 08 00 4c 0f e5 94  a7 a6 0f 85 2a 06 c9 3b
+4d ef a2 7b 9e 6d f2 71  90 c2 b0 95 13 29 21 e4
+40 26 fc 32`
 
 // TestDocKeyedHello: the first HELLO of a keyed host side (pair key
 // pairKey(1): byte i is 1 xor 7i), byte for byte, and a GPU side holding

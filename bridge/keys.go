@@ -42,7 +42,11 @@ func newKeys(cfg *Config) (keyState, error) {
 	if !cfg.Keyed() {
 		return keyState{}, nil
 	}
-	ch, err := seal.New(seal.Config{PairID: cfg.PairID, Role: cfg.Role, Mode: cfg.SealMode, RekeyAfter: cfg.RekeyAfter, PreviousGrace: cfg.RekeyGrace, PreviousGraceTime: cfg.RekeyGraceTime, KeyLog: cfg.KeyLog}, cfg.KeyGeneration, cfg.Key)
+	sc := seal.Config{PairID: cfg.PairID, Role: cfg.Role, Mode: cfg.SealMode, RekeyAfter: cfg.RekeyAfter, PreviousGrace: cfg.RekeyGrace, PreviousGraceTime: cfg.RekeyGraceTime, KeyLog: cfg.KeyLog}
+	if cfg.Seed != 0 {
+		sc.Rand = seededBootID(cfg)
+	}
+	ch, err := seal.New(sc, cfg.KeyGeneration, cfg.Key)
 	if err != nil {
 		return keyState{}, fmt.Errorf("%w: Key: %w", ErrConfig, err)
 	}

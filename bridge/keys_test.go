@@ -176,3 +176,46 @@ func TestKeyedRefusesUnkeyedPeer(t *testing.T) {
 		t.Fatalf("unkeyed side took %d sealed frames (dropped %d)", c.FramesReceived, c.FramesDropped)
 	}
 }
+
+// TestRestartWithClockSetBackRepeatsNoHandshakeNonce starts a keyed host
+// side twice with the same static pair key, the wall clock set back to
+// the first start's for the second (a restart after the clock was stepped
+// back), so both number their HELLOs alike. Under GCM a nonce repeated
+// under the (static) handshake key repeats the keystream: encrypted body
+// XOR plain body (the plain frame the bridge sealed is its scratch). No
+// keystream of the second start may equal one of the first's.
+func TestRestartWithClockSetBackRepeatsNoHandshakeNonce(t *testing.T) {
+	t.Parallel()
+	wall := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	seen := map[string]bool{}
+	for start := range 2 {
+		b, err := New(keyed(Config{Role: RoleHost, PairID: 0x123456}, seal.ModeGCM)) // Seed 0: crypto/rand, as daemons
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.SetWallClock(wall)
+		buf := make([]byte, b.Config().MTU)
+		hellos := 0
+		for now := time.Duration(0); hellos < 20; now += b.Config().HelloInterval {
+			n := b.NextFrame(now, buf)
+			if n == 0 {
+				continue
+			}
+			if buf[encap.HeaderLen+1]&0x80 == 0 {
+				t.Fatalf("start %d: frame at %v is not under the handshake key", start, now)
+			}
+			hellos++
+			plainBody := b.keys.plain[encap.HeaderLen : encap.HeaderLen+encap.Header(b.keys.plain).BodyLen()]
+			ct := buf[n-seal.TagLen-len(plainBody) : n-seal.TagLen]
+			ks := make([]byte, len(ct))
+			for i := range ks {
+				ks[i] = ct[i] ^ plainBody[i]
+			}
+			k := string(ks)
+			if start == 1 && seen[k] {
+				t.Fatalf("HELLO %d of the restarted bridge (handshake packet number %x) repeats a keystream of the first start: a nonce repeated under the handshake key", hellos, buf[44:52])
+			}
+			seen[k] = true
+		}
+	}
+}

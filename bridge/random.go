@@ -1,6 +1,7 @@
 package bridge
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/binary"
 )
@@ -33,4 +34,15 @@ func (b *Bridge) randomBytes(p []byte) {
 		binary.BigEndian.PutUint32(x[:], b.random())
 		copy(p[i:], x[:])
 	}
+}
+
+// seededBootID is the seal's boot ID of a bridge with a Seed: reproducible
+// like the rest, from its own stream so that the session nonces and ISNs a
+// seed gives stay what they were. Without a Seed the seal draws it from
+// crypto/rand.
+func seededBootID(cfg *Config) *bytes.Reader {
+	z := cfg.Seed ^ 0xb0071d0000000000 ^ uint64(cfg.Role)<<48 ^ uint64(cfg.PairID)
+	z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
+	z = (z ^ z>>27) * 0x94d049bb133111eb
+	return bytes.NewReader(binary.BigEndian.AppendUint64(nil, z^z>>31))
 }

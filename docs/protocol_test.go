@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dxpu/dxpu/bridge/seal"
 	"github.com/dxpu/dxpu/internal/app/conform"
 	"github.com/dxpu/dxpu/tlp"
 	"github.com/dxpu/dxpu/tlp/encap"
@@ -99,6 +100,30 @@ func examples() (map[string][]byte, error) {
 	if err := payload("hello", &encap.Fields{Type: encap.MsgControl, PairID: 42}, hello.AppendTo(nil)); err != nil {
 		return nil, err
 	}
+	// The same HELLO on a keyed pair (key nonce 40 41 ... 4f after it),
+	// sealed under the handshake key: pair key 00 01 ... 1f, generation 1,
+	// GCM, boot ID b0 07 1d 2c 3b 4a 59 68, clock 0x0102030405 (KEY-5).
+	keyedHello := hello.AppendTo(nil)
+	for i := range 16 {
+		keyedHello = append(keyedHello, 0x40+byte(i))
+	}
+	if err := payload("keyed-hello", &encap.Fields{Type: encap.MsgControl, PairID: 42}, keyedHello); err != nil {
+		return nil, err
+	}
+	pairKey := make([]byte, seal.KeyLen)
+	for i := range pairKey {
+		pairKey[i] = byte(i)
+	}
+	boot := bytes.NewReader([]byte{0xb0, 0x07, 0x1d, 0x2c, 0x3b, 0x4a, 0x59, 0x68})
+	ch, err := seal.New(seal.Config{PairID: 42, Role: encap.RoleHost, Mode: seal.ModeGCM, Rand: boot}, 1, pairKey)
+	if err != nil {
+		return nil, fmt.Errorf("sealed-hello: %w", err)
+	}
+	sealed, err := ch.SealHandshake(nil, out["keyed-hello"], 0x0102030405)
+	if err := add("sealed-hello", sealed, err); err != nil {
+		return nil, err
+	}
+	delete(out, "keyed-hello")
 	ka := encap.Control{Type: encap.CtlKeepalive, Role: encap.RoleGPU, Probe: 3, Session: 0x01020304, PeerSession: 0x0a0b0c0d}
 	kaF := encap.Fields{Type: encap.MsgControl, Flags: encap.FlagAck | encap.FlagCredit, PairID: 42, Ack: 0x11223350, Infinite: 0x3f}
 	if err := payload("keepalive", &kaF, ka.AppendTo(nil)); err != nil {

@@ -2,7 +2,9 @@ package seal
 
 import (
 	"crypto/cipher"
+	"crypto/rand"
 	"fmt"
+	"io"
 	"slices"
 	"time"
 
@@ -44,7 +46,9 @@ type Channel struct {
 	curSince time.Duration       // now when cur became current: prev's grace time runs from it
 	nexts    [maxNexts]*rxKey    // the peer's possible next keys (see deriveNexts)
 	hsNext   uint64              // next handshake packet number (at least the caller's clock)
+	boot     [BootIDLen]byte     // this channel's boot ID, in its handshake frames and nonces
 	nonceBuf [12]byte
+	hsNonce  [HandshakeNonceLen]byte
 
 	ctr Counters
 }
@@ -83,6 +87,11 @@ func New(cfg Config, gen uint32, key []byte) (*Channel, error) {
 		return nil, err
 	}
 	c := &Channel{cfg: cfg, keys: make([]*pairKey, 0, 4)}
+	if cfg.Rand == nil {
+		rand.Read(c.boot[:]) // never fails (Go 1.24+: it crashes the program instead)
+	} else if _, err := io.ReadFull(cfg.Rand, c.boot[:]); err != nil {
+		return nil, fmt.Errorf("%w: boot ID from Rand: %w", ErrConfig, err)
+	}
 	pk, err := c.newPairKey(gen, key)
 	if err != nil {
 		return nil, err
@@ -104,10 +113,10 @@ func (c *Channel) newPairKey(gen uint32, key []byte) (*pairKey, error) {
 		return nil, fmt.Errorf("seal: handshake key generation %d: %w", gen, err)
 	}
 	c.logSecret(true, gen, prk)
-	if pk.hsTx, err = expandAEAD(prk, c.cfg.Role, c.cfg.Mode, 0); err != nil {
+	if pk.hsTx, err = expandHandshakeAEAD(prk, c.cfg.Role, c.cfg.Mode); err != nil {
 		return nil, err
 	}
-	if pk.hsRx.aead, err = expandAEAD(prk, c.cfg.peerRole(), c.cfg.Mode, 0); err != nil {
+	if pk.hsRx.aead, err = expandHandshakeAEAD(prk, c.cfg.peerRole(), c.cfg.Mode); err != nil {
 		return nil, err
 	}
 	pk.hsRx.gen = gen

@@ -2,6 +2,7 @@ package seal
 
 import (
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/dxpu/dxpu/tlp/encap"
@@ -59,6 +60,12 @@ type Config struct {
 	// (Unsealer, `dxpu pcap unseal`). It is a debugging aid that defeats
 	// the sealing of what it logs: off unless asked for.
 	KeyLog func(Secret)
+
+	// Rand is where New draws the channel's boot ID (BootIDLen bytes,
+	// carried in every handshake frame and part of its nonce); nil means
+	// crypto/rand. Tests pass a fixed reader to make handshake frames
+	// reproducible; anything else must be a cryptographic random source.
+	Rand io.Reader
 }
 
 func (c Config) withDefaults() (Config, error) {

@@ -20,34 +20,50 @@
 // 3, SEALED (byte 0: 0x08), and its body is:
 //
 //	off len field
-//	  0  40 dxpu header (tlp/encap); byte 0 bit 3 SEALED; bytes 6-7 body length = 12 + n + 16
+//	  0  40 dxpu header (tlp/encap); byte 0 bit 3 SEALED; bytes 6-7 body length = 12 + n + 16 (20 + n + 16 under the handshake key)
 //	 40   1 epoch: low 8 bits of the sender's key epoch (0 under the handshake key)
 //	 41   1 kind: bits 1:0 mode (1 AES-256-GCM, 2 AES-256-GMAC); bit 7 handshake key; bits 6:2 zero
 //	 42   1 echo: low 8 bits of the oldest epoch the sender still opens from its peer (0 under the handshake key)
 //	 43   1 generation: low 8 bits of the manager's pair key generation
 //	 44   8 packet number, big-endian: 0, 1, 2 ... per sending key; the handshake key's follows a clock
-//	 52   n the plain body encrypted (GCM) or as it was (GMAC)
-//	52+n 16 tag
+//	 52   8 under the handshake key only: the sender's boot ID (random, drawn when its channel is built)
+//	 52   n the plain body encrypted (GCM) or as it was (GMAC); under the handshake key at 60
+//	52+n 16 tag (60+n under the handshake key)
 //
-// The additional data is bytes 0-51: the header as sent (SEALED set, the
-// sealed body length) and the security header, so no field (pair ID, Seq,
-// Ack, SACK, credits, message type, epoch, packet number) can be changed;
-// in GMAC mode the plaintext is empty and the additional data runs on to
-// the end of the body. Open ignores bytes after the body (padding).
+// The additional data is bytes 0-51 (0-59 under the handshake key): the
+// header as sent (SEALED set, the sealed body length) and the security
+// header, so no field (pair ID, Seq, Ack, SACK, credits, message type,
+// epoch, packet number, boot ID) can be changed; in GMAC mode the
+// plaintext is empty and the additional data runs on to the end of the
+// body. Open ignores bytes after the body (padding).
 //
-// The 96-bit nonce is
+// The 96-bit nonce of a session frame is
 //
 //	byte 0     the sender's role (1 host side, 2 GPU side)
-//	bytes 1-3  the key epoch, low 24 bits (0 under the handshake key)
+//	bytes 1-3  the key epoch, low 24 bits
 //	bytes 4-11 the packet number, big-endian
 //
-// A nonce never repeats under one key: every key belongs to one sender
-// (the role is in its derivation), one session, one generation and one
-// epoch; its packet numbers count up from 0 and the sender stops at
-// 2 * RekeyAfter (ErrKeyExhausted; it moves to a new epoch long before,
+// and the 136-bit nonce of a handshake frame (AES-GCM hashes a nonce of
+// other than 96 bits into its first counter block; SP 800-38D allows it)
+//
+//	byte 0     the sender's role
+//	bytes 1-8  the sender's boot ID, as in bytes 52-59
+//	bytes 9-16 the packet number, big-endian
+//
+// A nonce never repeats under one key. Every session key belongs to one
+// sender (the role is in its derivation), one session, one generation
+// and one epoch; its packet numbers count up from 0 and the sender stops
+// at 2 * RekeyAfter (ErrKeyExhausted; it moves to a new epoch long before,
 // at RekeyAfter, default 2^22: AES-GCM's confidentiality limit in RFC 9001
-// is 2^23 packets per key). Handshake packet numbers are the sender's
-// clock or the last plus one, whichever is larger. Role and epoch in the
+// is 2^23 packets per key). The handshake key depends only on the pair
+// key, its generation and the sender's role, so with a static pair key it
+// is the same in every boot of a sender; its packet numbers follow the
+// sender's clock (the larger of it and the last plus one), which may be
+// set back between boots. The boot ID keeps those nonces apart: within a
+// boot the packet number strictly increases, and two boots share a nonce
+// only if they drew the same 64-bit ID (about k^2/2^65 over k boots of one
+// key), whatever the clock did. The boot ID costs no key derivation: a
+// forged handshake frame is still one AES-GCM check. Role and epoch in the
 // nonce are defence in depth.
 //
 // # Keys
@@ -77,6 +93,42 @@
 // tear a pair down. (After the receiver restarts it has no session to
 // lose; a replayed HELLO then names a stale session the handshake never
 // completes with, as the completing echo needs the receiver's fresh nonce.)
+// The clock orders handshake frames for the replay rule only; their
+// nonces are unique by the boot ID (see Wire format). A sender whose
+// clock was set back is refused by a peer that outlived it until its
+// clock passes the newest number the peer saw: a wait, never a repeated
+// nonce.
+//
+// Pair 0x123456, pair key 00 01 02 ... 1f (generation 1), AES-256-GCM,
+// the host side with boot ID b0 07 1d 2c 3b 4a 59 68 seals a HELLO at
+// clock 0x0102030405 (the body is 12 bytes here: a HELLO's first 12):
+//
+//	13 05 12 34 56 00 00 0c     version 1, ACK|CREDIT; CONTROL; pair; body 12
+//	00 00 00 00 a0 7b d7 47     Seq 0, Ack 0xa07bd747
+//	00 00 00 00 00 00 00 00
+//	00 00 00 00 00 00 00 00
+//	00 00 00 00 00 00 00 00
+//	01 01 01 00 0a 0b 0c 0d     HELLO, control version 1, host side, byte 3 0; session 0x0a0b0c0d
+//	00 00 00 00                 peer session 0
+//
+// sealed, 88 bytes:
+//
+//	1b 05 12 34 56 00 00 30     flags ACK|CREDIT|SEALED; body 48 = 20 + 12 + 16
+//	00 00 00 00 a0 7b d7 47
+//	00 00 00 00 00 00 00 00
+//	00 00 00 00 00 00 00 00
+//	00 00 00 00 00 00 00 00
+//	00 81 00 01                 epoch 0; GCM, handshake key; echo 0; generation 1
+//	00 00 00 01 02 03 04 05     packet number: the clock
+//	b0 07 1d 2c 3b 4a 59 68     boot ID
+//	f2 96 a4 4b 48 d5 03 2a     the 12-byte body, encrypted
+//	8e 96 50 b2
+//	69 27 38 c3 8b 90 46 71     tag
+//	1f 09 b2 d3 de 11 4a ec
+//
+// Its key is Expand(handshake PRK, "dxpu-seal-v1 key" 01 01 00000000, 32)
+// and its nonce 01 b0071d2c3b4a5968 0000000102030405. TestDocExample
+// checks both blocks too.
 //
 // # Replay window
 //
@@ -166,8 +218,9 @@
 //
 //   - Seals at the frame boundary: the frame builder (NextFrame) writes the
 //     plain frame into a scratch buffer and Seals it into the caller's
-//     buffer (which must have Overhead bytes more room; the MTU budget of
-//     TLP frames shrinks by Overhead). HELLO, HELLO-ACK and RESET go
+//     buffer (which must have Overhead bytes more room, HandshakeOverhead
+//     for a handshake frame; the MTU budget of TLP frames shrinks by
+//     Overhead, and HELLOs are far below it). HELLO, HELLO-ACK and RESET go
 //     through SealHandshake with the driver's wall clock (the sans-I/O
 //     bridge's time is relative, so the driver passes an absolute clock in
 //     or the bridge keeps an offset), everything else through Seal.

@@ -88,3 +88,32 @@ func TestDocExample(t *testing.T) {
 		t.Fatalf("the example does not open: %v", err)
 	}
 }
+
+// TestDocHandshakeExample checks the package doc's sealed HELLO (boot ID,
+// 20-byte security header, 17-byte nonce) byte for byte against
+// SealHandshake, and that the peer opens it.
+func TestDocHandshakeExample(t *testing.T) {
+	t.Parallel()
+	hello := helloFrame(encap.CtlHello)
+	if want := docHex(t, "seals a HELLO at"); !bytes.Equal(hello, want) {
+		t.Fatalf("plain HELLO:\n got % x\nwant % x (doc.go)", hello, want)
+	}
+	host, err := seal.New(seal.Config{PairID: testPair, Role: encap.RoleHost, Mode: seal.ModeGCM, Rand: bootRand()}, 1, testKey(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sealed, err := host.SealHandshake(nil, hello, 0x0102030405)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := docHex(t, "sealed, 88 bytes"); !bytes.Equal(sealed, want) {
+		t.Fatalf("sealed HELLO:\n got % x\nwant % x (doc.go)", sealed, want)
+	}
+	gpu, err := seal.New(seal.Config{PairID: testPair, Role: encap.RoleGPU, Mode: seal.ModeGCM}, 1, testKey(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := gpu.OpenFrame(sealed); err != nil || !bytes.Equal(got, hello) {
+		t.Fatalf("the example does not open: %v", err)
+	}
+}

@@ -57,6 +57,16 @@ func appendPairGen(b []byte, pairID, gen uint32) []byte {
 // HKDF-Expand(prk, label | role | mode | epoch, 32), and builds its AEAD.
 // Each direction, mode and epoch thus has its own key.
 func expandAEAD(prk []byte, role encap.Role, mode Mode, epoch uint32) (cipher.AEAD, error) {
+	return expandAEADNonce(prk, role, mode, epoch, 12)
+}
+
+// expandHandshakeAEAD is the handshake key of a sender role (epoch 0 of
+// the handshake PRK) with its 17-byte nonce (handshakeNonce).
+func expandHandshakeAEAD(prk []byte, role encap.Role, mode Mode) (cipher.AEAD, error) {
+	return expandAEADNonce(prk, role, mode, 0, HandshakeNonceLen)
+}
+
+func expandAEADNonce(prk []byte, role encap.Role, mode Mode, epoch uint32, nonceLen int) (cipher.AEAD, error) {
 	var info [len(labelKey) + 6]byte
 	n := copy(info[:], labelKey)
 	info[n], info[n+1] = byte(role), byte(mode)
@@ -70,7 +80,12 @@ func expandAEAD(prk []byte, role encap.Role, mode Mode, epoch uint32) (cipher.AE
 	if err != nil {
 		return nil, fmt.Errorf("seal: AES key: %w", err)
 	}
-	aead, err := cipher.NewGCM(blk)
+	var aead cipher.AEAD
+	if nonceLen == 12 {
+		aead, err = cipher.NewGCM(blk)
+	} else {
+		aead, err = cipher.NewGCMWithNonceSize(blk, nonceLen)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("seal: GCM: %w", err)
 	}

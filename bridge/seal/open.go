@@ -15,7 +15,8 @@ import (
 //
 // Checks, in order, each failure a *FrameError: header present (ErrShort),
 // version 1 (ErrVersion), SEALED set (ErrNotSealed), body length at least
-// Overhead (ErrShort) and within the frame (ErrBodyLength), the pair's mode
+// Overhead (ErrShort; HandshakeOverhead under the handshake key) and
+// within the frame (ErrBodyLength), the pair's mode
 // and reserved bits clear (ErrMode, ErrReserved), session keys for session
 // frames (ErrNoSession), a key for the epoch and generation
 // (ErrUnknownEpoch), a packet number not seen and not left of the window
@@ -31,7 +32,12 @@ func (c *Channel) Open(frame []byte) ([]byte, error) {
 	end := encap.HeaderLen + sealedLen
 	var k *rxKey
 	role := c.cfg.peerRole()
-	if kind&kindHandshake != 0 {
+	hs := kind&kindHandshake != 0
+	if hs {
+		if sealedLen < HandshakeOverhead {
+			c.ctr.Malformed++
+			return nil, ferr(6, "dxpu.body_length", ErrShort, "sealed handshake body of %d bytes, the security header with boot ID and tag alone are %d", sealedLen, HandshakeOverhead)
+		}
 		if frame[offEpoch] != 0 || frame[offEcho] != 0 {
 			c.ctr.Malformed++
 			return nil, ferr(offEpoch, "seal.epoch/echo", ErrReserved, "handshake frame with epoch %d echo %d", frame[offEpoch], frame[offEcho])
@@ -51,7 +57,7 @@ func (c *Channel) Open(frame []byte) ([]byte, error) {
 		// No key of the frame's generation at all (rather than an epoch
 		// this side has not derived): the peer holds another pair key.
 		// Counted, not logged here: the owner reports it (rate-limited).
-		if kind&kindHandshake != 0 || c.keyFor(frame[offGen]) == nil {
+		if hs || c.keyFor(frame[offGen]) == nil {
 			c.ctr.UnknownGeneration++
 			c.ctr.LastUnknownGeneration = frame[offGen]
 		}
@@ -59,26 +65,34 @@ func (c *Channel) Open(frame []byte) ([]byte, error) {
 	}
 	// Handshake packet numbers come from the sender's clock and must grow:
 	// a HELLO or RESET numbered below the newest is old, seen or not.
-	if !k.win.fresh(pn) || (kind&kindHandshake != 0 && k.win.any && pn <= k.win.newest) {
+	if !k.win.fresh(pn) || (hs && k.win.any && pn <= k.win.newest) {
 		c.ctr.Replayed++
 		return nil, errReplayFrame
 	}
-	nonce(&c.nonceBuf, role, k.epoch, pn)
+	// A handshake frame's nonce holds the sender's boot ID, from its
+	// security header (authenticated as additional data like the rest).
+	nonce, ad, bodyAt := c.nonceBuf[:], adLen, offBody
+	if hs {
+		handshakeNonce(&c.hsNonce, role, frame[offBoot:offHSBody], pn)
+		nonce, ad, bodyAt = c.hsNonce[:], adLenHS, offHSBody
+	} else {
+		sessionNonce(&c.nonceBuf, role, k.epoch, pn)
+	}
 	var body []byte
 	if c.cfg.Mode == ModeGMAC {
-		if _, err := k.aead.Open(nil, c.nonceBuf[:], frame[end-TagLen:end], frame[:end-TagLen]); err != nil {
+		if _, err := k.aead.Open(nil, nonce, frame[end-TagLen:end], frame[:end-TagLen]); err != nil {
 			c.ctr.AuthFailed++
 			return nil, errAuthFrame
 		}
-		body = frame[offBody : end-TagLen]
+		body = frame[bodyAt : end-TagLen]
 	} else {
-		ct := frame[offBody:end]
-		if body, err = k.aead.Open(ct[:0], c.nonceBuf[:], ct, frame[:adLen]); err != nil {
+		ct := frame[bodyAt:end]
+		if body, err = k.aead.Open(ct[:0], nonce, ct, frame[:ad]); err != nil {
 			c.ctr.AuthFailed++
 			return nil, errAuthFrame
 		}
 	}
-	if kind&kindHandshake != 0 {
+	if hs {
 		// Only this package's SealHandshake writes the handshake key, and
 		// it refuses other messages: the peer is not running it.
 		if err := handshakeBody(frame, body); err != nil {
@@ -166,13 +180,13 @@ func handshakeBody(frame, body []byte) error {
 		return ferr(1, "dxpu.type", ErrHandshakeType, "%v frame", h.Type())
 	}
 	if len(body) < 1 {
-		return ferr(offBody, "control.type", ErrHandshakeType, "empty control body")
+		return ferr(offHSBody, "control.type", ErrHandshakeType, "empty control body")
 	}
 	switch t := encap.ControlType(body[0]); t {
 	case encap.CtlHello, encap.CtlHelloAck, encap.CtlReset:
 		return nil
 	default:
-		return ferr(offBody, "control.type", ErrHandshakeType, "%v", t)
+		return ferr(offHSBody, "control.type", ErrHandshakeType, "%v", t)
 	}
 }
 

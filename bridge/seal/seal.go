@@ -35,7 +35,7 @@ func (c *Channel) Seal(dst, frame []byte) ([]byte, error) {
 	pn := c.tx.sent
 	c.tx.sent++
 	c.ctr.Sealed++
-	nonce(&c.nonceBuf, c.cfg.Role, c.tx.epoch, pn)
+	sessionNonce(&c.nonceBuf, c.cfg.Role, c.tx.epoch, pn)
 	return c.sealWith(dst, frame, n, byte(c.tx.epoch), 0, c.echo(), byte(c.tx.gen), pn, c.tx.aead), nil
 }
 
@@ -44,12 +44,19 @@ func (c *Channel) Seal(dst, frame []byte) ([]byte, error) {
 // in nanoseconds (any scale that only grows, also across restarts of this
 // side): the packet number is the larger of it and the last one plus one,
 // so a restarted sender still numbers above everything it sent before and
-// the peer's replay window rejects old HELLOs and RESETs.
+// the peer's replay window rejects old HELLOs and RESETs. The nonce does
+// not rely on the clock: it holds the channel's random boot ID, which the
+// frame carries (HandshakeOverhead bytes more than the plain frame), so a
+// clock set back between two boots repeats no nonce under a static key.
 func (c *Channel) SealHandshake(dst, frame []byte, clock uint64) ([]byte, error) {
 	n, err := checkPlain(frame)
 	if err != nil {
 		c.ctr.Malformed++
 		return dst, err
+	}
+	if n > 0xffff-HandshakeOverhead {
+		c.ctr.Malformed++
+		return dst, ferr(6, "dxpu.body_length", ErrTooLong, "%d body bytes + %d overhead > 65535", n, HandshakeOverhead)
 	}
 	if err := handshakeAllowed(frame, n); err != nil {
 		c.ctr.HandshakeRefused++
@@ -62,9 +69,13 @@ func (c *Channel) SealHandshake(dst, frame []byte, clock uint64) ([]byte, error)
 	}
 	c.hsNext = pn + 1
 	c.ctr.SealedHandshake++
-	nonce(&c.nonceBuf, c.cfg.Role, 0, pn)
+	handshakeNonce(&c.hsNonce, c.cfg.Role, c.boot[:], pn)
 	return c.sealWith(dst, frame, n, 0, kindHandshake, 0, byte(c.active.gen), pn, c.active.hsTx), nil
 }
+
+// BootID returns the random ID this channel carries in its handshake
+// frames (and their nonces): drawn once, in New.
+func (c *Channel) BootID() [BootIDLen]byte { return c.boot }
 
 // echo is what this side tells the peer about its receive keys: the
 // oldest epoch it still opens. The peer moves on only when that is its
@@ -101,26 +112,34 @@ func (c *Channel) maybeRekey() error {
 }
 
 // sealWith writes header, security header, body and tag after dst; the
-// nonce is in c.nonceBuf.
+// nonce is in c.nonceBuf, or for the handshake key (kind) in c.hsNonce,
+// and a handshake frame's security header ends with the boot ID.
 func (c *Channel) sealWith(dst, frame []byte, n int, epoch, kind, echo, gen byte, pn uint64, aead cipher.AEAD) []byte {
+	ad, over, nonce := adLen, Overhead, c.nonceBuf[:]
+	if kind&kindHandshake != 0 {
+		ad, over, nonce = adLenHS, HandshakeOverhead, c.hsNonce[:]
+	}
 	start := len(dst)
-	dst = slices.Grow(dst, adLen+n+TagLen)
-	dst = dst[:start+adLen]
+	dst = slices.Grow(dst, ad+n+TagLen)
+	dst = dst[:start+ad]
 	hdr := dst[start:]
 	copy(hdr, frame[:encap.HeaderLen])
 	hdr[0] |= FlagSealed
-	binary.BigEndian.PutUint16(hdr[6:], uint16(n+Overhead))
+	binary.BigEndian.PutUint16(hdr[6:], uint16(n+over))
 	hdr[offEpoch] = epoch
 	hdr[offKind] = kind | byte(c.cfg.Mode)
 	hdr[offEcho] = echo
 	hdr[offGen] = gen
 	binary.BigEndian.PutUint64(hdr[offPN:], pn)
+	if ad == adLenHS {
+		copy(hdr[offBoot:], c.boot[:])
+	}
 	body := frame[encap.HeaderLen : encap.HeaderLen+n]
 	if c.cfg.Mode == ModeGMAC {
 		dst = append(dst, body...)
-		return aead.Seal(dst, c.nonceBuf[:], nil, dst[start:])
+		return aead.Seal(dst, nonce, nil, dst[start:])
 	}
-	return aead.Seal(dst, c.nonceBuf[:], body, dst[start:start+adLen])
+	return aead.Seal(dst, nonce, body, dst[start:start+ad])
 }
 
 // checkPlain validates a plain frame for sealing and returns its body

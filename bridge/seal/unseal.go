@@ -30,6 +30,7 @@ type Unsealer struct {
 	aeads   map[unsealKey]cipher.AEAD
 	epochs  map[unsealKey]uint32 // last full epoch opened per secret and role (epoch field unused)
 	nb      [12]byte
+	hnb     [HandshakeNonceLen]byte
 	buf     []byte
 }
 
@@ -72,6 +73,9 @@ func (u *Unsealer) Unseal(dst, frame []byte) ([]byte, Opened, error) {
 	mode := Mode(kind & kindModeMask)
 	pn := binary.BigEndian.Uint64(frame[offPN:])
 	end := encap.HeaderLen + n
+	if hs && n < HandshakeOverhead {
+		return dst, Opened{}, ferr(6, "dxpu.body_length", ErrShort, "sealed handshake body of %d bytes, the security header with boot ID and tag alone are %d", n, HandshakeOverhead)
+	}
 	candidates := false
 	for i := range u.secrets {
 		s := &u.secrets[i]
@@ -88,15 +92,21 @@ func (u *Unsealer) Unseal(dst, frame []byte) ([]byte, Opened, error) {
 			if err != nil {
 				return dst, Opened{}, err
 			}
-			nonce(&u.nb, role, epoch, pn)
+			nb, ad, bodyAt := u.nb[:], adLen, offBody
+			if hs {
+				handshakeNonce(&u.hnb, role, frame[offBoot:offHSBody], pn)
+				nb, ad, bodyAt = u.hnb[:], adLenHS, offHSBody
+			} else {
+				sessionNonce(&u.nb, role, epoch, pn)
+			}
 			var body []byte
 			if mode == ModeGMAC {
-				if _, err := aead.Open(nil, u.nb[:], frame[end-TagLen:end], frame[:end-TagLen]); err != nil {
+				if _, err := aead.Open(nil, nb, frame[end-TagLen:end], frame[:end-TagLen]); err != nil {
 					continue
 				}
-				body = frame[offBody : end-TagLen]
+				body = frame[bodyAt : end-TagLen]
 			} else {
-				body, err = aead.Open(u.buf[:0], u.nb[:], frame[offBody:end], frame[:adLen])
+				body, err = aead.Open(u.buf[:0], nb, frame[bodyAt:end], frame[:ad])
 				if err != nil {
 					continue
 				}
@@ -140,7 +150,13 @@ func (u *Unsealer) aead(i int, role encap.Role, mode Mode, epoch uint32) (cipher
 	if a, ok := u.aeads[k]; ok {
 		return a, nil
 	}
-	a, err := expandAEAD(u.secrets[i].PRK, role, mode, epoch)
+	var a cipher.AEAD
+	var err error
+	if u.secrets[i].Handshake {
+		a, err = expandHandshakeAEAD(u.secrets[i].PRK, role, mode)
+	} else {
+		a, err = expandAEAD(u.secrets[i].PRK, role, mode, epoch)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -18,16 +18,34 @@ const (
 	Overhead     = SecHeaderLen + TagLen          // bytes a sealed body adds to the plaintext body
 	MaxBody      = 0xffff - Overhead              // largest plaintext body that can be sealed
 	adLen        = encap.HeaderLen + SecHeaderLen // additional data: dxpu header + security header
+
+	// BootIDLen is the sender's boot ID, which a handshake frame's
+	// security header carries after the packet number: 8 random bytes a
+	// Channel draws when it is built, so that no two boots of a sender
+	// share a handshake nonce whatever its clock does.
+	BootIDLen = 8
+	// HandshakeSecHeaderLen is the security header of a frame under the
+	// handshake key: the 12 bytes of every sealed frame and the boot ID.
+	HandshakeSecHeaderLen = SecHeaderLen + BootIDLen
+	// HandshakeOverhead is what sealing adds to a handshake frame's body.
+	HandshakeOverhead = HandshakeSecHeaderLen + TagLen
+	// HandshakeNonceLen is the AES-GCM nonce under the handshake key: the
+	// sender's role, its boot ID and the packet number (17 bytes; GCM
+	// hashes a nonce of other than 12 bytes into its first counter block).
+	HandshakeNonceLen = 1 + BootIDLen + 8
+	adLenHS           = encap.HeaderLen + HandshakeSecHeaderLen
 )
 
 // Offsets from the start of the dxpu header.
 const (
-	offEpoch = encap.HeaderLen + 0 // key epoch, low 8 bits
-	offKind  = encap.HeaderLen + 1 // mode (bits 1:0), handshake key (bit 7)
-	offEcho  = encap.HeaderLen + 2 // low 8 bits of the newest epoch the sender authenticated from us
-	offGen   = encap.HeaderLen + 3 // pair key generation, low 8 bits
-	offPN    = encap.HeaderLen + 4 // 64-bit packet number, big-endian
-	offBody  = encap.HeaderLen + SecHeaderLen
+	offEpoch  = encap.HeaderLen + 0 // key epoch, low 8 bits
+	offKind   = encap.HeaderLen + 1 // mode (bits 1:0), handshake key (bit 7)
+	offEcho   = encap.HeaderLen + 2 // low 8 bits of the newest epoch the sender authenticated from us
+	offGen    = encap.HeaderLen + 3 // pair key generation, low 8 bits
+	offPN     = encap.HeaderLen + 4 // 64-bit packet number, big-endian
+	offBody   = encap.HeaderLen + SecHeaderLen
+	offBoot   = encap.HeaderLen + SecHeaderLen // handshake frames: the sender's boot ID
+	offHSBody = offBoot + BootIDLen            // handshake frames: the body
 )
 
 // Bits of the kind byte (offset 41).
@@ -62,10 +80,22 @@ func (m Mode) String() string {
 	return fmt.Sprintf("Mode(%d)", uint8(m))
 }
 
-// nonce builds the 96-bit AES-GCM nonce of a frame: the sender's role, the
-// epoch's low 24 bits, the packet number.
-func nonce(n *[12]byte, role encap.Role, epoch uint32, pn uint64) {
+// sessionNonce builds the 96-bit AES-GCM nonce of a session frame: the
+// sender's role, the epoch's low 24 bits, the packet number.
+func sessionNonce(n *[12]byte, role encap.Role, epoch uint32, pn uint64) {
 	n[0] = byte(role)
 	n[1], n[2], n[3] = byte(epoch>>16), byte(epoch>>8), byte(epoch)
 	binary.BigEndian.PutUint64(n[4:], pn)
+}
+
+// handshakeNonce builds the nonce of a frame under the handshake key: the
+// sender's role, its boot ID, the packet number. Packet numbers strictly
+// increase within one boot and boots differ in their random IDs, so the
+// nonce never repeats under the handshake key, which a static pair key
+// keeps the same across restarts, even when the wall clock the packet
+// numbers follow was set back in between.
+func handshakeNonce(n *[HandshakeNonceLen]byte, role encap.Role, boot []byte, pn uint64) {
+	n[0] = byte(role)
+	copy(n[1:1+BootIDLen], boot)
+	binary.BigEndian.PutUint64(n[1+BootIDLen:], pn)
 }

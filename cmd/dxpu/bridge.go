@@ -18,7 +18,7 @@ func newBridgeCmd(e *env) *cobra.Command {
 	var o bridged.Options
 	var keyLog string
 	cmd := &cobra.Command{
-		Use:   "bridge --role host|gpu --pair N --listen UDPADDR --peer UDPADDR --pcie nettlp:LOCAL:REMOTE[:DMAREMOTE]|emu-gpu|memory",
+		Use:   "bridge --role host|gpu --pair N (--listen UDPADDR --peer UDPADDR | --ether IFACE:MAC) --pcie nettlp:LOCAL:REMOTE[:DMAREMOTE]|emu-gpu|memory",
 		Short: "Run one dxpu bridge (host or GPU side of a pair) over UDP, with a NetTLP or emulated PCIe side",
 		Long: `bridge runs one side of a host-GPU pair: the dxpu bridge state machine
 (reliable delivery, credits, tags, ordering) exchanging frames with its peer
@@ -80,6 +80,7 @@ Example, a NetTLP host (libtlp on 127.0.0.1) and an emulated GPU:
 	f.Uint32Var(&o.Pair, "pair", 1, "pair ID (24 bits), the same on both sides")
 	f.StringVar(&fl.Listen, "listen", "", "UDP address for frames from the peer (IP:PORT)")
 	f.StringVar(&fl.Peer, "peer", "", "the peer bridge's UDP address (IP:PORT)")
+	f.StringVar(&fl.Ether, "ether", "", "raw Ethernet instead of UDP: IFACE:MAC, the peer's MAC on IFACE (EtherType 0x88b5, needs CAP_NET_RAW)")
 	f.StringVar(&fl.PCIe, "pcie", "", "PCIe side: nettlp:LOCAL:REMOTE[:DMAREMOTE] (host), emu-gpu or memory (gpu)")
 	f.StringVar(&o.Metrics, "metrics", "", "serve Prometheus metrics on this TCP address (empty: off)")
 	f.DurationVar(&o.Keepalive, "keepalive", 50*time.Millisecond, "longest silence while up")

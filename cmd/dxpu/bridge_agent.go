@@ -75,7 +75,7 @@ holds no manager token or agent credential, but opens the frames it covers.`,
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			return exitFor(bridgeagent.Run(ctx, o, func(a *bridgeagent.Agent, _ net.Addr) {
-				go bridgeagent.ReloadCredentialOnHUP(ctx, a, fl.CredentialFile, e.log)
+				bridgeagent.ReloadCredentialOnHUP(ctx, a, fl.CredentialFile, e.log)
 			}), 1)
 		},
 	}

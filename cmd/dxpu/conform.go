@@ -5,9 +5,13 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
+	"github.com/dxpu/dxpu/bridge/seal"
+	"github.com/dxpu/dxpu/internal/app/bridged"
 	"github.com/dxpu/dxpu/internal/app/bytesize"
 	"github.com/dxpu/dxpu/internal/app/conform"
 	"github.com/dxpu/dxpu/tlp/encap"
@@ -21,6 +25,7 @@ func newConformCmd(e *env) *cobra.Command {
 		asJSON   bool
 		pair     uint32
 		doorbell string
+		keys     conformKeyFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "conform",
@@ -47,14 +52,26 @@ and data are random per run; --seed repeats a run's (the report names it).
 
 Exit status: 0 when no rule failed, 1 when one did, 2 on bad flags, on
 settings that do not match the implementation's, or when the kit itself
-could not run.`,
+could not run.
+
+A keyed pair (--key-file, --key-generation, --seal-mode: the same as the
+implementation's, as for dxpu bridge) is sealed with bridge/seal, the
+reference: the kit judges KEY-2..KEY-8 (sealing, key nonces, the handshake
+key, the replay window's edges, rekeying and its echo, the previous key's
+grace) by what the implementation answers. --next-key-file gives a newer
+generation the implementation holds installed but not active, for judging a
+key change (KEY-8); --rekey-after and --rekey-grace-time its rekey settings.`,
 		Example: `  dxpu conform --peer udp:192.0.2.7:8855 --role gpu --local 0.0.0.0:8855
   dxpu conform --peer udp:127.0.0.1:7001 --local 127.0.0.1:7002 --role gpu --addr 0x2000000000 \
       --keepalive 50ms --dead-after 1s --completion-timeout 250ms --max-rto 200ms   # dxpu bridge's defaults
-  dxpu conform --peer eth:eth1:02:00:00:00:00:07 --role host --json`,
+  dxpu conform --peer eth:eth1:02:00:00:00:00:07 --role host --json
+  dxpu conform --peer udp:192.0.2.7:8855 --role gpu --key-file pair1.key --seal-mode gmac`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var ok bool
+			var (
+				ok  bool
+				err error
+			)
 			if o.Role, ok = encap.ParseRole(role); !ok {
 				return exitCodeError{2, fmt.Errorf("--role %q: want host or gpu (the implementation under test's role)", role)}
 			}
@@ -68,6 +85,9 @@ could not run.`,
 					return exitCodeError{2, err}
 				}
 				o.Doorbell = &db
+			}
+			if o.Keys, err = keys.load(); err != nil {
+				return exitCodeError{2, err}
 			}
 			o.Logger = e.log
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
@@ -107,7 +127,60 @@ could not run.`,
 	f.Uint64Var(&o.Seed, "seed", 0, "seed of the kit's nonces, ISNs and data (0: random; the report names it)")
 	f.DurationVar(&o.Timers.Slack, "slack", 0, "added to every real-time bound the kit judges (default 5ms)")
 	f.BoolVar(&asJSON, "json", false, "print the report as JSON")
+	keys.register(f)
 	_ = cmd.MarkFlagRequired("peer")
 	_ = cmd.MarkFlagRequired("role")
 	return cmd
+}
+
+// conformKeyFlags are the kit's key flags, named as dxpu bridge's.
+type conformKeyFlags struct {
+	file, nextFile, mode string
+	gen, nextGen         uint32
+	rekeyAfter           uint64
+	graceTime            time.Duration
+}
+
+func (k *conformKeyFlags) register(f *pflag.FlagSet) {
+	f.StringVar(&k.file, "key-file", "", "the pair key the implementation holds: 32 raw bytes or 64 hex digits, mode 0600 (empty: the pair is unkeyed)")
+	f.Uint32Var(&k.gen, "key-generation", 1, "generation number of --key-file's key")
+	f.StringVar(&k.mode, "seal-mode", "gcm", "gcm or gmac, as the implementation seals")
+	f.StringVar(&k.nextFile, "next-key-file", "", "a newer pair key the implementation holds installed, not active (judges a key change, KEY-8)")
+	f.Uint32Var(&k.nextGen, "next-key-generation", 0, "generation number of --next-key-file's key (default --key-generation + 1)")
+	f.Uint64Var(&k.rekeyAfter, "rekey-after", 0, "the implementation's frames per key before it rekeys (default 2^22)")
+	f.DurationVar(&k.graceTime, "rekey-grace-time", 0, "the implementation's longest grace for a previous receive key (default 1s)")
+}
+
+func (k *conformKeyFlags) load() (conform.Keys, error) {
+	if k.file == "" {
+		if k.nextFile != "" {
+			return conform.Keys{}, fmt.Errorf("--next-key-file without --key-file")
+		}
+		return conform.Keys{}, nil
+	}
+	key, err := bridged.LoadKeyFile(k.file)
+	if err != nil {
+		return conform.Keys{}, fmt.Errorf("--key-file: %w", err)
+	}
+	mode, err := seal.ParseMode(k.mode)
+	if err != nil {
+		return conform.Keys{}, fmt.Errorf("--seal-mode: %w", err)
+	}
+	if k.gen == 0 {
+		return conform.Keys{}, fmt.Errorf("--key-generation 0: generations start at 1")
+	}
+	out := conform.Keys{Key: key, Generation: k.gen, Mode: mode, RekeyAfter: k.rekeyAfter, GraceTime: k.graceTime}
+	if k.nextFile != "" {
+		if out.NextKey, err = bridged.LoadKeyFile(k.nextFile); err != nil {
+			return conform.Keys{}, fmt.Errorf("--next-key-file: %w", err)
+		}
+		out.NextGeneration = k.nextGen
+		if out.NextGeneration == 0 {
+			out.NextGeneration = k.gen + 1
+		}
+		if out.NextGeneration <= k.gen {
+			return conform.Keys{}, fmt.Errorf("--next-key-generation %d: want above --key-generation %d", out.NextGeneration, k.gen)
+		}
+	}
+	return out, nil
 }

@@ -13,6 +13,8 @@ func TestConformFlags(t *testing.T) {
 		{"conform", "--peer", "udp:127.0.0.1:1", "--role", "switch"},
 		{"conform", "--peer", "udp:127.0.0.1:1", "--role", "gpu", "--pair", "0"},
 		{"conform", "--peer", "tcp:127.0.0.1:1", "--role", "gpu", "--local", "127.0.0.1:0"},
+		{"conform", "--peer", "udp:127.0.0.1:1", "--role", "gpu", "--key-file", "/nonexistent/pair.key"},
+		{"conform", "--peer", "udp:127.0.0.1:1", "--role", "gpu", "--next-key-file", "/nonexistent/next.key"},
 	} {
 		_, _, err := runDxpu(t, "", args...)
 		var ec exitCodeError

@@ -807,6 +807,7 @@ var exampleMarkers = map[string]string{
 	"dxpu chaos":         "<!-- check: campaigns of six daemons for 30 s and more; TestChaosCampaign runs one -->",
 	"dxpu bench manager": "<!-- check: 10 s benchmarks of 10,000 GPUs each, and an etcd cluster of the user's; its package's tests run it small -->",
 	"dxpu vm run":        "<!-- run: qemu, loopback -->",
+	"dxpu bench scale":   "<!-- check: dozens of bridge processes for minutes, or root; TestBenchScaleProcess runs it small -->",
 }
 
 // commandExamples returns every command of the tree with an Example, by

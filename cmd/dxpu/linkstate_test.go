@@ -215,3 +215,111 @@ func TestBoxAgentReportsDegraded(t *testing.T) {
 	t.Logf("host agent: surprise removal seen %v, re-plug seen %v", strings.Contains(hostLog.String(), "how=surprise"),
 		strings.Contains(hostLog.String(), "gpu back on the host after link up"))
 }
+
+// TestBoxAgentUnreachableReportedNotRemoved runs a manager
+// (--reconcile-interval 200ms, --unreachable-after 300ms), a box's agent
+// and a host's agent, each a process. With a GPU lent, the box's agent is
+// killed: past the bound the manager reports box0 unreachable (its box,
+// its GPU, the allocation degraded with the reason naming the box), and
+// the GPU stays lent and healthy: no control-plane action removes it. The
+// agent started again, the box answers (reachable again), reconciliation
+// restores its end of the pair and the allocation is active with its GPU.
+func TestBoxAgentUnreachableReportedNotRemoved(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs three daemons")
+	}
+	dir := t.TempDir()
+	admin, err := manager.CreateTokenFile(filepath.Join(dir, "admin.tok"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tcp, udp := freePorts(t, "tcp", 3), freePorts(t, "udp", 2)
+	mgr := fmt.Sprintf("http://127.0.0.1:%d", tcp[0])
+	_, mgrLog := daemon(t, "manager", "--listen", fmt.Sprintf("127.0.0.1:%d", tcp[0]), "--store", filepath.Join(dir, "m.db"),
+		"--token-file", filepath.Join(dir, "admin.tok"), "--allow-insecure-agents", "--reconcile-interval", "200ms",
+		"--unreachable-after", "300ms")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c := ctlclient.New(mgr, admin)
+	waitfor.Until(t, "the manager serving", func() bool { _, err := c.Hosts(ctx); return err == nil })
+
+	box := pool.Box{ID: "box0", AgentURL: fmt.Sprintf("http://127.0.0.1:%d", tcp[1]),
+		Bridge: pool.Endpoint{SwitchPort: "p-box0", MAC: "02:00:00:00:01:00", IP: "127.0.0.1", UDPPort: udp[0]},
+		GPUs:   []pool.GPU{{ID: "box0-g0", Model: "H100", MemoryMiB: 81920, BDF: "0000:18:00.0"}}}
+	_, boxCred, err := c.RegisterBoxAgent(ctx, box)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, hostCred, err := c.RegisterHostAgent(ctx, pool.Host{ID: "h1", Ports: 32, AgentURL: fmt.Sprintf("http://127.0.0.1:%d", tcp[2]),
+		Bridge: pool.Endpoint{SwitchPort: "p-h1", MAC: "02:00:00:00:02:01", IP: "127.0.0.1", UDPPort: udp[1]}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	boxJSON, _ := json.Marshal(box)
+	for name, data := range map[string]string{"box.json": string(boxJSON), "box.cred": boxCred, "host.cred": hostCred} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	timers := []string{"--insecure", "--manager", mgr, "--keepalive", "50ms", "--dead-after", "500ms"}
+	boxArgs := append([]string{"bridge", "agent", "--role", "gpu", "--box", filepath.Join(dir, "box.json"),
+		"--agent-listen", fmt.Sprintf("127.0.0.1:%d", tcp[1]), "--agent-credential-file", filepath.Join(dir, "box.cred"),
+		"--listen", fmt.Sprintf("127.0.0.1:%d", udp[0])}, timers...)
+	boxAgent, boxLog := daemon(t, boxArgs...)
+	_, hostLog := daemon(t, append([]string{"bridge", "agent", "--role", "host", "--host-id", "h1",
+		"--agent-listen", fmt.Sprintf("127.0.0.1:%d", tcp[2]), "--agent-credential-file", filepath.Join(dir, "host.cred"),
+		"--listen", fmt.Sprintf("127.0.0.1:%d", udp[1])}, timers...)...)
+	for _, l := range []*syncBuffer{boxLog, hostLog} {
+		waitfor.Until(t, "the agents serving", func() bool { return strings.Contains(l.String(), "agent API serving") })
+	}
+	a, err := c.Allocate(ctx, pool.Request{Host: "h1", Count: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	state := func() pool.Allocation {
+		t.Helper()
+		got, err := c.Allocation(ctx, a.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	boxState := func() pool.Box {
+		t.Helper()
+		b, err := c.Box(ctx, "box0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+
+	if err := boxAgent.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	waitfor.Until(t, "box0 reported unreachable", func() bool { return boxState().Unreachable != nil })
+	b := boxState()
+	if !strings.Contains(b.Unreachable.Reason, box.AgentURL) || len(b.GPUs) != 1 || b.GPUs[0].Unreachable == nil ||
+		b.GPUs[0].Health != pool.Healthy || b.GPUs[0].Allocation != a.ID {
+		t.Fatalf("box0 with its agent killed: %+v (GPUs %+v), want unreachable naming %s, its GPU healthy and lent to %s", b.Unreachable, b.GPUs, box.AgentURL, a.ID)
+	}
+	got := state()
+	if got.State != pool.StateDegraded || got.Degraded == nil || !strings.Contains(got.Degraded.Reason, "box box0") || len(got.GPUs) != 1 {
+		t.Fatalf("allocation with box0 unreachable: %s %+v %v", got.State, got.Degraded, got.GPUIDs())
+	}
+
+	boxAgent, boxLog = daemon(t, boxArgs...)
+	waitfor.Until(t, "box0 reachable and the allocation active", func() bool {
+		return boxState().Unreachable == nil && state().State == pool.StateActive
+	})
+	got = state()
+	unhealthy, err := c.GPUs(ctx, "box0", "unhealthy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.GPUs) != 1 || got.GPUs[0].GPU != "box0-g0" || len(got.Lost) != 0 || len(unhealthy) != 0 {
+		t.Fatalf("after box0's agent came back: allocation gpus %v, lost %v, unhealthy %+v; want its GPU lent and healthy", got.GPUIDs(), got.Lost, unhealthy)
+	}
+	if s := mgrLog.String(); strings.Contains(s, "gpu failed") || !strings.Contains(s, "box agent unreachable") || !strings.Contains(s, "box agent answers again") {
+		t.Fatalf("manager log: want box0 reported unreachable and back, no GPU failed:\n%s", s)
+	}
+}

@@ -57,7 +57,12 @@ A bridge agent (a box's or a host's) reports a pair whose link went down
 alloc list, the events and dxpu_allocations_degraded; it is active again
 when the link is up. A link down never fails the GPU (neither end can tell
 a dead GPU from a silent path or a paused peer): GPUs are marked unhealthy
-by their box's registration or by 'ctl gpu fail'.
+by their box's registration or by 'ctl gpu fail'. A box whose agent does
+not answer the reconciler for --unreachable-after is reported "unreachable"
+(box, GPUs and the allocations holding them, which are degraded; event
+box_unreachable; dxpu_boxes_unreachable), and nothing is removed for it.
+The pairs reported down are kept in the store: a restarted manager or a
+new leader still knows them.
 Exit status: 0 on SIGINT/SIGTERM, 1 when the --store file is damaged (cut
 short, overwritten, not a bbolt file: restore it or move it aside; an empty
 file becomes a new store), 2 for usage errors or when the store cannot be
@@ -87,6 +92,7 @@ opened.`,
 	f.IntVar(&fl.MaxConns, "max-conns", manager.DefaultMaxConns, "most concurrent API connections; a quarter is kept for clients with a token or credential; more are answered 503")
 	f.IntVar(&fl.MaxAnonConnsPerClient, "max-anon-conns-per-client", manager.DefaultMaxAnonConnsPerClient, "most connections one address holds without a token or credential")
 	f.DurationVar(&fl.DegradedAfter, "degraded-after", manager.DefaultDegradedAfter, "how long a pair's link may stay down before its allocation is degraded")
+	f.DurationVar(&fl.UnreachableAfter, "unreachable-after", manager.DefaultUnreachableAfter, "how long a box's agent may fail to answer the reconciler before the box is reported unreachable (its GPUs stay lent)")
 	f.StringVar(&fl.EtcdCAFile, "etcd-ca-file", "", "CA (PEM) of an etcd served over https")
 	f.StringVar(&fl.EtcdCert, "etcd-cert", "", "client certificate (PEM) for etcd")
 	f.StringVar(&fl.EtcdKey, "etcd-key", "", "client key (PEM) for etcd")

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,6 +20,7 @@ import (
 	"github.com/dxpu/dxpu/bridge/driver"
 	"github.com/dxpu/dxpu/bridge/nettlp"
 	"github.com/dxpu/dxpu/bridge/nettlpside"
+	"github.com/dxpu/dxpu/bridge/seal"
 	"github.com/dxpu/dxpu/bridge/udp"
 	"github.com/dxpu/dxpu/internal/privtest"
 	"github.com/dxpu/dxpu/tlp"
@@ -62,7 +64,16 @@ type figures struct {
 	ReadS      float64 `json:"read_s"`
 	ReadGbps   float64 `json:"read_gbps"`
 	Mismatches uint64  `json:"mismatches"`
+	// Keyed runs (--key-hex).
+	Keyed        bool   `json:"keyed"`
+	FramesSealed uint64 `json:"frames_sealed"`
+	FramesOpened uint64 `json:"frames_opened"`
+	TxKeyEvents  uint64 `json:"tx_key_events"`
+	TxEpoch      uint32 `json:"tx_epoch"`
 }
+
+// pairKey is the keyed pair's key: both sides hold it.
+var pairKey = bytes.Repeat([]byte{0x5c}, 32)
 
 // TestCABI builds the library both ways with the system C compiler,
 // proves the header matches the exports, runs the bad-input program
@@ -106,13 +117,23 @@ func TestCABI(t *testing.T) {
 	}
 	var c, g figures
 	t.Run("pair", func(t *testing.T) {
-		c = runCPair(t, filepath.Join(dir, "pair"), region)
+		c = runCPair(t, filepath.Join(dir, "pair"), region, false)
 		g = runGoPair(t, region)
 		t.Logf("C host side:  %d MiB written in %.3f s (%.2f Gbit/s), read in %.3f s (%.2f Gbit/s)",
 			c.Bytes>>20, c.WriteS, c.WriteGbps, c.ReadS, c.ReadGbps)
 		t.Logf("Go host side: %d MiB written in %.3f s (%.2f Gbit/s), read in %.3f s (%.2f Gbit/s)",
 			g.Bytes>>20, g.WriteS, g.WriteGbps, g.ReadS, g.ReadGbps)
 		t.Logf("C/Go: writes %.2f, reads %.2f", c.WriteGbps/g.WriteGbps, c.ReadGbps/g.ReadGbps)
+	})
+	// ABI version 2: the same transfer keyed (GCM, generation 3), with a
+	// move to a new key epoch between the writes and the reads.
+	t.Run("pair keyed", func(t *testing.T) {
+		k := runCPair(t, filepath.Join(dir, "pair"), min(region, 8<<20), true)
+		if !k.Keyed || k.FramesSealed == 0 || k.FramesOpened == 0 || k.TxKeyEvents == 0 || k.TxEpoch == 0 {
+			t.Fatalf("keyed pair: %+v: want sealed and opened frames and a move to a new epoch", k)
+		}
+		t.Logf("C host side keyed: %d MiB written in %.3f s (%.2f Gbit/s), read in %.3f s (%.2f Gbit/s); %d frames sealed, %d opened, epoch %d",
+			k.Bytes>>20, k.WriteS, k.WriteGbps, k.ReadS, k.ReadGbps, k.FramesSealed, k.FramesOpened, k.TxEpoch)
 	})
 }
 
@@ -124,13 +145,17 @@ type gpuSide struct {
 	dev  *nettlpside.MemoryDevice
 }
 
-func newGPUSide(t *testing.T, region uint64) *gpuSide {
+func newGPUSide(t *testing.T, region uint64, keyed bool) *gpuSide {
 	t.Helper()
 	conn, err := udp.Listen(netip.MustParseAddrPort("127.0.0.1:0"), netip.MustParseAddrPort("127.0.0.1:9"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := bridge.New(bridge.Config{Role: bridge.RoleGPU, PairID: pairID, Seed: uint64(time.Now().UnixNano()), DeadAfter: deadAfter})
+	cfg := bridge.Config{Role: bridge.RoleGPU, PairID: pairID, Seed: uint64(time.Now().UnixNano()), DeadAfter: deadAfter}
+	if keyed {
+		cfg.Key, cfg.KeyGeneration, cfg.SealMode = pairKey, 3, seal.ModeGCM
+	}
+	b, err := bridge.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,15 +230,18 @@ func watch(t *testing.T, r *driver.Runner, done <-chan struct{}, stop func()) {
 	}
 }
 
-func runCPair(t *testing.T, bin string, region uint64) figures {
+func runCPair(t *testing.T, bin string, region uint64, keyed bool) figures {
 	t.Helper()
-	g := newGPUSide(t, region)
+	g := newGPUSide(t, region, keyed)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	cmd := exec.Command(bin, "--peer", g.conn.LocalAddr().String(), "--bytes", strconv.FormatUint(region, 10),
 		"--base", strconv.FormatUint(pairBase, 10), "--pair", strconv.Itoa(pairID),
 		"--completion-timeout-ms", strconv.FormatInt(cplTimeout.Milliseconds(), 10),
 		"--dead-after-ms", strconv.FormatInt(deadAfter.Milliseconds(), 10))
+	if keyed {
+		cmd.Args = append(cmd.Args, "--key-hex", hex.EncodeToString(pairKey), "--key-generation", "3", "--seal-mode", "gcm")
+	}
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	stdout, err := cmd.StdoutPipe()
@@ -340,7 +368,7 @@ func sendAll(ctx context.Context, r *driver.Runner, tlps [][]byte) error {
 
 func runGoPair(t *testing.T, region uint64) figures {
 	t.Helper()
-	g := newGPUSide(t, region)
+	g := newGPUSide(t, region, false)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	conn, err := udp.Listen(netip.MustParseAddrPort("127.0.0.1:0"), g.conn.LocalAddr())

@@ -4,6 +4,7 @@ import (
 	"errors"
 
 	"github.com/dxpu/dxpu/bridge"
+	"github.com/dxpu/dxpu/bridge/seal"
 )
 
 // Return codes, as include/dxpu_bridge.h defines them (a test compares).
@@ -22,6 +23,7 @@ const (
 	codeTime     = -10
 	codeLimit    = -11
 	codeInternal = -12
+	codeKey      = -13
 )
 
 // codeNames are what dxpu_strerror returns, by -code.
@@ -39,6 +41,7 @@ var codeNames = [...]string{
 	-codeTime:     "DXPU_E_TIME: time went backwards",
 	-codeLimit:    "DXPU_E_LIMIT: too many bridges open",
 	-codeInternal: "DXPU_E_INTERNAL: internal error (a library bug, contained)",
+	-codeKey:      "DXPU_E_KEY: key refused (unkeyed bridge, wrong length, or a generation not above the ones held)",
 }
 
 // codeName returns the text for a code; DXPU_MORE and unknown codes have
@@ -68,6 +71,8 @@ func codeOf(err error) int {
 		return codeTLP
 	case errors.Is(err, bridge.ErrRelease):
 		return codeRelease
+	case errors.Is(err, bridge.ErrUnkeyed), errors.Is(err, seal.ErrKey):
+		return codeKey
 	case errors.Is(err, bridge.ErrConfig):
 		return codeConfig
 	}

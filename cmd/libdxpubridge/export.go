@@ -231,7 +231,7 @@ func dxpu_bridge_next_event(h C.dxpu_bridge, ev *C.struct_dxpu_event) (rc C.int)
 	if ev == nil {
 		return codeInval
 	}
-	return C.int(opNextEvent(int64(h), func(e *bridge.Event) { eventTo(ev, e) }))
+	return C.int(opNextEvent(int64(h), func(e *bridge.Event, gen uint32) { eventTo(ev, e); ev.generation = C.uint32_t(gen) }))
 }
 
 // eventTo fills the C event from e.

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/dxpu/dxpu/bridge"
+	"github.com/dxpu/dxpu/bridge/seal"
 	"github.com/dxpu/dxpu/tlp"
 )
 
@@ -54,6 +55,10 @@ func TestHeaderMatchesGo(t *testing.T) {
 		"DXPU_EVENT_SURPRISE_REMOVAL":   int64(bridge.EventSurpriseRemoval),
 		"DXPU_EVENT_POSTED_LOST":        int64(bridge.EventPostedLost),
 		"DXPU_EVENT_COMPLETION_TIMEOUT": int64(bridge.EventCompletionTimeout),
+		"DXPU_ABI_VERSION":              2, "DXPU_E_KEY": codeKey,
+		"DXPU_EVENT_TX_KEY": int64(eventTxKey), "DXPU_EVENT_RX_KEY": int64(eventRxKey),
+		"DXPU_KEY_LEN": seal.KeyLen, "DXPU_KEY_NONCE_LEN": bridge.KeyNonceLen,
+		"DXPU_SEAL_GCM": int64(seal.ModeGCM), "DXPU_SEAL_GMAC": int64(seal.ModeGMAC), "DXPU_SEAL_OVERHEAD": seal.Overhead,
 	}
 	for name, v := range want {
 		got, ok := defs[name]
@@ -64,8 +69,8 @@ func TestHeaderMatchesGo(t *testing.T) {
 			t.Errorf("%s: header %d, Go %d", name, got, v)
 		}
 	}
-	if len(codeNames) != -codeInternal+1 {
-		t.Errorf("%d code names for codes 0..%d", len(codeNames), codeInternal)
+	if len(codeNames) != -codeKey+1 {
+		t.Errorf("%d code names for codes 0..%d", len(codeNames), codeKey)
 	}
 	for i, s := range codeNames {
 		if s == "" {

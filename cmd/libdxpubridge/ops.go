@@ -34,7 +34,9 @@ func call(id int64, f func(h *handle) int) (code int) {
 			code = h.fail(codeInternal, fmt.Errorf("contained panic: %v", p))
 		}
 	}()
-	return f(h)
+	code = f(h)
+	h.noteKeys()
+	return code
 }
 
 // fail records the failure for dxpu_bridge_last_error and returns code.
@@ -199,14 +201,21 @@ func opRelease(id int64, cls, headers, data uint32) int {
 	})
 }
 
-// opNextEvent hands the next event to fill: codeMore, or codeOK if none.
-func opNextEvent(id int64, fill func(*bridge.Event)) int {
+// opNextEvent hands the next event to fill, with its key generation (key
+// events only): codeMore, or codeOK if none. The bridge's events come
+// first, then the key events seen by the end of the last call.
+func opNextEvent(id int64, fill func(e *bridge.Event, gen uint32)) int {
 	return call(id, func(h *handle) int {
-		ev, ok := h.b.NextEvent()
-		if !ok {
+		if ev, ok := h.b.NextEvent(); ok {
+			fill(&ev, 0)
+			return codeMore
+		}
+		if len(h.keys.events) == 0 {
 			return codeOK
 		}
-		fill(&ev)
+		k := h.keys.events[0]
+		h.keys.events = append(h.keys.events[:0], h.keys.events[1:]...)
+		fill(&bridge.Event{Kind: k.kind, At: k.at, Count: int(k.epoch)}, k.gen)
 		return codeMore
 	})
 }

@@ -96,7 +96,7 @@ func TestHandles(t *testing.T) {
 		"send tlp":     opSendTLP(id, 0, mwr(0x1000, 4)),
 		"release":      opRelease(id, 0, 1, 1),
 		"reset":        opReset(id, 0),
-		"event":        opNextEvent(id, func(*bridge.Event) { t.Error("event from a freed bridge") }),
+		"event":        opNextEvent(id, func(*bridge.Event, uint32) { t.Error("event from a freed bridge") }),
 		"unknown 0":    opOnTimer(0, 0),
 		"unknown -5":   opOnTimer(-5, 0),
 	} {

@@ -35,6 +35,9 @@ type handle struct {
 	// The latest failure, for dxpu_bridge_last_error.
 	code int
 	err  error
+
+	// keys follows a keyed bridge's keys for key events.
+	keys keyWatch
 }
 
 // table maps handles to bridges. Handles count up from 1 and are never

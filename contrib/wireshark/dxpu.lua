@@ -15,7 +15,8 @@
 --     control message of a CONTROL frame (HELLO, HELLO-ACK, KEEPALIVE,
 --     KEEPALIVE-ACK, RESET);
 --   * sealed frames (flag SEALED, bridge/seal): the clear header and the
---     seal header (epoch, kind, echo, generation, packet number), the
+--     seal header (epoch, kind, echo, generation, packet number; the
+--     sender's boot ID under the handshake key), the
 --     encrypted body and the tag under dxpu.seal.*; a GMAC frame's body is
 --     in clear and shows as a plain frame's; `dxpu pcap unseal` with the
 --     bridges' --key-log opens the TLPs of GCM frames;
@@ -52,6 +53,11 @@ local HEADER_LEN = 40
 local SEC_HEADER_LEN = 12
 local TAG_LEN = 16
 local SEAL_OVERHEAD = SEC_HEADER_LEN + TAG_LEN
+-- under the handshake key (kind bit 7) the security header ends with the
+-- sender's 8-byte boot ID, part of the frame's nonce
+local BOOT_ID_LEN = 8
+local HS_SEC_HEADER_LEN = SEC_HEADER_LEN + BOOT_ID_LEN
+local HS_SEAL_OVERHEAD = HS_SEC_HEADER_LEN + TAG_LEN
 local CONTROL_LEN = 12
 local HELLO_LEN = 40
 local NETTLP_HEADER_LEN = 6
@@ -144,6 +150,7 @@ local F = {
 	seal_echo = ProtoField.uint8("dxpu.seal.echo", "Echo (oldest epoch opened, low 8 bits)", base.DEC),
 	seal_generation = ProtoField.uint8("dxpu.seal.generation", "Key generation (low 8 bits)", base.DEC),
 	seal_pn = ProtoField.uint64("dxpu.seal.packet_number", "Packet number", base.DEC),
+	seal_boot_id = ProtoField.bytes("dxpu.seal.boot_id", "Boot ID (the sender's, random per start; in the nonce)"),
 	seal_ciphertext = ProtoField.bytes("dxpu.seal.ciphertext", "Encrypted body"),
 	seal_plaintext = ProtoField.bytes("dxpu.seal.plaintext", "Body (in clear, authenticated)"),
 	seal_plain_len = ProtoField.uint16("dxpu.seal.body_len", "Plaintext body length", base.DEC),
@@ -665,9 +672,16 @@ local function dissect_sealed(tvb, pinfo, root, info, mtype, n, body, reject)
 		return reject(E.seal, string.format("sealed body of %d bytes, the security header and tag alone are %d",
 			body, SEAL_OVERHEAD))
 	end
+	local hs = have >= HEADER_LEN + 2 and tvb(HEADER_LEN + 1, 1):uint() >= 128
+	local sec = hs and HS_SEC_HEADER_LEN or SEC_HEADER_LEN
+	if hs and body < HS_SEAL_OVERHEAD then
+		return reject(E.seal, string.format(
+			"sealed handshake body of %d bytes, the security header with boot ID and tag alone are %d",
+			body, HS_SEAL_OVERHEAD))
+	end
 	local fin = HEADER_LEN + body
 	root:set_len(math.min(fin, have))
-	if have < HEADER_LEN + SEC_HEADER_LEN then
+	if have < HEADER_LEN + sec then
 		root:add_proto_expert_info(E.truncated, string.format(
 			"lengths declare %d bytes, the capture holds %d", fin, have))
 		pinfo.cols.info = info .. " sealed [cut]"
@@ -676,7 +690,7 @@ local function dissect_sealed(tvb, pinfo, root, info, mtype, n, body, reject)
 	local st = root:add(F.seal, tvb(HEADER_LEN, math.min(body, have - HEADER_LEN)))
 	local kr = tvb(HEADER_LEN + 1, 1)
 	local kind = kr:uint()
-	local mode, hs, reserved = kind % 4, kind >= 128, math.floor(kind / 4) % 32
+	local mode, reserved = kind % 4, math.floor(kind / 4) % 32
 	local epoch, echo, gen = tvb(HEADER_LEN, 1):uint(), tvb(HEADER_LEN + 2, 1):uint(), tvb(HEADER_LEN + 3, 1):uint()
 	st:add(F.seal_epoch, tvb(HEADER_LEN, 1))
 	local kt = st:add(F.seal_kind, kr)
@@ -687,9 +701,12 @@ local function dissect_sealed(tvb, pinfo, root, info, mtype, n, body, reject)
 	st:add(F.seal_generation, tvb(HEADER_LEN + 3, 1))
 	local pnr = tvb(HEADER_LEN + 4, 8)
 	st:add(F.seal_pn, pnr)
-	local plen = body - SEAL_OVERHEAD
+	if hs then
+		st:add(F.seal_boot_id, tvb(HEADER_LEN + SEC_HEADER_LEN, BOOT_ID_LEN))
+	end
+	local plen = body - sec - TAG_LEN
 	st:add(F.seal_plain_len, plen):set_generated()
-	local boff = HEADER_LEN + SEC_HEADER_LEN
+	local boff = HEADER_LEN + sec
 	local bavail = math.max(0, math.min(plen, have - boff))
 	if bavail > 0 then
 		st:add(mode == 2 and F.seal_plaintext or F.seal_ciphertext, tvb(boff, bavail))
@@ -849,6 +866,9 @@ local function looks_like_dxpu(tvb)
 	end
 	local kind = tvb(HEADER_LEN + 1, 1):uint()
 	local mode = kind % 4
+	if kind >= 128 and body < HS_SEAL_OVERHEAD then
+		return false
+	end
 	return (mode == 1 or mode == 2) and math.floor(kind / 4) % 32 == 0
 end
 

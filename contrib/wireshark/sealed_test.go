@@ -253,11 +253,16 @@ func checkSealedFrame(layers map[string]any, b []byte) []string {
 	wantFields["dxpu.seal.echo"] = uint64(b[42])
 	wantFields["dxpu.seal.generation"] = uint64(b[43])
 	wantFields["dxpu.seal.packet_number"] = binary.BigEndian.Uint64(b[44:])
-	wantFields["dxpu.seal.body_len"] = uint64(n - seal.Overhead)
-	if n > seal.Overhead && b[41]&3 == byte(seal.ModeGMAC) {
-		wantFields["dxpu.seal.plaintext"] = b[52 : 40+n-seal.TagLen]
-	} else if n > seal.Overhead {
-		wantFields["dxpu.seal.ciphertext"] = b[52 : 40+n-seal.TagLen]
+	over, bodyAt := seal.Overhead, 52
+	if b[41]&0x80 != 0 { // the handshake key: the boot ID follows the packet number
+		over, bodyAt = seal.HandshakeOverhead, 60
+		wantFields["dxpu.seal.boot_id"] = b[52:60]
+	}
+	wantFields["dxpu.seal.body_len"] = uint64(n - over)
+	if n > over && b[41]&3 == byte(seal.ModeGMAC) {
+		wantFields["dxpu.seal.plaintext"] = b[bodyAt : 40+n-seal.TagLen]
+	} else if n > over {
+		wantFields["dxpu.seal.ciphertext"] = b[bodyAt : 40+n-seal.TagLen]
 	}
 	wantFields["dxpu.seal.tag"] = b[40+n-seal.TagLen : 40+n]
 	// The seal subtree is the "dxpu.seal" item's own object; what a GMAC

@@ -1,14 +1,18 @@
 package manager_test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/dxpu/dxpu/fabric/ctlclient"
 	"github.com/dxpu/dxpu/fabric/pool"
+	"github.com/dxpu/dxpu/internal/privtest"
 	"github.com/dxpu/dxpu/internal/waitfor"
 )
 
@@ -131,5 +135,87 @@ func TestHostLinkDownPastTheBoundDegrades(t *testing.T) {
 	}
 	if a := e.alloc(t); a.State != pool.StateActive || a.Degraded != nil || len(a.GPUs) != 2 {
 		t.Fatalf("after link-up: %+v, want active with both GPUs", a)
+	}
+}
+
+// TestLinkDownSurvivesManagerRestart (process level): a host agent
+// reports a pair down, the allocation is degraded past the bound; the
+// manager is SIGKILLed and started again on the same store, and with no
+// new report the allocation is degraded with the same reason (agents
+// report transitions only: a manager that kept reports in memory alone
+// came back with every link up). The link reported up and the manager
+// restarted again, the allocation is active: the report is gone from the
+// store too. No GPU is failed or taken back on the way.
+func TestLinkDownSurvivesManagerRestart(t *testing.T) {
+	privtest.Short(t, "starts subprocesses")
+	dir := t.TempDir()
+	env := []string{"DXPU_TEST_BOLT=" + filepath.Join(dir, "pool.db"), "DXPU_TEST_TOKEN=" + token,
+		"DXPU_TEST_DEGRADED_AFTER=50ms"}
+	ctx := context.Background()
+	d := startDaemon(t, env...)
+	c := d.client(token)
+	if _, err := c.RegisterBox(ctx, testBox(0, 1)); err != nil {
+		t.Fatal(err)
+	}
+	h := testHost(0)
+	h.AgentURL = "https://10.2.0.1:7701"
+	_, hostCred, err := c.RegisterHostAgent(ctx, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := c.Allocate(ctx, pool.Request{Host: "host0", Count: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pair := a.GPUs[0].Pair
+	report := func(d *daemon, what, body string) {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodPost, fmt.Sprintf("%s/v1/agent/pairs/%d/%s", d.url, pair, what), strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+hostCred)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s report: HTTP %d", what, resp.StatusCode)
+		}
+	}
+	state := func(c *ctlclient.Client) pool.Allocation {
+		t.Helper()
+		got, err := c.Allocation(ctx, a.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got.GPUs) != 1 || got.GPUs[0].GPU != a.GPUs[0].GPU {
+			t.Fatalf("allocation %s lost its GPU: %+v", a.ID, got.GPUs)
+		}
+		return got
+	}
+	report(d, "link-down", `{"reason":"peer silent for 1s"}`)
+	waitfor.Until(t, "the allocation degraded", func() bool { return state(c).State == pool.StateDegraded })
+	reason := state(c).Degraded.Reason
+
+	d.kill()
+	d = startDaemon(t, env...)
+	c = d.client(token)
+	if got := state(c); got.State != pool.StateDegraded || got.Degraded == nil || got.Degraded.Reason != reason {
+		t.Fatalf("after a manager restart with no new report: %s %+v, want degraded: %q", got.State, got.Degraded, reason)
+	}
+	if gs, err := c.GPUs(ctx, "", ""); err != nil || len(gs) != 1 || gs[0].Health != pool.Healthy {
+		t.Fatalf("GPUs after the restart: %+v %v, want the one GPU healthy", gs, err)
+	}
+
+	report(d, "link-up", `{}`)
+	if got := state(c); got.State != pool.StateActive {
+		t.Fatalf("after link-up: %s", got.State)
+	}
+	d.kill()
+	d = startDaemon(t, env...)
+	if got := state(d.client(token)); got.State != pool.StateActive {
+		t.Fatalf("after link-up and a restart: %s %+v, want active", got.State, got.Degraded)
 	}
 }

@@ -35,10 +35,18 @@ func (m *Manager) routes() http.Handler {
 		return p.Stats(), nil
 	})
 	v1("GET /v1/boxes", func(w http.ResponseWriter, r *http.Request, p *pool.Pool) (any, error) {
-		return map[string]any{"boxes": p.Boxes()}, nil
+		bs := p.Boxes()
+		for i := range bs {
+			bs[i] = m.withReach(bs[i])
+		}
+		return map[string]any{"boxes": bs}, nil
 	})
 	v1("GET /v1/boxes/{id}", func(w http.ResponseWriter, r *http.Request, p *pool.Pool) (any, error) {
-		return p.Box(r.PathValue("id"))
+		b, err := p.Box(r.PathValue("id"))
+		if err != nil {
+			return nil, err
+		}
+		return m.withReach(b), nil
 	})
 	v1("POST /v1/boxes", func(w http.ResponseWriter, r *http.Request, p *pool.Pool) (any, error) {
 		var b pool.Box
@@ -84,7 +92,11 @@ func (m *Manager) routes() http.Handler {
 	})
 	v1("GET /v1/gpus", m.listGPUs)
 	v1("GET /v1/gpus/{id}", func(w http.ResponseWriter, r *http.Request, p *pool.Pool) (any, error) {
-		return p.GPU(r.PathValue("id"))
+		g, err := p.GPU(r.PathValue("id"))
+		if err != nil {
+			return nil, err
+		}
+		return m.withGPUReach(g), nil
 	})
 	v1("POST /v1/gpus/{id}/health", func(w http.ResponseWriter, r *http.Request, p *pool.Pool) (any, error) {
 		var body struct {
@@ -321,7 +333,7 @@ func (m *Manager) listGPUs(w http.ResponseWriter, r *http.Request, p *pool.Pool)
 				continue
 			}
 		}
-		out = append(out, g)
+		out = append(out, m.withGPUReach(g))
 	}
 	return map[string]any{"gpus": out}, nil
 }

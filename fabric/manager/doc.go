@@ -134,7 +134,10 @@
 //	GET    /healthz                     {"status":"ok","role":"leader","id":"http://10.0.0.5:7700"}
 //	GET    /metrics                     Prometheus text format
 //	GET    /v1/stats                    GPU counts by state
-//	GET    /v1/boxes                    {"boxes":[Box...]}
+//	GET    /v1/boxes                    {"boxes":[Box...]}; a box (and its GPUs in
+//	                                    it and in /v1/gpus) whose agent has not
+//	                                    answered past Config.UnreachableAfter has
+//	                                    "unreachable": {"since","reason"}
 //	GET    /v1/boxes/{id}               Box
 //	POST   /v1/boxes                    register or replace a box -> Box plus
 //	                                    "agent_credential" when it has an agent_url
@@ -154,11 +157,14 @@
 //	GET    /v1/allocations/{id}
 //	DELETE /v1/allocations/{id}         release
 //	POST   /v1/allocations/{id}/rekey   a fresh key for every pair (both bridges change keys without loss)
+//	                                    (both: 409 busy naming the change under way, "being
+//	                                    rekeyed", "being released", ... while another runs)
 //	GET    /v1/events?since=S&host=H&watch=1&timeout=30s
 //	                                    {"events":[Event...],"next":S'}: allocated,
 //	                                    released, gpu_failed (pair, host_port),
 //	                                    allocation_degraded and _recovered (pair,
-//	                                    reason), drains, registrations; long-polls
+//	                                    reason), box_unreachable and _reachable
+//	                                    (reason), drains, registrations; long-polls
 //	                                    with watch
 //	GET    /v1/table                    table.Table
 //	GET    /v1/table?watch=1&version=N&timeout=30s
@@ -171,7 +177,9 @@
 //	                                    its pair's link down: the allocation is
 //	                                    degraded once the link stays down past
 //	                                    Config.DegradedAfter; the GPU stays lent
-//	                                    and healthy (see agentreport.go)
+//	                                    and healthy (see agentreport.go); the
+//	                                    report is kept in the store, so a
+//	                                    restarted manager or new leader keeps it
 //	POST   /v1/agent/pairs/{id}/link-up   the link is up again: active again
 //
 // A worked allocation:

@@ -32,6 +32,10 @@ const (
 	// (reason says which and why); recovered: its link is up again.
 	EventAllocationDegraded  = "allocation_degraded"
 	EventAllocationRecovered = "allocation_recovered"
+	// A box's agent has not answered past Config.UnreachableAfter (reason
+	// says which and why); reachable: it answers again. Its GPUs stay.
+	EventBoxUnreachable = "box_unreachable"
+	EventBoxReachable   = "box_reachable"
 )
 
 const eventRing = 4096

@@ -34,6 +34,7 @@ import (
 //	DXPU_TEST_AGENTS  directory for file-backed fake agents (else in memory)
 //	DXPU_TEST_DELAY   delay of every agent call
 //	DXPU_TEST_TOKEN   bearer token
+//	DXPU_TEST_DEGRADED_AFTER  Config.DegradedAfter
 //
 // It prints "LISTEN <url>" on stdout once it serves.
 func TestMain(m *testing.M) {
@@ -78,9 +79,11 @@ func helperMain() error {
 		return err
 	}
 	url := "http://" + ln.Addr().String()
+	degradedAfter, _ := time.ParseDuration(os.Getenv("DXPU_TEST_DEGRADED_AFTER"))
 	m, err := manager.New(manager.Config{
 		Store: st, GPUBridge: agents[0], Switch: agents[1], HostBridge: agents[2],
 		Token: os.Getenv("DXPU_TEST_TOKEN"), ID: url, Logger: log, ReconcileInterval: -1,
+		DegradedAfter: degradedAfter,
 	})
 	if err != nil {
 		return err

@@ -1,14 +1,18 @@
 package manager
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/dxpu/dxpu/fabric/pool"
+	"github.com/dxpu/dxpu/fabric/store"
 )
 
 // Link state. Either end's agent (the box's or the host's bridge) reports
@@ -20,8 +24,12 @@ import (
 // it active again (allocation_recovered). A link down says nothing of
 // the GPU's health (agentreport.go): the GPU stays lent and healthy.
 //
-// The reports live in the leader's memory: a new leader starts with every
-// link up, until an agent reports again.
+// A pair's link-down is kept in the store too (linkdown/<allocation>/<pair>:
+// since and reason; deleted when it comes up or its allocation goes), so
+// a restarted manager or a new leader starts with the pairs that were
+// down, degraded at once if they have been down past the bound, instead
+// of every link up until agents report again (agents report transitions
+// only). The leader's memory stays the one it answers from.
 
 // DefaultDegradedAfter is how long a pair may be down before its
 // allocation is degraded.
@@ -43,24 +51,120 @@ type pairDown struct {
 type linkState struct {
 	mu   sync.Mutex
 	down map[linkKey]*pairDown
+	// persist orders the store writes of reports (down, up, forget) as
+	// their memory changes are ordered, without holding mu over I/O.
+	persist sync.Mutex
 }
 
 func newLinkState() *linkState { return &linkState{down: map[linkKey]*pairDown{}} }
+
+// keyLinkDown/<allocation>/<pair>: a pair reported down ({"since","reason"}).
+const keyLinkDown = "linkdown/"
+
+func linkDownKey(k linkKey) string {
+	return keyLinkDown + k.alloc + "/" + strconv.FormatUint(uint64(k.pair), 10)
+}
+
+type storedLinkDown struct {
+	Since  time.Time `json:"since"`
+	Reason string    `json:"reason"`
+}
+
+// persistLink writes (d != nil) or deletes a pair's link-down record. A
+// store that fails is logged: the memory state stands, and the next
+// report or restart writes again.
+func (m *Manager) persistLink(k linkKey, d *storedLinkDown) {
+	op := store.Delete(linkDownKey(k))
+	if d != nil {
+		op = putJSON(linkDownKey(k), d)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), m.cfg.StepTimeout)
+	defer cancel()
+	if err := m.cfg.Store.Apply(ctx, op); err != nil {
+		m.log.Warn("keeping a pair's link state in the store failed; it is in memory only until the next report", "allocation", k.alloc, "pair", k.pair, "err", err)
+	}
+}
+
+// restoreLinks replaces the link state with the store's (a new leader's
+// start): pairs down past the bound are degraded at once, the others when
+// their bound passes; records of pairs no allocation of p holds go.
+func (m *Manager) restoreLinks(ctx context.Context, p *pool.Pool) {
+	ls := m.links
+	ls.persist.Lock()
+	defer ls.persist.Unlock()
+	ls.mu.Lock()
+	for k, d := range ls.down {
+		d.timer.Stop()
+		delete(ls.down, k)
+	}
+	ls.mu.Unlock()
+	kvs, err := m.cfg.Store.List(ctx, keyLinkDown)
+	if err != nil {
+		m.log.Warn("reading the pairs reported down failed; links count as up until agents report", "err", err)
+		return
+	}
+	var stale []store.Op
+	for _, kv := range kvs {
+		k, d, ok := parseLinkDown(kv)
+		a, err := p.Allocation(k.alloc)
+		if !ok || err != nil || !holdsPair(a, k.pair) {
+			stale = append(stale, store.Delete(kv.Key))
+			continue
+		}
+		pd := &pairDown{since: d.Since, reason: d.Reason}
+		ls.mu.Lock()
+		ls.down[k] = pd
+		pd.timer = time.AfterFunc(max(0, time.Until(d.Since.Add(m.cfg.DegradedAfter))), func() { m.degrade(k, pd) })
+		ls.mu.Unlock()
+	}
+	if len(stale) > 0 {
+		if err := m.cfg.Store.Apply(ctx, stale...); err != nil {
+			m.log.Warn("forgetting stale link-down records failed", "err", err)
+		}
+	}
+}
+
+func parseLinkDown(kv store.KV) (linkKey, storedLinkDown, bool) {
+	var d storedLinkDown
+	rest, _ := strings.CutPrefix(kv.Key, keyLinkDown)
+	i := strings.LastIndexByte(rest, '/')
+	if i <= 0 {
+		return linkKey{}, d, false
+	}
+	pair, err := strconv.ParseUint(rest[i+1:], 10, 32)
+	if err != nil || json.Unmarshal(kv.Value, &d) != nil {
+		return linkKey{}, d, false
+	}
+	return linkKey{rest[:i], uint32(pair)}, d, true
+}
 
 // pairLinkDown records that pair as of allocation a is down; past
 // DegradedAfter, if nobody reported it up, a is degraded.
 func (m *Manager) pairLinkDown(a pool.Allocation, as pool.Assignment, reporter, reason string) {
 	k := linkKey{a.ID, as.Pair}
 	ls := m.links
+	ls.persist.Lock()
+	defer ls.persist.Unlock()
 	ls.mu.Lock()
-	defer ls.mu.Unlock()
-	m.sweepLinksLocked()
+	gone := m.sweepLinksLocked()
 	if _, ok := ls.down[k]; ok {
+		ls.mu.Unlock()
+		m.forgetLinks(gone)
 		return // already down: the first report's time and reason stand
 	}
 	d := &pairDown{since: time.Now(), reason: fmt.Sprintf("pair %d (gpu %s) link down, reported by %s: %s", as.Pair, as.GPU, reporter, reason)}
 	ls.down[k] = d
 	d.timer = time.AfterFunc(m.cfg.DegradedAfter, func() { m.degrade(k, d) })
+	ls.mu.Unlock()
+	m.forgetLinks(gone)
+	m.persistLink(k, &storedLinkDown{Since: d.since, Reason: d.reason})
+}
+
+// forgetLinks deletes the store records of pairs sweepLinksLocked dropped.
+func (m *Manager) forgetLinks(gone []linkKey) {
+	for _, k := range gone {
+		m.persistLink(k, nil)
+	}
 }
 
 // degrade marks a pair still down past the bound, once.
@@ -97,6 +201,7 @@ func (m *Manager) degrade(k linkKey, d *pairDown) {
 func (m *Manager) pairLinkUp(a pool.Allocation, as pool.Assignment, reporter string) pool.State {
 	k := linkKey{a.ID, as.Pair}
 	ls := m.links
+	ls.persist.Lock()
 	ls.mu.Lock()
 	d, ok := ls.down[k]
 	if ok {
@@ -104,6 +209,10 @@ func (m *Manager) pairLinkUp(a pool.Allocation, as pool.Assignment, reporter str
 		delete(ls.down, k)
 	}
 	ls.mu.Unlock()
+	if ok {
+		m.persistLink(k, nil)
+	}
+	ls.persist.Unlock()
 	if ok && d.degraded {
 		m.log.Info("pair link up again", "allocation", a.ID, "pair", as.Pair, "gpu", as.GPU, "reporter", reporter,
 			"down_for", time.Since(d.since).Round(time.Millisecond).String())
@@ -126,6 +235,11 @@ func (m *Manager) withLinkState(a pool.Allocation) pool.Allocation {
 	var reasons []string
 	for _, g := range a.GPUs {
 		d, ok := ls.down[linkKey{a.ID, g.Pair}]
+		if u, unreachable := m.boxUnreachable(g.Box); unreachable && (!ok || !d.degraded) {
+			// The box's agent does not answer (reachability.go): as
+			// degrading as a link down past the bound, for this pair.
+			ok, d = true, &pairDown{since: u.Since, reason: u.Reason, degraded: true}
+		}
 		if !ok || !d.degraded {
 			continue
 		}
@@ -160,23 +274,37 @@ func (m *Manager) degradedAllocations(p *pool.Pool) int {
 			ids = append(ids, k.alloc)
 		}
 	}
+	for _, a := range p.Allocations() {
+		if a.State != pool.StateActive {
+			continue
+		}
+		for _, g := range a.GPUs {
+			if _, ok := m.boxUnreachable(g.Box); ok {
+				ids = append(ids, a.ID)
+			}
+		}
+	}
 	sort.Strings(ids)
 	return len(slices.Compact(ids))
 }
 
 // sweepLinksLocked forgets reports on pairs that no allocation holds any
-// more (released, or their GPU failed).
-func (m *Manager) sweepLinksLocked() {
+// more (released, or their GPU failed) and returns them, for the caller
+// to forget in the store (forgetLinks) once it released mu.
+func (m *Manager) sweepLinksLocked() []linkKey {
 	p, err := m.livePool()
 	if err != nil {
-		return
+		return nil
 	}
+	var gone []linkKey
 	for k, d := range m.links.down {
 		if a, err := p.Allocation(k.alloc); err != nil || !holdsPair(a, k.pair) {
 			d.timer.Stop()
 			delete(m.links.down, k)
+			gone = append(gone, k)
 		}
 	}
+	return gone
 }
 
 func holdsPair(a pool.Allocation, pair uint32) bool {

@@ -58,6 +58,10 @@ type Config struct {
 	// agent reports, before its allocation is degraded (default
 	// DefaultDegradedAfter).
 	DegradedAfter time.Duration
+	// UnreachableAfter is how long a box's agent may fail to answer the
+	// reconciler before the box is reported unreachable (reachability.go;
+	// default DefaultUnreachableAfter). Checked at each reconciliation.
+	UnreachableAfter time.Duration
 }
 
 // Manager is dxpu's control plane: it owns the pool, runs the hot-plug saga
@@ -73,6 +77,7 @@ type Manager struct {
 	table   *tableState
 	events  *eventLog
 	links   *linkState  // pairs the box agents report down
+	reach   *reachState // box agents that do not answer
 	creds   credentials // agents' credentials, loaded with the pool
 	keys    *keyBook    // pair keys (in memory) and their generations (in the store)
 	handler http.Handler
@@ -84,7 +89,7 @@ type Manager struct {
 	inv sync.Mutex // serializes inventory writes (pool then store)
 
 	busyMu sync.Mutex
-	busy   map[string]bool // allocations inside a saga
+	busy   map[string]string // allocations inside a saga: what holds each (claim*)
 }
 
 // New creates a manager. With a plain store it loads the pool and
@@ -115,13 +120,16 @@ func New(cfg Config) (*Manager, error) {
 	if cfg.DegradedAfter <= 0 {
 		cfg.DegradedAfter = DefaultDegradedAfter
 	}
+	if cfg.UnreachableAfter <= 0 {
+		cfg.UnreachableAfter = DefaultUnreachableAfter
+	}
 	if cfg.Registry == nil {
 		cfg.Registry = prometheus.NewRegistry()
 	}
 	if cfg.ID == "" {
 		cfg.ID = "manager-" + randomID(4)
 	}
-	m := &Manager{cfg: cfg, log: cfg.Logger, table: newTableState(), events: newEventLog(), links: newLinkState(), busy: map[string]bool{},
+	m := &Manager{cfg: cfg, log: cfg.Logger, table: newTableState(), events: newEventLog(), links: newLinkState(), reach: newReachState(), busy: map[string]string{},
 		creds: credentials{by: map[bridgeID]agentCred{}}}
 	m.keys = newKeyBook()
 	var err error
@@ -235,6 +243,7 @@ func (m *Manager) lead(ctx context.Context) error {
 	m.mu.Lock()
 	m.pool, m.leading = p, true
 	m.mu.Unlock()
+	m.restoreLinks(ctx, p) // after leading: degrade reads the live pool
 	m.metrics.leader.Set(1)
 	m.reconcile(ctx, true)
 	return nil
@@ -373,8 +382,10 @@ func putJSON(key string, v any) store.Op { return store.Put(key, mustJSON(v)) }
 // are the caller's).
 func storedBox(b pool.Box) pool.Box {
 	b.GPUs = slices.Clone(b.GPUs)
+	b.Unreachable = nil
 	for i := range b.GPUs {
 		b.GPUs[i].Allocation = ""
+		b.GPUs[i].Unreachable = nil
 	}
 	return b
 }

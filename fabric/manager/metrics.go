@@ -35,12 +35,14 @@ type poolCollector struct {
 	gpus     *prometheus.Desc
 	cnt      *prometheus.Desc
 	degraded *prometheus.Desc
+	unreach  *prometheus.Desc
 }
 
 func (c *poolCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.gpus
 	ch <- c.cnt
 	ch <- c.degraded
+	ch <- c.unreach
 }
 
 func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
@@ -56,6 +58,7 @@ func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.cnt, prometheus.GaugeValue, float64(v), kind)
 	}
 	ch <- prometheus.MustNewConstMetric(c.degraded, prometheus.GaugeValue, float64(c.m.degradedAllocations(p)))
+	ch <- prometheus.MustNewConstMetric(c.unreach, prometheus.GaugeValue, float64(c.m.unreachableBoxes()))
 }
 
 func newMetrics(reg *prometheus.Registry, m *Manager) (*metrics, error) {
@@ -94,7 +97,9 @@ func newMetrics(reg *prometheus.Registry, m *Manager) (*metrics, error) {
 		gpus: prometheus.NewDesc("dxpu_pool_gpus", "GPUs in the pool by state.", []string{"state"}, nil),
 		cnt:  prometheus.NewDesc("dxpu_pool_objects", "Boxes, hosts and allocations in the pool.", []string{"kind"}, nil),
 		degraded: prometheus.NewDesc("dxpu_allocations_degraded",
-			"Allocations degraded now: a pair's link down past the bound (GET /v1/allocations says which and why).", nil, nil),
+			"Allocations degraded now: a pair's link down past the bound, or its box's agent unreachable (GET /v1/allocations says which and why).", nil, nil),
+		unreach: prometheus.NewDesc("dxpu_boxes_unreachable",
+			"Boxes whose agent has not answered past the bound (GET /v1/boxes says since when and why); their GPUs stay lent.", nil, nil),
 	}
 	for _, c := range []prometheus.Collector{mt.allocLatency, mt.allocations, mt.sagaFailures, mt.releases, mt.gpuFailures,
 		mt.reconciles, mt.reconcileErrors, mt.loadErrors, mt.leader, mt.unauthorized, mt.watches, mt.watchesRefused,

@@ -3,12 +3,16 @@ package manager_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
+	"github.com/dxpu/dxpu/fabric/ctlclient"
 	"github.com/dxpu/dxpu/fabric/manager"
 	"github.com/dxpu/dxpu/fabric/pool"
 	"github.com/dxpu/dxpu/fabric/store"
@@ -299,5 +303,76 @@ func TestRekeyPendingRefused(t *testing.T) {
 		if n := ag.Calls(fakeagent.OpProgram); n != 0 {
 			t.Errorf("%s agent programmed %d times by a refused rekey", ag.Name, n)
 		}
+	}
+}
+
+// gatedAgent holds ProgramPair calls while armed: entered gets one value
+// per held call, and each waits for a value on release.
+type gatedAgent struct {
+	*fakeagent.Agent
+	armed   atomic.Bool
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (g *gatedAgent) ProgramPair(ctx context.Context, p manager.Pair) error {
+	if g.armed.Load() {
+		g.entered <- struct{}{}
+		<-g.release
+	}
+	return g.Agent.ProgramPair(ctx, p)
+}
+
+// TestConcurrentRekeyIsRefusedNamingIt: while a rekey of an allocation
+// runs (held inside its key install), a second rekey and a release of it
+// through the API answer 409 busy with a message that says a rekey is in
+// progress; the first completes, and a rekey after it succeeds.
+func TestConcurrentRekeyIsRefusedNamingIt(t *testing.T) {
+	t.Parallel()
+	gpu := &gatedAgent{Agent: fakeagent.New("gpu"), entered: make(chan struct{}, 4), release: make(chan struct{})}
+	m, err := manager.New(manager.Config{Store: store.NewMemory(), GPUBridge: gpu, Switch: fakeagent.New("switch"), HostBridge: fakeagent.New("host"),
+		Token: token, Logger: quiet(), ReconcileInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	srv := httptest.NewServer(m.Handler())
+	defer srv.Close()
+	c := ctlclient.New(srv.URL, token)
+	ctx := context.Background()
+	if _, err := m.RegisterBox(ctx, testBox(0, 1)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.RegisterHost(ctx, testHost(0)); err != nil {
+		t.Fatal(err)
+	}
+	a, err := m.Allocate(ctx, pool.Request{Host: "host0", Count: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gpu.armed.Store(true)
+	first := make(chan error, 1)
+	go func() {
+		_, err := c.Rekey(ctx, a.ID)
+		first <- err
+	}()
+	<-gpu.entered // the first rekey is installing its key at the GPU end
+	for what, call := range map[string]func() error{
+		"rekey":   func() error { _, err := c.Rekey(ctx, a.ID); return err },
+		"release": func() error { _, err := c.Free(ctx, a.ID); return err },
+	} {
+		err := call()
+		var ae *ctlclient.APIError
+		if !errors.As(err, &ae) || ae.Status != http.StatusConflict || ae.Code != manager.CodeBusy || !strings.Contains(ae.Message, "being rekeyed") {
+			t.Errorf("a %s during a rekey: %v, want 409 busy saying the allocation is being rekeyed", what, err)
+		}
+	}
+	gpu.armed.Store(false)
+	close(gpu.release)
+	if err := <-first; err != nil {
+		t.Fatalf("the first rekey: %v", err)
+	}
+	if _, err := c.Rekey(ctx, a.ID); err != nil {
+		t.Fatalf("a rekey after the first completed: %v", err)
 	}
 }

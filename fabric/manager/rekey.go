@@ -15,7 +15,7 @@ import (
 // It is what `dxpu ctl rekey` calls; bridges also rekey on their own,
 // under load, long before a key's nonce space runs low.
 func (m *Manager) Rekey(ctx context.Context, id string) (pool.Allocation, error) {
-	p, a, unclaim, err := m.claimAllocation(id)
+	p, a, unclaim, err := m.claimAllocation(id, claimRekey)
 	if err != nil {
 		return pool.Allocation{}, err
 	}

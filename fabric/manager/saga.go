@@ -110,24 +110,38 @@ func (m *Manager) pairsOf(p *pool.Pool, a pool.Allocation) ([]Pair, error) {
 
 // withFreshKeys gives every pair of a new allocation a fresh key.
 func (m *Manager) withFreshKeys(ctx context.Context, pairs []Pair) error {
+	ids := make([]uint32, len(pairs))
 	for i := range pairs {
-		k, err := m.issueKey(ctx, pairs[i].ID)
-		if err != nil {
-			return err
-		}
-		pairs[i].Key = k
+		ids[i] = pairs[i].ID
+	}
+	ks, err := m.issueKeys(ctx, ids)
+	if err != nil {
+		return err
+	}
+	for i := range pairs {
+		pairs[i].Key = ks[i]
 	}
 	return nil
 }
 
-func (m *Manager) claim(id string) bool {
+// What holds a claim on an allocation, for the 409 a second change gets.
+const (
+	claimAllocate  = "being allocated"
+	claimRelease   = "being released"
+	claimRekey     = "being rekeyed"
+	claimReconcile = "being repaired by the reconciler"
+)
+
+// claim takes id for one change (what: one of the claim* phrases); when
+// another change holds it, it returns false and what that one is.
+func (m *Manager) claim(id, what string) (string, bool) {
 	m.busyMu.Lock()
 	defer m.busyMu.Unlock()
-	if m.busy[id] {
-		return false
+	if held, ok := m.busy[id]; ok {
+		return held, false
 	}
-	m.busy[id] = true
-	return true
+	m.busy[id] = what
+	return "", true
 }
 
 func (m *Manager) unclaim(id string) {
@@ -157,7 +171,7 @@ func (m *Manager) allocate(ctx context.Context, req pool.Request) (pool.Allocati
 		return pool.Allocation{}, err
 	}
 	id := "a-" + randomID(6)
-	m.claim(id)
+	m.claim(id, claimAllocate)
 	defer m.unclaim(id)
 	a, err := p.Reserve(id, req)
 	if errors.Is(err, pool.ErrDuplicate) {
@@ -301,15 +315,16 @@ func (m *Manager) finishRelease(ctx context.Context, p *pool.Pool, id string, pa
 	return nil
 }
 
-// claimAllocation claims an existing allocation for one change (release,
-// rekey) and loads it; the caller runs unclaim when done.
-func (m *Manager) claimAllocation(id string) (*pool.Pool, pool.Allocation, func(), error) {
+// claimAllocation claims an existing allocation for one change (what:
+// claimRelease, claimRekey) and loads it; the caller runs unclaim when
+// done. A change already under way makes it ErrBusy (409) naming it.
+func (m *Manager) claimAllocation(id, what string) (*pool.Pool, pool.Allocation, func(), error) {
 	p, err := m.livePool()
 	if err != nil {
 		return nil, pool.Allocation{}, nil, err
 	}
-	if !m.claim(id) {
-		return nil, pool.Allocation{}, nil, fmt.Errorf("%w: %s is being allocated or released", ErrBusy, id)
+	if held, ok := m.claim(id, what); !ok {
+		return nil, pool.Allocation{}, nil, fmt.Errorf("%w: %s is %s; try again when that is done", ErrBusy, id, held)
 	}
 	a, err := p.Allocation(id)
 	if err != nil {
@@ -322,7 +337,7 @@ func (m *Manager) claimAllocation(id string) (*pool.Pool, pool.Allocation, func(
 // Release gives an allocation's GPUs back: hot-remove on the host, then
 // host bridge, switch and GPU bridge, then the pool.
 func (m *Manager) Release(ctx context.Context, id string) (pool.Allocation, error) {
-	p, a, unclaim, err := m.claimAllocation(id)
+	p, a, unclaim, err := m.claimAllocation(id, claimRelease)
 	if err != nil {
 		return pool.Allocation{}, err
 	}
@@ -366,23 +381,29 @@ func (m *Manager) reconcile(ctx context.Context, full bool) {
 		// The forwarding table of every active allocation first: it is
 		// the manager's own and fast, while re-applying below waits on
 		// agents and the store for every pair's key change.
+		var ids []uint32
 		for _, a := range p.Allocations() {
 			if a.State != pool.StateActive {
 				continue
 			}
 			pairs, _ := m.pairsOf(p, a)
 			for _, pr := range pairs {
+				ids = append(ids, pr.ID)
 				if err := m.do(ctx, StepSwitch, pr); err != nil {
 					m.log.Warn("reconcile: programming the switch failed", "id", a.ID, "pair", pr.ID, "err", err)
 				}
 			}
+		}
+		// Their new keys' generations in a few store writes, not one each.
+		if err := m.prepareKeys(ctx, ids); err != nil {
+			m.log.Warn("reconcile: issuing the pairs' keys in bulk failed; each pair issues its own", "err", err)
 		}
 	}
 	for _, a := range p.Allocations() {
 		if ctx.Err() != nil {
 			return
 		}
-		if !m.claim(a.ID) {
+		if _, ok := m.claim(a.ID, claimReconcile); !ok {
 			continue
 		}
 		switch {
@@ -482,6 +503,7 @@ func (m *Manager) sweep(ctx context.Context, p *pool.Pool) {
 		owns   func(Pair) bool // whether a desired pair lives on this agent
 		remove func(context.Context, Pair) error
 		add    func(context.Context, Pair) error
+		boxes  []string // the boxes whose agent this is (reachability.go)
 	}
 	all := func(Pair) bool { return true }
 	var agents []agent
@@ -502,18 +524,22 @@ func (m *Manager) sweep(ctx context.Context, p *pool.Pool) {
 		return nil
 	}
 	if l, ok := m.cfg.GPUBridge.(PairLister); ok {
-		agents = append(agents, agent{"gpu_bridge", l.ListPairs, all, m.cfg.GPUBridge.RemovePair, m.cfg.GPUBridge.ProgramPair})
+		agents = append(agents, agent{"gpu_bridge", l.ListPairs, all, m.cfg.GPUBridge.RemovePair, m.cfg.GPUBridge.ProgramPair, nil})
 	}
 	if l, ok := m.cfg.Switch.(PairLister); ok && m.cfg.Switch != nil {
-		agents = append(agents, agent{"switch", l.ListPairs, all, m.cfg.Switch.RemovePair, m.cfg.Switch.ProgramPair})
+		agents = append(agents, agent{"switch", l.ListPairs, all, m.cfg.Switch.RemovePair, m.cfg.Switch.ProgramPair, nil})
 	}
 	if l, ok := hb.(PairLister); ok {
-		agents = append(agents, agent{"host_bridge", l.ListPairs, all, hostRemove, hostAdd})
+		agents = append(agents, agent{"host_bridge", l.ListPairs, all, hostRemove, hostAdd, nil})
 	}
 	// Programmers that reach one agent per bridge are asked at every
 	// agent URL the pool knows.
 	if l, ok := m.cfg.GPUBridge.(AgentPairLister); ok {
 		seen := map[string]bool{}
+		boxesAt := map[string][]string{}
+		for _, b := range p.Boxes() {
+			boxesAt[b.AgentURL] = append(boxesAt[b.AgentURL], b.ID)
+		}
 		for _, b := range p.Boxes() {
 			if url := b.AgentURL; url != "" && !seen[url] {
 				seen[url] = true
@@ -525,7 +551,7 @@ func (m *Manager) sweep(ctx context.Context, p *pool.Pool) {
 						pr.GPUAgent, pr.GPUAgentCredential = url, cred
 						return m.cfg.GPUBridge.RemovePair(ctx, pr)
 					},
-					m.cfg.GPUBridge.ProgramPair})
+					m.cfg.GPUBridge.ProgramPair, boxesAt[url]})
 			}
 		}
 	}
@@ -542,7 +568,7 @@ func (m *Manager) sweep(ctx context.Context, p *pool.Pool) {
 						pr.HostAgent, pr.HostAgentCredential = url, cred
 						return hostRemove(ctx, pr)
 					},
-					hostAdd})
+					hostAdd, nil})
 			}
 		}
 	}
@@ -550,12 +576,16 @@ func (m *Manager) sweep(ctx context.Context, p *pool.Pool) {
 		lctx, cancel := context.WithTimeout(ctx, m.cfg.StepTimeout)
 		actual, err := ag.list(lctx)
 		cancel()
-		if errors.Is(err, ErrCannotList) {
-			continue
-		}
-		if err != nil {
+		if err != nil && !errors.Is(err, ErrCannotList) {
+			if ctx.Err() == nil { // the pass was not cut short: the agent did not answer
+				m.agentUnanswered(ag.boxes, ag.name, err)
+			}
 			m.log.Warn("reconcile: listing pairs failed", "agent", ag.name, "err", err)
 			continue
+		}
+		m.agentAnswered(ag.boxes, ag.name)
+		if err != nil {
+			continue // it answered that it cannot list
 		}
 		// Desired is read after actual: a pair programmed by a saga that
 		// started meanwhile was reserved before it was programmed, so it
@@ -564,7 +594,7 @@ func (m *Manager) sweep(ctx context.Context, p *pool.Pool) {
 		busy := map[string]bool{}
 		for _, a := range p.Allocations() {
 			m.busyMu.Lock()
-			busy[a.ID] = m.busy[a.ID]
+			_, busy[a.ID] = m.busy[a.ID]
 			m.busyMu.Unlock()
 			if ps, err := m.pairsOf(p, a); err == nil {
 				for _, pr := range ps {
@@ -589,7 +619,7 @@ func (m *Manager) sweep(ctx context.Context, p *pool.Pool) {
 			if have[id] || !ag.owns(d) || busy[d.Allocation] || err != nil || a.State != pool.StateActive {
 				continue
 			}
-			if !m.claim(d.Allocation) {
+			if _, ok := m.claim(d.Allocation, claimReconcile); !ok {
 				continue // a rekey or release took it meanwhile: the next pass looks again
 			}
 			m.log.Info("reconcile: restoring lost pair", "agent", ag.name, "pair", id)

@@ -72,6 +72,11 @@ type GPU struct {
 	Port      int    `json:"pcie_port"`   // downstream port of that switch
 	Health    Health `json:"health,omitempty"`
 	Box       string `json:"box,omitempty"` // filled in by the pool
+	// Unreachable is set, in the manager's answers only, while the GPU's
+	// box agent has not answered past the manager's bound: the manager
+	// cannot vouch for the GPU, but Health stays what evidence about the
+	// GPU itself says and the GPU stays lent.
+	Unreachable *Unreachable `json:"unreachable,omitempty"`
 	// Allocation holds the allocation the GPU is lent to; filled in by the
 	// pool on read, never stored with the box.
 	Allocation string `json:"allocation,omitempty"`
@@ -87,6 +92,15 @@ type Box struct {
 	Location Location `json:"location"`
 	GPUs     []GPU    `json:"gpus"`
 	Draining bool     `json:"draining,omitempty"`
+	// Unreachable is set, in the manager's answers only (never stored),
+	// while the box's agent has not answered past the manager's bound.
+	Unreachable *Unreachable `json:"unreachable,omitempty"`
+}
+
+// Unreachable says since when and why a box's agent does not answer.
+type Unreachable struct {
+	Since  time.Time `json:"since"` // the first failed contact of the run
+	Reason string    `json:"reason"`
 }
 
 // Host is a host-side bridge.

@@ -7,6 +7,12 @@
  *   pair --peer 127.0.0.1:PORT [--local 127.0.0.1:0] [--bytes 67108864]
  *        [--base 0x100000000] [--pair 1] [--stall-ms 10000]
  *        [--completion-timeout-ms 1000] [--dead-after-ms 0 (the default, 10)]
+ *        [--key-hex 64HEX [--key-generation 1] [--seal-mode gcm|gmac]]
+ *
+ * With --key-hex the pair is keyed (ABI version 2): every frame is sealed
+ * under that pair key, the same as the peer's, and between the writes and
+ * the reads the program moves to a new key epoch (dxpu_bridge_rekey); the
+ * final line then counts the key events and sealed frames.
  *
  * The peer is a GPU-side bridge with memory behind it at [base,
  * base+bytes), e.g. the Go test's driver.Runner with a
@@ -70,6 +76,7 @@ static uint64_t region;    /* bytes */
 static uint64_t base_addr; /* device address of the region */
 static int flush_done, bad_status;
 static uint64_t cpls, reads_done;
+static uint64_t tx_keys, rx_keys; /* key events (keyed pairs) */
 
 static int64_t mono_ns(void)
 {
@@ -274,6 +281,10 @@ static void pump(int64_t wait_ns)
 	while ((rc = dxpu_bridge_next_event(br, &ev)) == DXPU_MORE) {
 		if (ev.kind == DXPU_EVENT_LINK_UP)
 			link_up = 1;
+		else if (ev.kind == DXPU_EVENT_TX_KEY)
+			tx_keys++;
+		else if (ev.kind == DXPU_EVENT_RX_KEY)
+			rx_keys++;
 		else {
 			fprintf(stderr, "pair: event %u: %s\n", ev.kind, ev.reason);
 			printf("{\"side\":\"c\",\"ok\":false,\"error\":\"event %u\"}\n", ev.kind);
@@ -336,7 +347,8 @@ static int parse_addr(const char *s, struct sockaddr_in *a)
 int main(int argc, char **argv)
 {
 	const char *peer = NULL, *local = "127.0.0.1:0";
-	uint64_t pair_id = 1;
+	uint64_t pair_id = 1, key_gen = 1;
+	const char *key_hex = NULL, *seal_mode = "gcm";
 	region = 64 << 20;
 	base_addr = 0x100000000ull;
 	for (int i = 1; i + 1 < argc; i += 2) {
@@ -356,16 +368,48 @@ int main(int argc, char **argv)
 			cpl_timeout_ns = (int64_t)strtoll(argv[i + 1], NULL, 0) * 1000000;
 		else if (!strcmp(argv[i], "--dead-after-ms"))
 			dead_after_ns = (int64_t)strtoll(argv[i + 1], NULL, 0) * 1000000;
+		else if (!strcmp(argv[i], "--key-hex"))
+			key_hex = argv[i + 1];
+		else if (!strcmp(argv[i], "--key-generation"))
+			key_gen = strtoull(argv[i + 1], NULL, 0);
+		else if (!strcmp(argv[i], "--seal-mode"))
+			seal_mode = argv[i + 1];
 		else {
 			fprintf(stderr, "pair: unknown flag %s\n", argv[i]);
 			return 64;
 		}
 	}
 	if (!peer || region == 0 || region % READ_SIZE || base_addr % READ_SIZE) {
-		fprintf(stderr, "usage: pair --peer IP:PORT [--local IP:PORT] [--bytes N (multiple of %d)] [--base ADDR] [--pair ID] [--stall-ms MS] [--completion-timeout-ms MS] [--dead-after-ms MS]\n", READ_SIZE);
+		fprintf(stderr, "usage: pair --peer IP:PORT [--local IP:PORT] [--bytes N (multiple of %d)] [--base ADDR] [--pair ID] [--stall-ms MS] [--completion-timeout-ms MS] [--dead-after-ms MS] [--key-hex 64HEX [--key-generation N] [--seal-mode gcm|gmac]]\n", READ_SIZE);
 		return 64;
 	}
-	if (dxpu_abi_version() != DXPU_ABI_VERSION) {
+	uint8_t key[DXPU_KEY_LEN];
+	struct dxpu_bridge_keys keys = {0};
+	if (key_hex) {
+		for (int i = 0; i < DXPU_KEY_LEN; i++) {
+			unsigned v;
+			if (strlen(key_hex) != 2 * DXPU_KEY_LEN || sscanf(key_hex + 2 * i, "%2x", &v) != 1) {
+				fprintf(stderr, "pair: --key-hex: want %d hex digits\n", 2 * DXPU_KEY_LEN);
+				return 64;
+			}
+			key[i] = (uint8_t)v;
+		}
+		keys.key = key;
+		keys.generation = (uint32_t)key_gen;
+		if (!strcmp(seal_mode, "gmac"))
+			keys.seal_mode = DXPU_SEAL_GMAC;
+		else if (!strcmp(seal_mode, "gcm"))
+			keys.seal_mode = DXPU_SEAL_GCM;
+		else {
+			fprintf(stderr, "pair: --seal-mode %s: want gcm or gmac\n", seal_mode);
+			return 64;
+		}
+		/* HELLOs are numbered by the wall clock: its value at now_ns 0. */
+		struct timespec rt;
+		clock_gettime(CLOCK_REALTIME, &rt);
+		keys.wall_clock_ns = (int64_t)rt.tv_sec * 1000000000 + rt.tv_nsec - mono_ns();
+	}
+	if (dxpu_abi_version() < DXPU_ABI_VERSION) {
 		fprintf(stderr, "pair: library ABI %d, header %d\n", dxpu_abi_version(), DXPU_ABI_VERSION);
 		return 1;
 	}
@@ -398,7 +442,7 @@ int main(int argc, char **argv)
 	cfg.dead_after_ns = dead_after_ns;
 	cfg.seed = (uint64_t)mono_ns();
 	char err[256];
-	br = dxpu_bridge_new(&cfg, err, sizeof err);
+	br = key_hex ? dxpu_bridge_new_keyed(&cfg, &keys, err, sizeof err) : dxpu_bridge_new(&cfg, err, sizeof err);
 	if (br < 0) {
 		fprintf(stderr, "pair: dxpu_bridge_new: %s: %s\n", dxpu_strerror((int)br), err);
 		return 1;
@@ -421,6 +465,7 @@ int main(int argc, char **argv)
 
 	/* Writes, then a flushing read: the time until it completes. */
 	uint8_t t[16 + WRITE_SIZE];
+	int rc0;
 	int64_t t0 = mono_ns();
 	for (uint64_t off = 0; off < region;) {
 		size_t n = mwr(t, base_addr + off, src + off, WRITE_SIZE);
@@ -433,6 +478,9 @@ int main(int argc, char **argv)
 	}
 	flush();
 	int64_t t1 = mono_ns();
+	/* A keyed pair reads under a new key epoch: rekeying loses nothing. */
+	if (key_hex && (rc0 = dxpu_bridge_rekey(br)) != DXPU_OK)
+		die("rekey", rc0);
 
 	/* Reads of READ_SIZE, up to NTAGS outstanding. */
 	uint64_t next = 0, want = region / READ_SIZE;
@@ -461,15 +509,20 @@ int main(int argc, char **argv)
 	int rc = dxpu_bridge_counters(br, &c);
 	if (rc != DXPU_OK)
 		die("counters", rc);
+	struct dxpu_key_state ks;
+	if ((rc = dxpu_bridge_key_state(br, &ks)) != DXPU_OK)
+		die("key_state", rc);
 	double ws = (t1 - t0) / 1e9, rs = (t2 - t1) / 1e9;
 	int ok = mismatches == 0 && bad_status == 0;
 	printf("{\"side\":\"c\",\"ok\":%s,\"bytes\":%" PRIu64 ",\"write_s\":%.6f,\"write_gbps\":%.3f,"
 	       "\"read_s\":%.6f,\"read_gbps\":%.3f,\"mismatches\":%" PRIu64 ",\"first_mismatch\":%" PRId64 ","
 	       "\"bad_completions\":%d,\"completions\":%" PRIu64 ",\"frames_sent\":%" PRIu64 ",\"frames_received\":%" PRIu64
-	       ",\"retransmits\":%" PRIu64 ",\"frames_dropped\":%" PRIu64 "}\n",
+	       ",\"retransmits\":%" PRIu64 ",\"frames_dropped\":%" PRIu64 ",\"keyed\":%s,\"frames_sealed\":%" PRIu64
+	       ",\"frames_opened\":%" PRIu64 ",\"tx_key_events\":%" PRIu64 ",\"rx_key_events\":%" PRIu64 ",\"tx_epoch\":%u}\n",
 	       ok ? "true" : "false", region, ws, region * 8 / ws / 1e9, rs, region * 8 / rs / 1e9, mismatches,
 	       first == UINT64_MAX ? (int64_t)-1 : (int64_t)first, bad_status, cpls, c.frames_sent, c.frames_received,
-	       c.retransmits, c.frames_dropped);
+	       c.retransmits, c.frames_dropped, ks.keyed ? "true" : "false", ks.frames_sealed, ks.frames_opened, tx_keys,
+	       rx_keys, ks.tx_epoch);
 	if ((rc = dxpu_bridge_free(br)) != DXPU_OK)
 		die("free", rc);
 	free(src);

@@ -68,6 +68,21 @@
  *
  * COST. Per call: one cgo transition (tens of nanoseconds) and no memory
  * allocation on the frame and TLP paths once the bridge is built.
+ *
+ * KEYS (ABI version 2). dxpu_bridge_new_keyed builds a bridge of a keyed
+ * pair: every frame it sends is sealed (AES-256-GCM, or integrity-only
+ * GMAC) under the pair key, and every frame it takes must open under it,
+ * or it is dropped (DXPU_E_FRAME, counted in struct dxpu_key_state). The
+ * format and key schedule are docs/protocol.md section 11 and `go doc
+ * ./bridge/seal`. Sealing adds DXPU_SEAL_OVERHEAD bytes per frame within
+ * the same mtu. A new pair key is installed on both sides first
+ * (dxpu_bridge_install_key), then activated on one or both
+ * (dxpu_bridge_activate_key); dxpu_bridge_rekey moves to a new epoch of the
+ * key now. Each move of this side's sender or of the peer's to a new key
+ * is an event (DXPU_EVENT_TX_KEY, DXPU_EVENT_RX_KEY). Version 2 changes no
+ * call or structure of version 1 (event.reserved is now event.generation,
+ * 0 in version 1's events): a program built against version 1 runs
+ * unchanged; one that needs keys checks dxpu_abi_version() >= 2.
  */
 #ifndef DXPU_BRIDGE_H
 #define DXPU_BRIDGE_H
@@ -80,8 +95,10 @@ extern "C" {
 #endif
 
 /* DXPU_ABI_VERSION changes whenever a structure or a function of this
- * header changes incompatibly; dxpu_abi_version returns the library's. */
-#define DXPU_ABI_VERSION 1
+ * header changes or is added; dxpu_abi_version returns the library's.
+ * 2: keys (dxpu_bridge_new_keyed and the key calls, key events). */
+#define DXPU_ABI_VERSION 2
+#define DXPU_BRIDGE_ABI_VERSION DXPU_ABI_VERSION
 
 /* Return codes. */
 #define DXPU_OK        0   /* done; polling functions: nothing to return */
@@ -102,6 +119,9 @@ extern "C" {
 #define DXPU_E_LIMIT   -11 /* too many bridges open (DXPU_MAX_BRIDGES) */
 #define DXPU_E_INTERNAL -12 /* a bug in the library, contained; the handle
                                is unusable from then on; please report it */
+#define DXPU_E_KEY     -13 /* key refused: the bridge is unkeyed, the key is
+                              not DXPU_KEY_LEN bytes, or its generation is
+                              not above every one held (version 2) */
 
 /* Sizes. */
 #define DXPU_MAX_FRAME  65535 /* largest MTU accepted */
@@ -135,6 +155,18 @@ extern "C" {
 #define DXPU_EVENT_SURPRISE_REMOVAL   3
 #define DXPU_EVENT_POSTED_LOST        4
 #define DXPU_EVENT_COMPLETION_TIMEOUT 5
+#define DXPU_EVENT_TX_KEY             6 /* version 2: this side seals under a
+                                           new key: epoch in count, key
+                                           generation in generation */
+#define DXPU_EVENT_RX_KEY             7 /* version 2: the peer's frames open
+                                           under a new key (it moved) */
+
+/* Keys (version 2). */
+#define DXPU_KEY_LEN        32 /* pair key bytes (AES-256) */
+#define DXPU_KEY_NONCE_LEN  16 /* key nonce a keyed HELLO carries */
+#define DXPU_SEAL_GCM       1  /* AES-256-GCM: encryption and integrity */
+#define DXPU_SEAL_GMAC      2  /* AES-256-GMAC: integrity only */
+#define DXPU_SEAL_OVERHEAD  28 /* bytes a sealed frame adds */
 
 /* One routing-ID translation: bus << 8 | device << 3 | function. */
 struct dxpu_id_mapping {
@@ -193,7 +225,8 @@ struct dxpu_event {
 	uint16_t requester_id; /* COMPLETION_TIMEOUT: the request as issued */
 	uint16_t tag;
 	uint32_t n_addrs;
-	uint32_t reserved;
+	uint32_t generation;   /* TX_KEY, RX_KEY: the key generation (version
+	                          2; reserved, 0, in version 1) */
 	uint64_t addrs[8];
 	char reason[96];
 };
@@ -219,6 +252,38 @@ struct dxpu_counters {
 	int64_t srtt_ns, rto_ns;
 };
 
+/*
+ * The keys of a keyed pair (version 2): both sides the same. Zero the
+ * structure, then set key and generation.
+ */
+struct dxpu_bridge_keys {
+	const uint8_t *key;      /* DXPU_KEY_LEN bytes, copied */
+	uint32_t generation;     /* the key's generation, >= 1 */
+	uint32_t seal_mode;      /* DXPU_SEAL_GCM (0 too) or DXPU_SEAL_GMAC */
+	uint64_t rekey_after;    /* frames under one key before a new epoch:
+	                            2^22 */
+	int64_t wall_clock_ns;   /* wall clock (ns since 1970) at now_ns 0:
+	                            HELLOs are numbered by it, so that a restarted
+	                            side numbers above what its peer saw; 0:
+	                            now_ns alone */
+	uint8_t reserved[8];     /* zero */
+};
+
+/* A keyed bridge's keys and what its seal did (dxpu_bridge_key_state). */
+struct dxpu_key_state {
+	uint32_t keyed;             /* 0: unkeyed, the rest is 0 */
+	uint32_t active_generation; /* the generation the sender moves to */
+	uint32_t newest_generation; /* the newest installed */
+	uint32_t tx_generation, tx_epoch; /* this side's sending key */
+	uint32_t rx_generation, rx_epoch; /* the peer's, as last opened */
+	uint32_t reserved;
+	uint64_t tx_frames;         /* sealed under the sending key */
+	uint64_t frames_sealed, frames_opened;
+	uint64_t dropped_unsealed, dropped_forged, dropped_replayed;
+	uint64_t dropped_unknown_key, dropped_no_session;
+	uint64_t tx_rekeys, rx_rotations;
+};
+
 typedef int64_t dxpu_bridge;
 
 /* The library's own cgo code includes the types only: cgo declares the
@@ -237,6 +302,32 @@ const char *dxpu_strerror(int code);
  * errlen > 0, the reason as a NUL-terminated string cut to errlen.
  */
 dxpu_bridge dxpu_bridge_new(const struct dxpu_bridge_config *cfg, char *err, size_t errlen);
+
+/*
+ * dxpu_bridge_new_keyed builds a bridge of a keyed pair (version 2), as
+ * dxpu_bridge_new does an unkeyed one; keys NULL is dxpu_bridge_new.
+ */
+dxpu_bridge dxpu_bridge_new_keyed(const struct dxpu_bridge_config *cfg, const struct dxpu_bridge_keys *keys, char *err, size_t errlen);
+
+/*
+ * dxpu_bridge_install_key adds pair key generation (len DXPU_KEY_LEN,
+ * copied), above every generation held: frames of the peer under it open
+ * at once; this side seals under it once activated, or once the peer's
+ * frames show the peer did (version 2). DXPU_E_KEY: refused, the bridge
+ * keeps running under its key.
+ */
+int dxpu_bridge_install_key(dxpu_bridge h, uint32_t generation, const uint8_t *key, size_t len);
+
+/* dxpu_bridge_activate_key makes the newest installed generation the one
+ * this side seals under from its next epoch (version 2). */
+int dxpu_bridge_activate_key(dxpu_bridge h);
+
+/* dxpu_bridge_rekey moves this side's sender to a new epoch of its key,
+ * without loss, as soon as the peer holds the current one (version 2). */
+int dxpu_bridge_rekey(dxpu_bridge h);
+
+/* dxpu_bridge_key_state fills *s (an unkeyed bridge: keyed 0) (version 2). */
+int dxpu_bridge_key_state(dxpu_bridge h, struct dxpu_key_state *s);
 
 /* dxpu_bridge_free releases the bridge; the handle is dead afterwards. */
 int dxpu_bridge_free(dxpu_bridge h);

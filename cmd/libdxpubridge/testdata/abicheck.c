@@ -24,6 +24,8 @@ int main(void)
 	    (fn)dxpu_bridge_next_event, (fn)dxpu_bridge_deadline, (fn)dxpu_bridge_on_timer,
 	    (fn)dxpu_bridge_reset, (fn)dxpu_bridge_state, (fn)dxpu_bridge_counters,
 	    (fn)dxpu_bridge_last_error, (fn)dxpu_tlp_credits,
+	    (fn)dxpu_bridge_new_keyed, (fn)dxpu_bridge_install_key, (fn)dxpu_bridge_activate_key,
+	    (fn)dxpu_bridge_rekey, (fn)dxpu_bridge_key_state,
 	};
 	return fns[0] == NULL;
 }

@@ -66,10 +66,12 @@ func Run(ctx context.Context, o Options, ready func(a *Agent, api net.Addr)) err
 	if tlsCfg != nil {
 		scheme = "https"
 	}
-	o.Log.Info("agent API serving", "url", scheme+"://"+ln.Addr().String(), "role", o.Role)
+	// ready first: what it sets up (the SIGHUP handler) is in place by the
+	// time a supervisor reads the line below and acts on it.
 	if ready != nil {
 		ready(a, ln.Addr())
 	}
+	o.Log.Info("agent API serving", "url", scheme+"://"+ln.Addr().String(), "role", o.Role)
 	select {
 	case <-ctx.Done():
 	case err = <-errc:

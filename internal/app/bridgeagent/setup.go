@@ -108,23 +108,28 @@ func checkGuest(o vm.Options) error {
 }
 
 // ReloadCredentialOnHUP re-reads the credential file on SIGHUP (after a
-// re-registration with a new agent_url issued another) until ctx ends.
+// re-registration with a new agent_url issued another) until ctx ends. It
+// subscribes to SIGHUP before it returns and reloads in a goroutine: a
+// caller that announces readiness after it knows a SIGHUP from then on is
+// taken, not left to its default action (the end of the process).
 func ReloadCredentialOnHUP(ctx context.Context, a *Agent, path string, log *slog.Logger) {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
-	for {
-		select {
-		case <-hup:
-			c, err := manager.LoadTokenFile(path)
-			if err != nil {
-				log.Error("SIGHUP: credential not reloaded", "err", err)
-				continue
+	go func() {
+		defer signal.Stop(hup)
+		for {
+			select {
+			case <-hup:
+				c, err := manager.LoadTokenFile(path)
+				if err != nil {
+					log.Error("SIGHUP: credential not reloaded", "err", err)
+					continue
+				}
+				a.SetCredential(c)
+				log.Info("SIGHUP: agent credential reloaded", "file", path)
+			case <-ctx.Done():
+				return
 			}
-			a.SetCredential(c)
-			log.Info("SIGHUP: agent credential reloaded", "file", path)
-		case <-ctx.Done():
-			return
 		}
-	}
+	}()
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/dxpu/dxpu/bridge"
+	"github.com/dxpu/dxpu/bridge/afpacket"
 	"github.com/dxpu/dxpu/bridge/driver"
 	"github.com/dxpu/dxpu/bridge/nettlp"
 	"github.com/dxpu/dxpu/bridge/nettlpside"
@@ -33,6 +34,13 @@ type Options struct {
 	Listen, Peer netip.AddrPort // UDP: this bridge, the peer bridge
 	PCIe         PCIe
 	Metrics      string // TCP address for /metrics ("": none)
+
+	// EtherIface and EtherPeer, when set, carry the frames over raw
+	// Ethernet (EtherType 0x88b5, AF_PACKET, CAP_NET_RAW) on EtherIface to
+	// the peer's MAC instead of UDP.
+	EtherIface string
+	EtherPeer  net.HardwareAddr
+
 	// Key is the pair key (32 bytes, both sides the same); KeyGeneration
 	// numbers it and SealMode picks GCM or GMAC. Without a key the daemon
 	// refuses to run unless Insecure says so (a lab).
@@ -98,7 +106,12 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return apperr.Usage(err)
 	}
-	conn, err := udp.Listen(o.Listen, o.Peer)
+	var conn driver.Transport
+	if o.EtherIface != "" {
+		conn, err = afpacket.Listen(o.EtherIface, o.EtherPeer)
+	} else {
+		conn, err = udp.Listen(o.Listen, o.Peer)
+	}
 	if err != nil {
 		return err
 	}

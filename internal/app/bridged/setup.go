@@ -3,7 +3,9 @@ package bridged
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
+	"strings"
 
 	"github.com/dxpu/dxpu/bridge/nettlpside"
 	"github.com/dxpu/dxpu/bridge/seal"
@@ -21,6 +23,7 @@ type Setup struct {
 	MemBase, MemSize         string
 	Doorbell                 string // test target address in the memory ("": none)
 	KeyFile                  string
+	Ether                    string // IFACE:MAC: raw Ethernet instead of --listen/--peer
 	SealMode                 string // gcm or gmac
 }
 
@@ -48,11 +51,25 @@ func (s Setup) Apply(o *Options) error {
 	if o.Role, ok = encap.ParseRole(s.Role); !ok {
 		return usage(fmt.Errorf("--role %q: want host or gpu", s.Role))
 	}
-	if o.Listen, err = netip.ParseAddrPort(s.Listen); err != nil {
-		return usage(fmt.Errorf("--listen %q: %w", s.Listen, err))
-	}
-	if o.Peer, err = netip.ParseAddrPort(s.Peer); err != nil {
-		return usage(fmt.Errorf("--peer %q: %w", s.Peer, err))
+	if s.Ether != "" {
+		ifname, mac, ok := strings.Cut(s.Ether, ":")
+		if !ok || ifname == "" {
+			return usage(fmt.Errorf("--ether %q: want IFACE:MAC (the peer's MAC)", s.Ether))
+		}
+		if s.Listen != "" || s.Peer != "" {
+			return usage(errors.New("--ether and --listen/--peer exclude each other"))
+		}
+		if o.EtherPeer, err = net.ParseMAC(mac); err != nil || len(o.EtherPeer) != 6 {
+			return usage(fmt.Errorf("--ether %q: want a 6-byte MAC after the interface", s.Ether))
+		}
+		o.EtherIface = ifname
+	} else {
+		if o.Listen, err = netip.ParseAddrPort(s.Listen); err != nil {
+			return usage(fmt.Errorf("--listen %q: %w", s.Listen, err))
+		}
+		if o.Peer, err = netip.ParseAddrPort(s.Peer); err != nil {
+			return usage(fmt.Errorf("--peer %q: %w", s.Peer, err))
+		}
 	}
 	if o.PCIe, err = ParsePCIe(s.PCIe); err != nil {
 		return usage(err)

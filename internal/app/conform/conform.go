@@ -105,6 +105,9 @@ type Options struct {
 	Stub *Stub
 	// Scenarios selects scenarios by name (default all, see Scenarios).
 	Scenarios []string
+	// Keys make the pair keyed: the kit seals and opens every frame and
+	// judges KEY-2..KEY-8 (unkeyed: KEY-1).
+	Keys Keys
 	// Seed seeds the kit's nonces, ISNs and data; 0 draws one at random
 	// (the report names it, to reproduce a run).
 	Seed uint64
@@ -141,6 +144,10 @@ func Run(ctx context.Context, o Options) (Report, error) {
 	if o.Size < 64 || o.Addr%4 != 0 {
 		return rep, fmt.Errorf("%w: memory window %#x+%d: want a DW-aligned address and at least 64 bytes", ErrOptions, o.Addr, o.Size)
 	}
+	o.Keys = o.Keys.withDefaults()
+	if err := o.Keys.check(); err != nil {
+		return rep, err
+	}
 	scen, err := pick(o.Scenarios)
 	if err != nil {
 		return rep, err
@@ -164,6 +171,11 @@ func Run(ctx context.Context, o Options) (Report, error) {
 	k := &kit{opt: o, led: led, log: log, ctx: ctx, start: time.Now(), stub: o.Stub}
 	k.end = newEnd(led, kitRole, o.PairID, exact, o.Timers, o.Seed)
 	k.end.mtu = o.MTU
+	if o.Keys.keyed() {
+		k.end.keys = newKeyed(o.Keys, o.PairID, kitRole, k.start)
+		k.end.keys.newKitNonce(k.end)
+		led.na("KEY-1", "the pair is keyed (KEY-1 is for unkeyed pairs)")
+	}
 	k.link = startLink(t)
 	defer k.link.close()
 	watch := startStallWatch(k.start)
@@ -318,6 +330,14 @@ type kit struct {
 func (k *kit) now() time.Duration { return time.Since(k.start) }
 
 func (k *kit) send(b []byte) error {
+	if k.keys != nil {
+		b = k.keys.seal(k.end, k.now(), b)
+	}
+	return k.sendWire(b)
+}
+
+// sendWire sends b as it is: sealed already, or unsealed on purpose.
+func (k *kit) sendWire(b []byte) error {
 	k.lastSent = k.now()
 	if err := k.link.t.Send(b); err != nil {
 		return fmt.Errorf("send: %w", err)
@@ -354,11 +374,11 @@ func (k *kit) await(d time.Duration, cond func() bool) (bool, error) {
 		timer.Reset(max(min(end, k.nextDue(now))-now, 50*time.Microsecond))
 		select {
 		case f := <-k.link.frames:
-			k.observe(f.at.Sub(k.start), f.b)
+			k.input(f.at.Sub(k.start), f.b)
 			for more := true; more; {
 				select {
 				case f := <-k.link.frames:
-					k.observe(f.at.Sub(k.start), f.b)
+					k.input(f.at.Sub(k.start), f.b)
 				default:
 					more = false
 				}

@@ -27,6 +27,8 @@ type end struct {
 	// stalled returns how long the kit itself was stalled in a span of
 	// its time (nil: never); judged bounds leave it out.
 	stalled func(from, to time.Duration) time.Duration
+	// keys is the seal layer of a keyed pair (nil: unkeyed).
+	keys *keyed
 
 	// The kit's session and its transmit side.
 	session, isn   uint32
@@ -180,6 +182,9 @@ func (e *end) newSession(now time.Duration, a advert) {
 	e.deaf, e.silent, e.waitProbe, e.quiet, e.dropTLPs, e.noRetx = false, false, false, false, 0, false
 	e.expectRenew = true
 	e.iutUp = false
+	if e.keys != nil {
+		e.keys.newKitNonce(e)
+	}
 	e.resetRx()
 }
 
@@ -215,8 +220,21 @@ func (e *end) elapsed(from, to time.Duration) time.Duration {
 	return d
 }
 
-// observe checks one frame from the IUT (from the dxpu header on) and
-// applies it.
+// input takes a frame as it came from the IUT: a keyed kit opens it
+// first, and a frame that does not open takes no effect.
+func (e *end) input(now time.Duration, b []byte) {
+	if e.keys != nil {
+		p, ok := e.keys.open(e, now, b)
+		if !ok {
+			return
+		}
+		b = p
+	}
+	e.observe(now, b)
+}
+
+// observe checks one plain frame from the IUT (from the dxpu header on)
+// and applies it.
 func (e *end) observe(now time.Duration, b []byte) {
 	kind := frameKind(b)
 	if gap := e.elapsed(e.lastFrame, now); e.iutUp && e.lastFrame > 0 && gap > e.timers.Keepalive+e.timers.Slack {
@@ -281,7 +299,9 @@ func (e *end) checkFrame(b []byte) (encap.Header, []byte, bool) {
 		return nil, nil, false
 	}
 	e.led.pass("FRM-6", "every frame carries pair %#x", e.pair)
-	if b[0]&0x08 != 0 {
+	if e.keys != nil {
+		// Opened: KEY-2 judged the sealing.
+	} else if b[0]&0x08 != 0 {
 		e.led.fail("KEY-1", "byte 0: sealed bit 3 set on a pair without keys")
 	} else {
 		e.led.pass("KEY-1", "sealed bit clear")
@@ -369,6 +389,9 @@ func (e *end) onControl(now time.Duration, h encap.Header, body []byte) {
 	switch c.Type {
 	case encap.CtlHello, encap.CtlHelloAck:
 		e.led.pass("CTL-2", "HELLO fields in range")
+		if e.keys != nil && !e.keys.helloBody(e, &c, body) {
+			return
+		}
 		e.onHello(now, &c)
 		return
 	case encap.CtlReset:
@@ -740,6 +763,9 @@ func (e *end) hello(t encap.ControlType) []byte {
 	}
 	for ct := range c.Credits {
 		c.Credits[ct] = e.adv[ct]
+	}
+	if e.keys != nil {
+		return e.keys.appendNonce(e.control(c))
 	}
 	return e.control(c)
 }

@@ -57,6 +57,13 @@ var catalogue = []Rule{
 	{"LNK-6", "RESET of the own session honoured, of another ignored"},
 	{"LNK-7", "a peer's new session ends the old one"},
 	{"KEY-1", "sealed bit 0 on pairs without keys"},
+	{"KEY-2", "every frame of a keyed pair sealed under the pair key and mode"},
+	{"KEY-3", "unsealed, forged, unknown-key, replayed and too-old frames dropped; the window's edge accepted"},
+	{"KEY-4", "a fresh key nonce per session; session keys bound to both sides' nonces"},
+	{"KEY-5", "HELLO, HELLO-ACK and RESET under the handshake key, numbers increasing; replays refused"},
+	{"KEY-6", "epochs move only after the peer's echo, within 2 x RekeyAfter, without loss"},
+	{"KEY-7", "the previous epoch's key open for a grace, then retired"},
+	{"KEY-8", "a new key generation opened once installed, and followed"},
 }
 
 // Rules returns the rules the kit judges, in report order.

@@ -28,6 +28,7 @@ var scenarios = []scenario{
 	{"reset", (*kit).reset},
 	{"flap-short", (*kit).flapShort},
 	{"flap-long", (*kit).flapLong},
+	{"keys", (*kit).keysScenario},
 }
 
 // Scenarios returns the scenario names in the order they run.
@@ -950,6 +951,13 @@ func (k *kit) reset() error {
 		k.silent = false
 		k.led.fail("LNK-6", "no new session within %v of a RESET of session %#x", k.reply(), old)
 		return nil
+	}
+	if k.keys != nil {
+		// A keyed IUT without a session has no keys to open the frame
+		// with, so it cannot tell what it is: no RESET reason 2 is due.
+		k.silent = false
+		k.led.pass("LNK-6", "RESETs honoured for the own session, ignored for another (keyed: no RESET reason 2 for frames it cannot open)")
+		return k.begin(defaultAdvert())
 	}
 	if err := k.notUpEdges(); err != nil {
 		return err

@@ -36,6 +36,9 @@ func boxTable(w io.Writer, bs []pool.Box) {
 		if b.Draining {
 			state = "draining"
 		}
+		if b.Unreachable != nil { // its agent does not answer the manager; the GPUs stay as they are
+			state += ",unreachable"
+		}
 		fmt.Fprintf(w, "%s\t%s\t%s %s\t%d\t%d\t%d\t%d\t%s\n", b.ID, where(b.Location), b.Bridge.SwitchPort, b.Bridge.MAC, len(b.GPUs), free, used, bad, state)
 	}
 }

@@ -50,6 +50,10 @@ type Options struct {
 	Clients    int           // default 50
 	Duration   time.Duration // default 10s
 	Seed       uint64        // default 1
+	// MinOps: each client makes at least this many calls, past Duration if
+	// it must (tests: on a loaded machine a short run may otherwise end
+	// before a client frees anything).
+	MinOps int
 	// Log receives the manager's log (default: discarded).
 	Log *slog.Logger
 }
@@ -237,9 +241,12 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		return res, fmt.Errorf("managerbench: the manager loaded %d GPUs and %d hosts of the %d and %d written", s.GPUs, s.Hosts, o.GPUs, o.Hosts)
 	}
 	h := &held{by: map[string]string{}}
-	// Each client holds up to hold allocations of 1-8 GPUs (4.5 on
-	// average), freeing its oldest before it allocates more: the pool
-	// stays about 60% lent.
+	// Each client holds about hold allocations of 1-8 GPUs (4.5 on
+	// average): the pool stays about 60% lent. It frees its oldest with
+	// a chance of what it holds over 2*hold (always from 2*hold on), so
+	// that allocations and frees run at once from the start: a client
+	// that freed only once it held hold allocations freed nothing on a
+	// loaded machine, whose 10 s saw 12 allocations a client.
 	hold := max(1, int(0.6*float64(o.GPUs)/(4.5*float64(o.Clients))))
 	var (
 		mu        sync.Mutex
@@ -263,8 +270,8 @@ func Run(ctx context.Context, o Options) (Result, error) {
 			var al, rl []time.Duration
 			var nref, nerr int
 			var ferr error
-			for time.Now().Before(end) && ctx.Err() == nil {
-				if len(mine) >= hold {
+			for ops := 0; (time.Now().Before(end) || ops < o.MinOps) && ctx.Err() == nil; ops++ {
+				if freeNext(r, len(mine), hold) {
 					a := mine[0]
 					mine = mine[1:]
 					h.drop(a)
@@ -359,6 +366,13 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	res.InvariantsHold = res.OverAllocated == 0 && res.AgentConflicts == 0 && res.CountsAddUp && res.Errors == 0 &&
 		res.RestartGPUsUsed == res.GPUsUsed && res.Allocations > 0
 	return res, nil
+}
+
+// freeNext reports whether a client holding held allocations frees its
+// oldest next rather than allocate: with a chance of held over 2*hold, so
+// that it frees from its first allocation on and holds about hold.
+func freeNext(r *rand.Rand, held, hold int) bool {
+	return held > 0 && r.Float64()*float64(2*hold) < float64(held)
 }
 
 // poolMatches reports whether the pool's allocations are exactly the ones

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
@@ -41,7 +42,7 @@ func checkRun(t *testing.T, r Result, o Options) {
 
 // TestSmallBolt runs the bench small on bbolt (96 GPUs, 5 clients, 2 s).
 func TestSmallBolt(t *testing.T) {
-	o := Options{GPUs: 96, Hosts: 20, Clients: 5, Duration: 2 * time.Second, Dir: t.TempDir()}
+	o := Options{GPUs: 96, Hosts: 20, Clients: 5, Duration: 2 * time.Second, Dir: t.TempDir(), MinOps: 12}
 	r, err := Run(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
@@ -51,7 +52,7 @@ func TestSmallBolt(t *testing.T) {
 
 // TestSmallMemory runs it on the in-memory store, the baseline.
 func TestSmallMemory(t *testing.T) {
-	o := Options{Store: "memory", GPUs: 96, Hosts: 20, Clients: 5, Duration: 500 * time.Millisecond}
+	o := Options{Store: "memory", GPUs: 96, Hosts: 20, Clients: 5, Duration: 500 * time.Millisecond, MinOps: 12}
 	r, err := Run(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
@@ -63,7 +64,7 @@ func TestSmallMemory(t *testing.T) {
 // etcd).
 func TestSmallEtcd(t *testing.T) {
 	c := etcdtest.Start(t, 3)
-	o := Options{Store: "etcd", EtcdEndpoints: c.Endpoints, GPUs: 96, Hosts: 20, Clients: 5, Duration: 2 * time.Second}
+	o := Options{Store: "etcd", EtcdEndpoints: c.Endpoints, GPUs: 96, Hosts: 20, Clients: 5, Duration: 2 * time.Second, MinOps: 12}
 	r, err := Run(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
@@ -74,7 +75,7 @@ func TestSmallEtcd(t *testing.T) {
 // TestReport: the text names the figures, the JSON has the keys, and bad
 // options are usage errors that print nothing.
 func TestReport(t *testing.T) {
-	o := Options{GPUs: 48, Hosts: 10, Clients: 3, Duration: 300 * time.Millisecond}
+	o := Options{GPUs: 48, Hosts: 10, Clients: 3, Duration: 300 * time.Millisecond, MinOps: 12}
 	var out bytes.Buffer
 	if err := WriteReport(context.Background(), o, false, &out); err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
@@ -182,7 +183,7 @@ func TestChecksCatch(t *testing.T) {
 // etcd).
 func TestLocalEtcd(t *testing.T) {
 	privtest.Tool(t, "etcd")
-	o := Options{Store: "etcd", GPUs: 48, Hosts: 10, Clients: 3, Duration: 500 * time.Millisecond}
+	o := Options{Store: "etcd", GPUs: 48, Hosts: 10, Clients: 3, Duration: 500 * time.Millisecond, MinOps: 12}
 	r, err := Run(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
@@ -194,5 +195,34 @@ func TestLocalEtcd(t *testing.T) {
 	if s, err := store.OpenEtcd(store.EtcdConfig{Endpoints: r.EtcdEndpoints, DialTimeout: 500 * time.Millisecond}); err == nil {
 		s.Close()
 		t.Errorf("the run's cluster %v still answers after it", r.EtcdEndpoints)
+	}
+}
+
+// TestFreeNext: clients free from their first allocation held on, not
+// only once they hold their share (at 10,000 GPUs on a loaded machine a
+// client made 12 allocations in 10 s and, so, freed nothing), and settle
+// around hold: half the draws free there, all from 2*hold on.
+func TestFreeNext(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	frac := func(held, hold int) float64 {
+		n := 0
+		for range 10000 {
+			if freeNext(r, held, hold) {
+				n++
+			}
+		}
+		return float64(n) / 10000
+	}
+	if f := frac(0, 26); f != 0 {
+		t.Errorf("holding nothing: frees %v of the time", f)
+	}
+	if f := frac(2, 26); f < 0.02 || f > 0.06 {
+		t.Errorf("holding 2 of 26: frees %v of the time, want about 2/52", f)
+	}
+	if f := frac(26, 26); f < 0.45 || f > 0.55 {
+		t.Errorf("holding its share: frees %v of the time, want about half", f)
+	}
+	if f := frac(52, 26); f != 1 {
+		t.Errorf("holding twice its share: frees %v of the time, want always", f)
 	}
 }

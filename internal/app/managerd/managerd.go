@@ -45,6 +45,9 @@ type Options struct {
 	// DegradedAfter: a pair down that long degrades its allocation (0:
 	// manager.DefaultDegradedAfter).
 	DegradedAfter time.Duration
+	// UnreachableAfter: a box agent silent that long to the reconciler is
+	// reported unreachable (0: manager.DefaultUnreachableAfter).
+	UnreachableAfter time.Duration
 }
 
 // Run checks o, opens the store, and serves the manager's API until ctx
@@ -56,6 +59,9 @@ func Run(ctx context.Context, o Options) error {
 	}
 	if o.MaxAnonConnsPerClient < 0 {
 		return apperr.Usage(fmt.Errorf("--max-anon-conns-per-client %d: want at least 1", o.MaxAnonConnsPerClient))
+	}
+	if o.UnreachableAfter < 0 {
+		return apperr.Usage(fmt.Errorf("--unreachable-after %v: want a positive duration such as 30s", o.UnreachableAfter))
 	}
 	if o.DegradedAfter < 0 {
 		return apperr.Usage(fmt.Errorf("--degraded-after %v: want a positive duration such as 10s", o.DegradedAfter))
@@ -139,7 +145,8 @@ func Run(ctx context.Context, o Options) error {
 	}
 	m, err := manager.New(manager.Config{Store: st, Token: token, ReadToken: readToken, AllowInsecureAgents: o.AllowInsecureAgents,
 		ID: advertise, Logger: o.Log, ReconcileInterval: o.ReconcileInterval, DegradedAfter: o.DegradedAfter,
-		GPUBridge: agentapi.GPUSide{Client: agents}, HostBridge: agentapi.HostSide{Client: agents}})
+		UnreachableAfter: o.UnreachableAfter,
+		GPUBridge:        agentapi.GPUSide{Client: agents}, HostBridge: agentapi.HostSide{Client: agents}})
 	if err != nil {
 		ln.Close()
 		return apperr.Usage(err)

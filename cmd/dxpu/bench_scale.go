@@ -1,0 +1,108 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/dxpu/dxpu/internal/app/scalebench"
+)
+
+// newBenchScaleCmd builds `dxpu bench scale` (package
+// internal/app/scalebench measures).
+func newBenchScaleCmd(e *env) *cobra.Command {
+	var (
+		o                        scalebench.Options
+		scenarios, pairs, borrow string
+		asJSON                   bool
+	)
+	cmd := &cobra.Command{
+		Use:   "scale",
+		Short: "Measure many bridge pairs at once, each pair two dxpu bridge processes: aggregate goodput, fairness, latency under load",
+		Long: `scale runs many pairs at once, each pair a host-side and a GPU-side
+'dxpu bridge' process (a NetTLP adapter and a memory device as their PCIe
+sides, sealed with a key per pair), and floods every pair with DMA reads
+from this process (--readers reads of --read-bytes outstanding per pair).
+It reports the aggregate goodput (aggregate_gbps), each pair's with Jain's
+fairness index (jain_fairness), per host and per box, the growth against
+the one-pair point of the sweep, a 4-byte read's p50/p99 on the first pair
+under the load in turns with a UDP echo (and idle, before the load), the
+bridges' CPU seconds per GB, and, in namespaces, the switch's drops; the
+raw UDP goodput of the same path is measured once as the baseline.
+
+Scenarios (--scenarios): sweep (--pairs, default 1,2,4,8,16,32 pairs, a host
+and a box each), borrow (one host borrowing --borrow GPUs, default 8 and 32,
+from several boxes), lend (one box lending --lend GPUs to as many hosts),
+switch (--switch-pairs pairs through one XDP switch; namespaces only).
+--pairs alone runs the sweep alone. --loopback runs everything on 127.x
+addresses (no root); without it (root only) the host sides run in one
+network namespace and the GPU sides in another behind the XDP switch.`,
+		Example: "  dxpu bench scale --loopback --pairs 1,2,4,8 --json\n  dxpu bench scale --loopback --scenarios borrow,lend\n  dxpu bench scale            # as root: namespaces and the XDP switch, every scenario",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var err error
+			if o.Pairs, err = intList("pairs", pairs); err != nil {
+				return exitCodeError{2, err}
+			}
+			if o.Borrow, err = intList("borrow", borrow); err != nil {
+				return exitCodeError{2, err}
+			}
+			if scenarios != "" {
+				o.Scenarios = strings.Split(scenarios, ",")
+			} else if cmd.Flags().Changed("pairs") {
+				o.Scenarios = []string{scalebench.Sweep}
+			}
+			if o.Lend < 0 || o.SwitchPairs < 0 || o.Duration < 0 || o.ReadBytes < 0 || o.Readers < 0 || o.IdleSamples < 0 {
+				return exitCodeError{2, fmt.Errorf("--lend, --switch-pairs, --duration, --read-bytes, --readers and --idle-samples take positive values")}
+			}
+			o.Log, o.Progress = e.log, e.stderr
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			res, err := scalebench.Run(ctx, o)
+			if err != nil {
+				return exitCodeError{2, err}
+			}
+			if asJSON {
+				return e.printJSON(res, true)
+			}
+			return res.WriteText(e.stdout)
+		},
+	}
+	f := cmd.Flags()
+	f.BoolVar(&o.Loopback, "loopback", false, "run on 127.x addresses without namespaces (no root needed)")
+	f.StringVar(&scenarios, "scenarios", "", "scenarios to run, comma-separated: sweep, borrow, lend, switch (default all; switch needs namespaces)")
+	f.StringVar(&pairs, "pairs", "", "the sweep's pair counts, comma-separated (default 1,2,4,8,16,32); alone: the sweep only")
+	f.StringVar(&borrow, "borrow", "", "GPUs one host borrows, comma-separated (default 8,32)")
+	f.IntVar(&o.Lend, "lend", 8, "GPUs one box lends to as many hosts")
+	f.IntVar(&o.SwitchPairs, "switch-pairs", 64, "pairs through one XDP switch")
+	f.DurationVar(&o.Duration, "duration", 2*time.Second, "how long each scenario is measured once all its pairs move data")
+	f.IntVar(&o.ReadBytes, "read-bytes", 4096, "size of each DMA read (4..4096, a multiple of 4)")
+	f.IntVar(&o.Readers, "readers", 8, "reads each pair keeps outstanding, one per NetTLP tag port (1..15)")
+	f.IntVar(&o.IdleSamples, "idle-samples", 200, "reads (and echoes) timed before the load")
+	f.BoolVar(&o.Insecure, "insecure-no-keys", false, "run the pairs unkeyed instead of sealed")
+	f.StringVar(&o.Binary, "bridge-binary", "", "the dxpu binary the bridges run as (default: this one)")
+	f.BoolVar(&asJSON, "json", false, "print one JSON object on one line")
+	return cmd
+}
+
+// intList parses a comma-separated list of positive integers for flag.
+func intList(flag, s string) ([]int, error) {
+	if s == "" {
+		return nil, nil
+	}
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("--%s %q: want positive integers, comma-separated", flag, s)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}

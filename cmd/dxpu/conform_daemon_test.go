@@ -1,0 +1,157 @@
+package main
+
+import (
+	"context"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vishvananda/netlink"
+
+	"github.com/dxpu/dxpu/internal/privtest"
+)
+
+// daemonTimers are dxpu bridge's defaults as the kit's flags give them,
+// with a slack for a loaded machine: beside CPU hogs a daemon was seen
+// silent for up to 285 ms over its 50 ms keepalive (LNK-1), more often in
+// the keyed runs, which last longer.
+var daemonTimers = []string{"--keepalive", "50ms", "--dead-after", "1s", "--completion-timeout", "250ms", "--max-rto", "200ms", "--slack", "250ms"}
+
+// TestConformDaemon runs the kit against the shipped `dxpu bridge` process
+// in both roles, unkeyed and keyed (GCM for the GPU side, GMAC for the
+// host side), over loopback UDP and over raw Ethernet (a veth pair, as
+// root): no rule fails, and keyed, KEY-2..KEY-7 pass (KEY-8 needs a
+// second key the daemon cannot be given). Not parallel: the daemon and
+// the kit keep real-time bounds.
+func TestConformDaemon(t *testing.T) {
+	privtest.Loopback(t)
+	dir, err := dxpuBin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "dxpu")
+	defer func() {
+		if l, err := netlink.LinkByName(vethKit); err == nil {
+			_ = netlink.LinkDel(l)
+		}
+	}()
+	key := filepath.Join(t.TempDir(), "pair.key")
+	if err := os.WriteFile(key, []byte(hex.EncodeToString([]byte("0123456789abcdef0123456789abcdef"))+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	type kase struct {
+		role  string
+		keyed []string
+		ether bool
+	}
+	var cases []kase
+	for _, ether := range []bool{false, true} {
+		cases = append(cases, kase{"gpu", nil, ether}, kase{"gpu", []string{"--key-file", key, "--seal-mode", "gcm"}, ether},
+			kase{"host", nil, ether}, kase{"host", []string{"--key-file", key, "--seal-mode", "gmac", "--key-generation", "7"}, ether})
+	}
+	var kitMAC, iutMAC string
+	for i, c := range cases {
+		name := c.role + "-unkeyed"
+		if c.keyed != nil {
+			name = c.role + "-keyed"
+		}
+		if c.ether {
+			name += "-ether"
+		}
+		t.Run(name, func(t *testing.T) {
+			if c.ether && kitMAC == "" {
+				kitMAC, iutMAC = vethPair(t)
+			}
+			// Addresses of its own per case: a daemon of the previous one
+			// may still be closing its socket.
+			ip := func(n int) string { return fmt.Sprintf("127.0.%d.%d", 40+i, n) }
+			daemonKeys := c.keyed
+			if daemonKeys == nil {
+				daemonKeys = []string{"--insecure-no-keys"}
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			start := func(args ...string) {
+				cmd := exec.CommandContext(ctx, bin, args...)
+				if err := cmd.Start(); err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+			}
+			fabric := []string{"--listen", ip(1) + ":8855", "--peer", ip(2) + ":8855"}
+			kitPeer := []string{"--peer", "udp:" + ip(1) + ":8855", "--local", ip(2) + ":8855"}
+			if c.ether {
+				fabric = []string{"--ether", vethIUT + ":" + kitMAC}
+				kitPeer = []string{"--peer", "eth:" + vethKit + ":" + iutMAC}
+			}
+			addr := "0x2000000000"
+			if c.role == "gpu" {
+				start(append(append([]string{"bridge", "--role", "gpu", "--pcie", "memory"}, fabric...), daemonKeys...)...)
+			} else {
+				addr = "0"
+				start("nettlp", "serve", "--addr", ip(4), "--mem-size", "1M")
+				start(append(append([]string{"bridge", "--role", "host", "--pcie", "nettlp:" + ip(3) + ":" + ip(5) + ":" + ip(4)}, fabric...), daemonKeys...)...)
+			}
+			args := append(append([]string{"conform", "--role", c.role, "--addr", addr}, kitPeer...), daemonTimers...)
+			args = append(args, c.keyed...)
+			var stdout, stderr strings.Builder
+			kit := exec.CommandContext(ctx, bin, args...)
+			kit.Stdout, kit.Stderr = &stdout, &stderr
+			if err := kit.Run(); err != nil {
+				t.Fatalf("dxpu %s: %v\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), err, stdout.String(), stderr.String())
+			}
+			out := stdout.String()
+			m := summaryLine.FindStringSubmatch(out)
+			if m == nil || m[2] != "0" || m[4] != c.role {
+				t.Fatalf("no summary with 0 failures for the %s side:\n%s", c.role, out)
+			}
+			for _, id := range []string{"KEY-2", "KEY-3", "KEY-4", "KEY-5", "KEY-6", "KEY-7"} {
+				want := "pass"
+				if c.keyed == nil {
+					want = "n/a"
+				}
+				if !regexp.MustCompile(`(?m)^` + id + `\s+` + regexp.QuoteMeta(want) + `\s`).MatchString(out) {
+					t.Errorf("%s: want %s\n%s", id, want, out)
+				}
+			}
+			t.Log(m[0])
+		})
+	}
+}
+
+// The veth pair of the raw Ethernet runs: the kit's end and the daemon's.
+const (
+	vethKit = "dxkit0"
+	vethIUT = "dxiut0"
+)
+
+// vethPair makes the veth pair (root only, through privtest) and returns
+// the MACs of the kit's end and the daemon's; it is deleted after t's
+// parent test.
+func vethPair(t *testing.T) (kit, iut string) {
+	privtest.NetNS(t)
+	if l, err := netlink.LinkByName(vethKit); err == nil {
+		_ = netlink.LinkDel(l) // left by a killed run
+	}
+	if err := netlink.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: vethKit}, PeerName: vethIUT}); err != nil {
+		t.Fatalf("veth: %v", err)
+	}
+	var macs [2]string
+	for i, name := range []string{vethKit, vethIUT} {
+		l, err := netlink.LinkByName(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := netlink.LinkSetUp(l); err != nil {
+			t.Fatal(err)
+		}
+		macs[i] = l.Attrs().HardwareAddr.String()
+	}
+	return macs[0], macs[1]
+}

@@ -1,0 +1,139 @@
+package scalebench
+
+import (
+	"math"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestJain(t *testing.T) {
+	for _, c := range []struct {
+		xs   []float64
+		want float64
+	}{
+		{[]float64{3, 3, 3, 3}, 1},
+		{[]float64{1, 0, 0, 0}, 0.25}, // one pair takes everything: 1/n
+		{[]float64{1, 2}, 0.9},        // 9 / (2 * 5)
+		{[]float64{2, 2, 0, 0}, 0.5},  // half the pairs starve
+		{[]float64{5}, 1},
+		{nil, 1},
+		{[]float64{0, 0}, 1},
+	} {
+		if got := Jain(c.xs); math.Abs(got-c.want) > 1e-12 {
+			t.Errorf("Jain(%v) = %v, want %v", c.xs, got, c.want)
+		}
+	}
+}
+
+// TestPlan: the scenarios and how each maps pairs onto hosts and boxes.
+func TestPlan(t *testing.T) {
+	o := Options{Loopback: true, Binary: os.Args[0]}
+	if err := o.defaults(); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, s := range o.plan() {
+		names = append(names, s.name)
+		hosts, boxes := map[int]int{}, map[int]int{}
+		for i := range s.pairs {
+			hosts[s.hostOf(i)]++
+			boxes[s.boxOf(i)]++
+		}
+		if len(hosts) != s.hosts || len(boxes) != s.boxes {
+			t.Errorf("%s: pairs on %d hosts and %d boxes, want %d and %d", s.name, len(hosts), len(boxes), s.hosts, s.boxes)
+		}
+		for b, n := range boxes {
+			if n > 8 {
+				t.Errorf("%s: box %d lends %d GPUs, more than a box's 8", s.name, b, n)
+			}
+		}
+	}
+	// No switch scenario on loopback.
+	if got := strings.Join(names, ","); got != "pairs-1,pairs-2,pairs-4,pairs-8,pairs-16,pairs-32,borrow-8,borrow-32,lend-8" {
+		t.Errorf("plan %s", got)
+	}
+	o.Loopback = false
+	if p := o.plan(); p[len(p)-1].name != "switch-64" || p[len(p)-1].boxes != 8 {
+		t.Errorf("namespaces: last scenario %+v, want switch-64 over 8 boxes", p[len(p)-1])
+	}
+	borrow := o.plan()[6]
+	if borrow.name != "borrow-8" || borrow.hosts != 1 || borrow.boxes != 2 {
+		t.Errorf("borrow-8: %+v, want 1 host, 2 boxes", borrow)
+	}
+}
+
+func TestOptionsRefused(t *testing.T) {
+	for _, c := range []struct {
+		o    Options
+		want string
+	}{
+		{Options{Scenarios: []string{"sweep", "fast"}}, `--scenarios "fast"`},
+		{Options{Pairs: []int{2, 500}}, "500 pairs: want 1..120"},
+		{Options{Readers: 16}, "--readers 16: want 1..15"},
+		{Options{ReadBytes: 6}, "--read-bytes 6"},
+		{Options{Duration: -time.Second}, "--duration -1s"},
+		{Options{Binary: "/nonexistent/dxpu"}, "/nonexistent/dxpu"},
+	} {
+		c.o.Loopback = true
+		if c.o.Binary == "" {
+			c.o.Binary = os.Args[0]
+		}
+		err := c.o.defaults()
+		if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%+v: %v, want one line with %q", c.o, err, c.want)
+		}
+	}
+}
+
+func TestStatCPU(t *testing.T) {
+	// A command name with spaces and a ')' of its own; utime 250 and
+	// stime 50 ticks.
+	line := "4242 (a) b (c)) S 1 1 1 0 -1 4194304 99 0 0 0 250 50 0 0 20 0 1 0 1196354 3133440 414\n"
+	if got := statCPU(line); got != 3*time.Second {
+		t.Errorf("statCPU = %v, want 3s", got)
+	}
+	for _, bad := range []string{"", "4242 (a) S 1 2", "4242 (a) S 1 1 1 0 -1 4 9 0 0 0 x 50 0"} {
+		if got := statCPU(bad); got != 0 {
+			t.Errorf("statCPU(%q) = %v, want 0", bad, got)
+		}
+	}
+	if got := procCPU(-1); got != 0 {
+		t.Errorf("procCPU of no process = %v", got)
+	}
+}
+
+func TestSwitchDrops(t *testing.T) {
+	m := map[string]float64{
+		`dxpu_switch_pair_packets_total{pair="1",reason="to_gpu"}`:     100,
+		`dxpu_switch_pair_packets_total{pair="1",reason="tx_to_gpu"}`:  97,
+		`dxpu_switch_pair_packets_total{pair="2",reason="to_host"}`:    50,
+		`dxpu_switch_pair_packets_total{pair="2",reason="tx_to_host"}`: 50,
+		`dxpu_switch_pair_packets_total{pair="2",reason="spoofed"}`:    4,
+		`dxpu_switch_pair_bytes_total{pair="2",reason="spoofed"}`:      400,
+		`dxpu_switch_port_packets_total{port="s-host",reason="fault"}`: 9,
+	}
+	if got := switchDrops(m); got != 7 {
+		t.Errorf("drops %d, want 7 (3 forwarded and not sent, 4 spoofed; bytes and ports not counted)", got)
+	}
+	// A switch that does not count transmissions: forwarded is not a drop.
+	if got := switchDrops(map[string]float64{`dxpu_switch_pair_packets_total{pair="1",reason="to_gpu"}`: 10}); got != 0 {
+		t.Errorf("drops %d without tx counters, want 0", got)
+	}
+}
+
+func TestTailBuffer(t *testing.T) {
+	var b tailBuffer
+	if got := b.lastLine(); got != "no output" {
+		t.Errorf("empty: %q", got)
+	}
+	b.Write([]byte(strings.Repeat("x", 5000) + "\nfirst\n"))
+	b.Write([]byte("bridge: bind: address in use\n\n"))
+	if got := b.lastLine(); got != "bridge: bind: address in use" {
+		t.Errorf("last line %q", got)
+	}
+	if len(b.b) > tailMax {
+		t.Errorf("kept %d bytes, more than %d", len(b.b), tailMax)
+	}
+}
