@@ -492,6 +492,14 @@ var negatives = []negCase{
 			}
 			return [][]byte{b}
 		})},
+	{rule: "KEY-2", broken: "a keyed peer that sends its KEEPALIVEs unsealed", test: "TestKeyedNegative/unsealed frames sent"},
+	{rule: "KEY-3", broken: "a keyed peer that takes unsealed frames", test: "TestKeyedNegative/unsealed frames taken"},
+	{rule: "KEY-4", broken: "a keyed peer with the same key nonce in every session", test: "TestKeyedNegative/key nonce reused"},
+	{rule: "KEY-5", broken: "a keyed peer that seals its HELLO-ACK under the session keys once it has some", test: "TestKeyedNegative/HELLO-ACK under session keys",
+		drags: []string{"KEY-4"}, why: "the kit reads key nonces from the HELLO-ACKs it can open"},
+	{rule: "KEY-6", broken: "a keyed peer that never rekeys (RekeyAfter 8 packets)", test: "TestKeyedNegative/never rekeys"},
+	{rule: "KEY-7", broken: "a keyed peer that retires the previous epoch's key at once", test: "TestKeyedNegative/previous key retired at once"},
+	{rule: "KEY-8", broken: "a keyed peer without the next key generation installed", test: "TestKeyedNegative/next key not installed"},
 	{rule: "KEY-9", none: fixedNA["KEY-9"]},
 	{rule: "KEY-10", none: fixedNA["KEY-10"]},
 	{rule: "KEY-11", none: fixedNA["KEY-11"]},
