@@ -86,13 +86,6 @@ func (k *kit) creditFrames() error {
 				f = append(f, byte(k.rng.Uint32()))
 			}
 		}
-		if body == 0 && !k.exact {
-			// Pad to the Ethernet minimum (46 bytes after the Ethernet
-			// header) here: a virtual link (veth) does not.
-			for len(f) < 46 {
-				f = append(f, 0)
-			}
-		}
 		want := len(k.cpls) + 1
 		k.silent = true
 		defer func() { k.silent = false }()
@@ -114,7 +107,18 @@ func (k *kit) creditFrames() error {
 	// A bare CREDIT frame, padded to the Ethernet minimum of 60 bytes;
 	// then the same behind an 802.1Q tag, where the kit's transport can
 	// tag.
-	ok, err = raise(0, k.send)
+	// Padded to the Ethernet minimum (46 bytes after the Ethernet header)
+	// here, a virtual link (veth) does not; after the seal, as a link pads.
+	padded := func(b []byte) []byte {
+		if k.keys != nil {
+			b = k.keys.seal(k.end, k.now(), b)
+		}
+		for !k.exact && len(b) < 46 { // over UDP a padded datagram is malformed (FRM-2)
+			b = append(b, 0)
+		}
+		return b
+	}
+	ok, err = raise(0, func(b []byte) error { return k.sendWire(padded(b)) })
 	ts, tags := k.link.t.(tagSender)
 	switch {
 	case err != nil:
@@ -128,7 +132,7 @@ func (k *kit) creditFrames() error {
 	default:
 		ok, err = raise(0, func(b []byte) error {
 			k.lastSent = k.now()
-			if err := ts.SendTagged(b, encap.EtherTypeVLAN<<16|vlanFRM1); err != nil {
+			if err := ts.SendTagged(padded(b), encap.EtherTypeVLAN<<16|vlanFRM1); err != nil {
 				return fmt.Errorf("send: %w", err)
 			}
 			return nil
