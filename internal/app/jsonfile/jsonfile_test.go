@@ -50,7 +50,7 @@ func TestReadExplains(t *testing.T) {
 	for name, tc := range map[string]struct{ body, want string }{
 		"empty":     {"", "empty.json is empty: expected an object with fields id, bridge, agent_url, location, gpus, draining"},
 		"blank":     {" \n\n", "blank.json is empty: expected an object with fields id,"},
-		"array":     {"[]", "array.json: line 1 col 1: expected an object with fields id, bridge, agent_url, location, gpus, draining, found an array"},
+		"array":     {"[]", "array.json: line 1 col 1: expected an object with fields id, bridge, agent_url, location, gpus, draining, unreachable, found an array"},
 		"id number": {"{\n  \"id\": 17\n}", "id number.json: line 2 col 9: field id: expected a string, found a number"},
 		"negative":  {`{"id":"b","gpus":[{"id":"g","memory_mib":-1}]}`, "line 1 col 42: field gpus[].memory_mib: expected a whole number >= 0, found the number -1"},
 		"gpus obj":  {`{"gpus":{}}`, "line 1 col 9: field gpus: expected an array of objects with fields id, model, memory_mib"},
