@@ -118,6 +118,13 @@ type Runner struct {
 	// instead of queueing a copy for itself. It must not call back into
 	// the runner.
 	OnPolledTLP func(tlp.View)
+	// OnDelivered, when set, is called after a run of TLPs went to
+	// OnTLP or OnPolledTLP, with the runner locked like them and before
+	// the runner frames or sleeps: a PCIe side that queues what OnTLP
+	// gave it (a batch of datagrams) sends it here, so nothing waits
+	// past the batch that brought it. It must not call back into the
+	// runner.
+	OnDelivered func()
 	// HoldSends: Poll, and SendMany from a QueuedSender with Batch
 	// set, leave framing and sending to the next SendHeld (see the
 	// package doc). The loop that calls them must call SendHeld before
@@ -682,6 +689,9 @@ func (r *Runner) deliver() bool {
 			_ = r.b.Release(cls, 1, dc)
 		}
 		got = true
+	}
+	if got && r.OnDelivered != nil {
+		r.OnDelivered()
 	}
 	for {
 		e, ok := r.b.NextEvent()

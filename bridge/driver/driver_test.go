@@ -337,3 +337,62 @@ func TestRunnerCountsSendErrors(t *testing.T) {
 		}
 	}
 }
+
+// OnDelivered follows every run of TLPs handed to OnTLP, under the same
+// lock: a side that queues what OnTLP gave it sends all of it there.
+func TestRunnerOnDelivered(t *testing.T) {
+	hp, gp := newPipes()
+	var runners [2]*driver.Runner
+	for i, role := range []bridge.Role{bridge.RoleHost, bridge.RoleGPU} {
+		b, err := bridge.New(testConfig(role))
+		if err != nil {
+			t.Fatal(err)
+		}
+		runners[i] = driver.New(b, []driver.Transport{batchPipe{hp}, batchPipe{gp}}[i])
+	}
+	var mu sync.Mutex
+	var queued, sent, calls int
+	runners[1].OnTLP = func(tlp.View) { mu.Lock(); queued++; mu.Unlock() }
+	runners[1].OnDelivered = func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if queued == 0 {
+			t.Error("OnDelivered without a TLP delivered")
+		}
+		sent += queued
+		queued = 0
+		calls++
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for _, r := range runners {
+		wg.Add(1)
+		go func() { defer wg.Done(); _ = r.Run(ctx) }()
+	}
+	defer func() { cancel(); wg.Wait() }()
+	waitfor.Until(t, "link up", func() bool {
+		return runners[0].State() == bridge.StateUp && runners[1].State() == bridge.StateUp
+	})
+	const n = 32
+	for i := range n {
+		p := tlp.Packet{Kind: tlp.MWr, Addr64: true, FirstBE: 0xf, LastBE: 0xf, Address: base + uint64(i)*64, Data: make([]byte, 64)}
+		b, err := p.AppendTo(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := driver.SendWait(ctx, runners[0], b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Without the hook the TLPs stay queued and this stalls.
+	waitfor.Until(t, "every delivered TLP followed by OnDelivered", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return sent == n && queued == 0
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if calls < 1 || calls > n {
+		t.Errorf("OnDelivered called %d times for %d TLPs", calls, n)
+	}
+}

@@ -143,21 +143,30 @@ func (a *Adapter) SendTLP(tlp []byte) error {
 	defer a.bufs.Put(bp)
 	f := (*bp)[:HeaderLen+len(tlp)]
 	copy(f[HeaderLen:], tlp)
-	tag := TLPTag(tlp)
-	port := int(tag & 0xf)
-	if port >= a.tr.Tags() {
-		return fmt.Errorf("%w: tag %#x needs port %#x, only %d tag ports are open", ErrConfig, tag, Port(tag), a.tr.Tags())
+	port, dst, err := a.route(tlp)
+	if err != nil {
+		return err
 	}
-	dst := a.cfg.Remote
-	if a.cfg.DMARemote.IsValid() && tlp[0]&0x1e != 0x0a { // not Cpl/CplD/CplLk/CplDLk
-		dst = a.cfg.DMARemote
-	}
-	if err := a.tr.Send(port, netip.AddrPortFrom(dst, Port(tag)), f); err != nil {
+	if err := a.tr.Send(port, dst, f); err != nil {
 		a.stats.SendErrors.Add(1)
 		return err
 	}
 	a.stats.Completions.Add(1)
 	return nil
+}
+
+// route returns the tag socket and the destination of tlp.
+func (a *Adapter) route(tlp []byte) (int, netip.AddrPort, error) {
+	tag := TLPTag(tlp)
+	port := int(tag & 0xf)
+	if port >= a.tr.Tags() {
+		return 0, netip.AddrPort{}, fmt.Errorf("%w: tag %#x needs port %#x, only %d tag ports are open", ErrConfig, tag, Port(tag), a.tr.Tags())
+	}
+	dst := a.cfg.Remote
+	if a.cfg.DMARemote.IsValid() && tlp[0]&0x1e != 0x0a { // not Cpl/CplD/CplLk/CplDLk
+		dst = a.cfg.DMARemote
+	}
+	return port, netip.AddrPortFrom(dst, Port(tag)), nil
 }
 
 // Run delivers the host's TLPs to up until ctx is done; then it closes the

@@ -42,6 +42,8 @@ type Transport struct {
 	rcvbuf []int
 	start  time.Time
 	closed atomic.Bool
+	// sendCalls counts send system calls (sendto or sendmmsg).
+	sendCalls atomic.Uint64
 }
 
 // Listen opens the tag sockets.
@@ -113,14 +115,28 @@ func (t *Transport) Send(i int, dst netip.AddrPort, frame []byte) error {
 		return fmt.Errorf("%w: frame of %d bytes holds no TLP after the %d-byte header", ErrShortDatagram, len(frame), HeaderLen)
 	}
 	Header(frame).Put(uint16(t.seq[i].Add(1)-1), t.Timestamp())
+	t.sendCalls.Add(1)
+	return t.sendNumbered(i, dst, frame)
+}
+
+// sendNumbered sends a frame whose header is filled.
+func (t *Transport) sendNumbered(i int, dst netip.AddrPort, frame []byte) error {
 	if _, err := t.conns[i].WriteToUDPAddrPort(frame, dst); err != nil {
-		if t.closed.Load() || errors.Is(err, net.ErrClosed) {
-			return ErrClosed
-		}
-		return fmt.Errorf("nettlp: send on tag port %#x to %v: %w", Port(uint16(i)), dst, err)
+		return t.sendError(i, dst, err)
 	}
 	return nil
 }
+
+func (t *Transport) sendError(i int, dst netip.AddrPort, err error) error {
+	if t.closed.Load() || errors.Is(err, net.ErrClosed) {
+		return ErrClosed
+	}
+	return fmt.Errorf("nettlp: send on tag port %#x to %v: %w", Port(uint16(i)), dst, err)
+}
+
+// SendCalls returns how many send system calls the transport made (one
+// per Send, one per run of a Batch where sendmmsg is available).
+func (t *Transport) SendCalls() uint64 { return t.sendCalls.Load() }
 
 // Close closes every socket; blocked reads return.
 func (t *Transport) Close() error {

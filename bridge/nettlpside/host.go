@@ -21,6 +21,7 @@ type Host struct {
 	a   *nettlp.Adapter
 	r   *driver.Runner
 	log *slog.Logger
+	out *nettlp.Batch // TLPs for the host, sent at the end of a delivery
 	// lost counts TLPs from the bridge that the adapter could not send.
 	lost atomic.Uint64
 	// refused counts TLPs from the host that the bridge did not take.
@@ -36,16 +37,28 @@ func NewHost(r *driver.Runner, a *nettlp.Adapter, log *slog.Logger) (*Host, erro
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	h := &Host{a: a, r: r, log: log}
+	h := &Host{a: a, r: r, log: log, out: a.NewBatch()}
+	// Both run with the runner's lock held, which guards out: UDP
+	// sends, nothing that calls back into the runner. A read's CplDs
+	// queue up and leave in one sendmmsg at the end of the batch that
+	// brought them, instead of one sendto each.
 	r.OnTLP = func(v tlp.View) {
-		// Runs with the runner's lock held: a UDP send, nothing that
-		// calls back into the runner.
-		if err := a.SendTLP(v); err != nil {
-			h.lost.Add(1)
-			log.Debug("nettlpside: TLP to the host lost", "err", err)
+		lost, err := h.out.Add(v)
+		h.lose(lost, err)
+		if err != nil && lost == 0 {
+			h.lose(1, err) // v itself was refused
 		}
 	}
+	r.OnDelivered = func() { h.lose(h.out.Flush()) }
 	return h, nil
+}
+
+// lose counts n TLPs for the host that were not sent.
+func (h *Host) lose(n int, err error) {
+	if n > 0 {
+		h.lost.Add(uint64(n))
+		h.log.Debug("nettlpside: TLPs to the host lost", "n", n, "err", err)
+	}
 }
 
 // Adapter returns the NetTLP adapter (its Stats are live).
