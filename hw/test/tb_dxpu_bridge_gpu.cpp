@@ -429,16 +429,38 @@ static void test_session() {
 		CHECK_EQ(get32(h2->b, 56), bisn);
 	}
 	CHECK(!b.up());
+}
 
+// Each behaviour on a bridge of its own, so that one broken does not hide
+// another.
+static void test_hello_ack_echo() {
+	Bench b;
 	scope = "session: a HELLO-ACK while not up is answered with its echo (HSK-6)";
+	CHECK(b.run_until([&] { return first_ctl(b, 0, HELLO) != nullptr; }, 400 * US));
+	b.isn = 0x7000;
 	b.peer_session = 0; // as if the host had not heard the bridge
-	from = b.rx.size();
+	size_t from = b.rx.size();
 	b.send(b.control(HELLO_ACK, 8));
 	CHECK(b.run_until([&] { return first_ctl(b, from, HELLO_ACK) != nullptr; }, 400 * US));
 	if (const Rx *ha = first_ctl(b, from, HELLO_ACK)) {
 		CHECK_EQ(get32(ha->b, 48), b.session);
 		CHECK_EQ(ha->seq(), get32(ha->b, 56)); // FRM-11 for HELLO-ACK too
 	}
+	CHECK(!b.up());
+}
+
+static void test_handshake_by_frame() {
+	Bench b;
+	scope = "session: the host's HELLO answered";
+	CHECK(b.run_until([&] { return first_ctl(b, 0, HELLO) != nullptr; }, 400 * US));
+	const Rx *h = first_ctl(b, 0, HELLO);
+	if (!h) return;
+	uint32_t sess = get32(h->b, 44), bisn = get32(h->b, 56);
+	b.isn = 0x7000;
+	b.peer_session = 0; // a HELLO naming no session: the bridge echoes, stays down
+	size_t from = b.rx.size();
+	b.send(b.control(HELLO, 8));
+	CHECK(b.run_until([&] { return first_ctl(b, from, HELLO_ACK) != nullptr; }, 400 * US));
 	CHECK(!b.up());
 	b.peer_session = sess;
 	b.rcv = bisn;
@@ -468,10 +490,13 @@ static void test_session() {
 		CHECK_EQ(a->ack(), b.isn + 1);
 		CHECK(a->at - t0 < 100 * US); // at once, not after an ACK timer
 	}
-	b.auto_ack = true;
+}
 
+static void test_4k_crossing() {
+	Bench b;
+	handshake(b, 0x9000);
 	scope = "session: a memory request crossing 4 KiB is dropped, one ending at it accepted (FRM-9)";
-	uint32_t seq = b.isn + 1;
+	uint32_t seq = b.isn;
 	struct Case {
 		const char *name;
 		bytes tlp;
@@ -518,5 +543,8 @@ int main(int argc, char **argv) {
 	test_retransmit();
 	test_credits();
 	test_session();
+	test_hello_ack_echo();
+	test_handshake_by_frame();
+	test_4k_crossing();
 	return tb::finish("dxpu_bridge_gpu");
 }
