@@ -7,6 +7,7 @@ package afpacket
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"net"
 
@@ -26,6 +27,8 @@ type Conn struct {
 	peer *packet.Addr
 	// Foreign counts frames dropped for coming from another address.
 	Foreign uint64
+
+	raw *packet.Conn // SendTagged's (ListenTagging)
 }
 
 // Listen opens the socket on interface ifname towards peer.
@@ -44,12 +47,46 @@ func Listen(ifname string, peer net.HardwareAddr) (*Conn, error) {
 	return &Conn{c: c, ifi: ifi, peer: &packet.Addr{HardwareAddr: peer}}, nil
 }
 
+// ListenTagging is Listen with SendTagged: it opens a second socket
+// (SOCK_RAW, bound to no EtherType: it receives nothing), here, in the
+// caller's network namespace.
+func ListenTagging(ifname string, peer net.HardwareAddr) (*Conn, error) {
+	c, err := Listen(ifname, peer)
+	if err != nil {
+		return nil, err
+	}
+	if c.raw, err = packet.Listen(c.ifi, packet.Raw, 0, nil); err != nil {
+		c.c.Close()
+		return nil, fmt.Errorf("afpacket: raw socket on %s: %w", ifname, err)
+	}
+	return c, nil
+}
+
 // MTU returns the interface MTU: the largest dxpu frame this link carries.
 func (c *Conn) MTU() int { return c.ifi.MTU }
 
 // Send transmits one frame to the peer.
 func (c *Conn) Send(frame []byte) error {
 	_, err := c.c.WriteTo(frame, c.peer)
+	return err
+}
+
+// SendTagged transmits one frame to the peer behind VLAN tags, outermost
+// first, each TPID<<16 | TCI: a checker's way to see that the peer takes
+// tagged frames (FRM-1). It writes the whole Ethernet header itself on
+// the second socket of ListenTagging; not for the hot path.
+func (c *Conn) SendTagged(frame []byte, tags ...uint32) error {
+	if c.raw == nil {
+		return fmt.Errorf("afpacket: %s: tagged frames need ListenTagging", c.ifi.Name)
+	}
+	b := make([]byte, 0, 14+4*len(tags)+len(frame))
+	b = append(b, c.peer.HardwareAddr...)
+	b = append(b, c.ifi.HardwareAddr...)
+	for _, t := range tags {
+		b = binary.BigEndian.AppendUint32(b, t)
+	}
+	b = binary.BigEndian.AppendUint16(b, encap.EtherType)
+	_, err := c.raw.WriteTo(append(b, frame...), c.peer)
 	return err
 }
 
@@ -68,5 +105,10 @@ func (c *Conn) Recv(buf []byte) (int, error) {
 	}
 }
 
-// Close closes the socket.
-func (c *Conn) Close() error { return c.c.Close() }
+// Close closes the sockets.
+func (c *Conn) Close() error {
+	if c.raw != nil {
+		c.raw.Close()
+	}
+	return c.c.Close()
+}

@@ -100,13 +100,26 @@ func TestConformDaemon(t *testing.T) {
 			}
 			args := append(append([]string{"conform", "--role", c.role, "--addr", addr}, kitPeer...), daemonTimers...)
 			args = append(args, c.keyed...)
-			var stdout, stderr strings.Builder
-			kit := exec.CommandContext(ctx, bin, args...)
-			kit.Stdout, kit.Stderr = &stdout, &stderr
-			if err := kit.Run(); err != nil {
-				t.Fatalf("dxpu %s: %v\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), err, stdout.String(), stderr.String())
+			// A run in which a rule that bounds how soon the daemon answers
+			// fails saw it starve (a loaded machine left it silent for
+			// 400-700 ms): the kit runs again against the same daemons,
+			// twice at most; a real breakage fails every run.
+			var out string
+			for try := 1; ; try++ {
+				var stdout, stderr strings.Builder
+				kit := exec.CommandContext(ctx, bin, args...)
+				kit.Stdout, kit.Stderr = &stdout, &stderr
+				err := kit.Run()
+				out = stdout.String()
+				if err != nil && try < 3 && starved.MatchString(out) {
+					t.Logf("run %d: the daemon starved:\n%s", try, strings.Join(starved.FindAllString(out, -1), "\n"))
+					continue
+				}
+				if err != nil {
+					t.Fatalf("dxpu %s: %v\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), err, out, stderr.String())
+				}
+				break
 			}
-			out := stdout.String()
 			m := summaryLine.FindStringSubmatch(out)
 			if m == nil || m[2] != "0" || m[4] != c.role {
 				t.Fatalf("no summary with 0 failures for the %s side:\n%s", c.role, out)
@@ -124,6 +137,10 @@ func TestConformDaemon(t *testing.T) {
 		})
 	}
 }
+
+// starved matches the report lines of the rules that bound how soon an
+// implementation answers (internal/app/conform's schedulingRules).
+var starved = regexp.MustCompile(`(?m)^(LNK-1|ACK-5|CTL-3|NAK-1|NAK-2)\s+fail\s.*$`)
 
 // The veth pair of the raw Ethernet runs: the kit's end and the daemon's.
 const (

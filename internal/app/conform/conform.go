@@ -259,7 +259,7 @@ func (o *Options) transport() (driver.Transport, bool, error) {
 		if err != nil {
 			return nil, false, fmt.Errorf("%w: peer %q: %w", ErrOptions, o.Peer, err)
 		}
-		c, err := afpacket.Listen(ifname, hw)
+		c, err := afpacket.ListenTagging(ifname, hw)
 		if err != nil {
 			return nil, false, err
 		}

@@ -162,11 +162,13 @@ func (k *kit) moreMalformed(seq uint32) []badFrame {
 		tag := k.newTag()
 		out = append(out, badFrame{name: name, rule: rule, read: true, tag: tag, b: f(memRead(k.kitID, tag, k.addr(0), 4))})
 	}
-	add("sealed bit on an unkeyed pair", "KEY-1", func(rd []byte) []byte {
-		b := k.rawFrame(k.pair, seq, rd)
-		b[0] |= 0x08
-		return b
-	})
+	if k.keys == nil { // on a keyed pair such a frame is KEY-3's, judged there
+		add("sealed bit on an unkeyed pair", "KEY-1", func(rd []byte) []byte {
+			b := k.rawFrame(k.pair, seq, rd)
+			b[0] |= 0x08
+			return b
+		})
+	}
 	add("TLP with a wrong ECRC", "FRM-9", func(rd []byte) []byte {
 		t := append([]byte(nil), rd...)
 		t[2] |= 0x80 // TD

@@ -59,6 +59,7 @@ func (k *kit) keysScenario() error {
 }
 
 func (k *kit) keepalive(p uint8) []byte {
+	k.kaSent[p] = true // an answer to it is no stray (CTL-3)
 	return k.control(encap.Control{Type: encap.CtlKeepalive, PeerSession: k.iut.Session, Probe: p})
 }
 

@@ -93,7 +93,7 @@ func TestKeyedAgainstBridge(t *testing.T) {
 			if mode == seal.ModeGMAC {
 				scen = []string{"handshake", "keys"}
 			}
-			rep := runAgainst(t, su, scen...)
+			rep := runConforming(t, su, scen...)
 			for _, f := range rep.Failed() {
 				t.Errorf("%s failed: %s", f.Rule, f.Reason)
 			}

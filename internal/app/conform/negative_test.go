@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -40,19 +41,25 @@ type negCase struct {
 	scenarios []string
 	// setup builds the broken implementation, fresh for each run.
 	setup func() setup
-	// test, instead of setup: the test function that is the negative case.
+	// test, instead of setup: the test function that is the negative
+	// case, or its subtest (TestX/NAME, NAME a string literal in TestX).
 	test string
-	// none, instead of both: why the rule has no negative case.
+	// none, instead of both: why the rule has no negative case (the
+	// rules n/a on every run, fixedNA, and only those).
 	none string
-	// local: the rule needs the kit to control the implementation's local
-	// side (Options.Stub), so it is n/a against one outside the process.
+	// local: the rule needs the implementation to issue requests: through
+	// its test target (--doorbell) or its local side under the kit's
+	// control (Options.Stub); n/a against one outside the process without
+	// a test target.
 	local bool
 }
 
 // negatives has a row for every rule of the catalogue, in its order.
 var negatives = []negCase{
+	{rule: "FRM-1", broken: "takes the Ethernet frame's length, not the body length, as the frame's end (drops padded frames)", test: "TestPaddingRefusedFailsFRM1"},
 	{rule: "FRM-2", broken: "pads every datagram with 4 bytes after the body", want: "datagram of",
 		setup: outOnly(func(s *faultState, b []byte) [][]byte { return [][]byte{append(b, 0, 0, 0, 0)} })},
+	{rule: "FRM-3", broken: "sends a CREDIT frame with a 1500-byte body, beyond the MTU", test: "TestMonitorRulesFail/FRM-3"},
 	{rule: "FRM-4", broken: "sends a copy of every KEEPALIVE with version 2", want: "version 2",
 		setup: outOnly(copyOf(isCtl(encap.CtlKeepalive), func(b []byte) { b[0] = 0x20 | b[0]&0x0f }))},
 	{rule: "FRM-5", broken: "sends a copy of every KEEPALIVE with message type 9", want: "message type 9",
@@ -87,6 +94,17 @@ var negatives = []negCase{
 			}
 			return b
 		})},
+	{rule: "FRM-11", broken: "sends a HELLO whose Seq is not its ISN", test: "TestMonitorRulesFail/FRM-11"},
+	{rule: "FRM-12", broken: "drops ACK, NAK and CREDIT frames with a body", want: "8-byte body",
+		scenarios: []string{"credit-frames"},
+		setup: func() setup {
+			return setup{controlled: true, wrap: func(tr driver.Transport) driver.Transport {
+				return &wrapped{Transport: tr, recv: func(w *wrapped, b []byte) bool {
+					h, _, err := encap.ParseHeader(b)
+					return err != nil || h.Type() == encap.MsgTLP || h.Type() == encap.MsgControl || h.BodyLen() == 0
+				}}
+			}}
+		}},
 	{rule: "CTL-1", broken: "sends a copy of every KEEPALIVE with control version 2", want: "control version 2",
 		setup: outOnly(copyOf(isCtl(encap.CtlKeepalive), func(b []byte) { b[encap.HeaderLen+1] = 2 }))},
 	{rule: "CTL-2", broken: "sends a copy of every HELLO with window 0", want: "window is 0",
@@ -99,6 +117,7 @@ var negatives = []negCase{
 			}
 			return [][]byte{b}
 		})},
+	{rule: "CTL-4", broken: "sends a RESET of reason 9", test: "TestMonitorRulesFail/CTL-4"},
 	{rule: "HSK-1", broken: "sends one HELLO per session, never repeated", want: "HELLO in all",
 		setup: outOnly(func(s *faultState, b []byte) [][]byte {
 			if !isCtl(encap.CtlHello)(b) {
@@ -126,8 +145,40 @@ var negatives = []negCase{
 			return nil
 		})},
 	{rule: "HSK-4", broken: "shows every session under the nonce of its first", test: "TestReusingSessionNonceFails"},
+	{rule: "HSK-5", broken: "takes 0 completion credits from the peer's HELLO instead of 1", want: "on the 1 CplH credit",
+		scenarios: []string{"credit-frames"},
+		setup: func() setup {
+			return setup{controlled: true, wrap: func(tr driver.Transport) driver.Transport {
+				return &wrapped{Transport: tr, recv: func(w *wrapped, b []byte) bool {
+					if _, body, ok := ctlBody(b); ok && len(body) >= encap.HelloLen && (body[0] == byte(encap.CtlHello) || body[0] == byte(encap.CtlHelloAck)) && body[25] == 1 {
+						body[25] = 0
+					}
+					return true
+				}}
+			}}
+		}},
+	{rule: "HSK-6", broken: "completes a handshake on an ACK frame whatever its Ack", want: "completed the handshake",
+		scenarios: []string{"handshake-edges"},
+		setup: func() setup {
+			return setup{controlled: true, wrap: func(tr driver.Transport) driver.Transport {
+				var isn uint32
+				return &wrapped{Transport: tr, send: func(w *wrapped, b []byte) {
+					if _, body, ok := ctlBody(b); ok && len(body) >= encap.HelloLen && body[0] == byte(encap.CtlHelloAck) {
+						isn = encap.Header(b).Seq()
+					}
+				}, recv: func(w *wrapped, b []byte) bool {
+					// The kit's stale Ack becomes the ISN.
+					if h, _, err := encap.ParseHeader(b); err == nil && h.Type() == encap.MsgAck && h.Ack()-isn == 0x10000 {
+						h.SetAck(isn)
+					}
+					return true
+				}}
+			}}
+		}},
+	{rule: "TMR-1", broken: "runs a Keepalive above its DeadAfter", test: "TestMonitorRulesFail/TMR-1"},
+	{rule: "TMR-2", none: fixedNA["TMR-2"]},
 	{rule: "SEQ-1", broken: "announces ISN n+1 in its HELLO and numbers its first TLP n", want: "precedes the ISN",
-		drags: []string{"ACK-1"}, why: "the kit drops the read's completion as numbered before the ISN, so an acknowledged read is never completed",
+		drags: []string{"FRM-11", "ACK-1"}, why: "its HELLO's Seq is the ISN it uses, not the one it announces (FRM-11); the kit drops the read's completion as numbered before the ISN, so an acknowledged read is never completed (ACK-1)",
 		scenarios: []string{"exchange"},
 		setup: func() setup {
 			return faulty(func(s *faultState, b []byte) [][]byte {
@@ -176,6 +227,9 @@ var negatives = []negCase{
 			}
 			return b
 		})},
+	{rule: "SEQ-4", broken: "holds nothing out of order (a reorder window of one TLP)", want: "neither SACKed nor held",
+		scenarios: []string{"loss-to-iut"},
+		setup:     func() setup { return setup{controlled: true, bridgeWindow: 1} }},
 	{rule: "ACK-1", broken: "acknowledges a read before delivering it, then loses it", test: "TestAckBeforeDeliveryFails",
 		drags: []string{"ACK-2"}, why: "the bridge's own Acks then go back behind the early one"},
 	{rule: "ACK-2", broken: "follows every ACK frame with a copy whose Ack is one less", want: "went back",
@@ -251,8 +305,11 @@ var negatives = []negCase{
 	{rule: "RTX-1", broken: "sends a copy of every TLP frame numbered 100 ahead (the kit's window is 64)", want: "beyond the next expected",
 		scenarios: []string{"exchange"},
 		setup:     outOnly(copyOf(isType(encap.MsgTLP), func(b []byte) { encap.Header(b).SetSeq(encap.Header(b).Seq() + 100) }))},
+	{rule: "RTX-2", none: fixedNA["RTX-2"]},
 	{rule: "RTX-3", broken: "never retransmits on its RTO (only on a NAK)", want: "not retransmitted",
 		scenarios: []string{"loss-from-iut"}, setup: rtoNever},
+	{rule: "RTX-4", none: fixedNA["RTX-4"]},
+	{rule: "CRD-1", broken: "starts a session's limits below the initial credits of its HELLO", test: "TestMonitorRulesFail/CRD-1"},
 	{rule: "CRD-2", broken: "reads every HELLO as advertising infinite credits", test: "TestIgnoringCreditsFails"},
 	{rule: "CRD-3", broken: "flips the PH bit of the infinite mask in every header", want: "infinite mask",
 		setup: outOnly(func(s *faultState, b []byte) [][]byte {
@@ -292,6 +349,24 @@ var negatives = []negCase{
 				return b
 			})
 		}},
+	{rule: "CRD-7", none: fixedNA["CRD-7"]},
+	{rule: "CRD-8", broken: "honours the infinite mask of frame headers (a header claiming CplH infinite raises its CplH limit)", want: "header claiming CplH infinite",
+		drags: []string{"CRD-2"}, why: "the limit it raised is one the kit never gave: its completion goes beyond the kit's CplH limit",
+		scenarios: []string{"credit-frames"},
+		setup: func() setup {
+			return setup{controlled: true, wrap: func(tr driver.Transport) driver.Transport {
+				return &wrapped{Transport: tr, recv: func(w *wrapped, b []byte) bool {
+					h, _, err := encap.ParseHeader(b)
+					if err == nil && h.Flags()&encap.FlagCredit != 0 && h.InfiniteMask()&(1<<encap.CreditCplH) != 0 {
+						h.SetCreditLimit(encap.CreditCplH, h.CreditLimit(encap.CreditCplH)+1, false)
+					}
+					return true
+				}}
+			}}
+		}},
+	{rule: "ORD-1", broken: "its local side applies each write after the next", want: "the second write passed it",
+		scenarios: []string{"completions"},
+		setup:     func() setup { return setup{controlled: true, stub: func(s *Stub) { s.swapWrites = true }} }},
 	{rule: "ORD-2", broken: "a FIFO local side: nothing passes a read of the local side until the read is sent", want: "stayed behind a read",
 		scenarios: []string{"ordering"}, local: true, setup: fifoLocal},
 	{rule: "ORD-3", broken: "swaps a posted write and the read behind it in a frame", test: "TestReadPassingWriteFails"},
@@ -301,6 +376,9 @@ var negatives = []negCase{
 			swapInFrame(b, func(a, c tlp.View) bool { return a.Kind() == tlp.MWr && c.Kind().IsCompletion() })
 			return [][]byte{b}
 		})},
+	{rule: "ORD-5", broken: "its local side sends a split read's completions last first", want: "out of order",
+		scenarios: []string{"completions"},
+		setup:     func() setup { return setup{controlled: true, stub: func(s *Stub) { s.reverseSplit = true }} }},
 	{rule: "TAG-1", broken: "gives every request it sends wire tag 0", test: "TestReusingTagsFails", local: true},
 	{rule: "TAG-2", broken: "sends 8-bit-tag peers wire tags 256 up (and maps the completions back)", want: "outside the kit's",
 		scenarios: []string{"tags"}, local: true,
@@ -346,6 +424,12 @@ var negatives = []negCase{
 				return n != 5
 			}}
 		}},
+	{rule: "TAG-6", broken: "its local side splits even an 8-byte read", want: "completions, want 1",
+		scenarios: []string{"completions"},
+		setup:     func() setup { return setup{controlled: true, stub: func(s *Stub) { s.splitSmall = true }} }},
+	{rule: "IDT-1", none: fixedNA["IDT-1"]},
+	{rule: "IDT-2", none: fixedNA["IDT-2"]},
+	{rule: "IDT-3", none: fixedNA["IDT-3"]},
 	{rule: "LNK-1", broken: "sends only the first KEEPALIVE of each session", want: "KEEPALIVE",
 		setup: outOnly(func(s *faultState, b []byte) [][]byte {
 			if isCtl(encap.CtlKeepalive)(b) {
@@ -385,6 +469,22 @@ var negatives = []negCase{
 		}},
 	{rule: "LNK-7", broken: "keeps its session when the peer starts a new one (shows every session as its first: nonce, ISN, numbers)", want: "kept its session",
 		scenarios: []string{"exchange"}, setup: oneSession(true)},
+	{rule: "LNK-8", broken: "its HELLOs after going down name the peer session it had", want: "peer session",
+		scenarios: []string{"reset"},
+		setup: func() setup {
+			return setup{controlled: true, wrap: func(tr driver.Transport) driver.Transport {
+				var peer [4]byte
+				return &wrapped{Transport: tr, send: func(w *wrapped, b []byte) {
+					if _, body, ok := ctlBody(b); ok && body[0] == byte(encap.CtlHello) {
+						if body[8]|body[9]|body[10]|body[11] != 0 {
+							copy(peer[:], body[8:12])
+						} else {
+							copy(body[8:12], peer[:])
+						}
+					}
+				}}
+			}}
+		}},
 	{rule: "KEY-1", broken: "sets the sealed bit in every frame of an unkeyed pair", want: "sealed bit",
 		setup: outOnly(func(s *faultState, b []byte) [][]byte {
 			if len(b) > 0 {
@@ -392,6 +492,19 @@ var negatives = []negCase{
 			}
 			return [][]byte{b}
 		})},
+	{rule: "KEY-2", broken: "a keyed peer that sends its KEEPALIVEs unsealed", test: "TestKeyedNegative/unsealed frames sent"},
+	{rule: "KEY-3", broken: "a keyed peer that takes unsealed frames", test: "TestKeyedNegative/unsealed frames taken"},
+	{rule: "KEY-4", broken: "a keyed peer with the same key nonce in every session", test: "TestKeyedNegative/key nonce reused"},
+	{rule: "KEY-5", broken: "a keyed peer that seals its HELLO-ACK under the session keys once it has some", test: "TestKeyedNegative/HELLO-ACK under session keys",
+		drags: []string{"KEY-4"}, why: "the kit reads key nonces from the HELLO-ACKs it can open"},
+	{rule: "KEY-6", broken: "a keyed peer that never rekeys (RekeyAfter 8 packets)", test: "TestKeyedNegative/never rekeys"},
+	{rule: "KEY-7", broken: "a keyed peer that retires the previous epoch's key at once", test: "TestKeyedNegative/previous key retired at once"},
+	{rule: "KEY-8", broken: "a keyed peer without the next key generation installed", test: "TestKeyedNegative/next key not installed"},
+	{rule: "KEY-9", none: fixedNA["KEY-9"]},
+	{rule: "KEY-10", none: fixedNA["KEY-10"]},
+	{rule: "KEY-11", none: fixedNA["KEY-11"]},
+	{rule: "KEY-12", none: fixedNA["KEY-12"]},
+	{rule: "KEY-13", none: fixedNA["KEY-13"]},
 }
 
 // executedUnnumbered is why executing a frame it must drop fails more.
@@ -641,7 +754,7 @@ func oneSessionSetup(nonce bool) setup {
 		if nonce && h.Type() == encap.MsgControl && len(h.Body()) >= encap.ControlLen && ctlSession(b) == s.cur && s.first != 0 {
 			binary.BigEndian.PutUint32(h.Body()[4:], s.first)
 		}
-		if h.Type() == encap.MsgTLP && s.first != 0 {
+		if s.first != 0 { // every frame's Seq: a HELLO's is its ISN (FRM-11)
 			h.SetSeq(h.Seq() - s.curISN + s.firstISN)
 		}
 		return [][]byte{b}
@@ -743,10 +856,17 @@ func negativeTable() string {
 			also = strings.Join(c.drags, ", ") + ": " + c.why
 		}
 		wire := "judged"
-		if c.local {
-			wire = "n/a: needs the local side (Options.Stub)"
+		switch {
+		case c.none != "":
+			wire = "n/a"
+		case c.local:
+			wire = "needs the test target (--doorbell) or the local side (Options.Stub)"
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", c.rule, c.broken, neg, also, wire)
+		broken := c.broken
+		if broken == "" {
+			broken = "-"
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", c.rule, broken, neg, also, wire)
 	}
 	return b.String()
 }
@@ -784,8 +904,10 @@ func TestNegativeCasesDocumented(t *testing.T) {
 			t.Errorf("%s: the row does not say what is broken", c.rule)
 		case c.setup != nil && c.want == "":
 			t.Errorf("%s: no reason text (want) to tell this failure from another", c.rule)
-		case c.test != "" && !tests[c.test]:
-			t.Errorf("%s: negative case %s is not a test function of this package", c.rule, c.test)
+		case c.test != "" && !testExists(tests, c.test):
+			t.Errorf("%s: negative case %s is not a test function (or a subtest of one) of this package", c.rule, c.test)
+		case (c.none != "") != (fixedNA[c.rule] != ""):
+			t.Errorf("%s: a rule has no negative case (none) if and only if it is n/a on every run (fixedNA)", c.rule)
 		case len(c.drags) > 0 && c.why == "":
 			t.Errorf("%s: drags %v without saying why", c.rule, c.drags)
 		}
@@ -816,14 +938,22 @@ func TestNegativeCasesDocumented(t *testing.T) {
 	}
 }
 
-// testFuncs returns the names of this package's test functions.
-func testFuncs(t *testing.T) map[string]bool {
+// testExists says whether name is a test function of tests or, as
+// TestX/NAME, a subtest of one named by a string literal in it.
+func testExists(tests map[string]map[string]bool, name string) bool {
+	fn, sub, ok := strings.Cut(name, "/")
+	return tests[fn] != nil && (!ok || tests[fn][strconv.Quote(sub)])
+}
+
+// testFuncs returns this package's test functions, each with the string
+// literals in it (as written, quoted).
+func testFuncs(t *testing.T) map[string]map[string]bool {
 	t.Helper()
 	files, err := filepath.Glob("*_test.go")
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no test files (%v)", err)
 	}
-	out := map[string]bool{}
+	out := map[string]map[string]bool{}
 	fset := token.NewFileSet()
 	for _, f := range files {
 		af, err := parser.ParseFile(fset, f, nil, 0)
@@ -832,7 +962,14 @@ func testFuncs(t *testing.T) map[string]bool {
 		}
 		for _, d := range af.Decls {
 			if fd, ok := d.(*ast.FuncDecl); ok && fd.Recv == nil && strings.HasPrefix(fd.Name.Name, "Test") {
-				out[fd.Name.Name] = true
+				lits := map[string]bool{}
+				ast.Inspect(fd, func(n ast.Node) bool {
+					if l, ok := n.(*ast.BasicLit); ok && l.Kind == token.STRING {
+						lits[l.Value] = true
+					}
+					return true
+				})
+				out[fd.Name.Name] = lits
 			}
 		}
 	}

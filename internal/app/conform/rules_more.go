@@ -54,7 +54,7 @@ var fixedNA = map[string]string{
 	"KEY-10": "a control-plane rule (fabric/manager): nothing of it is on a pair's wire",
 	"KEY-11": "a control-plane rule (fabric/manager): nothing of it is on a pair's wire",
 	"KEY-12": "a control-plane rule (fabric/manager): nothing of it is on a pair's wire",
-	"KEY-13": "needs a keyed pair (the kit's keyed mode)",
+	"KEY-13": "the kit seals and opens with bridge/seal, so a peer that gets a sealing detail wrong (salt, handshake clock, epoch) opens none of its frames or seals none it opens: that fails KEY-2, KEY-3 or KEY-5 on a keyed run, and no detail shows on the wire alone",
 }
 
 // sectionOrder is the order of the rule prefixes in the specification.

@@ -1,6 +1,8 @@
 package conform
 
 import (
+	"fmt"
+
 	"github.com/dxpu/dxpu/tlp/encap"
 )
 
@@ -13,17 +15,27 @@ func init() {
 	)
 }
 
+// tagSender is a transport that can send a frame behind VLAN tags
+// (afpacket.Conn), each TPID<<16 | TCI.
+type tagSender interface {
+	SendTagged(frame []byte, tags ...uint32) error
+}
+
+// vlanFRM1 is the VLAN of the kit's tagged frame.
+const vlanFRM1 = 5
+
 // creditFrames judges HSK-5 (initial credits from the HELLO), CRD-8 (a
 // header's infinite mask raises nothing), FRM-12 (a CREDIT frame with a
-// body still applies) and FRM-1 (a padded Ethernet frame still applies):
-// the kit gives one completion header credit and raises it frame by frame.
+// body still applies) and FRM-1 (a padded Ethernet frame, and one behind
+// an 802.1Q tag, still apply): the kit gives one completion header credit
+// and raises it frame by frame.
 func (k *kit) creditFrames() error {
 	a := defaultAdvert()
 	a.credits[encap.CreditCplH] = 1
 	if err := k.begin(a); err != nil {
 		return err
 	}
-	const n = 4
+	const n = 5
 	var reads [][]byte
 	for i := 0; i < n; i++ {
 		reads = append(reads, memRead(k.kitID, k.newTag(), k.addr(4*i), 4))
@@ -65,7 +77,7 @@ func (k *kit) creditFrames() error {
 	// Raise by one, in a frame the kit sends alone (silent after it, so
 	// nothing else carries the new limit).
 	hold := min(k.reply(), k.timers.DeadAfter/2)
-	raise := func(body int) (bool, error) {
+	raise := func(body int, send func([]byte) error) (bool, error) {
 		k.adv[encap.CreditCplH]++
 		f := k.bare(encap.MsgCredit)
 		if body > 0 {
@@ -74,23 +86,16 @@ func (k *kit) creditFrames() error {
 				f = append(f, byte(k.rng.Uint32()))
 			}
 		}
-		if body == 0 && !k.exact {
-			// Pad to the Ethernet minimum (46 bytes after the Ethernet
-			// header) here: a virtual link (veth) does not.
-			for len(f) < 46 {
-				f = append(f, 0)
-			}
-		}
 		want := len(k.cpls) + 1
 		k.silent = true
 		defer func() { k.silent = false }()
-		if err := k.send(f); err != nil {
+		if err := send(f); err != nil {
 			return false, err
 		}
 		ok, _, err := k.within(hold, func() bool { return len(k.cpls) >= want })
 		return ok, err
 	}
-	ok, err := raise(8)
+	ok, err := raise(8, k.send)
 	if err != nil {
 		return err
 	}
@@ -99,17 +104,47 @@ func (k *kit) creditFrames() error {
 	} else {
 		k.led.fail("FRM-12", "a CREDIT frame with an 8-byte body raising the CplH limit released no completion within %v", hold)
 	}
-	// A bare CREDIT frame, padded to the Ethernet minimum of 60 bytes.
-	ok, err = raise(0)
+	// A bare CREDIT frame, padded to the Ethernet minimum of 60 bytes;
+	// then the same behind an 802.1Q tag, where the kit's transport can
+	// tag.
+	// Padded to the Ethernet minimum (46 bytes after the Ethernet header)
+	// here, a virtual link (veth) does not; after the seal, as a link pads.
+	padded := func(b []byte) []byte {
+		if k.keys != nil {
+			b = k.keys.seal(k.end, k.now(), b)
+		}
+		for !k.exact && len(b) < 46 { // over UDP a padded datagram is malformed (FRM-2)
+			b = append(b, 0)
+		}
+		return b
+	}
+	ok, err = raise(0, func(b []byte) error { return k.sendWire(padded(b)) })
+	ts, tags := k.link.t.(tagSender)
 	switch {
 	case err != nil:
 		return err
 	case k.exact:
 		k.led.na("FRM-1", "raw Ethernet only (--peer eth:IFACE:MAC); this run is over UDP")
-	case ok:
+	case !ok:
+		k.led.fail("FRM-1", "a CREDIT frame padded to the Ethernet minimum, raising the CplH limit, released no completion within %v", hold)
+	case !tags:
 		k.led.pass("FRM-1", "a CREDIT frame padded to the Ethernet minimum applied: the body length, not the frame, delimits it")
 	default:
-		k.led.fail("FRM-1", "a CREDIT frame padded to the Ethernet minimum, raising the CplH limit, released no completion within %v", hold)
+		ok, err = raise(0, func(b []byte) error {
+			k.lastSent = k.now()
+			if err := ts.SendTagged(padded(b), encap.EtherTypeVLAN<<16|vlanFRM1); err != nil {
+				return fmt.Errorf("send: %w", err)
+			}
+			return nil
+		})
+		switch {
+		case err != nil:
+			return err
+		case ok:
+			k.led.pass("FRM-1", "CREDIT frames padded to the Ethernet minimum, and behind an 802.1Q tag (VLAN %d), applied: the body length, not the frame, delimits them", vlanFRM1)
+		default:
+			k.led.fail("FRM-1", "a CREDIT frame behind an 802.1Q tag (VLAN %d), raising the CplH limit, released no completion within %v", vlanFRM1, hold)
+		}
 	}
 	k.adv[encap.CreditCplH] += n
 	if err := k.sendCredit(); err != nil {
@@ -177,6 +212,7 @@ func (k *kit) handshakeEdges() error {
 		k.kaProbe = 1
 	}
 	p := k.kaProbe
+	k.kaSent[p] = true // its answer is no stray (CTL-3)
 	ka := k.control(encap.Control{Type: encap.CtlKeepalive, PeerSession: k.iut.Session, Probe: p})
 	encap.Header(ka).SetBodyLen(encap.ControlLen + 4)
 	ka = append(ka, 0xa5, 0xa5, 0xa5, 0xa5)
@@ -269,11 +305,9 @@ func (k *kit) completionShapes() error {
 		}
 		return n
 	}
-	if ok, err := k.await(k.reply(), func() bool { return got() >= big }); err != nil {
+	ok, err := k.await(k.reply(), func() bool { return got() >= big })
+	if err != nil {
 		return err
-	} else if !ok {
-		k.led.fail("ORD-5", "a %d-byte read got %d bytes of completions within %v", big, got(), k.reply())
-		return nil
 	}
 	var parts []rxTLP
 	for _, c := range k.cpls {
@@ -281,10 +315,9 @@ func (k *kit) completionShapes() error {
 			parts = append(parts, c)
 		}
 	}
-	if len(parts) < 2 {
-		k.led.na("ORD-5", "the %d-byte read came back in one completion: nothing to order", big)
-		return nil
-	}
+	// Order first: a completer that sends the last part first ends the
+	// request there (its Byte Count is all it says is left), so the kit
+	// matches nothing after it and the rest never counts.
 	owed := big
 	for i, c := range parts {
 		v := c.view()
@@ -293,6 +326,14 @@ func (k *kit) completionShapes() error {
 			return nil
 		}
 		owed -= v.PayloadLen() - int(v.LowerAddress()&3)
+	}
+	if !ok {
+		k.led.fail("ORD-5", "a %d-byte read got %d bytes of completions within %v", big, got(), k.reply())
+		return nil
+	}
+	if len(parts) < 2 {
+		k.led.na("ORD-5", "the %d-byte read came back in one completion: nothing to order", big)
+		return nil
 	}
 	k.led.pass("ORD-5", "the %d completions of a %d-byte read came in address order", len(parts), big)
 	return nil
