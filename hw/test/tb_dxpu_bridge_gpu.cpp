@@ -385,6 +385,156 @@ static void test_credits() {
 	CHECK(b.run_until([&] { return cpls(from) == 1; }, 2000 * US));
 }
 
+// ---- Session rules: HELLO/RESET Seq (FRM-11), handshake by frame
+// (HSK-3/6), RESET while not up (LNK-8), 4 KiB crossing (FRM-9) ----
+// first returns the first frame the bridge sent since from that is a
+// control message of type ctl (or null).
+static const Rx *first_ctl(const Bench &b, size_t from, uint8_t ctl) {
+	for (size_t i = from; i < b.rx.size(); i++)
+		if (b.rx[i].type() == MSG_CONTROL && b.rx[i].ctl() == ctl) return &b.rx[i];
+	return nullptr;
+}
+
+static void test_session() {
+	Bench b;
+	scope = "session: a HELLO's Seq is the ISN it announces (FRM-11)";
+	CHECK(b.run_until([&] { return first_ctl(b, 0, HELLO) != nullptr; }, 400 * US));
+	const Rx *h = first_ctl(b, 0, HELLO);
+	if (!h) return;
+	uint32_t sess = get32(h->b, 44), bisn = get32(h->b, 56);
+	CHECK(bisn != 0);
+	CHECK_EQ(h->seq(), bisn);
+
+	scope = "session: a RESET's Seq is the ISN of the bridge's session (FRM-11)";
+	// A TLP frame from a peer the bridge has no session with: RESET 2.
+	size_t from = b.rx.size();
+	b.send(b.tlp_frame(0x500, {mwr(BASE, {1, 2, 3, 4})}));
+	CHECK(b.run_until([&] { return first_ctl(b, from, RESET) != nullptr; }, 400 * US));
+	if (const Rx *r = first_ctl(b, from, RESET)) {
+		CHECK_EQ(r->b[43], 2);
+		CHECK_EQ(r->seq(), bisn);
+	}
+	CHECK_EQ(b.cq.size(), 0);
+
+	scope = "session: a RESET of the bridge's session while not up is ignored (LNK-8)";
+	b.isn = 0x7000;
+	b.peer_session = sess; // the host names the bridge's session
+	from = b.rx.size();
+	b.send(b.control(RESET, 1));
+	b.settle();
+	from = b.rx.size();
+	CHECK(b.run_until([&] { return first_ctl(b, from, HELLO) != nullptr; }, 400 * US));
+	if (const Rx *h2 = first_ctl(b, from, HELLO)) {
+		CHECK_EQ(get32(h2->b, 44), sess); // the same session goes on
+		CHECK_EQ(get32(h2->b, 56), bisn);
+	}
+	CHECK(!b.up());
+}
+
+// Each behaviour on a bridge of its own, so that one broken does not hide
+// another.
+static void test_hello_ack_echo() {
+	Bench b;
+	scope = "session: a HELLO-ACK while not up is answered with its echo (HSK-6)";
+	CHECK(b.run_until([&] { return first_ctl(b, 0, HELLO) != nullptr; }, 400 * US));
+	b.isn = 0x7000;
+	b.peer_session = 0; // as if the host had not heard the bridge
+	size_t from = b.rx.size();
+	b.send(b.control(HELLO_ACK, 8));
+	CHECK(b.run_until([&] { return first_ctl(b, from, HELLO_ACK) != nullptr; }, 400 * US));
+	if (const Rx *ha = first_ctl(b, from, HELLO_ACK)) {
+		CHECK_EQ(get32(ha->b, 48), b.session);
+		CHECK_EQ(ha->seq(), get32(ha->b, 56)); // FRM-11 for HELLO-ACK too
+	}
+	CHECK(!b.up());
+}
+
+static void test_handshake_by_frame() {
+	Bench b;
+	scope = "session: the host's HELLO answered";
+	CHECK(b.run_until([&] { return first_ctl(b, 0, HELLO) != nullptr; }, 400 * US));
+	const Rx *h = first_ctl(b, 0, HELLO);
+	if (!h) return;
+	uint32_t sess = get32(h->b, 44), bisn = get32(h->b, 56);
+	b.isn = 0x7000;
+	b.peer_session = 0; // a HELLO naming no session: the bridge echoes, stays down
+	size_t from = b.rx.size();
+	b.send(b.control(HELLO, 8));
+	CHECK(b.run_until([&] { return first_ctl(b, from, HELLO_ACK) != nullptr; }, 400 * US));
+	CHECK(!b.up());
+	b.peer_session = sess;
+	b.rcv = bisn;
+
+	scope = "session: a frame whose Ack is not the bridge's ISN does not complete the handshake (HSK-3/6)";
+	uint32_t bad0 = b.m->stat_frames_bad;
+	from = b.rx.size();
+	b.send(b.ack_frame(MSG_ACK, bisn + 5, true));     // Ack of another session
+	bytes t = b.tlp_frame(b.isn, {mwr(BASE, {5, 6, 7, 8})});
+	put32(t, 12, bisn - 1);                           // a TLP frame with Ack = ISN - 1
+	b.send(t);
+	b.settle();
+	CHECK(!b.up());
+	CHECK_EQ(b.cq.size(), 0);
+	CHECK_EQ(b.m->stat_frames_bad - bad0, 2);
+	CHECK(first_ctl(b, from, RESET) == nullptr);      // dropped quietly: its HELLO is known
+
+	scope = "session: a TLP frame with Ack = the bridge's ISN completes it, answered at once (HSK-3)";
+	from = b.rx.size();
+	uint64_t t0 = b.cycle;
+	b.auto_ack = false;
+	b.send(b.tlp_frame(b.isn, {mwr(BASE, {5, 6, 7, 8})}));
+	CHECK(b.run_until([&] { return b.up() && b.last_ack(from) != nullptr; }, 400 * US));
+	CHECK(b.up());
+	CHECK_EQ(b.cq.size(), 1);
+	if (const Rx *a = b.last_ack(from)) {
+		CHECK_EQ(a->ack(), b.isn + 1);
+		CHECK(a->at - t0 < 100 * US); // at once, not after an ACK timer
+	}
+}
+
+static void test_4k_crossing() {
+	Bench b;
+	handshake(b, 0x9000);
+	scope = "session: a memory request crossing 4 KiB is dropped, one ending at it accepted (FRM-9)";
+	uint32_t seq = b.isn;
+	struct Case {
+		const char *name;
+		bytes tlp;
+		bool ok;
+	} cases[] = {
+	    {"MWr 8 bytes at 0x...ffc", mwr(0x1ffc, {1, 2, 3, 4, 5, 6, 7, 8}), false},
+	    {"MRd 8 bytes at 0x...ffc", mrd(0x1ffc, 8, 9), false},
+	    {"MWr 8 bytes at 0x...ff8", mwr(0x1ff8, {1, 2, 3, 4, 5, 6, 7, 8}), true},
+	    {"MRd 64 bytes at 0x...fc0", mrd(0x4fc0, 64, 10), true},
+	};
+	for (auto &c : cases) {
+		scope = std::string("session: FRM-9: ") + c.name;
+		size_t cq0 = b.cq.size();
+		uint32_t bad1 = b.m->stat_frames_bad;
+		b.send(b.tlp_frame(seq, {c.tlp}));
+		b.settle();
+		CHECK_EQ(b.cq.size() - cq0, c.ok ? 1u : 0u);
+		if (!c.ok) {
+			CHECK(b.m->stat_frames_bad > bad1);
+			continue;
+		}
+		CHECK_BYTES(b.cq.back(), c.tlp);
+		seq++;
+	}
+	// 4-DW header: a 64-bit address whose low DW crosses.
+	scope = "session: FRM-9: 4-DW MWr 8 bytes at 0x20_0000_0ffc";
+	bytes w4 = {0x60, 0, 0, 2, 0x01, 0x00, 0, 0xff, 0, 0, 0, 0x20, 0, 0, 0x0f, 0xfc, 1, 2, 3, 4, 5, 6, 7, 8};
+	size_t cq0 = b.cq.size();
+	b.send(b.tlp_frame(seq, {w4}));
+	b.settle();
+	CHECK_EQ(b.cq.size() - cq0, 0);
+	w4[15] = 0xf8;                                    // ends at the boundary
+	b.send(b.tlp_frame(seq, {w4}));
+	b.settle();
+	CHECK_EQ(b.cq.size() - cq0, 1);
+	CHECK(b.up());
+}
+
 int main(int argc, char **argv) {
 	Verilated::commandArgs(argc, argv);
 	test_handshake();
@@ -392,5 +542,9 @@ int main(int argc, char **argv) {
 	test_reorder();
 	test_retransmit();
 	test_credits();
+	test_session();
+	test_hello_ack_echo();
+	test_handshake_by_frame();
+	test_4k_crossing();
 	return tb::finish("dxpu_bridge_gpu");
 }
