@@ -599,7 +599,11 @@ func TestDocsRun(t *testing.T) {
 				if err != nil {
 					t.Fatalf("%s: %v\n--- script:\n%s--- output:\n%s", b, err, b.script, out)
 				}
-				for _, e := range docChecks[b.key](docRun{out: out, dir: r.dir, md: string(md)}) {
+				check, ok := docChecks[b.key]
+				if !ok {
+					t.Fatalf("%s: no check in docChecks for this block", b)
+				}
+				for _, e := range check(docRun{out: out, dir: r.dir, md: string(md)}) {
 					t.Errorf("%s: %s\n--- output:\n%s", b, e, out)
 				}
 			})
@@ -760,6 +764,17 @@ var docChecks = map[string]func(d docRun) []string{
 			errs = append(errs, fmt.Sprintf("a kit report per role wanted, got %v", sides))
 		}
 		return errs
+	},
+	// The kit over raw Ethernet (a veth pair), keyed, against the GPU side.
+	"README.md > Protocol spec, conformance kit and C library #3": func(d docRun) []string {
+		m := summaryLine.FindStringSubmatch(d.out)
+		if m == nil {
+			return []string{"no kit report"}
+		}
+		if pass, _ := strconv.Atoi(m[1]); m[2] != "0" || pass < 40 || m[4] != "gpu" || !strings.Contains(m[0], "eth:dxkit1:") {
+			return []string{fmt.Sprintf("%q, want the GPU side over eth:dxkit1 with no rule failed and at least 40 passed", m[0])}
+		}
+		return d.contains("KEY-2   pass")
 	},
 	"README.md > Performance model": func(d docRun) []string {
 		errs := append(d.files("overhead.svg", "fabric.json"),
