@@ -11,8 +11,10 @@ TLP frames at once and announces infinite credits, so no timer of the
 bridge's decides what it sends; frames that timers do decide (standalone
 ACK, NAK, CREDIT, KEEPALIVE) are not recorded.
 
-Each TLP frame of the bridge becomes one line, the frame from the dxpu
-header on in hex, with:
+Each TLP the bridge sends becomes one line: the frame that would carry it
+alone (N 1, its length entry, its bytes; how many TLPs share a frame
+depends on what the bridge had queued when it framed, a matter of timing),
+from the dxpu header on in hex, with:
   - Seq and Ack rewritten relative to the bridge's and the replayer's ISN
     (both random per session);
   - the credit fields (bytes 20-39: limits and infinite mask) zeroed: they
@@ -192,11 +194,22 @@ class Replayer:
         self.ack()
 
     def record(self, b):
+        # One line per TLP, as the frame that would carry it alone: how many
+        # TLPs share a frame depends on what the bridge had queued when it
+        # framed (timing), not on the protocol, so packing is not compared.
         seq, ack = struct.unpack(">II", b[8:16])
-        norm = bytearray(b)
-        norm[8:16] = struct.pack(">II", (seq - self.peer_isn) & 0xFFFFFFFF, (ack - self.isn) & 0xFFFFFFFF)
-        norm[20:40] = bytes(20)
-        self.out.append("tlp " + norm.hex())
+        n = b[5]
+        off = 40 + 2 * n
+        for i in range(n):
+            ln = struct.unpack(">H", b[40 + 2 * i:42 + 2 * i])[0]
+            t = b[off:off + ln]
+            off += ln
+            norm = bytearray(b[:40])
+            norm[5] = 1
+            norm[6:8] = struct.pack(">H", 2 + ln)
+            norm[8:16] = struct.pack(">II", (seq + i - self.peer_isn) & 0xFFFFFFFF, (ack - self.isn) & 0xFFFFFFFF)
+            norm[20:40] = bytes(20)
+            self.out.append("tlp " + (bytes(norm) + struct.pack(">H", ln) + t).hex())
 
     def completion(self, t):
         if len(t) < 12 or t[0] not in (0x0A, 0x4A):
