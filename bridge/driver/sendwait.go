@@ -20,9 +20,26 @@ const retryWait = 200 * time.Microsecond
 // back to (a NetTLP port, a device model): the socket's receive buffer or
 // the model's queue absorbs the stall.
 func SendWait(ctx context.Context, r *Runner, b []byte) error {
+	return wait(ctx, r, func() error { return r.Send(b) })
+}
+
+// SendManyWait is SendWait for several TLPs handed over together
+// (SendMany: framed together where they fit), in order; those taken
+// before a refusal are not sent again.
+func SendManyWait(ctx context.Context, r *Runner, tlps [][]byte) error {
+	return wait(ctx, r, func() error {
+		n, err := r.SendMany(tlps)
+		tlps = tlps[n:]
+		return err
+	})
+}
+
+// wait calls send until it succeeds or fails otherwise than for want of
+// room or of the link, sleeping on the runner's progress in between.
+func wait(ctx context.Context, r *Runner, send func() error) error {
 	var t *time.Timer
 	for {
-		err := r.Send(b)
+		err := send()
 		if err == nil || !(errors.Is(err, bridge.ErrBusy) || errors.Is(err, bridge.ErrNotUp)) {
 			if t != nil {
 				t.Stop()

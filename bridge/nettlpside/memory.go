@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
-	"github.com/dxpu/dxpu/bridge"
 	"github.com/dxpu/dxpu/bridge/driver"
 	"github.com/dxpu/dxpu/bridge/nettlp"
 )
@@ -82,9 +80,8 @@ func (b *cplBatch) add(cpl []byte) error {
 	return nil
 }
 
-// send hands the collected completions to r, waiting like
-// driver.SendWait while the bridge is full or not yet up, and empties
-// the batch.
+// send hands the collected completions to r (driver.SendManyWait) and
+// empties the batch.
 func (b *cplBatch) send(ctx context.Context, r *driver.Runner) error {
 	if len(b.ends) == 0 {
 		return nil
@@ -100,31 +97,8 @@ func (b *cplBatch) send(ctx context.Context, r *driver.Runner) error {
 		clear(b.views)
 		b.buf, b.ends = b.buf[:0], b.ends[:0]
 	}()
-	var t *time.Timer
-	for {
-		n, err := r.SendMany(views)
-		views = views[n:]
-		if err == nil || !(errors.Is(err, bridge.ErrBusy) || errors.Is(err, bridge.ErrNotUp)) {
-			if t != nil {
-				t.Stop()
-			}
-			return err
-		}
-		if t == nil {
-			t = time.NewTimer(retryWait)
-		} else {
-			t.Reset(retryWait)
-		}
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return fmt.Errorf("nettlpside: completions still refused when stopping: %w", err)
-		case <-r.Progress:
-		case <-t.C:
-		}
+	if err := driver.SendManyWait(ctx, r, views); err != nil {
+		return fmt.Errorf("nettlpside: completions: %w", err)
 	}
+	return nil
 }
-
-// retryWait bounds one wait for the bridge to make room (as
-// driver.SendWait's: Progress is one signal shared by every sender).
-const retryWait = 200 * time.Microsecond

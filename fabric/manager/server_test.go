@@ -15,6 +15,7 @@ import (
 
 	"github.com/dxpu/dxpu/fabric/ctlclient"
 	"github.com/dxpu/dxpu/fabric/manager"
+	"github.com/dxpu/dxpu/internal/waitfor"
 )
 
 // stall bounds how long a test waits for something that should happen in
@@ -295,13 +296,7 @@ func TestShutdownEndsWatches(t *testing.T) {
 	c := dial(t, ln.Addr().String())
 	fmt.Fprintf(c, "GET /v1/table?watch=1&version=%d&timeout=1h HTTP/1.1\r\nHost: m\r\nAuthorization: Bearer %s\r\n\r\n", tbl.Version, token)
 	// The watch is in progress once the server counts it.
-	deadline := time.Now().Add(stall)
-	for watchesInProgress(t, ln.Addr().String()) != "1" {
-		if time.Now().After(deadline) {
-			t.Fatal("the watch never started")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitfor.Until(t, "the watch starts", func() bool { return watchesInProgress(t, ln.Addr().String()) == "1" })
 	ctx, cancel := context.WithTimeout(context.Background(), stall)
 	defer cancel()
 	if err := srv.Shutdown(ctx); err != nil {
