@@ -43,7 +43,9 @@ const pollEvery = 100 * time.Millisecond
 // summary line names what the kernel dropped. By default only dxpu frames
 // are kept (EtherType 0x88B5, or IPv4/UDP to or from o.UDPPort, untagged
 // or with one 802.1Q tag the NIC left in place); on loopback each frame is
-// kept once, as it leaves.
+// kept once, as it leaves. Frames are kept as the wire carries them: a UDP
+// segmentation-offload send is written as the datagrams it leaves as, and
+// a checksum left to the NIC is filled in (gso.go).
 func Live(ctx context.Context, o LiveOptions, stdout io.Writer) error {
 	if o.Interface == "" || o.Out == "" {
 		return apperr.Usage(errors.New("capture: --interface and --out are required"))
@@ -86,6 +88,9 @@ func Live(ctx context.Context, o LiveOptions, stdout io.Writer) error {
 		}
 	}
 	_ = unix.SetsockoptInt(fd, unix.SOL_PACKET, unix.PACKET_AUXDATA, 1) // VLAN tags the NIC took off
+	// A virtio_net_hdr before each frame says which frames are offload
+	// super-frames and which checksums are left to the NIC (gso.go).
+	vnet := unix.SetsockoptInt(fd, unix.SOL_PACKET, unix.PACKET_VNET_HDR, 1) == nil
 	_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_TIMESTAMPNS, 1)
 	_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, 16<<20)
 	tv := unix.NsecToTimeval(int64(pollEvery))
@@ -107,7 +112,8 @@ func Live(ctx context.Context, o LiveOptions, stdout io.Writer) error {
 		deadline = time.Now().Add(o.Duration)
 	}
 	loopback := ifi.Flags&net.FlagLoopback != 0
-	n, err := readLive(ctx, fd, w, o.Count, deadline, loopback, snap)
+	undescribed := 0
+	n, err := readLive(ctx, fd, w, o.Count, deadline, loopback, vnet, snap, &undescribed)
 	if cerr := w.Close(); err == nil {
 		err = cerr
 	}
@@ -118,17 +124,38 @@ func Live(ctx context.Context, o LiveOptions, stdout io.Writer) error {
 	if st, err := unix.GetsockoptTpacketStats(fd, unix.SOL_PACKET, unix.PACKET_STATISTICS); err == nil {
 		drops = fmt.Sprintf("%d dropped by the kernel", st.Drops)
 	}
+	if undescribed > 0 {
+		drops += fmt.Sprintf(", %d offload frames it could not describe", undescribed)
+	}
 	fmt.Fprintf(stdout, "%s: %d frames captured on %s (%s)\n", o.Out, n, o.Interface, drops)
 	return nil
 }
 
 // readLive writes frames to w until ctx ends, count frames or deadline;
-// then it drains what the socket holds (up to count).
-func readLive(ctx context.Context, fd int, w *pcapio.Writer, count int, deadline time.Time, loopback bool, snap int) (int, error) {
+// then it drains what the socket holds (up to count). With vnet, each
+// frame comes behind a virtio_net_hdr: super-frames are written as the
+// datagrams they leave as, and checksums left to the NIC are filled in.
+func readLive(ctx context.Context, fd int, w *pcapio.Writer, count int, deadline time.Time, loopback, vnet bool, snap int, undescribed *int) (int, error) {
 	buf := make([]byte, 262144)
 	oob := make([]byte, 256)
 	frame := make([]byte, 0, len(buf)+4)
+	scratch := make([]byte, 0, len(buf))
+	hdrLen := 0
+	if vnet {
+		hdrLen = vnetHdrLen
+	}
 	n := 0
+	var ci time.Time
+	write := func(f []byte, length int) error {
+		if count > 0 && n >= count {
+			return nil
+		}
+		if err := w.WritePacket(gopacket.CaptureInfo{Timestamp: ci, CaptureLength: len(f), Length: length}, f); err != nil {
+			return err
+		}
+		n++
+		return nil
+	}
 	draining := false
 	for count == 0 || n < count {
 		flags := 0
@@ -140,6 +167,12 @@ func readLive(ctx context.Context, fd int, w *pcapio.Writer, count int, deadline
 		}
 		m, oobn, _, from, err := unix.Recvmsg(fd, buf, oob, flags|unix.MSG_TRUNC)
 		if err != nil {
+			if vnet && errors.Is(err, unix.EINVAL) {
+				// An offload frame virtio_net_hdr has no words for (a
+				// tunnel's GSO): the kernel dropped it from this socket.
+				*undescribed++
+				continue
+			}
 			if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EINTR) {
 				if draining {
 					return n, nil
@@ -151,25 +184,47 @@ func readLive(ctx context.Context, fd int, w *pcapio.Writer, count int, deadline
 		if ll, ok := from.(*unix.SockaddrLinklayer); ok && loopback && ll.Pkttype == unix.PACKET_OUTGOING {
 			continue // on lo each frame also arrives: keep that copy
 		}
-		ci, tci, tagged := control(oob[:oobn])
-		length := m // MSG_TRUNC: the frame's real length
-		have := min(m, len(buf))
-		frame = append(frame[:0], buf[:have]...)
+		if m < hdrLen {
+			continue
+		}
+		var tci uint16
+		var tagged bool
+		ci, tci, tagged = control(oob[:oobn])
+		if ci.IsZero() {
+			ci = time.Now()
+		}
+		var vh vnetHdr
+		if vnet {
+			vh = parseVnetHdr(buf)
+		}
+		length := m - hdrLen // MSG_TRUNC: the frame's real length
+		have := min(m, len(buf)) - hdrLen
+		raw := buf[hdrLen : hdrLen+have]
+		frame = append(frame[:0], raw...)
+		shift := 0
 		if tagged && have >= 12 {
 			// The NIC took the 802.1Q tag off: put it back where it was.
-			frame = append(frame[:12], append([]byte{0x81, 0x00, byte(tci >> 8), byte(tci)}, buf[12:have]...)...)
+			frame = append(frame[:12], append([]byte{0x81, 0x00, byte(tci >> 8), byte(tci)}, raw[12:]...)...)
 			length += 4
+			shift = 4
+		}
+		if vh.gsoType == vnetGSOUDPL4 {
+			if split, err := splitUDPGSO(frame, length, vh.gsoSize, snap, scratch, write); split || err != nil {
+				if err != nil {
+					return n, err
+				}
+				continue
+			}
+		}
+		if len(frame) == length {
+			finishChecksum(frame, vh, shift)
 		}
 		if len(frame) > snap {
 			frame = frame[:snap]
 		}
-		if ci.IsZero() {
-			ci = time.Now()
-		}
-		if err := w.WritePacket(gopacket.CaptureInfo{Timestamp: ci, CaptureLength: len(frame), Length: length}, frame); err != nil {
+		if err := write(frame, length); err != nil {
 			return n, err
 		}
-		n++
 	}
 	return n, nil
 }
