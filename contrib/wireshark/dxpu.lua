@@ -20,6 +20,10 @@
 --     encrypted body and the tag under dxpu.seal.*; a GMAC frame's body is
 --     in clear and shows as a plain frame's; `dxpu pcap unseal` with the
 --     bridges' --key-log opens the TLPs of GCM frames;
+--   * a UDP segmentation-offload send captured on the sending host before
+--     segmentation (tcpdump, dumpcap): several dxpu datagrams back to back in
+--     one UDP payload, each shown as its own, with a note (dxpu.expert.gso);
+--     `dxpu pcap capture` records them as the datagrams they leave as;
 --   * NetTLP (protocol "nettlp"): UDP to or from ports 0x3000-0x30ff,
 --     6-byte header (sequence, timestamp), one TLP;
 --   * each TLP field by field under dxpu.tlp.* (DW0 fields, IDs, 10-bit tag,
@@ -255,9 +259,11 @@ local E = {
 		expert.group.SEQUENCE, expert.severity.NOTE),
 	internal = ProtoExpert.new("dxpu.expert.internal", "Dissector bug",
 		expert.group.UNDECODED, expert.severity.WARN),
+	gso = ProtoExpert.new("dxpu.expert.gso", "Several dxpu datagrams in one UDP segmentation-offload send",
+		expert.group.SEQUENCE, expert.severity.NOTE),
 }
 dxpu.experts = { E.short, E.version, E.msg_type, E.count, E.body_len, E.tlp_len, E.control, E.seal,
-	E.nettlp, E.tlp, E.truncated, E.internal }
+	E.nettlp, E.tlp, E.truncated, E.internal, E.gso }
 
 -- TLP kinds -----------------------------------------------------------------
 
@@ -743,12 +749,13 @@ local function dissect_sealed(tvb, pinfo, root, info, mtype, n, body, reject)
 end
 
 -- dissect_dxpu dissects a dxpu header and body at the start of tvb; udp is
--- true over UDP, where tvb's reported length is the UDP payload's. It
--- returns the bytes it consumed.
-local function dissect_dxpu(tvb, pinfo, tree, udp)
+-- true over UDP, where the datagram's size is the UDP payload's (or
+-- seg_size, one datagram of a GSO super-datagram). It returns the bytes it
+-- consumed.
+local function dissect_dxpu(tvb, pinfo, tree, udp, seg_size)
 	pinfo.cols.protocol = "dxpu"
 	local have = tvb:len()
-	local size = udp and udp_payload_len(tvb) or tvb:reported_len()
+	local size = seg_size or (udp and udp_payload_len(tvb) or tvb:reported_len())
 	local root = tree:add(dxpu, tvb(0, math.min(have, HEADER_LEN)))
 	local info = "dxpu"
 	-- reject shows why the frame cannot be read further.
@@ -836,11 +843,62 @@ end
 -- dxpu over UDP is recognised by its destination port only, as ParseFrame
 -- does; a datagram from that port elsewhere is left to other dissectors.
 local dxpu_udp = Proto("dxpu_udp", "dxpu over UDP (dispatch)")
+-- A UDP segmentation-offload send, captured on the sending host before
+-- the kernel or the NIC cut it (tcpdump, dumpcap), is one datagram holding
+-- several dxpu datagrams back to back: every one gso_size bytes but the
+-- last, which may be shorter. Receivers only ever see them one by one.
+-- `dxpu pcap capture` records them as they leave; this shows both.
+
+-- gso_segments returns the offsets and sizes of the dxpu datagrams a UDP
+-- payload of size bytes holds back to back, or nil when it is one datagram
+-- or the chain of headers does not fill it exactly.
+local function gso_segments(tvb, size)
+	if tvb:len() < size or size < 2 * HEADER_LEN then
+		return nil
+	end
+	local seg = HEADER_LEN + tvb(6, 2):uint()
+	if seg >= size then
+		return nil
+	end
+	local segs, off = {}, 0
+	while off < size do
+		if size - off < HEADER_LEN or tvb(off, 1):bitfield(0, 4) ~= 1 then
+			return nil
+		end
+		local this = HEADER_LEN + tvb(off + 6, 2):uint()
+		if off + this > size or (off + this < size and this ~= seg) or this > seg then
+			return nil
+		end
+		segs[#segs + 1] = { off, this }
+		off = off + this
+	end
+	return segs
+end
+
+-- dissect_udp dissects a dxpu datagram, or each datagram of a GSO
+-- super-datagram with a note that says what it is.
+local function dissect_udp(tvb, pinfo, tree)
+	local segs = gso_segments(tvb, udp_payload_len(tvb))
+	if segs == nil then
+		return dissect_dxpu(tvb, pinfo, tree, true)
+	end
+	local infos = {}
+	for i, s in ipairs(segs) do
+		local sub = tvb(s[1], s[2]):tvb()
+		dissect_dxpu(sub, pinfo, tree, true, s[2])
+		infos[i] = tostring(pinfo.cols.info)
+	end
+	tree:add_proto_expert_info(E.gso, string.format(
+		"%d dxpu datagrams in one GSO send of %d bytes each (captured before segmentation)", #segs, segs[1][2]))
+	pinfo.cols.info = string.format("GSO x%d: %s", #segs, table.concat(infos, " | "))
+	return tvb:len()
+end
+
 function dxpu_udp.dissector(tvb, pinfo, tree)
 	if pinfo.dst_port ~= dxpu.prefs.udp_port then
 		return 0
 	end
-	return guarded(dissect_dxpu, tvb, pinfo, tree, true)
+	return guarded(dissect_udp, tvb, pinfo, tree)
 end
 
 -- looks_like_dxpu is the heuristic that finds dxpu on a UDP port other than
@@ -849,8 +907,7 @@ end
 -- payload exactly, the reserved byte 0, and a body that fits the header:
 -- the TLP length table (check_header) or, sealed, the security header and
 -- tag with a valid mode and reserved kind bits clear.
-local function looks_like_dxpu(tvb)
-	local size = udp_payload_len(tvb)
+local function looks_like_dxpu(tvb, size)
 	if tvb:len() < HEADER_LEN or size < HEADER_LEN or tvb(0, 1):bitfield(0, 4) ~= 1 then
 		return false
 	end
@@ -872,15 +929,34 @@ local function looks_like_dxpu(tvb)
 	return (mode == 1 or mode == 2) and math.floor(kind / 4) % 32 == 0
 end
 
+-- looks_like_dxpu_udp: the UDP payload is one dxpu datagram, or a GSO
+-- super-datagram of them, each of which looks like one.
+local function looks_like_dxpu_udp(tvb)
+	local size = udp_payload_len(tvb)
+	if looks_like_dxpu(tvb, size) then
+		return true
+	end
+	local segs = gso_segments(tvb, size)
+	if segs == nil then
+		return false
+	end
+	for _, s in ipairs(segs) do
+		if not looks_like_dxpu(tvb(s[1], s[2]):tvb(), s[2]) then
+			return false
+		end
+	end
+	return true
+end
+
 local function heuristic_udp(tvb, pinfo, tree)
 	if not dxpu.prefs.heuristic or pinfo.dst_port == dxpu.prefs.udp_port then
 		return false
 	end
-	local ok, yes = pcall(looks_like_dxpu, tvb)
+	local ok, yes = pcall(looks_like_dxpu_udp, tvb)
 	if not ok or not yes then
 		return false
 	end
-	guarded(dissect_dxpu, tvb, pinfo, tree, true)
+	guarded(dissect_udp, tvb, pinfo, tree)
 	return true
 end
 
