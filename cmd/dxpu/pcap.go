@@ -201,7 +201,10 @@ EtherType 0x88B5, or IPv4/UDP to or from --udp-port, untagged or behind one
   dxpu pcap capture --interface eth1 --udp-port 7001 --out fabric.pcap --duration 10s
   dxpu pcap capture --interface lo --bpf "$(tcpdump -ddd 'udp port 7001')" --out lo.pcap
 
-On loopback each frame is written once. Needs Linux and root (or
+On loopback each frame is written once. Frames are written as the wire
+carries them: a UDP segmentation-offload send (the bridges batch that way),
+which a packet socket sees as one glued datagram, is written as the datagrams
+it leaves as, with the checksums the NIC fills in. Needs Linux and root (or
 CAP_NET_RAW). Sealed frames open with 'dxpu pcap unseal'.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
