@@ -13,7 +13,9 @@
 // flush; a flush delivers TLPs first (so the acknowledgement that follows
 // carries the credits they freed), then drains every frame the bridge has
 // to send into reusable buffers and hands them to a BatchSender in one call
-// (sendmmsg). Nothing on this path allocates. Larger receive batches (32)
+// (sendmmsg). Over a SegmentPoller (UDP with GRO) a received message may
+// hold a run of frames, each handed to the bridge as a slice of the
+// receive buffer. Nothing on this path allocates. Larger receive batches (32)
 // measured no faster: they delay acknowledgements, and a credit-bound
 // sender waits longer.
 //
