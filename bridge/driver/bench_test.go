@@ -32,6 +32,16 @@ func udpPairBoth(tb testing.TB, delivered, back *atomic.Int64) (host, gpu *drive
 	return udpPairOver(tb, udp.Listen, delivered, back)
 }
 
+// transportOf is what udpPairOver hands its runners for a socket: the
+// socket itself, or (a benchmark's baseline) a wrapper.
+var transportOf = func(c *udp.Conn) driver.Transport { return c }
+
+// noGRO is a socket whose runner receives a datagram per frame: the
+// baseline of UDP GRO.
+type noGRO struct{ *udp.Conn }
+
+func (noGRO) EnableGRO() bool { return false }
+
 // udpPairOver is udpPairBoth over the sockets listen opens; each of opts
 // runs on both runners before they start.
 func udpPairOver(tb testing.TB, listen func(local, peer netip.AddrPort) (*udp.Conn, error), delivered, back *atomic.Int64, opts ...func(*driver.Runner)) (host, gpu *driver.Runner, stop func()) {
@@ -60,7 +70,7 @@ func udpPairOver(tb testing.TB, listen func(local, peer netip.AddrPort) (*udp.Co
 		if err != nil {
 			tb.Fatal(err)
 		}
-		runners[i] = driver.New(b, []*udp.Conn{hc, gc}[i])
+		runners[i] = driver.New(b, transportOf([]*udp.Conn{hc, gc}[i]))
 	}
 	runners[1].OnTLP = func(tlp.View) { delivered.Add(1) }
 	if back != nil {
@@ -240,6 +250,8 @@ func polledRoundTrip(b *testing.B, listen func(local, peer netip.AddrPort) (*udp
 // be 0. The 16/ runs hand the TLPs over 16 at a time, as a PCIe port's
 // bursts come: with SendMany each call sends a part-filled frame; with
 // SendManyHeld (held) they go out in full frames, a few to a call.
+// nogro: the receiving runner takes a datagram per frame, where by
+// default it takes a segmented run as one message (UDP GRO).
 func BenchmarkRunnerBulk(b *testing.B) {
 	plain := func(local, peer netip.AddrPort) (*udp.Conn, error) {
 		c, err := udp.Listen(local, peer)
@@ -253,8 +265,14 @@ func BenchmarkRunnerBulk(b *testing.B) {
 		listen func(local, peer netip.AddrPort) (*udp.Conn, error)
 		batch  int
 		held   bool
-	}{{"gso", udp.Listen, 256, false}, {"plain", plain, 256, false}, {"16/gso", udp.Listen, 16, false}, {"16/gso/held", udp.Listen, 16, true}} {
+		noGRO  bool
+	}{{"gso", udp.Listen, 256, false, false}, {"gso/nogro", udp.Listen, 256, false, true}, {"plain", plain, 256, false, false},
+		{"16/gso", udp.Listen, 16, false, false}, {"16/gso/held", udp.Listen, 16, true, false}, {"16/gso/held/nogro", udp.Listen, 16, true, true}} {
 		b.Run(k.name, func(b *testing.B) {
+			if k.noGRO {
+				transportOf = func(c *udp.Conn) driver.Transport { return noGRO{c} }
+				defer func() { transportOf = func(c *udp.Conn) driver.Transport { return c } }()
+			}
 			var delivered atomic.Int64
 			host, _, stop := udpPairOver(b, k.listen, &delivered, nil)
 			defer stop()
@@ -306,4 +324,49 @@ func cpuTime() time.Duration {
 	var ru syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// With UDP GRO (the runner turns it on), full frames the host side sends
+// in segmented runs reach the GPU side's runner as one message per run,
+// and the runner hands the bridge every frame of it: all TLPs delivered,
+// and every frame the host sent received as a frame of its own (a run fed
+// to the bridge whole would count once, its later frames lost).
+func TestRunnerGRO(t *testing.T) {
+	var conns []*udp.Conn
+	listen := func(local, peer netip.AddrPort) (*udp.Conn, error) {
+		c, err := udp.Listen(local, peer)
+		conns = append(conns, c)
+		return c, err
+	}
+	var delivered atomic.Int64
+	host, gpu, stop := udpPairOver(t, listen, &delivered, nil)
+	defer stop()
+	const n = 2048
+	tlps := make([][]byte, 256)
+	for i := range tlps {
+		p := tlp.Packet{Kind: tlp.MWr, Addr64: true, FirstBE: 0xf, LastBE: 0xf,
+			Address: 0x10_0000_0000 + uint64(i)*512, Data: make([]byte, 512)}
+		tlps[i], _ = p.AppendTo(nil)
+	}
+	w := waitfor.NewWatch(t, "sending")
+	for sent := 0; sent < n; {
+		k, err := host.SendMany(tlps[:min(len(tlps), n-sent)])
+		sent += k
+		if err != nil {
+			if !errors.Is(err, bridge.ErrBusy) {
+				t.Fatal(err)
+			}
+			w.Wait(uint64(sent))
+		}
+	}
+	if !waitfor.Settle(func() (bool, uint64) {
+		d := delivered.Load()
+		return d == n && gpu.Counters().FramesReceived == host.Counters().FramesSent, uint64(d)
+	}) {
+		t.Fatalf("delivered %d of %d; host sent %d frames, GPU side received %d (last frame error: %v)",
+			delivered.Load(), n, host.Counters().FramesSent, gpu.Counters().FramesReceived, gpu.FrameError())
+	}
+	if c := conns[1].Coalesced(); c == 0 {
+		t.Fatal("no message came coalesced: GRO off")
+	}
 }

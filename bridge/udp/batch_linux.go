@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/netip"
 	"strconv"
+	"sync/atomic"
 	"syscall"
 	"unsafe"
 
@@ -35,13 +36,21 @@ type sysConn struct {
 	// gso: a run of equal-sized frames (the last may be shorter) goes
 	// out as one message with a UDP_SEGMENT control message, and the
 	// kernel cuts it into datagrams below the socket layer (on loopback,
-	// not until the receiving socket): one pass through the stack
-	// instead of one per frame. Probed at init, cleared for good on the
-	// first send the kernel refuses (see gsoRefused). (UDP_GRO on the
-	// receiver, which keeps the run one message up to the socket,
-	// measured slower: the frames must then be cut apart and copied in
-	// user space.)
+	// not until the receiving socket, unless that socket has gro): one
+	// pass through the stack instead of one per frame. Probed at init,
+	// cleared for good on the first send the kernel refuses (see
+	// gsoRefused).
 	gso bool
+	// gro: UDP_GRO is on (EnableGRO): a run of datagrams of one size
+	// from one source may arrive as one message, its segment size in a
+	// control message (rxCtl), which TryRecvSegments reports so that the
+	// caller cuts the frames apart where they lie, without a copy.
+	// (Cutting them into the caller's buffers, one frame each, with a
+	// copy measured slower than no GRO.)
+	gro   bool
+	rxCtl [MaxBatch][groCtlWords]uint64
+	// coalesced counts the messages received with more than one frame.
+	coalesced atomic.Uint64
 	// txCtl holds each message's control message (cmsghdr and segment
 	// size; uint64 for the cmsghdr's alignment); txMsgFrames the frames
 	// each message carries.
@@ -360,6 +369,93 @@ func (s *sysConn) tryRecvBatch(c *Conn, bufs [][]byte, sizes []int) (int, error)
 // waitReadable parks until a datagram is queued.
 func (s *sysConn) waitReadable() error { return s.rc.Read(s.peek) }
 
+// groCtlWords holds a UDP_GRO control message (a cmsghdr and an int) in
+// uint64s, with room for one more (a kernel may add others).
+const groCtlWords = 2 * ((unix.SizeofCmsghdr + 4 + 7) / 8)
+
+// enableGRO turns UDP_GRO on; false where the kernel refuses it.
+func (s *sysConn) enableGRO() bool {
+	if offloadRefuse != nil && offloadRefuse(unix.UDP_GRO) {
+		return false
+	}
+	var serr error
+	if err := s.rc.Control(func(fd uintptr) {
+		serr = unix.SetsockoptInt(int(fd), unix.SOL_UDP, unix.UDP_GRO, 1)
+	}); err != nil || serr != nil {
+		return false
+	}
+	s.gro = true
+	return true
+}
+
+// tryRecvSegments is tryRecvBatch that reports each message's segment
+// size in segs.
+func (s *sysConn) tryRecvSegments(c *Conn, bufs [][]byte, sizes, segs []int) (int, error) {
+	s.prepareRecv(bufs)
+	s.tryRecv.n = len(bufs)
+	if err := s.rc.Control(s.tryRecv.ctl); err != nil {
+		return 0, err
+	}
+	return s.receivedSegments(c, &s.tryRecv, bufs, sizes, segs)
+}
+
+// receivedSegments is received for tryRecvSegments: segs[i] is the size
+// of the frames in bufs[i][:sizes[i]] (the last may be shorter), the
+// whole message when it is one datagram.
+func (s *sysConn) receivedSegments(c *Conn, call *mmsgCall, bufs [][]byte, sizes, segs []int) (int, error) {
+	if call.err != nil {
+		return 0, call.err
+	}
+	got := 0
+	for i := 0; i < call.done; i++ {
+		if !s.fromPeer(&s.rxName[i]) {
+			c.Foreign++
+			continue
+		}
+		n := min(int(s.rx[i].Len), len(bufs[i]))
+		seg := s.segSize(&s.rx[i].Hdr)
+		if seg <= 0 || seg >= n {
+			seg = n
+		} else {
+			s.coalesced.Add(1)
+		}
+		if got != i {
+			copy(bufs[got], bufs[i][:n])
+		}
+		sizes[got], segs[got] = n, seg
+		got++
+	}
+	for i := range bufs {
+		s.rxIov[i].Base = nil
+	}
+	return got, nil
+}
+
+// segSize returns the UDP_GRO segment size of a received message, or 0
+// when it has none (one datagram).
+func (s *sysConn) segSize(h *unix.Msghdr) int {
+	if h.Controllen == 0 || h.Control == nil {
+		return 0
+	}
+	ctl := unsafe.Slice(h.Control, h.Controllen)
+	for len(ctl) >= unix.SizeofCmsghdr {
+		c := (*unix.Cmsghdr)(unsafe.Pointer(&ctl[0]))
+		l := int(c.Len)
+		if l < unix.SizeofCmsghdr || l > len(ctl) {
+			return 0
+		}
+		if c.Level == unix.SOL_UDP && c.Type == unix.UDP_GRO && l >= unix.CmsgLen(4) {
+			return int(*(*int32)(unsafe.Pointer(&ctl[unix.CmsgLen(0)])))
+		}
+		sp := unix.CmsgSpace(l - unix.CmsgLen(0))
+		if sp >= len(ctl) {
+			return 0
+		}
+		ctl = ctl[sp:]
+	}
+	return 0
+}
+
 // prepareRecv points the receive headers at bufs.
 func (s *sysConn) prepareRecv(bufs [][]byte) {
 	for i, b := range bufs {
@@ -372,6 +468,10 @@ func (s *sysConn) prepareRecv(bufs [][]byte) {
 		h := &s.rx[i]
 		h.Hdr = unix.Msghdr{Name: (*byte)(unsafe.Pointer(&s.rxName[i])), Namelen: uint32(unsafe.Sizeof(s.rxName[i])), Iov: iov}
 		h.Hdr.SetIovlen(1)
+		if s.gro {
+			h.Hdr.Control = (*byte)(unsafe.Pointer(&s.rxCtl[i][0]))
+			h.Hdr.SetControllen(groCtlWords * 8)
+		}
 		h.Len = 0
 	}
 }
@@ -414,4 +514,10 @@ func (s *sysConn) fromPeer(name *unix.RawSockaddrInet6) bool {
 
 func (s *sysConn) noOffload() {
 	s.gso = false
+	if s.gro {
+		_ = s.rc.Control(func(fd uintptr) {
+			_ = unix.SetsockoptInt(int(fd), unix.SOL_UDP, unix.UDP_GRO, 0)
+		})
+		s.gro = false
+	}
 }

@@ -8,7 +8,9 @@
 //
 // Where the kernel offers it, a batch's runs of equal-sized frames go out
 // as one message that the kernel segments (UDP_SEGMENT); a socket whose
-// kernel refuses it sends a datagram per frame.
+// kernel refuses it sends a datagram per frame. A receiver that asks for
+// it (EnableGRO, then TryRecvSegments) takes such a run as one message
+// and cuts it apart itself (UDP_GRO).
 package udp
 
 import (

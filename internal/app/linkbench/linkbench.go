@@ -23,6 +23,7 @@ import (
 	"github.com/dxpu/dxpu/bridge/memlink"
 	"github.com/dxpu/dxpu/bridge/seal"
 	"github.com/dxpu/dxpu/bridge/udp"
+	"github.com/dxpu/dxpu/internal/app/rawgoodput"
 	"github.com/dxpu/dxpu/tlp"
 )
 
@@ -112,9 +113,15 @@ func percentiles(d []time.Duration) Percentiles {
 type Result struct {
 	Seconds     float64 `json:"duration_s"`
 	GoodputGbps float64 `json:"goodput_gbps"`
-	WritesSent  int     `json:"writes_sent"`
-	Delivered   int     `json:"delivered"`
-	Lost        int     `json:"lost"`
+	// CPUSeconds is the process's CPU time (user and system: both
+	// bridges, their sockets' kernel work, and the stub requester and
+	// completer) over the run, real-time runs only; CPUSecondsPerGB the
+	// same per GB of goodput.
+	CPUSeconds      float64 `json:"cpu_s,omitempty"`
+	CPUSecondsPerGB float64 `json:"cpu_s_per_gb,omitempty"`
+	WritesSent      int     `json:"writes_sent"`
+	Delivered       int     `json:"delivered"`
+	Lost            int     `json:"lost"`
 	// ReportedLost: lost writes the host side reported (EventPostedLost),
 	// which only a link down may cause.
 	ReportedLost int `json:"reported_lost"`
@@ -332,7 +339,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	start := time.Now()
+	start, cpu0 := time.Now(), rawgoodput.CPUTime()
 	st.produce(rctx, host, o, now)
 	// Drain: everything acknowledged and answered.
 	drainEnd := time.Now().Add(2 * time.Second)
@@ -345,7 +352,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		}
 		time.Sleep(200 * time.Microsecond)
 	}
-	elapsed := time.Since(start)
+	elapsed, cpu := time.Since(start), rawgoodput.CPUTime()-cpu0
 	cancel()
 	wg.Wait() // the runners stopped: the GPU side's state is still
 
@@ -354,6 +361,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	res := Result{
 		Seconds:      elapsed.Seconds(),
 		GoodputGbps:  float64(st.bytesDone+st.gpu.bytes) * 8 / elapsed.Seconds() / 1e9,
+		CPUSeconds:   cpu.Seconds(),
 		WritesSent:   st.writesSent,
 		Delivered:    st.gpu.delivered,
 		Duplicated:   st.gpu.dup,
@@ -376,6 +384,9 @@ func Run(ctx context.Context, o Options) (Result, error) {
 				res.ReportedLost++
 			}
 		}
+	}
+	if b := st.bytesDone + st.gpu.bytes; b > 0 {
+		res.CPUSecondsPerGB = cpu.Seconds() / (float64(b) / 1e9)
 	}
 	res.LinkDowns = int(res.Host.LinkDowns + res.GPU.LinkDowns)
 	res.Retransmits = res.Host.Retransmits + res.GPU.Retransmits

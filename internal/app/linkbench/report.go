@@ -53,6 +53,10 @@ type Report struct {
 	TCPGoodputGbps float64               `json:"tcp_goodput_gbps,omitempty"`
 	PairOverUDP    float64               `json:"pair_over_udp,omitempty"`
 	PairOverTCP    float64               `json:"pair_over_tcp,omitempty"`
+	// PairCPUOverUDP is the lossless pair's CPU seconds per GB over the
+	// UDP flood's (both in this process, same run): what a byte costs
+	// through the bridges against a plain socket's.
+	PairCPUOverUDP float64 `json:"pair_cpu_over_udp,omitempty"`
 	// The pair fills its frames only as far as its queue allows: UDP
 	// again with datagrams of the host side's mean frame (bytes sent over
 	// frames sent, its ACK frames included), PairFrameBytes.
@@ -254,6 +258,9 @@ func rawBaselines(ctx context.Context, fl *ReportOptions, o Options, out *Report
 	}
 	pair := lossless.GoodputGbps
 	out.UDP, out.UDPGoodputGbps, out.PairOverUDP = &u, u.GoodputGbps, pair/u.GoodputGbps
+	if u.CPUSecondsPerGB > 0 {
+		out.PairCPUOverUDP = lossless.CPUSecondsPerGB / u.CPUSecondsPerGB
+	}
 	if h := lossless.Host; h.FramesSent > 0 {
 		out.PairFrameBytes = int(h.BytesSent / h.FramesSent)
 		s, err := flood(max(out.PairFrameBytes, 1))
@@ -312,6 +319,9 @@ func writeOut(w io.Writer, fl *ReportOptions, o Options, out Report) error {
 			fmt.Fprintf(w, "plaintext (the same runs unkeyed, alternating, median of %d): goodput %.3f Gbit/s; keyed (%s) below: %.2fx of it\n", out.Rounds, p.GoodputGbps, out.SealMode, out.KeyedRatio)
 		}
 		fmt.Fprintf(w, "goodput %.3f Gbit/s over %.6f s", r.GoodputGbps, r.Seconds)
+		if r.CPUSecondsPerGB > 0 {
+			fmt.Fprintf(w, ", %.2f CPU s per GB", r.CPUSecondsPerGB)
+		}
 		if out.GoodputRatio > 0 {
 			fmt.Fprintf(w, " (%.0f%% of baseline)", 100*out.GoodputRatio)
 		}
@@ -329,6 +339,9 @@ func writeOut(w io.Writer, fl *ReportOptions, o Options, out Report) error {
 		if u := out.UDP; u != nil {
 			fmt.Fprintf(w, "raw UDP (two plain sockets, %d-byte datagrams, same loopback, after the pair): %.3f Gbit/s (%d of %d datagrams arrived); the lossless pair %.2fx of it\n",
 				u.DatagramBytes, u.GoodputGbps, u.Received, u.Sent, out.PairOverUDP)
+			if out.PairCPUOverUDP > 0 {
+				fmt.Fprintf(w, "CPU per GB: raw UDP %.2f s; the lossless pair %.1fx of it\n", u.CPUSecondsPerGB, out.PairCPUOverUDP)
+			}
 			if s := out.UDPSameFrames; s != nil {
 				fmt.Fprintf(w, "raw UDP again with the pair's mean frame (%d bytes, the host side's): %.3f Gbit/s; the lossless pair %.2fx of it\n",
 					s.DatagramBytes, s.GoodputGbps, out.PairOverUDPSameFrames)

@@ -181,8 +181,11 @@ func TestReportRaw(t *testing.T) {
 		t.Errorf("raw UDP at the pair's frame size: %d bytes, %+v, %v Gbit/s, ratio %v", rep.PairFrameBytes, rep.UDPSameFrames,
 			rep.UDPSameFramesGbps, rep.PairOverUDPSameFrames)
 	}
+	if rep.CPUSecondsPerGB <= 0 || rep.UDP.CPUSecondsPerGB <= 0 || rep.PairCPUOverUDP != rep.CPUSecondsPerGB/rep.UDP.CPUSecondsPerGB {
+		t.Errorf("CPU per GB: pair %v, raw UDP %v, ratio %v", rep.CPUSecondsPerGB, rep.UDP.CPUSecondsPerGB, rep.PairCPUOverUDP)
+	}
 	for _, key := range []string{`"udp_goodput_gbps"`, `"tcp_goodput_gbps"`, `"pair_over_udp"`, `"pair_over_tcp"`, `"datagram_bytes"`,
-		`"pair_frame_bytes"`, `"udp_same_frames_goodput_gbps"`, `"pair_over_udp_same_frames"`} {
+		`"pair_frame_bytes"`, `"udp_same_frames_goodput_gbps"`, `"pair_over_udp_same_frames"`, `"cpu_s_per_gb"`, `"pair_cpu_over_udp"`} {
 		if !strings.Contains(out.String(), key) {
 			t.Errorf("JSON lacks %s", key)
 		}
@@ -193,7 +196,7 @@ func TestReportRaw(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !strings.Contains(out.String(), "raw UDP (two plain sockets, 9000-byte datagrams") || !strings.Contains(out.String(), "raw TCP") ||
-		!strings.Contains(out.String(), "raw UDP again with the pair's mean frame") {
+		!strings.Contains(out.String(), "raw UDP again with the pair's mean frame") || !strings.Contains(out.String(), "CPU per GB: raw UDP") {
 		t.Errorf("text lacks the raw baselines:\n%s", out.String())
 	}
 	for name, mod := range map[string]func(*ReportOptions){

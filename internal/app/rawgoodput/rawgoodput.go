@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/dxpu/dxpu/bridge/udp"
 )
 
@@ -30,6 +32,18 @@ type UDPResult struct {
 	DatagramBytes int     `json:"datagram_bytes"`
 	Sent          uint64  `json:"datagrams_sent"`
 	Received      uint64  `json:"datagrams_received"`
+	// CPUSecondsPerGB is the process's CPU time (user and system, sender
+	// and receiver) per GB received.
+	CPUSecondsPerGB float64 `json:"cpu_s_per_gb,omitempty"`
+}
+
+// CPUTime returns the CPU time (user and system) the process used so far.
+func CPUTime() time.Duration {
+	var ru unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // UDP floods rx from tx with datagrams of size bytes that start with
@@ -83,7 +97,7 @@ func UDP(ctx context.Context, tx, rx *udp.Conn, size int, prefix []byte, d time.
 	var sent uint64
 	var err error
 	b0, n0 := gotBytes.Load(), got.Load()
-	t0 := time.Now()
+	t0, cpu0 := time.Now(), CPUTime()
 	var el time.Duration
 	for el = time.Since(t0); el < d; el = time.Since(t0) {
 		if err = ctx.Err(); err != nil {
@@ -103,6 +117,7 @@ func UDP(ctx context.Context, tx, rx *udp.Conn, size int, prefix []byte, d time.
 		}
 	}
 	b1, n1 := gotBytes.Load(), got.Load()
+	cpu := CPUTime() - cpu0
 	tx.Close()
 	rx.Close()
 	wg.Wait()
@@ -118,7 +133,8 @@ func UDP(ctx context.Context, tx, rx *udp.Conn, size int, prefix []byte, d time.
 	if n1 == n0 {
 		return UDPResult{}, fmt.Errorf("rawgoodput: UDP flood: none of %d datagrams of %d bytes arrived in %v", sent, size, d)
 	}
-	return UDPResult{GoodputGbps: float64(b1-b0) * 8 / el.Seconds() / 1e9, DatagramBytes: size, Sent: sent, Received: n1 - n0}, nil
+	return UDPResult{GoodputGbps: float64(b1-b0) * 8 / el.Seconds() / 1e9, DatagramBytes: size, Sent: sent, Received: n1 - n0,
+		CPUSecondsPerGB: cpu.Seconds() / (float64(b1-b0) / 1e9)}, nil
 }
 
 // errNoBufs is a full queue on the way out of a sender.
