@@ -86,6 +86,12 @@ type PairObs struct {
 	Allocation string `json:"allocation"`
 	Link       string `json:"link"`           // init, up, down
 	Gen        uint32 `json:"key_generation"` // key generation
+	// KeyFP names the key in use (not the key); KeysRefused counts the
+	// keys the agent refused for the pair since it programmed it (a
+	// generation not newer than one held), KeyRefusal is the last.
+	KeyFP       string `json:"key_fingerprint,omitempty"`
+	KeysRefused uint64 `json:"keys_refused,omitempty"`
+	KeyRefusal  string `json:"key_refusal,omitempty"`
 	// Host side: the slot of the pair's GPU.
 	Present bool   `json:"present,omitempty"`
 	Vendor  string `json:"vendor,omitempty"`
