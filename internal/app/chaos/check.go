@@ -215,7 +215,12 @@ func CheckHosts(h []Event, nemesisEnd time.Duration, b Bounds, perHost map[strin
 				hp, hok, _ := o.agentPair(a.Host, g.Pair)
 				bp, bok, _ := o.agentPair(g.Box, g.Pair)
 				hb := hostBounds(a.Host)
-				if hok && bok && hp.Link == "up" && bp.Link == "up" {
+				// Up: the link at both ends, and the GPU on its host. A
+				// host's agent surprise-removes the GPU when the link goes
+				// down and plugs it back when it is up again: one that
+				// stays off the host is a pair down (issue 20: a removal
+				// the link's return does not undo).
+				if hok && bok && hp.Link == "up" && bp.Link == "up" && hp.Present {
 					delete(down, key)
 				} else {
 					ep := down[key]
@@ -225,8 +230,12 @@ func CheckHosts(h []Event, nemesisEnd time.Duration, b Bounds, perHost map[strin
 					}
 					if !ep.reported && e.T-ep.since > hb.PairUp && (a.State != "degraded" || a.Degraded == "") {
 						ep.reported = true
+						what := "down"
+						if hok && bok && hp.Link == "up" && bp.Link == "up" {
+							what = "up but its GPU off " + a.Host
+						}
 						add(VPairDown, fmt.Sprintf("pair %d", g.Pair), e.T,
-							fmt.Sprintf("pair %d of %s down for %v (bound %v) and the manager answers %s", g.Pair, a.ID,
+							fmt.Sprintf("pair %d of %s %s for %v (bound %v) and the manager answers %s", g.Pair, a.ID, what,
 								(e.T-ep.since).Round(time.Millisecond), hb.PairUp, a.State), excerpt(h, ep.since, e.T, describe, a.ID))
 					}
 				}
@@ -320,7 +329,7 @@ func checkKeys(e Event, o *Obs, keyOf map[string]keySeen, genAt map[string]uint3
 			// pair programmed again): counting starts over.
 			if p.KeysRefused > refused[ap] && !reported["refused/"+ap] {
 				reported["refused/"+ap] = true
-				add(subject, fmt.Sprintf("%s refused %d key(s) for pair %d of %s, last: %s (a generation the manager issued twice)",
+				add(subject, fmt.Sprintf("%s refused %d key(s) for pair %d of %s, last: %s (the manager issued a generation not above one the pair had)",
 					agent, p.KeysRefused-refused[ap], p.ID, p.Allocation, p.KeyRefusal), p.Allocation)
 			}
 			refused[ap] = p.KeysRefused

@@ -21,6 +21,7 @@ type world struct {
 	unhealthy          []string
 	boot0              string
 	hostDown, boxEmpty bool
+	offHost            string // the GPU is not on the host: how it left
 	// The keys' fingerprints, "k<generation>" if empty; the keys the host
 	// refused, and why.
 	hostFP, boxFP string
@@ -49,6 +50,9 @@ func (w world) obs() *Obs {
 	if !w.hostDown {
 		o.Agents["host1"] = []PairObs{{ID: 7, Allocation: "a-1", Link: w.hostLink, Gen: w.hostGen, KeyFP: fp(w.hostFP, w.hostGen),
 			KeysRefused: w.hostRefused, KeyRefusal: w.refusal, Present: true, Vendor: "0x10de", Boot0: w.boot0}}
+		if w.offHost != "" {
+			o.Agents["host1"][0].Present, o.Agents["host1"][0].Removed = false, w.offHost
+		}
 	}
 	o.Agents["box1"] = []PairObs{{ID: 7, Allocation: "a-1", Link: w.boxLink, Gen: w.boxGen, KeyFP: fp(w.boxFP, w.boxGen)}}
 	if w.boxEmpty {
@@ -253,6 +257,49 @@ func TestCheckPairDownWithoutDegraded(t *testing.T) {
 		}
 		return w
 	}), 2*time.Second, testBounds))
+}
+
+// TestCheckGPUOffHost: a host's agent surprise-removes a pair's GPU when
+// its link goes down (a silence of --dead-after) and plugs it back when the
+// link is up again. That is the pair down for a while, held to the same
+// bound: a GPU the link's return did not bring back, while the manager
+// answers active, is a pair down past it; within the bound it is not; and
+// the system has not converged while a GPU is off its host.
+func TestCheckGPUOffHost(t *testing.T) {
+	const how = "surprise (link down: peer silent for 1.0s)"
+	res := Check(history(10*time.Second, func(t time.Duration) world {
+		w := healthy()
+		switch {
+		case t >= time.Second && t < 2*time.Second: // a second of silence
+			w.hostLink, w.offHost = "down", how
+		case t >= 2*time.Second && t < 6*time.Second: // the link back, the GPU not
+			w.offHost = how
+		}
+		return w
+	}), 2*time.Second, testBounds)
+	requireOnly(t, res, VPairDown+" pair 7")
+	v := res.Violations[0]
+	if !strings.Contains(v.Message, "pair 7 of a-1 up but its GPU off host1 for 3.2s") ||
+		!strings.Contains(strings.Join(v.Excerpt, "\n"), "host1 link=up gen=3 gpu off the host: "+how) {
+		t.Fatalf("a GPU left off its host reported as %q, excerpt %q", v.Message, v.Excerpt)
+	}
+	// Back within the bound: a link that went down and came back.
+	requireOnly(t, Check(history(10*time.Second, func(t time.Duration) world {
+		w := healthy()
+		if t >= time.Second && t < 3*time.Second {
+			w.offHost = how
+		}
+		return w
+	}), 2*time.Second, testBounds))
+	// Never back: the system never converged either.
+	res = Check(history(10*time.Second, func(t time.Duration) world {
+		w := healthy()
+		if t >= time.Second {
+			w.offHost, w.state, w.degraded = how, "degraded", "link down"
+		}
+		return w
+	}), 2*time.Second, testBounds)
+	requireOnly(t, res, VNotConverged+" system")
 }
 
 func TestCheckHealthyGPURemoved(t *testing.T) {

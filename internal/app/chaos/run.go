@@ -701,6 +701,8 @@ func agentStatus(ctx context.Context, hc *http.Client, base, cred string) ([]Pai
 			Present bool   `json:"present"`
 			Vendor  string `json:"vendor"`
 			Boot0   string `json:"boot0"`
+			Removed string `json:"removed"`
+			Reason  string `json:"reason"`
 		} `json:"slots"`
 	}
 	if err := jsonDecode(resp.Body, &st); err != nil {
@@ -710,8 +712,11 @@ func agentStatus(ctx context.Context, hc *http.Client, base, cred string) ([]Pai
 	for _, p := range st.Pairs {
 		po := PairObs{ID: p.ID, Allocation: p.Allocation, Link: p.Link, Gen: p.Gen, KeyFP: p.KeyFP, KeysRefused: p.Refused, KeyRefusal: p.Refusal}
 		for _, s := range st.Slots {
-			if s.Pair == p.ID && s.Present {
-				po.Present, po.Vendor, po.Boot0 = true, s.Vendor, s.Boot0
+			switch {
+			case s.Pair == p.ID && s.Present:
+				po.Present, po.Vendor, po.Boot0, po.Removed = true, s.Vendor, s.Boot0, ""
+			case s.Pair == p.ID && s.Removed != "" && !po.Present:
+				po.Removed = s.Removed + " (" + s.Reason + ")"
 			}
 		}
 		out = append(out, po)
