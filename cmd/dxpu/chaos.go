@@ -36,7 +36,10 @@ manager's API while a seeded nemesis injects faults, one at a time: SIGKILL
 included), rekey storms, agent credential rotation (re-registration and
 SIGHUP), client floods, a box's link cut and 1% loss on a box's link for a
 few seconds (the UDP switch has no port to cut, so each box's frames cross a
-cable in this process, which the nemesis cuts or makes lossy). An observer
+cable in this process, which the nemesis cuts or makes lossy), and a host
+agent's API out for 7-10s (its credential file replaced and SIGHUP, no
+re-registration, so it refuses the manager while its data plane runs) while
+its allocations are rekeyed. An observer
 snapshots the manager, the switch and every agent five times a second.
 After --duration the clients and the nemesis stop and the system must
 converge.
@@ -61,10 +64,11 @@ end, on failure too. Without root --netns fails; loopback mode needs none.
 The clients also copy random bytes through every live pair into its GPU's
 VRAM and back (the host agent's copy check). The history is then checked: no
 data corruption (the bytes come back as they went; every enumerated GPU reads
-vendor 0x10de and the same PMC_BOOT_0); every pair of an active allocation up within --pair-up-bound or the
+vendor 0x10de and the same PMC_BOOT_0); every pair of an active allocation up (its GPU on its host) within --pair-up-bound or the
 allocation degraded with a reason; both ends of a live pair on the same key
-generation within --key-split-bound; no healthy GPU removed (no fault breaks
-a GPU); convergence (allocations up, the switch's table version the
+generation within --key-split-bound; a pair's key generations strictly
+increasing, each naming one key (agents report key_fingerprint and
+keys_refused); no healthy GPU removed (no fault breaks a GPU); convergence (allocations up, the switch's table version the
 manager's, the agents' pairs the manager's) within --converge-bound.
 
 The same --seed gives the same schedule of faults (--schedule prints it and

@@ -199,6 +199,60 @@ func TestRekeyIsTwoPhase(t *testing.T) {
 	}
 }
 
+// TestRekeyHotAddsLostHostEnd (issue 20; dxpu chaos seed 2 found it): a
+// rekey that reaches a host agent which lost the pair (it restarted, and
+// the rekey came before the reconciler) creates the end there and puts the
+// GPU back on the host. Before, the end ran without its GPU for good: the
+// reconciler restores missing ends only, and the allocation read active.
+// A hot-add that fails leaves the change due, and the reconciler finishes
+// it, hot-add included.
+func TestRekeyHotAddsLostHostEnd(t *testing.T) {
+	t.Parallel()
+	gpu, host := fakeagent.New("gpu"), fakeagent.New("host")
+	m, err := manager.New(manager.Config{Store: store.NewMemory(), GPUBridge: gpu, Switch: fakeagent.New("switch"), HostBridge: host,
+		Token: token, Logger: quiet(), ReconcileInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	ctx := context.Background()
+	if _, err := m.RegisterBox(ctx, testBox(0, 2)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.RegisterHost(ctx, testHost(0)); err != nil {
+		t.Fatal(err)
+	}
+	a, err := m.Allocate(ctx, pool.Request{Host: "host0", Count: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := a.GPUs[0].Pair
+	lose := func() { // the host agent restarts: no pair, no GPU
+		if err := host.RemovePair(ctx, manager.Pair{ID: id}); err != nil || len(host.HotAdded()) != 0 {
+			t.Fatalf("losing the host end: %v, hot-added %v", err, host.HotAdded())
+		}
+	}
+	lose()
+	if _, err := m.Rekey(ctx, a.ID); err != nil {
+		t.Fatal(err)
+	}
+	if p, h := host.Pairs(), host.HotAdded(); len(p) != 1 || p[0] != id || len(h) != 1 || h[0] != id {
+		t.Fatalf("after the rekey the host runs pairs %v, hot-added %v; want pair %d on the host", p, h, id)
+	}
+	lose()
+	host.FailAlways(fakeagent.OpHotAdd, true)
+	if _, err := m.Rekey(ctx, a.ID); err == nil || !strings.Contains(err.Error(), "hot_add") {
+		t.Fatalf("rekey with the hot-add failing: %v", err)
+	}
+	host.FailAlways(fakeagent.OpHotAdd, false)
+	if err := m.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if h := host.HotAdded(); len(h) != 1 || h[0] != id {
+		t.Fatalf("after the reconciler the host has hot-added %v; want pair %d", h, id)
+	}
+}
+
 // strictAgent refuses a key generation below the newest it holds, as a
 // bridge does, and lists that generation.
 type strictAgent struct {

@@ -29,7 +29,21 @@ func (m *Manager) Rekey(ctx context.Context, id string) (pool.Allocation, error)
 	}
 	var first error
 	for _, pr := range pairs {
-		if err := m.changeKey(ctx, pr, true); err != nil && first == nil {
+		err := m.changeKey(ctx, pr, true)
+		if err == nil {
+			// The change creates an end its agent lost (a host agent
+			// restarted and the rekey came before the reconciler): the
+			// GPU goes back on the host too (idempotent where it is
+			// there), or the host runs the pair without its GPU for good
+			// while the allocation reads active (dxpu chaos, seed 2). A
+			// failed hot-add leaves the change due: the reconciler
+			// retries it with the hot-add (finishKeyChanges).
+			if err = m.do(ctx, StepHotAdd, pr); err != nil {
+				m.keys.setDue(pr.ID, true)
+				err = &StepError{Step: StepHotAdd, Pair: pr.ID, Err: err}
+			}
+		}
+		if err != nil && first == nil {
 			first = err
 		}
 	}

@@ -69,6 +69,12 @@ type pairRun struct {
 	// pending is a key installed but not switched to (the first phase of
 	// the manager's key change); p.Key is the one in use.
 	pending manager.PairKey
+	// keysRefused counts the keys the bridge refused for this pair (a
+	// generation not newer than one it holds: the manager issued a
+	// generation twice), keyRefusal is the last refusal; status reports
+	// both, which dxpu chaos checks (issue 20, finding 2).
+	keysRefused uint64
+	keyRefusal  string
 	// link: the link state as reported to the manager (report.go).
 	link linkReports
 }
@@ -299,6 +305,8 @@ func (a *Agent) changeKey(pr *pairRun, k manager.PairKey) error {
 	if !pr.pending.Same(k) {
 		if err := pr.runner.InstallKey(k.Generation, k.Key[:]); err != nil {
 			a.log.Warn("pair key refused; the pair keeps its key", "pair", pr.p.ID, "key", k.String(), "err", err)
+			pr.keysRefused++
+			pr.keyRefusal = fmt.Sprintf("%v: %v", k, err)
 			return fmt.Errorf("pair %d: installing %v: %w", pr.p.ID, k, err)
 		}
 		pr.pending = k

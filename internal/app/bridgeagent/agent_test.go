@@ -270,10 +270,16 @@ func TestAgentRefusesWrongPairs(t *testing.T) {
 	if after != before || key != rekeyed.Key {
 		t.Fatal("a refused key changed the pair")
 	}
-	// The status reports the generation the pair runs (dxpu chaos compares
-	// both ends').
-	if ps := box.Status().Pairs; len(ps) != 1 || ps[0].KeyGeneration != 6 {
-		t.Fatalf("status pairs %+v, want pair 7 at key generation 6", ps)
+	// The status reports the generation the pair runs, which key that is
+	// and the refusal (dxpu chaos compares both ends' and flags refusals).
+	ps := box.Status().Pairs
+	if len(ps) != 1 || ps[0].KeyGeneration != 6 || ps[0].KeyFingerprint != KeyFingerprint(rekeyed.Key) ||
+		ps[0].KeyFingerprint == KeyFingerprint(stale.Key) || len(ps[0].KeyFingerprint) != 16 {
+		t.Fatalf("status pairs %+v, want pair 7 at key generation 6 with the fingerprint of its key", ps)
+	}
+	if ps[0].KeysRefused != 1 || !strings.Contains(ps[0].LastKeyRefused, "key generation 6: ") ||
+		!strings.Contains(ps[0].LastKeyRefused, "not newer than 6") {
+		t.Fatalf("status after one refused key: keys_refused %d, last %q", ps[0].KeysRefused, ps[0].LastKeyRefused)
 	}
 	base = rekeyed
 	other := base

@@ -2,7 +2,9 @@ package bridgeagent
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/hex"
 	"encoding/json"
 	"net/http"
 	"strings"
@@ -42,6 +44,15 @@ type PairStatus struct {
 	// programmed with (and seals under): both ends of a live pair must
 	// agree, which dxpu chaos checks.
 	KeyGeneration uint32 `json:"key_generation"`
+	// KeyFingerprint names the key in use (KeyFingerprint), never the key:
+	// one generation of a pair must always name one key, which dxpu chaos
+	// checks across both ends and restarts.
+	KeyFingerprint string `json:"key_fingerprint"`
+	// KeysRefused counts the keys the manager sent this pair that its
+	// bridge refused (a generation not newer than one it holds) since the
+	// pair was programmed here; LastKeyRefused is the last one, why.
+	KeysRefused    uint64 `json:"keys_refused"`
+	LastKeyRefused string `json:"last_key_refused,omitempty"`
 	// FramesUnknownGeneration: frames sealed under a generation this side
 	// does not hold (the two ends were given different keys).
 	FramesUnknownGeneration uint64 `json:"frames_unknown_generation"`
@@ -56,7 +67,8 @@ func (a *Agent) Status() Status {
 		c := pr.runner.Counters()
 		st.Pairs = append(st.Pairs, PairStatus{ID: pr.p.ID, Allocation: pr.p.Allocation, Host: pr.p.Host, HostPort: pr.p.HostPort,
 			GPU: pr.p.GPU, Link: pr.runner.State().String(), TLPsSent: c.TLPsSent, TLPsReceived: c.TLPsReceived, FramesDropped: c.FramesDropped,
-			KeyGeneration: pr.p.Key.Generation, FramesUnknownGeneration: c.DroppedUnknownGeneration})
+			KeyGeneration: pr.p.Key.Generation, KeyFingerprint: KeyFingerprint(pr.p.Key), KeysRefused: pr.keysRefused,
+			LastKeyRefused: pr.keyRefusal, FramesUnknownGeneration: c.DroppedUnknownGeneration})
 	}
 	a.mu.Unlock()
 	if v, ok := a.host.(*vmHost); ok {
@@ -71,6 +83,16 @@ func (a *Agent) Status() Status {
 		}
 	}
 	return st
+}
+
+// KeyFingerprint is the first 8 bytes, in hex, of SHA-256 over a label and
+// the key: enough to tell two keys of one generation apart, and, the key
+// being 256 random bits, nothing about the key itself.
+func KeyFingerprint(k manager.PairKey) string {
+	h := sha256.New()
+	h.Write([]byte("dxpu pair key fingerprint\x00"))
+	h.Write(k.Key[:])
+	return hex.EncodeToString(h.Sum(nil)[:8])
 }
 
 // gpuLister is a GPU box's agent as the agent API sees it: pairs and

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -16,6 +17,11 @@ const (
 	VSplitKey         = "split_key_generation"
 	VHealthyGPURemove = "healthy_gpu_removed"
 	VNotConverged     = "not_converged"
+	// VKeyGeneration: a pair's key generations did not strictly increase
+	// (KEY-9, KEY-10; issue 20, finding 2): an agent refused a key as
+	// not newer than one it holds, one generation of a pair named two
+	// keys, or an agent's generation for a pair went back.
+	VKeyGeneration = "key_generation_not_increasing"
 )
 
 // corruptPrefix starts the error of a copy op whose bytes came back other
@@ -102,6 +108,10 @@ func CheckHosts(h []Event, nemesisEnd time.Duration, b Bounds, perHost map[strin
 	removed := map[string]bool{}   // GPU: unhealthy or lost, reported
 	corrupt := map[string]bool{}   // pair/value reported
 	boot0 := ""                    // what every GPU (one model) reads
+	keyOf := map[string]keySeen{}  // pair/generation: the first key seen under it
+	genAt := map[string]uint32{}   // agent/pair: the generation it last ran
+	refused := map[string]uint64{} // agent/pair: keys it had refused
+	keyBad := map[string]bool{}    // what was reported
 	pending, healAt := false, time.Duration(0)
 	final := false
 	for _, e := range h {
@@ -148,6 +158,9 @@ func CheckHosts(h []Event, nemesisEnd time.Duration, b Bounds, perHost map[strin
 				}
 			}
 		}
+		checkKeys(e, o, keyOf, genAt, refused, keyBad, func(subject, msg, alloc string) {
+			add(VKeyGeneration, subject, e.T, msg, excerpt(h, e.T-3*time.Second, e.T, nil, alloc))
+		})
 		if !o.ManagerUp {
 			// The manager cannot report degraded while it is down: each
 			// episode starts again once it answers.
@@ -202,7 +215,12 @@ func CheckHosts(h []Event, nemesisEnd time.Duration, b Bounds, perHost map[strin
 				hp, hok, _ := o.agentPair(a.Host, g.Pair)
 				bp, bok, _ := o.agentPair(g.Box, g.Pair)
 				hb := hostBounds(a.Host)
-				if hok && bok && hp.Link == "up" && bp.Link == "up" {
+				// Up: the link at both ends, and the GPU on its host. A
+				// host's agent surprise-removes the GPU when the link goes
+				// down and plugs it back when it is up again: one that
+				// stays off the host is a pair down (issue 20: a removal
+				// the link's return does not undo).
+				if hok && bok && hp.Link == "up" && bp.Link == "up" && hp.Present {
 					delete(down, key)
 				} else {
 					ep := down[key]
@@ -212,8 +230,12 @@ func CheckHosts(h []Event, nemesisEnd time.Duration, b Bounds, perHost map[strin
 					}
 					if !ep.reported && e.T-ep.since > hb.PairUp && (a.State != "degraded" || a.Degraded == "") {
 						ep.reported = true
+						what := "down"
+						if hok && bok && hp.Link == "up" && bp.Link == "up" {
+							what = "up but its GPU off " + a.Host
+						}
 						add(VPairDown, fmt.Sprintf("pair %d", g.Pair), e.T,
-							fmt.Sprintf("pair %d of %s down for %v (bound %v) and the manager answers %s", g.Pair, a.ID,
+							fmt.Sprintf("pair %d of %s %s for %v (bound %v) and the manager answers %s", g.Pair, a.ID, what,
 								(e.T-ep.since).Round(time.Millisecond), hb.PairUp, a.State), excerpt(h, ep.since, e.T, describe, a.ID))
 					}
 				}
@@ -284,4 +306,51 @@ func CheckHosts(h []Event, nemesisEnd time.Duration, b Bounds, perHost map[strin
 		add(VNotConverged, "system", at, msg, ex)
 	}
 	return res
+}
+
+// keySeen is where a pair's generation was first seen, with which key.
+type keySeen struct {
+	fp, agent string
+	t         time.Duration
+}
+
+// checkKeys holds one observation's agents to KEY-9/KEY-10: a pair's
+// generations strictly increase and each names one key. It needs no
+// manager: what the agents run is the evidence. Each finding is reported
+// once per agent and pair (a refusal, a step back) or per generation (two
+// keys).
+func checkKeys(e Event, o *Obs, keyOf map[string]keySeen, genAt map[string]uint32, refused map[string]uint64,
+	reported map[string]bool, add func(subject, msg, alloc string)) {
+	for _, agent := range slices.Sorted(maps.Keys(o.Agents)) {
+		for _, p := range o.Agents[agent] {
+			ap := fmt.Sprintf("%s/%d", agent, p.ID)
+			subject := fmt.Sprintf("pair %d", p.ID)
+			// A count below the last one is a restarted agent's (or a
+			// pair programmed again): counting starts over.
+			if p.KeysRefused > refused[ap] && !reported["refused/"+ap] {
+				reported["refused/"+ap] = true
+				add(subject, fmt.Sprintf("%s refused %d key(s) for pair %d of %s, last: %s (the manager issued a generation not above one the pair had)",
+					agent, p.KeysRefused-refused[ap], p.ID, p.Allocation, p.KeyRefusal), p.Allocation)
+			}
+			refused[ap] = p.KeysRefused
+			if last, ok := genAt[ap]; ok && p.Gen < last && !reported["back/"+ap] {
+				reported["back/"+ap] = true
+				add(subject, fmt.Sprintf("%s runs pair %d of %s under key generation %d after %d", agent, p.ID, p.Allocation, p.Gen, last), p.Allocation)
+			}
+			genAt[ap] = p.Gen
+			if p.KeyFP == "" {
+				continue
+			}
+			pg := fmt.Sprintf("%d/%d", p.ID, p.Gen)
+			first, ok := keyOf[pg]
+			switch {
+			case !ok:
+				keyOf[pg] = keySeen{fp: p.KeyFP, agent: agent, t: e.T}
+			case first.fp != p.KeyFP && !reported["two/"+pg]:
+				reported["two/"+pg] = true
+				add(subject, fmt.Sprintf("key generation %d of pair %d names two keys: %s ran key %s at %.2fs, %s runs key %s (pair of %s)",
+					p.Gen, p.ID, first.agent, first.fp, first.t.Seconds(), agent, p.KeyFP, p.Allocation), p.Allocation)
+			}
+		}
+	}
 }

@@ -21,6 +21,19 @@ type world struct {
 	unhealthy          []string
 	boot0              string
 	hostDown, boxEmpty bool
+	offHost            string // the GPU is not on the host: how it left
+	// The keys' fingerprints, "k<generation>" if empty; the keys the host
+	// refused, and why.
+	hostFP, boxFP string
+	hostRefused   uint64
+	refusal       string
+}
+
+func fp(set string, gen uint32) string {
+	if set != "" {
+		return set
+	}
+	return fmt.Sprintf("k%d", gen)
 }
 
 func healthy() world {
@@ -35,9 +48,13 @@ func (w world) obs() *Obs {
 			GPUs: []Assign{{Pair: 7, GPU: "box1-gpu0", Box: "box1"}}}}
 	}
 	if !w.hostDown {
-		o.Agents["host1"] = []PairObs{{ID: 7, Allocation: "a-1", Link: w.hostLink, Gen: w.hostGen, Present: true, Vendor: "0x10de", Boot0: w.boot0}}
+		o.Agents["host1"] = []PairObs{{ID: 7, Allocation: "a-1", Link: w.hostLink, Gen: w.hostGen, KeyFP: fp(w.hostFP, w.hostGen),
+			KeysRefused: w.hostRefused, KeyRefusal: w.refusal, Present: true, Vendor: "0x10de", Boot0: w.boot0}}
+		if w.offHost != "" {
+			o.Agents["host1"][0].Present, o.Agents["host1"][0].Removed = false, w.offHost
+		}
 	}
-	o.Agents["box1"] = []PairObs{{ID: 7, Allocation: "a-1", Link: w.boxLink, Gen: w.boxGen}}
+	o.Agents["box1"] = []PairObs{{ID: 7, Allocation: "a-1", Link: w.boxLink, Gen: w.boxGen, KeyFP: fp(w.boxFP, w.boxGen)}}
 	if w.boxEmpty {
 		o.Agents["box1"] = []PairObs{}
 	}
@@ -89,8 +106,11 @@ func TestCheckCleanHistory(t *testing.T) {
 func TestCheckSplitKeyGeneration(t *testing.T) {
 	res := Check(history(10*time.Second, func(t time.Duration) world {
 		w := healthy()
-		if t >= time.Second && t < 5*time.Second { // the box restarted with a fresh key; the host kept the old
+		if t >= time.Second { // the box restarted with a fresh key; the host kept the old until 5s
 			w.boxGen = 4
+		}
+		if t >= 5*time.Second {
+			w.hostGen = 4
 		}
 		return w
 	}), 2*time.Second, testBounds)
@@ -105,8 +125,11 @@ func TestCheckSplitKeyGeneration(t *testing.T) {
 	// A split that starts long after the fault still names it.
 	res = Check(history(14*time.Second, func(t time.Duration) world {
 		w := healthy()
-		if t >= 7*time.Second && t < 11*time.Second {
+		if t >= 7*time.Second {
 			w.boxGen = 4
+		}
+		if t >= 11*time.Second {
+			w.hostGen = 4
 		}
 		return w
 	}), 2*time.Second, testBounds)
@@ -117,11 +140,92 @@ func TestCheckSplitKeyGeneration(t *testing.T) {
 	// Within the bound it is a rekey in flight, not a violation.
 	requireOnly(t, Check(history(10*time.Second, func(t time.Duration) world {
 		w := healthy()
-		if t >= time.Second && t < 2800*time.Millisecond {
+		if t >= time.Second {
 			w.boxGen = 4
+		}
+		if t >= 2800*time.Millisecond {
+			w.hostGen = 4
 		}
 		return w
 	}), 2*time.Second, testBounds))
+}
+
+// TestCheckKeyGenerations (issue 20, finding 2): a pair's generations
+// strictly increase and each names one key. A refused key, one generation
+// under two keys and a generation that goes back are each flagged once; a
+// rekey (a new generation, a new key, at both ends) is not.
+func TestCheckKeyGenerations(t *testing.T) {
+	rekeyed := func(t time.Duration) world {
+		w := healthy()
+		if t >= 4*time.Second { // a rekey: both ends move to 4, a new key
+			w.hostGen, w.boxGen = 4, 4
+		}
+		return w
+	}
+	requireOnly(t, Check(history(10*time.Second, rekeyed), 2*time.Second, testBounds))
+
+	// The manager reissued generation 4 after a restart: the host refused
+	// it and kept 4 (no split: both ends still agree).
+	res := Check(history(10*time.Second, func(t time.Duration) world {
+		w := rekeyed(t)
+		if t >= 6*time.Second {
+			w.hostRefused, w.refusal = 1, "key generation 4: seal: generation 4 is not newer than 4"
+		}
+		if t >= 8*time.Second { // and then another, once more
+			w.hostRefused = 2
+		}
+		return w
+	}), 2*time.Second, testBounds)
+	requireOnly(t, res, VKeyGeneration+" pair 7")
+	if v := res.Violations[0]; v.At != 6*time.Second || !strings.Contains(v.Message, "host1 refused 1 key(s) for pair 7 of a-1") ||
+		!strings.Contains(v.Message, "not newer than 4") {
+		t.Fatalf("refusal reported at %v as %q", v.At, v.Message)
+	}
+	// A restarted agent counts from 0 again: only what it refuses then.
+	res = Check(history(10*time.Second, func(t time.Duration) world {
+		w := rekeyed(t)
+		switch {
+		case t >= 3*time.Second && t < 5*time.Second:
+			w.hostRefused = 1
+		case t >= 7*time.Second:
+			w.hostRefused = 1 // restarted at 5s, refused again at 7s: still one report (once per agent and pair)
+		}
+		return w
+	}), 2*time.Second, testBounds)
+	requireOnly(t, res, VKeyGeneration+" pair 7")
+
+	// Generation 4 under two keys: the box restarted and was given 4 again
+	// with another key. Both ends report 4, so the split check is blind.
+	res = Check(history(10*time.Second, func(t time.Duration) world {
+		w := rekeyed(t)
+		if t >= 6*time.Second {
+			w.boxFP = "other"
+			w.boxLink = "down"
+			w.state, w.degraded = "degraded", "link down"
+		}
+		return w
+	}), 2*time.Second, testBounds)
+	requireOnly(t, res, VKeyGeneration+" pair 7")
+	if v := res.Violations[0]; !strings.Contains(v.Message, "key generation 4 of pair 7 names two keys: box1 ran key k4 at 4.00s, box1 runs key other") {
+		t.Fatalf("two keys reported as %q", v.Message)
+	}
+
+	// The host went back from 4 to 3 (briefly: no split past the bound).
+	res = Check(history(10*time.Second, func(t time.Duration) world {
+		w := rekeyed(t)
+		if t >= 6*time.Second && t < 7*time.Second {
+			w.hostGen, w.hostFP = 3, "older"
+		}
+		if t >= 7*time.Second {
+			w.hostGen, w.boxGen, w.hostFP, w.boxFP = 5, 5, "k5", "k5"
+		}
+		return w
+	}), 2*time.Second, testBounds)
+	requireOnly(t, res, VKeyGeneration+" pair 7", VKeyGeneration+" pair 7")
+	if a, b := res.Violations[0].Message, res.Violations[1].Message; !strings.Contains(a, "host1 runs pair 7 of a-1 under key generation 3 after 4") ||
+		!strings.Contains(b, "key generation 3 of pair 7 names two keys") {
+		t.Fatalf("a generation back reported as %q, %q", a, b)
+	}
 }
 
 func TestCheckPairDownWithoutDegraded(t *testing.T) {
@@ -153,6 +257,49 @@ func TestCheckPairDownWithoutDegraded(t *testing.T) {
 		}
 		return w
 	}), 2*time.Second, testBounds))
+}
+
+// TestCheckGPUOffHost: a host's agent surprise-removes a pair's GPU when
+// its link goes down (a silence of --dead-after) and plugs it back when the
+// link is up again. That is the pair down for a while, held to the same
+// bound: a GPU the link's return did not bring back, while the manager
+// answers active, is a pair down past it; within the bound it is not; and
+// the system has not converged while a GPU is off its host.
+func TestCheckGPUOffHost(t *testing.T) {
+	const how = "surprise (link down: peer silent for 1.0s)"
+	res := Check(history(10*time.Second, func(t time.Duration) world {
+		w := healthy()
+		switch {
+		case t >= time.Second && t < 2*time.Second: // a second of silence
+			w.hostLink, w.offHost = "down", how
+		case t >= 2*time.Second && t < 6*time.Second: // the link back, the GPU not
+			w.offHost = how
+		}
+		return w
+	}), 2*time.Second, testBounds)
+	requireOnly(t, res, VPairDown+" pair 7")
+	v := res.Violations[0]
+	if !strings.Contains(v.Message, "pair 7 of a-1 up but its GPU off host1 for 3.2s") ||
+		!strings.Contains(strings.Join(v.Excerpt, "\n"), "host1 link=up gen=3 gpu off the host: "+how) {
+		t.Fatalf("a GPU left off its host reported as %q, excerpt %q", v.Message, v.Excerpt)
+	}
+	// Back within the bound: a link that went down and came back.
+	requireOnly(t, Check(history(10*time.Second, func(t time.Duration) world {
+		w := healthy()
+		if t >= time.Second && t < 3*time.Second {
+			w.offHost = how
+		}
+		return w
+	}), 2*time.Second, testBounds))
+	// Never back: the system never converged either.
+	res = Check(history(10*time.Second, func(t time.Duration) world {
+		w := healthy()
+		if t >= time.Second {
+			w.offHost, w.state, w.degraded = how, "degraded", "link down"
+		}
+		return w
+	}), 2*time.Second, testBounds)
+	requireOnly(t, res, VNotConverged+" system")
 }
 
 func TestCheckHealthyGPURemoved(t *testing.T) {

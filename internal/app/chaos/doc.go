@@ -4,8 +4,9 @@
 // runs a workload of clients (allocate, free, rekey) while a seeded
 // nemesis injects faults (SIGKILL, SIGSTOP/SIGCONT and restart of any
 // daemon, rekey storms, credential rotation, client floods, a box's link
-// cut or 1% loss on it), records a history of timestamped operations and
-// observations, and checks it.
+// cut or 1% loss on it, a host agent's API out while its allocations are
+// rekeyed), records a history of timestamped operations and observations,
+// and checks it.
 //
 // The two parts that decide anything are pure: Schedule turns a seed into
 // the list of faults (same seed, same schedule), and Check turns a history
@@ -17,11 +18,17 @@
 //     pair into its GPU's VRAM and back (the host agent's copy check,
 //     POST /agent/v1/pairs/{id}/copy-check) and compare them; every GPU a
 //     host enumerated reads vendor 0x10de and the same PMC_BOOT_0;
-//   - every pair of an active allocation is up at both ends within
-//     Bounds.PairUp, or the manager reports its allocation degraded with a
-//     reason;
+//   - every pair of an active allocation is up at both ends, its GPU on
+//     its host, within Bounds.PairUp, or the manager reports its
+//     allocation degraded with a reason (a host's agent surprise-removes
+//     a GPU when its link goes down and plugs it back when it is up: a
+//     removal the link's return does not undo is a pair down);
 //   - both ends of a live pair run the same key generation within
 //     Bounds.KeySplit;
+//   - a pair's key generations strictly increase and each names one key:
+//     no agent refuses a key as not newer than one it holds, no generation
+//     of a pair is seen with two key fingerprints, no agent's generation
+//     for a pair goes back;
 //   - no healthy GPU is removed (the nemesis never breaks a GPU, so a GPU
 //     marked unhealthy or lost is a healthy one removed);
 //   - after the nemesis stops, everything converges within Bounds.Converge:

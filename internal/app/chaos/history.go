@@ -86,8 +86,16 @@ type PairObs struct {
 	Allocation string `json:"allocation"`
 	Link       string `json:"link"`           // init, up, down
 	Gen        uint32 `json:"key_generation"` // key generation
-	// Host side: the slot of the pair's GPU.
+	// KeyFP names the key in use (not the key); KeysRefused counts the
+	// keys the agent refused for the pair since it programmed it (a
+	// generation not newer than one held), KeyRefusal is the last.
+	KeyFP       string `json:"key_fingerprint,omitempty"`
+	KeysRefused uint64 `json:"keys_refused,omitempty"`
+	KeyRefusal  string `json:"key_refusal,omitempty"`
+	// Host side: the slot of the pair's GPU: whether the host has it
+	// enumerated, and if not, how it left (surprise, hot-remove) and why.
 	Present bool   `json:"present,omitempty"`
+	Removed string `json:"removed,omitempty"`
 	Vendor  string `json:"vendor,omitempty"`
 	Boot0   string `json:"boot0,omitempty"`
 }
@@ -112,7 +120,14 @@ func (o *Obs) pairLine(a AllocObs, g Assign) string {
 		case !ok:
 			return agent + " has no such pair"
 		}
-		return fmt.Sprintf("%s link=%s gen=%d", agent, p.Link, p.Gen)
+		s := fmt.Sprintf("%s link=%s gen=%d", agent, p.Link, p.Gen)
+		if agent == a.Host && !p.Present {
+			s += " gpu off the host"
+			if p.Removed != "" {
+				s += ": " + p.Removed
+			}
+		}
+		return s
 	}
 	st := a.State
 	if a.Degraded != "" {
@@ -149,7 +164,7 @@ func (o *Obs) converged() (bool, []string) {
 			want[g.Box] = append(want[g.Box], g.Pair)
 			h, hok, _ := o.agentPair(a.Host, g.Pair)
 			b, bok, _ := o.agentPair(g.Box, g.Pair)
-			if !hok || !bok || h.Link != "up" || b.Link != "up" || h.Gen != b.Gen {
+			if !hok || !bok || h.Link != "up" || b.Link != "up" || !h.Present || h.Gen != b.Gen {
 				why = append(why, o.pairLine(a, g))
 			}
 		}

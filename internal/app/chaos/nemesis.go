@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"sync"
@@ -97,6 +98,11 @@ func (c *campaign) inject(ctx context.Context, f Fault) func() error {
 		}
 		c.op("rotate_credential", f.Target, err)
 		return none
+	case FaultAPIOutage:
+		if _, ok := c.hosts[f.Target]; !ok {
+			return none
+		}
+		return c.apiOutage(ctx, f, p)
 	case FaultRekeyStorm:
 		c.storm(ctx, f.Count, "rekey", func(cctx context.Context, r *rand.Rand, ids []string) (string, error) {
 			if len(ids) == 0 {
@@ -125,6 +131,107 @@ func (c *campaign) inject(ctx context.Context, f Fault) func() error {
 		return none
 	}
 	return none
+}
+
+// apiOutage starts an api_outage of host f.Target (issue 20, finding 3):
+// its agent's credential file gets a credential the manager does not know
+// and a SIGHUP, without re-registering, so the agent refuses the manager
+// while its data plane runs on. Then every live allocation of the host
+// (one allocated first if it has none) is rekeyed, at once and again
+// halfway through: each rekey must fail and leave the pair on its old key
+// at both ends. The observer and the copies use the agent's new
+// credential meanwhile, so the pairs stay in view. What it returns puts
+// the registered credential back, with a SIGHUP.
+func (c *campaign) apiOutage(ctx context.Context, f Fault, p *proc) func() error {
+	host := f.Target
+	c.mu.Lock()
+	registered := c.creds[host]
+	c.mu.Unlock()
+	cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	ids := c.liveAllocations(cctx, host)
+	if len(ids) == 0 {
+		a, err := c.ctl.Allocate(cctx, pool.Request{Host: host, Count: 1, RequestID: fmt.Sprintf("api-outage-%d", f.At.Milliseconds())})
+		c.op("alloc", a.ID+" for "+host+" (api outage)", err)
+		if err == nil {
+			ids = append(ids, a.ID)
+		}
+	}
+	cancel()
+	// swap writes cred, signals and waits until the agent answers its
+	// status under cred (it re-read the file).
+	swap := func(cred, what string) error {
+		err := c.writeCred(host, cred)
+		if err == nil {
+			err = p.signal(syscall.SIGHUP)
+		}
+		if err == nil {
+			err = c.untilAgentTakes(ctx, host, cred)
+		}
+		c.op("api_outage", host+" "+what, err)
+		return err
+	}
+	if err := swap(randomSecret(), "credential replaced"); err != nil {
+		return func() error { return swap(registered, "credential restored") }
+	}
+	rekeyAll := func() {
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		for _, id := range ids {
+			_, err := c.ctl.Rekey(cctx, id)
+			c.op("rekey", id+" (api outage)", err)
+		}
+	}
+	rekeyAll()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(f.For / 2):
+		}
+		rekeyAll()
+	}()
+	return func() error {
+		<-done
+		return swap(registered, "credential restored")
+	}
+}
+
+// liveAllocations lists host's active and degraded allocations.
+func (c *campaign) liveAllocations(ctx context.Context, host string) []string {
+	as, err := c.ctl.Allocations(ctx, "")
+	if err != nil {
+		return nil
+	}
+	var ids []string
+	for _, a := range as {
+		if a.Host == host && (a.State == pool.StateActive || a.State == pool.StateDegraded) {
+			ids = append(ids, a.ID)
+		}
+	}
+	return ids
+}
+
+// untilAgentTakes waits up to 5s for agent name to answer its status
+// under cred.
+func (c *campaign) untilAgentTakes(ctx context.Context, name, cred string) error {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		cctx, cancel := context.WithTimeout(ctx, time.Second)
+		_, err := agentStatus(cctx, c.http, c.agents[name], cred)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("%s: its status still refused the new credential 5s after SIGHUP: %w", name, err)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
 
 type chaosError string

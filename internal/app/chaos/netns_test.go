@@ -129,9 +129,10 @@ func processesIn(inodes []uint64) []string {
 }
 
 // TestVMHostCampaign runs a 30s namespace campaign whose host2 is a VM
-// host (a TCG guest its agent boots): seed 3 restarts host2 and rotates its
-// credential while the new guest boots (a SIGHUP then ended the agent and
-// nothing converged). The VM host's pairs are held to DefaultVMBounds, the
+// host (a TCG guest its agent boots): seed 81 restarts host2 and, while the
+// new guest boots, takes its API out (a credential replaced and SIGHUP: a
+// SIGHUP then ended the agent and nothing converged) and rekeys its
+// allocations. The VM host's pairs are held to DefaultVMBounds, the
 // others to DefaultBounds; no violation.
 func TestVMHostCampaign(t *testing.T) {
 	privtest.Short(t, "a 30s campaign with a QEMU guest as a host")
@@ -146,14 +147,14 @@ func TestVMHostCampaign(t *testing.T) {
 			t.Fatalf("go build %s: %v\n%s", b[1], err, out)
 		}
 	}
-	rep, err := Run(context.Background(), Options{Dxpu: bin, Duration: 30 * time.Second, Seed: 3, NetNS: true, VMHost: true, Dir: t.TempDir()})
+	rep, err := Run(context.Background(), Options{Dxpu: bin, Duration: 30 * time.Second, Seed: 81, NetNS: true, VMHost: true, Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.FaultsByKind[FaultRestart] == 0 || rep.OperationsByName["alloc"].OK == 0 || rep.HostBounds[vmHost] != DefaultVMBounds {
+	if rep.FaultsByKind[FaultRestart] == 0 || rep.FaultsByKind[FaultAPIOutage] == 0 || rep.OperationsByName["alloc"].OK == 0 || rep.HostBounds[vmHost] != DefaultVMBounds {
 		t.Fatalf("the campaign did not run as planned: operations %v, faults %v, host bounds %v", rep.OperationsByName, rep.FaultsByKind, rep.HostBounds)
 	}
-	t.Logf("seed 3 with a VM host: %d operations, faults %v, converged %v (worst %v), %d violations",
+	t.Logf("seed 81 with a VM host: %d operations, faults %v, converged %v (worst %v), %d violations",
 		rep.Operations, rep.FaultsByKind, rep.Converged, rep.WorstConverge, len(rep.Violations))
 	for _, v := range rep.Violations {
 		t.Errorf("violation %s %s at %v: %s\n    %s", v.Kind, v.Subject, v.At, v.Message, strings.Join(v.Excerpt, "\n    "))

@@ -115,10 +115,11 @@ func (c *campaign) op(name, subject string, err error) {
 const vmHost = "host2"
 
 // RunTargets is what the nemesis of Run hits: every daemon, the four
-// agents' credentials and the two boxes' cables.
+// agents' credentials, the two boxes' cables and the two hosts' agent
+// APIs.
 func RunTargets() Targets {
 	return Targets{Daemons: []string{"manager", "switch", "box1", "box2", "host1", "host2"},
-		Agents: []string{"box1", "box2", "host1", "host2"}, Boxes: []string{"box1", "box2"}}
+		Agents: []string{"box1", "box2", "host1", "host2"}, Boxes: []string{"box1", "box2"}, Hosts: []string{"host1", "host2"}}
 }
 
 // Run runs a campaign and checks its history.
@@ -691,12 +692,17 @@ func agentStatus(ctx context.Context, hc *http.Client, base, cred string) ([]Pai
 			Allocation string `json:"allocation"`
 			Link       string `json:"link"`
 			Gen        uint32 `json:"key_generation"`
+			KeyFP      string `json:"key_fingerprint"`
+			Refused    uint64 `json:"keys_refused"`
+			Refusal    string `json:"last_key_refused"`
 		} `json:"pairs"`
 		Slots []struct {
 			Pair    uint32 `json:"pair"`
 			Present bool   `json:"present"`
 			Vendor  string `json:"vendor"`
 			Boot0   string `json:"boot0"`
+			Removed string `json:"removed"`
+			Reason  string `json:"reason"`
 		} `json:"slots"`
 	}
 	if err := jsonDecode(resp.Body, &st); err != nil {
@@ -704,10 +710,13 @@ func agentStatus(ctx context.Context, hc *http.Client, base, cred string) ([]Pai
 	}
 	out := make([]PairObs, 0, len(st.Pairs))
 	for _, p := range st.Pairs {
-		po := PairObs{ID: p.ID, Allocation: p.Allocation, Link: p.Link, Gen: p.Gen}
+		po := PairObs{ID: p.ID, Allocation: p.Allocation, Link: p.Link, Gen: p.Gen, KeyFP: p.KeyFP, KeysRefused: p.Refused, KeyRefusal: p.Refusal}
 		for _, s := range st.Slots {
-			if s.Pair == p.ID && s.Present {
-				po.Present, po.Vendor, po.Boot0 = true, s.Vendor, s.Boot0
+			switch {
+			case s.Pair == p.ID && s.Present:
+				po.Present, po.Vendor, po.Boot0, po.Removed = true, s.Vendor, s.Boot0, ""
+			case s.Pair == p.ID && s.Removed != "" && !po.Present:
+				po.Removed = s.Removed + " (" + s.Reason + ")"
 			}
 		}
 		out = append(out, po)

@@ -17,6 +17,19 @@ const (
 	FaultClientFlood      = "client_flood"      // Count concurrent client calls
 	FaultLinkCut          = "link_cut"          // the box's cable dropped for For
 	FaultLoss             = "loss"              // the box's cable loses LossPercent of its frames for For
+	// FaultAPIOutage: a host agent's credential file replaced and SIGHUP
+	// (no re-registration), so its API refuses the manager for For while
+	// its data plane runs; its allocations are rekeyed meanwhile (issue
+	// 20, finding 3: a one-phase rekey then splits the pair's key).
+	FaultAPIOutage = "api_outage"
+)
+
+// APIOutageMin and APIOutageMax bound an api_outage: longer than
+// DefaultBounds.KeySplit and PairUp, so that a rekey that splits the
+// pair's key or takes its link down for the outage is flagged.
+const (
+	APIOutageMin = 7 * time.Second
+	APIOutageMax = 10 * time.Second
 )
 
 // LossPercent is the share of frames a box's cable loses during a loss
@@ -25,7 +38,7 @@ const (
 const LossPercent = 1
 
 // Kinds lists every fault kind, in the order a schedule first visits them.
-var Kinds = []string{FaultKill, FaultStop, FaultRestart, FaultRekeyStorm, FaultRotateCredential, FaultClientFlood, FaultLinkCut, FaultLoss}
+var Kinds = []string{FaultKill, FaultStop, FaultRestart, FaultRekeyStorm, FaultRotateCredential, FaultClientFlood, FaultLinkCut, FaultLoss, FaultAPIOutage}
 
 // Fault is one step of the nemesis.
 type Fault struct {
@@ -66,6 +79,7 @@ type Targets struct {
 	Daemons []string // every process (manager, switch, agents)
 	Agents  []string // the agents, whose credentials rotate
 	Boxes   []string // the boxes, whose links are cut
+	Hosts   []string // the hosts, whose agents' APIs go out
 }
 
 // Schedule draws the faults of a campaign of length d from seed: one at
@@ -107,6 +121,8 @@ func Schedule(seed int64, d time.Duration, t Targets) []Fault {
 		case FaultLoss:
 			// Long enough for copies and rekeys to cross the lossy cable.
 			f.Target, f.For = pick(t.Boxes), between(3*time.Second, 10*time.Second)
+		case FaultAPIOutage:
+			f.Target, f.For = pick(t.Hosts), between(APIOutageMin, APIOutageMax)
 		case FaultRekeyStorm:
 			f.Count = 10 + r.IntN(21)
 		case FaultClientFlood:
