@@ -390,3 +390,33 @@ func runPair(t testing.TB, ht, gt driver.Transport, mtu int) (side, side) {
 	}
 	return sides[0], sides[1]
 }
+
+// Sending and receiving allocate nothing, one frame or a batch at a time.
+func TestHotPathAllocatesNothing(t *testing.T) {
+	p := newPair(t)
+	a := p.open(t, 0, kindXDP, Config{}).(*Conn)
+	b := p.open(t, 1, kindXDP, Config{}).(*Conn)
+	frames := [][]byte{make([]byte, 1000), make([]byte, 64), make([]byte, vethMTU)}
+	bufs, sizes := [][]byte{make([]byte, vethMTU), make([]byte, vethMTU), make([]byte, vethMTU)}, make([]int, 3)
+	allocs := testing.AllocsPerRun(200, func() {
+		if err := a.Send(frames[0]); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := b.Recv(bufs[0]); err != nil || n != len(frames[0]) {
+			t.Fatalf("got %d bytes, %v", n, err)
+		}
+		if n, err := b.SendBatch(frames); err != nil || n != len(frames) {
+			t.Fatalf("sent %d, %v", n, err)
+		}
+		for got := 0; got < len(frames); {
+			n, err := a.RecvBatch(bufs[got:], sizes[got:])
+			if err != nil {
+				t.Fatal(err)
+			}
+			got += n
+		}
+	})
+	if allocs != 0 {
+		t.Fatalf("%v allocations per round", allocs)
+	}
+}
