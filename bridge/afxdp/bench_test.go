@@ -30,7 +30,7 @@ const udpHeaders = 28
 // recvmmsg, UDP GSO and GRO, the datagram one MTU less the IP and UDP
 // headers) or udp-nogso (the same, a datagram per frame); raw/udp is
 // rawgoodput's plain-socket baseline (a datagram per message). The
-// figure is goodput_Gbit/s; bridge runs report TLPs/frame, raw runs
+// figure is goodput_gbps; bridge runs report TLPs/frame, raw runs
 // lost_pct.
 //
 //	go test -run '^$' -bench VethGoodput -benchmem ./bridge/afxdp
@@ -100,7 +100,7 @@ func benchBridge(b *testing.B, kind string) {
 	})
 	el := time.Since(start)
 	b.StopTimer()
-	b.ReportMetric(float64(b.N)*size*8/el.Seconds()/1e9, "goodput_Gbit/s")
+	b.ReportMetric(float64(b.N)*size*8/el.Seconds()/1e9, "goodput_gbps")
 	c := host.r.Counters()
 	b.ReportMetric(float64(c.Retransmits), "retransmits")
 	b.ReportMetric(float64(c.TLPsSent)/float64(c.FramesSent), "TLPs/frame")
@@ -201,6 +201,6 @@ func benchRaw(b *testing.B, kind string) {
 	el := lastAt.Sub(start)
 	b.StopTimer()
 	g := got.Load()
-	b.ReportMetric(float64(gotBytes.Load())*8/el.Seconds()/1e9, "goodput_Gbit/s")
+	b.ReportMetric(float64(gotBytes.Load())*8/el.Seconds()/1e9, "goodput_gbps")
 	b.ReportMetric(100*float64(sent-int(g))/float64(sent), "lost_pct")
 }
