@@ -399,6 +399,9 @@ func (c *Conn) Recv(buf []byte) (int, error) {
 // frames already on the RX ring, up to len(bufs), copying each one's dxpu
 // part (after the Ethernet header and any VLAN tags) into bufs.
 func (c *Conn) RecvBatch(bufs [][]byte, sizes []int) (int, error) {
+	if len(bufs) == 0 || len(sizes) < len(bufs) {
+		return 0, fmt.Errorf("afxdp: receive: %d buffers and %d sizes: want at least one buffer and a size for each", len(bufs), len(sizes))
+	}
 	c.life.RLock()
 	defer c.life.RUnlock()
 	c.rxMu.Lock()

@@ -46,6 +46,13 @@ func TestConfigValidation(t *testing.T) {
 	if _, err := Listen("lo", net.HardwareAddr{2, 0, 0}, Config{}); err == nil || !strings.Contains(err.Error(), "6-byte MAC") {
 		t.Errorf("short MAC: %v", err)
 	}
+	var c Conn
+	if _, err := c.RecvBatch(nil, nil); err == nil || !strings.Contains(err.Error(), "0 buffers") {
+		t.Errorf("no buffers: %v", err)
+	}
+	if _, err := c.RecvBatch(make([][]byte, 2), make([]int, 1)); err == nil || !strings.Contains(err.Error(), "1 sizes") {
+		t.Errorf("too few sizes: %v", err)
+	}
 }
 
 // payload takes the dxpu part of a frame from the peer behind at most two
