@@ -6,9 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"syscall"
+	"time"
 	"unsafe"
 
 	"github.com/cilium/ebpf/link"
@@ -85,17 +88,23 @@ type Conn struct {
 	mtu  int
 	mode string
 
-	fd, efd   int // the socket; an eventfd Close signals pollers with
+	fd        int
+	file      *os.File        // fd in Go's netpoller, where Recv waits
+	rc        syscall.RawConn // file's
 	umem      []byte
 	rxFrames  uint32 // frames [0, rxFrames) receive, the rest send
 	fill, rx  ring
 	comp, tx  ring
 	objs      xskRedirectObjects
 	xdp       link.Link
-	txFree    []uint64 // TX frames on no ring, cap = the TX frame count
-	txProd    uint32   // TX ring entries posted, published by kick
-	rxPoll    [2]unix.PollFd
-	txWait    [1]unix.PollFd
+	txFree    []uint64           // TX frames on no ring, cap = the TX frame count
+	txProd    uint32             // TX ring entries posted, published by kick
+	readFn    func(uintptr) bool // take on rxBufs and rxSizes, for rc.Read
+	rxBufs    [][]byte
+	rxSizes   []int
+	rxN       int
+	one       [1][]byte // Recv's buffer, as a batch
+	oneSize   [1]int
 	life      sync.RWMutex // shared by every ring operation, exclusive for Close's unmapping
 	closed    atomic.Bool
 	rxMu      sync.Mutex
@@ -133,7 +142,7 @@ func Listen(ifname string, peer net.HardwareAddr, cfg Config) (_ *Conn, err erro
 	if len(ifi.HardwareAddr) != 6 {
 		return nil, fmt.Errorf("afxdp: interface %s has no Ethernet address", ifname)
 	}
-	c := &Conn{ifi: ifi, fd: -1, efd: -1, rxFrames: cfg.Frames / 2}
+	c := &Conn{ifi: ifi, fd: -1, rxFrames: cfg.Frames / 2}
 	copy(c.peer[:], peer)
 	copy(c.hdr[0:6], peer)
 	copy(c.hdr[6:12], ifi.HardwareAddr)
@@ -169,9 +178,6 @@ func (c *Conn) open(ifname string, cfg Config) error {
 	var err error
 	if c.fd, err = unix.Socket(unix.AF_XDP, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0); err != nil {
 		return fmt.Errorf("afxdp: socket: %w", err)
-	}
-	if c.efd, err = unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK); err != nil {
-		return fmt.Errorf("afxdp: eventfd: %w", err)
 	}
 	size := int(cfg.Frames) * FrameSize
 	if c.umem, err = unix.Mmap(-1, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_POPULATE); err != nil {
@@ -233,8 +239,23 @@ func (c *Conn) open(ifname string, cfg Config) error {
 			return fmt.Errorf("afxdp: bind to %s queue %d: zero-copy: %v; copy mode: %w", ifname, cfg.Queue, zcErr, err)
 		}
 	}
-	c.rxPoll = [2]unix.PollFd{{Fd: int32(c.fd), Events: unix.POLLIN}, {Fd: int32(c.efd), Events: unix.POLLIN}}
-	c.txWait = [1]unix.PollFd{{Fd: int32(c.efd), Events: unix.POLLIN}}
+	// Recv waits in Go's netpoller (epoll), like the other transports'
+	// sockets: a frame wakes a parked goroutine, not a thread blocked in
+	// poll(2), and Close's deadline wakes it too.
+	if err := unix.SetNonblock(c.fd, true); err != nil {
+		return fmt.Errorf("afxdp: non-blocking socket: %w", err)
+	}
+	c.file = os.NewFile(uintptr(c.fd), "afxdp:"+ifname)
+	if err := c.file.SetReadDeadline(time.Time{}); err != nil {
+		return fmt.Errorf("afxdp: socket not pollable: %w", err)
+	}
+	if c.rc, err = c.file.SyscallConn(); err != nil {
+		return fmt.Errorf("afxdp: socket: %w", err)
+	}
+	c.readFn = func(uintptr) bool {
+		c.rxN = c.take(c.rxBufs, c.rxSizes)
+		return c.rxN > 0 || c.closed.Load()
+	}
 	return nil
 }
 
@@ -334,10 +355,7 @@ func (c *Conn) txFrame() (uint64, error) {
 		case try < 64:
 			runtime.Gosched() // completions come from the peer's softirq
 		case try < 64+1000:
-			// Close's eventfd ends the wait early.
-			if _, err := unix.Poll(c.txWait[:], 1); err != nil && !errors.Is(err, unix.EINTR) {
-				return 0, fmt.Errorf("afxdp: wait for TX completions: %w", err)
-			}
+			time.Sleep(time.Millisecond) // Close waits for this at most
 		default:
 			return 0, ErrNoFrame
 		}
@@ -388,11 +406,17 @@ func (c *Conn) kick() error {
 
 // Recv returns the next frame from the peer.
 func (c *Conn) Recv(buf []byte) (int, error) {
-	bufs, sizes := [1][]byte{buf}, [1]int{}
-	if _, err := c.RecvBatch(bufs[:], sizes[:]); err != nil {
+	c.life.RLock()
+	defer c.life.RUnlock()
+	c.rxMu.Lock()
+	defer c.rxMu.Unlock()
+	c.one[0] = buf
+	_, err := c.recv(c.one[:], c.oneSize[:])
+	c.one[0] = nil
+	if err != nil {
 		return 0, err
 	}
-	return sizes[0], nil
+	return c.oneSize[0], nil
 }
 
 // RecvBatch blocks for at least one frame from the peer, then takes the
@@ -406,21 +430,27 @@ func (c *Conn) RecvBatch(bufs [][]byte, sizes []int) (int, error) {
 	defer c.life.RUnlock()
 	c.rxMu.Lock()
 	defer c.rxMu.Unlock()
-	for {
-		if c.closed.Load() {
-			return 0, ErrClosed
-		}
-		if n := c.take(bufs, sizes); n > 0 {
-			return n, nil
-		}
-		c.rxPoll[0].Revents, c.rxPoll[1].Revents = 0, 0
-		if _, err := unix.Poll(c.rxPoll[:], -1); err != nil && !errors.Is(err, unix.EINTR) {
-			return 0, fmt.Errorf("afxdp: poll %s: %w", c.ifi.Name, err)
-		}
-		if c.rxPoll[0].Revents&(unix.POLLERR|unix.POLLNVAL) != 0 {
-			return 0, fmt.Errorf("afxdp: poll %s: socket error (revents %#x)", c.ifi.Name, c.rxPoll[0].Revents)
-		}
+	return c.recv(bufs, sizes)
+}
+
+// recv takes frames, waiting in the netpoller while the RX ring holds
+// none from the peer. Called with life and rxMu held.
+func (c *Conn) recv(bufs [][]byte, sizes []int) (int, error) {
+	if c.closed.Load() {
+		return 0, ErrClosed
 	}
+	c.rxBufs, c.rxSizes, c.rxN = bufs, sizes, 0
+	err := c.rc.Read(c.readFn)
+	c.rxBufs, c.rxSizes = nil, nil
+	switch {
+	case c.rxN > 0:
+		return c.rxN, nil
+	case c.closed.Load():
+		return 0, ErrClosed
+	case err != nil:
+		return 0, fmt.Errorf("afxdp: receive on %s: %w", c.ifi.Name, err)
+	}
+	return 0, fmt.Errorf("afxdp: receive on %s: woken with nothing", c.ifi.Name)
 }
 
 // take consumes the RX ring: each frame from the peer is copied out, and
@@ -494,9 +524,7 @@ func (c *Conn) Close() error {
 	if c.closed.Swap(true) {
 		return nil
 	}
-	var one [8]byte
-	binary.NativeEndian.PutUint64(one[:], 1)
-	_, _ = unix.Write(c.efd, one[:]) // wakes every poll; never drained
+	_ = c.file.SetReadDeadline(time.Unix(1, 0)) // wakes a waiting Recv
 	c.life.Lock()
 	defer c.life.Unlock()
 	return c.teardown()
@@ -512,17 +540,17 @@ func (c *Conn) teardown() error {
 	for _, r := range []*ring{&c.fill, &c.comp, &c.rx, &c.tx} {
 		r.unmap()
 	}
-	if c.fd >= 0 {
+	switch {
+	case c.file != nil:
+		errs = append(errs, c.file.Close())
+		c.file, c.fd = nil, -1
+	case c.fd >= 0:
 		errs = append(errs, unix.Close(c.fd))
 		c.fd = -1
 	}
 	if c.umem != nil {
 		errs = append(errs, unix.Munmap(c.umem))
 		c.umem = nil
-	}
-	if c.efd >= 0 {
-		errs = append(errs, unix.Close(c.efd))
-		c.efd = -1
 	}
 	return errors.Join(errs...)
 }
