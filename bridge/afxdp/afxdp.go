@@ -78,9 +78,9 @@ type Stats struct {
 }
 
 // Conn exchanges dxpu frames with one peer MAC address on one interface
-// over an AF_XDP socket; it implements driver.Transport, BatchSender and
-// BatchReceiver. Send and Recv may run on different goroutines; Close
-// unblocks both.
+// over an AF_XDP socket; it implements driver.Transport, BatchSender,
+// BatchReceiver and Poller. Send and Recv may run on different
+// goroutines; Close unblocks both.
 type Conn struct {
 	ifi  *net.Interface
 	peer [6]byte
@@ -100,6 +100,7 @@ type Conn struct {
 	txFree    []uint64           // TX frames on no ring, cap = the TX frame count
 	txProd    uint32             // TX ring entries posted, published by kick
 	readFn    func(uintptr) bool // take on rxBufs and rxSizes, for rc.Read
+	readyFn   func(uintptr) bool // whether the RX ring holds a frame, for rc.Read
 	rxBufs    [][]byte
 	rxSizes   []int
 	rxN       int
@@ -255,6 +256,9 @@ func (c *Conn) open(ifname string, cfg Config) error {
 	c.readFn = func(uintptr) bool {
 		c.rxN = c.take(c.rxBufs, c.rxSizes)
 		return c.rxN > 0 || c.closed.Load()
+	}
+	c.readyFn = func(uintptr) bool {
+		return c.rx.loadProducer() != c.rx.loadConsumer() || c.closed.Load()
 	}
 	return nil
 }
@@ -431,6 +435,46 @@ func (c *Conn) RecvBatch(bufs [][]byte, sizes []int) (int, error) {
 	c.rxMu.Lock()
 	defer c.rxMu.Unlock()
 	return c.recv(bufs, sizes)
+}
+
+// TryRecvBatch is RecvBatch that never waits: it takes the frames on the
+// RX ring, and returns 0 when there are none or when another goroutine is
+// receiving at the moment. Any goroutine may call it, also while one waits
+// in WaitReadable (driver.Poller: a busy-polling loop takes frames without
+// a goroutine switch).
+func (c *Conn) TryRecvBatch(bufs [][]byte, sizes []int) (int, error) {
+	if len(bufs) == 0 || len(sizes) < len(bufs) {
+		return 0, fmt.Errorf("afxdp: receive: %d buffers and %d sizes: want at least one buffer and a size for each", len(bufs), len(sizes))
+	}
+	c.life.RLock()
+	defer c.life.RUnlock()
+	if c.closed.Load() {
+		return 0, ErrClosed
+	}
+	if !c.rxMu.TryLock() {
+		return 0, nil
+	}
+	defer c.rxMu.Unlock()
+	return c.take(bufs, sizes), nil
+}
+
+// WaitReadable blocks until the RX ring holds a frame or c is closed; it
+// takes nothing, so the TryRecvBatch that follows may find that another
+// goroutine took it. Call it from one goroutine at a time.
+func (c *Conn) WaitReadable() error {
+	c.life.RLock()
+	defer c.life.RUnlock()
+	if c.closed.Load() {
+		return ErrClosed
+	}
+	err := c.rc.Read(c.readyFn)
+	switch {
+	case c.closed.Load():
+		return ErrClosed
+	case err != nil:
+		return fmt.Errorf("afxdp: wait on %s: %w", c.ifi.Name, err)
+	}
+	return nil
 }
 
 // recv takes frames, waiting in the netpoller while the RX ring holds

@@ -279,6 +279,56 @@ func TestTagsAndDrops(t *testing.T) {
 	}
 }
 
+var _ interface {
+	driver.BatchSender
+	driver.BatchReceiver
+	driver.Poller
+} = (*Conn)(nil)
+
+// Poller: TryRecvBatch takes nothing from an empty ring without waiting;
+// WaitReadable returns once a frame is there and leaves it to
+// TryRecvBatch; Close ends a wait.
+func TestPoller(t *testing.T) {
+	p := newPair(t)
+	a := p.open(t, 0, kindXDP, Config{}).(*Conn)
+	b := p.open(t, 1, kindXDP, Config{}).(*Conn)
+	bufs, sizes := [][]byte{make([]byte, 100), make([]byte, 100)}, make([]int, 2)
+	if n, err := a.TryRecvBatch(bufs, sizes); n != 0 || err != nil {
+		t.Fatalf("empty ring: %d frames, %v", n, err)
+	}
+	if _, err := b.SendBatch([][]byte{[]byte("one"), []byte("two")}); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for len(got) < 2 {
+		if err := a.WaitReadable(); err != nil {
+			t.Fatal(err)
+		}
+		n, err := a.TryRecvBatch(bufs, sizes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range n {
+			got = append(got, string(bufs[i][:sizes[i]]))
+		}
+	}
+	if got[0] != "one" || got[1] != "two" {
+		t.Fatalf("got %q", got)
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- a.WaitReadable() }()
+	// Whether or not the wait began before Close, it ends with ErrClosed.
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-errc; !errors.Is(err, ErrClosed) {
+		t.Fatalf("WaitReadable after Close: %v", err)
+	}
+	if _, err := a.TryRecvBatch(bufs, sizes); !errors.Is(err, ErrClosed) {
+		t.Fatalf("TryRecvBatch after Close: %v", err)
+	}
+}
+
 // Close unblocks a Recv waiting for a frame, and calls after it fail.
 func TestCloseUnblocksRecv(t *testing.T) {
 	p := newPair(t)

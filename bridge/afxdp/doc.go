@@ -3,8 +3,8 @@
 // over an AF_XDP socket: a kernel-bypass transport for the bridges, built
 // directly on golang.org/x/sys/unix (no AF_XDP library is served here) and
 // a small XDP program loaded with cilium/ebpf. Conn implements
-// driver.Transport, BatchSender and BatchReceiver; the bridge daemon uses
-// it for `dxpu bridge --ether IFACE:MAC --ether-driver afxdp`. The
+// driver.Transport, BatchSender, BatchReceiver and Poller; the bridge
+// daemon uses it for `dxpu bridge --ether IFACE:MAC --ether-driver afxdp`. The
 // sans-I/O bridge does not know which transport it runs on.
 //
 // # Rings and UMEM
