@@ -477,3 +477,19 @@ func TestHotPathAllocatesNothing(t *testing.T) {
 		t.Fatalf("%v allocations per round", allocs)
 	}
 }
+
+// FuzzPayload: any frame is taken or counted, never a panic, and what is
+// taken fits the buffer.
+func FuzzPayload(f *testing.F) {
+	f.Add([]byte{2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, 0x81, 0x00, 0, 5, 0x88, 0xb5, 'x'}, 4)
+	f.Add([]byte{2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, 0x88}, 0)
+	f.Fuzz(func(t *testing.T, frame []byte, size int) {
+		c := &Conn{peer: [6]byte{2, 0, 0, 0, 0, 1}}
+		buf := make([]byte, size&0xfff)
+		n, ok := c.payload(frame, buf)
+		s := c.Stats()
+		if ok && (n > len(buf) || n > len(frame)-ethHeader) || !ok && s.Foreign+s.Malformed+s.Oversize != 1 {
+			t.Fatalf("% x into %d bytes: %d, %v, %+v", frame, len(buf), n, ok, s)
+		}
+	})
+}
