@@ -18,7 +18,7 @@ func newBridgeCmd(e *env) *cobra.Command {
 	var o bridged.Options
 	var keyLog string
 	cmd := &cobra.Command{
-		Use:   "bridge --role host|gpu --pair N (--listen UDPADDR --peer UDPADDR | --ether IFACE:MAC) --pcie nettlp:LOCAL:REMOTE[:DMAREMOTE]|emu-gpu|memory",
+		Use:   "bridge --role host|gpu --pair N (--listen UDPADDR --peer UDPADDR | --ether IFACE:MAC [--ether-driver afpacket|afxdp]) --pcie nettlp:LOCAL:REMOTE[:DMAREMOTE]|emu-gpu|memory",
 		Short: "Run one dxpu bridge (host or GPU side of a pair) over UDP, with a NetTLP or emulated PCIe side",
 		Long: `bridge runs one side of a host-GPU pair: the dxpu bridge state machine
 (reliable delivery, credits, tags, ordering) exchanging frames with its peer
@@ -81,6 +81,7 @@ Example, a NetTLP host (libtlp on 127.0.0.1) and an emulated GPU:
 	f.StringVar(&fl.Listen, "listen", "", "UDP address for frames from the peer (IP:PORT)")
 	f.StringVar(&fl.Peer, "peer", "", "the peer bridge's UDP address (IP:PORT)")
 	f.StringVar(&fl.Ether, "ether", "", "raw Ethernet instead of UDP: IFACE:MAC, the peer's MAC on IFACE (EtherType 0x88b5, needs CAP_NET_RAW)")
+	f.StringVar(&fl.EtherDriver, "ether-driver", "afpacket", "how --ether's frames move: afpacket, or afxdp (an AF_XDP socket and an XDP program on IFACE, zero-copy where the NIC offers it; root, MTU at most 3818)")
 	f.StringVar(&fl.PCIe, "pcie", "", "PCIe side: nettlp:LOCAL:REMOTE[:DMAREMOTE] (host), emu-gpu or memory (gpu)")
 	f.StringVar(&o.Metrics, "metrics", "", "serve Prometheus metrics on this TCP address (empty: off)")
 	f.DurationVar(&o.Keepalive, "keepalive", 50*time.Millisecond, "longest silence while up")

@@ -26,7 +26,7 @@ var daemonTimers = []string{"--keepalive", "50ms", "--dead-after", "1s", "--comp
 // TestConformDaemon runs the kit against the shipped `dxpu bridge` process
 // in both roles, unkeyed and keyed (GCM for the GPU side, GMAC for the
 // host side), over loopback UDP and over raw Ethernet (a veth pair, as
-// root): no rule fails, and keyed, KEY-2..KEY-7 pass (KEY-8 needs a
+// root; the daemon on AF_PACKET, and on AF_XDP once per role): no rule fails, and keyed, KEY-2..KEY-7 pass (KEY-8 needs a
 // second key the daemon cannot be given). Not parallel: the daemon and
 // the kit keep real-time bounds.
 func TestConformDaemon(t *testing.T) {
@@ -49,12 +49,14 @@ func TestConformDaemon(t *testing.T) {
 		role  string
 		keyed []string
 		ether bool
+		afxdp bool // the daemon's --ether-driver afxdp
 	}
 	var cases []kase
 	for _, ether := range []bool{false, true} {
-		cases = append(cases, kase{"gpu", nil, ether}, kase{"gpu", []string{"--key-file", key, "--seal-mode", "gcm"}, ether},
-			kase{"host", nil, ether}, kase{"host", []string{"--key-file", key, "--seal-mode", "gmac", "--key-generation", "7"}, ether})
+		cases = append(cases, kase{"gpu", nil, ether, false}, kase{"gpu", []string{"--key-file", key, "--seal-mode", "gcm"}, ether, false},
+			kase{"host", nil, ether, false}, kase{"host", []string{"--key-file", key, "--seal-mode", "gmac", "--key-generation", "7"}, ether, false})
 	}
+	cases = append(cases, kase{"gpu", nil, true, true}, kase{"host", []string{"--key-file", key, "--seal-mode", "gmac", "--key-generation", "7"}, true, true})
 	var kitMAC, iutMAC string
 	for i, c := range cases {
 		name := c.role + "-unkeyed"
@@ -63,6 +65,9 @@ func TestConformDaemon(t *testing.T) {
 		}
 		if c.ether {
 			name += "-ether"
+		}
+		if c.afxdp {
+			name += "-afxdp"
 		}
 		t.Run(name, func(t *testing.T) {
 			if c.ether && kitMAC == "" {
@@ -88,6 +93,9 @@ func TestConformDaemon(t *testing.T) {
 			kitPeer := []string{"--peer", "udp:" + ip(1) + ":8855", "--local", ip(2) + ":8855"}
 			if c.ether {
 				fabric = []string{"--ether", vethIUT + ":" + kitMAC}
+				if c.afxdp {
+					fabric = append(fabric, "--ether-driver", "afxdp")
+				}
 				kitPeer = []string{"--peer", "eth:" + vethKit + ":" + iutMAC}
 			}
 			addr := "0x2000000000"

@@ -16,6 +16,7 @@ import (
 
 	"github.com/dxpu/dxpu/bridge"
 	"github.com/dxpu/dxpu/bridge/afpacket"
+	"github.com/dxpu/dxpu/bridge/afxdp"
 	"github.com/dxpu/dxpu/bridge/driver"
 	"github.com/dxpu/dxpu/bridge/nettlp"
 	"github.com/dxpu/dxpu/bridge/nettlpside"
@@ -40,6 +41,11 @@ type Options struct {
 	// the peer's MAC instead of UDP.
 	EtherIface string
 	EtherPeer  net.HardwareAddr
+	// EtherDriver is how raw Ethernet frames move: EtherAFPacket (also
+	// "") or EtherAFXDP (an AF_XDP socket and an XDP program on
+	// EtherIface: kernel bypass, zero-copy where the NIC's driver offers
+	// it).
+	EtherDriver string
 
 	// Key is the pair key (32 bytes, both sides the same); KeyGeneration
 	// numbers it and SealMode picks GCM or GMAC. Without a key the daemon
@@ -64,6 +70,12 @@ type Options struct {
 	// Ready, when set, is called once everything is bound and running.
 	Ready func(*Daemon)
 }
+
+// Ethernet drivers (Options.EtherDriver, --ether-driver).
+const (
+	EtherAFPacket = "afpacket"
+	EtherAFXDP    = "afxdp"
+)
 
 // Daemon is what a running bridge holds.
 type Daemon struct {
@@ -107,9 +119,16 @@ func Run(ctx context.Context, o Options) error {
 		return apperr.Usage(err)
 	}
 	var conn driver.Transport
-	if o.EtherIface != "" {
+	switch {
+	case o.EtherIface != "" && o.EtherDriver == EtherAFXDP:
+		var x *afxdp.Conn
+		if x, err = afxdp.Listen(o.EtherIface, o.EtherPeer, afxdp.Config{}); err == nil {
+			o.Log.Info("AF_XDP socket bound", "iface", o.EtherIface, "mode", x.Mode())
+			conn = x
+		}
+	case o.EtherIface != "":
 		conn, err = afpacket.Listen(o.EtherIface, o.EtherPeer)
-	} else {
+	default:
 		conn, err = udp.Listen(o.Listen, o.Peer)
 	}
 	if err != nil {

@@ -24,6 +24,7 @@ type Setup struct {
 	Doorbell                 string // test target address in the memory ("": none)
 	KeyFile                  string
 	Ether                    string // IFACE:MAC: raw Ethernet instead of --listen/--peer
+	EtherDriver              string // afpacket (also ""), or afxdp
 	SealMode                 string // gcm or gmac
 }
 
@@ -63,7 +64,19 @@ func (s Setup) Apply(o *Options) error {
 			return usage(fmt.Errorf("--ether %q: want a 6-byte MAC after the interface", s.Ether))
 		}
 		o.EtherIface = ifname
-	} else {
+	}
+	switch s.EtherDriver {
+	case "", EtherAFPacket:
+		o.EtherDriver = EtherAFPacket
+	case EtherAFXDP:
+		if s.Ether == "" {
+			return usage(errors.New("--ether-driver afxdp needs --ether IFACE:MAC"))
+		}
+		o.EtherDriver = EtherAFXDP
+	default:
+		return usage(fmt.Errorf("--ether-driver %q: want afpacket or afxdp", s.EtherDriver))
+	}
+	if s.Ether == "" {
 		if o.Listen, err = netip.ParseAddrPort(s.Listen); err != nil {
 			return usage(fmt.Errorf("--listen %q: %w", s.Listen, err))
 		}

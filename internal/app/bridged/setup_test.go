@@ -24,6 +24,14 @@ func TestSetupApply(t *testing.T) {
 		o.MemBase != 0x1000 || o.MemSize != 64<<10 || o.Doorbell == nil || *o.Doorbell != 0x2000 || !strings.Contains(strings.ToLower(o.GPUModel.Name), "a100") {
 		t.Fatalf("%+v", o)
 	}
+	if o.EtherDriver != EtherAFPacket {
+		t.Fatalf("ether driver %q, want afpacket by default", o.EtherDriver)
+	}
+	eth := good
+	eth.Listen, eth.Peer, eth.Ether, eth.EtherDriver = "", "", "dx0:02:00:00:00:00:01", "afxdp"
+	if o := (Options{Insecure: true}); eth.Apply(&o) != nil || o.EtherIface != "dx0" || o.EtherDriver != EtherAFXDP {
+		t.Fatalf("--ether with --ether-driver afxdp: %+v", o)
+	}
 	for want, bad := range map[string]func(*Setup){
 		"--role":             func(s *Setup) { s.Role = "middle" },
 		"--listen":           func(s *Setup) { s.Listen = "x" },
@@ -37,6 +45,8 @@ func TestSetupApply(t *testing.T) {
 		"--doorbell 0x11000": func(s *Setup) { s.Doorbell = "0x11000" }, // outside the memory
 		"--doorbell 0x2010":  func(s *Setup) { s.Doorbell = "0x2010" },  // not 64-byte aligned
 		"(--pcie memory)":    func(s *Setup) { s.PCIe = "emu-gpu"; s.Doorbell = "0x2000" },
+		"--ether-driver":     func(s *Setup) { s.EtherDriver = "dpdk" },
+		"needs --ether":      func(s *Setup) { s.EtherDriver = "afxdp" },
 	} {
 		s := good
 		bad(&s)
