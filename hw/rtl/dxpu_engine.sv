@@ -227,6 +227,9 @@ module dxpu_engine
     logic        t_4dw;         // with a 4-DW header
     logic [10:0] t_ndw;         // its Length in DWs (1..1024)
     logic [3:0]  t_a11;         // address bits 11:8
+    logic [7:0]  t_b3, t_b6, t_b7, t_b11; // header bytes FRM-9's field rules read
+    logic        t_td;          // TD: the TLP ends in an ECRC
+    logic [31:0] t_crc;         // the ECRC so far (FRM-9); shifted out over the digest
 
     // credit field index of header/body offset r (20..39), -1 if none
     function automatic int cred_idx(input logic [LW-1:0] r);
@@ -849,6 +852,24 @@ module dxpu_engine
                                         end
                                     end
                                     if (tb < 16'd3) dw0 <= {dw0[15:0], rb};
+                                    if (tb == 16'd2) t_td <= rb[7];
+                                    if (tb == 16'd3) t_b3 <= rb;
+                                    if (tb == 16'd6) t_b6 <= rb;
+                                    if (tb == 16'd7) t_b7 <= rb;
+                                    if (tb == 16'd11) t_b11 <= rb;
+                                    // FRM-9: the ECRC, when TD is set: CRC-32 of header and
+                                    // payload with Type bit 0 and EP taken as 1, compared
+                                    // with the digest's bytes in the order of the 802.3 FCS
+                                    if (tb == 16'd0) t_crc <= crc32_byte(32'hffffffff, rb | 8'h01);
+                                    else if (t_td && tb + 16'd4 >= lens[ti[RXL-1:0]]) begin
+                                        if (rb != ~t_crc[7:0]) tlp_bad <= 1'b1;
+                                        t_crc <= {8'd0, t_crc[31:8]};
+                                    end else t_crc <= crc32_byte(t_crc, tb == 16'd2 ? rb | 8'h40 : rb);
+                                    // FRM-9: the header's field rules, at its last byte
+                                    if (tb == (t_4dw ? 16'd15 : 16'd11) &&
+                                        tlp_fields_bad(dw0[23:16], dw0[15:8], dw0[7:0], t_b3, t_b6, t_b7,
+                                                       tb == 16'd11 ? rb : t_b11, rb))
+                                        tlp_bad <= 1'b1;
                                     if (tb == 16'd3) begin
                                         if (!tlp_known(dw0[23:16]) ||
                                             {3'b0, tlp_wire_len({dw0, rb})} != lens[ti[RXL-1:0]])

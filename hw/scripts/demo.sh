@@ -40,6 +40,17 @@ run() {
     loss=$1
     $RT "$DXPU" nettlp serve --addr "$NT_HOSTMEM" --mem-size 1M >"$TMP/serve.log" 2>&1 &
     pids="$pids $!"
+    # The host memory must be there before the link comes up: the device's
+    # first DMA request goes out at link-up, and a request the host bridge
+    # hands to a port nobody has bound yet is lost (UDP), so the RTL answers
+    # it CA after CompletionTimeout. Under load serve took 160 ms to bind,
+    # after the link was up.
+    i=0
+    until grep -q 'nettlp target serving' "$TMP/serve.log"; do
+        i=$((i + 1))
+        if [ $i -gt 200 ]; then echo "demo: dxpu nettlp serve not serving after 20 s" >&2; cat "$TMP/serve.log" >&2; exit 1; fi
+        sleep 0.1
+    done
     $RT "$SIM" --listen "$GPU" --peer "$HOST" --mem-base "$BASE" --mem-size 1048576 --encap mixed --loss "$loss" \
         --dma 64 2>"$TMP/sim.log" &
     pids="$pids $!"

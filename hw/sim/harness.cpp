@@ -288,25 +288,26 @@ struct Dma {
             st = kWait;
             since = now;
         } else if (now - since > 3) {
-            fail("no completion within 3 s");
+            fail("no completion within 3 s", now);
         }
     }
-    void fail(const std::string& w) {
-        if (why.empty()) why = w;
+    void fail(const std::string& w, double now) {
+        // the first failure names its round and how long after the request
+        if (why.empty()) why = "round " + std::to_string(done) + ", " + std::to_string(int((now - since) * 1e3)) + " ms after its request: " + w;
         failed++;
         done++;
         st = kIdle;
     }
-    void completion(const Bytes& c) {
-        if (st != kWait) { fail("a completion nobody waited for"); return; }
-        if (c.size() < 12) { fail("a completion shorter than its header"); return; }
-        if (c[10] != tag || c[8] != 0x03 || c[9] != 0x00) { fail("a completion without the device's own tag and requester ID"); return; }
-        if ((c[6] >> 5) != 0) { fail("completion status " + std::to_string(c[6] >> 5)); return; }
+    void completion(const Bytes& c, double now) {
+        if (st != kWait) { fail("a completion nobody waited for", now); return; }
+        if (c.size() < 12) { fail("a completion shorter than its header", now); return; }
+        if (c[10] != tag || c[8] != 0x03 || c[9] != 0x00) { fail("a completion without the device's own tag and requester ID", now); return; }
+        if ((c[6] >> 5) != 0) { fail("completion status " + std::to_string(c[6] >> 5), now); return; }
         got.insert(got.end(), c.begin() + 12, c.end());
         uint32_t bc = uint32_t(c[6] & 0xf) << 8 | c[7];
         if (bc == 0) bc = 4096;
         if (c.size() - 12 < bc) return;   // more to come
-        if (got != data) { fail("read back other bytes than written"); return; }
+        if (got != data) { fail("read back other bytes than written", now); return; }
         done++;
         st = kIdle;
     }
@@ -457,7 +458,7 @@ int main(int argc, char** argv) {
             if (rc_fire && rc_out.take(rc_d, rc_k, rc_l, done)) {
                 activity = true;
                 if (o.verbose) std::fprintf(stderr, "harness: completion for the device, %zu bytes\n", done.size());
-                dma.completion(done);
+                dma.completion(done, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
             }
         }
         dma.step(m->link_up, el, rq_in.q, rng);

@@ -535,6 +535,155 @@ static void test_4k_crossing() {
 	CHECK(b.up());
 }
 
+// ---- FRM-9: "well formed", each check of the list in docs/protocol.md ----
+// ecrc returns the four digest bytes of a TLP (header and payload, no
+// digest) as they go on the wire: CRC-32 of IEEE 802.3 with Type bit 0 and
+// EP taken as 1, in the order of the 802.3 FCS (the checksum's low byte
+// first).
+static bytes ecrc(const bytes &t) {
+	uint32_t c = 0xffffffff;
+	for (size_t i = 0; i < t.size(); i++) {
+		uint8_t d = t[i] | (i == 0 ? 0x01 : 0) | (i == 2 ? 0x40 : 0);
+		c ^= d;
+		for (int k = 0; k < 8; k++) c = c >> 1 ^ (c & 1 ? 0xedb88320u : 0);
+	}
+	c = ~c;
+	return {uint8_t(c), uint8_t(c >> 8), uint8_t(c >> 16), uint8_t(c >> 24)};
+}
+
+// with_td sets TD and appends the digest (or the one given).
+static bytes with_td(bytes t, const bytes &digest = {}) {
+	t[2] |= 0x80;
+	bytes d = digest.empty() ? ecrc(t) : digest;
+	t.insert(t.end(), d.begin(), d.end());
+	return t;
+}
+
+// tlp3 is a 3-DW header: byte 0, TC, Length, byte 7 (BE, message code),
+// the DW at bytes 8-11, then payload.
+static bytes tlp3(uint8_t b0, uint8_t tc, uint32_t len, uint8_t b7, uint32_t dw2, const bytes &data = {}) {
+	bytes t = {b0, uint8_t(tc << 4), uint8_t(len >> 8 & 3), uint8_t(len), 0x01, 0x00, 0x11, b7};
+	t.resize(12);
+	put32(t, 8, dw2);
+	t.insert(t.end(), data.begin(), data.end());
+	return t;
+}
+
+// cpld is a CplD of len DWs from 03:00.0 to 01:00.0, tag 0x11, with Byte
+// Count bc (0: 4096) and Lower Address la.
+static bytes cpld(uint32_t len, uint32_t bc, uint8_t la) {
+	bytes t = {0x4a, 0, 0, uint8_t(len), 0x03, 0x00, uint8_t(bc >> 8 & 0xf), uint8_t(bc), 0x01, 0x00, 0x11, la};
+	t.resize(12 + 4 * len, 0x5a);
+	return t;
+}
+
+static bytes zeros(size_t n) { return bytes(n, 0x5a); }
+
+static void test_frm9() {
+	Bench b;
+	handshake(b, 0x4000);
+	scope = "FRM-9: the testbench's ECRC is tlp.ComputeECRC's";
+	// tlp.ComputeECRC of this MWr with TD set, on the wire: 88 cd 50 71
+	bytes w = {0x40, 0, 0x80, 2, 0x01, 0x00, 0, 0xff, 0, 0, 0x10, 0x00, 1, 2, 3, 4, 5, 6, 7, 8};
+	CHECK_BYTES(ecrc(w), bytes({0x88, 0xcd, 0x50, 0x71}));
+	bytes w_ok = w;
+	w_ok.insert(w_ok.end(), {0x88, 0xcd, 0x50, 0x71});
+	bytes w_swapped = w;                              // the digest as a big-endian checksum
+	w_swapped.insert(w_swapped.end(), {0x71, 0x50, 0xcd, 0x88});
+	bytes w_data = w_ok;                              // a payload byte changed after the digest
+	w_data[15] ^= 0x10;
+	bytes w_ep = w;                                   // EP set: the ECRC takes it as 1 anyway
+	w_ep[2] |= 0x40;
+	w_ep.insert(w_ep.end(), {0x88, 0xcd, 0x50, 0x71});
+	bytes msg_inta = {0x34, 0x00, 0, 0, 0x01, 0x00, 0, 0x20, 0, 0, 0, 0, 0, 0, 0, 0}; // Assert_INTA, local
+	bytes msg_inta_tc1 = msg_inta;
+	msg_inta_tc1[1] = 0x10;
+	bytes msg_vendor_tc1 = {0x34, 0x10, 0, 0, 0x01, 0x00, 0, 0x7f, 0, 0, 0, 0, 0, 0, 0, 0};
+	bytes msg_3dw = {0x10, 0, 0, 0, 0x01, 0x00, 0, 0x7f, 0, 0, 0, 0};
+	struct Case {
+		const char *name;
+		bytes tlp;
+		bool ok;
+		bool to_cq; // a request: delivered to the device
+	} cases[] = {
+	    // the ECRC when TD is set
+	    {"ECRC right (tlp.ComputeECRC's bytes)", w_ok, true, true},
+	    {"ECRC byte-reversed (big-endian checksum)", w_swapped, false, false},
+	    {"ECRC of other data", w_data, false, false},
+	    {"ECRC with EP set", w_ep, true, true},
+	    {"ECRC of a 4-DW MRd", with_td({0x20, 0, 0, 1, 0x01, 0x00, 0x12, 0x0f, 0, 0, 0, 0x20, 0, 0, 0x10, 0x00}), true, true},
+	    {"TD set, no digest", [] { bytes t = mwr(BASE, {1, 2, 3, 4}); t[2] |= 0x80; return t; }(), false, false},
+	    // defined Fmt/Type
+	    {"Fmt 100: a TLP prefix", {0x90, 0, 0, 0, 0x01, 0, 0, 0, 0, 0, 0, 0}, false, false},
+	    {"Fmt 101: reserved", {0xa0, 0, 0, 1, 0x01, 0, 0, 0x0f, 0, 0, 0x10, 0}, false, false},
+	    {"MRdLk with data (no locked write)", tlp3(0x41, 0, 1, 0x0f, BASE, zeros(4)), false, false},
+	    {"message with a 3-DW header", msg_3dw, false, false},
+	    // lengths vs the header
+	    {"MRd with a payload", tlp3(0x00, 0, 1, 0x0f, BASE, zeros(4)), false, false},
+	    {"MWr longer than Length", tlp3(0x40, 0, 1, 0x0f, BASE, zeros(8)), false, false},
+	    {"MWr of 500 bytes (512, the max TLP announced)", tlp3(0x40, 0, 125, 0xff, BASE, zeros(500)), true, true},
+	    {"MWr of 504 bytes (516, past the max TLP)", tlp3(0x40, 0, 126, 0xff, BASE, zeros(504)), false, false},
+	    // IO and configuration requests
+	    {"CfgRd0 Length 1", tlp3(0x04, 0, 1, 0x0f, 0x01000010), true, true},
+	    {"CfgWr0 Length 2", tlp3(0x44, 0, 2, 0x0f, 0x01000010, zeros(8)), false, false},
+	    {"CfgRd0 TC 1", tlp3(0x04, 1, 1, 0x0f, 0x01000010), false, false},
+	    {"IORd Attr RO", [] { bytes t = tlp3(0x02, 0, 1, 0x0f, 0x100); t[2] |= 0x20; return t; }(), false, false},
+	    {"IOWr AT 01", [] { bytes t = tlp3(0x42, 0, 1, 0x0f, 0x100, zeros(4)); t[2] |= 0x04; return t; }(), false, false},
+	    {"CfgRd1 Last BE 1111", tlp3(0x05, 0, 1, 0xff, 0x01000010), false, false},
+	    {"IOWr Length 1", tlp3(0x42, 0, 1, 0x0f, 0x100, zeros(4)), true, true},
+	    // memory byte enables
+	    {"MRd Length 1, Last BE 1111", tlp3(0x00, 0, 1, 0xff, BASE), false, false},
+	    {"MRd Length 1, First BE 0000 (zero-length read)", tlp3(0x00, 0, 1, 0x00, BASE), true, true},
+	    {"MWr Length 2, First BE 0000", tlp3(0x40, 0, 2, 0xf0, BASE, zeros(8)), false, false},
+	    {"MWr Length 2, Last BE 0000", tlp3(0x40, 0, 2, 0x0f, BASE, zeros(8)), false, false},
+	    {"MWr Length 3, First BE 0101", tlp3(0x40, 0, 3, 0xf5, BASE, zeros(12)), false, false},
+	    {"MWr Length 2, Last BE 1010, not QW-aligned", tlp3(0x40, 0, 2, 0xaf, BASE + 4, zeros(8)), false, false},
+	    {"MWr Length 2, BE 0101/1010, QW-aligned", tlp3(0x40, 0, 2, 0xa5, BASE + 8, zeros(8)), true, true},
+	    {"MRd with TH: BE holds ST", [] { bytes t = tlp3(0x00, 0, 3, 0x5a, BASE); t[1] |= 0x01; return t; }(), true, true},
+	    // the 4 KiB boundary (more in test_4k_crossing)
+	    {"MRd 8 bytes at 0x...ffc", mrd(0x2ffc, 8, 3), false, false},
+	    // AtomicOps: operand sizes and natural alignment
+	    {"FetchAdd 4 bytes", tlp3(0x4c, 0, 1, 0, BASE + 4, zeros(4)), true, true},
+	    {"FetchAdd 8 bytes at 0x...4", tlp3(0x4c, 0, 2, 0, BASE + 4, zeros(8)), false, false},
+	    {"Swap 12 bytes", tlp3(0x4d, 0, 3, 0, BASE, zeros(12)), false, false},
+	    {"Swap 8 bytes at 0x...8", tlp3(0x4d, 0, 2, 0, BASE + 8, zeros(8)), true, true},
+	    {"CAS Length 1", tlp3(0x4e, 0, 1, 0, BASE, zeros(4)), false, false},
+	    {"CAS 2x8 bytes at 0x...4", tlp3(0x4e, 0, 4, 0, BASE + 4, zeros(16)), false, false},
+	    {"CAS 2x16 bytes at 0x...8", tlp3(0x4e, 0, 8, 0, BASE + 8, zeros(32)), false, false},
+	    {"CAS 2x16 bytes at 0x...10", tlp3(0x4e, 0, 8, 0, BASE + 16, zeros(32)), true, true},
+	    // a CplD no longer than its Byte Count from Lower Address (a
+	    // completion nobody waits for: parsed, acknowledged, then dropped)
+	    {"CplD 8 bytes, Byte Count 4", cpld(2, 4, 0), false, false},
+	    {"CplD 8 bytes, Byte Count 4 from Lower Address 1", cpld(2, 4, 1), true, false},
+	    {"CplD 8 bytes, Byte Count 0 (4096)", cpld(2, 0, 0), true, false},
+	    // messages that need TC 0
+	    {"Assert_INTA on TC 0", msg_inta, true, true},
+	    {"Assert_INTA on TC 1", msg_inta_tc1, false, false},
+	    {"vendor message on TC 1", msg_vendor_tc1, true, true},
+	};
+	uint32_t seq = b.isn;
+	for (auto &c : cases) {
+		scope = std::string("FRM-9: ") + c.name;
+		size_t cq0 = b.cq.size();
+		uint32_t bad0 = b.m->stat_frames_bad, rx0 = b.m->stat_frames_rx;
+		b.send(b.tlp_frame(seq, {c.tlp}));
+		b.settle();
+		CHECK_EQ(b.m->stat_frames_bad - bad0, c.ok ? 0u : 1u);
+		// (a read's completion draws the host's ACK too)
+		if (c.ok) CHECK(b.m->stat_frames_rx - rx0 >= 1u);
+		else CHECK_EQ(b.m->stat_frames_rx - rx0, 0u);
+		CHECK_EQ(b.cq.size() - cq0, c.to_cq ? 1u : 0u);
+		if (c.to_cq && b.cq.size() > cq0) CHECK_BYTES(b.cq.back(), c.tlp); // as it came, digest and all
+		if (c.ok) seq++;   // a dropped frame's Seq is used again: it was not acknowledged
+	}
+	scope = "FRM-9: the bridge still exchanges after the malformed TLPs (FRM-10)";
+	size_t cq0 = b.cq.size();
+	b.send(b.tlp_frame(seq, {mwr(BASE, {1, 2, 3, 4})}));
+	b.settle();
+	CHECK_EQ(b.cq.size() - cq0, 1u);
+	CHECK(b.up());
+}
+
 int main(int argc, char **argv) {
 	Verilated::commandArgs(argc, argv);
 	test_handshake();
@@ -546,5 +695,6 @@ int main(int argc, char **argv) {
 	test_hello_ack_echo();
 	test_handshake_by_frame();
 	test_4k_crossing();
+	test_frm9();
 	return tb::finish("dxpu_bridge_gpu");
 }

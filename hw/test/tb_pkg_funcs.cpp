@@ -43,7 +43,8 @@ int main(int argc, char **argv) {
 	    {"CplD 1 DW (docs tlp-cpld)", 0x4a000001, true, true, false, 16},
 	    {"MWr 4DW, 2 DW", 0x60000002, true, false, true, 24},
 	    {"MWr 3DW, length 0 = 1024 DW", 0x40000000, true, false, true, 12 + 4096},
-	    {"MWr 3DW, 1 DW, TD (ECRC)", 0x40800001, true, false, true, 20},
+	    {"MWr 3DW, 1 DW, TD (ECRC)", 0x40008001, true, false, true, 20},
+	    {"MRd 3DW, 1 DW, T9 of a 10-bit tag (no digest)", 0x00800001, true, false, false, 12},
 	    {"MRd 4DW, 128 DW (reads carry no data)", 0x20000080, true, false, false, 16},
 	    {"Cpl without data", 0x0a000000, true, true, false, 12},
 	    {"CfgRd0", 0x04000001, true, false, false, 12},
@@ -64,6 +65,28 @@ int main(int argc, char **argv) {
 			CHECK_EQ(m.is_cpl, c.cpl);
 			CHECK_EQ(m.is_posted, c.posted);
 		}
+	}
+	// crc32_byte, the ECRC's step (FRM-9): a MWr with TD set whose digest
+	// tlp.ComputeECRC gives as 88 cd 50 71 on the wire (Type bit 0 and EP
+	// taken as 1: bytes 0 and 2 enter as 0x41 and 0xc0).
+	{
+		tb::scope = "crc32_byte: the ECRC of a MWr (tlp.ComputeECRC)";
+		const uint8_t w[] = {0x41, 0, 0xc0, 2, 0x01, 0x00, 0, 0xff, 0, 0, 0x10, 0x00, 1, 2, 3, 4, 5, 6, 7, 8};
+		uint32_t c = 0xffffffff;
+		for (uint8_t d : w) {
+			m.crc_in = c, m.crc_byte = d;
+			m.eval();
+			c = m.crc_out;
+		}
+		CHECK_EQ(~c, 0x7150cd88u); // the wire's 88 cd 50 71, low byte first
+		tb::scope = "crc32_byte: CRC-32 of \"123456789\" is 0xcbf43926";
+		c = 0xffffffff;
+		for (const char *p = "123456789"; *p; p++) {
+			m.crc_in = c, m.crc_byte = uint8_t(*p);
+			m.eval();
+			c = m.crc_out;
+		}
+		CHECK_EQ(~c, 0xcbf43926u);
 	}
 	m.final();
 	return tb::finish("pkg_funcs");
