@@ -74,7 +74,7 @@ func TestConformDaemon(t *testing.T) {
 			if daemonKeys == nil {
 				daemonKeys = []string{"--insecure-no-keys"}
 			}
-			ctx, cancel := context.WithCancel(t.Context()) // go test -timeout ends a hang
+			ctx, cancel := context.WithCancel(t.Context())
 			defer cancel()
 			start := func(args ...string) {
 				cmd := exec.CommandContext(ctx, bin, args...)

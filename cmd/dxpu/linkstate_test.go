@@ -92,7 +92,7 @@ func TestBoxAgentReportsDegraded(t *testing.T) {
 	mgr := fmt.Sprintf("http://127.0.0.1:%d", tcp[0])
 	_, mgrLog := daemon(t, "manager", "--listen", fmt.Sprintf("127.0.0.1:%d", tcp[0]), "--store", filepath.Join(dir, "m.db"),
 		"--token-file", filepath.Join(dir, "admin.tok"), "--allow-insecure-agents", "--degraded-after", "300ms")
-	ctx, cancel := context.WithCancel(t.Context()) // go test -timeout ends a hang
+	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	c := ctlclient.New(mgr, admin)
 	waitfor.Until(t, "the manager serving", func() bool { _, err := c.Hosts(ctx); return err == nil })
@@ -237,7 +237,7 @@ func TestBoxAgentUnreachableReportedNotRemoved(t *testing.T) {
 	_, mgrLog := daemon(t, "manager", "--listen", fmt.Sprintf("127.0.0.1:%d", tcp[0]), "--store", filepath.Join(dir, "m.db"),
 		"--token-file", filepath.Join(dir, "admin.tok"), "--allow-insecure-agents", "--reconcile-interval", "200ms",
 		"--unreachable-after", "300ms")
-	ctx, cancel := context.WithCancel(t.Context()) // go test -timeout ends a hang
+	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	c := ctlclient.New(mgr, admin)
 	waitfor.Until(t, "the manager serving", func() bool { _, err := c.Hosts(ctx); return err == nil })

@@ -142,6 +142,17 @@ func GroupCPU(pgids ...int) uint64 {
 	return sum
 }
 
+// ProcessCPU is the CPU, in clock ticks, that process pid has used, with
+// that of the children it reaped; 0 once it is gone.
+func ProcessCPU(pid int) uint64 {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	_, cpu, _ := parseStat(string(b))
+	return cpu
+}
+
 // groupCPU sums the CPU of process group pgid's members and, with names,
 // lists them ("pid command line").
 func groupCPU(pgid int, names bool) (uint64, []string) {

@@ -130,4 +130,14 @@ func TestParseStat(t *testing.T) {
 	if GroupCPU(syscall.Getpgrp()) == 0 {
 		t.Fatal("this test's own group used no CPU")
 	}
+	// This process's CPU grows as it burns.
+	before := ProcessCPU(os.Getpid())
+	Until(t, "this process's CPU growing", func() bool {
+		for end := time.Now().Add(time.Millisecond); time.Now().Before(end); {
+		}
+		return ProcessCPU(os.Getpid()) > before
+	})
+	if ProcessCPU(-1) != 0 {
+		t.Fatal("CPU for no process")
+	}
 }
