@@ -3,18 +3,19 @@
 package examples
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/dxpu/dxpu/internal/privtest"
+	"github.com/dxpu/dxpu/internal/waitfor"
 )
 
 // machines are the walk-through's machines and their addresses on the one
@@ -103,6 +104,7 @@ type lab struct {
 	dir    string // the working directory of every block
 	env    []string
 	logs   []string // every block's output file, daemons included
+	groups []int    // every block's process group, daemons included
 }
 
 func (l *lab) ns(machine string) string { return l.prefix + machine }
@@ -163,7 +165,7 @@ func (l *lab) removeNS(ns string) {
 // run runs one block on its machine once and returns its exit error. Its
 // output, and that of any daemon it starts in the background, goes to a
 // file: a pipe would keep Wait waiting for the daemons.
-func (l *lab) run(ctx context.Context, s step, attempt int) error {
+func (l *lab) run(s step, attempt int) error {
 	// A check's attempts share one file: the last one is what matters.
 	log := filepath.Join(l.dir, fmt.Sprintf("step-%03d-%s.log", s.line, s.machine))
 	f, err := os.Create(log)
@@ -174,10 +176,13 @@ func (l *lab) run(ctx context.Context, s step, attempt int) error {
 	if attempt == 0 {
 		l.logs = append(l.logs, log)
 	}
-	cmd := exec.CommandContext(ctx, "ip", "netns", "exec", l.ns(s.machine), "sh", "-e", "-c", s.script)
+	cmd := exec.Command("ip", "netns", "exec", l.ns(s.machine), "sh", "-e", "-c", s.script)
 	cmd.Dir, cmd.Env, cmd.Stdout, cmd.Stderr = l.dir, l.env, f, f
-	cmd.WaitDelay = time.Second
-	return cmd.Run()
+	err = waitfor.Command(cmd, waitfor.CommandStall)
+	if cmd.Process != nil {
+		l.groups = append(l.groups, cmd.Process.Pid)
+	}
+	return err
 }
 
 // dump prints every block's output (the daemons' logs among them).
@@ -188,13 +193,11 @@ func (l *lab) dump() {
 	}
 }
 
-// Deadlines: a block runs at most stepTimeout; a check is re-run every
-// pollEvery until it succeeds or checkDeadline passes.
-const (
-	stepTimeout   = 90 * time.Second
-	checkDeadline = 90 * time.Second
-	pollEvery     = 200 * time.Millisecond
-)
+// A block is killed when it stands still (no output, no CPU for
+// waitfor.CommandStall); a check is re-run every pollEvery until it
+// succeeds, while the daemons it waits on move (their output grows or
+// they use CPU).
+const pollEvery = 200 * time.Millisecond
 
 // TestWalkthrough runs README.md as an operator would type it: the
 // manager, the switch, the GPU box and the host each a network namespace
@@ -239,20 +242,25 @@ func TestWalkthrough(t *testing.T) {
 // step runs s once or, for a check, until it succeeds.
 func (l *lab) step(s step) error {
 	if !s.repeat {
-		ctx, cancel := context.WithTimeout(context.Background(), stepTimeout)
-		defer cancel()
-		return l.run(ctx, s, 0)
+		return l.run(s, 0)
 	}
-	deadline := time.Now().Add(checkDeadline)
+	groups, logs := slices.Clone(l.groups), slices.Clone(l.logs)
+	w := waitfor.NewStall(waitfor.CommandStall)
+	start := time.Now()
 	for attempt := 0; ; attempt++ {
-		ctx, cancel := context.WithDeadline(context.Background(), deadline)
-		err := l.run(ctx, s, attempt)
-		cancel()
+		err := l.run(s, attempt)
 		if err == nil {
 			return nil
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("still failing after %v (%d attempts): %w", checkDeadline, attempt+1, err)
+		p := waitfor.GroupCPU(groups...)
+		for _, log := range logs {
+			if st, serr := os.Stat(log); serr == nil {
+				p += uint64(st.Size())
+			}
+		}
+		if w.Stalled(p) {
+			return fmt.Errorf("still failing after %v (%d attempts), the daemons idle and silent for %v: %w",
+				time.Since(start).Round(time.Second), attempt+1, waitfor.CommandStall, err)
 		}
 		t := time.NewTimer(pollEvery)
 		<-t.C

@@ -1,17 +1,16 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/dxpu/dxpu/internal/app/scalebench"
 	"github.com/dxpu/dxpu/internal/privtest"
+	"github.com/dxpu/dxpu/internal/waitfor"
 )
 
 // TestBenchScaleProcess runs `dxpu bench scale` as a process, small: two
@@ -25,13 +24,11 @@ func TestBenchScaleProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	bin := filepath.Join(dir, "dxpu")
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
 	var stdout, stderr strings.Builder
-	c := exec.CommandContext(ctx, bin, "bench", "scale", "--loopback", "--pairs", "2", "--duration", "300ms", "--idle-samples", "20",
+	c := exec.Command(bin, "bench", "scale", "--loopback", "--pairs", "2", "--duration", "300ms", "--idle-samples", "20",
 		"--readers", "2", "--json")
 	c.Stdout, c.Stderr = &stdout, &stderr
-	if err := c.Run(); err != nil {
+	if err := waitfor.Command(c, waitfor.CommandStall); err != nil {
 		t.Fatalf("dxpu bench scale: %v\nstderr:\n%s", err, stderr.String())
 	}
 	var res scalebench.Result
@@ -68,9 +65,9 @@ func TestBenchScaleProcess(t *testing.T) {
 
 	stdout.Reset()
 	stderr.Reset()
-	c = exec.CommandContext(ctx, bin, "bench", "scale", "--loopback", "--pairs", "2", "--readers", "16")
+	c = exec.Command(bin, "bench", "scale", "--loopback", "--pairs", "2", "--readers", "16")
 	c.Stdout, c.Stderr = &stdout, &stderr
-	err = c.Run()
+	err = waitfor.Command(c, waitfor.CommandStall)
 	var ee *exec.ExitError
 	msg := strings.TrimSuffix(stderr.String(), "\n")
 	if !errors.As(err, &ee) || ee.ExitCode() != 2 || stdout.Len() != 0 || strings.Contains(msg, "\n") || !strings.Contains(msg, "--readers 16: want 1..15") {

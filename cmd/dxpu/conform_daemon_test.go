@@ -10,7 +10,6 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/vishvananda/netlink"
 
@@ -80,7 +79,7 @@ func TestConformDaemon(t *testing.T) {
 			if daemonKeys == nil {
 				daemonKeys = []string{"--insecure-no-keys"}
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			ctx, cancel := context.WithCancel(t.Context())
 			defer cancel()
 			start := func(args ...string) {
 				cmd := exec.CommandContext(ctx, bin, args...)

@@ -1,16 +1,15 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/dxpu/dxpu/internal/privtest"
+	"github.com/dxpu/dxpu/internal/waitfor"
 )
 
 // summaryLine is the kit's last line of a text report.
@@ -27,19 +26,17 @@ func TestConformTimerMismatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	bin := filepath.Join(dir, "dxpu")
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	daemon := exec.CommandContext(ctx, bin, "bridge", "--role", "gpu", "--listen", "127.0.0.26:8855", "--peer", "127.0.0.27:8855",
+	daemon := exec.Command(bin, "bridge", "--role", "gpu", "--listen", "127.0.0.26:8855", "--peer", "127.0.0.27:8855",
 		"--pcie", "memory", "--insecure-no-keys")
 	if err := daemon.Start(); err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = daemon.Process.Kill(); _ = daemon.Wait() }()
 	var stdout, stderr strings.Builder
-	kit := exec.CommandContext(ctx, bin, "conform", "--role", "gpu", "--peer", "udp:127.0.0.26:8855", "--local", "127.0.0.27:8855",
+	kit := exec.Command(bin, "conform", "--role", "gpu", "--peer", "udp:127.0.0.26:8855", "--local", "127.0.0.27:8855",
 		"--addr", "0x2000000000")
 	kit.Stdout, kit.Stderr = &stdout, &stderr
-	err = kit.Run()
+	err = waitfor.Command(kit, waitfor.CommandStall)
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.ExitCode() != 2 {
 		t.Fatalf("dxpu conform: %v, want exit status 2\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -20,6 +19,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/dxpu/dxpu/internal/privtest"
+	"github.com/dxpu/dxpu/internal/waitfor"
 )
 
 // The shell blocks of README.md and docs/*.md are run as written by
@@ -493,12 +493,14 @@ func newShellRig(t *testing.T) *shellRig {
 	return r
 }
 
-// Deadlines: a script runs at most scriptTimeout; one that waits on
-// daemons is re-run every pollEvery until it succeeds or retryDeadline.
+// A script is killed when it stands still: no new output and no CPU used
+// by its process group for scriptStall (a slow build under load keeps
+// going). A block that waits on daemons is re-run every retryEvery until
+// it succeeds, while the daemons move (their logs grow or they use CPU);
+// it fails once they and it have stood still for scriptStall.
 const (
-	scriptTimeout = 5 * time.Minute
-	retryDeadline = 90 * time.Second
-	retryEvery    = 200 * time.Millisecond
+	scriptStall = waitfor.CommandStall
+	retryEvery  = 200 * time.Millisecond
 )
 
 // run runs script once with bash -e -o pipefail in its own process group
@@ -512,21 +514,12 @@ func (r *shellRig) run(name, script string) (string, error) {
 		return "", err
 	}
 	defer f.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), scriptTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "bash", "-e", "-o", "pipefail", "-c", script)
+	cmd := exec.Command("bash", "-e", "-o", "pipefail", "-c", script)
 	// A file, not a pipe: background daemons would hold a pipe open.
 	cmd.Dir, cmd.Env, cmd.Stdout, cmd.Stderr = r.dir, r.env, f, f
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	cmd.WaitDelay = time.Second
-	if err := cmd.Start(); err != nil {
-		return "", err
-	}
-	r.groups = append(r.groups, cmd.Process.Pid)
-	err = cmd.Wait()
-	if ctx.Err() != nil {
-		err = fmt.Errorf("still running after %v: %w", scriptTimeout, err)
+	err = waitfor.Command(cmd, scriptStall)
+	if cmd.Process != nil {
+		r.groups = append(r.groups, cmd.Process.Pid)
 	}
 	out, rerr := os.ReadFile(log)
 	return string(out), errors.Join(err, rerr)
@@ -541,16 +534,27 @@ func (r *shellRig) stopDaemons() {
 	r.groups = nil
 }
 
-// runUntil runs script until it succeeds (see retryDeadline).
+// runUntil runs script until it succeeds, failing when neither the
+// daemons started before it (their process groups' CPU, their logs) nor
+// its attempts' output moved for scriptStall.
 func (r *shellRig) runUntil(name, script string) (string, error) {
-	deadline := time.Now().Add(retryDeadline)
+	groups, logs := slices.Clone(r.groups), slices.Clone(r.logs)
+	w := waitfor.NewStall(scriptStall)
+	start := time.Now()
 	for attempt := 1; ; attempt++ {
 		out, err := r.run(name, script)
-		if err == nil || time.Now().After(deadline) {
-			if err != nil {
-				err = fmt.Errorf("still failing after %v (%d attempts): %w", retryDeadline, attempt, err)
+		if err == nil {
+			return out, nil
+		}
+		p := waitfor.GroupCPU(groups...)
+		for _, l := range logs {
+			if st, serr := os.Stat(l); serr == nil {
+				p += uint64(st.Size())
 			}
-			return out, err
+		}
+		if w.Stalled(p) {
+			return out, fmt.Errorf("still failing after %v (%d attempts), the daemons it waits on idle and silent for %v: %w",
+				time.Since(start).Round(time.Second), attempt, scriptStall, err)
 		}
 		time.Sleep(retryEvery)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/google/gopacket"
 
 	"github.com/dxpu/dxpu/fabric/store"
+	"github.com/dxpu/dxpu/internal/waitfor"
 	"github.com/dxpu/dxpu/tlp/pcapio"
 )
 
@@ -58,17 +59,12 @@ type proc struct {
 // SIGTERM.
 func dxpuProcess(t *testing.T, stop string, args ...string) proc {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, os.Args[0], args...)
+	cmd := exec.Command(os.Args[0], args...)
 	hwm := filepath.Join(t.TempDir(), "hwm")
 	cmd.Env = append(os.Environ(), "DXPU_TEST_AS_DXPU=1", "DXPU_TEST_HWM="+hwm)
 	var out bytes.Buffer
 	var errb syncBuffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
 	exited := make(chan struct{})
 	if stop != "" {
 		go func() {
@@ -79,10 +75,12 @@ func dxpuProcess(t *testing.T, stop string, args ...string) proc {
 			}
 		}()
 	}
-	err := cmd.Wait()
+	// A hang is no output and no CPU for a while (bad input must not
+	// hang), not a slow run on a loaded machine.
+	err := waitfor.Command(cmd, waitfor.CommandStall)
 	close(exited)
-	if ctx.Err() != nil {
-		t.Fatalf("dxpu %v: still running after a minute; stderr:\n%s", args, errb.String())
+	if se := (*waitfor.StallError)(nil); errors.As(err, &se) {
+		t.Fatalf("dxpu %v: %v; stderr:\n%s", args, err, errb.String())
 	}
 	var ee *exec.ExitError
 	if err != nil && !errors.As(err, &ee) {

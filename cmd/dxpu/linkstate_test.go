@@ -13,7 +13,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/dxpu/dxpu/fabric/ctlclient"
 	"github.com/dxpu/dxpu/fabric/manager"
@@ -93,7 +92,7 @@ func TestBoxAgentReportsDegraded(t *testing.T) {
 	mgr := fmt.Sprintf("http://127.0.0.1:%d", tcp[0])
 	_, mgrLog := daemon(t, "manager", "--listen", fmt.Sprintf("127.0.0.1:%d", tcp[0]), "--store", filepath.Join(dir, "m.db"),
 		"--token-file", filepath.Join(dir, "admin.tok"), "--allow-insecure-agents", "--degraded-after", "300ms")
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	c := ctlclient.New(mgr, admin)
 	waitfor.Until(t, "the manager serving", func() bool { _, err := c.Hosts(ctx); return err == nil })
@@ -238,7 +237,7 @@ func TestBoxAgentUnreachableReportedNotRemoved(t *testing.T) {
 	_, mgrLog := daemon(t, "manager", "--listen", fmt.Sprintf("127.0.0.1:%d", tcp[0]), "--store", filepath.Join(dir, "m.db"),
 		"--token-file", filepath.Join(dir, "admin.tok"), "--allow-insecure-agents", "--reconcile-interval", "200ms",
 		"--unreachable-after", "300ms")
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	c := ctlclient.New(mgr, admin)
 	waitfor.Until(t, "the manager serving", func() bool { _, err := c.Hosts(ctx); return err == nil })

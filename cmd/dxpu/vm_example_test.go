@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -166,7 +165,7 @@ func runExamplePair(t *testing.T, ctx context.Context, bridgeExtra []string, gpu
 // aside), bring the pair's link up on both sides with no key generation
 // mismatch logged.
 func TestVMRunExampleLinkUp(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	gpuLog, hostLog, served := runExamplePair(t, ctx, nil, "")
 	for what, seen := range map[string]<-chan struct{}{
@@ -194,7 +193,7 @@ func TestVMRunExampleLinkUp(t *testing.T) {
 // than vm run's drops every frame as dropped_unknown_key; both ends say so
 // in their logs with both numbers, and vm run's link-up error names it.
 func TestVMRunKeyGenerationMismatch(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	gpuLog, hostLog, served := runExamplePair(t, ctx, []string{"--key-generation", "5"}, "")
 	const (

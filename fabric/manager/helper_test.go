@@ -22,6 +22,7 @@ import (
 	"github.com/dxpu/dxpu/fabric/manager"
 	"github.com/dxpu/dxpu/fabric/store"
 	"github.com/dxpu/dxpu/internal/fakeagent"
+	"github.com/dxpu/dxpu/internal/waitfor"
 )
 
 // The test binary doubles as a manager daemon for the crash and failover
@@ -139,11 +140,17 @@ func startDaemon(t *testing.T, env ...string) *daemon {
 		}
 		io.Copy(io.Discard, stdout)
 	}()
-	select {
-	case d.url = <-lines:
-	case <-time.After(60 * time.Second):
-		t.Fatal("daemon did not start within 60s")
-	}
+	// A start under load may be slow; a stuck one is a daemon using no
+	// CPU and logging nothing.
+	waitfor.Progress(t, "the daemon starting", func() (bool, uint64) {
+		select {
+		case d.url = <-lines:
+			return true, 0
+		default:
+		}
+		st, _ := logf.Stat()
+		return false, waitfor.ProcessCPU(cmd.Process.Pid) + uint64(st.Size())
+	})
 	return d
 }
 

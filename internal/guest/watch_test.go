@@ -48,7 +48,7 @@ func addGPU(t *testing.T, root, bdf string, boot0 uint32) {
 func TestWatch(t *testing.T) {
 	t.Parallel()
 	root := fakeSysfs(t, map[string][4]string{"0000:00:00.0": {"0x8086", "0x29c0", "0x060000", ""}})
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)

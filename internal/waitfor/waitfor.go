@@ -97,6 +97,14 @@ func (w *Watch) Wait(progress uint64) bool {
 	return true
 }
 
+// NewStall starts watching progress, from zero, now, for a loop that
+// reports its own failure: see Stalled.
+func NewStall(stall time.Duration) *Watch { return newWatch(nil, "", stall) }
+
+// Stalled notes progress and reports, failing nothing, whether it has
+// stood still for the watch's stall.
+func (w *Watch) Stalled(progress uint64) bool { return w.stalled(progress) }
+
 // stalled notes progress and reports whether it has stood still for the
 // stall limit.
 func (w *Watch) stalled(progress uint64) bool {

@@ -81,9 +81,15 @@ func TestSettle(t *testing.T) {
 	if !Settle(func() (bool, uint64) { n++; return n == 50, uint64(n) }) {
 		t.Fatal("Settle gave up on a moving check")
 	}
-	w := newWatch(nil, "", 20*time.Millisecond)
+	w := NewStall(20 * time.Millisecond)
 	start := time.Now()
-	for !w.stalled(3) {
+	for p := uint64(1); time.Since(start) < 100*time.Millisecond; p++ {
+		if w.Stalled(p) {
+			t.Fatal("stalled while moving")
+		}
+	}
+	start = time.Now()
+	for !w.Stalled(3) {
 		w.sleep()
 	}
 	if since := time.Since(start); since < 20*time.Millisecond {

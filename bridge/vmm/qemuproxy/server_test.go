@@ -161,7 +161,7 @@ func newRig(t *testing.T) *rig {
 		t.Fatal(err)
 	}
 	gpu := newGPUStub(t, runners[1])
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithCancel(context.Background())
 	gctx, stopGPU := context.WithCancel(ctx)
 	rg := &rig{q: fq, srv: srv, port: port, ram: ram, gpu: gpu, stopGPU: stopGPU, serverErr: make(chan error, 1)}
 	var wg sync.WaitGroup
@@ -231,7 +231,7 @@ func TestGuestMMIOAndDMA(t *testing.T) {
 		t.Fatalf("2-byte BAR read %#x", v)
 	}
 	// The device writes 64 KiB into guest RAM and reads it back.
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	want := make([]byte, 64<<10)
 	for i := range want {
@@ -310,12 +310,9 @@ func TestMalformedMessageEndsTheSession(t *testing.T) {
 	if _, err := unix.Write(rg.q.fd, bad); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case err := <-rg.serverErr:
-		if !errors.Is(err, ErrCommand) {
-			t.Fatalf("server ended with %v, want ErrCommand", err)
-		}
-	case <-time.After(time.Minute):
-		t.Fatal("server still running after a malformed message")
+	// A server that keeps running after it is fed junk hangs here: go
+	// test -timeout ends it, naming this test.
+	if err := <-rg.serverErr; !errors.Is(err, ErrCommand) {
+		t.Fatalf("server ended with %v, want ErrCommand", err)
 	}
 }

@@ -43,7 +43,7 @@ func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)
 
 func newRig(t *testing.T, boxGPUs ...int) *rig {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	cl, err := agentapi.NewClient(agentapi.ClientConfig{AllowInsecure: true})
 	if err != nil {

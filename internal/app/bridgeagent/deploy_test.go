@@ -20,6 +20,7 @@ import (
 	"github.com/dxpu/dxpu/fabric/manager"
 	"github.com/dxpu/dxpu/fabric/pool"
 	"github.com/dxpu/dxpu/internal/privtest"
+	"github.com/dxpu/dxpu/internal/waitfor"
 	"github.com/dxpu/dxpu/internal/xdptest"
 	"github.com/dxpu/dxpu/xdp"
 )
@@ -168,11 +169,17 @@ func (p *proc) waitLines(t *testing.T, n int, parts ...string) []string {
 func (p *proc) stop(t *testing.T, sig syscall.Signal) {
 	t.Helper()
 	p.cmd.Process.Signal(sig)
-	select {
-	case <-p.done:
-	case <-time.After(30 * time.Second):
-		t.Fatalf("%s did not exit within 30s of %v", p.name, sig)
-	}
+	// Stuck is not exiting while using no CPU; a slow exit under load is
+	// not.
+	pid := p.cmd.Process.Pid
+	waitfor.Progress(t, fmt.Sprintf("%s exiting after %v", p.name, sig), func() (bool, uint64) {
+		select {
+		case <-p.done:
+			return true, 0
+		default:
+			return false, waitfor.ProcessCPU(pid)
+		}
+	})
 }
 
 // ctl runs `dxpu ctl` in the manager's namespace and returns its stdout.

@@ -70,7 +70,7 @@ type linkPair struct {
 }
 
 func newLinkPair(t *testing.T, fm *fakeManager, role bridge.Role) *linkPair {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	start := func(o Options) *Agent {
 		o.Keepalive, o.DeadAfter, o.CompletionTimeout, o.Insecure, o.Log = 50*time.Millisecond, time.Second, 2*time.Second, true, quiet()

@@ -128,7 +128,7 @@ func TestVMHostUnderManager(t *testing.T) {
 	privtest.Tool(t, "qemu-system-x86_64")
 	kernel := privtest.File(t, "/boot/vmlinuz-*")
 	busybox := privtest.File(t, "/bin/busybox")
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	if _, err := vm.CheckQEMU(ctx, ""); err != nil {
 		t.Fatal(err) // present but unusable: a configuration error
@@ -354,7 +354,7 @@ func TestVMHostUnderManager(t *testing.T) {
 // start with ErrQEMUMissing, and gives its data-plane socket back.
 func TestVMHostWithoutQEMU(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	listen := netip.MustParseAddrPort("127.0.0.1:0")
 	probe, err := bridgeagent.ListenMux(listen)

@@ -41,7 +41,7 @@ func TestParsePCIe(t *testing.T) {
 // error, found before anything binds.
 func TestRoleAndPCIeMismatch(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	addr := netip.MustParseAddrPort("127.0.42.20:1")
 	for _, tc := range []struct {
@@ -65,7 +65,7 @@ func TestRoleAndPCIeMismatch(t *testing.T) {
 // unless told it is a lab.
 func TestUnkeyedDaemonRefused(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	addr := netip.MustParseAddrPort("127.0.42.30:1")
 	err := Run(ctx, Options{Role: bridge.RoleGPU, Pair: 1, Listen: addr, Peer: addr, PCIe: PCIe{Kind: KindMemory}, MemSize: 4096})
@@ -82,7 +82,7 @@ func TestUnkeyedDaemonRefused(t *testing.T) {
 // error is a failure.
 func TestDaemonsNetTLP(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	base := func(o Options) Options {
 		o.Pair, o.Keepalive, o.DeadAfter, o.CompletionTimeout = 9, 100*time.Millisecond, 5*time.Second, 5*time.Second

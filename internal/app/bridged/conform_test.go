@@ -31,7 +31,7 @@ func freeUDPPort(t *testing.T) netip.AddrPort {
 func TestConformAgainstTheDaemon(t *testing.T) {
 	t.Parallel()
 	iut, kit := freeUDPPort(t), freeUDPPort(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	pcie, err := bridged.ParsePCIe("memory")
 	if err != nil {

@@ -132,7 +132,7 @@ func runKit(t *testing.T, su setup, scenarios ...string) (Report, error) {
 	if su.deliver != nil {
 		r.OnTLP = func(v tlp.View) { c := append(tlp.View(nil), v...); su.deliver(c); stub.Deliver(c) }
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithCancel(t.Context())
 	var wg sync.WaitGroup
 	wg.Add(2)
 	go func() { defer wg.Done(); _ = r.Run(ctx) }()

@@ -44,7 +44,7 @@ func TestOptionErrors(t *testing.T) {
 func TestFramesCrossTheSwitch(t *testing.T) {
 	privtest.NetNS(t)
 	privtest.BPF(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	n, err := Start(ctx, Options{Pairs: []Pair{{ID: 7, UDPPort: 4791}}})
 	if err != nil {

@@ -24,7 +24,7 @@ func TestServe(t *testing.T) {
 	// Addresses of this test alone, so no other test running at the same
 	// time holds these ports.
 	addr, local := netip.MustParseAddr("127.0.3.1"), netip.MustParseAddr("127.0.3.11")
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	var serveLog bytes.Buffer
 	bound := make(chan struct{})
@@ -102,7 +102,7 @@ func TestServe(t *testing.T) {
 // serves (under the deadline: a check that regresses fails here).
 func TestServeBadOptions(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	for name, bad := range map[string]func(*ServeOptions){
 		"addr 0.0.0.0": func(o *ServeOptions) { o.Addr = "0.0.0.0" }, "addr nope": func(o *ServeOptions) { o.Addr = "nope" },

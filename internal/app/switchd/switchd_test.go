@@ -14,7 +14,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/dxpu/dxpu/fabric/ctlclient"
 	switching "github.com/dxpu/dxpu/fabric/switching"
@@ -57,7 +56,7 @@ func TestInstallKeepsRulesOnBadTable(t *testing.T) {
 // TestOptionErrors: options that cannot work are usage errors.
 func TestOptionErrors(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	for _, tc := range []struct {
 		o    Options
@@ -90,7 +89,7 @@ func TestRunUDPRelay(t *testing.T) {
 	if err := os.WriteFile(path, b, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	ready := make(chan net.Addr, 1)
 	done := make(chan error, 1)
@@ -171,7 +170,7 @@ func TestWatchManagerAppliesVersions(t *testing.T) {
 	srv := httptest.NewServer(m)
 	defer srv.Close()
 	applied := make(chan uint64, 10)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	go WatchManager(ctx, ctlclient.New(srv.URL, ""), func(tb *table.Table) { applied <- tb.Version }, nil)
 	wait := func(want uint64) {

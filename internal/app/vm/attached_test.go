@@ -40,7 +40,7 @@ func cfgRead(t *testing.T, fd int, off uint32) uint32 {
 // is refused.
 func TestAttachedGPU(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	if err := (&AttachedGPU{}).Serve(ctx, nil); !errors.Is(err, vmm.ErrConfig) {
 		t.Fatalf("no runner: %v", err)

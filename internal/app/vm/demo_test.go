@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"slices"
 	"testing"
-	"time"
 
 	"github.com/dxpu/dxpu/internal/guest"
 )
@@ -26,7 +25,7 @@ var guestConfigDiffers = []string{"0x10", "0x14", "0x18", "0x1c", "0x20"}
 // moves 64 MiB each way byte-identical, and launches and syncs a kernel.
 func TestDemo(t *testing.T) {
 	o := vmOptions(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	res, err := Demo(ctx, DemoOptions{VM: o, Loopback: true})
 	b, _ := json.Marshal(res)
@@ -78,7 +77,7 @@ func checkGuestSawGPU(t *testing.T, pci []guest.Function, bdf string) {
 // the bridge's retransmission keeps the guest's 64 MiB byte-identical.
 func TestDemoWithLoss(t *testing.T) {
 	o := vmOptions(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	res, err := Demo(ctx, DemoOptions{VM: o, Loss: 0.01, Loopback: true})
 	b, _ := json.Marshal(res)

@@ -63,7 +63,7 @@ func TestGuestKilledWhileCopying(t *testing.T) {
 		t.Fatal(err)
 	}
 	o.Dir = "" // the VM's own temporary directory, which Close removes
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	remote, emu := lendPair(t, ctx, 4, o)
 	served := servedGPU{remote, make(chan error, 1)}

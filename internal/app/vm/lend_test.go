@@ -31,7 +31,7 @@ func lendPair(t *testing.T, ctx context.Context, pair uint32, o Options) (*Remot
 // error, and the guest goes on to power off (no vCPU hangs).
 func TestPairRemovedWhileCopying(t *testing.T) {
 	o := vmOptions(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	remote, emu := lendPair(t, ctx, 2, o)
 	o.GPUs = []GPU{remote}
@@ -70,7 +70,7 @@ func TestPairRemovedWhileCopying(t *testing.T) {
 // DEVICE_DELETED) with the guest seeing it go.
 func TestHotAddAndRemove(t *testing.T) {
 	o := vmOptions(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	remote, _ := lendPair(t, ctx, 3, o)
 	o.GuestArgs = []string{"--bytes", "4194304", "--wait-device", "90s", "--wait-removal", "60s"}
@@ -120,7 +120,7 @@ func TestHotAddAndRemove(t *testing.T) {
 func TestRunWithoutGPU(t *testing.T) {
 	o := vmOptions(t)
 	o.Machine = "pc"
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	rep, tm, err := Run(ctx, o, 30*time.Second)
 	if err == nil || !strings.Contains(rep.Error, "no such PCI function") || len(rep.PCI) == 0 {

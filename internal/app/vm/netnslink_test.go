@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"slices"
 	"testing"
-	"time"
 
 	"github.com/dxpu/dxpu/internal/privtest"
 )
@@ -19,7 +18,7 @@ func TestDemoNetnsXDP(t *testing.T) {
 	privtest.BPF(t)
 	privtest.NetNS(t)
 	o := vmOptions(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	const size = 16 << 20
 	res, err := Demo(ctx, DemoOptions{VM: o, Bytes: size, Loss: 0.01})

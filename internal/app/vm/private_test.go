@@ -7,7 +7,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 )
 
 // withUmask runs the rest of the test under a umask that lets the group
@@ -90,7 +89,7 @@ func TestVMDirIsPrivate(t *testing.T) {
 	withUmask(t, 0o002)
 	o.Dir = filepath.Join(t.TempDir(), "vm")
 	o.StayUp = true
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	v, err := Start(ctx, o)
 	if err != nil {

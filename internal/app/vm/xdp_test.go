@@ -35,7 +35,7 @@ func TestThroughXDPSwitch(t *testing.T) {
 // fault drops near the asked rate.
 func testDemoThroughSwitch(t *testing.T, n *switchNet, loss float64) {
 	o := vmOptions(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	res, err := Demo(ctx, DemoOptions{VM: o, Loss: loss, Link: n})
 	b, _ := json.Marshal(res)
@@ -95,7 +95,7 @@ func testDemoThroughSwitch(t *testing.T, n *switchNet, loss float64) {
 func testHotAddThroughSwitch(t *testing.T, n *switchNet) {
 	const pair = 3
 	o := vmOptions(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	ht, gt, err := n.Open(pair, 0)
 	if err != nil {
