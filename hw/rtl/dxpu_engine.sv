@@ -273,10 +273,10 @@ module dxpu_engine
                                       : h_n == 8'd0) &&
                    (h_type != MSG_CONTROL || ctl_ok);
         // ACK-2: an Ack beyond what was sent is corrupt (judged where the
-        // frame's fields would apply)
+        // frame's fields would apply: every control frame of the current
+        // session, HELLO and HELLO-ACK included, as the Go bridge does)
         ack_bad = up && h_b0[0] && seq_lt(snd_txd, h_ack) &&
-                  (h_type != MSG_CONTROL || ((c_type == CTL_KEEPALIVE || c_type == CTL_KEEPALIVE_ACK) &&
-                                             c_sess == peer_session));
+                  (h_type != MSG_CONTROL || c_sess == peer_session);
     end
 
     // ------------------------------------------------------------------
@@ -916,6 +916,10 @@ module dxpu_engine
                         if (up && c_sess == peer_session) begin
                             if (c_type == CTL_HELLO) hello_ack_due <= 1'b1;  // HSK-2: its echo was lost
                             t_rx <= 24'd0;
+                            // ACK-3: its Ack and credits count like any frame's (the
+                            // Go bridge's headerFields); a HELLO-ACK crossing our first
+                            // TLP acknowledges it, else it is sent again at the RTO
+                            st <= S_RX_ADV;
                         end else begin
                             if (up) begin
                                 // LNK-7: the peer restarted; a new session of our own too
@@ -983,6 +987,9 @@ module dxpu_engine
                             nak_rtx_due <= 1'b0;
                             need_new <= 1'b1;
                         end
+                        // a RESET of the current session that names another one
+                        // (ignored) still carries Ack and credits
+                        if (up && c_sess == peer_session) st <= S_RX_ADV;
                     end
                     default: ;
                     endcase
