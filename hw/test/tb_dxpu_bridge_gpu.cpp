@@ -337,6 +337,42 @@ static void test_retransmit() {
 	CHECK(b.up());
 }
 
+// ---- Karn: an RTO backed off stays until a sample (RTX-2, RFC 6298 5.7;
+// the Go bridge's rttEstimator) ----
+static void test_rto_backoff() {
+	Bench b;
+	handshake(b, 0x400);
+	b.auto_ack = false;
+	b.auto_keepalive = false;
+	auto sent = [&](size_t since, uint32_t seq) {
+		int n = 0;
+		for (size_t i = since; i < b.rx.size(); i++)
+			if (b.rx[i].type() == MSG_TLP && b.rx[i].seq() == seq) n++;
+		return n;
+	};
+	scope = "rto backoff: a completion unacknowledged for InitialRTO is sent again";
+	size_t from = b.rx.size();
+	b.send(b.tlp_frame(b.isn, {mrd(BASE, 4, 1)}));
+	CHECK(b.run_until([&] { return sent(from, b.peer_isn) == 2; }, 1000 * US));
+	scope = "rto backoff: acknowledged after it (no sample), the next waits the doubled RTO";
+	b.rcv = b.peer_isn + 1;
+	b.send(b.ack_frame());
+	b.settle();
+	from = b.rx.size();
+	b.send(b.tlp_frame(b.isn + 1, {mrd(BASE, 4, 2)}));
+	CHECK(b.run_until([&] { return sent(from, b.peer_isn + 1) == 1; }, 200 * US));
+	b.run(600 * US); // past InitialRTO (400 us), short of 800 us
+	CHECK_EQ(sent(from, b.peer_isn + 1), 1);
+	uint32_t rtx0 = b.m->stat_retransmits;
+	b.rcv = b.peer_isn + 2;
+	b.send(b.ack_frame());
+	b.settle();
+	b.run(2 * 3000 * US);
+	CHECK_EQ(sent(from, b.peer_isn + 1), 1);
+	CHECK_EQ(b.m->stat_retransmits, rtx0);
+	CHECK(b.up());
+}
+
 // ---- Send credits: bridge TestSendCreditsAllows, CRD-2..6 ----
 static void test_credits() {
 	Bench b;
@@ -767,6 +803,7 @@ int main(int argc, char **argv) {
 	test_parser();
 	test_reorder();
 	test_retransmit();
+	test_rto_backoff();
 	test_credits();
 	test_session();
 	test_hello_ack_echo();
