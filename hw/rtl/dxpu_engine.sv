@@ -153,7 +153,7 @@ module dxpu_engine
 
     // RTX-2: RFC 6298 from one TLP at a time sent once (Karn), in ticks;
     // srtt8 = 8 SRTT, rttvar4 = 4 RTTVAR as in TCP.
-    logic [23:0] now_t, samp_t, srtt8, rttvar4, rto_base;
+    logic [23:0] now_t, samp_t, srtt8, rttvar4;
     logic [31:0] samp_seq;
     logic        samp_active, have_srtt;
     logic [23:0] r_samp, r_delta, r_abs, srtt8_n, rttvar4_n, rto_calc, t_nak;
@@ -163,12 +163,11 @@ module dxpu_engine
         r_abs = r_delta[23] ? -r_delta : r_delta;
         srtt8_n = have_srtt ? srtt8 - (srtt8 >> 3) + r_samp : {r_samp[20:0], 3'b000};
         rttvar4_n = have_srtt ? rttvar4 - (rttvar4 >> 2) + r_abs : {r_samp[22:0], 1'b0};
-        // RTO = SRTT + max(G, 4 RTTVAR), within [MinRTO, MaxRTO]
-        rto_calc = (srtt8 >> 3) + (rttvar4 != 24'd0 ? rttvar4 : 24'd1);
+        // RTO = SRTT + max(G, 4 RTTVAR), within [MinRTO, MaxRTO], with this sample
+        rto_calc = (srtt8_n >> 3) + (rttvar4_n != 24'd0 ? rttvar4_n : 24'd1);
         if (rto_calc < RTOMIN_T) rto_calc = RTOMIN_T;
         if (rto_calc > RTOMAX_T) rto_calc = RTOMAX_T;
     end
-    assign rto_base = have_srtt ? rto_calc : RTO0_T;
 
     assign snd_una_o = snd_una;
     assign rx_nxt_slot = nxt_slot;
@@ -273,10 +272,10 @@ module dxpu_engine
                                       : h_n == 8'd0) &&
                    (h_type != MSG_CONTROL || ctl_ok);
         // ACK-2: an Ack beyond what was sent is corrupt (judged where the
-        // frame's fields would apply)
+        // frame's fields would apply: every control frame of the current
+        // session, HELLO and HELLO-ACK included, as the Go bridge does)
         ack_bad = up && h_b0[0] && seq_lt(snd_txd, h_ack) &&
-                  (h_type != MSG_CONTROL || ((c_type == CTL_KEEPALIVE || c_type == CTL_KEEPALIVE_ACK) &&
-                                             c_sess == peer_session));
+                  (h_type != MSG_CONTROL || c_sess == peer_session);
     end
 
     // ------------------------------------------------------------------
@@ -916,6 +915,10 @@ module dxpu_engine
                         if (up && c_sess == peer_session) begin
                             if (c_type == CTL_HELLO) hello_ack_due <= 1'b1;  // HSK-2: its echo was lost
                             t_rx <= 24'd0;
+                            // ACK-3: its Ack and credits count like any frame's (the
+                            // Go bridge's headerFields); a HELLO-ACK crossing our first
+                            // TLP acknowledges it, else it is sent again at the RTO
+                            st <= S_RX_ADV;
                         end else begin
                             if (up) begin
                                 // LNK-7: the peer restarted; a new session of our own too
@@ -983,6 +986,9 @@ module dxpu_engine
                             nak_rtx_due <= 1'b0;
                             need_new <= 1'b1;
                         end
+                        // a RESET of the current session that names another one
+                        // (ignored) still carries Ack and credits
+                        if (up && c_sess == peer_session) st <= S_RX_ADV;
                     end
                     default: ;
                     endcase
@@ -1031,9 +1037,11 @@ module dxpu_engine
                     if (seq_lt(snd_una, h_ack) && !seq_lt(snd_txd, h_ack)) begin
                         snd_una <= h_ack;
                         t_rto <= 24'd0;
-                        rto_cur <= rto_base;
+                        // RTX-2: a sample from a TLP sent once sets the RTO; without
+                        // one (Karn) a backed-off RTO stays, as in the Go bridge, or
+                        // each TLP after a spurious RTO would be sent twice
                         if (samp_active && seq_lt(samp_seq, h_ack)) begin
-                            // RTX-2: a sample from a TLP sent once
+                            rto_cur <= rto_calc;
                             samp_active <= 1'b0;
                             have_srtt <= 1'b1;
                             srtt8 <= srtt8_n;

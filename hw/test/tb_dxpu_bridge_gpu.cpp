@@ -9,6 +9,8 @@
 // data cases, CRD-4, CRD-6). The host side is a C++ model (bench.h).
 #include "bench.h"
 
+#include <set>
+
 using namespace bench;
 using tb::scope;
 
@@ -335,6 +337,42 @@ static void test_retransmit() {
 	CHECK(b.up());
 }
 
+// ---- Karn: an RTO backed off stays until a sample (RTX-2, RFC 6298 5.7;
+// the Go bridge's rttEstimator) ----
+static void test_rto_backoff() {
+	Bench b;
+	handshake(b, 0x400);
+	b.auto_ack = false;
+	b.auto_keepalive = false;
+	auto sent = [&](size_t since, uint32_t seq) {
+		int n = 0;
+		for (size_t i = since; i < b.rx.size(); i++)
+			if (b.rx[i].type() == MSG_TLP && b.rx[i].seq() == seq) n++;
+		return n;
+	};
+	scope = "rto backoff: a completion unacknowledged for InitialRTO is sent again";
+	size_t from = b.rx.size();
+	b.send(b.tlp_frame(b.isn, {mrd(BASE, 4, 1)}));
+	CHECK(b.run_until([&] { return sent(from, b.peer_isn) == 2; }, 1000 * US));
+	scope = "rto backoff: acknowledged after it (no sample), the next waits the doubled RTO";
+	b.rcv = b.peer_isn + 1;
+	b.send(b.ack_frame());
+	b.settle();
+	from = b.rx.size();
+	b.send(b.tlp_frame(b.isn + 1, {mrd(BASE, 4, 2)}));
+	CHECK(b.run_until([&] { return sent(from, b.peer_isn + 1) == 1; }, 200 * US));
+	b.run(600 * US); // past InitialRTO (400 us), short of 800 us
+	CHECK_EQ(sent(from, b.peer_isn + 1), 1);
+	uint32_t rtx0 = b.m->stat_retransmits;
+	b.rcv = b.peer_isn + 2;
+	b.send(b.ack_frame());
+	b.settle();
+	b.run(2 * 3000 * US);
+	CHECK_EQ(sent(from, b.peer_isn + 1), 1);
+	CHECK_EQ(b.m->stat_retransmits, rtx0);
+	CHECK(b.up());
+}
+
 // ---- Send credits: bridge TestSendCreditsAllows, CRD-2..6 ----
 static void test_credits() {
 	Bench b;
@@ -490,6 +528,81 @@ static void test_handshake_by_frame() {
 		CHECK_EQ(a->ack(), b.isn + 1);
 		CHECK(a->at - t0 < 100 * US); // at once, not after an ACK timer
 	}
+}
+
+// ---- Ack and credits of a HELLO or HELLO-ACK of the current session:
+// applied as on any frame (ACK-3, ACK-2; the Go bridge's headerFields) ----
+static void test_hello_fields() {
+	Bench b;
+	handshake(b, 0x300);
+	b.auto_ack = false;
+	auto tlp_seqs = [&](size_t since) {
+		std::set<uint32_t> s;
+		for (size_t i = since; i < b.rx.size(); i++)
+			if (b.rx[i].type() == MSG_TLP)
+				for (int k = 0; k < b.rx[i].n(); k++) s.insert(b.rx[i].seq() + k);
+		return s;
+	};
+	scope = "hello fields: eight completions fill the retransmit buffer, a ninth waits";
+	size_t from = b.rx.size();
+	std::vector<bytes> reads;
+	for (int i = 0; i < 8; i++) reads.push_back(mrd(BASE, 4, 0x20 + i));
+	b.send(b.tlp_frame(b.isn, reads));
+	CHECK(b.run_until([&] { return tlp_seqs(from).size() == 8; }, 400 * US));
+	b.send(b.tlp_frame(b.isn + 8, {mrd(BASE, 4, 0x28)}));
+	b.settle();
+	CHECK_EQ(tlp_seqs(from).count(b.peer_isn + 8), 0u);
+	scope = "hello fields: a HELLO-ACK of the current session acknowledging them frees the buffer";
+	b.rcv = b.peer_isn + 8;
+	size_t hfrom = b.rx.size();
+	b.send(b.control(HELLO_ACK, 8));
+	CHECK(b.run_until([&] { return tlp_seqs(hfrom).count(b.peer_isn + 8) != 0; }, 200 * US));
+	for (uint32_t s : tlp_seqs(hfrom)) CHECK(s == b.peer_isn + 8); // none of the eight again
+	CHECK(first_ctl(b, hfrom, HELLO_ACK) == nullptr);             // not answered: only a HELLO is
+	CHECK(b.up());
+	scope = "hello fields: a HELLO of the current session acknowledging the ninth: answered, no retransmission";
+	b.rcv = b.peer_isn + 9;
+	hfrom = b.rx.size();
+	b.send(b.control(HELLO, 8));
+	CHECK(b.run_until([&] { return first_ctl(b, hfrom, HELLO_ACK) != nullptr; }, 200 * US)); // HSK-2
+	uint32_t rtx0 = b.m->stat_retransmits;
+	size_t quiet = b.rx.size();
+	b.auto_keepalive = false; // no KEEPALIVE-ACK to acknowledge them instead
+	b.run(2 * 3000 * US);     // two maximum RTOs, within DeadAfter
+	CHECK_EQ(tlp_seqs(quiet).size(), 0u);
+	CHECK_EQ(b.m->stat_retransmits, rtx0);
+	CHECK(b.up());
+	scope = "hello fields: a HELLO of the current session with an Ack beyond what was sent is dropped (ACK-2)";
+	uint32_t bad0 = b.m->stat_frames_bad;
+	b.rcv = b.peer_isn + 100; // (no KEEPALIVE-ACK meanwhile: it would carry this Ack too)
+	hfrom = b.rx.size();
+	b.send(b.control(HELLO, 8));
+	b.settle();
+	b.rcv = b.peer_isn + 9;
+	CHECK_EQ(b.m->stat_frames_bad - bad0, 1u);
+	CHECK(first_ctl(b, hfrom, HELLO_ACK) == nullptr);
+	CHECK(b.up());
+
+	Bench c;
+	c.cred.inf = 0x0f;
+	c.cred.lim[2] = 1, c.cred.lim[5] = 1;
+	handshake(c, 0x3000);
+	c.auto_keepalive = false; // the stalled bridge's probe (CRD-6) would carry the limit instead
+	scope = "hello fields: a HELLO-ACK of the current session raising the credit limit resumes sending (CRD-6)";
+	auto cpls = [&](size_t since) {
+		int n = 0;
+		for (size_t i = since; i < c.rx.size(); i++)
+			if (c.rx[i].type() == MSG_TLP) n += c.rx[i].n();
+		return n;
+	};
+	from = c.rx.size();
+	c.send(c.tlp_frame(c.isn, {mrd(BASE, 4, 1), mrd(BASE, 4, 2)}));
+	c.settle();
+	c.run(1000 * US);
+	CHECK_EQ(cpls(from), 1);
+	c.cred.lim[2] = 2, c.cred.lim[5] = 2;
+	c.send(c.control(HELLO_ACK, 8));
+	CHECK(c.run_until([&] { return cpls(from) == 2; }, 1000 * US));
 }
 
 static void test_4k_crossing() {
@@ -690,11 +803,13 @@ int main(int argc, char **argv) {
 	test_parser();
 	test_reorder();
 	test_retransmit();
+	test_rto_backoff();
 	test_credits();
 	test_session();
 	test_hello_ack_echo();
 	test_handshake_by_frame();
 	test_4k_crossing();
 	test_frm9();
+	test_hello_fields();
 	return tb::finish("dxpu_bridge_gpu");
 }
