@@ -42,19 +42,7 @@ func TestLiveCaptureOnLoopback(t *testing.T) {
 	}
 	defer cb.Close()
 	out := filepath.Join(t.TempDir(), "live.pcap")
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	ready := make(chan struct{})
-	done := make(chan error, 1)
-	var summary bytes.Buffer
-	go func() {
-		done <- Live(ctx, LiveOptions{Interface: "lo", Out: out, UDPPort: port, Ready: func() { close(ready) }}, &summary)
-	}()
-	select {
-	case <-ready:
-	case err := <-done:
-		t.Fatalf("capture did not start: %v", err)
-	}
+	stop := startLive(t, out, port)
 	var want [][]byte
 	for i := range 20 {
 		p := bytes.Repeat([]byte{byte(i)}, 40+i)
@@ -72,12 +60,9 @@ func TestLiveCaptureOnLoopback(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	cancel() // every datagram is queued by now: AF_PACKET sees it as it is sent
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(summary.String(), "20 frames captured on lo (0 dropped by the kernel)") {
-		t.Errorf("summary: %s", summary.Bytes())
+	summary := stop() // every datagram is queued by now: AF_PACKET sees it as it is sent
+	if !strings.Contains(summary, "20 frames captured on lo (0 dropped by the kernel)") {
+		t.Errorf("summary: %s", summary)
 	}
 	r, err := pcapio.Open(out)
 	if err != nil {
@@ -151,19 +136,7 @@ func TestLiveCaptureCutsGSOSends(t *testing.T) {
 	}
 	defer tx.Close()
 	out := filepath.Join(t.TempDir(), "gso.pcap")
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	ready := make(chan struct{})
-	done := make(chan error, 1)
-	var summary bytes.Buffer
-	go func() {
-		done <- Live(ctx, LiveOptions{Interface: "lo", Out: out, UDPPort: port, Ready: func() { close(ready) }}, &summary)
-	}()
-	select {
-	case <-ready:
-	case err := <-done:
-		t.Fatalf("capture did not start: %v", err)
-	}
+	stop := startLive(t, out, port)
 	// 250 bytes in segments of 100: datagrams of 100, 100 and 50 bytes.
 	payload := make([]byte, 250)
 	for i := range payload {
@@ -184,12 +157,9 @@ func TestLiveCaptureCutsGSOSends(t *testing.T) {
 			t.Fatalf("the receiver got %d bytes (%v), want %d: the send was not cut", n, err, want)
 		}
 	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(summary.String(), "3 frames captured on lo") {
-		t.Errorf("summary: %s", summary.Bytes())
+	summary := stop()
+	if !strings.Contains(summary, "3 frames captured on lo") {
+		t.Errorf("summary: %s", summary)
 	}
 	r, err := pcapio.Open(out)
 	if err != nil {
@@ -234,5 +204,31 @@ func checkDatagram(t *testing.T, i int, f []byte) {
 	pseudo := sumWords(ip.Src()) + sumWords(ip.Dst()) + 17 + uint32(u.Length())
 	if c := switching.Checksum(u[:u.Length()], pseudo); u.Checksum() == 0 || c != 0 {
 		t.Errorf("frame %d: UDP checksum %#04x does not verify (%#04x)", i, u.Checksum(), c)
+	}
+}
+
+// startLive captures on lo into out with the default filter for port;
+// stop ends the capture and returns its summary line.
+func startLive(t *testing.T, out string, port uint16) (stop func() string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	t.Cleanup(cancel)
+	ready := make(chan struct{})
+	done := make(chan error, 1)
+	var summary bytes.Buffer
+	go func() {
+		done <- Live(ctx, LiveOptions{Interface: "lo", Out: out, UDPPort: port, Ready: func() { close(ready) }}, &summary)
+	}()
+	select {
+	case <-ready:
+	case err := <-done:
+		t.Fatalf("capture did not start: %v", err)
+	}
+	return func() string {
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		return summary.String()
 	}
 }
