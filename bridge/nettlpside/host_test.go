@@ -35,18 +35,7 @@ func TestHostBatchesCompletions(t *testing.T) {
 	}
 	defer a.Close()
 
-	hp, gp := newPipes()
-	var rs [2]*driver.Runner
-	for i, role := range []bridge.Role{bridge.RoleHost, bridge.RoleGPU} {
-		// What is checked is how completions are framed, not the
-		// completion timer: at its default 50 ms a loaded machine under
-		// -race turned the rest of the read into a CA (CI's race pass).
-		b, err := bridge.New(bridge.Config{Role: role, PairID: 1, MTU: 1472, CompletionTimeout: time.Hour})
-		if err != nil {
-			t.Fatal(err)
-		}
-		rs[i] = driver.New(b, []driver.Transport{hp, gp}[i])
-	}
+	rs, _, gp := framingPair(t)
 	h, err := NewHost(rs[0], a, nil)
 	if err != nil {
 		t.Fatal(err)

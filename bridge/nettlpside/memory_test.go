@@ -56,18 +56,7 @@ func (p *pipe) Close() error { p.once.Do(func() { close(p.done) }); return nil }
 // wire's speed).
 func TestMemoryDeviceReadFrames(t *testing.T) {
 	const base, size = 0x20_0000_0000, 4096
-	hp, gp := newPipes()
-	var rs [2]*driver.Runner
-	for i, role := range []bridge.Role{bridge.RoleHost, bridge.RoleGPU} {
-		// What is checked is how completions are framed, not the
-		// completion timer: at its default 50 ms a loaded machine under
-		// -race turned the rest of the read into a CA (CI's race pass).
-		b, err := bridge.New(bridge.Config{Role: role, PairID: 1, MTU: 1472, CompletionTimeout: time.Hour})
-		if err != nil {
-			t.Fatal(err)
-		}
-		rs[i] = driver.New(b, []driver.Transport{hp, gp}[i])
-	}
+	rs, _, _ := framingPair(t)
 	mem, err := nettlp.NewSparseMemory(base, 1<<20, func(a uint64) byte { return byte(a * 7) })
 	if err != nil {
 		t.Fatal(err)
@@ -132,4 +121,21 @@ func TestMemoryDeviceReadFrames(t *testing.T) {
 	if cpls != 16 || frames > 10 {
 		t.Errorf("%d completions in %d frames (no bare ACK/NAK or keepalive) from the GPU side, want 16 in at most 10", cpls, frames)
 	}
+}
+
+// framingPair is a host and a GPU runner joined by pipes, for the tests of
+// how completions are framed. Their bridges keep completions an hour: at
+// the default 50 ms a loaded machine under -race turned the rest of a read
+// into a CA (CI's race pass), and the timer is not what is checked.
+func framingPair(t *testing.T) (rs [2]*driver.Runner, hp, gp *pipe) {
+	t.Helper()
+	hp, gp = newPipes()
+	for i, role := range []bridge.Role{bridge.RoleHost, bridge.RoleGPU} {
+		b, err := bridge.New(bridge.Config{Role: role, PairID: 1, MTU: 1472, CompletionTimeout: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rs[i] = driver.New(b, []driver.Transport{hp, gp}[i])
+	}
+	return rs, hp, gp
 }
