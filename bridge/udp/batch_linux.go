@@ -401,7 +401,7 @@ func (s *sysConn) tryRecvSegments(c *Conn, bufs [][]byte, sizes, segs []int) (in
 
 // receivedSegments is received for tryRecvSegments: segs[i] is the size
 // of the frames in bufs[i][:sizes[i]] (the last may be shorter), the
-// whole message when it is one datagram.
+// whole message when it is one datagram. With segs nil it is received.
 func (s *sysConn) receivedSegments(c *Conn, call *mmsgCall, bufs [][]byte, sizes, segs []int) (int, error) {
 	if call.err != nil {
 		return 0, call.err
@@ -413,16 +413,19 @@ func (s *sysConn) receivedSegments(c *Conn, call *mmsgCall, bufs [][]byte, sizes
 			continue
 		}
 		n := min(int(s.rx[i].Len), len(bufs[i]))
-		seg := s.segSize(&s.rx[i].Hdr)
-		if seg <= 0 || seg >= n {
-			seg = n
-		} else {
-			s.coalesced.Add(1)
-		}
 		if got != i {
 			copy(bufs[got], bufs[i][:n])
 		}
-		sizes[got], segs[got] = n, seg
+		sizes[got] = n
+		if segs != nil {
+			seg := s.segSize(&s.rx[i].Hdr)
+			if seg <= 0 || seg >= n {
+				seg = n
+			} else {
+				s.coalesced.Add(1)
+			}
+			segs[got] = seg
+		}
 		got++
 	}
 	for i := range bufs {
@@ -479,26 +482,7 @@ func (s *sysConn) prepareRecv(bufs [][]byte) {
 // received filters what call took into bufs: frames from the peer only,
 // moved to the front.
 func (s *sysConn) received(c *Conn, call *mmsgCall, bufs [][]byte, sizes []int) (int, error) {
-	if call.err != nil {
-		return 0, call.err
-	}
-	got := 0
-	for i := 0; i < call.done; i++ {
-		if !s.fromPeer(&s.rxName[i]) {
-			c.Foreign++
-			continue
-		}
-		n := min(int(s.rx[i].Len), len(bufs[i]))
-		if got != i {
-			copy(bufs[got], bufs[i][:n])
-		}
-		sizes[got] = n
-		got++
-	}
-	for i := range bufs {
-		s.rxIov[i].Base = nil
-	}
-	return got, nil
+	return s.receivedSegments(c, call, bufs, sizes, nil)
 }
 
 func (s *sysConn) fromPeer(name *unix.RawSockaddrInet6) bool {
