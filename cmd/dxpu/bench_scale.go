@@ -86,6 +86,7 @@ network namespace and the GPU sides in another behind the XDP switch.`,
 	f.IntVar(&o.Readers, "readers", 8, "reads each pair keeps outstanding, one per NetTLP tag port (1..15)")
 	f.IntVar(&o.IdleSamples, "idle-samples", 200, "reads (and echoes) timed before the load")
 	f.BoolVar(&o.Insecure, "insecure-no-keys", false, "run the pairs unkeyed instead of sealed")
+	f.BoolVar(&o.Pin, "pin", false, "a core per pair: both bridges of pair i run on the i-th CPU (dxpu bridge --cpus), round robin")
 	f.StringVar(&o.Binary, "bridge-binary", "", "the dxpu binary the bridges run as (default: this one)")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object on one line")
 	return cmd

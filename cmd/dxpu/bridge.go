@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os/signal"
 	"syscall"
 	"time"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/dxpu/dxpu/bridge/seal"
 	"github.com/dxpu/dxpu/internal/app/bridged"
+	"github.com/dxpu/dxpu/internal/app/cpuset"
 	"github.com/dxpu/dxpu/internal/app/keylog"
 )
 
@@ -16,7 +18,7 @@ import (
 func newBridgeCmd(e *env) *cobra.Command {
 	var fl bridged.Setup
 	var o bridged.Options
-	var keyLog string
+	var keyLog, cpus string
 	cmd := &cobra.Command{
 		Use:   "bridge --role host|gpu --pair N (--listen UDPADDR --peer UDPADDR | --ether IFACE:MAC [--ether-driver afpacket|afxdp]) --pcie nettlp:LOCAL:REMOTE[:DMAREMOTE]|emu-gpu|memory",
 		Short: "Run one dxpu bridge (host or GPU side of a pair) over UDP, with a NetTLP or emulated PCIe side",
@@ -47,6 +49,10 @@ allocation instead (dxpu bridge agent). --insecure-no-keys runs unkeyed, for
 a lab only. Bridge counters are exported to Prometheus on --metrics. Stop
 with Ctrl-C.
 
+--cpus LIST runs every thread of the daemon on those CPUs only (taskset's
+list format: 3, 0-1, 0-1,8) with GOMAXPROCS their number: a core per pair
+keeps a box's pairs from taking each other's cycles.
+
 --key-log FILE appends the pair's traffic secrets to FILE (created 0600),
 one line per secret as derived, so that 'dxpu pcap unseal --key-log FILE'
 opens a capture of the pair (like TLS's SSLKEYLOGFILE). Anyone who reads
@@ -63,6 +69,15 @@ Example, a NetTLP host (libtlp on 127.0.0.1) and an emulated GPU:
 			o.Log = e.log
 			if err := fl.Apply(&o); err != nil {
 				return exitFor(err, 2)
+			}
+			if cpus != "" {
+				set, err := cpuset.Parse(cpus)
+				if err != nil {
+					return exitFor(fmt.Errorf("--cpus: %w", err), 2)
+				}
+				if err := cpuset.Pin(set); err != nil {
+					return exitFor(fmt.Errorf("--cpus: %w", err), 2)
+				}
 			}
 			var closeLog func()
 			var err error
@@ -91,6 +106,7 @@ Example, a NetTLP host (libtlp on 127.0.0.1) and an emulated GPU:
 	f.StringVar(&fl.KeyFile, "key-file", "", "the pair key, the same on both sides: 32 raw bytes or 64 hex digits, mode 0600")
 	f.Uint32Var(&o.KeyGeneration, "key-generation", 1, "generation number of --key-file's key (both sides the same)")
 	f.StringVar(&fl.SealMode, "seal-mode", "gcm", "gcm (encryption and integrity) or gmac (integrity only); both sides the same")
+	f.StringVar(&cpus, "cpus", "", "run the daemon's threads on these CPUs only (3, 0-1,8: taskset's list); GOMAXPROCS follows (empty: every CPU)")
 	f.StringVar(&keyLog, "key-log", "", "append the pair's traffic secrets to this file (0600) for 'dxpu pcap unseal' (debugging: it opens the frames)")
 	f.BoolVar(&o.Insecure, "insecure-no-keys", false, "run the pair unkeyed (lab only: anyone on the fabric can inject TLPs)")
 	f.StringVar(&fl.MemBase, "mem-base", "0x2000000000", "memory device base address")

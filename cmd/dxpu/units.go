@@ -29,6 +29,8 @@ const unitsHelp = `One name and one unit for each quantity, in every command:
   --tags N            outstanding DMA read tags: default 768 (10-bit tags)
                       everywhere; 256 is the 8-bit limit.
   --mrrs N            maximum read request size in bytes.
+  --cpus LIST         CPUs a daemon's threads run on, in taskset's list format
+                      (3, 0-1, 0-1,8); GOMAXPROCS follows. dxpu bridge.
   sizes               byte counts with K, M, G suffixes, powers of 1024 (64K, 1M).
   --target P%         an overhead percentage above 0 and at most 100.
 

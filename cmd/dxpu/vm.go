@@ -159,6 +159,7 @@ interrupted.`,
 			}
 			f.o.Log, f.o.StayUp = e.log, stayUp
 			f.o.GuestArgs = []string{"--bytes", strconv.FormatUint(f.bytes, 10)}
+			f.o.Hugepages = vm.GuestHugepages(f.bytes)
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			rep, timing, err := vm.Run(ctx, f.o, 30*time.Second)

@@ -20,6 +20,7 @@ const HugePage = 2 << 20
 var (
 	nrHugepagesFile   = "/proc/sys/vm/nr_hugepages"
 	freeHugepagesFile = "/sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages"
+	compactMemoryFile = "/proc/sys/vm/compact_memory"
 	pagemapFile       = "/proc/self/pagemap"
 )
 
@@ -76,11 +77,19 @@ func reserveHugepages(need uint64) error {
 		return err
 	}
 	want := total + need - free
-	if err := os.WriteFile(nrHugepagesFile, []byte(strconv.FormatUint(want, 10)), 0); err != nil {
-		return fmt.Errorf("guest: reserving %d hugepages: %w", want, err)
-	}
-	if free, err = readUint(freeHugepagesFile); err != nil {
-		return err
+	// The kernel gives what it finds contiguous; compacting memory between
+	// tries may find more (the launcher reserves them at boot, where
+	// nothing has fragmented memory yet: this is the fallback).
+	for try := 0; try < 3 && free < need; try++ {
+		if try > 0 {
+			_ = os.WriteFile(compactMemoryFile, []byte("1"), 0)
+		}
+		if err := os.WriteFile(nrHugepagesFile, []byte(strconv.FormatUint(want, 10)), 0); err != nil {
+			return fmt.Errorf("guest: reserving %d hugepages: %w", want, err)
+		}
+		if free, err = readUint(freeHugepagesFile); err != nil {
+			return err
+		}
 	}
 	if free < need {
 		return fmt.Errorf("guest: asked the kernel for %d hugepages, %d free, need %d (memory too small or fragmented)", want, free, need)

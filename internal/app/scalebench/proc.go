@@ -117,11 +117,14 @@ func (t *tailBuffer) lastLine() string {
 	return "no output"
 }
 
-// startPair starts pair i's GPU side and host side; a key of 32 random
-// bytes goes into dir unless insecure.
-func startPair(fab fabric, bin, dir string, i int, e endpoints, insecure bool) ([]*proc, error) {
+// startPair starts pair i's GPU side and host side, on CPU cpu when it is
+// not negative; a key of 32 random bytes goes into dir unless insecure.
+func startPair(fab fabric, bin, dir string, i int, e endpoints, insecure bool, cpu int) ([]*proc, error) {
 	pairID := strconv.Itoa(i + 1)
 	common := []string{"bridge", "--pair", pairID, "--keepalive", "100ms", "--dead-after", "5s", "--completion-timeout", "2s"}
+	if cpu >= 0 {
+		common = append(common, "--cpus", strconv.Itoa(cpu))
+	}
 	if insecure {
 		common = append(common, "--insecure-no-keys")
 	} else {

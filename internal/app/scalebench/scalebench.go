@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/dxpu/dxpu/internal/app/cpuset"
 	"github.com/dxpu/dxpu/internal/app/progress"
 	"github.com/dxpu/dxpu/internal/app/rawgoodput"
 )
@@ -60,6 +61,9 @@ type Options struct {
 	// Insecure runs the pairs unkeyed (--insecure-no-keys) instead of
 	// sealed with AES-256-GCM as daemons run.
 	Insecure bool
+	// Pin gives each pair a core: both its bridges run with --cpus of one
+	// CPU, pair i on the i-th CPU this process may use, round robin.
+	Pin bool
 	// Log receives progress (default: discarded).
 	Log *slog.Logger
 	// Progress, when a terminal, shows the scenario running.
@@ -171,6 +175,8 @@ type Result struct {
 	ReadersPerPair int     `json:"readers_per_pair"`
 	Seconds        float64 `json:"seconds_per_scenario"`
 	Sealed         bool    `json:"sealed"`
+	// Pinned: each pair's bridges ran on one CPU of their own (Pin).
+	Pinned bool `json:"pinned"`
 	// The raw baseline: two plain UDP sockets on the pairs' path flooded
 	// with datagrams of the bridges' MTU (1472 bytes from the dxpu header
 	// on), before the first scenario, for Seconds.
@@ -250,7 +256,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		return Result{}, errors.New("no scenario to run (switch needs namespaces: drop --loopback)")
 	}
 	res := Result{Mode: "loopback", Cores: runtime.NumCPU(), ReadBytes: o.ReadBytes, ReadersPerPair: o.Readers,
-		Seconds: o.Duration.Seconds(), Sealed: !o.Insecure}
+		Seconds: o.Duration.Seconds(), Sealed: !o.Insecure, Pinned: o.Pin}
 	if !o.Loopback {
 		res.Mode = "netns"
 	}
@@ -322,6 +328,10 @@ func runScenario(ctx context.Context, o *Options, sc scenario, res *Result, firs
 	}
 	defer os.RemoveAll(dir)
 
+	cpus := cpuset.Allowed()
+	if o.Pin && len(cpus) == 0 {
+		return out, errors.New("scalebench: --pin: this process's CPUs are unknown")
+	}
 	var procs []*proc
 	defer func() {
 		var wg sync.WaitGroup
@@ -342,7 +352,11 @@ func runScenario(ctx context.Context, o *Options, sc scenario, res *Result, firs
 		if err != nil {
 			return out, err
 		}
-		ps, err := startPair(fab, o.Binary, dir, i, e, o.Insecure)
+		cpu := -1
+		if o.Pin {
+			cpu = cpus[i%len(cpus)]
+		}
+		ps, err := startPair(fab, o.Binary, dir, i, e, o.Insecure, cpu)
 		if err != nil {
 			return out, err
 		}

@@ -12,8 +12,12 @@ func (r Result) WriteText(w io.Writer) error {
 	if !r.Sealed {
 		seal = "unkeyed"
 	}
-	fmt.Fprintf(w, "%s, %d cores, %s pairs; each pair %d reads of %d B outstanding, %.3g s per scenario\n",
-		r.Mode, r.Cores, seal, r.ReadersPerPair, r.ReadBytes, r.Seconds)
+	pin := ""
+	if r.Pinned {
+		pin = ", a core per pair"
+	}
+	fmt.Fprintf(w, "%s, %d cores, %s pairs%s; each pair %d reads of %d B outstanding, %.3g s per scenario\n",
+		r.Mode, r.Cores, seal, pin, r.ReadersPerPair, r.ReadBytes, r.Seconds)
 	fmt.Fprintf(w, "raw UDP (%d-byte datagrams, same path): %.2f Gbit/s", r.UDPDatagramBytes, r.UDPGoodputGbps)
 	if r.SinglePairGbps > 0 {
 		fmt.Fprintf(w, "; one pair: %.2f Gbit/s", r.SinglePairGbps)

@@ -122,6 +122,7 @@ func Demo(ctx context.Context, o DemoOptions) (DemoResult, error) {
 		BAR0Size: ecfg.GPU.Model.BAR0Size, Log: o.VM.Log}
 	o.VM.GPUs = []GPU{remote}
 	o.VM.GuestArgs = []string{"--bytes", strconv.FormatUint(o.Bytes, 10)}
+	o.VM.Hugepages = GuestHugepages(o.Bytes)
 	v, err := Start(ctx, o.VM)
 	if err != nil {
 		ht.Close()

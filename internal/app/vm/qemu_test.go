@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -43,6 +44,9 @@ func TestOptionErrors(t *testing.T) {
 		{QEMU: q, Kernel: "k", GuestTool: "g", Machine: "virt"},
 		{QEMU: q, Kernel: "k", GuestTool: "g", Accel: "hvf"},
 		{QEMU: q, Kernel: "k", GuestTool: "g", MemoryMB: 64},
+		// 64 MiB copies need 130 MiB of hugepages: not in 128 MiB.
+		{QEMU: q, Kernel: "k", GuestTool: "g", MemoryMB: 128},
+		{QEMU: q, Kernel: "k", GuestTool: "g", Hugepages: 193},
 	} {
 		if _, err := Start(context.Background(), o); err == nil {
 			t.Errorf("%+v started", o)
@@ -62,5 +66,43 @@ func TestConfigDiff(t *testing.T) {
 	}
 	if len(ConfigDiff(b[:256], b)) != 0 {
 		t.Fatal("equal bytes differ")
+	}
+}
+
+// TestKernelReservesHugepages: the guest kernel reserves the tool's
+// hugepages at boot (hugepages= on its command line), the arena page and
+// both copy buffers: reserved when the tool runs, a guest whose memory is
+// fragmented by then found 2 of 32 ("asked the kernel for 65 hugepages, 2
+// free, need 32").
+func TestKernelReservesHugepages(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		bytes uint64
+		want  int
+	}{{64 << 20, 65}, {16 << 20, 17}, {1, 3}, {(2 << 20) + 1, 5}} {
+		if got := GuestHugepages(c.bytes); got != c.want {
+			t.Errorf("GuestHugepages(%d) = %d, want %d", c.bytes, got, c.want)
+		}
+	}
+	for _, c := range []struct {
+		o    Options
+		want string
+	}{
+		{Options{}, "hugepages=65 "},
+		{Options{Hugepages: GuestHugepages(16 << 20)}, "hugepages=17 "},
+	} {
+		dir := t.TempDir()
+		q := filepath.Join(dir, "qemu")
+		os.WriteFile(q, []byte("#!/bin/sh\necho '\"x-pci-proxy-dev\"'\n"), 0o755)
+		o := c.o
+		o.QEMU, o.Kernel, o.GuestTool, o.Accel = q, "k", "g", "tcg"
+		if err := o.fill(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		v := &VM{o: o}
+		args := strings.Join(v.args("initrd", "qmp"), " ")
+		if !strings.Contains(args, c.want) {
+			t.Errorf("Hugepages %d: QEMU's arguments %q lack %q", c.o.Hugepages, args, c.want)
+		}
 	}
 }

@@ -63,6 +63,12 @@ type Options struct {
 	// refused when others may enter it; the files in it are 0600.
 	// SerialLog defaults to Dir/serial.log.
 	Dir, SerialLog string
+	// Hugepages is how many 2 MiB pages the guest kernel reserves at boot
+	// (hugepages=) for the guest tool's DMA buffers (default:
+	// GuestHugepages of the tool's default copy size). Reserved later, when
+	// the tool runs, they may not be found: the guest's memory is
+	// fragmented by then.
+	Hugepages int
 	// Append is added to the kernel command line.
 	Append string
 	// StayUp keeps the guest running after its tool is done, until Shutdown
@@ -102,6 +108,12 @@ func (o *Options) fill(ctx context.Context) error {
 	}
 	if o.MemoryMB < 128 || o.MemoryMB > 1<<20 {
 		return fmt.Errorf("vm: %d MiB of guest memory: want 128 or more", o.MemoryMB)
+	}
+	if o.Hugepages == 0 {
+		o.Hugepages = GuestHugepages(defaultCopyBytes)
+	}
+	if o.Hugepages < 0 || o.Hugepages*guest.HugePage>>20 > o.MemoryMB*3/4 {
+		return fmt.Errorf("vm: %d hugepages (%d MiB) do not fit %d MiB of guest memory with room for the kernel and the tool", o.Hugepages, o.Hugepages*guest.HugePage>>20, o.MemoryMB)
 	}
 	switch o.Accel {
 	case "":
@@ -282,7 +294,7 @@ func (v *VM) args(initrd, qmpPath string) []string {
 		"-object", "memory-backend-memfd,id=mem,size=" + mem + ",share=on",
 		"-machine", o.Machine + ",memory-backend=mem",
 		"-kernel", o.Kernel, "-initrd", initrd,
-		"-append", strings.TrimSpace("console=ttyS0 rdinit=/init panic=-1 quiet " + stayUp(o.StayUp) + o.Append)}
+		"-append", strings.TrimSpace(fmt.Sprintf("console=ttyS0 rdinit=/init panic=-1 quiet hugepages=%d ", o.Hugepages) + stayUp(o.StayUp) + o.Append)}
 	if o.Machine == "q35" {
 		for i := range len(o.GPUs) + o.HotplugSlots {
 			// mem-reserve: an empty port still gets a window a GPU's BAR0
@@ -291,6 +303,15 @@ func (v *VM) args(initrd, qmpPath string) []string {
 		}
 	}
 	return args
+}
+
+// defaultCopyBytes is the guest tool's default --bytes.
+const defaultCopyBytes = 64 << 20
+
+// GuestHugepages is how many hugepages the guest tool takes for copies of
+// copyBytes: its arena page, and a source and a destination buffer.
+func GuestHugepages(copyBytes uint64) int {
+	return int(1 + 2*((copyBytes+guest.HugePage-1)/guest.HugePage))
 }
 
 func stayUp(on bool) string {
