@@ -186,13 +186,16 @@ func (m *Manager) degrade(k linkKey, d *pairDown) {
 		return
 	}
 	d.degraded = true
-	ls.mu.Unlock()
-	m.metrics.degradations.Inc()
 	as := assignment(a, k.pair)
-	m.log.Warn("allocation degraded: a pair's link stays down", "allocation", a.ID, "host", a.Host, "pair", k.pair,
-		"gpu", as.GPU, "down_for", time.Since(d.since).Round(time.Millisecond).String(), "reason", d.reason)
+	// The event goes in before the state shows (under the lock the API's
+	// answers take): a client that sees the allocation degraded finds the
+	// event that says why.
 	m.events.add(Event{Type: EventAllocationDegraded, Allocation: a.ID, Host: a.Host, Box: as.Box, GPUs: []string{as.GPU},
 		Pair: k.pair, Reason: d.reason})
+	ls.mu.Unlock()
+	m.metrics.degradations.Inc()
+	m.log.Warn("allocation degraded: a pair's link stays down", "allocation", a.ID, "host", a.Host, "pair", k.pair,
+		"gpu", as.GPU, "down_for", time.Since(d.since).Round(time.Millisecond).String(), "reason", d.reason)
 }
 
 // pairLinkUp forgets pair as of a being down; if that degraded a, a is
@@ -207,6 +210,10 @@ func (m *Manager) pairLinkUp(a pool.Allocation, as pool.Assignment, reporter str
 	if ok {
 		d.timer.Stop()
 		delete(ls.down, k)
+		if d.degraded { // before the state shows, as degrade does
+			m.events.add(Event{Type: EventAllocationRecovered, Allocation: a.ID, Host: a.Host, Box: as.Box, GPUs: []string{as.GPU},
+				Pair: as.Pair, Reason: fmt.Sprintf("pair %d link up, reported by %s", as.Pair, reporter)})
+		}
 	}
 	ls.mu.Unlock()
 	if ok {
@@ -216,8 +223,6 @@ func (m *Manager) pairLinkUp(a pool.Allocation, as pool.Assignment, reporter str
 	if ok && d.degraded {
 		m.log.Info("pair link up again", "allocation", a.ID, "pair", as.Pair, "gpu", as.GPU, "reporter", reporter,
 			"down_for", time.Since(d.since).Round(time.Millisecond).String())
-		m.events.add(Event{Type: EventAllocationRecovered, Allocation: a.ID, Host: a.Host, Box: as.Box, GPUs: []string{as.GPU},
-			Pair: as.Pair, Reason: fmt.Sprintf("pair %d link up, reported by %s", as.Pair, reporter)})
 	}
 	return m.withLinkState(a).State
 }

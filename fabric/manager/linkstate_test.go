@@ -1,8 +1,10 @@
 package manager_test
 
 import (
+	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -170,5 +172,77 @@ func TestLinkDownPastTheBoundDegrades(t *testing.T) {
 	}
 	if got := e.metric(t, "dxpu_allocations_degraded"); got != "0" {
 		t.Fatalf("dxpu_allocations_degraded after release %q, want 0", got)
+	}
+}
+
+// probeLog is a slog.Handler that calls fn when the manager logs msg: the
+// moment the manager says a state changed, from which a client may see it.
+type probeLog struct {
+	msg string
+	fn  func()
+}
+
+func (p probeLog) Enabled(context.Context, slog.Level) bool { return true }
+func (p probeLog) WithAttrs([]slog.Attr) slog.Handler       { return p }
+func (p probeLog) WithGroup(string) slog.Handler            { return p }
+func (p probeLog) Handle(_ context.Context, r slog.Record) error {
+	if r.Message == p.msg {
+		p.fn()
+	}
+	return nil
+}
+
+// TestDegradedEventBeforeState: by the time anything shows an allocation
+// degraded or recovered (the API's state, the log), its event is in the
+// log. The event used to go in last, and a client that saw the state
+// found no event (TestDegradedAllocation under `make stress`).
+func TestDegradedEventBeforeState(t *testing.T) {
+	t.Parallel()
+	var c *ctlclient.Client
+	var since uint64
+	found := map[string]chan int{"allocation degraded: a pair's link stays down": make(chan int, 1), "pair link up again": make(chan int, 1)}
+	var handlers []slog.Handler
+	for msg, ch := range found {
+		handlers = append(handlers, probeLog{msg, func() {
+			evs, _, err := c.Events(context.Background(), since, "host0", 0)
+			if err != nil {
+				t.Errorf("events at %q: %v", msg, err)
+			}
+			ch <- len(evs)
+		}})
+	}
+	m, err := manager.New(manager.Config{GPUBridge: fakeagent.New("gpu"), HostBridge: fakeagent.New("host"),
+		Token: token, Logger: slog.New(slog.NewMultiHandler(handlers...)), ReconcileInterval: -1, DegradedAfter: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(m.Handler())
+	t.Cleanup(func() { srv.Close(); m.Close() })
+	c = ctlclient.New(srv.URL, token)
+	e := &linkEnv{srv: srv, c: c}
+	ctx := t.Context()
+	box := testBox(0, 2)
+	box.AgentURL = "https://10.1.0.1:7701"
+	if _, e.boxCred, err = c.RegisterBoxAgent(ctx, box); err != nil {
+		t.Fatal(err)
+	}
+	h := testHost(0)
+	h.AgentURL = "https://10.2.0.1:7701"
+	if _, e.hostCred, err = c.RegisterHostAgent(ctx, h); err != nil {
+		t.Fatal(err)
+	}
+	if e.a, err = c.Allocate(ctx, pool.Request{Host: "host0", Count: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, since, err = c.Events(ctx, 0, "", 0); err != nil {
+		t.Fatal(err)
+	}
+	e.report(t, e.boxCred, "down", e.a.GPUs[0].Pair)
+	if n := <-found["allocation degraded: a pair's link stays down"]; n != 1 {
+		t.Fatalf("the manager logged the allocation degraded with %d events since, want its allocation_degraded", n)
+	}
+	e.report(t, e.boxCred, "up", e.a.GPUs[0].Pair)
+	if n := <-found["pair link up again"]; n != 2 {
+		t.Fatalf("the manager logged the pair up again with %d events since, want allocation_degraded and allocation_recovered", n)
 	}
 }

@@ -55,13 +55,14 @@ func (m *Manager) agentUnanswered(boxes []string, agent string, err error) {
 		if !r.reported && now.Sub(r.since) >= m.cfg.UnreachableAfter {
 			r.reported = true
 			report = append(report, id)
+			// Before the state shows: the API reads it under rs.mu.
+			m.events.add(Event{Type: EventBoxUnreachable, Box: id, Reason: r.unreachable(id).Reason})
 		}
 	}
 	rs.mu.Unlock()
 	for _, id := range report {
 		u, _ := m.boxUnreachable(id)
 		m.log.Warn("box agent unreachable; its GPUs stay lent and healthy", "box", id, "since", u.Since, "reason", u.Reason)
-		m.events.add(Event{Type: EventBoxUnreachable, Box: id, Reason: u.Reason})
 	}
 }
 
@@ -74,6 +75,7 @@ func (m *Manager) agentAnswered(boxes []string, agent string) {
 		if r, ok := rs.boxes[id]; ok {
 			if r.reported {
 				back = append(back, id)
+				m.events.add(Event{Type: EventBoxReachable, Box: id, Reason: "agent " + agent + " answers again"})
 			}
 			delete(rs.boxes, id)
 		}
@@ -81,7 +83,6 @@ func (m *Manager) agentAnswered(boxes []string, agent string) {
 	rs.mu.Unlock()
 	for _, id := range back {
 		m.log.Info("box agent answers again", "box", id, "agent", agent)
-		m.events.add(Event{Type: EventBoxReachable, Box: id, Reason: "agent " + agent + " answers again"})
 	}
 }
 
@@ -94,7 +95,12 @@ func (m *Manager) boxUnreachable(id string) (pool.Unreachable, bool) {
 	if !ok || !r.reported {
 		return pool.Unreachable{}, false
 	}
-	return pool.Unreachable{Since: r.since, Reason: fmt.Sprintf("box %s: %s (since %s)", id, r.reason, r.since.UTC().Format(time.RFC3339))}, true
+	return r.unreachable(id), true
+}
+
+// unreachable says how box id is unreachable, as the API answers it.
+func (r *boxReach) unreachable(id string) pool.Unreachable {
+	return pool.Unreachable{Since: r.since, Reason: fmt.Sprintf("box %s: %s (since %s)", id, r.reason, r.since.UTC().Format(time.RFC3339))}
 }
 
 // unreachableBoxes counts the boxes reported unreachable.

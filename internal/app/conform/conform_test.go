@@ -716,3 +716,35 @@ func naOverUDP(id string) bool {
 	_, fixed := fixedNA[id]
 	return fixed || id == "FRM-1"
 }
+
+// TestNakWhenTheRTOComesFirst: in loss-from-iut the kit loses a completion
+// and then asks for one more, whose completion opens the hole it NAKs.
+// Here the stub holds that second completion 30 ms, past the bridge's RTO
+// (at most 20 ms), so the lost completion is resent before anything comes
+// behind it; the kit loses the resends too until something does, and
+// NAK-2 is still judged. (Under `make stress` the kit itself stalled there,
+// the RTO filled the hole first, and NAK-2 came out n/a.)
+func TestNakWhenTheRTOComesFirst(t *testing.T) {
+	held := false
+	rep := runConforming(t, setup{controlled: true,
+		opts: func(o *Options) { o.Scenarios = []string{"loss-from-iut"} },
+		local: func(ctx context.Context, b []byte) bool {
+			v := tlp.View(b)
+			if v.Kind().IsCompletion() && v.LowerAddress() == 4 {
+				held = true
+				select {
+				case <-time.After(30 * time.Millisecond):
+				case <-ctx.Done():
+				}
+			}
+			return true
+		}})
+	if !held {
+		t.Fatal("the kit's second read was never completed by the stub")
+	}
+	for _, r := range rep.Results {
+		if r.Rule == "NAK-2" && r.Verdict != Pass {
+			t.Fatalf("NAK-2: %s (%s), want pass", r.Verdict, r.Reason)
+		}
+	}
+}

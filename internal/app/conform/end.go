@@ -55,11 +55,18 @@ type end struct {
 	cpls           []rxTLP           // completions the IUT returned, in order
 
 	// Behaviour switches that scenarios set.
-	deaf        bool // frames take no effect: the link is cut
-	silent      bool // send nothing (together with deaf: an outage)
-	waitProbe   bool // send nothing until the IUT sends a KEEPALIVE, then answer it
-	quiet       bool // send nothing but answers to the IUT's KEEPALIVEs (measuring its Keepalive)
-	dropTLPs    int  // TLP frames still to lose on purpose
+	deaf      bool // frames take no effect: the link is cut
+	silent    bool // send nothing (together with deaf: an outage)
+	waitProbe bool // send nothing until the IUT sends a KEEPALIVE, then answer it
+	quiet     bool // send nothing but answers to the IUT's KEEPALIVEs (measuring its Keepalive)
+	dropTLPs  int  // TLP frames still to lose on purpose
+	// keepHole: the next TLP frame lost on purpose opens a hole at its
+	// first TLP, and its retransmissions are lost too until a TLP behind
+	// it arrives: the hole the kit NAKs does not depend on the kit asking
+	// for that TLP before the IUT's RTO resends the lost one.
+	keepHole    bool
+	hole        uint32
+	holeOpen    bool
 	noRetx      bool // the kit does not retransmit (it pretends acknowledged TLPs are gone)
 	dropped     map[uint32][]byte
 	expectRenew bool // the kit started a session: a new IUT session is expected
@@ -180,6 +187,7 @@ func (e *end) newSession(now time.Duration, a advert) {
 	e.ackDue, e.nakDue, e.kaAckDue = false, false, false
 	e.reqs, e.cpls = map[uint16]kitReq{}, nil
 	e.deaf, e.silent, e.waitProbe, e.quiet, e.dropTLPs, e.noRetx = false, false, false, false, 0, false
+	e.keepHole, e.holeOpen = false, false
 	e.expectRenew = true
 	e.iutUp = false
 	if e.keys != nil {
@@ -259,11 +267,22 @@ func (e *end) observe(now time.Duration, b []byte) {
 	if e.deaf || !e.iutKnown {
 		return
 	}
+	if t == encap.MsgTLP && e.keepHole && e.holeOpen {
+		if last := h.Seq() + uint32(h.Count()) - 1; int32(last-e.hole) <= 0 {
+			// Only the hole (or before it) again: lost as well.
+			e.forEachTLP(h, body, func(seq uint32, t []byte) { e.dropped[seq] = append([]byte(nil), t...) })
+			return
+		}
+		e.keepHole = false // a TLP behind the hole: the hole shows
+	}
 	if t == encap.MsgTLP && e.dropTLPs > 0 {
 		// Lost on purpose: nothing of it takes effect; keep the TLPs to
 		// compare with their retransmission (SEQ-2).
 		e.dropTLPs--
 		e.forEachTLP(h, body, func(seq uint32, t []byte) { e.dropped[seq] = append([]byte(nil), t...) })
+		if e.keepHole {
+			e.hole, e.holeOpen = h.Seq(), true
+		}
 		return
 	}
 	e.headerFields(now, h)

@@ -359,7 +359,10 @@ func (k *kit) lossFromIUT() error {
 		k.led.pass("RTX-3", "a lost TLP was retransmitted after the RTO (%v)", (k.now() - t0).Round(time.Microsecond))
 	}
 	// A lost completion with another behind it: the kit NAKs the hole.
-	k.dropTLPs = 1
+	// Its retransmissions are lost too until the TLP behind it arrives
+	// (keepHole): a kit that stalls before asking for that TLP would
+	// otherwise see the RTO fill the hole first, and nothing to NAK.
+	k.dropTLPs, k.keepHole, k.holeOpen = 1, true, false
 	t2, t3 := k.newTag(), k.newTag()
 	if _, err := k.sendTLPs(memRead(k.kitID, t2, k.addr(0), 4)); err != nil {
 		return err
@@ -373,6 +376,7 @@ func (k *kit) lossFromIUT() error {
 		return err
 	}
 	if ok, err := k.await(k.reply(), func() bool { return k.kitNakAt != 0 }); err != nil || !ok {
+		k.keepHole = false
 		k.led.na("NAK-2", "no TLP arrived behind the lost one, the kit had no hole to NAK")
 		return err
 	}
