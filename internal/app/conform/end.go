@@ -275,13 +275,18 @@ func (e *end) observe(now time.Duration, b []byte) {
 		}
 		e.keepHole = false // a TLP behind the hole: the hole shows
 	}
-	if t == encap.MsgTLP && e.dropTLPs > 0 {
+	if t == encap.MsgTLP && e.dropTLPs > 0 && !seqLT(h.Seq()+uint32(h.Count())-1, e.rcvNext) {
 		// Lost on purpose: nothing of it takes effect; keep the TLPs to
-		// compare with their retransmission (SEQ-2).
+		// compare with their retransmission (SEQ-2). Only a frame with a
+		// TLP the kit has not had: losing a late resend of one it has
+		// would lose nothing.
 		e.dropTLPs--
 		e.forEachTLP(h, body, func(seq uint32, t []byte) { e.dropped[seq] = append([]byte(nil), t...) })
 		if e.keepHole {
 			e.hole, e.holeOpen = h.Seq(), true
+			if seqLT(e.hole, e.rcvNext) {
+				e.hole = e.rcvNext
+			}
 		}
 		return
 	}
@@ -861,6 +866,10 @@ func (e *end) due(now time.Duration) [][]byte {
 			return out
 		}
 	}
+	// Any frame below carries the Ack and SACK and clears nakDue; a NAK
+	// still goes out: a KEEPALIVE-ACK due at the same moment used to
+	// swallow the kit's NAK, and NAK-2 had no NAK to judge.
+	nak := e.nakDue
 	if e.echoDue {
 		e.echoDue = false
 		out = append(out, e.hello(encap.CtlHelloAck))
@@ -888,7 +897,7 @@ func (e *end) due(now time.Duration) [][]byte {
 		}
 		e.naks = e.naks[:0]
 	}
-	if e.nakDue {
+	if nak || e.nakDue {
 		e.kitNakAt = max(now, 1)
 		out = append(out, e.bare(encap.MsgNak))
 	} else if e.ackDue {
