@@ -70,7 +70,7 @@ func runGPU(args []string, root string, stdout, stderr io.Writer) int {
 	o := guest.Options{Root: root}
 	fs.StringVar(&o.Vendor, "vendor", "10de", "PCI vendor of the GPU (hex)")
 	fs.StringVar(&o.Device, "device", "", "PCI device of the GPU (hex; empty: any)")
-	fs.Uint64Var(&o.Bytes, "bytes", 64<<20, "size of each copy")
+	fs.Uint64Var(&o.Bytes, "bytes", guest.DefaultCopyBytes, "size of each copy")
 	fs.IntVar(&o.Channel, "channel", 0, "GPFIFO channel")
 	fs.DurationVar(&o.Timeout, "timeout", 0, "longest wait for the GPU (default 60s)")
 	fs.IntVar(&o.Samples, "samples", 200, "MMIO reads per latency figure")

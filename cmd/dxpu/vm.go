@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/dxpu/dxpu/internal/app/vm"
+	"github.com/dxpu/dxpu/internal/guest"
 )
 
 // vmFlags are the guest's settings, shared by `vm run` and `vm demo`.
@@ -30,7 +31,7 @@ func (f *vmFlags) add(cmd *cobra.Command) {
 	fs.StringVar(&f.o.Accel, "accel", "", "kvm or tcg (default: KVM when it works here, else TCG)")
 	fs.StringVar(&f.o.Dir, "dir", "", "keep the initramfs, QMP socket and serial log here: created 0700 if missing, refused if others may enter it (default: a temporary directory)")
 	fs.StringVar(&f.o.SerialLog, "serial-log", "", "write the guest's serial console here (default DIR/serial.log)")
-	fs.Uint64Var(&f.bytes, "bytes", 64<<20, "bytes of each host-to-device and device-to-host copy the guest tool checks")
+	fs.Uint64Var(&f.bytes, "bytes", guest.DefaultCopyBytes, "bytes of each host-to-device and device-to-host copy the guest tool checks")
 }
 
 func (f *vmFlags) check() error {

@@ -42,7 +42,8 @@ func newReachState() *reachState { return &reachState{boxes: map[string]*boxReac
 // failures longer than the bound reports them, once.
 func (m *Manager) agentUnanswered(boxes []string, agent string, err error) {
 	now := time.Now()
-	var report []string
+	var report []pool.Unreachable
+	var ids []string
 	rs := m.reach
 	rs.mu.Lock()
 	for _, id := range boxes {
@@ -54,14 +55,15 @@ func (m *Manager) agentUnanswered(boxes []string, agent string, err error) {
 		r.reason = fmt.Sprintf("agent %s does not answer: %v", agent, err)
 		if !r.reported && now.Sub(r.since) >= m.cfg.UnreachableAfter {
 			r.reported = true
-			report = append(report, id)
+			u := r.unreachable(id)
+			report, ids = append(report, u), append(ids, id)
 			// Before the state shows: the API reads it under rs.mu.
-			m.events.add(Event{Type: EventBoxUnreachable, Box: id, Reason: r.unreachable(id).Reason})
+			m.events.add(Event{Type: EventBoxUnreachable, Box: id, Reason: u.Reason})
 		}
 	}
 	rs.mu.Unlock()
-	for _, id := range report {
-		u, _ := m.boxUnreachable(id)
+	for i, u := range report {
+		id := ids[i]
 		m.log.Warn("box agent unreachable; its GPUs stay lent and healthy", "box", id, "since", u.Since, "reason", u.Reason)
 	}
 }

@@ -16,6 +16,10 @@ import (
 // physically contiguous, so a transfer splits at most every 2 MiB.
 const HugePage = 2 << 20
 
+// DefaultCopyBytes is the default size of each copy the tool checks
+// (`dxpu-guest run --bytes`, `dxpu vm run --bytes`).
+const DefaultCopyBytes = 64 << 20
+
 // Files the DMA allocator uses; variables so tests can point them at fakes.
 var (
 	nrHugepagesFile   = "/proc/sys/vm/nr_hugepages"

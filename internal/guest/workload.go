@@ -53,7 +53,7 @@ func (o *Options) fill() {
 		o.Vendor = "10de"
 	}
 	if o.Bytes == 0 {
-		o.Bytes = 64 << 20
+		o.Bytes = DefaultCopyBytes
 	}
 	if o.Timeout == 0 {
 		o.Timeout = 60 * time.Second

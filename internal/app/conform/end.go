@@ -66,7 +66,6 @@ type end struct {
 	// for that TLP before the IUT's RTO resends the lost one.
 	keepHole    bool
 	hole        uint32
-	holeOpen    bool
 	noRetx      bool // the kit does not retransmit (it pretends acknowledged TLPs are gone)
 	dropped     map[uint32][]byte
 	expectRenew bool // the kit started a session: a new IUT session is expected
@@ -187,7 +186,7 @@ func (e *end) newSession(now time.Duration, a advert) {
 	e.ackDue, e.nakDue, e.kaAckDue = false, false, false
 	e.reqs, e.cpls = map[uint16]kitReq{}, nil
 	e.deaf, e.silent, e.waitProbe, e.quiet, e.dropTLPs, e.noRetx = false, false, false, false, 0, false
-	e.keepHole, e.holeOpen = false, false
+	e.keepHole = false
 	e.expectRenew = true
 	e.iutUp = false
 	if e.keys != nil {
@@ -267,15 +266,16 @@ func (e *end) observe(now time.Duration, b []byte) {
 	if e.deaf || !e.iutKnown {
 		return
 	}
-	if t == encap.MsgTLP && e.keepHole && e.holeOpen {
-		if last := h.Seq() + uint32(h.Count()) - 1; int32(last-e.hole) <= 0 {
+	last := h.Seq() + uint32(h.Count()) - 1 // of a TLP frame
+	if t == encap.MsgTLP && e.keepHole && e.dropTLPs == 0 {
+		if !seqLT(e.hole, last) {
 			// Only the hole (or before it) again: lost as well.
 			e.forEachTLP(h, body, func(seq uint32, t []byte) { e.dropped[seq] = append([]byte(nil), t...) })
 			return
 		}
 		e.keepHole = false // a TLP behind the hole: the hole shows
 	}
-	if t == encap.MsgTLP && e.dropTLPs > 0 && !seqLT(h.Seq()+uint32(h.Count())-1, e.rcvNext) {
+	if t == encap.MsgTLP && e.dropTLPs > 0 && !seqLT(last, e.rcvNext) {
 		// Lost on purpose: nothing of it takes effect; keep the TLPs to
 		// compare with their retransmission (SEQ-2). Only a frame with a
 		// TLP the kit has not had: losing a late resend of one it has
@@ -283,7 +283,7 @@ func (e *end) observe(now time.Duration, b []byte) {
 		e.dropTLPs--
 		e.forEachTLP(h, body, func(seq uint32, t []byte) { e.dropped[seq] = append([]byte(nil), t...) })
 		if e.keepHole {
-			e.hole, e.holeOpen = h.Seq(), true
+			e.hole = h.Seq()
 			if seqLT(e.hole, e.rcvNext) {
 				e.hole = e.rcvNext
 			}

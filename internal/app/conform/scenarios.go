@@ -362,13 +362,13 @@ func (k *kit) lossFromIUT() error {
 	// Its retransmissions are lost too until the TLP behind it arrives
 	// (keepHole): a kit that stalls before asking for that TLP would
 	// otherwise see the RTO fill the hole first, and nothing to NAK.
-	k.dropTLPs, k.keepHole, k.holeOpen = 1, true, false
+	k.dropTLPs, k.keepHole = 1, true
 	t2, t3 := k.newTag(), k.newTag()
 	if _, err := k.sendTLPs(memRead(k.kitID, t2, k.addr(0), 4)); err != nil {
 		return err
 	}
 	if ok, err := k.await(k.reply(), func() bool { return k.dropTLPs == 0 }); err != nil || !ok {
-		k.dropTLPs = 0
+		k.dropTLPs, k.keepHole = 0, false
 		k.led.na("NAK-2", "the IUT sent no completion to lose")
 		return err
 	}

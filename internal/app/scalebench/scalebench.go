@@ -328,9 +328,11 @@ func runScenario(ctx context.Context, o *Options, sc scenario, res *Result, firs
 	}
 	defer os.RemoveAll(dir)
 
-	cpus := cpuset.Allowed()
-	if o.Pin && len(cpus) == 0 {
-		return out, errors.New("scalebench: --pin: this process's CPUs are unknown")
+	var cpus cpuset.Set
+	if o.Pin {
+		if cpus = cpuset.Allowed(); len(cpus) == 0 {
+			return out, errors.New("scalebench: --pin: this process's CPUs are unknown")
+		}
 	}
 	var procs []*proc
 	defer func() {

@@ -85,7 +85,7 @@ type DemoResult struct {
 func Demo(ctx context.Context, o DemoOptions) (DemoResult, error) {
 	res := DemoResult{Loss: o.Loss, PCI: []guest.Function{}, ConfigDiff: []string{}}
 	if o.Bytes == 0 {
-		o.Bytes = 64 << 20
+		o.Bytes = guest.DefaultCopyBytes
 	}
 	if o.PowerOffWait == 0 {
 		o.PowerOffWait = 30 * time.Second

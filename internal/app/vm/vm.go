@@ -110,7 +110,7 @@ func (o *Options) fill(ctx context.Context) error {
 		return fmt.Errorf("vm: %d MiB of guest memory: want 128 or more", o.MemoryMB)
 	}
 	if o.Hugepages == 0 {
-		o.Hugepages = GuestHugepages(defaultCopyBytes)
+		o.Hugepages = GuestHugepages(guest.DefaultCopyBytes)
 	}
 	if o.Hugepages < 0 || o.Hugepages*guest.HugePage>>20 > o.MemoryMB*3/4 {
 		return fmt.Errorf("vm: %d hugepages (%d MiB) do not fit %d MiB of guest memory with room for the kernel and the tool", o.Hugepages, o.Hugepages*guest.HugePage>>20, o.MemoryMB)
@@ -304,9 +304,6 @@ func (v *VM) args(initrd, qmpPath string) []string {
 	}
 	return args
 }
-
-// defaultCopyBytes is the guest tool's default --bytes.
-const defaultCopyBytes = 64 << 20
 
 // GuestHugepages is how many hugepages the guest tool takes for copies of
 // copyBytes: its arena page, and a source and a destination buffer.
