@@ -140,6 +140,12 @@ type Runner struct {
 	// past the batch that brought it. It must not call back into the
 	// runner.
 	OnDelivered func()
+	// OnLate, when set, is called when the runner's timer ran LateAfter
+	// or more past its deadline, with how late, the runner locked: the
+	// process was not scheduled (or the lock was held), so the bridge's
+	// frames left that much late and its peer may have seen silence. It
+	// must not call back into the runner.
+	OnLate func(late time.Duration)
 	// HoldSends: Poll, and SendMany from a QueuedSender with Batch
 	// set, leave framing and sending to the next SendHeld (see the
 	// package doc). The loop that calls them must call SendHeld before
@@ -159,7 +165,11 @@ type Runner struct {
 	held    atomic.Bool
 	timer   *time.Timer
 	timerAt time.Duration
-	closed  bool
+	// fireAt is when the armed timer is due: its deadline, or the time
+	// it was armed for one already past.
+	fireAt time.Duration
+	late   Lateness
+	closed bool
 	// sendErrors counts frames the transport failed to send.
 	sendErrors uint64
 	// lastFrameError is the latest reason the bridge dropped a frame.
@@ -636,6 +646,7 @@ func (r *Runner) onTimer() {
 	if r.closed {
 		return
 	}
+	armed := r.timerAt != bridge.NoDeadline
 	r.timerAt = bridge.NoDeadline
 	// While a loop polls, its Polls serve the deadline and, under
 	// HoldSends, its SendHeld sends: a timer armed before the first Poll
@@ -643,6 +654,9 @@ func (r *Runner) onTimer() {
 	// re-arms it).
 	if r.busyPoll.Load() {
 		return
+	}
+	if armed {
+		r.noteLate(r.Now() - r.fireAt)
 	}
 	// The timer may be stale: a flush re-armed it while this call waited
 	// for the lock. Then it only re-arms.
@@ -772,8 +786,9 @@ func (r *Runner) frame(now time.Duration) (sent bool) {
 // with mu held.
 func (r *Runner) arm() {
 	if d := r.b.Deadline(); d != r.timerAt && d != bridge.NoDeadline {
-		r.timerAt = d
-		r.timer.Reset(max(d-r.Now(), 0))
+		now := r.Now()
+		r.timerAt, r.fireAt = d, max(d, now)
+		r.timer.Reset(max(d-now, 0))
 	}
 }
 

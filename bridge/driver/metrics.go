@@ -19,6 +19,8 @@ type Collector struct {
 	r      *Runner
 	descs  []*prometheus.Desc
 	fields []int
+	// The runner's timer lateness (Lateness), beside the counters.
+	lateTotal, lateMax *prometheus.Desc
 }
 
 var camel = regexp.MustCompile(`([a-z0-9])([A-Z])`)
@@ -58,6 +60,10 @@ func NewCollector(r *Runner, constLabels prometheus.Labels) *Collector {
 		c.descs = append(c.descs, prometheus.NewDesc(name, "bridge counter "+f.Name, labels, constLabels))
 		c.fields = append(c.fields, i)
 	}
+	c.lateTotal = prometheus.NewDesc("dxpu_bridge_timer_late_total",
+		"times the runner's timer fired LateAfter (10ms) or more past its deadline: the process was not running, frames due then left late", nil, constLabels)
+	c.lateMax = prometheus.NewDesc("dxpu_bridge_timer_late_max_seconds",
+		"the most the runner's timer fired past its deadline", nil, constLabels)
 	return c
 }
 
@@ -66,10 +72,15 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range c.descs {
 		ch <- d
 	}
+	ch <- c.lateTotal
+	ch <- c.lateMax
 }
 
 // Collect implements prometheus.Collector.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	l := c.r.Lateness()
+	ch <- prometheus.MustNewConstMetric(c.lateTotal, prometheus.CounterValue, float64(l.Count))
+	ch <- prometheus.MustNewConstMetric(c.lateMax, prometheus.GaugeValue, l.Max.Seconds())
 	v := reflect.ValueOf(c.r.Counters())
 	t := v.Type()
 	for k, i := range c.fields {

@@ -36,6 +36,8 @@ func TestCollector(t *testing.T) {
 		// A record of the peer's generation, not a total.
 		"dxpu_bridge_last_unknown_generation":          1,
 		"dxpu_bridge_dropped_unknown_generation_total": 1,
+		"dxpu_bridge_timer_late_total":                 1,
+		"dxpu_bridge_timer_late_max_seconds":           1,
 	} {
 		if byName[name] != n {
 			t.Errorf("%s: %d series, want %d (have %v)", name, byName[name], n, byName)

@@ -525,6 +525,33 @@ func (r *shellRig) run(name, script string) (string, error) {
 	return string(out), errors.Join(err, rerr)
 }
 
+// stopLast kills the process group of the latest script (the daemons a
+// failed block left running) and waits until none of it runs, so that a
+// run again finds their addresses free.
+func (r *shellRig) stopLast(t *testing.T) {
+	g := r.groups[len(r.groups)-1]
+	r.groups = r.groups[:len(r.groups)-1]
+	syscall.Kill(-g, syscall.SIGKILL)
+	waitfor.Until(t, "the failed block's daemons gone", func() bool { return !waitfor.GroupAlive(g) })
+}
+
+// lastKitRun is a block's output from the end of the kit's previous
+// report on: its latest kit run and the daemons' logs beside it.
+func lastKitRun(out string) string {
+	if ms := summaryLine.FindAllStringIndex(out, -1); len(ms) > 1 {
+		return out[ms[len(ms)-2][1]:]
+	}
+	return out
+}
+
+// daemonNotRunning reports whether a block's latest kit run failed only
+// rules bounding how soon the daemon answers while the daemon logged its
+// timer late.
+func daemonNotRunning(out string) bool {
+	last := lastKitRun(out)
+	return onlyStarved(last) && strings.Contains(last, lateLine)
+}
+
 // stopDaemons kills what the scripts left running (each script's process
 // group).
 func (r *shellRig) stopDaemons() {
@@ -600,6 +627,16 @@ func TestDocsRun(t *testing.T) {
 					runAt = r.runUntil
 				}
 				out, err := runAt(b.key, b.script)
+				// A kit run that failed only rules bounding how soon the
+				// daemon answers, while that daemon logged its timer late
+				// (the machine did not run it), judged the machine: the
+				// block runs again, twice at most (TestConformDaemon does
+				// the same). Without the daemon's word it fails at once.
+				for try := 1; err != nil && try < 3 && daemonNotRunning(out); try++ {
+					t.Logf("%s: run %d: the daemon was not running:\n%s", b, try, lastKitRun(out))
+					r.stopLast(t)
+					out, err = runAt(b.key, b.script)
+				}
 				if err != nil {
 					t.Fatalf("%s: %v\n--- script:\n%s--- output:\n%s", b, err, b.script, out)
 				}

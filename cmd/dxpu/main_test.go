@@ -62,6 +62,13 @@ func (s *syncBuffer) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// Len returns how many bytes were written so far.
+func (s *syncBuffer) Len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Len()
+}
+
 func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()

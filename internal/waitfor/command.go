@@ -153,6 +153,30 @@ func ProcessCPU(pid int) uint64 {
 	return cpu
 }
 
+// GroupAlive reports whether process group pgid has a member that has not
+// exited (a zombie has: its sockets and files are closed).
+func GroupAlive(pgid int) bool {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return false
+	}
+	for _, e := range ents {
+		if n := e.Name(); n[0] < '0' || n[0] > '9' {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue // gone meanwhile
+		}
+		s := string(b)
+		g, _, ok := parseStat(s)
+		if i := strings.LastIndexByte(s, ')'); ok && g == pgid && i+2 < len(s) && s[i+2] != 'Z' {
+			return true
+		}
+	}
+	return false
+}
+
 // groupCPU sums the CPU of process group pgid's members and, with names,
 // lists them ("pid command line").
 func groupCPU(pgid int, names bool) (uint64, []string) {

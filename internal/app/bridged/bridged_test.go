@@ -166,6 +166,12 @@ func TestDaemonsNetTLP(t *testing.T) {
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
+	// The timer's lateness is there, whatever it is (0 on an idle machine).
+	for _, m := range []string{`dxpu_bridge_timer_late_total{pair="9",role="host"}`, `dxpu_bridge_timer_late_max_seconds{pair="9",role="host"}`} {
+		if !bytes.Contains(body, []byte(m)) {
+			t.Errorf("metric %s missing", m)
+		}
+	}
 	for _, m := range []string{`dxpu_bridge_tlps_sent_total{pair="9",role="host"}`, `dxpu_nettlp_datagrams_total{pair="9",role="host"}`,
 		`dxpu_bridge_frames_sealed_total{pair="9",role="host"}`, `dxpu_bridge_frames_opened_total{pair="9",role="host"}`} {
 		i := bytes.Index(body, []byte(m))

@@ -44,3 +44,11 @@ func (l *eventLog) log(e bridge.Event) {
 	}
 	l.limit.Log(slog.LevelWarn, e.Kind.String(), amount, "bridge event", "event", e)
 }
+
+// late logs the runner's timer firing late (driver.Runner.OnLate): the
+// daemon was not running when its frames were due, so its peer saw that
+// much silence, and a peer or conformance kit that reports it is right.
+// Once per interval, the others counted.
+func (l *eventLog) late(d time.Duration) {
+	l.limit.Log(slog.LevelWarn, "timer-late", 1, "bridge timer late: the process was not running when frames were due; the peer saw the silence", "late", d)
+}

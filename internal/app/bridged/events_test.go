@@ -40,3 +40,23 @@ func TestEventLogAfterLinkDown(t *testing.T) {
 		t.Errorf("count line %q", got[4])
 	}
 }
+
+// A daemon held up logs its late timers: one line with how late, the rest
+// of the interval counted.
+func TestEventLogLateTimer(t *testing.T) {
+	t.Parallel()
+	var buf bytes.Buffer
+	now := time.Unix(0, 0)
+	l := newEventLog(slog.New(slog.NewTextHandler(&buf, nil)), 7, bridge.RoleGPU, func() time.Time { return now })
+	for range 50 {
+		l.late(230 * time.Millisecond)
+		now = now.Add(time.Millisecond)
+	}
+	now = now.Add(time.Second)
+	l.limit.Flush(false)
+	got := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(got) != 2 || !strings.Contains(got[0], "bridge timer late") || !strings.Contains(got[0], "late=230ms") ||
+		!strings.Contains(got[1], "timer-late x49") {
+		t.Fatalf("want one line with late=230ms and a count of 49:\n%s", buf.String())
+	}
+}

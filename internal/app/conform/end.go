@@ -103,6 +103,11 @@ type end struct {
 	resets      []encap.Control
 	lastFrame   time.Duration
 	lastKind    string
+	// unopened counts the frames of a keyed IUT since lastFrame that did
+	// not open (unopenedWhy: the latest's reason): an LNK-1 silence
+	// names them, telling a quiet IUT from one the kit could not read.
+	unopened    int
+	unopenedWhy string
 	frames      int
 	badFrames   int
 
@@ -233,6 +238,8 @@ func (e *end) input(now time.Duration, b []byte) {
 	if e.keys != nil {
 		p, ok := e.keys.open(e, now, b)
 		if !ok {
+			e.unopened++
+			e.unopenedWhy = e.keys.why
 			return
 		}
 		b = p
@@ -240,16 +247,30 @@ func (e *end) input(now time.Duration, b []byte) {
 	e.observe(now, b)
 }
 
+// unopenedNote names the frames in an LNK-1 gap that the kit could not
+// open, or is empty.
+func (e *end) unopenedNote() string {
+	if e.unopened == 0 {
+		return ""
+	}
+	frames := "frames"
+	if e.unopened == 1 {
+		frames = "frame"
+	}
+	return fmt.Sprintf("; %d %s came in the gap that the kit did not open (the latest: %s)", e.unopened, frames, e.unopenedWhy)
+}
+
 // observe checks one plain frame from the IUT (from the dxpu header on)
 // and applies it.
 func (e *end) observe(now time.Duration, b []byte) {
 	kind := frameKind(b)
 	if gap := e.elapsed(e.lastFrame, now); e.iutUp && e.lastFrame > 0 && gap > e.timers.Keepalive+e.timers.Slack {
-		e.led.fail("LNK-1", "silent for %v while up, between a %s and a %s (Keepalive %v, slack %v)", gap.Round(time.Microsecond), e.lastKind, kind, e.timers.Keepalive, e.timers.Slack)
+		e.led.fail("LNK-1", "silent for %v while up, between a %s and a %s (Keepalive %v, slack %v)%s", gap.Round(time.Microsecond), e.lastKind, kind, e.timers.Keepalive, e.timers.Slack, e.unopenedNote())
 	} else if e.iutUp && e.lastFrame > 0 {
 		e.led.pass("LNK-1", "no silence longer than Keepalive %v (+%v slack) while up", e.timers.Keepalive, e.timers.Slack)
 	}
 	e.lastFrame, e.lastKind = now, kind
+	e.unopened, e.unopenedWhy = 0, ""
 	e.frames++
 	h, body, ok := e.checkFrame(b)
 	if !ok {

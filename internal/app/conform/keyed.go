@@ -123,6 +123,15 @@ type keyed struct {
 	// The kit's latest sealed HELLO per kit session, for replaying one of
 	// an earlier session (KEY-5).
 	hellos map[uint32][]byte
+
+	// why says why open last returned false (for LNK-1's message).
+	why string
+}
+
+// drop records why a frame of the IUT did not open.
+func (s *keyed) drop(format string, a ...any) ([]byte, bool) {
+	s.why = fmt.Sprintf(format, a...)
+	return nil, false
 }
 
 type iutNonceAt struct {
@@ -277,23 +286,23 @@ func (s *keyed) open(e *end, now time.Duration, b []byte) ([]byte, bool) {
 	if h.Flags()&seal.FlagSealed == 0 {
 		kind = frameKind(b)
 		e.led.fail("KEY-2", "a %s frame not sealed (byte 0 bit 3 clear) on a keyed pair", kind)
-		return nil, false
+		return s.drop("unsealed %s frame", kind)
 	}
 	bl := h.BodyLen()
 	if encap.HeaderLen+bl > len(b) || bl < seal.Overhead {
 		e.led.fail("KEY-2", "a sealed frame of %d bytes with body length %d (at least %d: security header and tag)", len(b), bl, seal.Overhead)
-		return nil, false
+		return s.drop("a sealed frame with body length %d", bl)
 	}
 	if e.exact && encap.HeaderLen+bl != len(b) {
 		e.led.fail("FRM-2", "datagram of %d bytes, header and sealed body are %d", len(b), encap.HeaderLen+bl)
 	}
 	if m := seal.Mode(b[41] & 3); m != s.keys.Mode {
 		e.led.fail("KEY-2", "byte 41: mode %v, the pair uses %v", m, s.keys.Mode)
-		return nil, false
+		return s.drop("mode %v", m)
 	}
 	if err := s.sync(e); err != nil {
 		e.led.fail("KEY-4", "the kit cannot derive session keys: %v", err)
-		return nil, false
+		return s.drop("no session keys: %v", err)
 	}
 	hs := b[41]&0x80 != 0
 	pn := binary.BigEndian.Uint64(b[44:52])
@@ -308,7 +317,7 @@ func (s *keyed) open(e *end, now time.Duration, b []byte) ([]byte, bool) {
 		for _, old := range s.old {
 			old.Tick(now)
 			if _, oerr := old.OpenFrame(append([]byte(nil), b...)); oerr == nil {
-				return nil, false // a frame of an earlier session: stale, not judged
+				return s.drop("a %s frame of an earlier session", kind) // stale, not judged
 			}
 		}
 		switch {
@@ -325,11 +334,11 @@ func (s *keyed) open(e *end, now time.Duration, b []byte) ([]byte, bool) {
 		default:
 			e.led.fail("KEY-2", "a %s frame: %v", kind, err)
 		}
-		return nil, false
+		return s.drop("a %s frame (epoch %d, generation %d, packet %d): %v", kind, epoch, gen, pn, err)
 	}
 	if isHandshakeFrame(plain) {
 		e.led.fail("KEY-5", "a %s sealed under the session keys, not the handshake key", frameKind(plain))
-		return nil, false
+		return s.drop("a %s under the session keys", frameKind(plain))
 	}
 	e.led.pass("KEY-2", "every frame sealed under the pair key (%v)", s.keys.Mode)
 	e.led.pass("KEY-4", "session frames open under keys derived from both sides' session and key nonces")
@@ -346,20 +355,20 @@ func (s *keyed) openedHandshake(e *end, plain []byte, err error, pn uint64, gen 
 	case err == nil:
 	case errors.Is(err, seal.ErrHandshakeType):
 		e.led.fail("KEY-5", "a frame other than HELLO, HELLO-ACK or RESET under the handshake key: %v", err)
-		return nil, false
+		return s.drop("a handshake frame (packet %d): %v", pn, err)
 	case errors.Is(err, seal.ErrReplayed):
 		e.led.fail("KEY-5", "handshake packet number %d is not above its previous %d", pn, s.hsPN)
-		return nil, false
+		return s.drop("a handshake frame (packet %d): %v", pn, err)
 	case errors.Is(err, seal.ErrUnknownEpoch) && !s.holds(gen):
 		e.led.fail("KEY-2", "a handshake frame under key generation %d (low 8 bits); the pair's is %d", gen, uint8(s.keys.Generation))
-		return nil, false
+		return s.drop("a handshake frame (packet %d): %v", pn, err)
 	default:
 		e.led.fail("KEY-2", "a handshake frame does not open under the pair key's handshake key: %v", err)
-		return nil, false
+		return s.drop("a handshake frame (packet %d): %v", pn, err)
 	}
 	if s.hsSeen && pn <= s.hsPN {
 		e.led.fail("KEY-5", "a %s with handshake packet number %d, not above its previous %d", frameKind(plain), pn, s.hsPN)
-		return nil, false
+		return s.drop("a handshake frame with packet number %d, not above %d", pn, s.hsPN)
 	}
 	s.hsPN, s.hsSeen = pn, true
 	e.led.pass("KEY-2", "every frame sealed under the pair key (%v)", s.keys.Mode)

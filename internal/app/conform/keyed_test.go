@@ -8,6 +8,7 @@ import (
 
 	"github.com/dxpu/dxpu/bridge"
 	"github.com/dxpu/dxpu/bridge/seal"
+	"github.com/dxpu/dxpu/tlp/encap"
 )
 
 // newBridge builds the bridge under test from cfg as su changes it.
@@ -186,5 +187,32 @@ func TestKeyedNegative(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// An LNK-1 silence names the frames that came in it but did not open, so
+// a quiet IUT reads apart from one the kit could not read.
+func TestSilenceNamesUnopenedFrames(t *testing.T) {
+	t.Parallel()
+	led := newLedger()
+	e := newEnd(led, encap.RoleHost, 42, true, Timers{}.withDefaults(), 1)
+	e.keys = newKeyed(Keys{Key: make([]byte, seal.KeyLen)}.withDefaults(), 42, encap.RoleHost, time.Now())
+	e.iutUp, e.lastFrame, e.lastKind = true, time.Millisecond, "KEEPALIVE"
+	plain := make([]byte, encap.HeaderLen) // a bare ACK, unsealed: KEY-2 drops it
+	h := encap.Header(plain)
+	h.SetVersionFlags(encap.Version, 0)
+	h.SetType(encap.MsgAck)
+	h.SetPairID(42)
+	e.input(2*time.Millisecond, plain)
+	if e.unopened != 1 || !strings.Contains(e.unopenedWhy, "unsealed") {
+		t.Fatalf("unopened %d (%q), want 1 unsealed", e.unopened, e.unopenedWhy)
+	}
+	e.observe(time.Second, plain) // as if the next frame opened, a second on
+	r := led.get("LNK-1")
+	if !led.failed("LNK-1") || !strings.Contains(r.Reason, "1 frame came in the gap that the kit did not open (the latest: unsealed ACK frame)") {
+		t.Fatalf("LNK-1: %+v", r)
+	}
+	if e.unopened != 0 {
+		t.Fatalf("unopened %d after a frame opened, want 0", e.unopened)
 	}
 }

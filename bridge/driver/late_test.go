@@ -1,0 +1,69 @@
+package driver
+
+import (
+	"context"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/dxpu/dxpu/bridge"
+	"github.com/dxpu/dxpu/internal/waitfor"
+)
+
+// sink is a transport that takes every frame and receives nothing until
+// closed.
+type sink struct {
+	once sync.Once
+	done chan struct{}
+	sent atomic.Uint64
+}
+
+func (s *sink) Send([]byte) error { s.sent.Add(1); return nil }
+func (s *sink) Recv([]byte) (int, error) {
+	<-s.done
+	return 0, net.ErrClosed
+}
+func (s *sink) Close() error { s.once.Do(func() { close(s.done) }); return nil }
+
+// A timer held up past its deadline (here by the runner's lock, as a
+// process not scheduled would) counts as late, by at least how long it
+// was held up, and OnLate hears of it.
+func TestLateTimerCounted(t *testing.T) {
+	t.Parallel()
+	b, err := bridge.New(bridge.Config{Role: bridge.RoleHost, HelloInterval: 5 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := &sink{done: make(chan struct{})}
+	r := New(b, tr)
+	var heard []time.Duration
+	r.OnLate = func(late time.Duration) { heard = append(heard, late) } // r.mu held
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+
+	var fireAt time.Duration
+	waitfor.Until(t, "the runner sends a HELLO and arms its timer for the next", func() bool {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		fireAt = r.fireAt
+		return tr.sent.Load() > 0 && r.timer != nil && r.timerAt != bridge.NoDeadline
+	})
+	// Hold the runner up until well past the timer's deadline.
+	held := 3 * LateAfter
+	r.mu.Lock()
+	for r.Now() < fireAt+held {
+		time.Sleep(time.Millisecond)
+	}
+	r.mu.Unlock()
+	waitfor.Until(t, "the late timer counted", func() bool { return r.Lateness().Count > 0 })
+	l := r.Lateness()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if l.Max < held || len(heard) == 0 || heard[0] < held {
+		t.Fatalf("lateness %+v, OnLate heard %v: want one of at least %v", l, heard, held)
+	}
+}
