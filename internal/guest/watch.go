@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/dxpu/dxpu/emu/gpu"
@@ -56,6 +58,7 @@ func Watch(ctx context.Context, o WatchOptions) error {
 		known[f.BDF] = true
 	}
 	emit(o.Events, "watching", "functions", fns)
+	waiting := map[string]time.Time{} // new functions without their BAR files yet: first seen
 	for {
 		if err := pause(ctx, o.Interval); err != nil {
 			return err
@@ -68,12 +71,27 @@ func Watch(ctx context.Context, o WatchOptions) error {
 			return err
 		}
 		now := make(map[string]bool, len(fns))
+		seen := make(map[string]time.Time, len(waiting))
 		for _, f := range fns {
+			if !known[f.BDF] && f.Vendor == o.Vendor && !barFilesReady(o.Root, f) {
+				// The kernel makes a function's directory before its
+				// resourceN files (a hot-add under load showed the gap):
+				// look again, up to barFilesWait, then report the error.
+				first, ok := waiting[f.BDF]
+				if !ok {
+					first = time.Now()
+				}
+				if time.Since(first) < barFilesWait {
+					seen[f.BDF] = first
+					continue
+				}
+			}
 			now[f.BDF] = true
 			if !known[f.BDF] {
 				emit(o.Events, "added", added(o.Root, o.Vendor, f)...)
 			}
 		}
+		waiting = seen
 		for bdf := range known {
 			if !now[bdf] {
 				emit(o.Events, "removed", "bdf", bdf)
@@ -81,6 +99,23 @@ func Watch(ctx context.Context, o WatchOptions) error {
 		}
 		known = now
 	}
+}
+
+// barFilesWait bounds the wait for a new function's BAR files: the
+// kernel makes them right after its directory, so a function without them
+// this long is reported as it is (its BAR0 error).
+const barFilesWait = 2 * time.Second
+
+// barFilesReady reports whether the resourceN file of each of f's BARs
+// that the watcher maps (BAR0) is there.
+func barFilesReady(root string, f Function) bool {
+	for _, r := range f.Resources {
+		if r.BAR == 0 {
+			_, err := os.Stat(filepath.Join(root, f.BDF, "resource0"))
+			return err == nil
+		}
+	}
+	return true
 }
 
 // added describes a new function; for the watched vendor it enables the

@@ -17,10 +17,17 @@ import (
 )
 
 // addGPU puts a function with vendor 10de into root at once (renamed in
-// from a staging directory, as the kernel makes it appear whole): memory
-// and bus master enabled in its config space, and a resource0 whose
-// BOOT_0 register holds boot0.
+// from a staging directory): memory and bus master enabled in its config
+// space, and a resource0 whose BOOT_0 register holds boot0.
 func addGPU(t *testing.T, root, bdf string, boot0 uint32) {
+	t.Helper()
+	addGPUHoldingBAR(t, root, bdf, boot0, false)
+}
+
+// addGPUHoldingBAR is addGPU that, with hold, leaves resource0 out and
+// returns a function that puts it in: the kernel makes a hot-added
+// function's resourceN files after its directory.
+func addGPUHoldingBAR(t *testing.T, root, bdf string, boot0 uint32, hold bool) (putBAR func() error) {
 	t.Helper()
 	stage := filepath.Join(t.TempDir(), bdf)
 	if err := os.MkdirAll(stage, 0o755); err != nil {
@@ -37,9 +44,16 @@ func addGPU(t *testing.T, root, bdf string, boot0 uint32) {
 			t.Fatal(err)
 		}
 	}
+	held := filepath.Join(t.TempDir(), "resource0")
+	if hold {
+		if err := os.Rename(filepath.Join(stage, "resource0"), held); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if err := os.Rename(stage, filepath.Join(root, bdf)); err != nil {
 		t.Fatal(err)
 	}
+	return func() error { return os.Rename(held, filepath.Join(root, bdf, "resource0")) }
 }
 
 // TestWatch: Watch lists what is there, reports a GPU that appears with
@@ -93,6 +107,45 @@ func TestWatch(t *testing.T) {
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Fatalf("Watch returned %v after its context ended", err)
 	}
+}
+
+// TestWatchWaitsForBARFiles: a hot-added function whose resource0 shows
+// after its directory (the kernel's order; a guest under load saw the
+// watcher fail to open it) is reported once it is there, with its BOOT_0.
+// Without the wait the watcher, polling every millisecond, reports it
+// with the open's error first.
+func TestWatchWaitsForBARFiles(t *testing.T) {
+	t.Parallel()
+	root := fakeSysfs(t, map[string][4]string{"0000:00:00.0": {"0x8086", "0x29c0", "0x060000", ""}})
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		done <- Watch(ctx, WatchOptions{Root: root, Interval: time.Millisecond, Events: pw})
+		pw.Close()
+	}()
+	lines := bufio.NewScanner(pr)
+	if !lines.Scan() || !strings.Contains(lines.Text(), `"event":"watching"`) {
+		t.Fatalf("first line %q, want the watching event", lines.Text())
+	}
+	putBAR := addGPUHoldingBAR(t, root, "0000:01:00.0", 0x180000a1, true)
+	added := make(chan error, 1)
+	go func() { time.Sleep(30 * time.Millisecond); added <- putBAR() }() // some 30 polls later
+	if !lines.Scan() {
+		t.Fatalf("no added event: %v", lines.Err())
+	}
+	var ev map[string]any
+	line, _ := strings.CutPrefix(lines.Text(), EventPrefix)
+	if err := json.Unmarshal([]byte(line), &ev); err != nil || ev["event"] != "added" || ev["boot0"] != "0x180000a1" || ev["error"] != nil {
+		t.Fatalf("%s: want it added with BOOT_0 0x180000a1, read once resource0 was there", lines.Text())
+	}
+	if err := <-added; err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	go io.Copy(io.Discard, pr)
+	<-done
 }
 
 // TestWatchNoBus: a root that is not there is an error naming it.
