@@ -655,15 +655,16 @@ func (r *Runner) onTimer() {
 	if r.busyPoll.Load() {
 		return
 	}
+	now := r.Now()
 	if armed {
-		r.noteLate(r.Now() - r.fireAt)
+		r.noteLate(now - r.fireAt)
 	}
 	// The timer may be stale: a flush re-armed it while this call waited
 	// for the lock. Then it only re-arms.
-	if now := r.Now(); r.b.Deadline() <= now {
+	if r.b.Deadline() <= now {
 		r.b.HandleTimeout(now)
 	}
-	r.flush()
+	r.flushAt(now, false)
 }
 
 // flush delivers TLPs and events, sends due frames, and re-arms the timer.

@@ -56,6 +56,24 @@ func addGPUHoldingBAR(t *testing.T, root, bdf string, boot0 uint32, hold bool) (
 	return func() error { return os.Rename(held, filepath.Join(root, bdf, "resource0")) }
 }
 
+// eventReader returns a reader of Watch's event lines from r: each call
+// takes the next line, which must be a want event, and returns it.
+func eventReader(t *testing.T, r io.Reader) func(want string) map[string]any {
+	lines := bufio.NewScanner(r)
+	return func(want string) map[string]any {
+		t.Helper()
+		if !lines.Scan() {
+			t.Fatalf("no %s event: %v", want, lines.Err())
+		}
+		var ev map[string]any
+		line, ok := strings.CutPrefix(lines.Text(), EventPrefix)
+		if err := json.Unmarshal([]byte(line), &ev); !ok || err != nil || ev["event"] != want {
+			t.Fatalf("line %q, want a %s event", lines.Text(), want)
+		}
+		return ev
+	}
+}
+
 // TestWatch: Watch lists what is there, reports a GPU that appears with
 // the BOOT_0 it reads through BAR0, one whose registers read all ones
 // with an error, and each removal; it stops when its context ends.
@@ -70,19 +88,7 @@ func TestWatch(t *testing.T) {
 		done <- Watch(ctx, WatchOptions{Root: root, Interval: time.Millisecond, Events: pw})
 		pw.Close()
 	}()
-	lines := bufio.NewScanner(pr)
-	next := func(want string) map[string]any {
-		t.Helper()
-		if !lines.Scan() {
-			t.Fatalf("no %s event: %v", want, lines.Err())
-		}
-		var ev map[string]any
-		line, ok := strings.CutPrefix(lines.Text(), EventPrefix)
-		if err := json.Unmarshal([]byte(line), &ev); !ok || err != nil || ev["event"] != want {
-			t.Fatalf("line %q, want a %s event", lines.Text(), want)
-		}
-		return ev
-	}
+	next := eventReader(t, pr)
 	if fns := next("watching")["functions"].([]any); len(fns) != 1 {
 		t.Fatalf("watching %v", fns)
 	}
@@ -125,20 +131,13 @@ func TestWatchWaitsForBARFiles(t *testing.T) {
 		done <- Watch(ctx, WatchOptions{Root: root, Interval: time.Millisecond, Events: pw})
 		pw.Close()
 	}()
-	lines := bufio.NewScanner(pr)
-	if !lines.Scan() || !strings.Contains(lines.Text(), `"event":"watching"`) {
-		t.Fatalf("first line %q, want the watching event", lines.Text())
-	}
+	next := eventReader(t, pr)
+	next("watching")
 	putBAR := addGPUHoldingBAR(t, root, "0000:01:00.0", 0x180000a1, true)
 	added := make(chan error, 1)
 	go func() { time.Sleep(30 * time.Millisecond); added <- putBAR() }() // some 30 polls later
-	if !lines.Scan() {
-		t.Fatalf("no added event: %v", lines.Err())
-	}
-	var ev map[string]any
-	line, _ := strings.CutPrefix(lines.Text(), EventPrefix)
-	if err := json.Unmarshal([]byte(line), &ev); err != nil || ev["event"] != "added" || ev["boot0"] != "0x180000a1" || ev["error"] != nil {
-		t.Fatalf("%s: want it added with BOOT_0 0x180000a1, read once resource0 was there", lines.Text())
+	if ev := next("added"); ev["boot0"] != "0x180000a1" || ev["error"] != nil {
+		t.Fatalf("added %v: want BOOT_0 0x180000a1, read once resource0 was there", ev)
 	}
 	if err := <-added; err != nil {
 		t.Fatal(err)

@@ -156,38 +156,40 @@ func ProcessCPU(pid int) uint64 {
 // GroupAlive reports whether process group pgid has a member that has not
 // exited (a zombie has: its sockets and files are closed).
 func GroupAlive(pgid int) bool {
-	ents, err := os.ReadDir("/proc")
-	if err != nil {
-		return false
-	}
-	for _, e := range ents {
-		if n := e.Name(); n[0] < '0' || n[0] > '9' {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue // gone meanwhile
-		}
-		s := string(b)
-		g, _, ok := parseStat(s)
-		if i := strings.LastIndexByte(s, ')'); ok && g == pgid && i+2 < len(s) && s[i+2] != 'Z' {
-			return true
-		}
-	}
-	return false
+	alive := false
+	eachMember(pgid, func(_, stat string) bool {
+		i := strings.LastIndexByte(stat, ')')
+		alive = i+2 < len(stat) && stat[i+2] != 'Z'
+		return !alive
+	})
+	return alive
 }
 
 // groupCPU sums the CPU of process group pgid's members and, with names,
 // lists them ("pid command line").
 func groupCPU(pgid int, names bool) (uint64, []string) {
+	var sum uint64
+	var running []string
+	eachMember(pgid, func(pid, stat string) bool {
+		_, cpu, _ := parseStat(stat)
+		sum += cpu
+		if names {
+			running = append(running, pid+" "+cmdline(pid))
+		}
+		return true
+	})
+	return sum, running
+}
+
+// eachMember calls fn with the PID and /proc stat line of each member of
+// process group pgid, until fn returns false.
+func eachMember(pgid int, fn func(pid, stat string) bool) {
 	d, err := os.Open("/proc")
 	if err != nil {
-		return 0, nil
+		return
 	}
 	ents, _ := d.Readdirnames(-1)
 	d.Close()
-	var sum uint64
-	var running []string
 	for _, e := range ents {
 		if e[0] < '0' || e[0] > '9' {
 			continue
@@ -196,16 +198,10 @@ func groupCPU(pgid int, names bool) (uint64, []string) {
 		if err != nil {
 			continue // gone meanwhile
 		}
-		g, cpu, ok := parseStat(string(b))
-		if !ok || g != pgid {
-			continue
-		}
-		sum += cpu
-		if names {
-			running = append(running, e+" "+cmdline(e))
+		if g, _, ok := parseStat(string(b)); ok && g == pgid && !fn(e, string(b)) {
+			return
 		}
 	}
-	return sum, running
 }
 
 // parseStat reads a /proc/PID/stat line's process group and its utime,

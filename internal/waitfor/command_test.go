@@ -141,3 +141,24 @@ func TestParseStat(t *testing.T) {
 		t.Fatal("CPU for no process")
 	}
 }
+
+// GroupAlive sees a running group, and not one whose members exited
+// (reaped or not).
+func TestGroupAlive(t *testing.T) {
+	t.Parallel()
+	cmd := exec.Command("sleep", "60")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pgid := cmd.Process.Pid
+	if !GroupAlive(pgid) {
+		t.Fatalf("group %d running, GroupAlive false", pgid)
+	}
+	_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	Until(t, "the killed group's member a zombie", func() bool { return !GroupAlive(pgid) })
+	_ = cmd.Wait()
+	if GroupAlive(pgid) {
+		t.Fatalf("group %d gone, GroupAlive true", pgid)
+	}
+}

@@ -15,7 +15,7 @@ import (
 	"github.com/dxpu/dxpu/bridge"
 	"github.com/dxpu/dxpu/bridge/driver"
 	"github.com/dxpu/dxpu/fabric/manager"
-	"github.com/dxpu/dxpu/internal/app/ratelog"
+	"github.com/dxpu/dxpu/internal/app/bridged"
 	"github.com/dxpu/dxpu/tlp/encap"
 )
 
@@ -39,7 +39,7 @@ var (
 type Agent struct {
 	o    Options
 	log  *slog.Logger
-	late *ratelog.Limiter // the pairs' late timers: a stalled host stalls them all
+	late *bridged.LateLog // the pairs' late timers: a stalled host stalls them all
 	mux  *Mux
 	host hostSide // host role
 	rep  *reporter
@@ -94,7 +94,7 @@ func Start(ctx context.Context, o Options) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &Agent{o: o, log: o.Log, late: ratelog.New(o.Log, time.Second, nil), mux: mux, ctx: ctx, pairs: map[uint32]*pairRun{}}
+	a := &Agent{o: o, log: o.Log, late: bridged.NewLateLog(o.Log), mux: mux, ctx: ctx, pairs: map[uint32]*pairRun{}}
 	a.cred.Store(&o.Credential)
 	if a.rep, err = newReporter(o, a.credential, o.Log); err != nil {
 		mux.Close()
@@ -257,9 +257,7 @@ func (a *Agent) ProgramPair(ctx context.Context, p manager.Pair) error {
 	}
 	pr := &pairRun{p: p, runner: driver.New(b, conn), done: make(chan struct{}), linkUp: make(chan struct{}, 1)}
 	pr.runner.OnEvent = func(e bridge.Event) { a.onEvent(pr, e) }
-	pr.runner.OnLate = func(late time.Duration) {
-		a.late.Log(slog.LevelWarn, "timer-late", 1, "bridge timer late: the process was not running when frames were due; the peer saw the silence", "pair", p.ID, "late", late)
-	}
+	pr.runner.OnLate = a.late.For("pair", p.ID)
 	var side func(context.Context) error
 	if a.o.Role == bridge.RoleGPU {
 		if side, err = a.device(pr); err != nil {

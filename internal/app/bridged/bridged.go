@@ -137,7 +137,7 @@ func Run(ctx context.Context, o Options) error {
 	d := &Daemon{runner: driver.New(b, conn)}
 	events := newEventLog(o.Log, o.Pair, o.Role, nil)
 	d.runner.OnEvent = events.log
-	d.runner.OnLate = events.late
+	d.runner.OnLate = NewLateLog(o.Log).For("pair", o.Pair, "role", o.Role)
 	side, err := d.pcieSide(&o)
 	if err != nil {
 		conn.Close()

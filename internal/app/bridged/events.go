@@ -45,10 +45,25 @@ func (l *eventLog) log(e bridge.Event) {
 	l.limit.Log(slog.LevelWarn, e.Kind.String(), amount, "bridge event", "event", e)
 }
 
-// late logs the runner's timer firing late (driver.Runner.OnLate): the
-// daemon was not running when its frames were due, so its peer saw that
+// LateLog logs runners' timers firing late (driver.Runner.OnLate): the
+// process was not running when their frames were due, so the peer saw that
 // much silence, and a peer or conformance kit that reports it is right.
-// Once per interval, the others counted.
-func (l *eventLog) late(d time.Duration) {
-	l.limit.Log(slog.LevelWarn, "timer-late", 1, "bridge timer late: the process was not running when frames were due; the peer saw the silence", "late", d)
+// One line a second, the others counted, whichever runner it was: a
+// machine's stall stalls them all.
+type LateLog struct{ limit *ratelog.Limiter }
+
+// NewLateLog returns a LateLog writing to log.
+func NewLateLog(log *slog.Logger) *LateLog { return newLateLog(log, nil) }
+
+// newLateLog is NewLateLog on the clock now (nil: the wall clock).
+func newLateLog(log *slog.Logger, now func() time.Time) *LateLog {
+	return &LateLog{limit: ratelog.New(log, time.Second, now)}
+}
+
+// For returns the OnLate hook of one runner; args name it (its pair).
+func (l *LateLog) For(args ...any) func(time.Duration) {
+	args = args[:len(args):len(args)] // each call appends its own
+	return func(late time.Duration) {
+		l.limit.Log(slog.LevelWarn, "timer-late", 1, "bridge timer late: the process was not running when frames were due; the peer saw the silence", append(args, "late", late)...)
+	}
 }

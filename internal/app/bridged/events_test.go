@@ -47,9 +47,10 @@ func TestEventLogLateTimer(t *testing.T) {
 	t.Parallel()
 	var buf bytes.Buffer
 	now := time.Unix(0, 0)
-	l := newEventLog(slog.New(slog.NewTextHandler(&buf, nil)), 7, bridge.RoleGPU, func() time.Time { return now })
+	l := newLateLog(slog.New(slog.NewTextHandler(&buf, nil)), func() time.Time { return now })
+	late := l.For("pair", 7, "role", bridge.RoleGPU)
 	for range 50 {
-		l.late(230 * time.Millisecond)
+		late(230 * time.Millisecond)
 		now = now.Add(time.Millisecond)
 	}
 	now = now.Add(time.Second)

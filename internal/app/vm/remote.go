@@ -13,7 +13,6 @@ import (
 	"github.com/dxpu/dxpu/bridge/vmm"
 	"github.com/dxpu/dxpu/bridge/vmm/qemuproxy"
 	"github.com/dxpu/dxpu/internal/app/bridged"
-	"github.com/dxpu/dxpu/internal/app/ratelog"
 	"github.com/dxpu/dxpu/tlp"
 )
 
@@ -128,10 +127,7 @@ func (g *RemoteGPU) Serve(ctx context.Context, conn *qemuproxy.Conn) error {
 	g.port, g.server = port, srv
 	g.mu.Unlock()
 	up := make(chan struct{}, 1)
-	late := ratelog.New(log, time.Second, nil)
-	r.OnLate = func(d time.Duration) {
-		late.Log(slog.LevelWarn, "timer-late", 1, "vm: bridge timer late: the process was not running when frames were due; the peer saw the silence", "pair", cfg.PairID, "late", d)
-	}
+	r.OnLate = bridged.NewLateLog(log).For("pair", cfg.PairID)
 	serverEvent := r.OnEvent
 	r.OnEvent = func(e bridge.Event) {
 		serverEvent(e)
