@@ -238,7 +238,7 @@ func (m *Manager) lead(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	m.table.reset()
+	m.loadTable(p) // before leading: the API serves the whole table at once
 	m.keys.reset() // another leader may have issued keys meanwhile
 	m.mu.Lock()
 	m.pool, m.leading = p, true

@@ -93,7 +93,53 @@ func (t *tableState) RemovePair(_ context.Context, p Pair) error {
 	return nil
 }
 
-// reset empties the table (on losing or gaining leadership).
+// load replaces the table with pairs in one change (one new version). It
+// returns an error for each pair whose endpoints do not convert; those are
+// left out.
+func (t *tableState) load(pairs []Pair) []error {
+	var errs []error
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	clear(t.pairs)
+	for _, p := range pairs {
+		tp, err := tablePair(p)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		t.pairs[p.ID] = tp
+	}
+	if now := uint64(time.Now().UnixMicro()); now > t.version {
+		t.version = now
+	}
+	t.bump()
+	return errs
+}
+
+// loadTable fills the forwarding table with every active allocation's
+// pairs from p. A manager taking the lead calls it before it answers as
+// leader: a switch following the new leader must never be served an empty
+// table (it would empty its map and cut every pair) while the reconcile
+// pass reaches the switch step pair by pair.
+func (m *Manager) loadTable(p *pool.Pool) {
+	var pairs []Pair
+	for _, a := range p.Allocations() {
+		if a.State != pool.StateActive {
+			continue
+		}
+		ps, err := m.pairsOf(p, a)
+		if err != nil {
+			m.log.Warn("forwarding table: allocation left out", "id", a.ID, "err", err)
+			continue
+		}
+		pairs = append(pairs, ps...)
+	}
+	for _, err := range m.table.load(pairs) {
+		m.log.Warn("forwarding table: pair left out", "err", err)
+	}
+}
+
+// reset empties the table (on losing leadership).
 func (t *tableState) reset() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
