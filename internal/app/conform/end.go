@@ -97,6 +97,7 @@ type end struct {
 	kaAcks      map[uint8]time.Duration
 	kaSent      map[uint8]bool // probe numbers the kit sent (0: its periodic KEEPALIVEs)
 	kaStrays    int            // KEEPALIVE-ACKs with a probe number the kit never sent
+	probeMiss   string         // what the IUT did while the latest unanswered probe waited
 	keepalives  int
 	kaTimes     []time.Duration // arrival of the IUT's KEEPALIVEs this session
 	hellos      int

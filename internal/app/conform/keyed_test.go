@@ -216,3 +216,21 @@ func TestSilenceNamesUnopenedFrames(t *testing.T) {
 		t.Fatalf("unopened %d after a frame opened, want 0", e.unopened)
 	}
 }
+
+// An unanswered KEEPALIVE probe's failure says what the IUT did meanwhile:
+// the frames the kit opened, the last of them, a session restart, and the
+// frames it could not open.
+func TestProbeMissSaysWhatTheIUTDid(t *testing.T) {
+	t.Parallel()
+	e := newEnd(newLedger(), encap.RoleHost, 42, true, Timers{}.withDefaults(), 1)
+	k := &kit{end: e, start: time.Now().Add(-time.Second)}
+	e.frames, e.restarts, e.lastKind, e.lastFrame = 5, 1, "HELLO", k.now()
+	e.unopened, e.unopenedWhy = 2, "unknown key epoch"
+	got := k.missNote(3, k.now()-500*time.Millisecond, 2, 0)
+	for _, want := range []string{"probe 3: ", "ms waited", "the IUT sent 3 frames the kit opened, the last a HELLO",
+		"restarted its session 1 times", "2 frames came in the gap that the kit did not open (the latest: unknown key epoch)"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("%q lacks %q", got, want)
+		}
+	}
+}

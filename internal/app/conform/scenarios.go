@@ -106,9 +106,10 @@ func (k *kit) probe() (bool, error) {
 	if err := k.send(k.control(encap.Control{Type: encap.CtlKeepalive, PeerSession: k.iut.Session, Probe: p})); err != nil {
 		return false, err
 	}
-	t0, strays := k.now(), k.kaStrays
+	t0, strays, frames, restarts := k.now(), k.kaStrays, k.frames, k.restarts
 	ok, err := k.await(k.reply(), func() bool { _, ok := k.kaAcks[p]; return ok })
 	if err != nil || !ok {
+		k.probeMiss = k.missNote(p, t0, frames, restarts)
 		// Answered, with another number (CTL-3 failed as it came): the
 		// IUT is alive.
 		return k.kaStrays > strays, err
@@ -119,6 +120,23 @@ func (k *kit) probe() (bool, error) {
 		k.led.pass("CTL-3", "KEEPALIVE answered at once with its probe number")
 	}
 	return true, nil
+}
+
+// missNote says what the IUT did while probe p went unanswered from t0:
+// an IUT that ignored the probe reads apart from one that restarted, one
+// whose frames the kit could not open, and a kit that was not running.
+func (k *kit) missNote(p uint8, t0 time.Duration, frames, restarts int) string {
+	now := k.now()
+	ran := k.elapsed(t0, now)
+	note := fmt.Sprintf(" (probe %d: %v waited, %v more the kit stalled; meanwhile the IUT sent %d frames the kit opened",
+		p, ran.Round(time.Millisecond), (now - t0 - ran).Round(time.Millisecond), k.frames-frames)
+	if k.frames > frames {
+		note += fmt.Sprintf(", the last a %s %v before the end", k.lastKind, (now - k.lastFrame).Round(time.Millisecond))
+	}
+	if k.restarts != restarts {
+		note += fmt.Sprintf(", and restarted its session %d times", k.restarts-restarts)
+	}
+	return note + k.unopenedNote() + ")"
 }
 
 func (k *kit) handshake() error {
@@ -886,7 +904,7 @@ func (k *kit) malformed() error {
 		name, ran := executed()
 		switch {
 		case !ok:
-			k.led.fail(ruleOf(c.name), "after the %q frame the IUT stopped answering KEEPALIVE", c.name)
+			k.led.fail(ruleOf(c.name), "after the %q frame the IUT stopped answering KEEPALIVE%s", c.name, k.probeMiss)
 			return nil
 		case ran:
 			k.led.fail(ruleOf(name), "the read in the %q frame was executed", name)
