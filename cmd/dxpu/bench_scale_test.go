@@ -36,8 +36,8 @@ func TestBenchScaleProcess(t *testing.T) {
 		t.Fatalf("%v\n%s", err, stdout.String())
 	}
 	t.Logf("%s", stdout.String())
-	if res.Mode != "loopback" || !res.Sealed || res.UDPGoodputGbps <= 0 || res.UDPDatagramBytes != 1472 || len(res.Scenarios) != 1 {
-		t.Fatalf("result %+v: want one sealed loopback scenario with a raw UDP baseline", res)
+	if res.Mode != "loopback" || !res.Sealed || !res.Pinned || res.UDPGoodputGbps <= 0 || res.UDPDatagramBytes != 1472 || len(res.Scenarios) != 1 {
+		t.Fatalf("result %+v: want one sealed loopback scenario, its pairs pinned by default, with a raw UDP baseline", res)
 	}
 	s := res.Scenarios[0]
 	if s.Name != "pairs-2" || s.Pairs != 2 || len(s.PairGbps) != 2 || len(s.HostGbps) != 2 || len(s.BoxGbps) != 2 {
