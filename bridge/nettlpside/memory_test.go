@@ -124,14 +124,16 @@ func TestMemoryDeviceReadFrames(t *testing.T) {
 }
 
 // framingPair is a host and a GPU runner joined by pipes, for the tests of
-// how completions are framed. Their bridges keep completions an hour: at
-// the default 50 ms a loaded machine under -race turned the rest of a read
-// into a CA (CI's race pass), and the timer is not what is checked.
+// how completions are framed. Their bridges keep completions, and a silent
+// peer, an hour: at the defaults (50 ms, 10 ms) a loaded machine under
+// -race turned the rest of a read into a CA (CI's race pass), or declared
+// the link dead and the rest of the read, or all of it, into a UR (a whole
+// stress's race pass); neither timer is what is checked.
 func framingPair(t *testing.T) (rs [2]*driver.Runner, hp, gp *pipe) {
 	t.Helper()
 	hp, gp = newPipes()
 	for i, role := range []bridge.Role{bridge.RoleHost, bridge.RoleGPU} {
-		b, err := bridge.New(bridge.Config{Role: role, PairID: 1, MTU: 1472, CompletionTimeout: time.Hour})
+		b, err := bridge.New(bridge.Config{Role: role, PairID: 1, MTU: 1472, CompletionTimeout: time.Hour, DeadAfter: time.Hour})
 		if err != nil {
 			t.Fatal(err)
 		}
