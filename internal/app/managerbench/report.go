@@ -32,7 +32,7 @@ func WriteReport(ctx context.Context, o Options, asJSON bool, w io.Writer) error
 	}
 	if !r.InvariantsHold {
 		return apperr.Failed(fmt.Errorf("bench manager: invariants broken: over-allocated %d, agent conflicts %d, counts add up %v, errors %d, "+
-			"GPUs used %d before the restart and %d after", r.OverAllocated, r.AgentConflicts, r.CountsAddUp, r.Errors, r.GPUsUsed, r.RestartGPUsUsed))
+			"GPUs used %d before the restart (%d freed for it) and %d after", r.OverAllocated, r.AgentConflicts, r.CountsAddUp, r.Errors, r.GPUsUsed, r.RestartFreedGPUs, r.RestartGPUsUsed))
 	}
 	return nil
 }
@@ -48,5 +48,5 @@ func writeText(w io.Writer, r Result) {
 		r.AllocLatency.P50Us, r.AllocLatency.P99Us, r.AllocLatency.MaxUs, r.ReleaseLatency.P50Us, r.ReleaseLatency.P99Us, r.ReleaseLatency.MaxUs)
 	fmt.Fprintf(w, "over-allocated %d, agent conflicts %d; at the end: GPUs held %d, lent %d, paired %d; allocations held %d, live %d (add up: %v); peak held %d\n",
 		r.OverAllocated, r.AgentConflicts, r.GPUsHeld, r.GPUsUsed, r.GPUsPaired, r.AllocationsHeld, r.AllocationsLive, r.CountsAddUp, r.PeakGPUsHeld)
-	fmt.Fprintf(w, "restart (store reopened, manager to its first allocation): %.1f ms, %d GPUs lent after it\n", r.RestartMs, r.RestartGPUsUsed)
+	fmt.Fprintf(w, "restart (store reopened, manager to its first allocation): %.1f ms, %d GPUs lent after it (%d freed before it for room)\n", r.RestartMs, r.RestartGPUsUsed, r.RestartFreedGPUs)
 }
