@@ -140,15 +140,7 @@ func (m *Manager) loadTable(p *pool.Pool) {
 }
 
 // reset empties the table (on losing leadership).
-func (t *tableState) reset() {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	clear(t.pairs)
-	if now := uint64(time.Now().UnixMicro()); now > t.version {
-		t.version = now
-	}
-	t.bump()
-}
+func (t *tableState) reset() { t.load(nil) }
 
 // snapshot returns the table and a channel closed at its next change.
 func (t *tableState) snapshot() (table.Table, <-chan struct{}) {
