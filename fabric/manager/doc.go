@@ -33,10 +33,12 @@
 // The journal is written before any agent is touched, so after a crash
 // (SIGKILL included) every programmed pair belongs to a journaled
 // allocation. At start-up, and whenever a manager becomes leader, it loads
-// the store and reconciles: pending allocations (the saga was cut short)
-// are rolled back, releasing ones are finished, active ones are re-applied
-// (idempotent steps fill in whatever an agent lost), and the forwarding
-// table is rebuilt. Agents that implement PairLister (or, like the HTTP
+// the store, puts every active allocation's pairs in the forwarding table
+// before it answers as leader (a switch following it never sees a new
+// leader's table empty), and reconciles: pending allocations (the saga was
+// cut short) are rolled back, releasing ones are finished, active ones are
+// re-applied (idempotent steps fill in whatever an agent lost). Agents that
+// implement PairLister (or, like the HTTP
 // agents of package agentapi, AgentPairLister, asked at every bridge's
 // agent URL) are also swept: pairs no allocation holds are removed, active
 // pairs they lost are programmed again; the sweep repeats every
