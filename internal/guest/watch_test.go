@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -56,10 +57,24 @@ func addGPUHoldingBAR(t *testing.T, root, bdf string, boot0 uint32, hold bool) (
 	return func() error { return os.Rename(held, filepath.Join(root, bdf, "resource0")) }
 }
 
-// eventReader returns a reader of Watch's event lines from r: each call
-// takes the next line, which must be a want event, and returns it.
-func eventReader(t *testing.T, r io.Reader) func(want string) map[string]any {
-	lines := bufio.NewScanner(r)
+// startWatch runs Watch on root, polling every millisecond. next takes
+// its next event line, which must be a want event, and returns it; stop
+// ends the watch and returns Watch's error.
+func startWatch(t *testing.T, root string) (next func(want string) map[string]any, stop func() error) {
+	ctx, cancel := context.WithCancel(t.Context())
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		done <- Watch(ctx, WatchOptions{Root: root, Interval: time.Millisecond, Events: pw})
+		pw.Close()
+	}()
+	stop = sync.OnceValue(func() error {
+		cancel()
+		go io.Copy(io.Discard, pr) // an event written as the context ends
+		return <-done
+	})
+	t.Cleanup(func() { _ = stop() })
+	lines := bufio.NewScanner(pr)
 	return func(want string) map[string]any {
 		t.Helper()
 		if !lines.Scan() {
@@ -71,7 +86,7 @@ func eventReader(t *testing.T, r io.Reader) func(want string) map[string]any {
 			t.Fatalf("line %q, want a %s event", lines.Text(), want)
 		}
 		return ev
-	}
+	}, stop
 }
 
 // TestWatch: Watch lists what is there, reports a GPU that appears with
@@ -80,15 +95,7 @@ func eventReader(t *testing.T, r io.Reader) func(want string) map[string]any {
 func TestWatch(t *testing.T) {
 	t.Parallel()
 	root := fakeSysfs(t, map[string][4]string{"0000:00:00.0": {"0x8086", "0x29c0", "0x060000", ""}})
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	pr, pw := io.Pipe()
-	done := make(chan error, 1)
-	go func() {
-		done <- Watch(ctx, WatchOptions{Root: root, Interval: time.Millisecond, Events: pw})
-		pw.Close()
-	}()
-	next := eventReader(t, pr)
+	next, stop := startWatch(t, root)
 	if fns := next("watching")["functions"].([]any); len(fns) != 1 {
 		t.Fatalf("watching %v", fns)
 	}
@@ -108,9 +115,7 @@ func TestWatch(t *testing.T) {
 	if ev := next("removed"); ev["bdf"] != "0000:01:00.0" {
 		t.Fatalf("removed %v", ev)
 	}
-	cancel()
-	go io.Copy(io.Discard, pr) // an event written as the context ends
-	if err := <-done; !errors.Is(err, context.Canceled) {
+	if err := stop(); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Watch returned %v after its context ended", err)
 	}
 }
@@ -123,15 +128,7 @@ func TestWatch(t *testing.T) {
 func TestWatchWaitsForBARFiles(t *testing.T) {
 	t.Parallel()
 	root := fakeSysfs(t, map[string][4]string{"0000:00:00.0": {"0x8086", "0x29c0", "0x060000", ""}})
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	pr, pw := io.Pipe()
-	done := make(chan error, 1)
-	go func() {
-		done <- Watch(ctx, WatchOptions{Root: root, Interval: time.Millisecond, Events: pw})
-		pw.Close()
-	}()
-	next := eventReader(t, pr)
+	next, stop := startWatch(t, root)
 	next("watching")
 	putBAR := addGPUHoldingBAR(t, root, "0000:01:00.0", 0x180000a1, true)
 	added := make(chan error, 1)
@@ -142,9 +139,7 @@ func TestWatchWaitsForBARFiles(t *testing.T) {
 	if err := <-added; err != nil {
 		t.Fatal(err)
 	}
-	cancel()
-	go io.Copy(io.Discard, pr)
-	<-done
+	_ = stop()
 }
 
 // TestWatchNoBus: a root that is not there is an error naming it.
