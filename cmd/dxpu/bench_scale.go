@@ -42,6 +42,12 @@ keeps its pairs apart: on a 2-core machine that gave 1.1-1.7x the goodput
 at 0.53-0.9x the CPU per GB of unpinned bridges. --pin=false measures them
 left to the scheduler.
 
+--mtu and --mps size the frames and the completions: 'dxpu bridge' ships
+1472-byte frames (a 1500-byte Ethernet MTU) and a memory device answering
+with 256-byte completions, each one a NetTLP datagram to the adapter; with
+jumbo frames (--mtu 8972) and --mps 2048 a 4 KiB read crosses in one frame
+and comes back in two datagrams.
+
 Scenarios (--scenarios): sweep (--pairs, default 1,2,4,8,16,32 pairs, a host
 and a box each), borrow (one host borrowing --borrow GPUs, default 8 and 32,
 from several boxes), lend (one box lending --lend GPUs to as many hosts),
@@ -91,6 +97,8 @@ network namespace and the GPU sides in another behind the XDP switch.`,
 	f.IntVar(&o.ReadBytes, "read-bytes", 4096, "size of each DMA read (4..4096, a multiple of 4)")
 	f.IntVar(&o.Readers, "readers", 8, "reads each pair keeps outstanding, one per NetTLP tag port (1..15)")
 	f.IntVar(&o.IdleSamples, "idle-samples", 200, "reads (and echoes) timed before the load")
+	f.IntVar(&o.MTU, "mtu", 1472, "the bridges' --mtu and the raw baseline's datagram size, in bytes (at most 1472 in namespaces)")
+	f.IntVar(&o.MPS, "mps", 256, "the memory devices' --mps, in bytes (128..4096); the bridges' --max-payload is the larger of it and 512")
 	f.BoolVar(&o.Insecure, "insecure-no-keys", false, "run the pairs unkeyed instead of sealed")
 	f.BoolVar(&o.Pin, "pin", true, "a core per pair: both bridges of pair i run on the i-th CPU (dxpu bridge --cpus), round robin; --pin=false leaves them to the scheduler")
 	f.StringVar(&o.Binary, "bridge-binary", "", "the dxpu binary the bridges run as (default: this one)")

@@ -53,6 +53,12 @@ with Ctrl-C.
 list format: 3, 0-1, 0-1,8) with GOMAXPROCS their number: a core per pair
 keeps a box's pairs from taking each other's cycles.
 
+Sizes: frames carry at most --mtu bytes from the dxpu header on (1472, a
+1500-byte Ethernet MTU; 8972 for jumbo frames), TLPs at most --max-payload
+bytes of data (both sides the same), and a memory device answers a read
+with completions of at most --mps bytes: fewer, larger frames and
+completions cost less CPU per byte where the path carries them.
+
 --key-log FILE appends the pair's traffic secrets to FILE (created 0600),
 one line per secret as derived, so that 'dxpu pcap unseal --key-log FILE'
 opens a capture of the pair (like TLS's SSLKEYLOGFILE). Anyone who reads
@@ -67,6 +73,7 @@ Example, a NetTLP host (libtlp on 127.0.0.1) and an emulated GPU:
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.Log = e.log
+			fl.MPSGiven = cmd.Flags().Changed("mps")
 			if err := fl.Apply(&o); err != nil {
 				return exitFor(err, 2)
 			}
@@ -109,6 +116,9 @@ Example, a NetTLP host (libtlp on 127.0.0.1) and an emulated GPU:
 	f.StringVar(&cpus, "cpus", "", "run the daemon's threads on these CPUs only (3, 0-1,8: taskset's list); GOMAXPROCS follows (empty: every CPU)")
 	f.StringVar(&keyLog, "key-log", "", "append the pair's traffic secrets to this file (0600) for 'dxpu pcap unseal' (debugging: it opens the frames)")
 	f.BoolVar(&o.Insecure, "insecure-no-keys", false, "run the pair unkeyed (lab only: anyone on the fabric can inject TLPs)")
+	f.IntVar(&o.MTU, "mtu", 1472, "largest frame from the dxpu header on, in bytes (at most the path's MTU less IP and UDP headers)")
+	f.IntVar(&o.MaxPayload, "max-payload", 512, "largest TLP payload in bytes (4..4096; both sides the same)")
+	f.IntVar(&o.MPS, "mps", 256, "memory device's Max Payload Size: largest completion payload in bytes (128..4096, at most --max-payload)")
 	f.StringVar(&fl.MemBase, "mem-base", "0x2000000000", "memory device base address")
 	f.StringVar(&fl.MemSize, "mem-size", "64M", "memory device size (suffixes K, M, G)")
 	f.StringVar(&fl.Doorbell, "doorbell", "", "test target of docs/protocol.md 12.1 at this address of the memory device (for dxpu conform --doorbell)")

@@ -1,15 +1,22 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
+	"net/netip"
 	"os"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/dxpu/dxpu/bridge/nettlp"
 	"github.com/dxpu/dxpu/internal/app/cpuset"
 	"github.com/dxpu/dxpu/internal/waitfor"
+	"github.com/dxpu/dxpu/tlp"
 )
 
 // TestBridgeCommandFlags: bad flags give exit code 2 and name the flag.
@@ -74,4 +81,75 @@ func TestBridgeCPUs(t *testing.T) {
 			t.Errorf("--cpus %s: %v, want exit code 2 naming --cpus", bad, err)
 		}
 	}
+}
+
+// TestBridgeSizes runs a pair as shipped, two `dxpu bridge` processes with
+// jumbo frames (--mtu 8972), --max-payload 2048 and a memory device with
+// --mps 2048, and reads 4 KiB through the host side's NetTLP adapter: the
+// data comes back whole, and the GPU side sent it as 2 completions (the
+// default 256-byte MPS makes 16).
+func TestBridgeSizes(t *testing.T) {
+	t.Parallel()
+	ports := freePorts(t, "udp", 2)
+	metrics := freePorts(t, "tcp", 1)
+	hostUDP, gpuUDP := fmt.Sprintf("127.0.46.10:%d", ports[0]), fmt.Sprintf("127.0.46.11:%d", ports[1])
+	adapter, load := netip.MustParseAddr("127.0.46.1"), netip.MustParseAddr("127.0.46.2")
+	sizes := []string{"--insecure-no-keys", "--pair", "5", "--mtu", "8972", "--max-payload", "2048", "--dead-after", "5s", "--completion-timeout", "5s"}
+	_, gpuLog := daemon(t, append([]string{"bridge", "--role", "gpu", "--listen", gpuUDP, "--peer", hostUDP, "--pcie", "memory", "--mps", "2048",
+		"--metrics", fmt.Sprintf("127.0.0.1:%d", metrics[0])}, sizes...)...)
+	_, hostLog := daemon(t, append([]string{"bridge", "--role", "host", "--listen", hostUDP, "--peer", gpuUDP,
+		"--pcie", "nettlp:" + adapter.String() + ":" + load.String()}, sizes...)...)
+	waitfor.Until(t, "both bridges running", func() bool {
+		return strings.Contains(gpuLog.String(), "bridge running") && strings.Contains(hostLog.String(), "bridge running")
+	})
+	c, err := nettlp.Dial(load, adapter, 1, tlp.NewID(0, 0, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.Timeout = 5 * time.Second
+	const addr = 0x2000000000 // --mem-base's default
+	want := make([]byte, 4096)
+	for i := range want {
+		want[i] = byte(i*7 + 1)
+	}
+	// Until the pair is up the host side answers UR: write until a read of
+	// the first word returns what was written.
+	waitfor.Until(t, "the pair carrying a write and a read", func() bool {
+		var w [4]byte
+		_, werr := c.WriteAligned(addr, want, 2048)
+		_, rerr := c.Read(addr, w[:])
+		return werr == nil && rerr == nil && bytes.Equal(w[:], want[:4])
+	})
+	sentBefore := gpuTLPsSent(t, metrics[0])
+	got := make([]byte, len(want))
+	if n, err := c.Read(addr, got); err != nil || n != len(got) || !bytes.Equal(got, want) {
+		t.Fatalf("4 KiB read: %d bytes (%v), equal %v", n, err, bytes.Equal(got, want))
+	}
+	if n := gpuTLPsSent(t, metrics[0]) - sentBefore; n != 2 {
+		t.Errorf("the GPU side answered a 4 KiB read with %v TLPs, want 2 completions of 2048 bytes (--mps 2048)", n)
+	}
+}
+
+// gpuTLPsSent scrapes dxpu_bridge_tlps_sent_total from the GPU side's
+// /metrics on port.
+func gpuTLPsSent(t *testing.T, port uint16) float64 {
+	t.Helper()
+	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	const m = `dxpu_bridge_tlps_sent_total{pair="5",role="gpu"} `
+	i := bytes.Index(body, []byte(m))
+	if i < 0 {
+		t.Fatalf("metric %s missing", m)
+	}
+	line, _, _ := strings.Cut(string(body[i+len(m):]), "\n")
+	v, err := strconv.ParseFloat(strings.TrimSpace(line), 64)
+	if err != nil {
+		t.Fatalf("metric %s: %q", m, line)
+	}
+	return v
 }

@@ -56,7 +56,15 @@ type Options struct {
 	Insecure      bool
 	// KeyLog, when set, receives the pair's traffic secrets
 	// (bridge.Config.KeyLog; `--key-log`).
-	KeyLog            func(seal.Secret)
+	KeyLog func(seal.Secret)
+	// MTU is the largest frame from the dxpu header on (0: 1472, a
+	// 1500-byte Ethernet MTU less IPv4 and UDP); MaxPayload the largest
+	// TLP payload this side sends and takes (0: 512): the peer's must be
+	// at least what this side's PCIe side sends.
+	MTU, MaxPayload int
+	// MPS is a memory side's Max Payload Size, the most data one of its
+	// completions carries (0: 256); at most MaxPayload.
+	MPS               int
 	Keepalive         time.Duration
 	DeadAfter         time.Duration
 	CompletionTimeout time.Duration
@@ -111,7 +119,7 @@ func Run(ctx context.Context, o Options) error {
 	if o.Insecure && len(o.Key) == 0 {
 		o.Log.Warn("running unkeyed (--insecure-no-keys): anyone on the fabric who knows the pair ID can inject TLPs")
 	}
-	b, err := bridge.New(bridge.Config{Role: o.Role, PairID: o.Pair, Keepalive: o.Keepalive, DeadAfter: o.DeadAfter,
+	b, err := bridge.New(bridge.Config{Role: o.Role, PairID: o.Pair, MTU: o.MTU, MaxPayload: o.MaxPayload, Keepalive: o.Keepalive, DeadAfter: o.DeadAfter,
 		CompletionTimeout: o.CompletionTimeout, MaxRTO: max(20*time.Millisecond, o.DeadAfter/5),
 		Key: o.Key, KeyGeneration: o.KeyGeneration, SealMode: o.SealMode, RequireKeys: !o.Insecure,
 		KeyLog: o.KeyLog})
@@ -133,6 +141,10 @@ func Run(ctx context.Context, o Options) error {
 	}
 	if err != nil {
 		return err
+	}
+	if m, ok := conn.(interface{ MTU() int }); ok && b.Config().MTU > m.MTU() {
+		conn.Close()
+		return apperr.Usage(fmt.Errorf("--mtu %d: %s carries frames of at most %d bytes", b.Config().MTU, o.EtherIface, m.MTU()))
 	}
 	d := &Daemon{runner: driver.New(b, conn)}
 	events := newEventLog(o.Log, o.Pair, o.Role, nil)
@@ -217,7 +229,7 @@ func (d *Daemon) pcieSide(o *Options) (func(context.Context) error, error) {
 	default: // KindMemory: Run checked the kind
 		mem, err := nettlp.NewSparseMemory(o.MemBase, o.MemSize, nil)
 		if err == nil {
-			d.mem, err = nettlpside.NewMemoryDevice(d.runner, mem, nettlp.CompleterConfig{CompleterID: tlp.NewID(3, 0, 0)})
+			d.mem, err = nettlpside.NewMemoryDevice(d.runner, mem, nettlp.CompleterConfig{MPS: o.MPS, CompleterID: tlp.NewID(3, 0, 0)})
 		}
 		if err != nil {
 			return nil, apperr.Usage(err)

@@ -26,7 +26,14 @@ type Setup struct {
 	Ether                    string // IFACE:MAC: raw Ethernet instead of --listen/--peer
 	EtherDriver              string // afpacket (also ""), or afxdp
 	SealMode                 string // gcm or gmac
+	// MPSGiven says --mps was on the command line: it shapes a memory
+	// side's completions and means nothing to the other kinds.
+	MPSGiven bool
 }
+
+// maxUDPPayload is the most an IPv4 UDP datagram carries: the largest --mtu
+// over UDP.
+const maxUDPPayload = 65507
 
 // Apply checks s and fills in o's role, addresses, PCIe side, key, seal
 // mode, GPU model and memory window; its errors are apperr.ErrUsage and
@@ -87,6 +94,9 @@ func (s Setup) Apply(o *Options) error {
 	if o.PCIe, err = ParsePCIe(s.PCIe); err != nil {
 		return usage(err)
 	}
+	if err := s.sizes(o); err != nil {
+		return usage(err)
+	}
 	m, ok := gpu.ModelByName(s.GPUModel)
 	if !ok {
 		return usage(fmt.Errorf("--gpu-model %q: want h100 or a100", s.GPUModel))
@@ -111,6 +121,30 @@ func (s Setup) Apply(o *Options) error {
 				db, nettlpside.DoorbellStatusOff+nettlpside.DoorbellStatusLen, o.MemBase, o.MemSize))
 		}
 		o.Doorbell = &db
+	}
+	return nil
+}
+
+// sizes checks --mtu, --max-payload and --mps against each other and the
+// PCIe side (the bridge itself says when an MTU cannot carry one TLP).
+func (s Setup) sizes(o *Options) error {
+	maxPayload := o.MaxPayload
+	if maxPayload == 0 {
+		maxPayload = 512 // bridge.Config's default
+	}
+	switch {
+	case s.Ether == "" && (o.MTU < 0 || o.MTU > maxUDPPayload):
+		return fmt.Errorf("--mtu %d: want at most %d (a UDP datagram's payload)", o.MTU, maxUDPPayload)
+	case o.MaxPayload < 0 || o.MaxPayload > 4096 || o.MaxPayload%4 != 0:
+		return fmt.Errorf("--max-payload %d: want a multiple of 4 in 4..4096", o.MaxPayload)
+	case s.MPSGiven && o.PCIe.Kind != KindMemory:
+		return fmt.Errorf("--mps shapes a memory device's completions (--pcie memory), not %q", o.PCIe.Kind)
+	case o.MPS == 0:
+		return nil
+	case o.MPS < 128 || o.MPS > 4096 || o.MPS&(o.MPS-1) != 0:
+		return fmt.Errorf("--mps %d: want 128, 256, 512, 1024, 2048 or 4096", o.MPS)
+	case o.MPS > maxPayload:
+		return fmt.Errorf("--mps %d exceeds --max-payload %d: the bridge would refuse the device's completions", o.MPS, maxPayload)
 	}
 	return nil
 }

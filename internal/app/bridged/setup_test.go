@@ -56,3 +56,42 @@ func TestSetupApply(t *testing.T) {
 		}
 	}
 }
+
+// TestSetupSizes: --mtu, --max-payload and --mps are checked against each
+// other and the PCIe side, each bad one a usage error naming its flag.
+func TestSetupSizes(t *testing.T) {
+	t.Parallel()
+	good := Setup{Role: "gpu", Listen: "127.0.0.1:7001", Peer: "127.0.0.1:7002", PCIe: "memory", GPUModel: "h100",
+		MemBase: "0x1000", MemSize: "64K", SealMode: "gcm", MPSGiven: true}
+	for _, ok := range []Options{{MTU: 8972, MaxPayload: 2048, MPS: 2048}, {MPS: 512}, {MTU: 65507, MaxPayload: 4096, MPS: 4096}} {
+		o := ok
+		o.Insecure = true
+		if err := good.Apply(&o); err != nil || o.MTU != ok.MTU || o.MPS != ok.MPS || o.MaxPayload != ok.MaxPayload {
+			t.Errorf("%+v: %v", ok, err)
+		}
+	}
+	for _, c := range []struct {
+		want string
+		s    func(*Setup)
+		o    Options
+	}{
+		{"--mtu 65508", nil, Options{MTU: 65508}},
+		{"--max-payload 513", nil, Options{MaxPayload: 513}},
+		{"--max-payload 8192", nil, Options{MaxPayload: 8192}},
+		{"--mps 384", nil, Options{MPS: 384}},
+		{"--mps 64", nil, Options{MPS: 64}},
+		{"--mps 1024 exceeds --max-payload 512", nil, Options{MPS: 1024}},
+		{"--mps 512 exceeds --max-payload 256", nil, Options{MPS: 512, MaxPayload: 256}},
+		{"not \"emu-gpu\"", func(s *Setup) { s.PCIe = "emu-gpu" }, Options{MPS: 256}},
+	} {
+		s := good
+		if c.s != nil {
+			c.s(&s)
+		}
+		o := c.o
+		o.Insecure = true
+		if err := s.Apply(&o); !errors.Is(err, apperr.ErrUsage) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want a usage error naming it", c.want, err)
+		}
+	}
+}

@@ -117,11 +117,14 @@ func (t *tailBuffer) lastLine() string {
 	return "no output"
 }
 
-// startPair starts pair i's GPU side and host side, on CPU cpu when it is
-// not negative; a key of 32 random bytes goes into dir unless insecure.
-func startPair(fab fabric, bin, dir string, i int, e endpoints, insecure bool, cpu int) ([]*proc, error) {
+// startPair starts pair i's GPU side and host side (o.Binary, o.MTU,
+// o.MPS), on CPU cpu when it is not negative; a key of 32 random bytes
+// goes into dir unless o.Insecure.
+func startPair(fab fabric, o *Options, dir string, i int, e endpoints, cpu int) ([]*proc, error) {
 	pairID := strconv.Itoa(i + 1)
-	common := []string{"bridge", "--pair", pairID, "--keepalive", "100ms", "--dead-after", "5s", "--completion-timeout", "2s"}
+	bin, insecure := o.Binary, o.Insecure
+	common := []string{"bridge", "--pair", pairID, "--keepalive", "100ms", "--dead-after", "5s", "--completion-timeout", "2s",
+		"--mtu", strconv.Itoa(o.MTU), "--max-payload", strconv.Itoa(max(o.MPS, 512))}
 	if cpu >= 0 {
 		common = append(common, "--cpus", strconv.Itoa(cpu))
 	}
@@ -144,7 +147,7 @@ func startPair(fab fabric, bin, dir string, i int, e endpoints, insecure bool, c
 		args []string
 	}{
 		{"GPU side", true, []string{"--role", "gpu", "--listen", e.gpuListen.String(), "--peer", e.gpuPeer.String(), "--metrics", e.gpuMetrics.String(),
-			"--pcie", "memory", "--mem-base", fmt.Sprintf("%#x", memBase), "--mem-size", "16M"}},
+			"--pcie", "memory", "--mem-base", fmt.Sprintf("%#x", memBase), "--mem-size", "16M", "--mps", strconv.Itoa(o.MPS)}},
 		{"host side", false, []string{"--role", "host", "--listen", e.hostListen.String(), "--peer", e.hostPeer.String(), "--metrics", e.hostMetrics.String(),
 			"--pcie", "nettlp:" + e.adapter.String() + ":" + e.load.String()}},
 	}

@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/dxpu/dxpu/internal/app/cpuset"
+	"github.com/dxpu/dxpu/internal/app/labnet"
 	"github.com/dxpu/dxpu/internal/app/progress"
 	"github.com/dxpu/dxpu/internal/app/rawgoodput"
 )
@@ -61,6 +62,11 @@ type Options struct {
 	// Insecure runs the pairs unkeyed (--insecure-no-keys) instead of
 	// sealed with AES-256-GCM as daemons run.
 	Insecure bool
+	// MTU is the bridges' --mtu (default 1472, what dxpu bridge ships;
+	// at most labnet.MaxMTU in namespaces) and the raw baseline's datagram
+	// size; MPS the memory devices' --mps (default 256), the bridges'
+	// --max-payload the larger of it and 512.
+	MTU, MPS int
 	// Pin gives each pair a core: both its bridges run with --cpus of one
 	// CPU, pair i on the i-th CPU this process may use, round robin.
 	Pin bool
@@ -105,6 +111,12 @@ func (o *Options) defaults() error {
 	if o.IdleSamples == 0 {
 		o.IdleSamples = 200
 	}
+	if o.MTU == 0 {
+		o.MTU = bridgeMTU
+	}
+	if o.MPS == 0 {
+		o.MPS = 256
+	}
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
@@ -127,6 +139,12 @@ func (o *Options) defaults() error {
 		return fmt.Errorf("--readers %d: want 1..%d (one NetTLP tag port each; tag %d is the probe's)", o.Readers, probeTag, probeTag)
 	case o.IdleSamples < 1:
 		return fmt.Errorf("--idle-samples %d: want at least 1", o.IdleSamples)
+	case o.MTU < 0 || o.MTU > 65507:
+		return fmt.Errorf("--mtu %d: want at most 65507 (a UDP datagram's payload)", o.MTU)
+	case !o.Loopback && o.MTU > labnet.MaxMTU:
+		return fmt.Errorf("--mtu %d: the namespaces' veths carry %d-byte packets, so at most %d (or --loopback)", o.MTU, labnet.VethMTU, labnet.MaxMTU)
+	case o.MPS < 128 || o.MPS > 4096 || o.MPS&(o.MPS-1) != 0:
+		return fmt.Errorf("--mps %d: want 128, 256, 512, 1024, 2048 or 4096", o.MPS)
 	}
 	if _, err := os.Stat(o.Binary); err != nil {
 		return fmt.Errorf("scalebench: the dxpu binary: %w", err)
@@ -177,9 +195,13 @@ type Result struct {
 	Sealed         bool    `json:"sealed"`
 	// Pinned: each pair's bridges ran on one CPU of their own (Pin).
 	Pinned bool `json:"pinned"`
+	// MTUBytes and MPSBytes are the bridges' --mtu and the memory
+	// devices' --mps.
+	MTUBytes int `json:"mtu_bytes"`
+	MPSBytes int `json:"mps_bytes"`
 	// The raw baseline: two plain UDP sockets on the pairs' path flooded
-	// with datagrams of the bridges' MTU (1472 bytes from the dxpu header
-	// on), before the first scenario, for Seconds.
+	// with datagrams of the bridges' MTU (from the dxpu header on),
+	// before the first scenario, for Seconds.
 	UDPGoodputGbps   float64 `json:"udp_goodput_gbps"`
 	UDPDatagramBytes int     `json:"udp_datagram_bytes"`
 	// SinglePairGbps is the 1-pair sweep point's aggregate (0 when it
@@ -255,7 +277,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	if len(plan) == 0 {
 		return Result{}, errors.New("no scenario to run (switch needs namespaces: drop --loopback)")
 	}
-	res := Result{Mode: "loopback", Cores: runtime.NumCPU(), ReadBytes: o.ReadBytes, ReadersPerPair: o.Readers,
+	res := Result{Mode: "loopback", Cores: runtime.NumCPU(), ReadBytes: o.ReadBytes, ReadersPerPair: o.Readers, MTUBytes: o.MTU, MPSBytes: o.MPS,
 		Seconds: o.Duration.Seconds(), Sealed: !o.Insecure, Pinned: o.Pin}
 	if !o.Loopback {
 		res.Mode = "netns"
@@ -292,8 +314,8 @@ func Run(ctx context.Context, o Options) (Result, error) {
 // minLoadedSamples is the fewest reads timed under load.
 const minLoadedSamples = 20
 
-// bridgeMTU is the shipped bridge's MTU (bridge.Config's default): the raw
-// baseline's datagram size.
+// bridgeMTU is the shipped bridge's MTU (bridge.Config's default): the
+// default of Options.MTU.
 const bridgeMTU = 1472
 
 // runScenario starts sc's processes, floods every pair, and measures.
@@ -315,7 +337,7 @@ func runScenario(ctx context.Context, o *Options, sc scenario, res *Result, firs
 		if err != nil {
 			return out, err
 		}
-		u, err := rawgoodput.UDP(ctx, tx, rx, bridgeMTU, prefix, o.Duration)
+		u, err := rawgoodput.UDP(ctx, tx, rx, o.MTU, prefix, o.Duration)
 		if err != nil {
 			return out, fmt.Errorf("scalebench: %w", err)
 		}
@@ -358,7 +380,7 @@ func runScenario(ctx context.Context, o *Options, sc scenario, res *Result, firs
 		if o.Pin {
 			cpu = cpus[i%len(cpus)]
 		}
-		ps, err := startPair(fab, o.Binary, dir, i, e, o.Insecure, cpu)
+		ps, err := startPair(fab, o, dir, i, e, cpu)
 		if err != nil {
 			return out, err
 		}

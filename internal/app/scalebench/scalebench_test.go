@@ -33,6 +33,9 @@ func TestPlan(t *testing.T) {
 	if err := o.defaults(); err != nil {
 		t.Fatal(err)
 	}
+	if o.MTU != 1472 || o.MPS != 256 {
+		t.Errorf("sizes by default: --mtu %d --mps %d, want dxpu bridge's 1472 and 256", o.MTU, o.MPS)
+	}
 	var names []string
 	for _, s := range o.plan() {
 		names = append(names, s.name)
@@ -68,15 +71,20 @@ func TestOptionsRefused(t *testing.T) {
 	for _, c := range []struct {
 		o    Options
 		want string
+		ns   bool // in namespaces, not on loopback
 	}{
-		{Options{Scenarios: []string{"sweep", "fast"}}, `--scenarios "fast"`},
-		{Options{Pairs: []int{2, 500}}, "500 pairs: want 1..120"},
-		{Options{Readers: 16}, "--readers 16: want 1..15"},
-		{Options{ReadBytes: 6}, "--read-bytes 6"},
-		{Options{Duration: -time.Second}, "--duration -1s"},
-		{Options{Binary: "/nonexistent/dxpu"}, "/nonexistent/dxpu"},
+		{Options{Scenarios: []string{"sweep", "fast"}}, `--scenarios "fast"`, false},
+		{Options{Pairs: []int{2, 500}}, "500 pairs: want 1..120", false},
+		{Options{Readers: 16}, "--readers 16: want 1..15", false},
+		{Options{ReadBytes: 6}, "--read-bytes 6", false},
+		{Options{Duration: -time.Second}, "--duration -1s", false},
+		{Options{Binary: "/nonexistent/dxpu"}, "/nonexistent/dxpu", false},
+		{Options{MTU: 70000}, "--mtu 70000: want at most 65507", false},
+		{Options{MTU: 8972}, "--mtu 8972: the namespaces' veths carry 1500-byte packets, so at most 1472", true},
+		{Options{MPS: 384}, "--mps 384: want 128", false},
+		{Options{MPS: 8192}, "--mps 8192", false},
 	} {
-		c.o.Loopback = true
+		c.o.Loopback = !c.ns
 		if c.o.Binary == "" {
 			c.o.Binary = os.Args[0]
 		}
