@@ -139,8 +139,8 @@ func (s Setup) sizes(o *Options) error {
 		return fmt.Errorf("--max-payload %d: want a multiple of 4 in 4..4096", o.MaxPayload)
 	case s.MPSGiven && o.PCIe.Kind != KindMemory:
 		return fmt.Errorf("--mps shapes a memory device's completions (--pcie memory), not %q", o.PCIe.Kind)
-	case o.MPS == 0:
-		return nil
+	case o.MPS == 0 || o.PCIe.Kind != KindMemory:
+		return nil // --mps's default, unused
 	case o.MPS < 128 || o.MPS > 4096 || o.MPS&(o.MPS-1) != 0:
 		return fmt.Errorf("--mps %d: want 128, 256, 512, 1024, 2048 or 4096", o.MPS)
 	case o.MPS > maxPayload:

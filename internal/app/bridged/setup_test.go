@@ -70,6 +70,12 @@ func TestSetupSizes(t *testing.T) {
 			t.Errorf("%+v: %v", ok, err)
 		}
 	}
+	// --mps's default means nothing to a host side, whatever --max-payload.
+	host := good
+	host.Role, host.PCIe, host.MPSGiven = "host", "nettlp:127.0.0.2:127.0.0.1", false
+	if o := (Options{Insecure: true, MPS: 256, MaxPayload: 128}); host.Apply(&o) != nil {
+		t.Errorf("host side with --max-payload 128: %v", host.Apply(&o))
+	}
 	for _, c := range []struct {
 		want string
 		s    func(*Setup)
