@@ -46,7 +46,8 @@ left to the scheduler.
 1472-byte frames (a 1500-byte Ethernet MTU) and a memory device answering
 with 256-byte completions, each one a NetTLP datagram to the adapter; with
 jumbo frames (--mtu 8972) and --mps 2048 a 4 KiB read crosses in one frame
-and comes back in two datagrams.
+and comes back in two datagrams: on a 2-core machine 1.8-2.6x the goodput
+at 0.44-0.62x the bridges' CPU per GB of the defaults.
 
 Scenarios (--scenarios): sweep (--pairs, default 1,2,4,8,16,32 pairs, a host
 and a box each), borrow (one host borrowing --borrow GPUs, default 8 and 32,
