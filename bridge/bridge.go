@@ -472,7 +472,7 @@ func (b *Bridge) HandleTLP(now time.Duration, t []byte) error {
 		return b.refuseDown(v, k)
 	}
 	if len(t) > int(b.peer.MaxTLP) {
-		return fmt.Errorf("%w: %d bytes exceed the %d-byte TLPs the peer accepts", ErrMalformedTLP, len(t), b.peer.MaxTLP)
+		return fmt.Errorf("%w: %w: %d bytes exceed the %d-byte TLPs the peer accepts", ErrMalformedTLP, ErrPeerTLPSize, len(t), b.peer.MaxTLP)
 	}
 	if b.pending[c].full() {
 		return ErrBusy

@@ -508,7 +508,7 @@ func TestMalformedTLPRefused(t *testing.T) {
 		t.Fatalf("short TLP: %v", err)
 	}
 	big := enc(mwr(0, 256))
-	if err := p.h.HandleTLP(p.now, big); !errors.Is(err, ErrMalformedTLP) || !strings.Contains(err.Error(), "MaxPayload") {
+	if err := p.h.HandleTLP(p.now, big); !errors.Is(err, ErrMalformedTLP) || errors.Is(err, ErrPeerTLPSize) || !strings.Contains(err.Error(), "MaxPayload") {
 		t.Fatalf("oversized TLP: %v", err)
 	}
 }
@@ -592,7 +592,7 @@ func TestPeerMaxTLP(t *testing.T) {
 	p := newTestPair(t, Config{MaxPayload: 1024, MTU: 1472}, Config{MaxPayload: 256})
 	p.up()
 	err := p.h.HandleTLP(p.now, enc(mwr(0, 512)))
-	if !errors.Is(err, ErrMalformedTLP) || !strings.Contains(err.Error(), "peer") {
+	if !errors.Is(err, ErrMalformedTLP) || !errors.Is(err, ErrPeerTLPSize) || !strings.Contains(err.Error(), "peer") {
 		t.Fatalf("512-byte write to a 256-byte peer: %v", err)
 	}
 	p.send(p.h, mwr(0, 256))

@@ -9,6 +9,9 @@ var (
 	// ErrMalformedTLP is wrapped when the local side hands over a TLP that
 	// does not parse or exceeds MaxPayload.
 	ErrMalformedTLP = errors.New("bridge: malformed TLP")
+	// ErrPeerTLPSize, wrapped with ErrMalformedTLP: the TLP is larger than
+	// the peer announced it takes (its MaxPayload is smaller than ours).
+	ErrPeerTLPSize = errors.New("larger than the peer takes")
 	// ErrBusy: the class queue or the tag table is full; offer the TLP again
 	// after the bridge made progress (frames received, timers run).
 	ErrBusy = errors.New("bridge: queue full")

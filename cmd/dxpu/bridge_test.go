@@ -87,7 +87,8 @@ func TestBridgeCPUs(t *testing.T) {
 // jumbo frames (--mtu 8972), --max-payload 2048 and a memory device with
 // --mps 2048, and reads 4 KiB through the host side's NetTLP adapter: the
 // data comes back whole, and the GPU side sent it as 2 completions (the
-// default 256-byte MPS makes 16).
+// default 256-byte MPS makes 16). Against a host side left at
+// --max-payload 512 the GPU side stops with one line naming the flags.
 func TestBridgeSizes(t *testing.T) {
 	t.Parallel()
 	ports := freePorts(t, "udp", 2)
@@ -129,6 +130,25 @@ func TestBridgeSizes(t *testing.T) {
 	if n := gpuTLPsSent(t, metrics[0]) - sentBefore; n != 2 {
 		t.Errorf("the GPU side answered a 4 KiB read with %v TLPs, want 2 completions of 2048 bytes (--mps 2048)", n)
 	}
+
+	// A host side left at --max-payload 512 cannot take those completions:
+	// the GPU side stops at the first read, saying which flags disagree.
+	ports = freePorts(t, "udp", 2)
+	hostUDP, gpuUDP = fmt.Sprintf("127.0.46.10:%d", ports[0]), fmt.Sprintf("127.0.46.11:%d", ports[1])
+	adapter, load = netip.MustParseAddr("127.0.46.3"), netip.MustParseAddr("127.0.46.4")
+	_, gpuLog = daemon(t, append([]string{"bridge", "--role", "gpu", "--listen", gpuUDP, "--peer", hostUDP, "--pcie", "memory", "--mps", "2048"}, sizes...)...)
+	_, _ = daemon(t, "bridge", "--role", "host", "--listen", hostUDP, "--peer", gpuUDP, "--pcie", "nettlp:"+adapter.String()+":"+load.String(),
+		"--insecure-no-keys", "--pair", "5", "--mtu", "8972")
+	c2, err := nettlp.Dial(load, adapter, 1, tlp.NewID(0, 0, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	c2.Timeout = 5 * time.Second
+	waitfor.Until(t, "the GPU side refusing to send completions the host side cannot take", func() bool {
+		_, _ = c2.Read(addr, got)
+		return strings.Contains(gpuLog.String(), "--mps 2048 needs the peer's --max-payload at least 2048")
+	})
 }
 
 // gpuTLPsSent scrapes dxpu_bridge_tlps_sent_total from the GPU side's

@@ -234,9 +234,22 @@ func (d *Daemon) pcieSide(o *Options) (func(context.Context) error, error) {
 		if err != nil {
 			return nil, apperr.Usage(err)
 		}
-		if o.Doorbell == nil {
-			return d.mem.Run, nil
+		run := d.mem.Run
+		if o.Doorbell != nil {
+			if run, err = d.doorbell(*o.Doorbell, o, mem); err != nil {
+				return nil, err
+			}
 		}
-		return d.doorbell(*o.Doorbell, o, mem)
+		return func(ctx context.Context) error { return peerTooSmall(run(ctx), o.MPS) }, nil
 	}
+}
+
+// peerTooSmall names the flags when a memory device's completion was
+// refused for the peer's announced TLP size: this side's --mps exceeds the
+// peer's --max-payload (Setup checked this side's own).
+func peerTooSmall(err error, mps int) error {
+	if errors.Is(err, bridge.ErrPeerTLPSize) {
+		return fmt.Errorf("%w: --mps %d needs the peer's --max-payload at least %d", err, mps, mps)
+	}
+	return err
 }
