@@ -23,6 +23,12 @@ type CompleterConfig struct {
 	CompleterID tlp.ID
 }
 
+// MPSChoices lists the Max Payload Sizes PCIe defines, for messages.
+const MPSChoices = "128, 256, 512, 1024, 2048 or 4096"
+
+// ValidMPS reports whether n is a Max Payload Size PCIe defines.
+func ValidMPS(n int) bool { return n >= 128 && n <= 4096 && bits.OnesCount(uint(n)) == 1 }
+
 func (c *CompleterConfig) fill() error {
 	if c.MPS == 0 {
 		c.MPS = 256
@@ -30,8 +36,8 @@ func (c *CompleterConfig) fill() error {
 	if c.RCB == 0 {
 		c.RCB = 64
 	}
-	if c.MPS < 128 || c.MPS > 4096 || bits.OnesCount(uint(c.MPS)) != 1 {
-		return fmt.Errorf("%w: MPS %d: want 128, 256, 512, 1024, 2048 or 4096", ErrConfig, c.MPS)
+	if !ValidMPS(c.MPS) {
+		return fmt.Errorf("%w: MPS %d: want %s", ErrConfig, c.MPS, MPSChoices)
 	}
 	if (c.RCB != 64 && c.RCB != 128) || c.RCB > c.MPS {
 		return fmt.Errorf("%w: RCB %d: want 64 or 128, at most MPS %d", ErrConfig, c.RCB, c.MPS)

@@ -261,7 +261,7 @@ func (s *sysConn) sendBatch(_ *Conn, frames [][]byte) (int, error) {
 
 // gsoMaxBytes bounds a segmented message: the largest UDP payload of an
 // IPv4 datagram (the kernel refuses a larger one).
-const gsoMaxBytes = 65507
+const gsoMaxBytes = MaxPayload
 
 // gsoCtlWords is a UDP_SEGMENT control message (a cmsghdr and a uint16,
 // padded) in uint64s.

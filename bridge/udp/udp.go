@@ -25,6 +25,10 @@ import (
 // moves; longer batches are split.
 const MaxBatch = 64
 
+// MaxPayload is the most an IPv4 UDP datagram carries (65535 less the IPv4
+// and UDP headers): the largest frame over UDP.
+const MaxPayload = 65507
+
 // Conn is a UDP socket bound to a local address that exchanges frames with
 // one peer. Datagrams from other sources are ignored. Send and SendBatch
 // may be called from several goroutines; Recv and RecvBatch from one at a

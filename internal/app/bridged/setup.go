@@ -7,8 +7,11 @@ import (
 	"net/netip"
 	"strings"
 
+	"github.com/dxpu/dxpu/bridge"
+	"github.com/dxpu/dxpu/bridge/nettlp"
 	"github.com/dxpu/dxpu/bridge/nettlpside"
 	"github.com/dxpu/dxpu/bridge/seal"
+	"github.com/dxpu/dxpu/bridge/udp"
 	"github.com/dxpu/dxpu/emu/gpu"
 	"github.com/dxpu/dxpu/internal/app/apperr"
 	"github.com/dxpu/dxpu/internal/app/bytesize"
@@ -30,10 +33,6 @@ type Setup struct {
 	// side's completions and means nothing to the other kinds.
 	MPSGiven bool
 }
-
-// maxUDPPayload is the most an IPv4 UDP datagram carries: the largest --mtu
-// over UDP.
-const maxUDPPayload = 65507
 
 // Apply checks s and fills in o's role, addresses, PCIe side, key, seal
 // mode, GPU model and memory window; its errors are apperr.ErrUsage and
@@ -128,21 +127,18 @@ func (s Setup) Apply(o *Options) error {
 // sizes checks --mtu, --max-payload and --mps against each other and the
 // PCIe side (the bridge itself says when an MTU cannot carry one TLP).
 func (s Setup) sizes(o *Options) error {
-	maxPayload := o.MaxPayload
-	if maxPayload == 0 {
-		maxPayload = 512 // bridge.Config's default
-	}
+	maxPayload := bridge.Config{MaxPayload: o.MaxPayload}.Defaults().MaxPayload
 	switch {
-	case s.Ether == "" && (o.MTU < 0 || o.MTU > maxUDPPayload):
-		return fmt.Errorf("--mtu %d: want at most %d (a UDP datagram's payload)", o.MTU, maxUDPPayload)
+	case s.Ether == "" && (o.MTU < 0 || o.MTU > udp.MaxPayload):
+		return fmt.Errorf("--mtu %d: want at most %d (a UDP datagram's payload)", o.MTU, udp.MaxPayload)
 	case o.MaxPayload < 0 || o.MaxPayload > 4096 || o.MaxPayload%4 != 0:
 		return fmt.Errorf("--max-payload %d: want a multiple of 4 in 4..4096", o.MaxPayload)
 	case s.MPSGiven && o.PCIe.Kind != KindMemory:
 		return fmt.Errorf("--mps shapes a memory device's completions (--pcie memory), not %q", o.PCIe.Kind)
 	case o.MPS == 0 || o.PCIe.Kind != KindMemory:
 		return nil // --mps's default, unused
-	case o.MPS < 128 || o.MPS > 4096 || o.MPS&(o.MPS-1) != 0:
-		return fmt.Errorf("--mps %d: want 128, 256, 512, 1024, 2048 or 4096", o.MPS)
+	case !nettlp.ValidMPS(o.MPS):
+		return fmt.Errorf("--mps %d: want %s", o.MPS, nettlp.MPSChoices)
 	case o.MPS > maxPayload:
 		return fmt.Errorf("--mps %d exceeds --max-payload %d: the bridge would refuse the device's completions", o.MPS, maxPayload)
 	}

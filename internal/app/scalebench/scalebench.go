@@ -16,6 +16,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/dxpu/dxpu/bridge"
+	"github.com/dxpu/dxpu/bridge/nettlp"
+	"github.com/dxpu/dxpu/bridge/udp"
 	"github.com/dxpu/dxpu/internal/app/cpuset"
 	"github.com/dxpu/dxpu/internal/app/labnet"
 	"github.com/dxpu/dxpu/internal/app/progress"
@@ -139,12 +142,12 @@ func (o *Options) defaults() error {
 		return fmt.Errorf("--readers %d: want 1..%d (one NetTLP tag port each; tag %d is the probe's)", o.Readers, probeTag, probeTag)
 	case o.IdleSamples < 1:
 		return fmt.Errorf("--idle-samples %d: want at least 1", o.IdleSamples)
-	case o.MTU < 0 || o.MTU > 65507:
-		return fmt.Errorf("--mtu %d: want at most 65507 (a UDP datagram's payload)", o.MTU)
+	case o.MTU < 0 || o.MTU > udp.MaxPayload:
+		return fmt.Errorf("--mtu %d: want at most %d (a UDP datagram's payload)", o.MTU, udp.MaxPayload)
 	case !o.Loopback && o.MTU > labnet.MaxMTU:
 		return fmt.Errorf("--mtu %d: the namespaces' veths carry %d-byte packets, so at most %d (or --loopback)", o.MTU, labnet.VethMTU, labnet.MaxMTU)
-	case o.MPS < 128 || o.MPS > 4096 || o.MPS&(o.MPS-1) != 0:
-		return fmt.Errorf("--mps %d: want 128, 256, 512, 1024, 2048 or 4096", o.MPS)
+	case !nettlp.ValidMPS(o.MPS):
+		return fmt.Errorf("--mps %d: want %s", o.MPS, nettlp.MPSChoices)
 	}
 	if _, err := os.Stat(o.Binary); err != nil {
 		return fmt.Errorf("scalebench: the dxpu binary: %w", err)
@@ -316,7 +319,7 @@ const minLoadedSamples = 20
 
 // bridgeMTU is the shipped bridge's MTU (bridge.Config's default): the
 // default of Options.MTU.
-const bridgeMTU = 1472
+var bridgeMTU = bridge.Config{}.Defaults().MTU
 
 // runScenario starts sc's processes, floods every pair, and measures.
 func runScenario(ctx context.Context, o *Options, sc scenario, res *Result, first bool, bar *progress.Bar) (ScenarioResult, error) {
