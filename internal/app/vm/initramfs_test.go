@@ -38,9 +38,7 @@ func fakeELF(t *testing.T, dynamic bool) string {
 	}
 	h = append(h, "payload"...)
 	p := filepath.Join(t.TempDir(), "prog")
-	if err := os.WriteFile(p, h, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	writeExecutable(t, p, h)
 	return p
 }
 
@@ -130,7 +128,7 @@ func TestInitramfsRefusesDynamicPrograms(t *testing.T) {
 		t.Fatalf("%v, want ErrNotStatic naming %s", err, dyn)
 	}
 	notELF := filepath.Join(t.TempDir(), "script")
-	os.WriteFile(notELF, []byte("#!/bin/sh\n"), 0o755)
+	writeExecutable(t, notELF, []byte("#!/bin/sh\n"))
 	if err := WriteInitramfs(io.Discard, InitramfsConfig{Busybox: self, GuestTool: notELF}); err == nil || !strings.Contains(err.Error(), "not an ELF") {
 		t.Fatalf("a script as the guest tool: %v", err)
 	}

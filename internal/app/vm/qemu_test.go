@@ -3,7 +3,6 @@ package vm
 import (
 	"context"
 	"errors"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -20,9 +19,7 @@ func TestCheckQEMU(t *testing.T) {
 	dir := t.TempDir()
 	fake := func(name, out string) string {
 		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte("#!/bin/sh\necho '"+out+"'\n"), 0o755); err != nil {
-			t.Fatal(err)
-		}
+		writeExecutable(t, p, []byte("#!/bin/sh\necho '"+out+"'\n"))
 		return p
 	}
 	if _, err := CheckQEMU(ctx, fake("old", `name "pci-testdev", bus PCI`)); !errors.Is(err, ErrQEMUTooOld) {
@@ -39,7 +36,7 @@ func TestOptionErrors(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	q := filepath.Join(dir, "qemu")
-	os.WriteFile(q, []byte("#!/bin/sh\necho '\"x-pci-proxy-dev\"'\n"), 0o755)
+	writeExecutable(t, q, []byte("#!/bin/sh\necho '\"x-pci-proxy-dev\"'\n"))
 	for _, o := range []Options{
 		{QEMU: q, Kernel: "k", GuestTool: "g", Machine: "virt"},
 		{QEMU: q, Kernel: "k", GuestTool: "g", Accel: "hvf"},
@@ -93,7 +90,7 @@ func TestKernelReservesHugepages(t *testing.T) {
 	} {
 		dir := t.TempDir()
 		q := filepath.Join(dir, "qemu")
-		os.WriteFile(q, []byte("#!/bin/sh\necho '\"x-pci-proxy-dev\"'\n"), 0o755)
+		writeExecutable(t, q, []byte("#!/bin/sh\necho '\"x-pci-proxy-dev\"'\n"))
 		o := c.o
 		o.QEMU, o.Kernel, o.GuestTool, o.Accel = q, "k", "g", "tcg"
 		if err := o.fill(context.Background()); err != nil {
