@@ -191,6 +191,16 @@ func (b *Bridge) State() State { return b.state }
 // Session returns the current session nonce.
 func (b *Bridge) Session() uint32 { return b.session }
 
+// PeerMaxPayload returns the largest TLP payload the peer takes, from the
+// TLP size its HELLO announced (its MaxPayload), or 0 while no peer is
+// known.
+func (b *Bridge) PeerMaxPayload() int {
+	if !b.peerKnown {
+		return 0
+	}
+	return int(b.peer.MaxTLP) - tlp.Header4DW - 4
+}
+
 // Counters returns a snapshot of the statistics.
 func (b *Bridge) Counters() Counters {
 	c := b.ctr

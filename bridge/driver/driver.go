@@ -260,6 +260,14 @@ func (r *Runner) State() bridge.State {
 	return r.b.State()
 }
 
+// PeerMaxPayload returns the largest TLP payload the peer takes, 0 while
+// no peer is known (bridge.Bridge.PeerMaxPayload).
+func (r *Runner) PeerMaxPayload() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.b.PeerMaxPayload()
+}
+
 // Pending returns the TLPs the bridge holds unacknowledged.
 func (r *Runner) Pending() int {
 	r.mu.Lock()

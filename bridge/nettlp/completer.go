@@ -69,6 +69,7 @@ const cplHeaderLen = 12
 //     bytes.
 type Completer struct {
 	cfg      CompleterConfig
+	mps      int // cfg.MPS, or less under LimitMPS
 	mem      Memory
 	stats    *Stats
 	headroom int
@@ -93,12 +94,28 @@ func NewCompleter(cfg CompleterConfig, mem Memory, headroom int, stats *Stats) (
 	if stats == nil {
 		stats = new(Stats)
 	}
-	return &Completer{cfg: cfg, mem: mem, stats: stats, headroom: headroom,
+	return &Completer{cfg: cfg, mps: cfg.MPS, mem: mem, stats: stats, headroom: headroom,
 		frame: make([]byte, headroom+cplHeaderLen+cfg.MPS)}, nil
 }
 
 // Config returns the configuration in use (defaults filled in).
 func (c *Completer) Config() CompleterConfig { return c.cfg }
+
+// LimitMPS caps the completions at the largest Max Payload Size that is at
+// most n bytes and at most the configured MPS, as PCIe enumeration sets a
+// device's MPS to what every link on its path takes (a bridge's peer
+// announcing 512-byte payloads, say); never below 128, the smallest MPS.
+// n <= 0 lifts the cap. It returns the MPS now in use.
+func (c *Completer) LimitMPS(n int) int {
+	c.mps = c.cfg.MPS
+	if n > 0 && n < c.mps {
+		c.mps = max(128, 1<<(bits.Len(uint(n))-1))
+	}
+	return c.mps
+}
+
+// MPS returns the Max Payload Size the completions use now.
+func (c *Completer) MPS() int { return c.mps }
 
 // Handle serves one TLP. emit is called once per completion, in order,
 // with the completion preceded by the headroom; the slice is reused after
@@ -220,7 +237,7 @@ func (c *Completer) read(r *request, emit func([]byte) error) error {
 		}
 		return fmt.Errorf("%s answered with UR: %w", r.kind, err)
 	}
-	mps := c.cfg.MPS
+	mps := c.mps
 	if mps == 4096 && span == 4096 {
 		// A 1024-DW CplD has Length field 0, which libtlp reads as 0
 		// bytes: cut the span in two.

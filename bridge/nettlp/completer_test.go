@@ -417,3 +417,36 @@ func TestWriteByteEnableHoles(t *testing.T) {
 		}
 	}
 }
+
+// TestLimitMPS: the cap is the largest Max Payload Size within both the
+// configuration and the limit, never below 128; 0 lifts it; a read's
+// completions follow it.
+func TestLimitMPS(t *testing.T) {
+	t.Parallel()
+	mem := newTestMemory(t, 0, 1<<20)
+	c, err := NewCompleter(CompleterConfig{MPS: 2048}, mem, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct{ limit, want int }{
+		{512, 512}, {600, 512}, {4096, 2048}, {2048, 2048}, {100, 128}, {4, 128}, {0, 2048}, {-1, 2048}, {1024, 1024},
+	} {
+		if got := c.LimitMPS(tt.limit); got != tt.want || c.MPS() != tt.want {
+			t.Errorf("LimitMPS(%d) = %d (MPS %d), want %d", tt.limit, got, c.MPS(), tt.want)
+		}
+	}
+	c.LimitMPS(512)
+	req := libtlpMRd(0x1000, 4096, 5)
+	cpls, err := serve(t, c, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cpls) != 8 {
+		t.Fatalf("%d completions at MPS 512, want 8", len(cpls))
+	}
+	cfg := c.Config()
+	cfg.MPS = 512 // what checkReadCompletions holds the shapes to
+	if err := checkReadCompletions(cfg, req, cpls, mem); err != nil {
+		t.Fatal(err)
+	}
+}

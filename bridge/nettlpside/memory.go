@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/dxpu/dxpu/bridge"
 	"github.com/dxpu/dxpu/bridge/driver"
 	"github.com/dxpu/dxpu/bridge/nettlp"
 )
@@ -15,9 +16,15 @@ import (
 // split on RCB multiples, UR outside the memory), writes land in the
 // memory. It issues no DMA of its own.
 type MemoryDevice struct {
+	// OnMPS, when set before Run, hears each change of the MPS the
+	// completions use: the configured one, or less while the peer bridge
+	// takes smaller payloads (mps, then the peer's largest payload).
+	OnMPS func(mps, peerMaxPayload int)
+
 	r     *driver.Runner
 	c     *nettlp.Completer
 	stats nettlp.Stats
+	peer  int // the peer's largest payload when last looked, 0 unknown
 
 	q     *driver.TLPQueue
 	batch cplBatch // used by Run only
@@ -25,7 +32,11 @@ type MemoryDevice struct {
 
 // NewMemoryDevice puts mem behind the GPU-side bridge runner r. It sets
 // r.OnTLP, so call it before r.Run. cfg.CompleterID is the device's
-// routing ID; cfg.MPS must not exceed the bridge's MaxPayload.
+// routing ID; cfg.MPS must not exceed the bridge's MaxPayload. The
+// completions follow the peer bridge too: a peer that takes smaller
+// payloads than cfg.MPS (its HELLO says) gets completions of the largest
+// Max Payload Size it takes, as PCIe enumeration would have set the
+// device's MPS (see OnMPS).
 func NewMemoryDevice(r *driver.Runner, mem nettlp.Memory, cfg nettlp.CompleterConfig) (*MemoryDevice, error) {
 	if r == nil {
 		return nil, fmt.Errorf("%w: NewMemoryDevice needs a runner", nettlp.ErrConfig)
@@ -41,17 +52,28 @@ func NewMemoryDevice(r *driver.Runner, mem nettlp.Memory, cfg nettlp.CompleterCo
 	return d, nil
 }
 
+// MPS returns the Max Payload Size the completions use now (the
+// configured one until a peer takes less).
+func (d *MemoryDevice) MPS() int { return d.c.MPS() }
+
 // Stats returns the completer's counters.
 func (d *MemoryDevice) Stats() *nettlp.Stats { return &d.stats }
 
 // Run serves the queued TLPs in arrival order until ctx ends.
 func (d *MemoryDevice) Run(ctx context.Context) error {
 	err := d.q.Serve(ctx, func(b []byte) error {
+		d.followPeer()
 		err := d.c.Handle(b, d.batch.add)
 		// A read's completions go to the bridge together: handed over
 		// one by one, each left in a frame of its own (a 4 KiB read was
 		// 16 frames, 16 seals and 16 sends instead of 4).
 		if serr := d.batch.send(ctx, d.r); serr != nil {
+			if errors.Is(serr, bridge.ErrPeerTLPSize) && d.r.PeerMaxPayload() != d.peer {
+				// A new peer took smaller payloads between the request
+				// and its completions: they are lost with the old
+				// session, and the next request follows the new peer.
+				return nil
+			}
 			return serr
 		}
 		if err == nil || errors.Is(err, nettlp.ErrUnsupported) || errors.Is(err, nettlp.ErrMalformedRequest) || errors.Is(err, nettlp.ErrOutOfRange) {
@@ -63,6 +85,20 @@ func (d *MemoryDevice) Run(ctx context.Context) error {
 		return fmt.Errorf("nettlpside: memory device: %w", err)
 	}
 	return nil
+}
+
+// followPeer caps the completer's MPS at what the peer bridge takes, when
+// that changed since the last request (a new session, a new peer).
+func (d *MemoryDevice) followPeer() {
+	p := d.r.PeerMaxPayload()
+	if p == d.peer || p == 0 {
+		return
+	}
+	d.peer = p
+	before := d.c.MPS()
+	if now := d.c.LimitMPS(p); now != before && d.OnMPS != nil {
+		d.OnMPS(now, p)
+	}
 }
 
 // cplBatch collects the completions of one request, copied (the

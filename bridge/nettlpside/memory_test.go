@@ -3,6 +3,7 @@ package nettlpside
 import (
 	"context"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -131,13 +132,104 @@ func TestMemoryDeviceReadFrames(t *testing.T) {
 // stress's race pass); neither timer is what is checked.
 func framingPair(t *testing.T) (rs [2]*driver.Runner, hp, gp *pipe) {
 	t.Helper()
+	return framingPairWith(t, nil)
+}
+
+// framingPairWith is framingPair with each side's configuration changed
+// by change, when not nil.
+func framingPairWith(t *testing.T, change func(*bridge.Config)) (rs [2]*driver.Runner, hp, gp *pipe) {
+	t.Helper()
 	hp, gp = newPipes()
 	for i, role := range []bridge.Role{bridge.RoleHost, bridge.RoleGPU} {
-		b, err := bridge.New(bridge.Config{Role: role, PairID: 1, MTU: 1472, CompletionTimeout: time.Hour, DeadAfter: time.Hour})
+		cfg := bridge.Config{Role: role, PairID: 1, MTU: 1472, CompletionTimeout: time.Hour, DeadAfter: time.Hour}
+		if change != nil {
+			change(&cfg)
+		}
+		b, err := bridge.New(cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
 		rs[i] = driver.New(b, []driver.Transport{hp, gp}[i])
 	}
 	return rs, hp, gp
+}
+
+// A memory device with MPS 2048 behind a GPU side taking 2 KiB payloads,
+// facing a host side that takes 512 (its HELLO says so): the completions
+// follow the peer, 512 bytes each, as PCIe enumeration sets a device's MPS
+// to what its path takes, and OnMPS hears it once. Sent at 2048 the bridge
+// refused them (ErrPeerTLPSize) and the device stopped.
+func TestMemoryDeviceFollowsPeerPayload(t *testing.T) {
+	const base, size = 0x20_0000_0000, 4096
+	rs, _, _ := framingPairWith(t, func(c *bridge.Config) {
+		c.MTU = 8972
+		if c.Role == bridge.RoleGPU {
+			c.MaxPayload = 2048
+		}
+	})
+	mem, err := nettlp.NewSparseMemory(base, 1<<20, func(a uint64) byte { return byte(a * 3) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev, err := NewMemoryDevice(rs[1], mem, nettlp.CompleterConfig{MPS: 2048, CompleterID: tlp.NewID(3, 0, 0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var heard [][2]int
+	dev.OnMPS = func(mps, peer int) {
+		mu.Lock()
+		defer mu.Unlock()
+		heard = append(heard, [2]int{mps, peer})
+	}
+	var got []byte
+	var sizes []int
+	rs[0].OnTLP = func(v tlp.View) {
+		mu.Lock()
+		defer mu.Unlock()
+		got = append(got, v.Payload()...)
+		sizes = append(sizes, len(v.Payload()))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	var devErr error
+	for i, f := range []func(context.Context) error{rs[0].Run, rs[1].Run, dev.Run} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := f(ctx); i == 2 {
+				devErr = err
+			}
+		}()
+	}
+	defer func() { cancel(); wg.Wait() }()
+	waitfor.Until(t, "link up", func() bool { return rs[0].State() == bridge.StateUp && rs[1].State() == bridge.StateUp })
+	req, err := (&tlp.Packet{Kind: tlp.MRd, Addr64: true, Length: size / 4, Tag: 6, FirstBE: 0xf, LastBE: 0xf, Address: base}).AppendTo(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := driver.SendWait(ctx, rs[0], req); err != nil {
+		t.Fatal(err)
+	}
+	waitfor.Progress(t, "the read's completions", func() (bool, uint64) {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(got) >= size, uint64(len(got))
+	})
+	cancel()
+	wg.Wait()
+	if devErr != nil {
+		t.Fatalf("the memory device stopped: %v", devErr)
+	}
+	for i := range size {
+		if got[i] != byte((base+uint64(i))*3) {
+			t.Fatalf("byte %d of the read is %#x, want %#x", i, got[i], byte((base+uint64(i))*3))
+		}
+	}
+	if len(sizes) != 8 || slices.Max(sizes) != 512 {
+		t.Errorf("completion payloads %v, want 8 of 512 bytes", sizes)
+	}
+	if len(heard) != 1 || heard[0] != [2]int{512, 512} {
+		t.Errorf("OnMPS heard %v, want [[512 512]]", heard)
+	}
 }

@@ -57,7 +57,11 @@ Sizes: frames carry at most --mtu bytes from the dxpu header on (1472, a
 1500-byte Ethernet MTU; 8972 for jumbo frames), TLPs at most --max-payload
 bytes of data (both sides the same), and a memory device answers a read
 with completions of at most --mps bytes: fewer, larger frames and
-completions cost less CPU per byte where the path carries them.
+completions cost less CPU per byte where the path carries them. Each side
+announces its --max-payload at the handshake; a memory device facing a
+peer that takes less than --mps completes with the largest Max Payload
+Size the peer takes (as PCIe enumeration sets a device's MPS to what its
+path carries) and logs a warning saying so.
 
 --key-log FILE appends the pair's traffic secrets to FILE (created 0600),
 one line per secret as derived, so that 'dxpu pcap unseal --key-log FILE'

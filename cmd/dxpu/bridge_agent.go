@@ -57,12 +57,19 @@ Example (a lab over http; see 'go doc ./internal/app/bridgeagent'):
       --agent-credential-file box7.cred --listen 10.1.0.7:4791 --switch 10.1.0.1:8855 \
       --manager http://10.1.0.2:7700
 
+Sizes (as 'dxpu bridge'): --mtu, --max-payload and, for a memory device,
+--mps; a memory device facing a host end that announced a smaller
+--max-payload completes with the largest Max Payload Size it takes and
+logs a warning. Jumbo frames (--mtu 8972) with --max-payload 2048 and
+--mps 2048 at both ends carry a 4 KiB read in 2 completions, not 16.
+
 --key-log FILE appends every pair's traffic secrets to FILE (created 0600),
 one line per secret, for 'dxpu pcap unseal' (see 'dxpu bridge --help'); it
 holds no manager token or agent credential, but opens the frames it covers.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.Log, fl.Stdin, fl.VMOptions = e.log, cmd.InOrStdin(), guest.o
+			fl.MPSGiven = cmd.Flags().Changed("mps")
 			if err := fl.Apply(&o); err != nil {
 				return exitFor(err, 2)
 			}
@@ -101,6 +108,9 @@ holds no manager token or agent credential, but opens the frames it covers.`,
 	f.DurationVar(&o.Keepalive, "keepalive", 50*time.Millisecond, "longest silence of a pair's bridge while up")
 	f.DurationVar(&o.DeadAfter, "dead-after", time.Second, "silence after which a pair's link is down")
 	f.DurationVar(&o.CompletionTimeout, "completion-timeout", time.Second, "a forwarded request unanswered this long gets a CA completion")
+	f.IntVar(&o.MTU, "mtu", 1472, "largest frame of every pair from the dxpu header on, in bytes (at most 9216, and the path's MTU less IP and UDP headers)")
+	f.IntVar(&o.MaxPayload, "max-payload", 512, "largest TLP payload of every pair in bytes (4..4096; the same at both ends)")
+	f.IntVar(&o.MPS, "mps", 256, "--pcie memory: Max Payload Size, largest completion payload in bytes (128..4096, at most --max-payload; less while a pair's host end takes less)")
 	f.StringVar(&o.Manager, "manager", "", "manager URL for the pairs' link-down and link-up reports (host: the GPU failed; gpu: the allocation is degraded while the host side is silent)")
 	f.StringVar(&keyLog, "key-log", "", "append every pair's traffic secrets to this file (0600) for 'dxpu pcap unseal' (debugging: it opens the frames)")
 	f.StringVar(&o.ManagerCAFile, "manager-ca-file", "", "CA (PEM) of an https --manager (default: the system's roots)")

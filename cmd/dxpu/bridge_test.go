@@ -88,7 +88,8 @@ func TestBridgeCPUs(t *testing.T) {
 // --mps 2048, and reads 4 KiB through the host side's NetTLP adapter: the
 // data comes back whole, and the GPU side sent it as 2 completions (the
 // default 256-byte MPS makes 16). Against a host side left at
-// --max-payload 512 the GPU side stops with one line naming the flags.
+// --max-payload 512 the GPU side answers with 512-byte completions and logs
+// why.
 func TestBridgeSizes(t *testing.T) {
 	t.Parallel()
 	ports := freePorts(t, "udp", 2)
@@ -132,23 +133,39 @@ func TestBridgeSizes(t *testing.T) {
 	}
 
 	// A host side left at --max-payload 512 cannot take those completions:
-	// the GPU side stops at the first read, saying which flags disagree.
+	// the GPU side follows its peer, as PCIe enumeration sets a device's
+	// MPS to what its path takes, and says so.
 	ports = freePorts(t, "udp", 2)
+	metrics = freePorts(t, "tcp", 1)
 	hostUDP, gpuUDP = fmt.Sprintf("127.0.46.10:%d", ports[0]), fmt.Sprintf("127.0.46.11:%d", ports[1])
 	adapter, load = netip.MustParseAddr("127.0.46.3"), netip.MustParseAddr("127.0.46.4")
-	_, gpuLog = daemon(t, append([]string{"bridge", "--role", "gpu", "--listen", gpuUDP, "--peer", hostUDP, "--pcie", "memory", "--mps", "2048"}, sizes...)...)
+	_, gpuLog = daemon(t, append([]string{"bridge", "--role", "gpu", "--listen", gpuUDP, "--peer", hostUDP, "--pcie", "memory", "--mps", "2048",
+		"--metrics", fmt.Sprintf("127.0.0.1:%d", metrics[0])}, sizes...)...)
 	_, _ = daemon(t, "bridge", "--role", "host", "--listen", hostUDP, "--peer", gpuUDP, "--pcie", "nettlp:"+adapter.String()+":"+load.String(),
-		"--insecure-no-keys", "--pair", "5", "--mtu", "8972")
+		"--insecure-no-keys", "--pair", "5", "--mtu", "8972", "--dead-after", "5s", "--completion-timeout", "5s")
 	c2, err := nettlp.Dial(load, adapter, 1, tlp.NewID(0, 0, 0))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c2.Close()
 	c2.Timeout = 5 * time.Second
-	waitfor.Until(t, "the GPU side refusing to send completions the host side cannot take", func() bool {
-		_, _ = c2.Read(addr, got)
-		return strings.Contains(gpuLog.String(), "--mps 2048 needs the peer's --max-payload at least 2048")
+	waitfor.Until(t, "the second pair carrying a write and a read", func() bool {
+		var w [4]byte
+		_, werr := c2.WriteAligned(addr, want, 512)
+		_, rerr := c2.Read(addr, w[:])
+		return werr == nil && rerr == nil && bytes.Equal(w[:], want[:4])
 	})
+	sentBefore = gpuTLPsSent(t, metrics[0])
+	clear(got)
+	if n, err := c2.Read(addr, got); err != nil || n != len(got) || !bytes.Equal(got, want) {
+		t.Fatalf("4 KiB read from a host side at --max-payload 512: %d bytes (%v), equal %v", n, err, bytes.Equal(got, want))
+	}
+	if n := gpuTLPsSent(t, metrics[0]) - sentBefore; n != 8 {
+		t.Errorf("facing a host side at --max-payload 512 the GPU side answered a 4 KiB read with %v TLPs, want 8 of 512 bytes", n)
+	}
+	if line := `completions follow it" mps_bytes=512 configured_mps_bytes=2048 peer_max_payload_bytes=512`; !strings.Contains(gpuLog.String(), line) {
+		t.Errorf("the GPU side's log lacks %q:\n%s", line, gpuLog.String())
+	}
 }
 
 // gpuTLPsSent scrapes dxpu_bridge_tlps_sent_total from the GPU side's

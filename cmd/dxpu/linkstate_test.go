@@ -1,9 +1,6 @@
 package main
 
 import (
-	"context"
-	"encoding/json"
-	"fmt"
 	"net"
 	"net/http"
 	"os"
@@ -14,8 +11,6 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/dxpu/dxpu/fabric/ctlclient"
-	"github.com/dxpu/dxpu/fabric/manager"
 	"github.com/dxpu/dxpu/fabric/pool"
 	"github.com/dxpu/dxpu/internal/waitfor"
 )
@@ -83,60 +78,14 @@ func TestBoxAgentReportsDegraded(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs three daemons")
 	}
-	dir := t.TempDir()
-	admin, err := manager.CreateTokenFile(filepath.Join(dir, "admin.tok"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tcp, udp := freePorts(t, "tcp", 3), freePorts(t, "udp", 2)
-	mgr := fmt.Sprintf("http://127.0.0.1:%d", tcp[0])
-	_, mgrLog := daemon(t, "manager", "--listen", fmt.Sprintf("127.0.0.1:%d", tcp[0]), "--store", filepath.Join(dir, "m.db"),
-		"--token-file", filepath.Join(dir, "admin.tok"), "--allow-insecure-agents", "--degraded-after", "300ms")
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	c := ctlclient.New(mgr, admin)
-	waitfor.Until(t, "the manager serving", func() bool { _, err := c.Hosts(ctx); return err == nil })
-
-	box := pool.Box{ID: "box0", AgentURL: fmt.Sprintf("http://127.0.0.1:%d", tcp[1]),
-		Bridge: pool.Endpoint{SwitchPort: "p-box0", MAC: "02:00:00:00:01:00", IP: "127.0.0.1", UDPPort: udp[0]},
-		GPUs:   []pool.GPU{{ID: "box0-g0", Model: "H100", MemoryMiB: 81920, BDF: "0000:18:00.0"}}}
-	_, boxCred, err := c.RegisterBoxAgent(ctx, box)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, hostCred, err := c.RegisterHostAgent(ctx, pool.Host{ID: "h1", Ports: 32, AgentURL: fmt.Sprintf("http://127.0.0.1:%d", tcp[2]),
-		Bridge: pool.Endpoint{SwitchPort: "p-h1", MAC: "02:00:00:00:02:01", IP: "127.0.0.1", UDPPort: udp[1]}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	boxJSON, _ := json.Marshal(box)
-	for name, data := range map[string]string{"box.json": string(boxJSON), "box.cred": boxCred, "host.cred": hostCred} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	timers := []string{"--insecure", "--manager", mgr, "--keepalive", "50ms", "--dead-after", "500ms"}
-	_, boxLog := daemon(t, append([]string{"bridge", "agent", "--role", "gpu", "--box", filepath.Join(dir, "box.json"),
-		"--agent-listen", fmt.Sprintf("127.0.0.1:%d", tcp[1]), "--agent-credential-file", filepath.Join(dir, "box.cred"),
-		"--listen", fmt.Sprintf("127.0.0.1:%d", udp[0])}, timers...)...)
-	hostAgent, hostLog := daemon(t, append([]string{"bridge", "agent", "--role", "host", "--host-id", "h1",
-		"--agent-listen", fmt.Sprintf("127.0.0.1:%d", tcp[2]), "--agent-credential-file", filepath.Join(dir, "host.cred"),
-		"--listen", fmt.Sprintf("127.0.0.1:%d", udp[1])}, timers...)...)
-	for _, l := range []*syncBuffer{boxLog, hostLog} {
-		waitfor.Until(t, "the agents serving", func() bool { return strings.Contains(l.String(), "agent API serving") })
-	}
+	timers := []string{"--keepalive", "50ms", "--dead-after", "500ms"}
+	l := newAgentLab(t, []string{"--degraded-after", "300ms"}, timers, nil, nil)
+	ctx, c, mgr, dir, hostAgent, boxLog, hostLog, mgrLog := l.ctx, l.c, l.mgr, l.dir, l.hostAgent, l.boxLog, l.hostLog, l.mgrLog
 	a, err := c.Allocate(ctx, pool.Request{Host: "h1", Count: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	state := func() pool.Allocation {
-		t.Helper()
-		got, err := c.Allocation(ctx, a.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return got
-	}
+	state := func() pool.Allocation { t.Helper(); return l.allocation(t, a.ID) }
 
 	// The host's agent stops: its end of the pair falls silent.
 	if err := hostAgent.Process.Signal(syscall.SIGSTOP); err != nil {
@@ -189,13 +138,6 @@ func TestBoxAgentReportsDegraded(t *testing.T) {
 	}
 	// The host has the GPU: its agent's status shows the slot present,
 	// BOOT_0 read through the fabric.
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d/agent/v1/status", tcp[2]), nil)
-	req.Header.Set("Authorization", "Bearer "+hostCred)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
 	var st struct {
 		Slots []struct {
 			Pair    uint32 `json:"pair"`
@@ -205,8 +147,8 @@ func TestBoxAgentReportsDegraded(t *testing.T) {
 			Removed string `json:"removed"`
 		} `json:"slots"`
 	}
-	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("host agent status: HTTP %d, %v", resp.StatusCode, err)
+	if code := l.hostCall(t, http.MethodGet, "/agent/v1/status", "", &st); code != http.StatusOK {
+		t.Fatalf("host agent status: HTTP %d", code)
 	}
 	if len(st.Slots) != 1 || st.Slots[0].Pair != a.GPUs[0].Pair || st.Slots[0].GPU != "box0-g0" || !st.Slots[0].Present || st.Slots[0].Boot0 == "" {
 		t.Fatalf("host slots %+v, want pair %s's GPU box0-g0 present", st.Slots, pair)
@@ -227,62 +169,14 @@ func TestBoxAgentUnreachableReportedNotRemoved(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs three daemons")
 	}
-	dir := t.TempDir()
-	admin, err := manager.CreateTokenFile(filepath.Join(dir, "admin.tok"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tcp, udp := freePorts(t, "tcp", 3), freePorts(t, "udp", 2)
-	mgr := fmt.Sprintf("http://127.0.0.1:%d", tcp[0])
-	_, mgrLog := daemon(t, "manager", "--listen", fmt.Sprintf("127.0.0.1:%d", tcp[0]), "--store", filepath.Join(dir, "m.db"),
-		"--token-file", filepath.Join(dir, "admin.tok"), "--allow-insecure-agents", "--reconcile-interval", "200ms",
-		"--unreachable-after", "300ms")
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	c := ctlclient.New(mgr, admin)
-	waitfor.Until(t, "the manager serving", func() bool { _, err := c.Hosts(ctx); return err == nil })
-
-	box := pool.Box{ID: "box0", AgentURL: fmt.Sprintf("http://127.0.0.1:%d", tcp[1]),
-		Bridge: pool.Endpoint{SwitchPort: "p-box0", MAC: "02:00:00:00:01:00", IP: "127.0.0.1", UDPPort: udp[0]},
-		GPUs:   []pool.GPU{{ID: "box0-g0", Model: "H100", MemoryMiB: 81920, BDF: "0000:18:00.0"}}}
-	_, boxCred, err := c.RegisterBoxAgent(ctx, box)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, hostCred, err := c.RegisterHostAgent(ctx, pool.Host{ID: "h1", Ports: 32, AgentURL: fmt.Sprintf("http://127.0.0.1:%d", tcp[2]),
-		Bridge: pool.Endpoint{SwitchPort: "p-h1", MAC: "02:00:00:00:02:01", IP: "127.0.0.1", UDPPort: udp[1]}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	boxJSON, _ := json.Marshal(box)
-	for name, data := range map[string]string{"box.json": string(boxJSON), "box.cred": boxCred, "host.cred": hostCred} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	timers := []string{"--insecure", "--manager", mgr, "--keepalive", "50ms", "--dead-after", "500ms"}
-	boxArgs := append([]string{"bridge", "agent", "--role", "gpu", "--box", filepath.Join(dir, "box.json"),
-		"--agent-listen", fmt.Sprintf("127.0.0.1:%d", tcp[1]), "--agent-credential-file", filepath.Join(dir, "box.cred"),
-		"--listen", fmt.Sprintf("127.0.0.1:%d", udp[0])}, timers...)
-	boxAgent, boxLog := daemon(t, boxArgs...)
-	_, hostLog := daemon(t, append([]string{"bridge", "agent", "--role", "host", "--host-id", "h1",
-		"--agent-listen", fmt.Sprintf("127.0.0.1:%d", tcp[2]), "--agent-credential-file", filepath.Join(dir, "host.cred"),
-		"--listen", fmt.Sprintf("127.0.0.1:%d", udp[1])}, timers...)...)
-	for _, l := range []*syncBuffer{boxLog, hostLog} {
-		waitfor.Until(t, "the agents serving", func() bool { return strings.Contains(l.String(), "agent API serving") })
-	}
+	l := newAgentLab(t, []string{"--reconcile-interval", "200ms", "--unreachable-after", "300ms"},
+		[]string{"--keepalive", "50ms", "--dead-after", "500ms"}, nil, nil)
+	ctx, c, box, boxAgent, boxArgs, mgrLog := l.ctx, l.c, l.box, l.boxAgent, l.boxArgs, l.mgrLog
 	a, err := c.Allocate(ctx, pool.Request{Host: "h1", Count: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	state := func() pool.Allocation {
-		t.Helper()
-		got, err := c.Allocation(ctx, a.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return got
-	}
+	state := func() pool.Allocation { t.Helper(); return l.allocation(t, a.ID) }
 	boxState := func() pool.Box {
 		t.Helper()
 		b, err := c.Box(ctx, "box0")
@@ -306,7 +200,7 @@ func TestBoxAgentUnreachableReportedNotRemoved(t *testing.T) {
 		t.Fatalf("allocation with box0 unreachable: %s %+v %v", got.State, got.Degraded, got.GPUIDs())
 	}
 
-	boxAgent, boxLog = daemon(t, boxArgs...)
+	daemon(t, boxArgs...) // the box's agent again
 	waitfor.Until(t, "box0 reachable and the allocation active", func() bool {
 		return boxState().Unreachable == nil && state().State == pool.StateActive
 	})

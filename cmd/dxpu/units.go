@@ -30,10 +30,13 @@ const unitsHelp = `One name and one unit for each quantity, in every command:
                       everywhere; 256 is the 8-bit limit.
   --mrrs N            maximum read request size in bytes.
   --mps N             Max Payload Size: the most data one completion carries,
-                      in bytes (128..4096). nettlp serve, bridge (--pcie memory).
-  --max-payload N     the largest TLP payload a bridge sends and takes, in bytes.
+                      in bytes (128..4096). nettlp serve, bridge and bridge
+                      agent (--pcie memory), bench scale.
+  --max-payload N     the largest TLP payload a bridge sends and takes, in
+                      bytes. bridge, bridge agent.
   --mtu N             the largest dxpu frame from the dxpu header on, in bytes
-                      (1472 under a 1500-byte Ethernet MTU over UDP).
+                      (1472 under a 1500-byte Ethernet MTU over UDP). bridge,
+                      bridge agent, bench scale.
   --cpus LIST         CPUs a daemon's threads run on, in taskset's list format
                       (3, 0-1, 0-1,8); GOMAXPROCS follows. dxpu bridge.
   sizes               byte counts with K, M, G suffixes, powers of 1024 (64K, 1M).

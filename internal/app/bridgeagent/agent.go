@@ -56,6 +56,9 @@ type Agent struct {
 type pairRun struct {
 	p      manager.Pair
 	runner *driver.Runner
+	// sizes is the bridge's configuration with its defaults, for the
+	// sizes status reports.
+	sizes  bridge.Config
 	ctx    context.Context // ends when the pair is removed
 	cancel context.CancelFunc
 	done   chan struct{} // closed when its goroutines returned
@@ -245,7 +248,7 @@ func (a *Agent) ProgramPair(ctx context.Context, p manager.Pair) error {
 	}
 	// Seed 0: the bridge draws its session nonces and ISN from crypto/rand,
 	// so a restarted daemon never reopens the session its peer still holds.
-	b, err := bridge.New(bridge.Config{Role: a.o.Role, PairID: p.ID, Keepalive: a.o.Keepalive, DeadAfter: a.o.DeadAfter,
+	b, err := bridge.New(bridge.Config{Role: a.o.Role, PairID: p.ID, MTU: a.o.MTU, MaxPayload: a.o.MaxPayload, Keepalive: a.o.Keepalive, DeadAfter: a.o.DeadAfter,
 		CompletionTimeout: a.o.CompletionTimeout, MaxRTO: max(a.o.DeadAfter/5, 20*time.Millisecond),
 		Key: p.Key.Key[:], KeyGeneration: p.Key.Generation, RequireKeys: true, KeyLog: a.o.KeyLog})
 	if err != nil {
@@ -255,7 +258,7 @@ func (a *Agent) ProgramPair(ctx context.Context, p manager.Pair) error {
 	if err != nil {
 		return err
 	}
-	pr := &pairRun{p: p, runner: driver.New(b, conn), done: make(chan struct{}), linkUp: make(chan struct{}, 1)}
+	pr := &pairRun{p: p, runner: driver.New(b, conn), sizes: b.Config(), done: make(chan struct{}), linkUp: make(chan struct{}, 1)}
 	pr.runner.OnEvent = func(e bridge.Event) { a.onEvent(pr, e) }
 	pr.runner.OnLate = a.late.For("pair", p.ID)
 	var side func(context.Context) error

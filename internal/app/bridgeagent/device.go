@@ -7,6 +7,7 @@ import (
 	"github.com/dxpu/dxpu/bridge/nettlpside"
 	"github.com/dxpu/dxpu/emu/gpu"
 	"github.com/dxpu/dxpu/emu/realtime"
+	"github.com/dxpu/dxpu/internal/app/bridged"
 	"github.com/dxpu/dxpu/tlp"
 )
 
@@ -19,10 +20,11 @@ func (a *Agent) device(pr *pairRun) (func(context.Context) error, error) {
 		if err != nil {
 			return nil, err
 		}
-		d, err := nettlpside.NewMemoryDevice(pr.runner, mem, nettlp.CompleterConfig{CompleterID: tlp.NewID(3, 0, 0)})
+		d, err := nettlpside.NewMemoryDevice(pr.runner, mem, nettlp.CompleterConfig{MPS: a.o.MPS, CompleterID: tlp.NewID(3, 0, 0)})
 		if err != nil {
 			return nil, err
 		}
+		d.OnMPS = bridged.LogMPS(a.o.Log, d.MPS(), "pair", pr.p.ID)
 		return d.Run, nil
 	}
 	m, err := modelOf(pr.p.Model)

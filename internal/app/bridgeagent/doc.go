@@ -79,7 +79,9 @@
 //	DELETE /agent/v1/pairs/{id}     the pair's bridge (and device) stop
 //	GET    /agent/v1/pairs          the pairs running, for reconciliation
 //	GET    /agent/v1/status         pairs (link state, key_generation, key_fingerprint,
-//	                                keys_refused) and (host) slots, as JSON
+//	                                keys_refused, mtu_bytes, max_payload_bytes and the
+//	                                peer_max_payload_bytes the far end announced) and
+//	                                (host) slots, as JSON
 //	POST   .../{id}/copy-check      host (emulated): write {"offset","data"} into the GPU's
 //	                                VRAM through BAR1 and answer what reads back, over the pair
 //

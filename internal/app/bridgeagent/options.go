@@ -66,6 +66,12 @@ type Options struct {
 	// Bridge timers (defaults 50ms, 1s, 1s).
 	Keepalive, DeadAfter, CompletionTimeout time.Duration
 
+	// Sizes of every pair's bridge: MTU its largest frame from the dxpu
+	// header on, MaxPayload its largest TLP payload (bridge.Config's
+	// defaults, 1472 and 512), MPS a memory device's Max Payload Size
+	// (default 256; it follows a peer that takes less).
+	MTU, MaxPayload, MPS int
+
 	// Manager is the manager's URL, for the pairs' link-down and link-up
 	// reports (both roles; report.go); ManagerCAFile the CA that signs it
 	// when https ("": system roots).

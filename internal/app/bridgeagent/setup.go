@@ -15,6 +15,7 @@ import (
 	"github.com/dxpu/dxpu/fabric/manager"
 	"github.com/dxpu/dxpu/fabric/pool"
 	"github.com/dxpu/dxpu/internal/app/apperr"
+	"github.com/dxpu/dxpu/internal/app/bridged"
 	"github.com/dxpu/dxpu/internal/app/bytesize"
 	"github.com/dxpu/dxpu/internal/app/jsonfile"
 	"github.com/dxpu/dxpu/internal/app/vm"
@@ -35,6 +36,9 @@ type Setup struct {
 	VM        bool
 	VMOptions vm.Options
 	Stdin     io.Reader
+	// MPSGiven says --mps was on the command line: it shapes a memory
+	// device's completions (--role gpu --pcie memory) and nothing else.
+	MPSGiven bool
 }
 
 // Apply checks s and fills in o's role, addresses, credential, box and
@@ -89,6 +93,15 @@ func (s Setup) Apply(o *Options) error {
 		return usage(err)
 	}
 	if o.MemSize, err = bytesize.Parse("mem-size", s.MemSize); err != nil {
+		return usage(err)
+	}
+	z := bridged.Sizes{MTU: o.MTU, MaxPayload: o.MaxPayload, MPS: o.MPS, MPSGiven: s.MPSGiven,
+		MTULimit: maxFrame, MTUWhy: "the data plane's receive buffers",
+		Memory: o.Role == bridge.RoleGPU && o.PCIe == PCIeMemory, Side: fmt.Sprintf("%q", o.PCIe)}
+	if o.Role == bridge.RoleHost {
+		z.Side = "--role host"
+	}
+	if err := z.Check(); err != nil {
 		return usage(err)
 	}
 	return nil

@@ -85,3 +85,41 @@ func TestSetupApply(t *testing.T) {
 		}
 	}
 }
+
+// TestSetupSizes: --mtu, --max-payload and --mps are checked as 'dxpu
+// bridge' checks them, --mtu against the data plane's receive buffers; --mps
+// given to anything but a memory device is refused.
+func TestSetupSizes(t *testing.T) {
+	t.Parallel()
+	cred := filepath.Join(t.TempDir(), "cred")
+	os.WriteFile(cred, []byte("c0ffee\n"), 0o600)
+	gpu := Setup{Role: "gpu", Listen: "127.0.0.1:4791", CredentialFile: cred, MemBase: "0x1000", MemSize: "1M"}
+	host := gpu
+	host.Role = "host"
+	for _, c := range []struct {
+		s    Setup
+		mps  bool
+		o    Options
+		want string // "": accepted
+	}{
+		{gpu, true, Options{PCIe: PCIeMemory, MTU: 8972, MaxPayload: 2048, MPS: 2048}, ""},
+		{gpu, false, Options{PCIe: PCIeMemory, MTU: 9216}, ""},
+		{host, false, Options{MTU: 8972, MaxPayload: 2048, MPS: 256}, ""}, // --mps's default, unused
+		{gpu, false, Options{PCIe: PCIeMemory, MTU: 9217}, "--mtu 9217: want at most 9216 (the data plane's receive buffers)"},
+		{gpu, false, Options{PCIe: PCIeMemory, MaxPayload: 1002}, "--max-payload 1002: want a multiple of 4 in 4..4096"},
+		{gpu, true, Options{PCIe: PCIeMemory, MPS: 300}, "--mps 300: want 128, 256"},
+		{gpu, true, Options{PCIe: PCIeMemory, MPS: 1024}, "--mps 1024 exceeds --max-payload 512"},
+		{gpu, true, Options{PCIe: PCIeEmuGPU, MPS: 512}, `--mps shapes a memory device's completions (--pcie memory), not "emu-gpu"`},
+		{host, true, Options{MPS: 512}, "--mps shapes a memory device's completions (--pcie memory), not --role host"},
+	} {
+		s, o := c.s, c.o
+		s.MPSGiven = c.mps
+		err := s.Apply(&o)
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%+v: %v", c.o, err)
+		case c.want != "" && (!errors.Is(err, apperr.ErrUsage) || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("%+v: %v, want a usage error with %q", c.o, err, c.want)
+		}
+	}
+}

@@ -40,6 +40,12 @@ type PairStatus struct {
 	TLPsSent      uint64 `json:"tlps_sent"`
 	TLPsReceived  uint64 `json:"tlps_received"`
 	FramesDropped uint64 `json:"frames_dropped"`
+	// The sizes the pair's bridge runs at (--mtu, --max-payload) and the
+	// largest payload its peer announced (0 before it answered): ends
+	// that disagree show here.
+	MTU            int `json:"mtu_bytes"`
+	MaxPayload     int `json:"max_payload_bytes"`
+	PeerMaxPayload int `json:"peer_max_payload_bytes"`
 	// KeyGeneration is the pair key generation this side was last
 	// programmed with (and seals under): both ends of a live pair must
 	// agree, which dxpu chaos checks.
@@ -67,6 +73,7 @@ func (a *Agent) Status() Status {
 		c := pr.runner.Counters()
 		st.Pairs = append(st.Pairs, PairStatus{ID: pr.p.ID, Allocation: pr.p.Allocation, Host: pr.p.Host, HostPort: pr.p.HostPort,
 			GPU: pr.p.GPU, Link: pr.runner.State().String(), TLPsSent: c.TLPsSent, TLPsReceived: c.TLPsReceived, FramesDropped: c.FramesDropped,
+			MTU: pr.sizes.MTU, MaxPayload: pr.sizes.MaxPayload, PeerMaxPayload: pr.runner.PeerMaxPayload(),
 			KeyGeneration: pr.p.Key.Generation, KeyFingerprint: KeyFingerprint(pr.p.Key), KeysRefused: pr.keysRefused,
 			LastKeyRefused: pr.keyRefusal, FramesUnknownGeneration: c.DroppedUnknownGeneration})
 	}

@@ -234,22 +234,37 @@ func (d *Daemon) pcieSide(o *Options) (func(context.Context) error, error) {
 		if err != nil {
 			return nil, apperr.Usage(err)
 		}
+		d.mem.OnMPS = LogMPS(o.Log, d.mem.MPS())
 		run := d.mem.Run
 		if o.Doorbell != nil {
 			if run, err = d.doorbell(*o.Doorbell, o, mem); err != nil {
 				return nil, err
 			}
 		}
-		return func(ctx context.Context) error { return peerTooSmall(run(ctx), o.MPS) }, nil
+		return func(ctx context.Context) error { return peerTooSmall(run(ctx)) }, nil
 	}
 }
 
-// peerTooSmall names the flags when a memory device's completion was
-// refused for the peer's announced TLP size: this side's --mps exceeds the
-// peer's --max-payload (Setup checked this side's own).
-func peerTooSmall(err error, mps int) error {
+// LogMPS returns a MemoryDevice.OnMPS that logs each change of the
+// completions' size against the configured --mps, with attrs (a pair, say).
+func LogMPS(log *slog.Logger, configured int, attrs ...any) func(mps, peerMaxPayload int) {
+	return func(mps, peer int) {
+		args := append([]any{"mps_bytes", mps, "configured_mps_bytes", configured, "peer_max_payload_bytes", peer}, attrs...)
+		if mps < configured {
+			log.Warn("the peer bridge takes smaller payloads than --mps: completions follow it", args...)
+		} else {
+			log.Info("completions use --mps again", args...)
+		}
+	}
+}
+
+// peerTooSmall names the flag when a memory device's completion was
+// refused for the peer's announced TLP size: the completions follow the
+// peer's payload size down to 128 bytes, PCIe's smallest Max Payload Size,
+// and no further.
+func peerTooSmall(err error) error {
 	if errors.Is(err, bridge.ErrPeerTLPSize) {
-		return fmt.Errorf("%w: --mps %d needs the peer's --max-payload at least %d", err, mps, mps)
+		return fmt.Errorf("%w: a memory device's completions need the peer's --max-payload at least 128, PCIe's smallest Max Payload Size", err)
 	}
 	return err
 }

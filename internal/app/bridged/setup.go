@@ -127,20 +127,46 @@ func (s Setup) Apply(o *Options) error {
 // sizes checks --mtu, --max-payload and --mps against each other and the
 // PCIe side (the bridge itself says when an MTU cannot carry one TLP).
 func (s Setup) sizes(o *Options) error {
-	maxPayload := bridge.Config{MaxPayload: o.MaxPayload}.Defaults().MaxPayload
+	z := Sizes{MTU: o.MTU, MaxPayload: o.MaxPayload, MPS: o.MPS, MPSGiven: s.MPSGiven,
+		Memory: o.PCIe.Kind == KindMemory, Side: fmt.Sprintf("%q", o.PCIe.Kind)}
+	if s.Ether == "" {
+		// Over --ether: the interface's MTU, checked once it is open.
+		z.MTULimit, z.MTUWhy = udp.MaxPayload, "a UDP datagram's payload"
+	}
+	return z.Check()
+}
+
+// Sizes are a bridge's frame and payload sizes as its flags give them
+// (`dxpu bridge` and `dxpu bridge agent` alike).
+type Sizes struct {
+	MTU, MaxPayload, MPS int
+	// MTULimit is the largest --mtu the transport carries, MTUWhy why;
+	// 0: not checked here.
+	MTULimit int
+	MTUWhy   string
+	// MPSGiven says --mps was on the command line; Memory that the PCIe
+	// side is a memory device, the only side --mps shapes; Side names the
+	// PCIe side for the message that refuses --mps elsewhere.
+	MPSGiven, Memory bool
+	Side             string
+}
+
+// Check reports the first size that makes no sense, naming its flag.
+func (z Sizes) Check() error {
+	maxPayload := bridge.Config{MaxPayload: z.MaxPayload}.Defaults().MaxPayload
 	switch {
-	case s.Ether == "" && (o.MTU < 0 || o.MTU > udp.MaxPayload):
-		return fmt.Errorf("--mtu %d: want at most %d (a UDP datagram's payload)", o.MTU, udp.MaxPayload)
-	case o.MaxPayload < 0 || o.MaxPayload > 4096 || o.MaxPayload%4 != 0:
-		return fmt.Errorf("--max-payload %d: want a multiple of 4 in 4..4096", o.MaxPayload)
-	case s.MPSGiven && o.PCIe.Kind != KindMemory:
-		return fmt.Errorf("--mps shapes a memory device's completions (--pcie memory), not %q", o.PCIe.Kind)
-	case o.MPS == 0 || o.PCIe.Kind != KindMemory:
+	case z.MTU < 0 || (z.MTULimit > 0 && z.MTU > z.MTULimit):
+		return fmt.Errorf("--mtu %d: want at most %d (%s)", z.MTU, z.MTULimit, z.MTUWhy)
+	case z.MaxPayload < 0 || z.MaxPayload > 4096 || z.MaxPayload%4 != 0:
+		return fmt.Errorf("--max-payload %d: want a multiple of 4 in 4..4096", z.MaxPayload)
+	case z.MPSGiven && !z.Memory:
+		return fmt.Errorf("--mps shapes a memory device's completions (--pcie memory), not %s", z.Side)
+	case z.MPS == 0 || !z.Memory:
 		return nil // --mps's default, unused
-	case !nettlp.ValidMPS(o.MPS):
-		return fmt.Errorf("--mps %d: want %s", o.MPS, nettlp.MPSChoices)
-	case o.MPS > maxPayload:
-		return fmt.Errorf("--mps %d exceeds --max-payload %d: the bridge would refuse the device's completions", o.MPS, maxPayload)
+	case !nettlp.ValidMPS(z.MPS):
+		return fmt.Errorf("--mps %d: want %s", z.MPS, nettlp.MPSChoices)
+	case z.MPS > maxPayload:
+		return fmt.Errorf("--mps %d exceeds --max-payload %d: the bridge would refuse the device's completions", z.MPS, maxPayload)
 	}
 	return nil
 }
