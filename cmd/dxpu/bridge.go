@@ -112,7 +112,7 @@ Example, a NetTLP host (libtlp on 127.0.0.1) and an emulated GPU:
 	f.StringVar(&o.Metrics, "metrics", "", "serve Prometheus metrics on this TCP address (empty: off)")
 	f.DurationVar(&o.Keepalive, "keepalive", 50*time.Millisecond, "longest silence while up")
 	f.DurationVar(&o.DeadAfter, "dead-after", time.Second, "silence after which the link is down")
-	f.DurationVar(&o.CompletionTimeout, "completion-timeout", 250*time.Millisecond, "a forwarded request unanswered this long gets a CA completion (below libtlp's 500 ms)")
+	f.DurationVar(&o.CompletionTimeout, "completion-timeout", 0, "a forwarded request unanswered this long gets a CA completion (default: 250ms on the host side, below libtlp's 500 ms; twice --dead-after on the GPU side, so that an outage the link hides stays hidden from the GPU's DMA reads)")
 	f.StringVar(&fl.GPUModel, "gpu-model", "h100", "emulated GPU model (h100, a100)")
 	f.StringVar(&fl.KeyFile, "key-file", "", "the pair key, the same on both sides: 32 raw bytes or 64 hex digits, mode 0600")
 	f.Uint32Var(&o.KeyGeneration, "key-generation", 1, "generation number of --key-file's key (both sides the same)")

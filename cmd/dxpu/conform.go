@@ -63,7 +63,7 @@ generation the implementation holds installed but not active, for judging a
 key change (KEY-8); --rekey-after and --rekey-grace-time its rekey settings.`,
 		Example: `  dxpu conform --peer udp:192.0.2.7:8855 --role gpu --local 0.0.0.0:8855
   dxpu conform --peer udp:127.0.0.1:7001 --local 127.0.0.1:7002 --role gpu --addr 0x2000000000 \
-      --keepalive 50ms --dead-after 1s --completion-timeout 250ms --max-rto 200ms   # dxpu bridge's defaults
+      --keepalive 50ms --dead-after 1s --completion-timeout 2s --max-rto 200ms   # dxpu bridge's GPU side defaults
   dxpu conform --peer eth:eth1:02:00:00:00:00:07 --role host --json
   dxpu conform --peer udp:192.0.2.7:8855 --role gpu --key-file pair1.key --seal-mode gmac`,
 		Args: cobra.NoArgs,

@@ -16,11 +16,18 @@ import (
 	"github.com/dxpu/dxpu/internal/privtest"
 )
 
-// daemonTimers are dxpu bridge's defaults as the kit's flags give them,
-// with a slack for a loaded machine: beside CPU hogs a daemon was seen
-// silent for up to 285 ms over its 50 ms keepalive (LNK-1), more often in
-// the keyed runs, which last longer.
-var daemonTimers = []string{"--keepalive", "50ms", "--dead-after", "1s", "--completion-timeout", "250ms", "--max-rto", "200ms", "--slack", "250ms"}
+// daemonTimers are dxpu bridge's defaults for role as the kit's flags
+// give them, with a slack for a loaded machine: beside CPU hogs a daemon
+// was seen silent for up to 285 ms over its 50 ms keepalive (LNK-1), more
+// often in the keyed runs, which last longer. The completion timeout is
+// the role's: 250 ms on the host side, twice --dead-after on the GPU side.
+func daemonTimers(role string) []string {
+	cto := "250ms"
+	if role == "gpu" {
+		cto = "2s"
+	}
+	return []string{"--keepalive", "50ms", "--dead-after", "1s", "--completion-timeout", cto, "--max-rto", "200ms", "--slack", "250ms"}
+}
 
 // TestConformDaemon runs the kit against the shipped `dxpu bridge` process
 // in both roles, unkeyed and keyed (GCM for the GPU side, GMAC for the
@@ -107,7 +114,7 @@ func TestConformDaemon(t *testing.T) {
 				start("nettlp", "serve", "--addr", ip(4), "--mem-size", "1M")
 				start(append(append([]string{"bridge", "--role", "host", "--pcie", "nettlp:" + ip(3) + ":" + ip(5) + ":" + ip(4)}, fabric...), daemonKeys...)...)
 			}
-			args := append(append([]string{"conform", "--role", c.role, "--addr", addr}, kitPeer...), daemonTimers...)
+			args := append(append([]string{"conform", "--role", c.role, "--addr", addr}, kitPeer...), daemonTimers(c.role)...)
 			args = append(args, c.keyed...)
 			// A run that failed only rules bounding how soon the daemon
 			// answers, while the daemon logged its own timer late (a

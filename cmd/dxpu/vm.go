@@ -140,7 +140,7 @@ The guest tool's report is printed when it is done, as text or with
 --json as one JSON object (a failure prints its error only); with --stay-up the guest keeps running until
 interrupted.`,
 		Example: `  head -c 32 /dev/urandom > pair1.key && chmod 600 pair1.key
-  dxpu bridge --role gpu --pair 1 --listen 127.0.0.1:7001 --peer 127.0.0.1:7002 --pcie emu-gpu --key-file pair1.key --completion-timeout 2s &
+  dxpu bridge --role gpu --pair 1 --listen 127.0.0.1:7001 --peer 127.0.0.1:7002 --pcie emu-gpu --key-file pair1.key &
   dxpu vm run --gpu pair=1,listen=127.0.0.1:7002,peer=127.0.0.1:7001,key=pair1.key`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

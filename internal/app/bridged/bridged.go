@@ -100,6 +100,22 @@ func (d *Daemon) State() bridge.State { return d.runner.State() }
 // MetricsAddr is where /metrics is served (nil without Options.Metrics).
 func (d *Daemon) MetricsAddr() net.Addr { return d.metricsAddr }
 
+// DefaultCompletionTimeout is the completion timeout of a daemon not given
+// one: on the host side 250 ms, below the 500 ms a NetTLP host (libtlp)
+// waits, so that the bridge's CA reaches it first; on the GPU side twice
+// deadAfter (bridge.Config's default when 0), so that an outage shorter
+// than DeadAfter, which the link hides (LNK-3), stays hidden from the
+// GPU's DMA reads too.
+func DefaultCompletionTimeout(role bridge.Role, deadAfter time.Duration) time.Duration {
+	if role == bridge.RoleHost {
+		return 250 * time.Millisecond
+	}
+	if deadAfter <= 0 {
+		deadAfter = bridge.Config{}.Defaults().DeadAfter
+	}
+	return 2 * deadAfter
+}
+
 // Run runs one bridge with its PCIe side until ctx ends; then it returns
 // nil, or the error that stopped the runner or the PCIe side. Options
 // that do not fit together are apperr.ErrUsage.
@@ -112,6 +128,9 @@ func Run(ctx context.Context, o Options) error {
 		return apperr.Usage(fmt.Errorf("--role host takes --pcie nettlp:LOCAL:REMOTE, not %q", o.PCIe.Kind))
 	case o.Role == bridge.RoleGPU && o.PCIe.Kind != KindEmuGPU && o.PCIe.Kind != KindMemory:
 		return apperr.Usage(fmt.Errorf("--role gpu takes --pcie emu-gpu or memory (a NetTLP adapter is the host's side)"))
+	}
+	if o.CompletionTimeout == 0 {
+		o.CompletionTimeout = DefaultCompletionTimeout(o.Role, o.DeadAfter)
 	}
 	if len(o.Key) == 0 && !o.Insecure {
 		return apperr.Usage(fmt.Errorf("a daemon seals its pair's frames: give the pair key (--key-file), or --insecure-no-keys for a lab"))

@@ -231,3 +231,25 @@ func FuzzParsePCIe(f *testing.F) {
 		}
 	})
 }
+
+// TestDefaultCompletionTimeout: the host side answers a NetTLP host before
+// libtlp's 500 ms run out; the GPU side outlasts an outage the link hides.
+func TestDefaultCompletionTimeout(t *testing.T) {
+	t.Parallel()
+	deadDefault := bridge.Config{}.Defaults().DeadAfter
+	for _, c := range []struct {
+		role      bridge.Role
+		deadAfter time.Duration
+		want      time.Duration
+	}{
+		{bridge.RoleHost, time.Second, 250 * time.Millisecond},
+		{bridge.RoleHost, 10 * time.Second, 250 * time.Millisecond},
+		{bridge.RoleGPU, time.Second, 2 * time.Second},
+		{bridge.RoleGPU, 5 * time.Second, 10 * time.Second},
+		{bridge.RoleGPU, 0, 2 * deadDefault},
+	} {
+		if got := DefaultCompletionTimeout(c.role, c.deadAfter); got != c.want {
+			t.Errorf("%v with DeadAfter %v: %v, want %v", c.role, c.deadAfter, got, c.want)
+		}
+	}
+}
