@@ -79,8 +79,7 @@ type Bridge struct {
 	peerKnown            bool
 	helloDue             time.Duration
 	helloAckPending      bool
-	kaAckPending         bool
-	kaAckProbe           uint8
+	kaAcks               probeAnswers // KEEPALIVEs to answer, by probe number
 	resetPending         bool
 	resetReason          uint8
 	resetEcho            uint32
@@ -268,7 +267,8 @@ func (b *Bridge) newSession(now time.Duration) {
 	b.rxEpoch++
 	b.buffers.restart()
 	b.helloDue = now
-	b.helloAckPending, b.kaAckPending = false, false
+	b.helloAckPending = false
+	b.kaAcks.reset()
 	b.probePending, b.probeOut = false, false
 	b.ackPending, b.ackNow, b.nakPending, b.creditDirty = false, false, false, false
 }

@@ -198,7 +198,7 @@ func (b *Bridge) handleControl(now time.Duration, c *encap.Control, keyNonce *[K
 		}
 	case encap.CtlKeepalive:
 		if b.state == StateUp && c.Session == b.peerSession {
-			b.kaAckPending, b.kaAckProbe = true, c.Probe
+			b.kaAcks.add(c.Probe)
 		}
 	case encap.CtlKeepaliveAck:
 	case encap.CtlReset:

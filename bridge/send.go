@@ -61,9 +61,8 @@ func (b *Bridge) nextFrame(now time.Duration, buf []byte) int {
 		b.helloAckPending = false
 		return b.control(buf, b.hello(encap.CtlHelloAck))
 	}
-	if b.kaAckPending {
-		b.kaAckPending = false
-		return b.control(buf, encap.Control{Type: encap.CtlKeepaliveAck, PeerSession: b.peerSession, Probe: b.kaAckProbe})
+	if probe, ok := b.kaAcks.next(); ok {
+		return b.control(buf, encap.Control{Type: encap.CtlKeepaliveAck, PeerSession: b.peerSession, Probe: probe})
 	}
 	if b.probePending {
 		b.probePending, b.probeOut, b.probeTxOrder = false, true, b.retx.txOrder

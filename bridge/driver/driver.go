@@ -146,6 +146,11 @@ type Runner struct {
 	// frames left that much late and its peer may have seen silence. It
 	// must not call back into the runner.
 	OnLate func(late time.Duration)
+	// OnFrameDropped, when set, hears each received frame the bridge
+	// dropped, with the runner's clock and why (what FrameError keeps the
+	// latest of), the runner locked: a recorder of a pair's history. It
+	// must not call back into the runner.
+	OnFrameDropped func(now time.Duration, err error)
 	// HoldSends: Poll, and SendMany from a QueuedSender with Batch
 	// set, leave framing and sending to the next SendHeld (see the
 	// package doc). The loop that calls them must call SendHeld before
@@ -616,6 +621,9 @@ func (r *Runner) handle(frame []byte, bufs [][]byte, sizes, segs []int, polled b
 	feed := func(f []byte) {
 		if err := r.b.HandleFrame(now, f); err != nil {
 			r.lastFrameError = err
+			if r.OnFrameDropped != nil {
+				r.OnFrameDropped(now, err)
+			}
 		} else {
 			progress = true
 		}

@@ -121,6 +121,8 @@ func runKit(t *testing.T, su setup, scenarios ...string) (Report, error) {
 		tr = wrap(ic)
 	}
 	r := driver.New(b, tr)
+	drops := new(dropLog)
+	r.OnFrameDropped = drops.add
 	stub := NewStub(tlp.NewID(3, 0, 0), 0, 4096)
 	if su.doorbell {
 		stub.EnableDoorbell(testDoorbell)
@@ -168,7 +170,42 @@ func runKit(t *testing.T, su setup, scenarios ...string) (Report, error) {
 	var sb strings.Builder
 	_ = rep.WriteText(&sb)
 	t.Logf("report:\n%s", sb.String())
+	if len(rep.Failed()) > 0 {
+		// What the bridge dropped says what became of a frame of the
+		// kit's that went unanswered (a probe, say).
+		t.Logf("the bridge dropped these frames, the last %d of %d (wall clock; the run ended %s):\n%s",
+			drops.kept(), drops.total(), time.Now().Format("15:04:05.000000"), drops)
+	}
 	return rep, nil
+}
+
+// dropLog keeps the last frames a bridge dropped, with the wall clock and
+// why (driver.Runner.OnFrameDropped).
+type dropLog struct {
+	mu   sync.Mutex
+	n    int
+	ring [128]string
+}
+
+func (d *dropLog) add(now time.Duration, err error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.ring[d.n%len(d.ring)] = fmt.Sprintf("%s (bridge clock %v): %v", time.Now().Format("15:04:05.000000"), now, err)
+	d.n++
+}
+
+func (d *dropLog) total() int { d.mu.Lock(); defer d.mu.Unlock(); return d.n }
+
+func (d *dropLog) kept() int { return min(d.total(), len(d.ring)) }
+
+func (d *dropLog) String() string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var sb strings.Builder
+	for i := max(0, d.n-len(d.ring)); i < d.n; i++ {
+		sb.WriteString(d.ring[i%len(d.ring)] + "\n")
+	}
+	return sb.String()
 }
 
 // runConforming runs the kit against a correct bridge. A run in which a
