@@ -208,6 +208,18 @@ func (d *dropLog) String() string {
 	return sb.String()
 }
 
+// onlyScheduling reports whether rep failed rules, all of them
+// schedulingRules.
+func onlyScheduling(rep Report) bool {
+	failed := rep.Failed()
+	for _, f := range failed {
+		if !schedulingRules[f.Rule] {
+			return false
+		}
+	}
+	return len(failed) > 0
+}
+
 // runConforming runs the kit against a correct bridge. A run in which a
 // rule that bounds how soon the bridge answers fails (schedulingRules)
 // saw the bridge starve: beside it the other time-bounded verdicts (a
@@ -588,7 +600,20 @@ func TestTimerMismatchStops(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			bt := iutTimers
 			c.bridge(&bt)
-			_, err := runKit(t, setup{bridge: &bt, controlled: true}, c.scenarios...)
+			var err error
+			for try := 1; try <= 3; try++ {
+				var rep Report
+				rep, err = runKit(t, setup{bridge: &bt, controlled: true}, c.scenarios...)
+				// A run that ended with only rules bounding how soon the
+				// bridge answers failed saw the in-process bridge starve
+				// before the kit had measured its timers (a whole stress
+				// run: LNK-1 silent 89 ms between a KEEPALIVE-ACK and a
+				// KEEPALIVE): run again, as runConforming does.
+				if err != nil || !onlyScheduling(rep) {
+					break
+				}
+				t.Logf("run %d: the bridge starved before the kit measured its timers", try)
+			}
 			if !errors.Is(err, ErrMismatch) || !strings.Contains(err.Error(), c.flag) || strings.Contains(err.Error(), "\n") {
 				t.Fatalf("err %v, want one line of ErrMismatch naming %s", err, c.flag)
 			}
