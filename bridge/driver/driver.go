@@ -188,6 +188,8 @@ type Runner struct {
 	rxSizes []int
 	live    atomic.Bool // Run is running: Poll may take frames
 	polled  atomic.Uint64
+	// peerPayload is the bridge's PeerMaxPayload at the last flush.
+	peerPayload atomic.Int32
 	// polling: the flush under way is Poll's (guarded by mu).
 	polling bool
 	// busyPoll: a loop is polling (Poll since the last PollIdle), so
@@ -266,12 +268,10 @@ func (r *Runner) State() bridge.State {
 }
 
 // PeerMaxPayload returns the largest TLP payload the peer takes, 0 while
-// no peer is known (bridge.Bridge.PeerMaxPayload).
-func (r *Runner) PeerMaxPayload() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.b.PeerMaxPayload()
-}
+// no peer is known (bridge.Bridge.PeerMaxPayload), as of the runner's last
+// flush: before it delivered any TLP it hands on. It takes no lock: a
+// PCIe side asks it per request.
+func (r *Runner) PeerMaxPayload() int { return int(r.peerPayload.Load()) }
 
 // Pending returns the TLPs the bridge holds unacknowledged.
 func (r *Runner) Pending() int {
@@ -712,6 +712,9 @@ func (r *Runner) SendHeld() {
 // round trip flushes four times. hold delivers TLPs and events only and
 // leaves framing and sending to SendHeld. Called with mu held.
 func (r *Runner) flushAt(now time.Duration, hold bool) {
+	// Before deliver: a PCIe side that gets a TLP sees the peer it came
+	// from.
+	r.peerPayload.Store(int32(r.b.PeerMaxPayload()))
 	if hold {
 		r.deliver()
 		r.held.Store(true)
