@@ -3,11 +3,13 @@ package guest
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 )
 
 // SysfsPCI is where Linux lists PCI functions.
@@ -71,7 +73,7 @@ func Describe(root, bdf string) (Function, error) {
 	}
 	res, err := os.ReadFile(filepath.Join(dir, "resource"))
 	if err != nil {
-		if os.IsNotExist(err) {
+		if vanished(err) {
 			return Function{}, fmt.Errorf("%w: %s", ErrNoDevice, bdf)
 		}
 		return Function{}, fmt.Errorf("guest: %s: %w", bdf, err)
@@ -116,10 +118,18 @@ func parseResources(s string) ([]Resource, error) {
 	return out, nil
 }
 
+// vanished reports whether a sysfs read failed because the function went
+// away: its files are gone (ENOENT), or still there while the kernel
+// removes it, and a read answers ENODEV (a guest under a hot-remove saw
+// "read .../device: no such device" and its watcher exited).
+func vanished(err error) bool {
+	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENODEV)
+}
+
 func readHex(path string) (uint64, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		if os.IsNotExist(err) {
+		if vanished(err) {
 			return 0, fmt.Errorf("%w: %s", ErrNoDevice, filepath.Dir(path))
 		}
 		return 0, fmt.Errorf("guest: %w", err)

@@ -2,8 +2,10 @@ package guest
 
 import (
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 )
 
@@ -112,5 +114,26 @@ func TestEnable(t *testing.T) {
 	}
 	if err := Enable(root, "0000:01:00.0"); !errors.Is(err, ErrDeviceGone) {
 		t.Fatalf("all-ones command register: %v", err)
+	}
+}
+
+// TestVanished: a function's files read while the kernel removes it answer
+// ENODEV: that is the function gone (ErrNoDevice, which the watcher looks
+// past), like its files missing; other errors are not.
+func TestVanished(t *testing.T) {
+	t.Parallel()
+	path := "/sys/bus/pci/devices/0000:01:00.0/device"
+	for _, c := range []struct {
+		err  error
+		want bool
+	}{
+		{&fs.PathError{Op: "read", Path: path, Err: syscall.ENODEV}, true},
+		{&fs.PathError{Op: "open", Path: path, Err: syscall.ENOENT}, true},
+		{&fs.PathError{Op: "open", Path: path, Err: syscall.EACCES}, false},
+		{errors.New("other"), false},
+	} {
+		if got := vanished(c.err); got != c.want {
+			t.Errorf("vanished(%v) = %v, want %v", c.err, got, c.want)
+		}
 	}
 }
