@@ -95,18 +95,7 @@ func TestMemoryDeviceReadFrames(t *testing.T) {
 		return c.FramesSent - c.AcksSent - c.NaksSent - c.KeepalivesSent
 	}
 	before := tlpFrames()
-	req, err := (&tlp.Packet{Kind: tlp.MRd, Addr64: true, Length: size / 4, Tag: 5, FirstBE: 0xf, LastBE: 0xf, Address: base}).AppendTo(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := driver.SendWait(ctx, rs[0], req); err != nil {
-		t.Fatal(err)
-	}
-	waitfor.Progress(t, "the read's completions", func() (bool, uint64) {
-		mu.Lock()
-		defer mu.Unlock()
-		return len(got) >= size, uint64(len(got))
-	})
+	readThrough(t, ctx, rs[0], 5, base, size, func() int { mu.Lock(); defer mu.Unlock(); return len(got) })
 	frames := tlpFrames() - before
 	mu.Lock()
 	defer mu.Unlock()
@@ -122,6 +111,24 @@ func TestMemoryDeviceReadFrames(t *testing.T) {
 	if cpls != 16 || frames > 10 {
 		t.Errorf("%d completions in %d frames (no bare ACK/NAK or keepalive) from the GPU side, want 16 in at most 10", cpls, frames)
 	}
+}
+
+// readThrough sends a size-byte memory read of tag at addr through the
+// host side's runner r and waits until have, the bytes its completions
+// brought, reaches size.
+func readThrough(t *testing.T, ctx context.Context, r *driver.Runner, tag uint16, addr uint64, size int, have func() int) {
+	t.Helper()
+	req, err := (&tlp.Packet{Kind: tlp.MRd, Addr64: true, Length: uint16(size / 4), Tag: tag, FirstBE: 0xf, LastBE: 0xf, Address: addr}).AppendTo(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := driver.SendWait(ctx, r, req); err != nil {
+		t.Fatal(err)
+	}
+	waitfor.Progress(t, "the read's completions", func() (bool, uint64) {
+		n := have()
+		return n >= size, uint64(n)
+	})
 }
 
 // framingPair is a host and a GPU runner joined by pipes, for the tests of
@@ -204,18 +211,7 @@ func TestMemoryDeviceFollowsPeerPayload(t *testing.T) {
 	}
 	defer func() { cancel(); wg.Wait() }()
 	waitfor.Until(t, "link up", func() bool { return rs[0].State() == bridge.StateUp && rs[1].State() == bridge.StateUp })
-	req, err := (&tlp.Packet{Kind: tlp.MRd, Addr64: true, Length: size / 4, Tag: 6, FirstBE: 0xf, LastBE: 0xf, Address: base}).AppendTo(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := driver.SendWait(ctx, rs[0], req); err != nil {
-		t.Fatal(err)
-	}
-	waitfor.Progress(t, "the read's completions", func() (bool, uint64) {
-		mu.Lock()
-		defer mu.Unlock()
-		return len(got) >= size, uint64(len(got))
-	})
+	readThrough(t, ctx, rs[0], 6, base, size, func() int { mu.Lock(); defer mu.Unlock(); return len(got) })
 	cancel()
 	wg.Wait()
 	if devErr != nil {
