@@ -107,7 +107,7 @@ holds no manager token or agent credential, but opens the frames it covers.`,
 	f.StringVar(&fl.MemSize, "mem-size", "64M", "--pcie memory: size (suffixes K, M, G)")
 	f.DurationVar(&o.Keepalive, "keepalive", 50*time.Millisecond, "longest silence of a pair's bridge while up")
 	f.DurationVar(&o.DeadAfter, "dead-after", time.Second, "silence after which a pair's link is down")
-	f.DurationVar(&o.CompletionTimeout, "completion-timeout", time.Second, "a forwarded request unanswered this long gets a CA completion")
+	f.DurationVar(&o.CompletionTimeout, "completion-timeout", 0, "a forwarded request unanswered this long gets a CA completion (default twice --dead-after, both roles: an outage the link hides stays hidden from the requests outstanding across it)")
 	f.IntVar(&o.MTU, "mtu", 1472, "largest frame of every pair from the dxpu header on, in bytes (at most 9216, and the path's MTU less IP and UDP headers)")
 	f.IntVar(&o.MaxPayload, "max-payload", 512, "largest TLP payload of every pair in bytes (4..4096; the same at both ends)")
 	f.IntVar(&o.MPS, "mps", 256, "--pcie memory: Max Payload Size, largest completion payload in bytes (128..4096, at most --max-payload; less while a pair's host end takes less)")

@@ -110,7 +110,7 @@ func Start(ctx context.Context, o Options) (*Agent, error) {
 			return nil, err
 		}
 	case o.Role == bridge.RoleHost:
-		h := newEmuHost(o.Ports, o.Log)
+		h := newEmuHost(o.Ports, o.CompletionTimeout, o.Log)
 		a.host = h
 		a.wg.Add(1)
 		go func() { defer a.wg.Done(); h.loop(ctx) }()

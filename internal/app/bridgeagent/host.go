@@ -84,10 +84,14 @@ func (s *emuSlot) unplug(ctx context.Context, kind, reason string) error {
 	return s.h.unplug(ctx, s.p.HostPort, s.p.ID, kind, reason)
 }
 
-func newEmuHost(ports int, log *slog.Logger) *emuHost {
+// newEmuHost builds the emulated host; its root complex waits a second
+// longer than the bridges' completionTimeout, so that a request the
+// fabric loses ends with the bridge's CA, which says why, not with the
+// host's own timeout.
+func newEmuHost(ports int, completionTimeout time.Duration, log *slog.Logger) *emuHost {
 	s := sim.New(1)
 	clk := realtime.New(s)
-	rc := host.New(s, host.Config{CompletionTimeout: 2 * time.Second})
+	rc := host.New(s, host.Config{CompletionTimeout: completionTimeout + time.Second})
 	rc.SetDriver(clk)
 	h := &emuHost{clk: clk, rc: rc, sw: host.NewSwitch(s, ports), cmds: make(chan func()), log: log, slots: make([]Slot, ports), bar1: map[int]uint64{}}
 	for i := range h.slots {

@@ -63,7 +63,8 @@ type Options struct {
 	Box              *pool.Box
 	MemBase, MemSize uint64
 
-	// Bridge timers (defaults 50ms, 1s, 1s).
+	// Bridge timers (defaults 50ms, 1s, and for CompletionTimeout twice
+	// DeadAfter: see DefaultCompletionTimeout).
 	Keepalive, DeadAfter, CompletionTimeout time.Duration
 
 	// Sizes of every pair's bridge: MTU its largest frame from the dxpu
@@ -84,6 +85,17 @@ type Options struct {
 	Log *slog.Logger
 }
 
+// DefaultCompletionTimeout is a pair's completion timeout when none is
+// given: twice deadAfter, both roles, so that an outage shorter than
+// deadAfter, which the link hides (LNK-3), stays hidden from the requests
+// outstanding across it: the GPU's DMA reads and the host's MMIO reads.
+// (`dxpu bridge`'s host side takes 250 ms for a NetTLP host's 500 ms; an
+// agent's host is its own emulated host or guest, which waits longer than
+// the bridge: newEmuHost, newVMHost.)
+func DefaultCompletionTimeout(deadAfter time.Duration) time.Duration {
+	return 2 * deadAfter
+}
+
 func (o *Options) fill() error {
 	if o.Keepalive <= 0 {
 		o.Keepalive = 50 * time.Millisecond
@@ -92,7 +104,7 @@ func (o *Options) fill() error {
 		o.DeadAfter = time.Second
 	}
 	if o.CompletionTimeout <= 0 {
-		o.CompletionTimeout = time.Second
+		o.CompletionTimeout = DefaultCompletionTimeout(o.DeadAfter)
 	}
 	if o.Ports == 0 {
 		o.Ports = 32

@@ -2,10 +2,12 @@ package bridgeagent
 
 import (
 	"errors"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/dxpu/dxpu/bridge"
 	"github.com/dxpu/dxpu/internal/app/apperr"
@@ -120,6 +122,33 @@ func TestSetupSizes(t *testing.T) {
 			t.Errorf("%+v: %v", c.o, err)
 		case c.want != "" && (!errors.Is(err, apperr.ErrUsage) || !strings.Contains(err.Error(), c.want)):
 			t.Errorf("%+v: %v, want a usage error with %q", c.o, err, c.want)
+		}
+	}
+}
+
+// TestDefaultCompletionTimeout: an agent not given --completion-timeout
+// waits twice --dead-after in both roles (an outage the link hides stays
+// hidden from the requests outstanding across it); one given keeps it.
+func TestDefaultCompletionTimeout(t *testing.T) {
+	t.Parallel()
+	listen := netip.MustParseAddrPort("127.0.0.1:4791")
+	for _, c := range []struct {
+		o    Options
+		want time.Duration
+	}{
+		{Options{Role: bridge.RoleGPU}, 2 * time.Second},
+		{Options{Role: bridge.RoleHost}, 2 * time.Second},
+		{Options{Role: bridge.RoleGPU, DeadAfter: 3 * time.Second}, 6 * time.Second},
+		{Options{Role: bridge.RoleHost, DeadAfter: 500 * time.Millisecond}, time.Second},
+		{Options{Role: bridge.RoleGPU, CompletionTimeout: 300 * time.Millisecond}, 300 * time.Millisecond},
+	} {
+		o := c.o
+		o.Listen = listen
+		if err := o.fill(); err != nil {
+			t.Fatalf("%+v: %v", c.o, err)
+		}
+		if o.CompletionTimeout != c.want {
+			t.Errorf("%v, --dead-after %v, --completion-timeout %v: %v, want %v", c.o.Role, c.o.DeadAfter, c.o.CompletionTimeout, o.CompletionTimeout, c.want)
 		}
 	}
 }
