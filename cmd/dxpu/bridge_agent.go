@@ -49,7 +49,10 @@ end's registered ip:udp_port.
               the allocation is degraded meanwhile, the GPU stays lent and
               healthy. With --vm the host is a QEMU guest booted here
               (the guest flags of 'dxpu vm run'; 8 slots on q35):
-              hot-add is a device_add into it, removal a device_del.
+              hot-add is a device_add into it, removal a device_del. A
+              guest that is lost (its tool exited, QEMU died) ends the
+              agent: exit 1 with a line saying why, for its supervisor
+              to start it again.
 
 Example (a lab over http; see 'go doc ./internal/app/bridgeagent'):
   dxpu ctl box add box7.json --agent-credential-out box7.cred

@@ -46,6 +46,9 @@ type Agent struct {
 	cred atomic.Pointer[string]
 	ctx  context.Context
 	wg   sync.WaitGroup
+	// lost gets the one error after which the agent cannot serve (a VM
+	// host's guest gone): Run ends the daemon with it.
+	lost chan error
 
 	mu    sync.Mutex
 	pairs map[uint32]*pairRun
@@ -97,7 +100,7 @@ func Start(ctx context.Context, o Options) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &Agent{o: o, log: o.Log, late: bridged.NewLateLog(o.Log), mux: mux, ctx: ctx, pairs: map[uint32]*pairRun{}}
+	a := &Agent{o: o, log: o.Log, late: bridged.NewLateLog(o.Log), mux: mux, ctx: ctx, lost: make(chan error, 1), pairs: map[uint32]*pairRun{}}
 	a.cred.Store(&o.Credential)
 	if a.rep, err = newReporter(o, a.credential, o.Log); err != nil {
 		mux.Close()
@@ -105,10 +108,22 @@ func Start(ctx context.Context, o Options) (*Agent, error) {
 	}
 	switch {
 	case o.Role == bridge.RoleHost && o.VM != nil:
-		if a.host, err = newVMHost(ctx, o); err != nil {
+		v, err := newVMHost(ctx, o)
+		if err != nil {
 			mux.Close()
 			return nil, err
 		}
+		a.host = v
+		// A guest whose tool exited or whose QEMU died takes no GPU
+		// and answers for none lent to it: the agent must not go on
+		// reporting itself and its pairs as serving.
+		a.wg.Add(1)
+		go func() {
+			defer a.wg.Done()
+			if err := v.h.Lost(ctx); ctx.Err() == nil {
+				a.lost <- fmt.Errorf("host guest: %w", err)
+			}
+		}()
 	case o.Role == bridge.RoleHost:
 		h := newEmuHost(o.Ports, o.CompletionTimeout, o.Log)
 		a.host = h
@@ -132,6 +147,10 @@ func Start(ctx context.Context, o Options) (*Agent, error) {
 	a.log.Info("bridge agent running", "role", o.Role, "data_plane", mux.LocalAddr(), "switch", o.Switch)
 	return a, nil
 }
+
+// Lost delivers at most one error: the agent can no longer serve (a VM
+// host's guest is gone). Its owner ends the agent (Run does, and exits).
+func (a *Agent) Lost() <-chan error { return a.lost }
 
 // Wait returns once the agent's context ended and every pair stopped.
 func (a *Agent) Wait() {

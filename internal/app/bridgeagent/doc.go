@@ -155,7 +155,12 @@
 // guest's 32-bit MMIO window, so the guest takes GPUs on its first 8
 // registered ports; pairs on higher ports are refused. The agent's end
 // (SIGTERM) quits QEMU (QMP quit, killed after 10 s); QEMU also dies with
-// the agent's process (parent-death signal).
+// the agent's process (parent-death signal). The other way round, a guest
+// that can take no more GPUs (its tool exited, QEMU died) ends the agent:
+// `dxpu bridge agent` exits 1 with one line saying why (vm.ErrHostLost),
+// rather than serve on as a host with nothing behind its pairs; its
+// supervisor starts it again with a fresh guest, and the manager meanwhile
+// finds the agent unreachable.
 //
 // A restarted agent starts with no pairs; the manager's reconciliation (at
 // its start-up and every --reconcile-interval) programs and hot-adds the

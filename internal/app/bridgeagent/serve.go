@@ -77,6 +77,12 @@ func Run(ctx context.Context, o Options, ready func(a *Agent, api net.Addr)) err
 	case err = <-errc:
 		cancel()
 		return fmt.Errorf("agent API: %w", err)
+	case err = <-a.Lost():
+		// Exit, so that a supervisor starts the agent again (with a
+		// fresh guest) and the manager meanwhile sees it unreachable.
+		cancel()
+		_ = srv.Close()
+		return err
 	}
 	sctx, scancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer scancel()

@@ -133,16 +133,7 @@ func TestVMHostUnderManager(t *testing.T) {
 	if _, err := vm.CheckQEMU(ctx, ""); err != nil {
 		t.Fatal(err) // present but unusable: a configuration error
 	}
-	// dxpu and, next to it, a static dxpu-guest (found there as 'dxpu vm'
-	// finds it).
-	bin := t.TempDir()
-	for _, b := range []struct{ out, pkg string }{{"dxpu", "./cmd/dxpu"}, {"dxpu-guest", "./cmd/dxpu-guest"}} {
-		cmd := exec.Command("go", "build", "-o", filepath.Join(bin, b.out), b.pkg)
-		cmd.Dir, cmd.Env = "../../..", append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("go build %s: %v\n%s", b.pkg, err, out)
-		}
-	}
+	bin := buildVMHostBins(t)
 
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	cl, err := agentapi.NewClient(agentapi.ClientConfig{AllowInsecure: true})
@@ -354,6 +345,82 @@ func TestVMHostUnderManager(t *testing.T) {
 	if left := qemuUsing(guestDir); len(left) != 0 {
 		t.Fatalf("still running after the agent stopped: %q", left)
 	}
+}
+
+// buildVMHostBins builds dxpu and, next to it, a static dxpu-guest (found
+// there as 'dxpu vm' finds it) into a directory it returns.
+func buildVMHostBins(t *testing.T) string {
+	t.Helper()
+	bin := t.TempDir()
+	for _, b := range []struct{ out, pkg string }{{"dxpu", "./cmd/dxpu"}, {"dxpu-guest", "./cmd/dxpu-guest"}} {
+		cmd := exec.Command("go", "build", "-o", filepath.Join(bin, b.out), b.pkg)
+		cmd.Dir, cmd.Env = "../../..", append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("go build %s: %v\n%s", b.pkg, err, out)
+		}
+	}
+	return bin
+}
+
+// TestVMHostLosesItsGuest: a VM host agent (a process, no manager) whose
+// QEMU is killed does not go on serving as if it had a host: it exits 1
+// with one line saying the guest is lost and how QEMU died, so that its
+// supervisor starts it again with a fresh guest and the manager meanwhile
+// finds it unreachable.
+func TestVMHostLosesItsGuest(t *testing.T) {
+	privtest.Tool(t, "qemu-system-x86_64")
+	kernel := privtest.File(t, "/boot/vmlinuz-*")
+	busybox := privtest.File(t, "/bin/busybox")
+	if _, err := vm.CheckQEMU(t.Context(), ""); err != nil {
+		t.Fatal(err)
+	}
+	bin := buildVMHostBins(t)
+	dir := t.TempDir()
+	guestDir := filepath.Join(dir, "guest")
+	credFile := filepath.Join(dir, "h1.cred")
+	if err := os.WriteFile(credFile, []byte("not-registered\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(guestDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	host := startProc(t, "host agent", filepath.Join(bin, "dxpu"), dir, "bridge", "agent", "--role", "host", "--vm", "--host-id", "h1",
+		"--agent-listen", "127.0.0.1:0", "--insecure", "--agent-credential-file", credFile, "--listen", "127.0.0.1:0",
+		"--kernel", kernel, "--busybox", busybox, "--accel", "tcg", "--memory-mb", "256", "--dir", guestDir)
+	host.progress = func() int64 {
+		b, _ := os.ReadFile(filepath.Join(guestDir, "serial.log"))
+		return int64(len(b)) + childrenCPUTicks(host.cmd.Process.Pid)
+	}
+	host.waitLines(t, 1, `msg="agent API serving"`)
+	var qemu []string // the agent's command line names the guest's files too
+	for _, p := range qemuUsing(guestDir) {
+		if strings.Contains(p, "qemu-system-x86_64 ") {
+			qemu = append(qemu, p)
+		}
+	}
+	if len(qemu) != 1 {
+		t.Fatalf("the guest's QEMU: %q, want one process", qemu)
+	}
+	pid, err := strconv.Atoi(strings.SplitN(qemu[0], ":", 2)[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	agent := host.cmd.Process.Pid
+	waitfor.Progress(t, "the agent exiting after its guest's QEMU was killed", func() (bool, uint64) {
+		select {
+		case <-host.done:
+			return true, 0
+		default:
+			return false, waitfor.ProcessCPU(agent)
+		}
+	})
+	if code := host.cmd.ProcessState.ExitCode(); code != 1 {
+		t.Fatalf("the agent exited %d after its guest died, want 1", code)
+	}
+	host.waitLines(t, 1, "the host guest is lost", "the guest died", "signal: killed")
 }
 
 // TestVMHostWithoutQEMU: a guest host whose QEMU is missing fails to

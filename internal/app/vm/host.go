@@ -12,6 +12,10 @@ import (
 // reported without being able to read it.
 var ErrNotSeen = errors.New("vm: the guest did not see the hot-added function")
 
+// ErrHostLost is a host guest that can no longer take GPUs: its tool
+// stopped watching the bus, or QEMU ended.
+var ErrHostLost = errors.New("vm: the host guest is lost")
+
 // Host is a guest that stays up as a host under the manager: it boots
 // with no GPU, its tool watching the PCI bus (dxpu-guest run --watch), and
 // GPUs are lent to it and taken away by hot-plug. Lend returns once the
@@ -149,6 +153,38 @@ func (h *Host) Shutdown(ctx context.Context, grace time.Duration) error {
 	h.v.Close()
 	h.cancel()
 	return err
+}
+
+// Lost waits until the guest can no longer take GPUs and says why (an
+// error wrapping ErrHostLost, with the serial log's path): its tool exited
+// (it prints DXPU-EXIT), QEMU ended on its own, or QEMU reported an error
+// after which the guest runs no more. It returns ctx's error when ctx ends
+// first; a Shutdown also ends it.
+func (h *Host) Lost(ctx context.Context) error {
+	exit := -1
+	err := h.v.con.waitFor(ctx, "the guest's tool exited", func() bool {
+		exit = h.v.con.exit
+		return exit >= 0
+	})
+	switch {
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case h.life.Err() != nil:
+		return fmt.Errorf("%w: shut down", ErrHostLost)
+	case err == nil:
+		return fmt.Errorf("%w: its tool exited with status %d (serial log %s)", ErrHostLost, exit, h.v.SerialLog())
+	}
+	// The console closes as QEMU exits; its Wait says how.
+	select {
+	case <-h.v.exited:
+		if h.v.died != nil {
+			err = h.v.died
+		}
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(time.Second):
+	}
+	return fmt.Errorf("%w: %w (serial log %s)", ErrHostLost, err, h.v.SerialLog())
 }
 
 // watchEvent waits for the watcher's event named name from index from on,
