@@ -537,7 +537,14 @@ func (r *Runner) Poll() int {
 	}
 	bufs, sizes := r.rxBuffers()
 	k, segs, err := r.tryRecv(bufs, sizes)
-	if err != nil || k == 0 {
+	if err != nil {
+		// The socket failed: Run's goroutine reports it (and ends the
+		// runner). Hand the socket back, or a loop that never stops
+		// polling, as a GPU box's clock does, would hide the failure.
+		r.PollIdle()
+		return 0
+	}
+	if k == 0 {
 		r.serveDeadline()
 		return 0
 	}

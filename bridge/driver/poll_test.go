@@ -289,3 +289,59 @@ func TestRunReturnsAfterClose(t *testing.T) {
 	close(tr.release)
 	<-ran
 }
+
+// A socket that fails while a loop polls the runner, and keeps polling (a
+// GPU box's clock never stops), is reported all the same: Poll hands the
+// socket back and Run returns the receive error, for its owner to act on
+// (the host's emulated world sees a surprise removal).
+func TestPollHandsBackAFailedSocket(t *testing.T) {
+	t.Parallel()
+	a, b := newPollPipes()
+	var rs [2]*driver.Runner
+	for i, role := range []bridge.Role{bridge.RoleHost, bridge.RoleGPU} {
+		br, err := bridge.New(testConfig(role))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rs[i] = driver.New(br, []*pollPipe{a, b}[i])
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	// The host's pipe too: its runner, sending to a peer that no longer
+	// reads, would block on the full pipe.
+	defer func() { cancel(); a.pipe.Close(); wg.Wait() }()
+	wg.Add(1)
+	go func() { defer wg.Done(); _ = rs[0].Run(ctx) }()
+	ran := make(chan error, 1)
+	go func() { ran <- rs[1].Run(ctx) }()
+	waitfor.Until(t, "link up", func() bool { return rs[0].State() == bridge.StateUp && rs[1].State() == bridge.StateUp })
+	stop := make(chan struct{})
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			rs[1].Poll()
+			runtime.Gosched()
+		}
+	}()
+	defer close(stop)
+	waitfor.Until(t, "the loop polling", func() bool { return b.waiting.Load() == 0 })
+	b.pipe.Close()
+	var err error
+	waitfor.Until(t, "Run returning while the loop polls on", func() bool {
+		select {
+		case err = <-ran:
+			return true
+		default:
+			return false
+		}
+	})
+	if err == nil || ctx.Err() != nil {
+		t.Fatalf("Run returned %v, want the receive error", err)
+	}
+}

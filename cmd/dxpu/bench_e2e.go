@@ -32,6 +32,11 @@ reports MMIO read and DMA read round-trip percentiles, launch+sync latency
 (commands in VRAM; in host memory and native beside it), H2D/D2H by size,
 CPU seconds per GB moved, and every figure's ratio to its baseline.
 
+The host and the GPU each run on a clock and goroutine of their own, as a
+host and a GPU box are two machines, each side polling its bridge's socket
+for --spin after its last work, as a kernel-bypass bridge on a core of its
+own does (--one-clock: both on one, as before; "clocks" in the result).
+
 --loopback runs everything on 127.0.0.1 (no root). Without it (root only) the
 host side, XDP switch and GPU side each run in a network namespace and the
 echo crosses the switch as bridge frames do. Times in us, rates in Gbit/s.`,
@@ -67,7 +72,8 @@ echo crosses the switch as bridge frames do. Times in us, rates in Gbit/s.`,
 	f.IntVar(&o.MTU, "mtu", 0, "bridge MTU from the dxpu header on (default 9000 on loopback, 1472 in namespaces)")
 	f.BoolVar(&o.NoBatch, "no-batch", false, "send each TLP as produced instead of packing each moment's TLPs into few frames")
 	f.BoolVar(&o.NoBusyPoll, "no-busy-poll", false, "leave receiving to the bridges' goroutines instead of the spinning clock")
-	f.DurationVar(&o.Spin, "spin", 0, "how long the clock spins after its last work before sleeping (default 100us)")
+	f.BoolVar(&o.OneClock, "one-clock", false, "run the emulated host and GPU on one clock and goroutine (default: each side on its own, as two machines)")
+	f.DurationVar(&o.Spin, "spin", 0, "how long each side's clock polls after its last work before sleeping (default 2ms)")
 	f.StringVar(&o.ProfileDir, "profile", "", "write pprof CPU (per phase), mutex and block profiles into this directory")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object on one line")
 	return cmd

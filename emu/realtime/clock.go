@@ -1,6 +1,7 @@
 package realtime
 
 import (
+	"context"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -263,6 +264,15 @@ func (c *Clock) step() (n int, next time.Duration, ok bool) {
 func (c *Clock) RunWhile(cond func() bool) bool {
 	c.rebase()
 	return c.run(cond, -1)
+}
+
+// Run drives the simulation on the wall clock until ctx ends, for a world
+// (a GPU box's) that nobody waits on: RunWhile returns after a spell with
+// nothing to do, and Run goes on.
+func (c *Clock) Run(ctx context.Context) {
+	for ctx.Err() == nil {
+		c.RunWhile(func() bool { return ctx.Err() == nil })
+	}
 }
 
 // run is RunWhile's loop; until (virtual time, < 0: none) is a moment cond

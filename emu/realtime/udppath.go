@@ -20,8 +20,14 @@ import (
 // loopback, or over the transports Transports opens. It implements
 // pcie.Path for a world driven by Clock.
 type UDPPath struct {
-	Clock  *Clock
-	PairID uint32
+	Clock *Clock
+	// GPUClock, when set, is the clock of the GPU side: the downstream
+	// receiver lives in its simulator, and the GPU-side bridge's
+	// deliveries, sends, flushes and polls run on it, as a GPU box's
+	// bridge runs on the box and not on the host. Its caller drives it
+	// (RunWhile on a goroutine of its own). Nil: both sides on Clock.
+	GPUClock *Clock
+	PairID   uint32
 	// Bridge is the bridge configuration both sides start from.
 	Bridge bridge.Config
 	// Transports, when set, opens the two bridges' transports (host side
@@ -78,17 +84,25 @@ func (p *UDPPath) Connect(upstream, downstream pcie.Receiver) (down, up pcie.Sen
 	if !p.Up() {
 		p.setErr(fmt.Errorf("realtime: bridge pair %d did not come up within %v", p.PairID, within))
 	}
-	return p.sender(p.runners[0]), p.sender(p.runners[1])
+	return p.sender(p.Clock, p.runners[0]), p.sender(p.clock(bridge.RoleGPU), p.runners[1])
 }
 
-// sender returns the sender to r: unless NoBatch, one the clock flushes
-// after each moment of the simulation, so that what a moment produced
-// leaves in as few frames as fit.
-func (p *UDPPath) sender(r *driver.Runner) pcie.Sender {
-	q := driver.NewQueuedSender(p.Clock.S, r)
+// clock returns the clock the side of role runs on.
+func (p *UDPPath) clock(role bridge.Role) *Clock {
+	if role == bridge.RoleGPU && p.GPUClock != nil {
+		return p.GPUClock
+	}
+	return p.Clock
+}
+
+// sender returns the sender to r in c's simulation: unless NoBatch, one c
+// flushes after each moment of the simulation, so that what a moment
+// produced leaves in as few frames as fit.
+func (p *UDPPath) sender(c *Clock, r *driver.Runner) pcie.Sender {
+	q := driver.NewQueuedSender(c.S, r)
 	if !p.NoBatch {
 		q.Batch = true
-		p.Clock.AddFlusher(q.Flush)
+		c.AddFlusher(q.Flush)
 	}
 	return q
 }
@@ -168,12 +182,13 @@ func (p *UDPPath) start(upstream, downstream pcie.Receiver) error {
 		r := driver.New(bridges[i], t)
 		role := []bridge.Role{bridge.RoleHost, bridge.RoleGPU}[i]
 		dst := []pcie.Receiver{upstream, downstream}[i]
-		r.OnTLP = func(v tlp.View) { p.Clock.PostTLP(dst, v) }
+		clk := p.clock(role)
+		r.OnTLP = func(v tlp.View) { clk.PostTLP(dst, v) }
 		if !p.NoBatch {
 			// The clock's poll runs with the world held: its TLPs go
 			// straight in. (Batched senders only queue, so the
 			// simulation does not call back into the locked runner.)
-			r.OnPolledTLP = func(v tlp.View) { p.Clock.deliverPolled(dst, v) }
+			r.OnPolledTLP = func(v tlp.View) { clk.deliverPolled(dst, v) }
 		}
 		if p.OnEvent != nil {
 			r.OnEvent = func(e bridge.Event) { p.OnEvent(role, e) }
@@ -181,10 +196,10 @@ func (p *UDPPath) start(upstream, downstream pcie.Receiver) error {
 		// Framing and sending wait for the end of the clock's step:
 		// one sendmmsg per runner and step, acks on the data.
 		r.HoldSends = true
-		p.Clock.AddSender(r.SendHeld)
+		clk.AddSender(r.SendHeld)
 		p.runners[i] = r
 		if !p.NoBusyPoll {
-			p.Clock.AddPoller(r.Poll, r.PollIdle)
+			clk.AddPoller(r.Poll, r.PollIdle)
 		}
 		p.wg.Add(1)
 		go func() {

@@ -67,6 +67,11 @@ type Options struct {
 	NoEnumerate bool
 	// Sim, when set, is used instead of a new simulator.
 	Sim *sim.Sim
+	// GPUSim, when set, returns the simulator GPU i runs in (fabric
+	// only; default the world's): a GPU box is another machine, with a
+	// clock of its own (package emu/realtime runs each on a core). Its
+	// path must then carry every TLP between the two simulators.
+	GPUSim func(i int) *sim.Sim
 	// Driver, when set, runs the host CPU's blocking calls (enumeration
 	// included): package emu/realtime paces the simulation to the wall
 	// clock.
@@ -87,6 +92,9 @@ type World struct {
 func Build(o Options) (*World, error) {
 	if o.GPUs < 0 || o.GPUs > 255 {
 		return nil, fmt.Errorf("topo: %d GPUs, want 0..255", o.GPUs)
+	}
+	if o.GPUSim != nil && (o.Fabric == nil || o.Path == nil) {
+		return nil, fmt.Errorf("topo: GPUs on simulators of their own need a fabric path that joins the two (Options.Path)")
 	}
 	if o.Model.DeviceID == 0 {
 		o.Model = gpu.H100SXM
@@ -141,7 +149,7 @@ func Build(o Options) (*World, error) {
 			w.Host.HotplugEvent(w.DSPID(i), present)
 		}
 		for i := 0; i < o.GPUs; i++ {
-			g := gpu.New(s, gcfg)
+			g := gpu.New(w.gpuSim(i), gcfg)
 			w.GPUs = append(w.GPUs, g)
 			g.Attach(sw.Plug(i, w.fabricPath(f, i, g), g))
 		}
@@ -157,6 +165,14 @@ func Build(o Options) (*World, error) {
 		}
 	}
 	return w, nil
+}
+
+// gpuSim is the simulator GPU i runs in.
+func (w *World) gpuSim(i int) *sim.Sim {
+	if w.Opts.GPUSim != nil {
+		return w.Opts.GPUSim(i)
+	}
+	return w.S
 }
 
 // FabricLink returns the one-way link configuration of a fabric path.
@@ -205,7 +221,7 @@ func (w *World) HotAddModel(i int, m gpu.Model) (*gpu.GPU, *host.Device, error) 
 	gcfg := w.Opts.GPU
 	gcfg.Model = m
 	gcfg.HostMemory = w.Host.Mem
-	g := gpu.New(w.S, gcfg)
+	g := gpu.New(w.gpuSim(i), gcfg)
 	f := *w.Opts.Fabric
 	f.defaults()
 	g.Attach(w.Switch.Plug(i, w.fabricPath(f, i, g), g))

@@ -3,6 +3,7 @@ package e2ebench
 import (
 	"fmt"
 	"runtime"
+	"sync/atomic"
 	"time"
 
 	"github.com/dxpu/dxpu/emu/cuda"
@@ -68,20 +69,28 @@ func (wd *world) mmioReadsBeside(et *echoTimer, n int) (mmio, echo []time.Durati
 func (wd *world) dmaReads(n int) ([]time.Duration, error) {
 	const size = 512
 	out := make([]time.Duration, 0, n)
-	var dur time.Duration
-	prev := wd.g.OnOp
-	wd.g.OnOp = func(c gpu.Command, s, t time.Duration) { dur = t - s }
-	defer func() { wd.g.OnOp = prev }()
+	// The copy engine reports on the GPU's clock, which may run on a
+	// goroutine of its own.
+	var dur atomic.Int64
+	var prev func(gpu.Command, time.Duration, time.Duration)
+	wd.onGPU(func() {
+		prev = wd.g.OnOp
+		wd.g.OnOp = func(c gpu.Command, s, t time.Duration) { dur.Store(int64(t - s)) }
+	})
+	defer wd.onGPU(func() { wd.g.OnOp = prev })
 	freshHeap()
 	for i := 0; i < n; i++ {
-		dur = -1
+		dur.Store(-1)
 		if err := wd.c.MemcpyHtoD(wd.st, wd.dst, wd.src, size); err != nil {
 			return nil, fmt.Errorf("e2ebench: DMA read %d: %w", i, err)
 		}
-		if dur < 0 {
+		// The GPU reports the copy (gpu.GPU.OnOp) before it releases the
+		// semaphore the host waits on: the report is in.
+		d := time.Duration(dur.Load())
+		if d < 0 {
 			return nil, fmt.Errorf("e2ebench: DMA read %d: the copy engine reported no operation", i)
 		}
-		out = append(out, dur)
+		out = append(out, d)
 	}
 	return out, nil
 }

@@ -14,7 +14,11 @@ import (
 // first, whatever order the JSON maps keep), the link and the ratios
 // beside their targets. Times in us, rates in Gbit/s (dxpu help units).
 func (r Result) WriteText(w io.Writer) error {
-	fmt.Fprintf(w, "bench e2e: %s, MTU %d bytes; times in us, rates in Gbit/s\n\n", r.Mode, r.MTU)
+	sides := "host and GPU on clocks of their own"
+	if r.Clocks == 1 {
+		sides = "host and GPU on one clock"
+	}
+	fmt.Fprintf(w, "bench e2e: %s, MTU %d bytes, %s; times in us, rates in Gbit/s\n\n", r.Mode, r.MTU, sides)
 	row := func(label, a, b string) {
 		fmt.Fprintln(w, strings.TrimRight(fmt.Sprintf("  %-38s %11s %11s", label, a, b), " "))
 	}

@@ -1,7 +1,9 @@
 package e2ebench
 
 import (
+	"context"
 	"fmt"
+	"runtime/pprof"
 	"time"
 
 	"github.com/dxpu/dxpu/bridge"
@@ -25,13 +27,17 @@ const (
 // native PCIe link (fabric nil) or by a dxpu bridge pair over the
 // transports open returns.
 type world struct {
-	w    *topo.World
-	clk  *realtime.Clock
-	c    *cuda.Context
-	d    *cuda.Device
-	st   *cuda.Stream
-	g    *gpu.GPU
-	path *realtime.UDPPath
+	w   *topo.World
+	clk *realtime.Clock
+	// gclk is the GPU's clock when the GPU runs on a core of its own (nil:
+	// on clk); stopGPU ends its goroutine.
+	gclk    *realtime.Clock
+	stopGPU func()
+	c       *cuda.Context
+	d       *cuda.Device
+	st      *cuda.Stream
+	g       *gpu.GPU
+	path    *realtime.UDPPath
 	// src and dst are buffers for copies, allocated once at the largest
 	// size: host memory and VRAM are never freed.
 	src, dst uint64
@@ -39,20 +45,30 @@ type world struct {
 }
 
 // newWorld builds and enumerates the world; open nil means native PCIe.
+// Behind a fabric the GPU runs on a clock and goroutine of its own, as a
+// GPU box is a machine of its own, unless opt.OneClock.
 func newWorld(open func() (host, gpu driver.Transport, err error), bcfg bridge.Config, maxCopy uint64, opt Options) (*world, error) {
-	s := sim.New(1)
-	clk := realtime.New(s)
-	if opt.Spin > 0 {
-		clk.Spin = opt.Spin
+	newClock := func(seed uint64) *realtime.Clock {
+		c := realtime.New(sim.New(seed))
+		c.Spin = opt.Spin
+		return c
 	}
+	clk := newClock(1)
 	wd := &world{clk: clk}
-	o := topo.Options{GPUs: 1, Sim: s, Driver: clk,
+	o := topo.Options{GPUs: 1, Sim: clk.S, Driver: clk,
 		Enum: host.EnumConfig{TenBitTags: true},
 		Host: host.Config{CompletionTimeout: 5 * time.Second}}
 	if open != nil {
+		if !opt.OneClock {
+			wd.gclk = newClock(2)
+			o.GPUSim = func(int) *sim.Sim { return wd.gclk.S }
+			// Enumeration needs the GPU's clock running, which starts
+			// once the world is wired (below).
+			o.NoEnumerate = true
+		}
 		o.Fabric = &topo.Fabric{}
 		o.Path = func(_ *sim.Sim, i int, _ *gpu.GPU) pcie.Path {
-			wd.path = &realtime.UDPPath{Clock: clk, PairID: pairID, Transports: open,
+			wd.path = &realtime.UDPPath{Clock: clk, GPUClock: wd.gclk, PairID: pairID, Transports: open,
 				NoBatch: opt.NoBatch, NoBusyPoll: opt.NoBusyPoll,
 				Bridge: bcfg, UpWithin: 10 * time.Second,
 				OnFail: func(error) { clk.Post(wd.pathFailed) }}
@@ -62,6 +78,21 @@ func newWorld(open func() (host, gpu driver.Transport, err error), bcfg bridge.C
 	w, err := topo.Build(o)
 	if err == nil && wd.path != nil {
 		err = wd.path.Err()
+	}
+	if err == nil && wd.gclk != nil {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			// Labelled, so that --profile's CPU profiles tell the two
+			// sides apart (pprof -tagfocus side=gpu).
+			pprof.Do(ctx, pprof.Labels("side", "gpu"), func(ctx context.Context) { wd.gclk.Run(ctx) })
+		}()
+		wd.stopGPU = func() { cancel(); <-done }
+		w.Devices, err = w.Host.Enumerate(o.Enum)
+		if err == nil && len(w.Devices) != 1 {
+			err = fmt.Errorf("enumeration found %d devices, want 1", len(w.Devices))
+		}
 	}
 	if err != nil {
 		wd.close()
@@ -97,6 +128,22 @@ func (wd *world) close() {
 	if wd.path != nil {
 		wd.path.Close()
 	}
+	if wd.stopGPU != nil {
+		wd.stopGPU()
+	}
+}
+
+// onGPU runs fn with the GPU's simulation stopped: fn may touch the GPU.
+// On one clock the simulation runs only inside the host's calls, so fn
+// runs at once.
+func (wd *world) onGPU(fn func()) {
+	if wd.gclk == nil {
+		fn()
+		return
+	}
+	wd.gclk.World().Lock()
+	defer wd.gclk.World().Unlock()
+	fn()
 }
 
 // bridgeConfig is the configuration of both bridges of the measured path
