@@ -25,7 +25,7 @@ type UDPPath struct {
 	// receiver lives in its simulator, and the GPU-side bridge's
 	// deliveries, sends, flushes and polls run on it, as a GPU box's
 	// bridge runs on the box and not on the host. Its caller drives it
-	// (RunWhile on a goroutine of its own). Nil: both sides on Clock.
+	// (Clock.Run on a goroutine of its own). Nil: both sides on Clock.
 	GPUClock *Clock
 	PairID   uint32
 	// Bridge is the bridge configuration both sides start from.

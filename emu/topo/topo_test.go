@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/dxpu/dxpu/emu/gpu"
 	"github.com/dxpu/dxpu/emu/host"
+	"github.com/dxpu/dxpu/sim"
 	"github.com/dxpu/dxpu/tlp"
 )
 
@@ -132,5 +134,20 @@ func TestHotAddAndSurpriseRemove(t *testing.T) {
 	b0, _ = w.Devices[0].BAR(0)
 	if _, err := w.Host.MMIORead32(b0.Addr); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestGPUSimNeedsAPath: GPUs on a simulator of their own are joined to the
+// host only by a path the caller gives; without one (or without a fabric)
+// Build refuses, instead of wiring a link between two simulators.
+func TestGPUSimNeedsAPath(t *testing.T) {
+	other := func(int) *sim.Sim { return sim.New(2) }
+	for name, o := range map[string]Options{
+		"native":         {GPUs: 1, GPUSim: other},
+		"no fabric path": {GPUs: 1, GPUSim: other, Fabric: &Fabric{}},
+	} {
+		if _, err := Build(o); err == nil || !strings.Contains(err.Error(), "Options.Path") {
+			t.Errorf("%s: %v, want a refusal naming Options.Path", name, err)
+		}
 	}
 }
