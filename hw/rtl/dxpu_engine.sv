@@ -133,8 +133,16 @@ module dxpu_engine
     logic [SB:0] slen [RX_SLOTS];
     logic [RXL:0] nxt_slot;
 
-    logic hello_ack_due, ka_ack_due, reset_due, ack_due, nak_due, nak_sent;
-    logic [7:0]  ka_probe, reset_reason;
+    logic hello_ack_due, reset_due, ack_due, nak_due, nak_sent;
+    logic [7:0]  reset_reason;
+    // CTL-3: every KEEPALIVE is answered with its own probe. The probes
+    // received and not yet answered wait here, oldest first (a single
+    // pending answer lost the first of two KEEPALIVEs taken while the
+    // send path was busy); a probe already waiting is not queued twice,
+    // and past 8 the oldest is forgotten, as the Go bridge's probeAnswers.
+    logic [7:0]  ka_q [8];
+    logic [3:0]  ka_n;
+    logic        ka_dup;
     logic [31:0] reset_psess, nak_at;
     logic        nak_rtx_due;
     logic [31:0] nak_rtx_seq;
@@ -229,6 +237,12 @@ module dxpu_engine
     logic [7:0]  t_b3, t_b6, t_b7, t_b11; // header bytes FRM-9's field rules read
     logic        t_td;          // TD: the TLP ends in an ECRC
     logic [31:0] t_crc;         // the ECRC so far (FRM-9); shifted out over the digest
+    // ka_dup: the KEEPALIVE just parsed carries a probe that already waits.
+    always_comb begin
+        ka_dup = 1'b0;
+        for (int i = 0; i < 8; i++)
+            if (4'(i) < ka_n && ka_q[i] == c_arg) ka_dup = 1'b1;
+    end
 
     // credit field index of header/body offset r (20..39), -1 if none
     function automatic int cred_idx(input logic [LW-1:0] r);
@@ -510,7 +524,8 @@ module dxpu_engine
             held <= '0;
             nxt_slot <= '0;
             hello_ack_due <= 1'b0;
-            ka_ack_due <= 1'b0;
+            ka_n <= 4'd0;
+            for (int i = 0; i < 8; i++) ka_q[i] <= 8'd0;
             reset_due <= 1'b0;
             ack_due <= 1'b0;
             credit_due <= 1'b0;
@@ -523,7 +538,6 @@ module dxpu_engine
             rtx_active <= 1'b0;
             rtx_ptr <= 32'd0;
             rtx_end <= 32'd0;
-            ka_probe <= 8'd0;
             reset_reason <= 8'd0;
             reset_psess <= 32'd0;
             resets_sent <= 3'd0;
@@ -585,7 +599,7 @@ module dxpu_engine
             case (st)
             // ----------------------------------------------------------
             S_NEWSESS: begin
-                ka_ack_due <= 1'b0;   // a probe of the session that ended
+                ka_n <= 4'd0;   // probes of the session that ended
                 // HSK-4: non-zero, not the previous one, not the peer's
                 if (lfsr != 32'd0 && lfsr != session && lfsr != peer_session) begin
                     session <= lfsr;
@@ -655,10 +669,11 @@ module dxpu_engine
                         tx_arg <= 8'd8;
                         tx_blen <= 16'd40;
                         st <= S_TX_BUILD;
-                    end else if (ka_ack_due && up) begin
-                        ka_ack_due <= 1'b0;
+                    end else if (ka_n != 4'd0 && up) begin
+                        ka_n <= ka_n - 4'd1;
+                        for (int i = 0; i < 7; i++) ka_q[i] <= ka_q[i+1];
                         tx_ctl <= CTL_KEEPALIVE_ACK;
-                        tx_arg <= ka_probe;
+                        tx_arg <= ka_q[0];
                         st <= S_TX_BUILD;
                     end else if (!up && t_hello >= HELLO_T) begin
                         t_hello <= 24'd0;
@@ -966,9 +981,14 @@ module dxpu_engine
                     CTL_KEEPALIVE, CTL_KEEPALIVE_ACK: begin
                         if (up && c_sess == peer_session) begin
                             t_rx <= 24'd0;
-                            if (c_type == CTL_KEEPALIVE) begin
-                                ka_ack_due <= 1'b1;   // CTL-3
-                                ka_probe <= c_arg;
+                            if (c_type == CTL_KEEPALIVE && !ka_dup) begin   // CTL-3
+                                if (ka_n == 4'd8) begin
+                                    for (int i = 0; i < 7; i++) ka_q[i] <= ka_q[i+1];
+                                    ka_q[7] <= c_arg;
+                                end else begin
+                                    ka_q[ka_n[2:0]] <= c_arg;
+                                    ka_n <= ka_n + 4'd1;
+                                end
                             end
                             st <= S_RX_ADV;       // header fields
                         end

@@ -172,6 +172,7 @@ struct Bench {
 	std::deque<bytes> cc;            // completions the device returns
 	size_t cc_off = 0;
 	bool cq_ready = true;
+	bool mac_tx_ready = true;        // the MAC takes the bridge's frames (false: it stalls them)
 	std::map<uint32_t, uint8_t> mem; // the device's memory
 
 	// Host side of the pair.
@@ -217,7 +218,7 @@ struct Bench {
 			for (int i = 0; i < 8 && to_off + i < f.size(); i++) d |= uint64_t(f[to_off + i]) << (8 * i), k |= 1 << i;
 			m->s_mac_tdata = d, m->s_mac_tkeep = k, m->s_mac_tlast = to_off + 8 >= f.size();
 		}
-		m->m_mac_tready = 1;
+		m->m_mac_tready = mac_tx_ready;
 		m->m_axis_cq_tready = cq_ready;
 		m->m_axis_rc_tready = 1;
 		m->s_axis_rq_tvalid = 0;
@@ -234,7 +235,7 @@ struct Bench {
 		m->eval();
 		// Handshakes seen at this edge.
 		bool rx_fire = have && m->s_mac_tready, cc_fire = cc_have && m->s_axis_cc_tready;
-		bool tx_fire = m->m_mac_tvalid, cq_fire = m->m_axis_cq_tvalid && cq_ready;
+		bool tx_fire = m->m_mac_tvalid && mac_tx_ready, cq_fire = m->m_axis_cq_tvalid && cq_ready;
 		uint64_t txd = m->m_mac_tdata, cqd = m->m_axis_cq_tdata;
 		uint8_t txk = m->m_mac_tkeep, cqk = m->m_axis_cq_tkeep;
 		bool txl = m->m_mac_tlast, cql = m->m_axis_cq_tlast;

@@ -74,6 +74,46 @@ static void test_handshake() {
 			if (b.rx[i].type() == MSG_CONTROL && b.rx[i].ctl() == KEEPALIVE_ACK && b.rx[i].b[43] == 7) return true;
 		return false;
 	}, 400 * US));
+	// The Go bridge's TestEveryKeepaliveAnswered: KEEPALIVEs that arrive
+	// back to back are each answered with their own probe, in order (a
+	// single pending answer kept only the last: the kit's probe went
+	// unanswered behind its routine KEEPALIVE); a repeated probe waits
+	// once; past 8 pending the oldest are forgotten.
+	struct KACase {
+		const char *name;
+		std::vector<uint8_t> sent, want;
+	};
+	// The first of each case is answered at once (its answer waits in the
+	// send path, which takes one frame); the rest queue behind it.
+	const KACase kas[] = {
+		{"handshake: a probe and a routine KEEPALIVE back to back, both answered (CTL-3)", {1, 0}, {1, 0}},
+		{"handshake: KEEPALIVEs taken while the send path is busy, answered in order (CTL-3)", {4, 5, 6, 7}, {4, 5, 6, 7}},
+		{"handshake: a probe that already waits is answered once", {8, 9, 9}, {8, 9}},
+		{"handshake: 12 KEEPALIVEs waiting at once get the last 8 answers",
+		 {19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31}, {19, 24, 25, 26, 27, 28, 29, 30, 31}},
+	};
+	for (const KACase &c : kas) {
+		scope = c.name;
+		b.settle();
+		n = b.rx.size();
+		// The MAC stalls the bridge's frames meanwhile: with its send
+		// path busy the engine takes the received frames first (as under
+		// a burst of data), and the answers must wait in order.
+		b.mac_tx_ready = false;
+		for (uint8_t p : c.sent) b.send(b.control(KEEPALIVE, p));
+		b.settle();
+		b.mac_tx_ready = true;
+		b.settle();
+		std::vector<uint8_t> got;
+		for (size_t i = n; i < b.rx.size(); i++)
+			if (b.rx[i].type() == MSG_CONTROL && b.rx[i].ctl() == KEEPALIVE_ACK) got.push_back(b.rx[i].b[43]);
+		CHECK(got == c.want);
+		if (got != c.want) {
+			std::fprintf(stderr, "    answered probes:");
+			for (uint8_t p : got) std::fprintf(stderr, " %u", p);
+			std::fprintf(stderr, "\n");
+		}
+	}
 }
 
 // ---- Parser (FRM-1..10, KEY-1): tlp/encap TestErrors' corruptions ----
