@@ -35,6 +35,12 @@ func newPollPipes() (*pollPipe, *pollPipe) {
 func pollRunners(t *testing.T, cfg func(bridge.Role) bridge.Config) [2]*driver.Runner {
 	t.Helper()
 	a, b := newPollPipes()
+	return pollRunnersOn(t, cfg, a, b)
+}
+
+// pollRunnersOn is pollRunners over the pipes a (host side) and b.
+func pollRunnersOn(t *testing.T, cfg func(bridge.Role) bridge.Config, a, b *pollPipe) [2]*driver.Runner {
+	t.Helper()
 	var rs [2]*driver.Runner
 	for i, role := range []bridge.Role{bridge.RoleHost, bridge.RoleGPU} {
 		br, err := bridge.New(cfg(role))
@@ -297,14 +303,7 @@ func TestRunReturnsAfterClose(t *testing.T) {
 func TestPollHandsBackAFailedSocket(t *testing.T) {
 	t.Parallel()
 	a, b := newPollPipes()
-	var rs [2]*driver.Runner
-	for i, role := range []bridge.Role{bridge.RoleHost, bridge.RoleGPU} {
-		br, err := bridge.New(testConfig(role))
-		if err != nil {
-			t.Fatal(err)
-		}
-		rs[i] = driver.New(br, []*pollPipe{a, b}[i])
-	}
+	rs := pollRunnersOn(t, testConfig, a, b)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	// The host's pipe too: its runner, sending to a peer that no longer
