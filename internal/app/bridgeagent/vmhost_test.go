@@ -125,15 +125,9 @@ func qemuUsing(dir string) []string {
 //     agent puts the GPU back into the guest.
 //  4. SIGTERM: the agent exits 0, the guest is powered off, no QEMU left.
 func TestVMHostUnderManager(t *testing.T) {
-	privtest.Tool(t, "qemu-system-x86_64")
-	kernel := privtest.File(t, "/boot/vmlinuz-*")
-	busybox := privtest.File(t, "/bin/busybox")
+	bin := buildVMHostBins(t)
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	if _, err := vm.CheckQEMU(ctx, ""); err != nil {
-		t.Fatal(err) // present but unusable: a configuration error
-	}
-	bin := buildVMHostBins(t)
 
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	cl, err := agentapi.NewClient(agentapi.ClientConfig{AllowInsecure: true})
@@ -183,41 +177,7 @@ func TestVMHostUnderManager(t *testing.T) {
 
 	// The host: `dxpu bridge agent --role host --vm`, on ports it picks;
 	// registered once it serves, its credential then given by SIGHUP.
-	dir := t.TempDir()
-	guestDir := filepath.Join(dir, "guest")
-	credFile := filepath.Join(dir, "h1.cred")
-	if err := os.WriteFile(credFile, []byte("not-registered-yet\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Mkdir(guestDir, 0o700); err != nil { // vm refuses a --dir others may enter
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			if b, err := os.ReadFile(filepath.Join(guestDir, "serial.log")); err == nil {
-				t.Logf("--- guest serial log:\n%s", b)
-			}
-		}
-	})
-	host := startProc(t, "host agent", filepath.Join(bin, "dxpu"), dir, "bridge", "agent", "--role", "host", "--vm", "--host-id", "h1",
-		"--agent-listen", "127.0.0.1:0", "--insecure", "--agent-credential-file", credFile, "--listen", "127.0.0.1:0",
-		"--manager", msrv.URL, "--dead-after", "2s", "--completion-timeout", "2s",
-		"--kernel", kernel, "--busybox", busybox, "--accel", "tcg", "--memory-mb", "512", "--dir", guestDir)
-	// A TCG boot on a loaded machine prints nothing for a long time: the
-	// guest's serial log growing and QEMU's CPU time are progress too.
-	// Once the guest's tool has exited nothing more will come, however
-	// long QEMU idles on: say so instead of waiting (a stress run waited 17
-	// minutes on a tool that had exited).
-	host.progress = func() int64 {
-		var p int64
-		if b, err := os.ReadFile(filepath.Join(guestDir, "serial.log")); err == nil {
-			if i := strings.LastIndex(string(b), "DXPU-EXIT "); i >= 0 {
-				t.Fatalf("the guest's tool exited; its serial log ends:\n%s", b[max(0, i-600):])
-			}
-			p += int64(len(b))
-		}
-		return p + childrenCPUTicks(host.cmd.Process.Pid)
-	}
+	host, guestDir, credFile := startVMHostAgent(t, bin, "--manager", msrv.URL, "--dead-after", "2s", "--completion-timeout", "2s", "--memory-mb", "512")
 	up := host.waitLines(t, 1, `msg="host guest up"`)[0]
 	running := host.waitLines(t, 1, `msg="bridge agent running"`)[0]
 	api := "http://" + strings.TrimPrefix(field(t, host.waitLines(t, 1, `msg="agent API serving"`)[0], "url"), "http://")
@@ -347,10 +307,17 @@ func TestVMHostUnderManager(t *testing.T) {
 	}
 }
 
-// buildVMHostBins builds dxpu and, next to it, a static dxpu-guest (found
-// there as 'dxpu vm' finds it) into a directory it returns.
+// buildVMHostBins skips without QEMU, a kernel and busybox, then builds
+// dxpu and, next to it, a static dxpu-guest (found there as 'dxpu vm'
+// finds it) into a directory it returns.
 func buildVMHostBins(t *testing.T) string {
 	t.Helper()
+	privtest.Tool(t, "qemu-system-x86_64")
+	privtest.File(t, "/boot/vmlinuz-*")
+	privtest.File(t, "/bin/busybox")
+	if _, err := vm.CheckQEMU(t.Context(), ""); err != nil {
+		t.Fatal(err) // present but unusable: a configuration error
+	}
 	bin := t.TempDir()
 	for _, b := range []struct{ out, pkg string }{{"dxpu", "./cmd/dxpu"}, {"dxpu-guest", "./cmd/dxpu-guest"}} {
 		cmd := exec.Command("go", "build", "-o", filepath.Join(bin, b.out), b.pkg)
@@ -362,35 +329,58 @@ func buildVMHostBins(t *testing.T) string {
 	return bin
 }
 
+// startVMHostAgent starts `dxpu bridge agent --role host --vm` (bin's) as
+// host h1 on ports it picks, unregistered (its credential file, returned,
+// holds a placeholder), a TCG guest in guestDir, with the extra flags. The
+// guest's serial log is printed when the test fails.
+func startVMHostAgent(t *testing.T, bin string, extra ...string) (host *proc, guestDir, credFile string) {
+	t.Helper()
+	dir := t.TempDir()
+	guestDir = filepath.Join(dir, "guest")
+	credFile = filepath.Join(dir, "h1.cred")
+	if err := os.WriteFile(credFile, []byte("not-registered-yet\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(guestDir, 0o700); err != nil { // vm refuses a --dir others may enter
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			if b, err := os.ReadFile(filepath.Join(guestDir, "serial.log")); err == nil {
+				t.Logf("--- guest serial log:\n%s", b)
+			}
+		}
+	})
+	args := append([]string{"bridge", "agent", "--role", "host", "--vm", "--host-id", "h1",
+		"--agent-listen", "127.0.0.1:0", "--insecure", "--agent-credential-file", credFile, "--listen", "127.0.0.1:0",
+		"--kernel", privtest.File(t, "/boot/vmlinuz-*"), "--busybox", privtest.File(t, "/bin/busybox"), "--accel", "tcg", "--dir", guestDir}, extra...)
+	host = startProc(t, "host agent", filepath.Join(bin, "dxpu"), dir, args...)
+	// A TCG boot on a loaded machine prints nothing for a long time: the
+	// guest's serial log growing and QEMU's CPU time are progress too.
+	// Once the guest's tool has exited nothing more will come, however
+	// long QEMU idles on: say so instead of waiting (a stress run waited 17
+	// minutes on a tool that had exited).
+	host.progress = func() int64 {
+		var p int64
+		if b, err := os.ReadFile(filepath.Join(guestDir, "serial.log")); err == nil {
+			if i := strings.LastIndex(string(b), "DXPU-EXIT "); i >= 0 {
+				t.Fatalf("the guest's tool exited; its serial log ends:\n%s", b[max(0, i-600):])
+			}
+			p += int64(len(b))
+		}
+		return p + childrenCPUTicks(host.cmd.Process.Pid)
+	}
+	return host, guestDir, credFile
+}
+
 // TestVMHostLosesItsGuest: a VM host agent (a process, no manager) whose
 // QEMU is killed does not go on serving as if it had a host: it exits 1
 // with one line saying the guest is lost and how QEMU died, so that its
 // supervisor starts it again with a fresh guest and the manager meanwhile
 // finds it unreachable.
 func TestVMHostLosesItsGuest(t *testing.T) {
-	privtest.Tool(t, "qemu-system-x86_64")
-	kernel := privtest.File(t, "/boot/vmlinuz-*")
-	busybox := privtest.File(t, "/bin/busybox")
-	if _, err := vm.CheckQEMU(t.Context(), ""); err != nil {
-		t.Fatal(err)
-	}
 	bin := buildVMHostBins(t)
-	dir := t.TempDir()
-	guestDir := filepath.Join(dir, "guest")
-	credFile := filepath.Join(dir, "h1.cred")
-	if err := os.WriteFile(credFile, []byte("not-registered\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Mkdir(guestDir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	host := startProc(t, "host agent", filepath.Join(bin, "dxpu"), dir, "bridge", "agent", "--role", "host", "--vm", "--host-id", "h1",
-		"--agent-listen", "127.0.0.1:0", "--insecure", "--agent-credential-file", credFile, "--listen", "127.0.0.1:0",
-		"--kernel", kernel, "--busybox", busybox, "--accel", "tcg", "--memory-mb", "256", "--dir", guestDir)
-	host.progress = func() int64 {
-		b, _ := os.ReadFile(filepath.Join(guestDir, "serial.log"))
-		return int64(len(b)) + childrenCPUTicks(host.cmd.Process.Pid)
-	}
+	host, guestDir, _ := startVMHostAgent(t, bin, "--memory-mb", "256")
 	host.waitLines(t, 1, `msg="agent API serving"`)
 	var qemu []string // the agent's command line names the guest's files too
 	for _, p := range qemuUsing(guestDir) {
