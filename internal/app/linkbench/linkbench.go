@@ -216,6 +216,24 @@ const writeBase = 0x10_0000_0000
 // here for the report).
 const completionTimeout = 50 * time.Millisecond
 
+// burstClock is the time since t0, read at the first TLP of a burst a
+// runner delivers and kept for the rest of it (next ends the burst). It
+// is used under its runner's lock only.
+type burstClock struct {
+	t0 time.Time
+	at time.Duration
+	ok bool
+}
+
+func (c *burstClock) now() time.Duration {
+	if !c.ok {
+		c.at, c.ok = time.Since(c.t0), true
+	}
+	return c.at
+}
+
+func (c *burstClock) next() { c.ok = false }
+
 // stallWatch measures how long the process goes without running: the
 // longest gap between ticks of a ticker, beyond its period.
 type stallWatch struct {
@@ -299,8 +317,14 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	}
 	t0 := time.Now()
 	now := func() time.Duration { return time.Since(t0) }
-	gpu.OnTLP = func(v tlp.View) { st.gpuTLP(v, now()) }
-	host.OnTLP = func(v tlp.View) { st.hostTLP(v, now()) }
+	// Each side reads the clock once per burst the runner delivers, as
+	// the requester stamps a batch with one reading: a reading per TLP
+	// was a tenth of the run's CPU, charged to the pair.
+	gclk, hclk := burstClock{t0: t0}, burstClock{t0: t0}
+	gpu.OnTLP = func(v tlp.View) { st.gpuTLP(v, &gclk) }
+	gpu.OnDelivered = gclk.next
+	host.OnTLP = func(v tlp.View) { st.hostTLP(v, &hclk) }
+	host.OnDelivered = hclk.next
 	gpu.OnEvent = func(e bridge.Event) {
 		st.mu.Lock()
 		st.events = append(st.events, "gpu: "+e.String())
@@ -456,14 +480,15 @@ func (st *state) produce(ctx context.Context, host *driver.Runner, o Options, no
 		}
 		return true
 	}
-	// One clock reading a batch stamps its TLPs and checks the end: its
+	// One clock reading a batch stamps its TLPs and checks the end (and
+	// the context, whose lock costs as much): its
 	// TLPs are handed over together, and a reading (tens to hundreds of
 	// ns on a VM's clock) per TLP cost more than a tenth of the run's CPU.
 	endAt := now() + o.Duration
 	var stamp time.Duration
-	for i := 0; ctx.Err() == nil; i++ {
+	for i := 0; ; i++ {
 		if len(batch) == 0 {
-			if stamp = now(); stamp >= endAt {
+			if stamp = now(); stamp >= endAt || ctx.Err() != nil {
 				break
 			}
 		}
@@ -521,7 +546,7 @@ func (st *state) produce(ctx context.Context, host *driver.Runner, o Options, no
 	send()
 }
 
-func (st *state) gpuTLP(v tlp.View, now time.Duration) {
+func (st *state) gpuTLP(v tlp.View, clk *burstClock) {
 	switch k := v.Kind(); {
 	case k == tlp.MWr:
 		n := (v.Address() - writeBase) / 4096
@@ -544,7 +569,7 @@ func (st *state) gpuTLP(v tlp.View, now time.Duration) {
 		}
 		g.last = max(g.last, int64(n))
 		if len(pl) >= 16 {
-			g.wlat.add(now - time.Duration(binary.BigEndian.Uint64(pl[8:])))
+			g.wlat.add(clk.now() - time.Duration(binary.BigEndian.Uint64(pl[8:])))
 		}
 	case k == tlp.MRd || k == tlp.CfgRd0:
 		var r reqHdr
@@ -634,7 +659,7 @@ func (st *state) completer(ctx context.Context, gpu *driver.Runner, mps int) {
 	}
 }
 
-func (st *state) hostTLP(v tlp.View, now time.Duration) {
+func (st *state) hostTLP(v tlp.View, clk *burstClock) {
 	if !v.Kind().IsCompletion() {
 		return
 	}
@@ -651,7 +676,7 @@ func (st *state) hostTLP(v tlp.View, now time.Duration) {
 		st.freeTags = append(st.freeTags, tag)
 		if ok {
 			st.completed++
-			st.rlat.add(now - r.start)
+			st.rlat.add(clk.now() - r.start)
 		} else {
 			st.failed++
 		}

@@ -28,6 +28,10 @@ func TestLoopbackInvariants(t *testing.T) {
 		if r.Delivered == 0 || r.Completed == 0 {
 			t.Fatalf("no traffic: %+v", r)
 		}
+		// Every write's and read's latency is taken, at a time after it left.
+		if r.WriteLatency.Count < r.Delivered || r.ReadLatency.Count != r.Completed || r.WriteLatency.P50 <= 0 || r.ReadLatency.P50 <= 0 {
+			t.Fatalf("latencies: writes %+v of %d delivered, reads %+v of %d completed", r.WriteLatency, r.Delivered, r.ReadLatency, r.Completed)
+		}
 	}
 }
 

@@ -150,6 +150,22 @@ func TestStallWatch(t *testing.T) {
 	}
 }
 
+// TestBurstClock: one reading serves a runner's burst, and the next
+// burst reads the clock again.
+func TestBurstClock(t *testing.T) {
+	t.Parallel()
+	c := burstClock{t0: time.Now().Add(-time.Second)}
+	first := c.now()
+	time.Sleep(2 * time.Millisecond)
+	if again := c.now(); again != first {
+		t.Errorf("within a burst: %v then %v, want one reading", first, again)
+	}
+	c.next()
+	if later := c.now(); later < first+2*time.Millisecond {
+		t.Errorf("the next burst read %v, want at least %v", later, first+2*time.Millisecond)
+	}
+}
+
 // TestReportRaw: a real-time run reports the raw UDP and TCP baselines of
 // the same loopback and the pair's ratios to them (positive, consistent
 // with the goodputs; no speed is asserted), and the text names them; a
