@@ -480,10 +480,10 @@ func (st *state) produce(ctx context.Context, host *driver.Runner, o Options, no
 		}
 		return true
 	}
-	// One clock reading a batch stamps its TLPs and checks the end (and
-	// the context, whose lock costs as much): its
-	// TLPs are handed over together, and a reading (tens to hundreds of
-	// ns on a VM's clock) per TLP cost more than a tenth of the run's CPU.
+	// One clock reading a batch stamps its TLPs and checks the end, and
+	// the context is checked with it (its lock costs as much): its TLPs
+	// are handed over together, and a reading (tens to hundreds of ns on
+	// a VM's clock) per TLP cost more than a tenth of the run's CPU.
 	endAt := now() + o.Duration
 	var stamp time.Duration
 	for i := 0; ; i++ {
