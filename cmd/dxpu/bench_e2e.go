@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
@@ -47,8 +46,11 @@ echo crosses the switch as bridge frames do. Times in us, rates in Gbit/s.`,
 			if o.Sizes, err = bytesize.ParseList("sizes", sizes); err != nil {
 				return exitCodeError{2, err}
 			}
-			if o.Samples < 0 || o.Copies < 0 || o.LinkFor < 0 || o.MTU < 0 {
-				return exitCodeError{2, fmt.Errorf("--samples, --copies, --link-for and --mtu take positive values")}
+			if err := flagsPositive(cmd, "samples", "copies", "link-for"); err != nil {
+				return exitCodeError{2, err}
+			}
+			if err := flagsNonNegative(cmd, "mtu", "spin"); err != nil {
+				return exitCodeError{2, err}
 			}
 			o.Log, o.Progress = e.log, e.stderr
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)

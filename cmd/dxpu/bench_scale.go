@@ -71,8 +71,8 @@ network namespace and the GPU sides in another behind the XDP switch.`,
 			} else if cmd.Flags().Changed("pairs") {
 				o.Scenarios = []string{scalebench.Sweep}
 			}
-			if o.Lend < 0 || o.SwitchPairs < 0 || o.Duration < 0 || o.ReadBytes < 0 || o.Readers < 0 || o.IdleSamples < 0 {
-				return exitCodeError{2, fmt.Errorf("--lend, --switch-pairs, --duration, --read-bytes, --readers and --idle-samples take positive values")}
+			if err := flagsPositive(cmd, "lend", "switch-pairs", "duration", "read-bytes", "readers", "idle-samples", "mtu", "mps"); err != nil {
+				return exitCodeError{2, err}
 			}
 			o.Log, o.Progress = e.log, e.stderr
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
@@ -113,10 +113,14 @@ func intList(flag, s string) ([]int, error) {
 		return nil, nil
 	}
 	var out []int
-	for _, f := range strings.Split(s, ",") {
+	for i, f := range strings.Split(s, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
 		if err != nil || n < 1 {
-			return nil, fmt.Errorf("--%s %q: want positive integers, comma-separated", flag, s)
+			at := ""
+			if strings.Contains(s, ",") {
+				at = fmt.Sprintf(" (item %d, %q)", i+1, strings.TrimSpace(f))
+			}
+			return nil, fmt.Errorf("--%s %q%s: want positive integers, comma-separated", flag, s, at)
 		}
 		out = append(out, n)
 	}

@@ -126,6 +126,13 @@ func TestExitStatus(t *testing.T) {
 		{[]string{"bench", "link", "--outstanding", "0"}, "", 2, "", "--outstanding 0: want 1..256"},
 		{[]string{"bench", "link", "--duration", "-1s"}, "", 2, "", "--duration -1s: must be positive"},
 		{[]string{"bench", "link", "--link-gbps", "-3"}, "", 2, "", "--link-gbps -3"},
+		{[]string{"bench", "link", "--raw-for", "-1s", "--json"}, "", 2, "", "--raw-for -1s: must not be negative"},
+		{[]string{"bench", "scale", "--loopback", "--readers", "0"}, "", 2, "", "--readers 0: must be positive"},
+		{[]string{"bench", "scale", "--loopback", "--duration", "-1s"}, "", 2, "", "--duration -1s: must be positive"},
+		{[]string{"bench", "scale", "--loopback", "--mtu", "0"}, "", 2, "", "--mtu 0: must be positive"},
+		{[]string{"bench", "scale", "--loopback", "--mtu", "10", "--json"}, "", 2, "", "--mtu 10: bridge: bad config: MTU: 10 cannot carry one"},
+		{[]string{"bench", "e2e", "--loopback", "--copies", "0", "--json"}, "", 2, "", "--copies 0: must be positive"},
+		{[]string{"bench", "e2e", "--loopback", "--spin", "-1ms"}, "", 2, "", "--spin -1ms: must not be negative"},
 		{[]string{"bench", "fabric", "--link-gbps", "0"}, "", 2, "", "--link-gbps must be positive"},
 		{[]string{"bench", "manager", "--gpus", "100"}, "", 2, "", "--gpus 100: want a multiple of 8"},
 		{[]string{"bench", "manager", "--store", "redis"}, "", 2, "", `--store "redis": want bbolt, etcd or memory`},
@@ -148,6 +155,17 @@ func TestExitStatus(t *testing.T) {
 		code := run(context.Background(), newEnv(strings.NewReader(tc.stdin), &out, &errb, tc.args, noEnv))
 		if code != tc.code || !strings.Contains(out.String(), tc.stdout) || !strings.Contains(errb.String(), tc.stderrText) {
 			t.Errorf("dxpu %v: exit %d, stdout %q, stderr %q; want %d, %q, %q", tc.args, code, out.String(), errb.String(), tc.code, tc.stdout, tc.stderrText)
+		}
+		// A usage error prints its one line (after a deprecated
+		// spelling's notice) and no result.
+		lines := 0
+		for _, l := range strings.Split(strings.TrimSpace(errb.String()), "\n") {
+			if !strings.Contains(l, "is deprecated") {
+				lines++
+			}
+		}
+		if code == 2 && (out.Len() > 0 || lines != 1) {
+			t.Errorf("dxpu %v: exit 2 with stdout %q and stderr %q: want one line on stderr only", tc.args, out.String(), errb.String())
 		}
 	}
 }

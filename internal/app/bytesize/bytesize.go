@@ -42,7 +42,10 @@ func ParseList(flag, s string) ([]uint64, error) {
 		return nil, nil
 	}
 	var out []uint64
-	for _, f := range strings.Split(s, ",") {
+	for i, f := range strings.Split(s, ",") {
+		if strings.TrimSpace(f) == "" {
+			return nil, fmt.Errorf("--%s %q: item %d is empty", flag, s, i+1)
+		}
 		n, err := Parse(flag, strings.TrimSpace(f))
 		if err != nil {
 			return nil, err

@@ -31,6 +31,9 @@ func TestParseList(t *testing.T) {
 	if _, err := ParseList("sizes", "64K,lots"); err == nil || !strings.Contains(err.Error(), `--sizes "lots"`) {
 		t.Fatalf("bad element: %v", err)
 	}
+	if _, err := ParseList("sizes", "64M,,1M"); err == nil || err.Error() != `--sizes "64M,,1M": item 2 is empty` {
+		t.Fatalf("empty element: %v", err)
+	}
 }
 
 // TestFormat: Format writes what Parse reads back, with the largest

@@ -251,7 +251,7 @@ func datacenter(ctx context.Context, cfg *Config, rep *Report) ([]*hostPlan, err
 		if err := api(h, "POST", "/v1/allocations", pool.Request{Host: p.id, Count: p.asks}, &p.alloc); err != nil {
 			return nil, err
 		}
-		cfg.logf("control plane: %s asked for %d GPUs, got allocation %s: %s", p.id, p.asks, p.alloc.ID, gpuList(p.alloc))
+		cfg.logf("control plane: %s asked for %s, got allocation %s: %s", p.id, countGPUs(p.asks), p.alloc.ID, gpuList(p.alloc))
 	}
 	// A fifth request larger than what is left is refused and changes nothing.
 	if err := api(h, "POST", "/v1/allocations", pool.Request{Host: "host-a", Count: 8}, nil); err != nil {
@@ -312,8 +312,8 @@ func datacenter(ctx context.Context, cfg *Config, rep *Report) ([]*hostPlan, err
 			sum.ConfigSame = sum.ConfigSame && same
 		}
 		sum.Enumerated = len(w.Devices)
-		cfg.logf("%s: %d GPUs hot-added behind its bridge and enumerated through dxpu bridge pairs (network RTT %s), config space identical: %v",
-			p.id, sum.Enumerated, units.Duration(p.rtt), sum.ConfigSame)
+		cfg.logf("%s: %s hot-added behind its bridge and enumerated through dxpu bridge pairs (network RTT %s), config space identical: %v",
+			p.id, countGPUs(sum.Enumerated), units.Duration(p.rtt), sum.ConfigSame)
 		rep.Hosts = append(rep.Hosts, sum)
 	}
 	if err := gpuFailure(cfg, h, agent, plans, rep); err != nil {
@@ -357,8 +357,8 @@ func gpuFailure(cfg *Config, h http.Handler, agent *recorder, plans []*hostPlan,
 			alive++
 		}
 	}
-	msg := fmt.Sprintf("%s failed: the control plane took it from %s, whose bridge reported a surprise removal (%d device gone); its other %d GPUs still answer",
-		victim.GPU, p.id, len(gone), alive)
+	msg := fmt.Sprintf("%s failed: the control plane took it from %s, whose bridge reported a surprise removal (%d device gone); its other %s still answer",
+		victim.GPU, p.id, len(gone), countGPUs(alive))
 	cfg.logf("control plane: %s", msg)
 	rep.Notes = append(rep.Notes, msg)
 
@@ -668,4 +668,12 @@ func DefaultTracesDir() (string, error) {
 		return "", fmt.Errorf("%s is not a directory", p)
 	}
 	return p, nil
+}
+
+// countGPUs is "1 GPU", "0 GPUs", "8 GPUs".
+func countGPUs(n int) string {
+	if n == 1 {
+		return "1 GPU"
+	}
+	return fmt.Sprintf("%d GPUs", n)
 }

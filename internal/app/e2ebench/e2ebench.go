@@ -85,7 +85,7 @@ func (o *Options) defaults() error {
 	}
 	for _, s := range o.Sizes {
 		if s == 0 || s > 1<<30 || s%4 != 0 {
-			return fmt.Errorf("e2ebench: copy size %d: want a multiple of 4 in 4..1GiB", s)
+			return fmt.Errorf("--sizes: copy size %d: want a multiple of 4 in 4..1GiB", s)
 		}
 	}
 	if o.Samples == 0 {
@@ -108,15 +108,15 @@ func (o *Options) defaults() error {
 	}
 	switch {
 	case o.Samples < 4:
-		return fmt.Errorf("e2ebench: %d samples: want at least 4", o.Samples)
+		return fmt.Errorf("--samples %d: want at least 4", o.Samples)
 	case o.Copies < 1:
-		return fmt.Errorf("e2ebench: %d copies: want at least 1", o.Copies)
+		return fmt.Errorf("--copies %d: want at least 1", o.Copies)
 	case o.Spin < 0:
-		return fmt.Errorf("e2ebench: spin %v: want a positive duration", o.Spin)
+		return fmt.Errorf("--spin %v: want a positive duration", o.Spin)
 	case o.LinkFor < 0:
-		return fmt.Errorf("e2ebench: link measured for %v: want a positive duration", o.LinkFor)
+		return fmt.Errorf("--link-for %v: want a positive duration", o.LinkFor)
 	case o.MTU < 576 || o.MTU > 65000:
-		return fmt.Errorf("e2ebench: MTU %d: want 576..65000", o.MTU)
+		return fmt.Errorf("--mtu %d: want 576..65000", o.MTU)
 	}
 	if o.Log == nil {
 		o.Log = slog.New(slog.NewTextHandler(io.Discard, nil))

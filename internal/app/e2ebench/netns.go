@@ -44,7 +44,7 @@ type namespaces struct {
 // requireRoot returns the error namespace mode gives without root.
 func requireRoot(euid int) error {
 	if err := labnet.RequireRoot(euid); err != nil {
-		return fmt.Errorf("%w: %w: run with --loopback (Options.Loopback) instead", ErrNamespaces, err)
+		return fmt.Errorf("%w: %w: run with --loopback instead", ErrNamespaces, err)
 	}
 	return nil
 }

@@ -20,7 +20,7 @@ func (r Result) WriteText(w io.Writer) error {
 	}
 	fmt.Fprintf(w, "bench e2e: %s, MTU %d bytes, %s; times in us, rates in Gbit/s\n\n", r.Mode, r.MTU, sides)
 	row := func(label, a, b string) {
-		fmt.Fprintln(w, strings.TrimRight(fmt.Sprintf("  %-38s %11s %11s", label, a, b), " "))
+		fmt.Fprintln(w, strings.TrimRight(fmt.Sprintf("  %-42s %11s %11s", label, a, b), " "))
 	}
 	us := func(v float64) string { return fmt.Sprintf("%.1f", v) }
 	row("latency", "p50 us", "p99 us")

@@ -207,7 +207,7 @@ type state struct {
 	lostAddrs  map[uint64]bool
 	writesSent int
 	readsSent  int
-	events     []string
+	events     eventLog
 }
 
 const writeBase = 0x10_0000_0000
@@ -327,12 +327,12 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	host.OnDelivered = hclk.next
 	gpu.OnEvent = func(e bridge.Event) {
 		st.mu.Lock()
-		st.events = append(st.events, "gpu: "+e.String())
+		st.events.add("gpu", e)
 		st.mu.Unlock()
 	}
 	host.OnEvent = func(e bridge.Event) {
 		st.mu.Lock()
-		st.events = append(st.events, "host: "+e.String())
+		st.events.add("host", e)
 		st.mu.Unlock()
 		if e.Kind == bridge.EventPostedLost {
 			st.mu.Lock()
@@ -397,10 +397,16 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		BadCpls:      st.bad,
 		WriteLatency: st.gpu.wlat.percentiles(),
 		ReadLatency:  st.rlat.percentiles(),
-		Events:       append(st.events, fmt.Sprintf("host last frame error: %v", host.FrameError()), fmt.Sprintf("gpu last frame error: %v", gpu.FrameError())),
 		Host:         BridgeCounters(host.Counters()),
 		GPU:          BridgeCounters(gpu.Counters()),
 	}
+	if err := host.FrameError(); err != nil {
+		st.events.addLine(fmt.Sprintf("host last frame error: %v", err))
+	}
+	if err := gpu.FrameError(); err != nil {
+		st.events.addLine(fmt.Sprintf("gpu last frame error: %v", err))
+	}
+	res.Events = st.events.list()
 	for n := 0; n < st.writesSent; n++ {
 		if n >= len(st.gpu.seen) || st.gpu.seen[n] == 0 {
 			res.Lost++

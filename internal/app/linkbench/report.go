@@ -326,11 +326,10 @@ func writeOut(w io.Writer, fl *ReportOptions, o Options, out Report) error {
 			fmt.Fprintf(w, " (%.0f%% of baseline)", 100*out.GoodputRatio)
 		}
 		fmt.Fprintln(w)
-		fmt.Fprintf(w, "write latency (one way) us: p50 %.1f p90 %.1f p99 %.1f p99.9 %.1f max %.1f (%d)\n",
-			r.WriteLatency.P50, r.WriteLatency.P90, r.WriteLatency.P99, r.WriteLatency.P999, r.WriteLatency.Max, r.WriteLatency.Count)
-		fmt.Fprintf(w, "read latency (round trip) us: p50 %.1f p90 %.1f p99 %.1f p99.9 %.1f max %.1f (%d)\n",
-			r.ReadLatency.P50, r.ReadLatency.P90, r.ReadLatency.P99, r.ReadLatency.P999, r.ReadLatency.Max, r.ReadLatency.Count)
-		fmt.Fprintf(w, "retransmits %d, RTOs %d, frames lost on the link %d\n", r.Retransmits, r.RTOs, r.Link[0].Lost+r.Link[1].Lost)
+		writeLatency(w, "write latency (one way)", "writes", r.WriteLatency)
+		writeLatency(w, "read latency (round trip)", "reads", r.ReadLatency)
+		fmt.Fprintf(w, "retransmits %d, RTOs %d (an RTO probes the peer first and resends only what its answer shows missing), frames lost on the link %d\n",
+			r.Retransmits, r.RTOs, r.Link[0].Lost+r.Link[1].Lost)
 		fmt.Fprintf(w, "delivered %d lost %d (reported %d, link downs %d) duplicated %d misordered %d unanswered %d (reads %d ok, %d failed)\n",
 			r.Delivered, r.Lost, r.ReportedLost, r.LinkDowns, r.Duplicated, r.Misordered, r.Unanswered, r.Completed, r.Failed)
 		if why := whyReadsFailed(&r, out.Virtual); why != "" {
@@ -392,6 +391,8 @@ func checkRanges(fl *ReportOptions) error {
 		return fmt.Errorf("--delay %v: must not be negative", fl.Delay)
 	case fl.Duration <= 0:
 		return fmt.Errorf("--duration %v: must be positive", fl.Duration)
+	case fl.RawFor < 0:
+		return fmt.Errorf("--raw-for %v: must not be negative (0: --duration, at most 1s)", fl.RawFor)
 	case fl.WriteSize < 4 || fl.WriteSize > 4096 || fl.WriteSize%4 != 0:
 		return fmt.Errorf("--write-size %d: want a multiple of 4 in 4..4096 bytes", fl.WriteSize)
 	case fl.ReadSize < 4 || fl.ReadSize > 4096 || fl.ReadSize%4 != 0:
@@ -453,4 +454,13 @@ func parseMix(s string, o *Options) error {
 		return fmt.Errorf("--mix %q: all weights are 0", s)
 	}
 	return nil
+}
+
+// writeLatency prints one latency line, or says there was nothing to time.
+func writeLatency(w io.Writer, what, none string, p Percentiles) {
+	if p.Count == 0 {
+		fmt.Fprintf(w, "%s: no %s\n", what, none)
+		return
+	}
+	fmt.Fprintf(w, "%s us: p50 %.1f p90 %.1f p99 %.1f p99.9 %.1f max %.1f (%d)\n", what, p.P50, p.P90, p.P99, p.P999, p.Max, p.Count)
 }

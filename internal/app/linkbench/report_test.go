@@ -6,10 +6,12 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/dxpu/dxpu/bridge"
 	"github.com/dxpu/dxpu/internal/app/apperr"
 )
 
@@ -229,5 +231,29 @@ func TestReportRaw(t *testing.T) {
 		if strings.Contains(out.String(), "udp_goodput_gbps") || strings.Contains(out.String(), "pair_over_udp") {
 			t.Errorf("%s: raw baselines reported:\n%s", name, out.String())
 		}
+	}
+}
+
+// TestEventLogBounded: a link that goes down under load reports every
+// write offered while it is down; the result lists the first events and
+// counts the rest, by side and kind.
+func TestEventLogBounded(t *testing.T) {
+	t.Parallel()
+	var l eventLog
+	l.add("gpu", bridge.Event{Kind: bridge.EventLinkDown, Reason: "peer silent"})
+	for range 20000 {
+		l.add("host", bridge.Event{Kind: bridge.EventPostedLost, Count: 1})
+	}
+	l.add("gpu", bridge.Event{Kind: bridge.EventLinkUp})
+	l.addLine("host last frame error: x")
+	got := l.list()
+	if len(got) != maxEventLines+3 {
+		t.Fatalf("%d lines, want %d: %q", len(got), maxEventLines+3, got)
+	}
+	if !strings.HasPrefix(got[0], "gpu: link-down") || got[maxEventLines] != "host last frame error: x" {
+		t.Errorf("kept lines: %q ... %q", got[0], got[maxEventLines])
+	}
+	if want := []string{"host: 19969 more posted-lost events (19969 posted TLPs)", "gpu: 1 more link-up events"}; !slices.Equal(got[maxEventLines+1:], want) {
+		t.Errorf("counted lines %q, want %q", got[maxEventLines+1:], want)
 	}
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/dxpu/dxpu/bridge"
 	"github.com/dxpu/dxpu/bridge/nettlp"
+	"github.com/dxpu/dxpu/bridge/seal"
 	"github.com/dxpu/dxpu/bridge/udp"
 	"github.com/dxpu/dxpu/internal/app/cpuset"
 	"github.com/dxpu/dxpu/internal/app/labnet"
@@ -148,6 +149,15 @@ func (o *Options) defaults() error {
 		return fmt.Errorf("--mtu %d: the namespaces' veths carry %d-byte packets, so at most %d (or --loopback)", o.MTU, labnet.VethMTU, labnet.MaxMTU)
 	case !nettlp.ValidMPS(o.MPS):
 		return fmt.Errorf("--mps %d: want %s", o.MPS, nettlp.MPSChoices)
+	}
+	// The bridges' own check, up front: a frame too small for one TLP is
+	// refused by each bridge process, after the set-up.
+	bc := bridge.Config{Role: bridge.RoleHost, MTU: o.MTU, MaxPayload: max(o.MPS, 512)}
+	if !o.Insecure {
+		bc.Key = make([]byte, seal.KeyLen)
+	}
+	if bc = bc.Defaults(); bc.Validate() != nil {
+		return fmt.Errorf("--mtu %d: %w", o.MTU, bc.Validate())
 	}
 	if _, err := os.Stat(o.Binary); err != nil {
 		return fmt.Errorf("scalebench: the dxpu binary: %w", err)
