@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -21,31 +20,29 @@ func flagsNonNegative(cmd *cobra.Command, names ...string) error {
 }
 
 func checkFlags(cmd *cobra.Command, names []string, ok func(float64) bool, want string) error {
+	fs := cmd.Flags()
 	for _, name := range names {
-		f := cmd.Flags().Lookup(name)
-		if f == nil {
-			return fmt.Errorf("internal: no flag --%s", name)
-		}
-		s := f.Value.String()
 		var v float64
-		switch f.Value.Type() {
-		case "int":
-			n, err := strconv.Atoi(s)
-			if err != nil {
-				return fmt.Errorf("--%s %s: %w", name, s, err)
-			}
+		var err error
+		switch f := fs.Lookup(name); {
+		case f == nil:
+			return fmt.Errorf("internal: no flag --%s", name)
+		case f.Value.Type() == "int":
+			var n int
+			n, err = fs.GetInt(name)
 			v = float64(n)
-		case "duration":
-			d, err := time.ParseDuration(s)
-			if err != nil {
-				return fmt.Errorf("--%s %s: %w", name, s, err)
-			}
+		case f.Value.Type() == "duration":
+			var d time.Duration
+			d, err = fs.GetDuration(name)
 			v = float64(d)
 		default:
 			return fmt.Errorf("internal: --%s is a %s flag", name, f.Value.Type())
 		}
+		if err != nil {
+			return err
+		}
 		if !ok(v) {
-			return fmt.Errorf("--%s %s: %s", name, s, want)
+			return fmt.Errorf("--%s %s: %s", name, fs.Lookup(name).Value, want)
 		}
 	}
 	return nil

@@ -156,8 +156,9 @@ func (o *Options) defaults() error {
 	if !o.Insecure {
 		bc.Key = make([]byte, seal.KeyLen)
 	}
-	if bc = bc.Defaults(); bc.Validate() != nil {
-		return fmt.Errorf("--mtu %d: %w", o.MTU, bc.Validate())
+	bc = bc.Defaults()
+	if err := bc.Validate(); err != nil {
+		return fmt.Errorf("--mtu %d: %w", o.MTU, err)
 	}
 	if _, err := os.Stat(o.Binary); err != nil {
 		return fmt.Errorf("scalebench: the dxpu binary: %w", err)
