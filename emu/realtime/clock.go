@@ -20,6 +20,8 @@ import (
 // due within Spin. Sleeping is what costs: a Go timer shorter than a
 // millisecond sleeps about a millisecond on an idle Linux scheduler, and
 // a wake-up from a channel takes tens of microseconds on a loaded one.
+// Clocks in one process share the processors: at most all but one spin;
+// the others yield, or sleep if they have no poller (see sleepers).
 type Clock struct {
 	S     *sim.Sim
 	start time.Time
@@ -75,6 +77,15 @@ type Clock struct {
 	// MinRTO less their AckDelay: frames that arrive while nobody runs
 	// the clock wait this long for a runner.
 	PollHold time.Duration
+	// parked counts the times the loop slept instead of spinning because
+	// no processor was free and it had nothing to poll (owned by the
+	// loop's goroutine; read by tests once it returns).
+	parked int
+	// backlog: the last step's flushers held work (owned by the loop).
+	backlog bool
+	// spinWoken counts the times a spinning loop woke this one from such
+	// a sleep (sleepers).
+	spinWoken atomic.Int32
 }
 
 // New returns a clock for s, which must be at virtual time 0 (fresh).
@@ -253,6 +264,7 @@ func (c *Clock) step() (n int, next time.Duration, ok bool) {
 		f()
 	}
 	next, ok = c.S.Next()
+	c.backlog = backlog
 	if backlog {
 		next, ok = c.S.Now(), true
 	}
@@ -300,6 +312,9 @@ func (c *Clock) run(cond func() bool, until time.Duration) bool {
 	}()
 	for cond() {
 		n, next, pending := c.step()
+		if spinning {
+			sleeping.wakeDue()
+		}
 		now := time.Since(base)
 		if n > 0 {
 			lastWork, idleSince = now, now
@@ -330,13 +345,33 @@ func (c *Clock) run(cond func() bool, until time.Duration) bool {
 			// to end. Spinning on one processor leaves another idle, and
 			// an idle processor waits in the network poller. So spin only
 			// while another processor stays free (other clocks in the
-			// process spin too); else yield.
+			// process spin too); else yield, if this loop polls its own
+			// sockets, or sleep.
 			if !spinning {
 				spinning = true
 				if spinners.Add(1) >= procs {
 					spinning = false
 					spinners.Add(-1)
-					runtime.Gosched()
+					if len(c.pollers) > 0 {
+						runtime.Gosched()
+						continue
+					}
+					// Nothing of its own to poll: a loop of yields keeps
+					// this processor busy, and a processor that is never
+					// idle never polls the network, where the runners'
+					// goroutines wait for the frames this loop waits for
+					// (the runtime's monitor polls it every 10ms: an MMIO
+					// read took 4ms). Sleep until something is posted or
+					// the next event is due; a spinning loop wakes it then
+					// (sleepers). Something due now is a sender's backlog:
+					// what drains it comes from the network too.
+					if d := c.untilDue(next, pending, until, c.Tick); d > 0 || c.backlog {
+						d = max(d, minSleep)
+						sleeping.add(c, d)
+						c.sleep(&t, d)
+						sleeping.remove(c)
+						c.parked++
+					}
 				}
 			}
 			continue
@@ -347,18 +382,38 @@ func (c *Clock) run(cond func() bool, until time.Duration) bool {
 		}
 		// Sleep, but wake Spin early and poll the rest of the way.
 		c.idle()
-		d := min(wait-c.Spin, c.Tick)
-		if t == nil {
-			t = time.NewTimer(d)
-		} else {
-			t.Reset(d)
-		}
-		select {
-		case <-c.wake:
-		case <-t.C:
-		}
+		c.sleep(&t, min(wait-c.Spin, c.Tick))
 	}
 	return true
+}
+
+// untilDue returns how long from now the next event (next, when pending)
+// or the moment until (virtual time, < 0: none) is due, at most limit.
+func (c *Clock) untilDue(next time.Duration, pending bool, until, limit time.Duration) time.Duration {
+	d := limit
+	if pending || until >= 0 {
+		now := c.Elapsed()
+		if pending {
+			d = min(d, next-now)
+		}
+		if until >= 0 {
+			d = min(d, until-now)
+		}
+	}
+	return d
+}
+
+// sleep waits d, or until something is posted, on *t (made on first use).
+func (c *Clock) sleep(t **time.Timer, d time.Duration) {
+	if *t == nil {
+		*t = time.NewTimer(d)
+	} else {
+		(*t).Reset(d)
+	}
+	select {
+	case <-c.wake:
+	case <-(*t).C:
+	}
 }
 
 // rebase discounts wall time that passed outside the driver (set-up, the
@@ -381,6 +436,10 @@ func (c *Clock) Advance(d time.Duration) {
 	pcie.RunUntil(c.S, end)
 	c.world.Unlock()
 }
+
+// minSleep is the shortest sleep of a clock that may not spin: long
+// enough for its processor to look at the network.
+const minSleep = 5 * time.Microsecond
 
 // pollSkip: an event due within this long is waited for without polling
 // the runners (a poll of two sockets costs about half a microsecond).

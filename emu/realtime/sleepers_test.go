@@ -1,0 +1,137 @@
+package realtime
+
+import (
+	"net"
+	"runtime"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/dxpu/dxpu/sim"
+)
+
+// TestSleepersBookkeeping: the earliest wake-up is kept as sleepers come
+// and go, a due one is woken once and forgotten, one not due is left.
+func TestSleepersBookkeeping(t *testing.T) {
+	s := newSleepers()
+	a, b := New(sim.New(1)), New(sim.New(1))
+	s.add(a, time.Hour)
+	s.add(b, 0)
+	if got, want := s.next.Load(), s.list[1].at; got != want {
+		t.Fatalf("next %d, want b's %d", got, want)
+	}
+	s.wakeDue()
+	if a.spinWoken.Load() != 0 || b.spinWoken.Load() != 1 || len(b.wake) != 1 {
+		t.Fatalf("woken a %d b %d (b's wake holds %d), want only b once", a.spinWoken.Load(), b.spinWoken.Load(), len(b.wake))
+	}
+	if len(s.list) != 1 || s.list[0].c != a || s.next.Load() != s.list[0].at {
+		t.Fatalf("after the wake: %d sleepers, next %d; want a alone", len(s.list), s.next.Load())
+	}
+	s.remove(a)
+	if len(s.list) != 0 || s.next.Load() != noSleeper {
+		t.Fatalf("after remove: %d sleepers, next %d; want none", len(s.list), s.next.Load())
+	}
+}
+
+// withSpinner sets GOMAXPROCS to 2 and runs a clock that spins, holding
+// one of them, until the test ends: another clock then may not spin.
+func withSpinner(t *testing.T) {
+	procs := runtime.GOMAXPROCS(2)
+	spinner := New(sim.New(1))
+	spinner.Spin = time.Minute
+	var stop atomic.Bool
+	spun := make(chan struct{})
+	go func() {
+		defer close(spun)
+		spinner.Post(func() {})
+		spinner.RunWhile(func() bool { return !stop.Load() })
+	}()
+	t.Cleanup(func() {
+		stop.Store(true)
+		<-spun
+		runtime.GOMAXPROCS(procs)
+	})
+	for spinners.Load() == 0 {
+		runtime.Gosched()
+	}
+}
+
+// TestClockWithoutPollersLeavesTheNetworkPolled: a clock with nothing of
+// its own to poll, in its spin window while another clock spins on the
+// other processor, must not yield in a loop: a processor that always has
+// a goroutine to run never polls the network, and the frames the clock
+// waits for arrive on a socket of the runtime's poller (a runner's
+// goroutine posts them). With that loop the runtime's monitor found the
+// datagram after 10ms, tens of thousands of turns; sleeping, the loop
+// takes a few. Not parallel: it sets GOMAXPROCS.
+func TestClockWithoutPollersLeavesTheNetworkPolled(t *testing.T) {
+	withSpinner(t)
+	rx, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rx.Close()
+	tx, err := net.DialUDP("udp", nil, rx.LocalAddr().(*net.UDPAddr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Close()
+	c := New(sim.New(1))
+	c.Spin = time.Minute // always in the spin window
+	var got atomic.Bool
+	waiting := make(chan struct{})
+	go func() {
+		var b [16]byte
+		close(waiting)
+		if _, _, err := rx.ReadFrom(b[:]); err == nil {
+			c.Post(func() { got.Store(true) })
+		}
+	}()
+	<-waiting
+	time.Sleep(time.Millisecond) // the reader waits in the poller
+	turns := 0
+	c.Post(func() {}) // work: the loop spins from here
+	c.RunWhile(func() bool {
+		if turns++; turns == 2 {
+			if _, err := tx.Write([]byte("frame")); err != nil {
+				t.Error(err)
+				return false
+			}
+		}
+		return !got.Load()
+	})
+	if !got.Load() {
+		t.Fatal("RunWhile returned before the datagram came")
+	}
+	if turns > 1000 || c.parked == 0 {
+		t.Fatalf("%d turns (%d asleep) until a datagram on loopback came: the loop kept the processor from the network poller", turns, c.parked)
+	}
+	t.Logf("%d turns, %d asleep", turns, c.parked)
+}
+
+// TestSpinningClockWakesSleeper: two clocks without pollers on two
+// processors: one spins, the other may not and sleeps between its events,
+// 200us apart. A Go timer that short fires up to a millisecond late once
+// its processor idles in the network poller; the spinning loop wakes the
+// sleeper when its event is due instead. Not parallel: it sets
+// GOMAXPROCS and counts on the package's spinners.
+func TestSpinningClockWakesSleeper(t *testing.T) {
+	withSpinner(t)
+	s := sim.New(1)
+	c := New(s)
+	c.Spin = time.Minute
+	const events = 20
+	ran := 0
+	var tick func()
+	tick = func() {
+		if ran++; ran < events {
+			s.After(200*time.Microsecond, tick)
+		}
+	}
+	s.After(0, tick)
+	c.RunWhile(func() bool { return ran < events })
+	if c.parked == 0 || c.spinWoken.Load() == 0 {
+		t.Fatalf("%d events: asleep %d times, woken by the spinning clock %d times; want both", ran, c.parked, c.spinWoken.Load())
+	}
+	t.Logf("%d events: asleep %d times, woken by the spinner %d times", ran, c.parked, c.spinWoken.Load())
+}
