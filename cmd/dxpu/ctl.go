@@ -45,6 +45,9 @@ reached.`,
 	// run fills in what flags do not carry and maps the product's error.
 	run := func(f func(ctx context.Context, o ctl.Options, cmd *cobra.Command, args []string) error) func(*cobra.Command, []string) error {
 		return func(cmd *cobra.Command, args []string) error {
+			if err := flagsPositive(cmd, "timeout"); err != nil {
+				return exitCodeError{2, err}
+			}
 			o.Token, o.Stdin, o.Stdout = e.getenv("DXPU_TOKEN"), cmd.InOrStdin(), cmd.OutOrStdout()
 			return exitFor(f(cmd.Context(), o, cmd, args), 2)
 		}

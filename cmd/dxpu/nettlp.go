@@ -42,7 +42,7 @@ dropped unread and counted, so the target cannot be used as a reflection
 amplifier. Stop with Ctrl-C.
 
 Example, libtlp on the same machine:
-  dxpu nettlp serve --addr 127.0.0.2 --tags 16 --mem-size 64M
+  dxpu nettlp serve --addr 127.0.0.2 --tag-ports 16 --mem-size 64M
   dma_write -r 127.0.0.2 -l 127.0.0.1 -a 0x1000 ...   (libtlp apps)
   dma_read  -r 127.0.0.2 -l 127.0.0.1 -a 0x1000 -s 64 -m 256`,
 		Args: cobra.NoArgs,

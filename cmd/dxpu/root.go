@@ -40,6 +40,7 @@ func newRootCmd(e *env) *cobra.Command {
 		newPcapCmd(), newTLPCmd(), newReplayCmd(), newModelCmd(), newDemoCmd(), newBenchCmd(e), newConformCmd(e), newVMCmd(e), newChaosCmd(e),
 		newManCmd(), newUnitsTopic())
 	refuseUnknownSubcommands(root)
+	nameArgCountErrors(root)
 	spellDefaultsAsUnits(root)
 	root.SetFlagErrorFunc(suggestFlag) // inherited by every subcommand
 	root.SetArgs(e.args)

@@ -28,6 +28,9 @@ const unitsHelp = `One name and one unit for each quantity, in every command:
                       demo, bench link, model); 0 means no limit where allowed.
   --tags N            outstanding DMA read tags: default 768 (10-bit tags)
                       everywhere; 256 is the 8-bit limit.
+  --tag-ports N       NetTLP's UDP ports 0x3000.., one per tag a libtlp client
+                      uses (1..16). nettlp serve (its old --tags is deprecated:
+                      --tags is the DMA read tags above).
   --mrrs N            maximum read request size in bytes.
   --mps N             Max Payload Size: the most data one completion carries,
                       in bytes (128..4096). nettlp serve, bridge and bridge
@@ -50,7 +53,10 @@ Every command prints text for people by default and JSON with --json.
 JSON keys are snake_case and carry their unit: _us microseconds, _ns
 nanoseconds, _s seconds, _pct percent, _gbps Gbit/s (never GB/s), _bytes
 bytes. rtt_us is the network round trip, added_rtt_us the added one. Reports
-that print several objects print JSON lines (one object per line).
+that print several objects print JSON lines (one object per line). The
+manager's API, and ctl --json, which prints its objects as they are, write
+a duration as a string with its unit instead ("rtt": "12us", "max_rtt"),
+as its requests take them.
 
 Old spellings still work for a while, with a warning: --gbit and --bw are
 --link-gbps.`

@@ -243,9 +243,13 @@ func (s *statusWriter) WriteHeader(code int) {
 }
 
 func writeError(w http.ResponseWriter, e *APIError) {
+	// One line: a saga's undo errors come joined by newlines, and a
+	// client prints the message as its one line of error.
+	one := *e
+	one.Message = strings.ReplaceAll(strings.TrimSpace(e.Message), "\n", "; ")
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(e.Status)
-	json.NewEncoder(w).Encode(map[string]*APIError{"error": e})
+	json.NewEncoder(w).Encode(map[string]*APIError{"error": &one})
 }
 
 // decode reads one JSON object into v, refusing unknown fields and trailing

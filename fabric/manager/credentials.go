@@ -108,7 +108,7 @@ func (m *Manager) checkAgentURL(agentURL string) error {
 	}
 	u, err := url.Parse(agentURL)
 	if err != nil || u.Scheme != "https" {
-		return fmt.Errorf("%w: agent_url %q: agents are reached over https only (AllowInsecureAgents is off)", pool.ErrInvalid, agentURL)
+		return fmt.Errorf("%w: agent_url %q: agents are reached over https only (the manager runs without --allow-insecure-agents)", pool.ErrInvalid, agentURL)
 	}
 	return nil
 }

@@ -281,6 +281,9 @@ func (p *Pool) Stats() Stats {
 	defer p.mu.Unlock()
 	s := Stats{GPUs: len(p.gpus), Boxes: len(p.boxes), Hosts: len(p.hosts), Allocs: len(p.allocs)}
 	for _, bs := range p.boxOrder {
+		if bs.Draining {
+			s.DrainingBoxes++
+		}
 		for _, g := range bs.gpus {
 			switch {
 			case g.alloc != "":

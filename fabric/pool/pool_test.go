@@ -283,6 +283,11 @@ func TestDrainAndRemove(t *testing.T) {
 	if err != nil || !reflect.DeepEqual(allocs, []string{"a"}) {
 		t.Fatalf("drain: %v %v", allocs, err)
 	}
+	// One of b1's two GPUs is lent: the other counts as draining, and the
+	// box as a draining box.
+	if st := p.Stats(); st.DrainingBoxes != 1 || st.Draining != 1 || st.Used != 1 {
+		t.Fatalf("stats with b1 draining and its GPU lent: %+v", st)
+	}
 	b, _ := p.Reserve("b", Request{Host: "h", Count: 2})
 	if got := boxesOf(b); !reflect.DeepEqual(got, map[string]int{"b2": 2}) {
 		t.Fatalf("draining box used: %v", got)

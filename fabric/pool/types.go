@@ -215,8 +215,11 @@ type Stats struct {
 	Unhealthy int `json:"unhealthy"` // not lent and unhealthy
 	Draining  int `json:"draining"`  // healthy, not lent, box draining
 	Boxes     int `json:"boxes"`
-	Hosts     int `json:"hosts"`
-	Allocs    int `json:"allocations"`
+	// DrainingBoxes counts boxes taking no new allocations: the GPU
+	// counts above say nothing of a draining box whose GPUs are all lent.
+	DrainingBoxes int `json:"draining_boxes"`
+	Hosts         int `json:"hosts"`
+	Allocs        int `json:"allocations"`
 }
 
 // Duration is a time.Duration that reads and writes JSON as a Go duration

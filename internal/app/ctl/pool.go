@@ -212,7 +212,9 @@ func RTT(ctx context.Context, o Options, host, box string, rtt time.Duration) er
 func Stats(ctx context.Context, o Options) error {
 	return call(ctx, o, func(ctx context.Context, c *ctlclient.Client) (pool.Stats, error) { return c.Stats(ctx) },
 		func(w io.Writer, s pool.Stats) {
-			fmt.Fprintln(w, "GPUS\tFREE\tUSED\tUNHEALTHY\tDRAINING\tBOXES\tHOSTS\tALLOCATIONS")
-			fmt.Fprintf(w, "%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", s.GPUs, s.Free, s.Used, s.Unhealthy, s.Draining, s.Boxes, s.Hosts, s.Allocs)
+			// DRAINING counts GPUs (idle in draining boxes), as the
+			// columns before it do; the boxes draining have their own.
+			fmt.Fprintln(w, "GPUS\tFREE\tUSED\tUNHEALTHY\tDRAINING\tBOXES\tDRAINING-BOXES\tHOSTS\tALLOCATIONS")
+			fmt.Fprintf(w, "%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", s.GPUs, s.Free, s.Used, s.Unhealthy, s.Draining, s.Boxes, s.DrainingBoxes, s.Hosts, s.Allocs)
 		})
 }

@@ -1,0 +1,30 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+)
+
+// nameArgCountErrors makes cobra's argument-count errors ("requires at
+// least 1 arg(s), only received 0") say which command wanted what, with
+// its usage line, on the one line the error gets: `dxpu pcap info` alone
+// printed only cobra's words. Errors of a command's own Args check pass
+// as they are.
+func nameArgCountErrors(c *cobra.Command) {
+	for _, sub := range c.Commands() {
+		nameArgCountErrors(sub)
+	}
+	check := c.Args
+	if check == nil {
+		return
+	}
+	c.Args = func(cmd *cobra.Command, args []string) error {
+		err := check(cmd, args)
+		if err == nil || !strings.Contains(err.Error(), " arg(s)") {
+			return err
+		}
+		return exitCodeError{2, fmt.Errorf("%s: %w; usage: %s", strings.TrimPrefix(cmd.CommandPath(), "dxpu "), err, strings.TrimSuffix(cmd.UseLine(), " [flags]"))}
+	}
+}
