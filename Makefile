@@ -7,7 +7,7 @@ BENCHTIME ?= 1s
 BINDIR    ?= bin
 MANDIR    ?= $(BINDIR)/man
 
-.PHONY: all build install man libdxpubridge cross-build demo test stress bench generate check-generate lint fuzz ci clean
+.PHONY: all build install man libdxpubridge c-examples cross-build demo test stress bench generate check-generate lint fuzz ci clean
 
 all: build
 
@@ -28,6 +28,11 @@ man: build
 libdxpubridge:
 	$(GO) build -buildmode=c-archive -o $(BINDIR)/libdxpubridge.a ./cmd/libdxpubridge
 	$(GO) build -buildmode=c-shared -o $(BINDIR)/libdxpubridge.so ./cmd/libdxpubridge
+
+## c-examples: the C library's examples, built as its test builds them (needs cc): bin/dxpu-c-pair, bin/dxpu-c-badinput.
+c-examples: libdxpubridge
+	$(CC) -std=c11 -Wall -Wextra -Werror -Icmd/libdxpubridge/include -I$(BINDIR) -O2 cmd/libdxpubridge/example/pair.c $(BINDIR)/libdxpubridge.a -lpthread -o $(BINDIR)/dxpu-c-pair
+	$(CC) -std=c11 -Wall -Wextra -Werror -Icmd/libdxpubridge/include -I$(BINDIR) -O1 cmd/libdxpubridge/example/badinput.c -L$(BINDIR) -Wl,-rpath,$(abspath $(BINDIR)) -ldxpubridge -o $(BINDIR)/dxpu-c-badinput
 
 ## cross-build: arm64 builds of dxpu and the C library (needs gcc-aarch64-linux-gnu).
 cross-build:
