@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"os"
 	"os/signal"
 	"syscall"
@@ -44,10 +46,16 @@ limits; --control percent of them are ACK, NAK or CREDIT messages. The same
 --kind: mix (every kind, memory traffic weighted), mem, or names (MRd,CplD).
 --encap: nettlp, dxpu-eth, dxpu-udp, or mix (frames cycle through dxpu-eth,
 dxpu-eth with --vlan, dxpu-udp and nettlp). --vlan N tags frames with VLAN N
-(-1: untagged; with mix, only the second dxpu-eth flavour).`,
+(-1: untagged; with mix, only the second dxpu-eth flavour).
+
+--count is at most 10000000, and the capture may grow to at most 16 GiB
+(reckoned with every frame as long as --mtu allows, or --snaplen keeps).
+--out is replaced only once the capture is whole.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return exitFor(capture.Generate(o, cmd.OutOrStdout()), 2)
+			ctx, stop := interruptible(cmd)
+			defer stop()
+			return pcapExit(capture.Generate(ctx, o, cmd.OutOrStdout()))
 		},
 	}
 	f := cmd.Flags()
@@ -55,7 +63,7 @@ dxpu-eth with --vlan, dxpu-udp and nettlp). --vlan N tags frames with VLAN N
 	f.StringVar(&o.Kind, "kind", "mix", "TLP kinds: mix, mem, or a list such as MRd,MWr,CplD")
 	f.StringVar(&o.Encap, "encap", "mix", "nettlp, dxpu-eth, dxpu-udp or mix")
 	f.IntVar(&o.VLAN, "vlan", -1, "802.1Q VLAN ID for tagged frames (-1: untagged)")
-	f.IntVar(&o.Count, "count", 100, "number of frames")
+	f.IntVar(&o.Count, "count", 100, "number of frames (at most 10000000)")
 	f.Uint64Var(&o.Seed, "seed", 1, "random seed (same seed, same bytes)")
 	f.IntVar(&o.Pairs, "pairs", 4, "number of host-GPU pairs (pair IDs)")
 	f.IntVar(&o.MaxTLPs, "max-tlps", 8, "most TLPs per dxpu frame")
@@ -98,13 +106,16 @@ the input had (the original length says how long the frame was). Frames
 without TLPs are skipped. Frames that do not parse are reported on stderr
 with their number (the first 1000, then a count of the rest); exit status 1
 if any, or if --in is not a capture of Ethernet frames, 2 for usage or I/O
-errors.`,
+errors. --out is replaced only once the whole output is written, and may
+not be --in.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if cmd.Flags().Changed("nanos") {
 				o.Nanos = &nanos
 			}
-			return exitFor(capture.Convert(o, cmd.OutOrStdout(), cmd.ErrOrStderr()), 2)
+			ctx, stop := interruptible(cmd)
+			defer stop()
+			return pcapExit(capture.Convert(ctx, o, cmd.OutOrStdout(), cmd.ErrOrStderr()))
 		},
 	}
 	f := cmd.Flags()
@@ -167,14 +178,17 @@ in its place (for tools that know only port 8855). Sealed frames that do not
 open (no secret of their pair and generation, none that authenticates them,
 cut by the snap length, malformed) are left out of OUT and counted: one
 stderr line per reason with the first frame's number. Exit status 1 if any,
-2 for usage or I/O errors.`,
+2 for usage or I/O errors. OUT is replaced only once it is whole, and may
+be neither IN nor the key log.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.In, o.Out = args[0], args[1]
 			if cmd.Flags().Changed("nanos") {
 				o.Nanos = &nanos
 			}
-			return exitFor(capture.Unseal(o, cmd.OutOrStdout(), cmd.ErrOrStderr()), 2)
+			ctx, stop := interruptible(cmd)
+			defer stop()
+			return pcapExit(capture.UnsealContext(ctx, o, cmd.OutOrStdout(), cmd.ErrOrStderr()))
 		},
 	}
 	f := cmd.Flags()
@@ -205,10 +219,11 @@ On loopback each frame is written once. Frames are written as the wire
 carries them: a UDP segmentation-offload send (the bridges batch that way),
 which a packet socket sees as one glued datagram, is written as the datagrams
 it leaves as, with the checksums the NIC fills in. Needs Linux and root (or
-CAP_NET_RAW). Sealed frames open with 'dxpu pcap unseal'.`,
+CAP_NET_RAW). Sealed frames open with 'dxpu pcap unseal'. --out is written
+when the capture ends (an error leaves it as it was).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			ctx, stop := interruptible(cmd) // Ctrl-C ends the capture: what it has is kept
 			defer stop()
 			return exitFor(capture.Live(ctx, o, cmd.OutOrStdout()), 2)
 		},
@@ -244,4 +259,20 @@ difference.`,
 	cmd.Flags().StringVar(&dir, "dir", "", "directory of the corpus (testdata/pcap)")
 	cmd.Flags().BoolVar(&check, "check", false, "compare with --dir instead of writing")
 	return cmd
+}
+
+// interruptible is the command's context, ended by Ctrl-C or SIGTERM: a
+// command writing a capture then drops its temporary file instead of
+// dying with it on disk (capture keeps what it captured).
+func interruptible(cmd *cobra.Command) (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+}
+
+// pcapExit is exitFor for the commands that write captures: 130 (as a
+// shell reports SIGINT) for an interrupted one, else 2 by default.
+func pcapExit(err error) error {
+	if errors.Is(err, context.Canceled) {
+		return exitCodeError{130, err}
+	}
+	return exitFor(err, 2)
 }

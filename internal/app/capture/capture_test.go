@@ -113,7 +113,7 @@ func convertTo(in, out, to string) ConvertOptions {
 func convert(t *testing.T, o ConvertOptions) error {
 	t.Helper()
 	var out bytes.Buffer
-	err := Convert(o, &out, &out)
+	err := Convert(t.Context(), o, &out, &out)
 	t.Logf("convert %+v: %s", o, out.String())
 	return err
 }
@@ -175,7 +175,7 @@ func TestPcapUsageErrors(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	gen := func(kind string, mtu int) error {
-		return Generate(GenerateOptions{Out: filepath.Join(dir, "g.pcap"), Kind: kind, Encap: "mix", VLAN: -1, Count: 100, Seed: 1,
+		return Generate(t.Context(), GenerateOptions{Out: filepath.Join(dir, "g.pcap"), Kind: kind, Encap: "mix", VLAN: -1, Count: 100, Seed: 1,
 			Pairs: 4, MaxTLPs: 8, MaxDW: 32, MTU: mtu, Control: 10}, io.Discard)
 	}
 	for name, err := range map[string]error{
@@ -203,7 +203,7 @@ func TestPcapGenerateFlags(t *testing.T) {
 	t.Parallel()
 	out := filepath.Join(t.TempDir(), "g.pcapng")
 	var printed bytes.Buffer
-	if err := Generate(GenerateOptions{Out: out, Kind: "MRd,CplD", Encap: "dxpu-udp", VLAN: 12, Count: 20, Seed: 5, Pairs: 3,
+	if err := Generate(t.Context(), GenerateOptions{Out: out, Kind: "MRd,CplD", Encap: "dxpu-udp", VLAN: 12, Count: 20, Seed: 5, Pairs: 3,
 		MaxTLPs: 8, MaxDW: 32, MTU: 1500, Control: 10, PcapNG: true, Nanos: true}, &printed); err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package capture
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -33,8 +34,10 @@ type ConvertOptions struct {
 // Convert re-encapsulates every TLP of o.In into o.Out and prints a summary
 // to stdout; frames that do not parse are reported on stderr with their
 // number and make the error apperr.ErrFailed. Bad options are
-// apperr.ErrUsage; I/O errors are plain.
-func Convert(o ConvertOptions, stdout, stderr io.Writer) error {
+// apperr.ErrUsage; I/O errors are plain. o.Out is replaced only once the
+// whole output is written: on an error or when ctx ends it keeps what it
+// had.
+func Convert(ctx context.Context, o ConvertOptions, stdout, stderr io.Writer) error {
 	if o.In == "" || o.Out == "" || o.To == "" {
 		return apperr.Usage(fmt.Errorf("convert: --in, --out and --to are required"))
 	}
@@ -59,19 +62,23 @@ func Convert(o ConvertOptions, stdout, stderr io.Writer) error {
 	if o.MTU < 128 || o.MTU > 65535 {
 		return apperr.Usage(fmt.Errorf("convert: --mtu %d: want 128..65535", o.MTU))
 	}
+	if err := sameFile("convert", "--out", o.Out, "--in", o.In); err != nil {
+		return err
+	}
 	r, w, err := openRewrite(o.In, o.Out, o.PcapNG, o.Nanos)
 	if err != nil {
 		return err
 	}
 	defer r.Close()
-	cv := &converter{in: o.In, to: to, vlan: o.VLAN, pair: o.Pair, cfg: encap.Config{UDPPort: o.UDPPort}, src: src, dst: dst, w: w,
-		seq: map[[12]byte]uint32{}, pack: o.Pack}
+	defer w.abort()
+	cv := &converter{in: o.In, out: o.Out, to: to, vlan: o.VLAN, pair: o.Pair, cfg: encap.Config{UDPPort: o.UDPPort}, src: src, dst: dst,
+		w: w.Writer, seq: map[[12]byte]uint32{}, pack: o.Pack}
 	cv.packer.MTU = o.MTU
 	errs := &errLines{w: stderr}
-	bad, err := cv.run(r, errs)
+	bad, err := cv.run(ctx, r, errs)
 	errs.close("frames that did not convert")
-	if cerr := w.Close(); err == nil {
-		err = cerr
+	if err == nil {
+		err = w.commit()
 	}
 	if err != nil {
 		return err
@@ -85,7 +92,7 @@ func Convert(o ConvertOptions, stdout, stderr io.Writer) error {
 }
 
 type converter struct {
-	in       string // the input's path, for errors
+	in, out  string // paths, for errors
 	to       encap.Encap
 	vlan     int
 	pair     uint32
@@ -106,8 +113,11 @@ type converter struct {
 	packSeq uint32
 }
 
-func (c *converter) run(r *pcapio.Reader, stderr io.Writer) (bad int, err error) {
+func (c *converter) run(ctx context.Context, r *pcapio.Reader, stderr io.Writer) (bad int, err error) {
 	for {
+		if err := interrupted(ctx, "convert", c.out, c.read); err != nil {
+			return bad, err
+		}
 		data, ci, err := r.Next()
 		if errors.Is(err, io.EOF) {
 			return bad, c.flushPack()

@@ -1,6 +1,7 @@
 package capture
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -117,13 +118,13 @@ func WriteCorpus(dir string) error {
 		if err := o.Check(); err != nil {
 			return fmt.Errorf("%s: %w", c.name, err)
 		}
-		stats, err := WriteTraffic(filepath.Join(dir, c.name), o, c.wo)
+		stats, err := WriteTraffic(context.Background(), filepath.Join(dir, c.name), o, c.wo)
 		if err != nil {
 			return err
 		}
 		fmt.Fprintf(&readme, "| %s | %d | %s; %s |\n", c.name, o.Count, c.desc, StatsLine(stats))
 	}
-	return os.WriteFile(filepath.Join(dir, "README.md"), []byte(readme.String()), 0o644)
+	return writeFile(filepath.Join(dir, "README.md"), []byte(readme.String()))
 }
 
 // CompareDirs returns the corpus files that differ between a and b.

@@ -44,7 +44,7 @@ func TestBadFramesReportBounded(t *testing.T) {
 	for name, run := range map[string]func(stdout, stderr *bytes.Buffer) error{
 		"info": func(stdout, stderr *bytes.Buffer) error { return Info([]string{in}, 8855, false, stdout, stderr) },
 		"convert": func(stdout, stderr *bytes.Buffer) error {
-			return Convert(convertTo(in, filepath.Join(dir, "out.pcap"), "dxpu-eth"), stdout, stderr)
+			return Convert(t.Context(), convertTo(in, filepath.Join(dir, "out.pcap"), "dxpu-eth"), stdout, stderr)
 		},
 	} {
 		var stdout, stderr bytes.Buffer
@@ -76,7 +76,7 @@ func TestOtherLinkTypeRefused(t *testing.T) {
 	for name, run := range map[string]func(stdout, stderr *bytes.Buffer) error{
 		"info": func(stdout, stderr *bytes.Buffer) error { return Info([]string{in}, 8855, false, stdout, stderr) },
 		"convert": func(stdout, stderr *bytes.Buffer) error {
-			return Convert(convertTo(in, out, "dxpu-eth"), stdout, stderr)
+			return Convert(t.Context(), convertTo(in, out, "dxpu-eth"), stdout, stderr)
 		},
 	} {
 		var stdout, stderr bytes.Buffer
@@ -107,7 +107,7 @@ func TestZeroFilledCaptureFailsAtOnce(t *testing.T) {
 	for name, run := range map[string]func(stdout, stderr *bytes.Buffer) error{
 		"info": func(stdout, stderr *bytes.Buffer) error { return Info([]string{in}, 8855, false, stdout, stderr) },
 		"convert": func(stdout, stderr *bytes.Buffer) error {
-			return Convert(convertTo(in, filepath.Join(dir, "out.pcap"), "dxpu-eth"), stdout, stderr)
+			return Convert(t.Context(), convertTo(in, filepath.Join(dir, "out.pcap"), "dxpu-eth"), stdout, stderr)
 		},
 	} {
 		var stdout, stderr bytes.Buffer

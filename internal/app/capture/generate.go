@@ -1,9 +1,9 @@
 package capture
 
 import (
+	"context"
 	"fmt"
 	"io"
-	"os"
 	"sort"
 	"strings"
 
@@ -32,8 +32,10 @@ type GenerateOptions struct {
 }
 
 // Generate writes the synthetic traffic of o to o.Out and prints what it
-// wrote to stdout. Bad options are apperr.ErrUsage.
-func Generate(o GenerateOptions, stdout io.Writer) error {
+// wrote to stdout. Bad options are apperr.ErrUsage. o.Out is replaced only
+// once the whole capture is written: on an error or when ctx ends it keeps
+// what it had.
+func Generate(ctx context.Context, o GenerateOptions, stdout io.Writer) error {
 	if o.Out == "" {
 		return apperr.Usage(fmt.Errorf("generate: --out is required"))
 	}
@@ -50,9 +52,9 @@ func Generate(o GenerateOptions, stdout io.Writer) error {
 	if err := t.Check(); err != nil {
 		return apperr.Usage(fmt.Errorf("generate: %w", err))
 	}
-	stats, err := WriteTraffic(o.Out, t, pcapio.WriterOptions{PcapNG: o.PcapNG, Nanos: o.Nanos})
+	stats, err := WriteTraffic(ctx, o.Out, t, pcapio.WriterOptions{PcapNG: o.PcapNG, Nanos: o.Nanos})
 	if err != nil {
-		return err
+		return fmt.Errorf("generate: %w", err)
 	}
 	fmt.Fprintf(stdout, "%s: %s\n", o.Out, StatsLine(stats))
 	return nil
@@ -75,11 +77,22 @@ func Encaps(name string, vlan int) ([]FrameEncap, error) {
 	return []FrameEncap{{e, vlan}}, nil
 }
 
+// MaxFrames and MaxBytes bound what `dxpu pcap generate` writes: a
+// mistyped --count (or --mtu) would fill the disk. MaxBytes bounds the
+// most the options allow (every frame as long as --mtu lets it be), not
+// what a seed happens to give.
+const (
+	MaxFrames = 10_000_000
+	MaxBytes  = 16 << 30
+)
+
 // Check reports the first option of t out of range, named as its flag.
 func (o *Traffic) Check() error {
 	switch {
 	case o.Count < 1:
 		return fmt.Errorf("--count %d: want at least 1 frame", o.Count)
+	case o.Count > MaxFrames:
+		return fmt.Errorf("--count %d: want at most %d frames", o.Count, MaxFrames)
 	case o.Pairs < 1 || o.Pairs > 0xffff:
 		return fmt.Errorf("--pairs %d: want 1..65535", o.Pairs)
 	case o.MaxTLPs < 1 || o.MaxTLPs > encap.MaxTLPs:
@@ -90,6 +103,10 @@ func (o *Traffic) Check() error {
 		return fmt.Errorf("--control %d: want a percentage", o.Control)
 	case o.Snaplen < 0:
 		return fmt.Errorf("--snaplen %d is negative", o.Snaplen)
+	case o.Snaplen > pcapio.MaxSnaplen:
+		return fmt.Errorf("--snaplen %d: want at most %d (0: whole frames)", o.Snaplen, pcapio.MaxSnaplen)
+	case o.MTU > 65535:
+		return fmt.Errorf("--mtu %d: want at most 65535", o.MTU)
 	}
 	// The largest TLP (4DW header, data, ECRC) must fit a frame.
 	if need := encap.HeaderLen + 2 + encap.IPv4HeaderLen + encap.UDPHeaderLen + 16 + 4*o.MaxDW + 4; o.MTU < need {
@@ -100,27 +117,52 @@ func (o *Traffic) Check() error {
 			return fmt.Errorf("--vlan %d: want 1..4094 (or -1 for none)", e.VLAN)
 		}
 	}
+	if frame, by := o.maxFrame(); int64(o.Count)*int64(frame+pcapngRecordLen) > MaxBytes {
+		hint := "lower --count, or cut frames with --snaplen"
+		if o.Snaplen > 0 {
+			hint = "lower --count or --snaplen"
+		}
+		return fmt.Errorf("--count %d: frames of up to %d bytes (%s) could make %.1f GiB: want at most %d GiB (%s)",
+			o.Count, frame, by, float64(int64(o.Count)*int64(frame+pcapngRecordLen))/(1<<30), MaxBytes>>30, hint)
+	}
 	return nil
 }
 
+// pcapngRecordLen is the most a capture adds to each frame (a pcapng
+// enhanced packet block's header, trailer and padding; pcap adds 16).
+const pcapngRecordLen = 32 + 3
+
+// maxFrame is the most bytes one frame of o can keep in a capture, and
+// the flag that sets it: a dxpu frame fills at most --mtu after its
+// Ethernet header and VLAN tag (a NetTLP frame's one TLP is shorter: the
+// --mtu check makes room for it and a dxpu header), --snaplen cuts it.
+func (o *Traffic) maxFrame() (int, string) {
+	frame := encap.EthHeaderLen + 4 + o.MTU
+	if o.Snaplen > 0 && o.Snaplen < frame {
+		return o.Snaplen, fmt.Sprintf("--snaplen %d", o.Snaplen)
+	}
+	return frame, fmt.Sprintf("--mtu %d", o.MTU)
+}
+
 // WriteTraffic writes the traffic of o to a new capture at path and
-// returns how many frames and TLPs of each kind it wrote. On error the
-// file is removed.
-func WriteTraffic(path string, o Traffic, wo pcapio.WriterOptions) (map[string]int, error) {
+// returns how many frames and TLPs of each kind it wrote. The capture
+// replaces path only once it is whole: on an error or when ctx ends, path
+// keeps what it had.
+func WriteTraffic(ctx context.Context, path string, o Traffic, wo pcapio.WriterOptions) (map[string]int, error) {
 	if o.Snaplen > 0 {
 		wo.Snaplen = uint32(o.Snaplen)
 	}
-	w, err := pcapio.Create(path, wo)
+	w, err := createOutput(path, wo)
 	if err != nil {
 		return nil, err
 	}
-	stats, err := generate(w, o)
-	if cerr := w.Close(); err == nil {
-		err = cerr
-	}
+	defer w.abort()
+	stats, err := generate(ctx, w.Writer, o)
 	if err != nil {
-		os.Remove(path)
 		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if err := w.commit(); err != nil {
+		return nil, err
 	}
 	return stats, nil
 }

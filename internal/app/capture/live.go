@@ -100,10 +100,11 @@ func Live(ctx context.Context, o LiveOptions, stdout io.Writer) error {
 	if err := unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_ALL), Ifindex: ifi.Index}); err != nil {
 		return fmt.Errorf("capture: binding to %s: %w", o.Interface, err)
 	}
-	w, err := pcapio.Create(o.Out, pcapio.WriterOptions{PcapNG: o.PcapNG, Nanos: true, Snaplen: uint32(snap)})
+	w, err := createOutput(o.Out, pcapio.WriterOptions{PcapNG: o.PcapNG, Nanos: true, Snaplen: uint32(snap)})
 	if err != nil {
 		return err
 	}
+	defer w.abort()
 	if o.Ready != nil {
 		o.Ready()
 	}
@@ -113,9 +114,14 @@ func Live(ctx context.Context, o LiveOptions, stdout io.Writer) error {
 	}
 	loopback := ifi.Flags&net.FlagLoopback != 0
 	undescribed := 0
-	n, err := readLive(ctx, fd, w, o.Count, deadline, loopback, vnet, snap, &undescribed)
-	if cerr := w.Close(); err == nil {
+	// The end of ctx (Ctrl-C) is the normal end of a capture; after a
+	// failed read what was captured is kept too (whole records: a live
+	// capture cannot be taken again), and the error says so.
+	n, err := readLive(ctx, fd, w.Writer, o.Count, deadline, loopback, vnet, snap, &undescribed)
+	if cerr := w.commit(); err == nil {
 		err = cerr
+	} else if cerr == nil && n > 0 {
+		err = fmt.Errorf("%w (the %d frames before it are in %s)", err, n, o.Out)
 	}
 	if err != nil {
 		return err

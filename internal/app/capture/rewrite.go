@@ -1,12 +1,17 @@
 package capture
 
-import "github.com/dxpu/dxpu/tlp/pcapio"
+import (
+	"context"
+	"fmt"
 
-// openRewrite opens the Ethernet capture in and creates out for a command
+	"github.com/dxpu/dxpu/tlp/pcapio"
+)
+
+// openRewrite opens the Ethernet capture in and starts out for a command
 // that rewrites one into the other (convert, unseal): pcapng if asked, the
 // input's timestamp resolution unless nanos says otherwise. The caller
-// closes both.
-func openRewrite(in, out string, pcapNG bool, nanos *bool) (*pcapio.Reader, *pcapio.Writer, error) {
+// closes the reader, defers out's abort and commits it on success.
+func openRewrite(in, out string, pcapNG bool, nanos *bool) (*pcapio.Reader, *output, error) {
 	r, err := pcapio.OpenEthernet(in)
 	if err != nil {
 		return nil, nil, failedIfLinkType(err)
@@ -15,10 +20,25 @@ func openRewrite(in, out string, pcapNG bool, nanos *bool) (*pcapio.Reader, *pca
 	if nanos != nil {
 		ns = *nanos
 	}
-	w, err := pcapio.Create(out, pcapio.WriterOptions{PcapNG: pcapNG, Nanos: ns})
+	w, err := createOutput(out, pcapio.WriterOptions{PcapNG: pcapNG, Nanos: ns})
 	if err != nil {
 		r.Close()
 		return nil, nil, err
 	}
 	return r, w, nil
+}
+
+// checkEvery is how many frames a loop handles between looks at its
+// context: often enough for Ctrl-C to feel immediate, rarely enough to
+// cost nothing.
+const checkEvery = 1024
+
+// interrupted returns the error of a command whose context ended after n
+// frames (nil while it runs): its output is dropped, not left half
+// written.
+func interrupted(ctx context.Context, cmd, out string, n int) error {
+	if n%checkEvery != 0 || ctx.Err() == nil {
+		return nil
+	}
+	return fmt.Errorf("%s: %s: interrupted after %d frames, left as it was: %w", cmd, out, n, ctx.Err())
 }

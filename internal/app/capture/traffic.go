@@ -1,6 +1,7 @@
 package capture
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
@@ -55,8 +56,9 @@ type pair struct {
 // output is reproducible).
 var baseTime = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
-// generate writes o.Count synthetic frames to w.
-func generate(w *pcapio.Writer, o Traffic) (stats map[string]int, err error) {
+// generate writes o.Count synthetic frames to w, or fewer and an error if
+// ctx ends first.
+func generate(ctx context.Context, w *pcapio.Writer, o Traffic) (stats map[string]int, err error) {
 	r := rand.New(rand.NewPCG(o.Seed, o.Seed^0x9e3779b97f4a7c15))
 	gen := &tlpGen{r: r, kinds: o.Kinds, maxDW: max(1, o.MaxDW)}
 	pairs := make([]*pair, max(1, o.Pairs))
@@ -83,6 +85,9 @@ func generate(w *pcapio.Writer, o Traffic) (stats map[string]int, err error) {
 	tlps := make([][]byte, 0, encap.MaxTLPs)
 	ts := baseTime
 	for i := 0; i < o.Count; i++ {
+		if i%checkEvery == 0 && ctx.Err() != nil {
+			return nil, fmt.Errorf("interrupted after %d frames, left as it was: %w", i, ctx.Err())
+		}
 		ts = ts.Add(time.Duration(200 + r.IntN(1800)))
 		p := pairs[r.IntN(len(pairs))]
 		side := r.IntN(2)

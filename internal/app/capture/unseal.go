@@ -1,6 +1,7 @@
 package capture
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -40,11 +41,25 @@ const maxReasons = 10
 // apperr.ErrFailed. Bad options and key logs are apperr.ErrUsage; I/O
 // errors are plain.
 func Unseal(o UnsealOptions, stdout, stderr io.Writer) error {
+	return UnsealContext(context.Background(), o, stdout, stderr)
+}
+
+// UnsealContext is Unseal, stopping when ctx ends. o.Out is replaced only
+// once the whole output is written: on an error or when ctx ends it keeps
+// what it had.
+func UnsealContext(ctx context.Context, o UnsealOptions, stdout, stderr io.Writer) error {
 	if o.In == "" || o.Out == "" || o.KeyLog == "" {
 		return apperr.Usage(errors.New("unseal: --key-log, IN and OUT are required"))
 	}
 	if o.UDPPort == 0 {
 		return apperr.Usage(errors.New("unseal: --udp-port 0: want the dxpu UDP port"))
+	}
+	// Either input named as OUT would be lost.
+	if err := sameFile("unseal", "OUT", o.Out, "IN", o.In); err != nil {
+		return err
+	}
+	if err := sameFile("unseal", "OUT", o.Out, "--key-log", o.KeyLog); err != nil {
+		return err
 	}
 	kf, err := os.Open(o.KeyLog)
 	if err != nil {
@@ -60,10 +75,11 @@ func Unseal(o UnsealOptions, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer r.Close()
-	u := &unsealer{o: &o, u: seal.NewUnsealer(secrets), w: w, reasons: map[string]*reasonCount{}}
-	err = u.run(r)
-	if cerr := w.Close(); err == nil {
-		err = cerr
+	defer w.abort()
+	u := &unsealer{o: &o, u: seal.NewUnsealer(secrets), w: w.Writer, reasons: map[string]*reasonCount{}}
+	err = u.run(ctx, r)
+	if err == nil {
+		err = w.commit()
 	}
 	if err != nil {
 		return err
@@ -91,9 +107,12 @@ type unsealer struct {
 	out                                               []byte
 }
 
-func (u *unsealer) run(r *pcapio.Reader) error {
+func (u *unsealer) run(ctx context.Context, r *pcapio.Reader) error {
 	cfg := &encap.Config{UDPPort: u.o.UDPPort}
 	for {
+		if err := interrupted(ctx, "unseal", u.o.Out, u.read); err != nil {
+			return err
+		}
 		data, ci, err := r.Next()
 		if errors.Is(err, io.EOF) {
 			return nil
