@@ -20,9 +20,17 @@ func nameArgCountErrors(c *cobra.Command) {
 	if check == nil {
 		return
 	}
+	leaf := !c.HasSubCommands()
 	c.Args = func(cmd *cobra.Command, args []string) error {
 		err := check(cmd, args)
-		if err == nil || !strings.Contains(err.Error(), " arg(s)") {
+		switch {
+		case err == nil:
+			return nil
+		case leaf && len(args) > 0 && strings.HasPrefix(err.Error(), "unknown command"):
+			// cobra.NoArgs calls an operand a command: `pcap convert
+			// in.pcap out.pcap` said `unknown command "in.pcap"`.
+			err = fmt.Errorf("takes no operands, got %q", args[0])
+		case !strings.Contains(err.Error(), " arg(s)"):
 			return err
 		}
 		return exitCodeError{2, fmt.Errorf("%s: %w; usage: %s", strings.TrimPrefix(cmd.CommandPath(), "dxpu "), err, strings.TrimSuffix(cmd.UseLine(), " [flags]"))}

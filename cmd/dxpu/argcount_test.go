@@ -20,6 +20,7 @@ func TestArgCountErrorsNameTheCommand(t *testing.T) {
 		{[]string{"ctl", "box", "a", "b"}, "dxpu: ctl box: accepts at most 1 arg(s), received 2; usage: dxpu ctl box [ID]"},
 		{[]string{"ctl", "stats", "--timeout", "0"}, "dxpu: --timeout 0s: must be positive"},
 		{[]string{"ctl", "stats", "--timeout", "-1s"}, "dxpu: --timeout -1s: must be positive"},
+		{[]string{"pcap", "convert", "in.pcap", "out.pcap"}, `dxpu: pcap convert: takes no operands, got "in.pcap"; usage: dxpu pcap convert --in A --out B --to nettlp|dxpu-eth|dxpu-udp`},
 		{[]string{"pcap", "info"}, "dxpu: pcap info: requires at least 1 arg(s), only received 0; usage: dxpu pcap info FILE..."},
 	} {
 		var errb syncBuffer

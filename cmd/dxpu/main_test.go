@@ -101,7 +101,7 @@ func TestExitStatus(t *testing.T) {
 	}{
 		{[]string{"tlp", "decode"}, "00000001 0100050f fedc0010", 0, `"kind":"MRd"`, ""},
 		{[]string{"tlp", "decode"}, "zz", 1, `"rule":"hex"`, "dxpu: tlp decode: 1 of 1 TLPs did not decode"},
-		{[]string{"tlp", "encode", "extra"}, "", 2, "", "dxpu: unknown command"},
+		{[]string{"tlp", "encode", "extra"}, "", 2, "", `dxpu: tlp encode: takes no operands, got "extra"`},
 		{[]string{"tlp", "decode", "--pcap", "x.pcap", "0000"}, "", 2, "", "dxpu: give hex TLPs or --pcap, not both"},
 		{[]string{"pcap", "info", "/nonexistent.pcap"}, "", 2, "", "dxpu: "},
 		{[]string{"pcap", "generate", "--out", "x", "--kind", "Foo"}, "", 2, "", "dxpu: generate: --kind: unknown TLP kind"},
