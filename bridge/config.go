@@ -186,21 +186,50 @@ func (c Config) Defaults() Config {
 	if c.Keyed() && c.SealMode == 0 {
 		c.SealMode = seal.ModeGCM
 	}
-	w := 1
-	for w < c.Window {
-		w <<= 1
+	// Round up a positive window only: a negative one stays for Validate
+	// to refuse rather than becoming a window of 1.
+	if c.Window > 0 {
+		w := 1
+		for w < c.Window {
+			w <<= 1
+		}
+		c.Window = w
 	}
-	c.Window = w
 	return c
 }
 
 // maxTLP is the largest TLP accepted: 4-DW header, payload, digest.
 func (c *Config) maxTLP() int { return tlp.Header4DW + c.MaxPayload + 4 }
 
+// ConfigError is what Validate returns: Field names the Config field, so
+// that a daemon can name the flag that set it. It wraps ErrConfig.
+type ConfigError struct {
+	Field   string
+	Problem string
+}
+
+func (e *ConfigError) Error() string { return fmt.Sprintf("%v: %s: %s", ErrConfig, e.Field, e.Problem) }
+func (e *ConfigError) Unwrap() error { return ErrConfig }
+
 // Validate reports the first field that makes no sense, after defaults.
 func (c *Config) Validate() error {
 	bad := func(field string, format string, args ...any) error {
-		return fmt.Errorf("%w: %s: %s", ErrConfig, field, fmt.Sprintf(format, args...))
+		return &ConfigError{Field: field, Problem: fmt.Sprintf(format, args...)}
+	}
+	// Defaults fills zeros only: a negative timer reaches here as given,
+	// and a negative Keepalive would make the bridge send without pause.
+	for _, t := range []struct {
+		field string
+		d     time.Duration
+	}{
+		{"CompletionTimeout", c.CompletionTimeout}, {"AckDelay", c.AckDelay},
+		{"InitialRTO", c.InitialRTO}, {"MinRTO", c.MinRTO}, {"MaxRTO", c.MaxRTO},
+		{"Keepalive", c.Keepalive}, {"DeadAfter", c.DeadAfter}, {"HelloInterval", c.HelloInterval},
+		{"RekeyGraceTime", c.RekeyGraceTime},
+	} {
+		if t.d < 0 {
+			return bad(t.field, "%v is negative", t.d)
+		}
 	}
 	switch {
 	case c.Role != RoleHost && c.Role != RoleGPU:
@@ -215,13 +244,11 @@ func (c *Config) Validate() error {
 		return bad("Key", "%d bytes, want %d", len(c.Key), seal.KeyLen)
 	case c.Keyed() && c.SealMode != seal.ModeGCM && c.SealMode != seal.ModeGMAC:
 		return bad("SealMode", "%v is neither %v nor %v", c.SealMode, seal.ModeGCM, seal.ModeGMAC)
-	case c.RekeyGraceTime < 0:
-		return bad("RekeyGraceTime", "%v is negative", c.RekeyGraceTime)
 	case c.MTU > 65535 || c.frameBudget() < encap.HeaderLen+2+c.maxTLP():
 		need := encap.HeaderLen + 2 + c.maxTLP() + (c.MTU - c.frameBudget())
 		return bad("MTU", "%d cannot carry one %d-byte TLP (need %d..65535)", c.MTU, c.maxTLP(), need)
-	case c.Window > 1<<15:
-		return bad("Window", "%d above 32768", c.Window)
+	case c.Window < 1 || c.Window > 1<<15:
+		return bad("Window", "%d: want 1..32768", c.Window)
 	case c.TxQueue < 1 || c.TxQueue > 1<<16:
 		return bad("TxQueue", "%d: want 1..65536", c.TxQueue)
 	case c.InfiniteQueue < 1 || c.InfiniteQueue > 1<<16:
@@ -232,10 +259,14 @@ func (c *Config) Validate() error {
 		return bad("MaxOutstanding", "%d is negative", c.MaxOutstanding)
 	case c.MinRTO <= 0 || c.MaxRTO < c.MinRTO || c.InitialRTO < c.MinRTO:
 		return bad("RTO", "want 0 < MinRTO <= InitialRTO and MinRTO <= MaxRTO")
+	case c.Keepalive <= 0:
+		return bad("Keepalive", "%v: want above 0", c.Keepalive)
 	case c.DeadAfter <= c.Keepalive:
 		return bad("DeadAfter", "%v must exceed Keepalive %v", c.DeadAfter, c.Keepalive)
-	case c.CompletionTimeout <= 0 || c.AckDelay < 0 || c.HelloInterval <= 0:
-		return bad("timers", "CompletionTimeout and HelloInterval must be positive, AckDelay not negative")
+	case c.CompletionTimeout <= 0:
+		return bad("CompletionTimeout", "%v: want above 0", c.CompletionTimeout)
+	case c.HelloInterval <= 0:
+		return bad("HelloInterval", "%v: want above 0", c.HelloInterval)
 	}
 	for i, cc := range c.Credits {
 		if cc.Headers < 0 || cc.Headers > 1<<15 || cc.Data < 0 || cc.Data > 1<<30 {

@@ -76,6 +76,15 @@ Example, a NetTLP host (libtlp on 127.0.0.1) and an emulated GPU:
   dxpu nettlp read --remote 127.0.0.2 --local 127.0.0.1 --addr 0x90000000 --size 4`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := numberFlags(cmd, []string{"keepalive", "dead-after", "mtu", "max-payload", "mps"}, "completion-timeout"); err != nil {
+				return exitCodeError{2, err}
+			}
+			if err := timerOrder(cmd); err != nil {
+				return exitCodeError{2, err}
+			}
+			if err := daemonKeyFlags(cmd, o.Insecure, o.KeyGeneration); err != nil {
+				return exitCodeError{2, err}
+			}
 			o.Log = e.log
 			fl.MPSGiven = cmd.Flags().Changed("mps")
 			if err := fl.Apply(&o); err != nil {
@@ -103,19 +112,19 @@ Example, a NetTLP host (libtlp on 127.0.0.1) and an emulated GPU:
 	}
 	f := cmd.Flags()
 	f.StringVar(&fl.Role, "role", "", "host or gpu")
-	f.Uint32Var(&o.Pair, "pair", 1, "pair ID (24 bits), the same on both sides")
+	f.Uint32Var(&o.Pair, "pair", 1, "pair ID (1..16777215), the same on both sides")
 	f.StringVar(&fl.Listen, "listen", "", "UDP address for frames from the peer (IP:PORT)")
 	f.StringVar(&fl.Peer, "peer", "", "the peer bridge's UDP address (IP:PORT)")
 	f.StringVar(&fl.Ether, "ether", "", "raw Ethernet instead of UDP: IFACE:MAC, the peer's MAC on IFACE (EtherType 0x88b5, needs CAP_NET_RAW)")
 	f.StringVar(&fl.EtherDriver, "ether-driver", "afpacket", "how --ether's frames move: afpacket, or afxdp (an AF_XDP socket and an XDP program on IFACE, zero-copy where the NIC offers it; root, MTU at most 3818)")
 	f.StringVar(&fl.PCIe, "pcie", "", "PCIe side: nettlp:LOCAL:REMOTE[:DMAREMOTE] (host), emu-gpu or memory (gpu)")
 	f.StringVar(&o.Metrics, "metrics", "", "serve Prometheus metrics on this TCP address (empty: off)")
-	f.DurationVar(&o.Keepalive, "keepalive", 50*time.Millisecond, "longest silence while up")
-	f.DurationVar(&o.DeadAfter, "dead-after", time.Second, "silence after which the link is down")
-	f.DurationVar(&o.CompletionTimeout, "completion-timeout", 0, "a forwarded request unanswered this long gets a CA completion (default: 250ms on the host side, below libtlp's 500 ms; twice --dead-after on the GPU side, so that an outage the link hides stays hidden from the GPU's DMA reads)")
+	f.DurationVar(&o.Keepalive, "keepalive", 50*time.Millisecond, "longest silence while up (above 0, below --dead-after)")
+	f.DurationVar(&o.DeadAfter, "dead-after", time.Second, "silence after which the link is down (above --keepalive)")
+	f.DurationVar(&o.CompletionTimeout, "completion-timeout", 0, "a forwarded request unanswered this long gets a CA completion (0, the default: 250ms on the host side, below libtlp's 500 ms; twice --dead-after on the GPU side, so that an outage the link hides stays hidden from the GPU's DMA reads)")
 	f.StringVar(&fl.GPUModel, "gpu-model", "h100", "emulated GPU model (h100, a100)")
 	f.StringVar(&fl.KeyFile, "key-file", "", "the pair key, the same on both sides: 32 raw bytes or 64 hex digits, mode 0600")
-	f.Uint32Var(&o.KeyGeneration, "key-generation", 1, "generation number of --key-file's key (both sides the same)")
+	f.Uint32Var(&o.KeyGeneration, "key-generation", 1, "generation number of --key-file's key, from 1 (both sides the same)")
 	f.StringVar(&fl.SealMode, "seal-mode", "gcm", "gcm (encryption and integrity) or gmac (integrity only); both sides the same")
 	f.StringVar(&cpus, "cpus", "", "run the daemon's threads on these CPUs only (3, 0-1,8: taskset's list); GOMAXPROCS follows (empty: every CPU)")
 	f.StringVar(&keyLog, "key-log", "", "append the pair's traffic secrets to this file (0600) for 'dxpu pcap unseal' (debugging: it opens the frames)")
@@ -142,4 +151,60 @@ func openKeyLog(path string, e *env) (func(seal.Secret), func(), error) {
 	}
 	e.log.Warn("key log on: the secrets written there open this bridge's sealed frames", "file", path)
 	return f.Log, func() { _ = f.Close() }, nil
+}
+
+// numberFlags refuses, up front and in one line naming the flag and its
+// value, a bridge daemon's duration or int flag that is negative (a
+// negative --keepalive reached the bridge and made it send without pause),
+// and one of positive that is 0, which means nothing there; the flags of
+// nonNegative take a default for 0, as their help says.
+func numberFlags(cmd *cobra.Command, positive []string, nonNegative ...string) error {
+	all := append(append([]string(nil), positive...), nonNegative...)
+	if err := checkFlags(cmd, all, func(v float64) bool { return v >= 0 }, bridged.ErrNegative.Error()); err != nil {
+		return err
+	}
+	return flagsPositive(cmd, positive...)
+}
+
+// timerOrder refuses a --dead-after not above --keepalive, naming each
+// with the value typed or, where none was, the default that applied.
+func timerOrder(cmd *cobra.Command) error {
+	fs := cmd.Flags()
+	ka, err := fs.GetDuration("keepalive")
+	if err != nil {
+		return err
+	}
+	da, err := fs.GetDuration("dead-after")
+	if err != nil {
+		return err
+	}
+	if da > ka {
+		return nil
+	}
+	text := func(name string) string {
+		f := fs.Lookup(name)
+		if f.Changed {
+			return f.Value.String()
+		}
+		return f.Value.String() + " (the default)"
+	}
+	return fmt.Errorf("--dead-after %s must exceed --keepalive %s", text("dead-after"), text("keepalive"))
+}
+
+// daemonKeyFlags refuses --key-generation 0 (generations start at 1, as
+// the manager issues them) and key flags given to an unkeyed daemon, which
+// would ignore them.
+func daemonKeyFlags(cmd *cobra.Command, insecure bool, gen uint32) error {
+	if gen == 0 {
+		return fmt.Errorf("--key-generation 0: generations start at 1")
+	}
+	if !insecure {
+		return nil
+	}
+	for _, name := range []string{"seal-mode", "key-generation", "key-log"} {
+		if f := cmd.Flags().Lookup(name); f != nil && f.Changed {
+			return fmt.Errorf("--%s %s: --insecure-no-keys runs the pair unkeyed, with nothing to seal", name, f.Value)
+		}
+	}
+	return nil
 }

@@ -1,11 +1,11 @@
 package main
 
 import (
+	"fmt"
 	"net"
 	"os"
 	"os/signal"
 	"syscall"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -39,8 +39,10 @@ end's registered ip:udp_port.
               again is reported to --manager: the allocation shows
               degraded while the link stays down past the manager's
               --degraded-after. Without --manager nothing is reported.
-  --role host an emulated host whose virtual PCIe switch has --ports
-              hot-plug downstream ports: hot-add enumerates the lent GPU
+  --role host an emulated host whose virtual PCIe switch has a hot-plug
+              downstream port for each of the first 32 of --ports (the
+              host's ports as registered, 32..65536; pairs on the others
+              are refused): hot-add enumerates the lent GPU
               (vendor 10de) on the pair's port, hot-remove and surprise
               removal take it away. A pair whose link goes down (the GPU
               side fell silent) is surprise-removed at once and reported to
@@ -71,6 +73,15 @@ one line per secret, for 'dxpu pcap unseal' (see 'dxpu bridge --help'); it
 holds no manager token or agent credential, but opens the frames it covers.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := numberFlags(cmd, []string{"keepalive", "dead-after", "mtu", "max-payload", "mps", "memory-mb"}, "completion-timeout"); err != nil {
+				return exitCodeError{2, err}
+			}
+			if err := timerOrder(cmd); err != nil {
+				return exitCodeError{2, err}
+			}
+			if err := bridgeagent.CheckPorts(o.Ports); err != nil {
+				return exitFor(err, 2)
+			}
 			o.Log, fl.Stdin, fl.VMOptions = e.log, cmd.InOrStdin(), guest.o
 			fl.MPSGiven = cmd.Flags().Changed("mps")
 			if err := fl.Apply(&o); err != nil {
@@ -99,7 +110,7 @@ holds no manager token or agent credential, but opens the frames it covers.`,
 	f.StringVar(&fl.CredentialFile, "agent-credential-file", "", "file (mode 0600) holding the agent credential the manager issued at registration")
 	f.StringVar(&fl.Listen, "listen", "", "UDP address of the data plane: the bridge endpoint's ip:udp_port (all pairs share it)")
 	f.StringVar(&fl.Switch, "switch", "", "UDP address frames go to (the UDP switch, e.g. 10.1.0.1:8855); empty: each pair's far end")
-	f.IntVar(&o.Ports, "ports", 32, "--role host: hot-plug ports, the host's registered ports (1..32; a --vm q35 guest fills the first 8)")
+	f.IntVar(&o.Ports, "ports", bridgeagent.MinPorts, fmt.Sprintf("--role host: hot-plug ports, the host's ports as registered with the manager (%d..%d); GPUs go on the first 32, on a --vm q35 guest the first 8", bridgeagent.MinPorts, bridgeagent.MaxPorts))
 	f.BoolVar(&fl.VM, "vm", false, "--role host: the host is a QEMU guest this agent boots and keeps up (see 'dxpu vm')")
 	guest.add(cmd)
 	_ = f.MarkHidden("bytes") // the guest only watches its bus
@@ -108,9 +119,9 @@ holds no manager token or agent credential, but opens the frames it covers.`,
 	f.StringVar(&fl.BoxFile, "box", "", "--role gpu: the box JSON (as given to ctl box add); pairs for other boxes or GPUs are refused")
 	f.StringVar(&fl.MemBase, "mem-base", "0x2000000000", "--pcie memory: base address")
 	f.StringVar(&fl.MemSize, "mem-size", "64M", "--pcie memory: size (suffixes K, M, G)")
-	f.DurationVar(&o.Keepalive, "keepalive", 50*time.Millisecond, "longest silence of a pair's bridge while up")
-	f.DurationVar(&o.DeadAfter, "dead-after", time.Second, "silence after which a pair's link is down")
-	f.DurationVar(&o.CompletionTimeout, "completion-timeout", 0, "a forwarded request unanswered this long gets a CA completion (default twice --dead-after, both roles: an outage the link hides stays hidden from the requests outstanding across it)")
+	f.DurationVar(&o.Keepalive, "keepalive", bridgeagent.DefaultKeepalive, "longest silence of a pair's bridge while up (above 0, below --dead-after)")
+	f.DurationVar(&o.DeadAfter, "dead-after", bridgeagent.DefaultDeadAfter, "silence after which a pair's link is down (above --keepalive)")
+	f.DurationVar(&o.CompletionTimeout, "completion-timeout", 0, "a forwarded request unanswered this long gets a CA completion (0, the default: twice --dead-after, both roles: an outage the link hides stays hidden from the requests outstanding across it)")
 	f.IntVar(&o.MTU, "mtu", 1472, "largest frame of every pair from the dxpu header on, in bytes (at most 9216, and the path's MTU less IP and UDP headers)")
 	f.IntVar(&o.MaxPayload, "max-payload", 512, "largest TLP payload of every pair in bytes (4..4096; the same at both ends)")
 	f.IntVar(&o.MPS, "mps", 256, "--pcie memory: Max Payload Size, largest completion payload in bytes (128..4096, at most --max-payload; less while a pair's host end takes less)")

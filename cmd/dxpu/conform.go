@@ -60,7 +60,10 @@ reference: the kit judges KEY-2..KEY-8 (sealing, key nonces, the handshake
 key, the replay window's edges, rekeying and its echo, the previous key's
 grace) by what the implementation answers. --next-key-file gives a newer
 generation the implementation holds installed but not active, for judging a
-key change (KEY-8); --rekey-after and --rekey-grace-time its rekey settings.`,
+key change (KEY-8); --rekey-after and --rekey-grace-time its rekey settings.
+Without --key-file the pair is unkeyed and these flags are refused. A
+keyed kit that gets only unsealed frames from the implementation fails
+KEY-2, saying so, instead of waiting for a frame that opens.`,
 		Example: `  dxpu conform --peer udp:192.0.2.7:8855 --role gpu --local 0.0.0.0:8855
   dxpu conform --peer udp:127.0.0.1:7001 --local 127.0.0.1:7002 --role gpu --addr 0x2000000000 \
       --keepalive 50ms --dead-after 1s --completion-timeout 2s --max-rto 200ms   # dxpu bridge's GPU side defaults
@@ -72,6 +75,14 @@ key change (KEY-8); --rekey-after and --rekey-grace-time its rekey settings.`,
 				ok  bool
 				err error
 			)
+			// Up front, one line each: the kit otherwise took a bad value
+			// for its default and waited 10 s for the implementation.
+			if err := numberFlags(cmd, given(cmd, "keepalive", "dead-after", "completion-timeout", "max-rto", "slack", "rekey-grace-time", "mtu", "size")); err != nil {
+				return exitCodeError{2, err}
+			}
+			if o.Size < 64 || o.Addr%4 != 0 {
+				return exitCodeError{2, fmt.Errorf("--addr %#x --size %d: want a DW-aligned address and at least 64 bytes", o.Addr, o.Size)}
+			}
 			if o.Role, ok = encap.ParseRole(role); !ok {
 				return exitCodeError{2, fmt.Errorf("--role %q: want host or gpu (the implementation under test's role)", role)}
 			}
@@ -86,7 +97,7 @@ key change (KEY-8); --rekey-after and --rekey-grace-time its rekey settings.`,
 				}
 				o.Doorbell = &db
 			}
-			if o.Keys, err = keys.load(); err != nil {
+			if o.Keys, err = keys.load(cmd.Flags()); err != nil {
 				return exitCodeError{2, err}
 			}
 			o.Logger = e.log
@@ -151,20 +162,28 @@ func (k *conformKeyFlags) register(f *pflag.FlagSet) {
 	f.DurationVar(&k.graceTime, "rekey-grace-time", 0, "the implementation's longest grace for a previous receive key (default 1s)")
 }
 
-func (k *conformKeyFlags) load() (conform.Keys, error) {
+// load checks the key flags and reads the keys. A key flag given without
+// --key-file is refused: the run is unkeyed, and ignoring it would judge
+// another pair than the one the user described.
+func (k *conformKeyFlags) load(fs *pflag.FlagSet) (conform.Keys, error) {
+	mode, err := seal.ParseMode(k.mode)
+	if err != nil {
+		return conform.Keys{}, err // names --seal-mode
+	}
+	if f := fs.Lookup("rekey-after"); f != nil && f.Changed && k.rekeyAfter == 0 {
+		return conform.Keys{}, fmt.Errorf("--rekey-after 0: must be positive")
+	}
 	if k.file == "" {
-		if k.nextFile != "" {
-			return conform.Keys{}, fmt.Errorf("--next-key-file without --key-file")
+		for _, name := range []string{"next-key-file", "seal-mode", "key-generation", "next-key-generation", "rekey-after", "rekey-grace-time"} {
+			if f := fs.Lookup(name); f != nil && f.Changed {
+				return conform.Keys{}, fmt.Errorf("--%s %s without --key-file: the pair is unkeyed", name, f.Value)
+			}
 		}
 		return conform.Keys{}, nil
 	}
 	key, err := bridged.LoadKeyFile(k.file)
 	if err != nil {
 		return conform.Keys{}, fmt.Errorf("--key-file: %w", err)
-	}
-	mode, err := seal.ParseMode(k.mode)
-	if err != nil {
-		return conform.Keys{}, fmt.Errorf("--seal-mode: %w", err)
 	}
 	if k.gen == 0 {
 		return conform.Keys{}, fmt.Errorf("--key-generation 0: generations start at 1")
@@ -183,4 +202,16 @@ func (k *conformKeyFlags) load() (conform.Keys, error) {
 		}
 	}
 	return out, nil
+}
+
+// given returns those of names that are on the command line: the kit's
+// flags whose 0 means the default, which a 0 typed out means nothing for.
+func given(cmd *cobra.Command, names ...string) []string {
+	var out []string
+	for _, n := range names {
+		if f := cmd.Flags().Lookup(n); f != nil && f.Changed {
+			out = append(out, n)
+		}
+	}
+	return out
 }

@@ -10,7 +10,6 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/dxpu/dxpu/bridge"
 	"github.com/dxpu/dxpu/bridge/driver"
@@ -96,16 +95,18 @@ func Start(ctx context.Context, o Options) (*Agent, error) {
 	if o.Log == nil {
 		o.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
+	a := &Agent{o: o, log: o.Log, late: bridged.NewLateLog(o.Log), ctx: ctx, lost: make(chan error, 1), pairs: map[uint32]*pairRun{}}
+	a.cred.Store(&o.Credential)
+	// The manager's URL is a flag to check before anything binds.
+	var err error
+	if a.rep, err = newReporter(o, a.credential, o.Log); err != nil {
+		return nil, err
+	}
 	mux, err := ListenMux(o.Listen)
 	if err != nil {
 		return nil, err
 	}
-	a := &Agent{o: o, log: o.Log, late: bridged.NewLateLog(o.Log), mux: mux, ctx: ctx, lost: make(chan error, 1), pairs: map[uint32]*pairRun{}}
-	a.cred.Store(&o.Credential)
-	if a.rep, err = newReporter(o, a.credential, o.Log); err != nil {
-		mux.Close()
-		return nil, err
-	}
+	a.mux = mux
 	switch {
 	case o.Role == bridge.RoleHost && o.VM != nil:
 		v, err := newVMHost(ctx, o)
@@ -125,7 +126,7 @@ func Start(ctx context.Context, o Options) (*Agent, error) {
 			}
 		}()
 	case o.Role == bridge.RoleHost:
-		h := newEmuHost(o.Ports, o.CompletionTimeout, o.Log)
+		h := newEmuHost(o.slots(), o.CompletionTimeout, o.Log)
 		a.host = h
 		a.wg.Add(1)
 		go func() { defer a.wg.Done(); h.loop(ctx) }()
@@ -267,9 +268,7 @@ func (a *Agent) ProgramPair(ctx context.Context, p manager.Pair) error {
 	}
 	// Seed 0: the bridge draws its session nonces and ISN from crypto/rand,
 	// so a restarted daemon never reopens the session its peer still holds.
-	b, err := bridge.New(bridge.Config{Role: a.o.Role, PairID: p.ID, MTU: a.o.MTU, MaxPayload: a.o.MaxPayload, Keepalive: a.o.Keepalive, DeadAfter: a.o.DeadAfter,
-		CompletionTimeout: a.o.CompletionTimeout, MaxRTO: max(a.o.DeadAfter/5, 20*time.Millisecond),
-		Key: p.Key.Key[:], KeyGeneration: p.Key.Generation, RequireKeys: true, KeyLog: a.o.KeyLog})
+	b, err := bridge.New(a.o.bridgeConfig(p.ID, p.Key.Key[:], p.Key.Generation))
 	if err != nil {
 		return fmt.Errorf("pair %d: %w", p.ID, err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/dxpu/dxpu/emu/gpu"
 	"github.com/dxpu/dxpu/fabric/pool"
 	"github.com/dxpu/dxpu/internal/app/apperr"
+	"github.com/dxpu/dxpu/internal/app/bridged"
 	"github.com/dxpu/dxpu/internal/app/vm"
 )
 
@@ -44,9 +45,10 @@ type Options struct {
 	// whatever switch routes between them.
 	Switch netip.AddrPort
 
-	// Host role: Ports hot-plug ports, as registered (default 32; a q35
-	// guest has the first maxGuestSlots of them), HostID the host this
-	// agent serves ("": any).
+	// Host role: Ports hot-plug ports, as registered with the manager
+	// (MinPorts..MaxPorts, default 32; the emulated host takes GPUs on the
+	// first 32 of them, a q35 guest on the first maxGuestSlots), HostID
+	// the host this agent serves ("": any).
 	Ports  int
 	HostID string
 	// VM, when set, makes the host a QEMU guest booted by the agent
@@ -96,18 +98,52 @@ func DefaultCompletionTimeout(deadAfter time.Duration) time.Duration {
 	return 2 * deadAfter
 }
 
+// Agent defaults: the timers every pair's bridge runs with when not given.
+const (
+	DefaultKeepalive = 50 * time.Millisecond
+	DefaultDeadAfter = time.Second
+)
+
+// Host ports as the manager registers a host (pool.Host.Validate): at
+// least pool.MinHostPorts, at most 65536.
+const (
+	MinPorts = pool.MinHostPorts
+	MaxPorts = 1 << 16
+)
+
+// maxSwitchSlots is the most ports that hold a GPU on the emulated host
+// (and a pc guest): its virtual switch's downstream ports are the device
+// numbers of one bus, 0..31.
+const maxSwitchSlots = 32
+
+// CheckPorts refuses a host's port count the manager would not register:
+// an agent with fewer ports than registered refuses the pairs the manager
+// puts on the others.
+func CheckPorts(n int) error {
+	if n < MinPorts || n > MaxPorts {
+		return apperr.Usage(fmt.Errorf("--ports %d: want %d..%d, the host's ports as registered with the manager", n, MinPorts, MaxPorts))
+	}
+	return nil
+}
+
 func (o *Options) fill() error {
-	if o.Keepalive <= 0 {
-		o.Keepalive = 50 * time.Millisecond
+	// Checked as given, before 0 takes a default: a negative timer was
+	// silently replaced, and the message names the values the user gave.
+	if err := (bridged.Timers{Keepalive: o.Keepalive, DeadAfter: o.DeadAfter, CompletionTimeout: o.CompletionTimeout,
+		DefaultKeepalive: DefaultKeepalive, DefaultDeadAfter: DefaultDeadAfter}).Check(); err != nil {
+		return apperr.Usage(err)
 	}
-	if o.DeadAfter <= 0 {
-		o.DeadAfter = time.Second
+	if o.Keepalive == 0 {
+		o.Keepalive = DefaultKeepalive
 	}
-	if o.CompletionTimeout <= 0 {
+	if o.DeadAfter == 0 {
+		o.DeadAfter = DefaultDeadAfter
+	}
+	if o.CompletionTimeout == 0 {
 		o.CompletionTimeout = DefaultCompletionTimeout(o.DeadAfter)
 	}
 	if o.Ports == 0 {
-		o.Ports = 32
+		o.Ports = MinPorts
 	}
 	if o.PCIe == "" {
 		o.PCIe = PCIeEmuGPU
@@ -118,19 +154,26 @@ func (o *Options) fill() error {
 	if o.MemBase == 0 {
 		o.MemBase = 0x20_0000_0000
 	}
+	if err := CheckPorts(o.Ports); err != nil {
+		return err
+	}
 	switch {
 	case o.Role != bridge.RoleHost && o.Role != bridge.RoleGPU:
 		return apperr.Usage(fmt.Errorf("role %v: want host or gpu", o.Role))
 	case !o.Listen.IsValid():
 		return apperr.Usage(fmt.Errorf("--listen: the data plane needs a UDP address (the bridge's registered ip:udp_port)"))
-	case o.Ports < 1 || o.Ports > 32:
-		return apperr.Usage(fmt.Errorf("--ports %d: want 1..32 (the virtual switch's downstream ports)", o.Ports))
 	case o.VM != nil && o.Role != bridge.RoleHost:
 		return apperr.Usage(fmt.Errorf("--vm is for --role host: the guest is the host that borrows GPUs"))
 	case o.PCIe != PCIeEmuGPU && o.PCIe != PCIeMemory:
 		return apperr.Usage(fmt.Errorf("--pcie %q: want %s or %s", o.PCIe, PCIeEmuGPU, PCIeMemory))
-	case o.Keepalive >= o.DeadAfter:
-		return apperr.Usage(fmt.Errorf("--keepalive %v must be shorter than --dead-after %v", o.Keepalive, o.DeadAfter))
+	}
+	// Every pair's bridge is built from the flags: refuse now what each
+	// would refuse at its programming (an --mtu too small for one TLP),
+	// naming the flag.
+	tmpl := o.bridgeConfig(1, make([]byte, seal.KeyLen), 1).Defaults()
+	if err := tmpl.Validate(); err != nil {
+		return apperr.Usage(bridged.NameFlag(err, map[string]string{"MTU": fmt.Sprintf("--mtu %d", o.MTU),
+			"MaxPayload": fmt.Sprintf("--max-payload %d", o.MaxPayload)}))
 	}
 	if o.Box != nil {
 		for _, g := range o.Box.GPUs {
@@ -144,14 +187,22 @@ func (o *Options) fill() error {
 	return nil
 }
 
-// slots is the number of host ports that can hold a GPU: all of them,
-// but in a q35 guest only the first maxGuestSlots (each is a PCIe root
-// port reserving 64 MiB of the guest's 32-bit MMIO window).
+// bridgeConfig is the configuration of a pair's bridge.
+func (o *Options) bridgeConfig(pair uint32, key []byte, gen uint32) bridge.Config {
+	return bridge.Config{Role: o.Role, PairID: pair, MTU: o.MTU, MaxPayload: o.MaxPayload, Keepalive: o.Keepalive, DeadAfter: o.DeadAfter,
+		CompletionTimeout: o.CompletionTimeout, MaxRTO: max(o.DeadAfter/5, 20*time.Millisecond),
+		Key: key, KeyGeneration: gen, RequireKeys: true, KeyLog: o.KeyLog}
+}
+
+// slots is the number of host ports that can hold a GPU: the first
+// maxSwitchSlots (a bus's devices), and in a q35 guest only the first
+// maxGuestSlots (each is a PCIe root port reserving 64 MiB of the guest's
+// 32-bit MMIO window). Pairs on the other registered ports are refused.
 func (o *Options) slots() int {
 	if o.VM != nil && (o.VM.Machine == "" || o.VM.Machine == "q35") {
 		return min(o.Ports, maxGuestSlots)
 	}
-	return o.Ports
+	return min(o.Ports, maxSwitchSlots)
 }
 
 // modelOf maps a pool GPU model to the emulated one.

@@ -19,6 +19,7 @@ import (
 
 	"github.com/dxpu/dxpu/bridge"
 	"github.com/dxpu/dxpu/fabric/manager"
+	"github.com/dxpu/dxpu/internal/app/apperr"
 )
 
 // reporter tells the manager what only this agent sees: a pair whose link
@@ -39,23 +40,24 @@ func newReporter(o Options, cred func() string, log *slog.Logger) (*reporter, er
 	if o.Manager == "" {
 		return r, nil
 	}
+	// Bad flags here are usage errors (exit 2), as ctl's --manager.
 	u, err := url.Parse(o.Manager)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("--manager %q: want an http(s) URL", o.Manager)
+		return nil, apperr.Usage(fmt.Errorf("--manager %q: want an http(s) URL", o.Manager))
 	}
 	if u.Scheme == "http" && !o.Insecure {
-		return nil, fmt.Errorf("--manager %q: plain http would carry the agent credential in clear; use https or --insecure (lab)", o.Manager)
+		return nil, apperr.Usage(fmt.Errorf("--manager %q: plain http would carry the agent credential in clear; use https or --insecure (lab)", o.Manager))
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12}
 	if o.ManagerCAFile != "" {
 		pem, err := os.ReadFile(o.ManagerCAFile)
 		if err != nil {
-			return nil, fmt.Errorf("--manager-ca-file: %w", err)
+			return nil, apperr.Usage(fmt.Errorf("--manager-ca-file: %w", err))
 		}
 		roots := x509.NewCertPool()
 		if !roots.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("--manager-ca-file %s holds no PEM certificate", o.ManagerCAFile)
+			return nil, apperr.Usage(fmt.Errorf("--manager-ca-file %s holds no PEM certificate", o.ManagerCAFile))
 		}
 		tr.TLSClientConfig.RootCAs = roots
 	}

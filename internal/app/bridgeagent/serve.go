@@ -41,18 +41,27 @@ func Run(ctx context.Context, o Options, ready func(a *Agent, api net.Addr)) err
 		}
 		tlsCfg = &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}}
 	}
+	// The options first, so that a bad flag is a usage error whatever the
+	// address; then bind before Start, which logs the agent running and
+	// (--vm) boots a guest: an address in use must end it before either.
+	if err := o.fill(); err != nil {
+		return err
+	}
+	if _, err := newReporter(o, nil, o.Log); err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", o.AgentListen)
+	if err != nil {
+		return fmt.Errorf("--agent-listen %q: %w", o.AgentListen, err)
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	a, err := Start(ctx, o)
 	if err != nil {
+		ln.Close()
 		return err
 	}
 	defer a.Wait()
-	ln, err := net.Listen("tcp", o.AgentListen)
-	if err != nil {
-		cancel()
-		return fmt.Errorf("--agent-listen %q: %w", o.AgentListen, err)
-	}
 	if tlsCfg != nil {
 		ln = tls.NewListener(ln, tlsCfg)
 	}

@@ -79,6 +79,9 @@ type Options struct {
 	Ready func(*Daemon)
 }
 
+// MaxPair is the largest pair ID (24 bits); 0 is never a pair's.
+const MaxPair = 1<<24 - 1
+
 // Ethernet drivers (Options.EtherDriver, --ether-driver).
 const (
 	EtherAFPacket = "afpacket"
@@ -129,21 +132,31 @@ func Run(ctx context.Context, o Options) error {
 	case o.Role == bridge.RoleGPU && o.PCIe.Kind != KindEmuGPU && o.PCIe.Kind != KindMemory:
 		return apperr.Usage(fmt.Errorf("--role gpu takes --pcie emu-gpu or memory (a NetTLP adapter is the host's side)"))
 	}
+	if o.Pair == 0 || o.Pair > MaxPair {
+		return apperr.Usage(fmt.Errorf("--pair %d: want 1..%d (24 bits; 0 is no pair)", o.Pair, MaxPair))
+	}
+	def := bridge.Config{}.Defaults()
+	if err := (Timers{Keepalive: o.Keepalive, DeadAfter: o.DeadAfter, CompletionTimeout: o.CompletionTimeout,
+		DefaultKeepalive: def.Keepalive, DefaultDeadAfter: def.DeadAfter}).Check(); err != nil {
+		return apperr.Usage(err)
+	}
 	if o.CompletionTimeout == 0 {
 		o.CompletionTimeout = DefaultCompletionTimeout(o.Role, o.DeadAfter)
 	}
 	if len(o.Key) == 0 && !o.Insecure {
 		return apperr.Usage(fmt.Errorf("a daemon seals its pair's frames: give the pair key (--key-file), or --insecure-no-keys for a lab"))
 	}
-	if o.Insecure && len(o.Key) == 0 {
-		o.Log.Warn("running unkeyed (--insecure-no-keys): anyone on the fabric who knows the pair ID can inject TLPs")
-	}
 	b, err := bridge.New(bridge.Config{Role: o.Role, PairID: o.Pair, MTU: o.MTU, MaxPayload: o.MaxPayload, Keepalive: o.Keepalive, DeadAfter: o.DeadAfter,
 		CompletionTimeout: o.CompletionTimeout, MaxRTO: max(20*time.Millisecond, o.DeadAfter/5),
 		Key: o.Key, KeyGeneration: o.KeyGeneration, SealMode: o.SealMode, RequireKeys: !o.Insecure,
 		KeyLog: o.KeyLog})
 	if err != nil {
-		return apperr.Usage(err)
+		return apperr.Usage(NameFlag(err, map[string]string{"MTU": fmt.Sprintf("--mtu %d", o.MTU),
+			"MaxPayload": fmt.Sprintf("--max-payload %d", o.MaxPayload), "Key": "--key-file"}))
+	}
+	// Warn once the options are known good: a usage error is one line.
+	if o.Insecure && len(o.Key) == 0 {
+		o.Log.Warn("running unkeyed (--insecure-no-keys): anyone on the fabric who knows the pair ID can inject TLPs")
 	}
 	var conn driver.Transport
 	switch {

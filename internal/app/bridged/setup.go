@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/netip"
 	"strings"
+	"time"
 
 	"github.com/dxpu/dxpu/bridge"
 	"github.com/dxpu/dxpu/bridge/nettlp"
@@ -15,6 +16,7 @@ import (
 	"github.com/dxpu/dxpu/emu/gpu"
 	"github.com/dxpu/dxpu/internal/app/apperr"
 	"github.com/dxpu/dxpu/internal/app/bytesize"
+	"github.com/dxpu/dxpu/internal/app/units"
 	"github.com/dxpu/dxpu/tlp/encap"
 )
 
@@ -169,4 +171,57 @@ func (z Sizes) Check() error {
 		return fmt.Errorf("--mps %d exceeds --max-payload %d: the bridge would refuse the device's completions", z.MPS, maxPayload)
 	}
 	return nil
+}
+
+// Timers are a bridge daemon's timers as its flags give them (`dxpu
+// bridge` and `dxpu bridge agent` alike), with what 0 means for the two
+// that must be ordered.
+type Timers struct {
+	Keepalive, DeadAfter, CompletionTimeout time.Duration
+	DefaultKeepalive, DefaultDeadAfter      time.Duration
+}
+
+// Check reports the first timer that makes no sense, naming its flag and
+// the value given (and the default, where 0 took it): bridge.Config's own
+// message names its fields and shows its defaults, not what the user typed.
+func (t Timers) Check() error {
+	for _, f := range []struct {
+		flag string
+		d    time.Duration
+	}{{"--keepalive", t.Keepalive}, {"--dead-after", t.DeadAfter}, {"--completion-timeout", t.CompletionTimeout}} {
+		if f.d < 0 {
+			return fmt.Errorf("%s %s: %w", f.flag, units.Duration(f.d), ErrNegative)
+		}
+	}
+	ka, kaText := orDefault(t.Keepalive, t.DefaultKeepalive)
+	da, daText := orDefault(t.DeadAfter, t.DefaultDeadAfter)
+	if da <= ka {
+		return fmt.Errorf("--dead-after %s must exceed --keepalive %s", daText, kaText)
+	}
+	return nil
+}
+
+// ErrNegative is wrapped by the errors of a flag given below zero.
+var ErrNegative = errors.New("must not be negative")
+
+// orDefault is d, or def for 0, with how to name it.
+func orDefault(d, def time.Duration) (time.Duration, string) {
+	if d == 0 {
+		return def, units.Duration(def) + " (the default, for 0)"
+	}
+	return d, units.Duration(d)
+}
+
+// NameFlag puts the flag and value that set a bridge.Config field before
+// the bridge's error about it: the bridge names its fields (MTU), the user
+// typed flags (--mtu 10). flags maps a field to its flag and value; an
+// error about another field is returned as it is.
+func NameFlag(err error, flags map[string]string) error {
+	var ce *bridge.ConfigError
+	if errors.As(err, &ce) {
+		if flag, ok := flags[ce.Field]; ok {
+			return fmt.Errorf("%s: %w", flag, err)
+		}
+	}
+	return err
 }

@@ -52,6 +52,23 @@ type Timers struct {
 	Slack time.Duration
 }
 
+// check refuses a negative timer: withDefaults takes 0 for its default,
+// and a negative one would be taken silently too.
+func (t Timers) check() error {
+	for _, f := range []struct {
+		name string
+		d    time.Duration
+	}{
+		{"HelloInterval", t.HelloInterval}, {"Keepalive", t.Keepalive}, {"DeadAfter", t.DeadAfter},
+		{"AckDelay", t.AckDelay}, {"MaxRTO", t.MaxRTO}, {"CompletionTimeout", t.CompletionTimeout}, {"Slack", t.Slack},
+	} {
+		if f.d < 0 {
+			return fmt.Errorf("%w: %s %v is negative", ErrOptions, f.name, f.d)
+		}
+	}
+	return nil
+}
+
 func (t Timers) withDefaults() Timers {
 	def := func(p *time.Duration, d time.Duration) {
 		if *p <= 0 {
@@ -127,6 +144,9 @@ var ErrMismatch = errors.New("conform: the implementation does not match the kit
 // error is for the kit's own failures (options, sockets, ctx); what the
 // IUT does wrong is in the report.
 func Run(ctx context.Context, o Options) (Report, error) {
+	if err := o.Timers.check(); err != nil {
+		return Report{Peer: o.Peer, Role: o.Role.String()}, err
+	}
 	o.Timers = o.Timers.withDefaults()
 	if o.Size == 0 {
 		o.Size = 4096
@@ -140,6 +160,9 @@ func Run(ctx context.Context, o Options) (Report, error) {
 	}
 	if o.PairID >= 1<<24 {
 		return rep, fmt.Errorf("%w: pair ID %#x does not fit 24 bits", ErrOptions, o.PairID)
+	}
+	if o.MTU < 0 {
+		return rep, fmt.Errorf("%w: MTU %d is negative", ErrOptions, o.MTU)
 	}
 	if o.Size < 64 || o.Addr%4 != 0 {
 		return rep, fmt.Errorf("%w: memory window %#x+%d: want a DW-aligned address and at least 64 bytes", ErrOptions, o.Addr, o.Size)
@@ -189,10 +212,13 @@ func Run(ctx context.Context, o Options) (Report, error) {
 	// (silent, so that it is still not up for HSK-1).
 	led.scenario = "start"
 	k.silent = true
-	heard, err := k.await(startWait, func() bool { return k.frames > 0 })
+	heard, err := k.await(startWait, func() bool { return k.frames > 0 || k.sealsNothing() })
 	k.silent = false
 	if err != nil {
 		return rep, fmt.Errorf("conform: %w", err)
+	}
+	if k.frames == 0 && k.arrived > 0 {
+		return k.noneOpened(rep)
 	}
 	if !heard {
 		return rep, fmt.Errorf("conform: no frame from the implementation under test (%s) within %v: is it running, with the kit's address (--local) as its peer?", rep.Peer, startWait)
@@ -220,6 +246,39 @@ func Run(ctx context.Context, o Options) (Report, error) {
 
 // startWait is how long the kit waits for the IUT's first frame.
 const startWait = 10 * time.Second
+
+// unsealedWait is how long a keyed kit takes unsealed frames, none
+// opening, before it concludes that the IUT runs unkeyed: a keyed IUT
+// seals every frame, whatever its session, so that takes no DeadAfter.
+const unsealedWait = 500 * time.Millisecond
+
+// sealsNothing says the IUT has sent a keyed kit unsealed frames, and
+// none that opened, for unsealedWait (the kit's stalls left out).
+func (k *kit) sealsNothing() bool {
+	return k.unsealed > 0 && k.frames == 0 && k.elapsed(k.firstUnsealed, k.now()) >= unsealedWait+k.timers.Slack
+}
+
+// noneOpened ends a keyed run whose IUT sent frames of which none opened.
+// Unsealed ones fail KEY-2, saying so, and the report says what else was
+// never exercised; sealed ones that do not open the kit cannot tell from
+// a key or mode other than its own, so it says what it saw.
+func (k *kit) noneOpened(rep Report) (Report, error) {
+	rep.Duration = time.Since(k.start)
+	if k.unsealed == 0 {
+		return rep, fmt.Errorf("%w: %d frames from the implementation under test (%s) in %v, none opened (the latest: %s): does it hold the kit's key (--key-file, --key-generation, --seal-mode)?",
+			ErrMismatch, k.arrived, rep.Peer, k.now().Round(time.Millisecond), k.unopenedWhy)
+	}
+	r := k.led.get("KEY-2")
+	r.Verdict = Fail
+	r.Reason = fmt.Sprintf("start: frames arrived but were not sealed: %d of the %d from the implementation had byte 0 bit 3 clear and none opened under --key-file (is it running unkeyed?)", k.unsealed, k.arrived)
+	for _, r := range k.led.res {
+		if r.Verdict == NA && r.Reason == "not exercised" {
+			r.Reason = "not exercised: no frame of the implementation was sealed"
+		}
+	}
+	rep.Results = k.led.results()
+	return rep, nil
+}
 
 // transport opens the socket Peer names; exact reports whether frames are
 // UDP payloads (no Ethernet padding).

@@ -109,8 +109,14 @@ type end struct {
 	// names them, telling a quiet IUT from one the kit could not read.
 	unopened    int
 	unopenedWhy string
-	frames      int
-	badFrames   int
+	// arrived counts every frame from the IUT, opened or not; unsealed
+	// those a keyed kit got unsealed, the first at firstUnsealed: frames
+	// that came but never opened are not "no frame" (Run).
+	arrived       int
+	unsealed      int
+	firstUnsealed time.Duration
+	frames        int
+	badFrames     int
 
 	// Round two (rules_more.go, scenarios_more.go).
 	mtu      int    // largest frame from the dxpu header on (FRM-3)
@@ -236,6 +242,7 @@ func (e *end) elapsed(from, to time.Duration) time.Duration {
 // input takes a frame as it came from the IUT: a keyed kit opens it
 // first, and a frame that does not open takes no effect.
 func (e *end) input(now time.Duration, b []byte) {
+	e.arrived++
 	if e.keys != nil {
 		p, ok := e.keys.open(e, now, b)
 		if !ok {

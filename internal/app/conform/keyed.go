@@ -45,13 +45,16 @@ func (k Keys) withDefaults() Keys {
 	if k.RekeyAfter == 0 {
 		k.RekeyAfter = seal.DefaultRekeyAfter
 	}
-	if k.GraceTime <= 0 {
+	if k.GraceTime == 0 { // a negative one stays, for check to refuse
 		k.GraceTime = seal.DefaultPreviousGraceTime
 	}
 	return k
 }
 
 func (k Keys) check() error {
+	if k.GraceTime < 0 {
+		return fmt.Errorf("%w: grace time %v is negative", ErrOptions, k.GraceTime)
+	}
 	if !k.keyed() {
 		if k.NextKey != nil {
 			return fmt.Errorf("%w: a next key without a key", ErrOptions)
@@ -285,6 +288,10 @@ func (s *keyed) open(e *end, now time.Duration, b []byte) ([]byte, bool) {
 	kind := h.Type().String() // a sealed body may be encrypted
 	if h.Flags()&seal.FlagSealed == 0 {
 		kind = frameKind(b)
+		if e.unsealed == 0 {
+			e.firstUnsealed = now
+		}
+		e.unsealed++
 		e.led.fail("KEY-2", "a %s frame not sealed (byte 0 bit 3 clear) on a keyed pair", kind)
 		return s.drop("unsealed %s frame", kind)
 	}

@@ -1,0 +1,149 @@
+package main
+
+import (
+	"context"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// daemonRunCode runs one command line as main does, under a deadline (a check
+// that regresses lets a daemon start or the kit wait for a peer, and the
+// test fails there instead of hanging), and returns the exit status,
+// stdout and stderr.
+func daemonRunCode(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Second)
+	defer cancel()
+	var out strings.Builder
+	var errb syncBuffer
+	code := run(ctx, newEnv(strings.NewReader(""), &out, &errb, args, noEnv))
+	return code, out.String(), errb.String()
+}
+
+// daemonUsageLine checks a usage error as main prints it: exit 2, nothing on
+// stdout, one line on stderr with want.
+func daemonUsageLine(t *testing.T, want string, args ...string) {
+	t.Helper()
+	code, out, errs := daemonRunCode(t, args...)
+	if code != 2 || out != "" || strings.Count(strings.TrimSpace(errs), "\n") != 0 || !strings.Contains(errs, want) {
+		t.Errorf("dxpu %s: exit %d, stdout %q, stderr %q; want exit 2 and one line with %q", strings.Join(args, " "), code, out, errs, want)
+	}
+}
+
+// TestBridgeDaemonFlags: every duration and count flag of `dxpu bridge`
+// is checked up front, in one line naming the flag and the value given. A
+// negative --keepalive ran (and made the bridge flood its peer); --mtu 0,
+// --max-payload 0, --mps 0 and --pair 0 ran on defaults or a pair ID no
+// pair has; --dead-after 0 named Go fields and a value never given.
+func TestBridgeDaemonFlags(t *testing.T) {
+	t.Parallel()
+	key := filepath.Join(t.TempDir(), "pair.key")
+	if err := os.WriteFile(key, []byte(strings.Repeat("ab", 32)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	base := []string{"bridge", "--role", "gpu", "--listen", "127.0.0.1:0", "--peer", "127.0.0.1:9", "--pcie", "memory"}
+	unkeyed := append(append([]string(nil), base...), "--insecure-no-keys")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--keepalive", "-5ms"}, "--keepalive -5ms: must not be negative"},
+		{[]string{"--dead-after", "-1s"}, "--dead-after -1s: must not be negative"},
+		{[]string{"--completion-timeout", "-1s"}, "--completion-timeout -1s: must not be negative"},
+		{[]string{"--keepalive", "0"}, "--keepalive 0s: must be positive"},
+		{[]string{"--dead-after", "0"}, "--dead-after 0s: must be positive"},
+		{[]string{"--keepalive", "2s"}, "--dead-after 1s (the default) must exceed --keepalive 2s"},
+		{[]string{"--dead-after", "10ms"}, "--dead-after 10ms must exceed --keepalive 50ms (the default)"},
+		{[]string{"--mtu", "0"}, "--mtu 0: must be positive"},
+		{[]string{"--mtu", "-3"}, "--mtu -3: must not be negative"},
+		{[]string{"--mtu", "10"}, "--mtu 10: bridge: bad config: MTU: 10 cannot carry one"},
+		{[]string{"--max-payload", "0"}, "--max-payload 0: must be positive"},
+		{[]string{"--mps", "0"}, "--mps 0: must be positive"},
+		{[]string{"--pair", "0"}, "--pair 0: want 1..16777215"},
+		{[]string{"--pair", "16777216"}, "--pair 16777216: want 1..16777215"},
+		{[]string{"--seal-mode", "gmac"}, "--seal-mode gmac: --insecure-no-keys runs the pair unkeyed"},
+		{[]string{"--key-generation", "0"}, "--key-generation 0: generations start at 1"},
+	} {
+		daemonUsageLine(t, c.want, append(unkeyed, c.args...)...)
+	}
+	daemonUsageLine(t, "--key-generation 0: generations start at 1", append(base, "--key-file", key, "--key-generation", "0")...)
+}
+
+// TestBridgeAgentFlags: the same for `dxpu bridge agent`, whose negative
+// timers were replaced by defaults in silence; --ports takes the host's
+// ports as the manager registers them (32..65536), not 1..32; --manager
+// that is no URL is a usage error (exit 2, as ctl's), not exit 1; an
+// --agent-listen address in use ends the agent in one line naming it,
+// before it logs that it runs.
+func TestBridgeAgentFlags(t *testing.T) {
+	t.Parallel()
+	cred := filepath.Join(t.TempDir(), "agent.cred")
+	if err := os.WriteFile(cred, []byte("c0ffee\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	agent := func(listen string, args ...string) []string {
+		return append([]string{"bridge", "agent", "--role", "host", "--agent-listen", listen, "--insecure",
+			"--agent-credential-file", cred, "--listen", "127.0.0.1:0"}, args...)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--keepalive", "-5ms"}, "--keepalive -5ms: must not be negative"},
+		{[]string{"--dead-after", "0"}, "--dead-after 0s: must be positive"},
+		{[]string{"--completion-timeout", "-1s"}, "--completion-timeout -1s: must not be negative"},
+		{[]string{"--keepalive", "2s"}, "--dead-after 1s (the default) must exceed --keepalive 2s"},
+		{[]string{"--keepalive", "2s", "--dead-after", "2s"}, "--dead-after 2s must exceed --keepalive 2s"},
+		{[]string{"--ports", "0"}, "--ports 0: want 32..65536"},
+		{[]string{"--ports", "31"}, "--ports 31: want 32..65536"},
+		{[]string{"--ports", "65537"}, "--ports 65537: want 32..65536"},
+		{[]string{"--mtu", "0"}, "--mtu 0: must be positive"},
+		{[]string{"--mtu", "10"}, "--mtu 10: bridge: bad config: MTU: 10 cannot carry one"},
+		{[]string{"--max-payload", "-4"}, "--max-payload -4: must not be negative"},
+		{[]string{"--memory-mb", "0"}, "--memory-mb 0: must be positive"},
+		{[]string{"--manager", "notaurl"}, `--manager "notaurl": want an http(s) URL`},
+	} {
+		daemonUsageLine(t, c.want, agent("127.0.0.1:0", c.args...)...)
+	}
+
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	code, out, errs := daemonRunCode(t, agent(busy.Addr().String())...)
+	if code != 1 || out != "" || strings.Count(strings.TrimSpace(errs), "\n") != 0 || !strings.Contains(errs, "--agent-listen \""+busy.Addr().String()+"\"") {
+		t.Errorf("--agent-listen in use: exit %d, stdout %q, stderr %q; want exit 1 and one line naming it", code, out, errs)
+	}
+}
+
+// TestConformKitFlags: the kit's flags are checked up front, one line
+// each, exit 2: a negative or zero timer, and a key flag without
+// --key-file, were taken and the kit waited 10 s to say that nothing
+// answered.
+func TestConformKitFlags(t *testing.T) {
+	t.Parallel()
+	base := []string{"conform", "--role", "gpu", "--peer", "udp:127.0.0.1:9", "--local", "127.0.0.1:0"}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--keepalive", "-5ms"}, "--keepalive -5ms: must not be negative"},
+		{[]string{"--dead-after", "0"}, "--dead-after 0s: must be positive"},
+		{[]string{"--slack", "-1s"}, "--slack -1s: must not be negative"},
+		{[]string{"--max-rto", "0"}, "--max-rto 0s: must be positive"},
+		{[]string{"--completion-timeout", "-1ms"}, "--completion-timeout -1ms: must not be negative"},
+		{[]string{"--mtu", "0"}, "--mtu 0: must be positive"},
+		{[]string{"--size", "8"}, "--size 8: want a DW-aligned address and at least 64 bytes"},
+		{[]string{"--seal-mode", "foo"}, `--seal-mode "foo": want gcm or gmac`},
+		{[]string{"--seal-mode", "gmac"}, "--seal-mode gmac without --key-file: the pair is unkeyed"},
+		{[]string{"--rekey-after", "64"}, "--rekey-after 64 without --key-file"},
+		{[]string{"--rekey-grace-time", "-1s"}, "--rekey-grace-time -1s: must not be negative"},
+	} {
+		daemonUsageLine(t, c.want, append(base, c.args...)...)
+	}
+}
