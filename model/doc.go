@@ -86,7 +86,10 @@
 // (launch, sync, h2d, d2h, mmio), and scales these so they sum to the
 // overhead (parallel work can hide part of what lies on the path). Per-step
 // figures use the ProfilerStep marks: a step runs from its first call to
-// the next step's first call.
+// the next step's first call. A step boundary counts only the delay that
+// every later boundary still has: a delay that a later synchronization or
+// the GPU's queue absorbs was slack, and counting it would make the step
+// that absorbs it look faster than measured.
 //
 // # Replaying the graph
 //

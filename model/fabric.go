@@ -1,7 +1,6 @@
 package model
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -22,13 +21,22 @@ type Fabric struct {
 	// keep in flight (PCIe tags: 32, 256 or 768 with 10-bit tags).
 	Tags int `json:"tags"`
 	// MRRS is the maximum read request size in bytes (128 to 4096).
-	MRRS int `json:"mrrs"`
+	MRRS int `json:"mrrs_bytes"`
 }
 
 // Defaults for the read-request limits of a data-center GPU behind the fabric.
 const (
 	DefaultTags = 256
 	DefaultMRRS = 512
+)
+
+// Bounds of what a fabric's inputs may say (flags, --sweep, profiles):
+// a round trip beyond a second or a link beyond 10 Tbit/s describes no
+// fabric, and spans re-timed with one would only mislead (an RTT of
+// hours printed an overhead of 10^11 %).
+const (
+	MaxRTT      = time.Second
+	MaxLinkGbps = 10000
 )
 
 // Native is the fabric of a GPU in the host's own slot: nothing added.
@@ -41,7 +49,7 @@ func (f Fabric) WithRTT(rtt time.Duration) Fabric { f.RTT = rtt; return f }
 func (f Fabric) Validate() error {
 	switch {
 	case f.RTT < 0:
-		return fmt.Errorf("model: negative RTT %v", f.RTT)
+		return fmt.Errorf("model: negative RTT %s", fmtDuration(f.RTT))
 	case f.Bandwidth < 0 || math.IsNaN(f.Bandwidth) || math.IsInf(f.Bandwidth, 0):
 		return fmt.Errorf("model: invalid bandwidth %v B/s", f.Bandwidth)
 	case f.Tags < 1 || f.Tags > 1024:
@@ -132,7 +140,8 @@ func ParseBandwidth(s string) (float64, error) {
 		{"gbps", 1e9 / 8}, {"mbps", 1e6 / 8}, {"tbps", 1e12 / 8},
 		{"gb/s", 1e9}, {"mb/s", 1e6}, {"tb/s", 1e12},
 		{"gib/s", 1 << 30}, {"mib/s", 1 << 20},
-		{"g", 1e9 / 8}, {"m", 1e6 / 8}, {"t", 1e12 / 8},
+		{"kbit/s", 1e3 / 8}, {"kbit", 1e3 / 8}, {"kbps", 1e3 / 8},
+		{"g", 1e9 / 8}, {"m", 1e6 / 8}, {"t", 1e12 / 8}, {"k", 1e3 / 8},
 	}
 	for _, u := range units {
 		if strings.HasSuffix(lower, u.suffix) {
@@ -159,13 +168,17 @@ func ParsePercent(s string) (float64, error) {
 	return v, nil
 }
 
+// ErrRTTRange is returned (wrapped) by ParseRTT for a round trip below 0
+// or above MaxRTT.
+var ErrRTTRange = fmt.Errorf("want 0 up to %s", fmtDuration(MaxRTT))
+
 // ParseRTT reads a duration such as "5us", "0.5ms" or a bare number of
-// microseconds.
+// microseconds, from 0 up to MaxRTT.
 func ParseRTT(s string) (time.Duration, error) {
 	t := strings.TrimSpace(s)
 	if v, err := strconv.ParseFloat(t, 64); err == nil {
-		if v < 0 || math.IsNaN(v) || v > 1e9 {
-			return 0, fmt.Errorf("model: RTT %q out of range", s)
+		if v < 0 || math.IsNaN(v) || v > float64(MaxRTT/time.Microsecond) {
+			return 0, fmt.Errorf("model: RTT %q us: %w", s, ErrRTTRange)
 		}
 		return time.Duration(v * float64(time.Microsecond)), nil
 	}
@@ -173,8 +186,13 @@ func ParseRTT(s string) (time.Duration, error) {
 	if err != nil {
 		return 0, fmt.Errorf("model: RTT %q: %w", s, err)
 	}
-	if d < 0 {
-		return 0, errors.New("model: RTT must not be negative")
+	if d < 0 || d > MaxRTT {
+		return 0, fmt.Errorf("model: RTT %s: %w", fmtDuration(d), ErrRTTRange)
 	}
 	return d, nil
 }
+
+// fmtDuration writes d as `dxpu help units` spells durations: 5us, never
+// Go's 5µs (the spelling of package internal/app/units, which a library
+// package does not import).
+func fmtDuration(d time.Duration) string { return strings.Replace(d.String(), "µs", "us", 1) }

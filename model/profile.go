@@ -15,8 +15,9 @@ import (
 // latency over the fabric minus the native one ({"mmio_read_us":
 // {"native": N, "fabric": F}}: a read is one round trip, so F-N is what the
 // fabric adds, bridges and switch included); else "added_rtt_us"; else
-// "rtt_us". The link rate is "gbit" (or "bandwidth_gbps", "link_gbps") in
-// Gbit/s; "tags" and "mrrs" are the read-request limits. These keys are
+// "rtt_us", at most MaxRTT. The link rate is "link_gbps" (or "gbit",
+// "bandwidth_gbps": older spellings) in Gbit/s, at most MaxLinkGbps;
+// "tags" and "mrrs_bytes" (or "mrrs") are the read-request limits. These keys are
 // read at the top level or inside an object named "fabric" or "config".
 func FabricFromProfile(r io.Reader, base Fabric) (Fabric, error) {
 	var doc map[string]any
@@ -60,22 +61,27 @@ func FabricFromProfile(r io.Reader, base Fabric) (Fabric, error) {
 		}
 		a, err1 := nat.Float64()
 		b, err2 := fab.Float64()
-		if err1 != nil || err2 != nil || a < 0 || b < a || b-a > 1e9 {
+		if err1 != nil || err2 != nil || a < 0 || b < a {
 			return base, fmt.Errorf("model: fabric profile: mmio_read_us fabric %s below native %s", fab, nat)
+		}
+		if b-a > float64(MaxRTT/time.Microsecond) {
+			return base, fmt.Errorf("model: fabric profile: mmio_read_us adds %g us: %w", b-a, ErrRTTRange)
 		}
 		f.RTT = time.Duration((b - a) * float64(time.Microsecond))
 	} else if rtt, ok, err := num("added_rtt_us", "rtt_us"); err != nil {
 		return base, err
 	} else if ok {
-		if rtt > 1e9 {
-			return base, fmt.Errorf("model: fabric profile: RTT %g us out of range", rtt)
+		if rtt > float64(MaxRTT/time.Microsecond) {
+			return base, fmt.Errorf("model: fabric profile: RTT %g us: %w", rtt, ErrRTTRange)
 		}
 		f.RTT = time.Duration(rtt * float64(time.Microsecond))
 	} else {
 		return base, fmt.Errorf("model: fabric profile: no mmio_read_us, added_rtt_us or rtt_us")
 	}
-	if bw, ok, err := num("gbit", "bandwidth_gbps", "link_gbps"); err != nil {
+	if bw, ok, err := num("link_gbps", "gbit", "bandwidth_gbps"); err != nil {
 		return base, err
+	} else if bw > MaxLinkGbps {
+		return base, fmt.Errorf("model: fabric profile: link %g Gbit/s: want at most %d", bw, MaxLinkGbps)
 	} else if ok {
 		f.Bandwidth = bw * 1e9 / 8
 	}
@@ -84,7 +90,7 @@ func FabricFromProfile(r io.Reader, base Fabric) (Fabric, error) {
 	} else if ok {
 		f.Tags = int(v)
 	}
-	if v, ok, err := num("mrrs"); err != nil {
+	if v, ok, err := num("mrrs_bytes", "mrrs"); err != nil {
 		return base, err
 	} else if ok {
 		f.MRRS = int(v)

@@ -40,7 +40,7 @@ func Validate(ctx context.Context, m Measurer, g *Graph, f Fabric, rtts []time.D
 		return nil, fmt.Errorf("model: measuring %s natively: %w", g.Name, err)
 	}
 	if native <= 0 {
-		return nil, fmt.Errorf("model: measurer returned native span %v for %s", native, g.Name)
+		return nil, fmt.Errorf("model: measurer returned native span %s for %s", fmtDuration(native), g.Name)
 	}
 	out := make([]Check, 0, len(rtts))
 	for _, r := range rtts {
@@ -49,7 +49,7 @@ func Validate(ctx context.Context, m Measurer, g *Graph, f Fabric, rtts []time.D
 		}
 		got, err := m.Measure(ctx, g, f.WithRTT(r))
 		if err != nil {
-			return out, fmt.Errorf("model: measuring %s at RTT %v: %w", g.Name, r, err)
+			return out, fmt.Errorf("model: measuring %s at RTT %s: %w", g.Name, fmtDuration(r), err)
 		}
 		p := g.Predict(f.WithRTT(r))
 		c := Check{RTT: r, PredictedPct: p.OverheadPct, MeasuredNative: native, MeasuredFabric: got,

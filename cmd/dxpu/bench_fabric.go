@@ -24,13 +24,16 @@ each natively (GPU on the host's root port) and over the fabric at --rtt.`,
   dxpu bench fabric --rtt 20us --tags 256 --sizes 64K,1M,16M`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if _, err := oneLinkRate(cmd.Flags()); err != nil {
+				return exitCodeError{2, err}
+			}
 			return exitFor(fabricbench.WriteReport(o, cmd.OutOrStdout()), 1)
 		},
 	}
 	f := cmd.Flags()
 	f.DurationVar(&o.RTT, "rtt", 5*time.Microsecond, "network round trip between the host-side and GPU-side bridges (see dxpu help units)")
 	f.Float64Var(&o.Gbit, "link-gbps", 100, "link rate of the host-GPU pair in Gbit/s")
-	deprecatedAlias(f, "gbit", "link-gbps", func() { f.Float64Var(&o.Gbit, "gbit", 100, "") })
+	linkRateAliases(f, &o.Gbit)
 	f.IntVar(&o.Tags, "tags", defaultTags, "outstanding DMA reads: 256 (8-bit tags) or 768 (10-bit tags), or any smaller cap")
 	f.IntVar(&o.MRRS, "mrrs", 512, "max read request size in bytes (128..4096)")
 	f.StringVar(&o.Sizes, "sizes", "4K,64K,1M,16M,64M", "copy sizes, comma-separated (K, M suffixes)")

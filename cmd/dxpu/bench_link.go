@@ -42,6 +42,9 @@ and pair_over_tcp; UDP runs again with datagrams of the pair's mean frame
   dxpu bench link --mix write=0.5,read=0.5 --read-size 4096 --duration 5s`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if _, err := oneLinkRate(cmd.Flags()); err != nil {
+				return exitCodeError{2, err}
+			}
 			if o.Virtual && !cmd.Flags().Changed("duration") {
 				o.Duration = virtualDuration
 			}
@@ -56,7 +59,7 @@ and pair_over_tcp; UDP runs again with datagrams of the pair's mean frame
 	f.Float64Var(&o.Corrupt, "corrupt", 0, "probability a frame gets a bit flipped (dropped by the FCS check)")
 	f.DurationVar(&o.Delay, "delay", 0, "one-way delay added to every frame (e.g. 5us)")
 	f.Float64Var(&o.LinkGbps, "link-gbps", 0, "link rate limit per direction in Gbit/s (0: none)")
-	deprecatedAlias(f, "bw", "link-gbps", func() { f.StringVar(&o.BW, "bw", "", "") })
+	linkRateAliases(f, &o.LinkGbps)
 	f.StringVar(&o.Mix, "mix", "write=0.7,read=0.3", "TLP mix: weights of write (posted MWr), read (MRd) and cfg (CfgRd0)")
 	f.IntVar(&o.WriteSize, "write-size", 256, "payload bytes per posted write")
 	f.IntVar(&o.ReadSize, "read-size", 512, "bytes per read request")

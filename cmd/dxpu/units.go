@@ -1,11 +1,17 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"math"
+	"strconv"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+
+	"github.com/dxpu/dxpu/model"
 )
 
 // defaultTags is every command's default for outstanding DMA read tags:
@@ -59,7 +65,9 @@ a duration as a string with its unit instead ("rtt": "12us", "max_rtt"),
 as its requests take them.
 
 Old spellings still work for a while, with a warning: --gbit and --bw are
---link-gbps.`
+--link-gbps (bench fabric, bench link, demo, model), with its plain number
+of Gbit/s; --bw also still reads a rate with its unit (100Gbit, 12.5GB/s,
+400G). Give one spelling, not two.`
 
 // newUnitsTopic builds the help topic `dxpu help units`.
 func newUnitsTopic() *cobra.Command {
@@ -89,4 +97,79 @@ func warnDeprecated(cmd *cobra.Command, w io.Writer) {
 			fmt.Fprintf(w, "dxpu: --%s is deprecated: use --%s (dxpu help units)\n", f.Name, now[0])
 		}
 	})
+}
+
+// linkRateAliases registers --gbit and --bw, the old spellings of
+// --link-gbps, on f: each writes rate, the variable of --link-gbps, so
+// they take the same plain number of Gbit/s; --bw also reads a rate with
+// its unit, as it once did (100Gbit, 12.5GB/s, 400G). Call it after
+// registering --link-gbps, and oneLinkRate in the command.
+func linkRateAliases(f *pflag.FlagSet, rate *float64) {
+	deprecatedAlias(f, "gbit", "link-gbps", func() { f.Var(gbpsAlias{rate: rate}, "gbit", "") })
+	deprecatedAlias(f, "bw", "link-gbps", func() { f.Var(gbpsAlias{rate: rate, withUnit: true}, "bw", "") })
+}
+
+// linkRateNames are the spellings of the link rate, the current one first.
+var linkRateNames = []string{"link-gbps", "gbit", "bw"}
+
+// errTwoLinkRates is oneLinkRate's refusal: two spellings of one rate
+// would silently let the last win.
+var errTwoLinkRates = errors.New("one link rate given twice (--gbit and --bw are old spellings of --link-gbps): give one")
+
+// oneLinkRate returns the spelling of the link rate given on the command
+// line ("--link-gbps" when none was), for messages, or errTwoLinkRates
+// when more than one was.
+func oneLinkRate(f *pflag.FlagSet) (string, error) {
+	given := ""
+	for _, n := range linkRateNames {
+		if f.Changed(n) {
+			if given != "" {
+				return "", fmt.Errorf("%s and --%s: %w", given, n, errTwoLinkRates)
+			}
+			given = "--" + n
+		}
+	}
+	if given == "" {
+		given = "--link-gbps"
+	}
+	return given, nil
+}
+
+// gbpsAlias is the value of an old spelling of --link-gbps: a number of
+// Gbit/s, finite and not negative (pflag then names the flag the user
+// typed: invalid argument "NaN" for "--gbit" flag: ...); withUnit also
+// reads a rate with its unit (model.ParseBandwidth's).
+type gbpsAlias struct {
+	rate     *float64
+	withUnit bool
+}
+
+func (v gbpsAlias) String() string {
+	if v.rate == nil {
+		return "0"
+	}
+	return strconv.FormatFloat(*v.rate, 'g', -1, 64)
+}
+
+func (v gbpsAlias) Type() string { return "float64" }
+
+func (v gbpsAlias) Set(s string) error {
+	g, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
+	if err != nil && v.withUnit {
+		var bytesPerSec float64
+		if bytesPerSec, err = model.ParseBandwidth(s); err == nil {
+			g = bytesPerSec * 8 / 1e9
+		}
+	}
+	switch {
+	case err != nil:
+		if v.withUnit {
+			return errors.New("want a number of Gbit/s such as 100, or a rate with its unit such as 100Gbit or 12.5GB/s")
+		}
+		return errors.New("want a number of Gbit/s such as 100")
+	case math.IsNaN(g) || math.IsInf(g, 0) || g < 0:
+		return errors.New("want a number of Gbit/s, 0 or more")
+	}
+	*v.rate = g
+	return nil
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/dxpu/dxpu/emu/topo"
 	"github.com/dxpu/dxpu/internal/app/apperr"
 	"github.com/dxpu/dxpu/internal/app/units"
+	"github.com/dxpu/dxpu/model"
 )
 
 type Pair struct {
@@ -31,7 +32,7 @@ type Report struct {
 	AddedRTTus   float64 `json:"added_rtt_us"`
 	LinkGbps     float64 `json:"link_gbps"`
 	Tags         int     `json:"tags"`
-	MRRS         int     `json:"mrrs"`
+	MRRS         int     `json:"mrrs_bytes"`
 	GPU          string  `json:"gpu"`
 	Path         string  `json:"path"`
 	Loss         float64 `json:"loss,omitempty"`
@@ -72,9 +73,13 @@ func WriteReport(o ReportOptions, out io.Writer) error {
 	case !ok:
 		return apperr.Usage(fmt.Errorf("--gpu %q: want h100 or a100", fl.Model))
 	case fl.RTT < 0:
-		return apperr.Usage(fmt.Errorf("--rtt must not be negative"))
-	case fl.Gbit <= 0:
-		return apperr.Usage(fmt.Errorf("--link-gbps must be positive"))
+		return apperr.Usage(fmt.Errorf("--rtt %s: must not be negative", units.Duration(fl.RTT)))
+	case fl.RTT > model.MaxRTT:
+		// The bounds of `dxpu model`, which reads this report: a round
+		// trip of hours is no fabric, though virtual time would run it.
+		return apperr.Usage(fmt.Errorf("--rtt %s: want at most %s", units.Duration(fl.RTT), units.Duration(model.MaxRTT)))
+	case !(fl.Gbit > 0) || fl.Gbit > model.MaxLinkGbps: // !(> 0): NaN too
+		return apperr.Usage(fmt.Errorf("--link-gbps must be positive and at most %d Gbit/s, got %g", model.MaxLinkGbps, fl.Gbit))
 	case fl.Tags < 1 || fl.Tags > 768:
 		return apperr.Usage(fmt.Errorf("--tags %d: want 1..768", fl.Tags))
 	case fl.MRRS < 128 || fl.MRRS > 4096 || fl.MRRS&(fl.MRRS-1) != 0:

@@ -2,6 +2,7 @@ package predict
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"strings"
 	"time"
@@ -9,19 +10,20 @@ import (
 	"github.com/dxpu/dxpu/emu/topo"
 	"github.com/dxpu/dxpu/internal/app/apperr"
 	"github.com/dxpu/dxpu/internal/app/jsonfile"
+	"github.com/dxpu/dxpu/internal/app/units"
 	"github.com/dxpu/dxpu/model"
 )
 
 // fabricOf assembles the fabric from the options or a profile.
 func fabricOf(f *Options) (model.Fabric, error) {
 	fab := model.Native
-	rtt, err := model.ParseRTT(f.RTT)
-	if err != nil {
-		return fab, usage("--added-rtt: %v", err)
+	rtt := f.AddedRTT
+	if err := checkRTT("--added-rtt", rtt); err != nil {
+		return fab, err
 	}
 	if f.NetworkRTTSet {
-		if f.NetworkRTT < 0 {
-			return fab, usage("--rtt %v: must not be negative", f.NetworkRTT)
+		if err := checkRTT("--rtt", f.NetworkRTT); err != nil {
+			return fab, err
 		}
 		// The model re-times with what the fabric adds over native PCIe:
 		// the network round trip plus the bridges' fixed cost, as the
@@ -29,9 +31,24 @@ func fabricOf(f *Options) (model.Fabric, error) {
 		rtt = topo.Fabric{RTT: f.NetworkRTT}.AddedRoundTrip()
 		f.RTTSet = true
 	}
-	bw, err := model.ParseBandwidth(f.BW)
-	if err != nil {
-		return fab, usage("--bw: %v", err)
+	link := f.LinkFlag
+	if link == "" {
+		link = "--link-gbps"
+	}
+	switch g := f.LinkGbps; {
+	case math.IsNaN(g) || math.IsInf(g, 0):
+		return fab, usage("%s %g: want a number of Gbit/s from 0 (no limit) up to %d", link, g, model.MaxLinkGbps)
+	case g < 0:
+		return fab, usage("%s %g: must not be negative (Gbit/s; 0: no limit)", link, g)
+	case g > model.MaxLinkGbps:
+		return fab, usage("%s %g: want at most %d Gbit/s", link, g, model.MaxLinkGbps)
+	}
+	bw := f.LinkGbps * 1e9 / 8
+	if f.TagsSet && (f.Tags < 1 || f.Tags > 1024) {
+		return fab, usage("--tags %d: want 1..1024 outstanding reads", f.Tags)
+	}
+	if f.MRRSSet && (f.MRRS < 128 || f.MRRS > 4096 || f.MRRS&(f.MRRS-1) != 0) {
+		return fab, usage("--mrrs %d: want a power of two in 128..4096 bytes", f.MRRS)
 	}
 	fab.RTT, fab.Bandwidth, fab.Tags, fab.MRRS = rtt, bw, f.Tags, f.MRRS
 	if f.Profile != "" {
@@ -62,9 +79,21 @@ func fabricOf(f *Options) (model.Fabric, error) {
 		}
 	}
 	if err := fab.Validate(); err != nil {
-		return fab, usage("%v", err)
+		return fab, usage("%w", err)
 	}
 	return fab, nil
+}
+
+// checkRTT refuses a round trip below 0 or above model.MaxRTT, naming
+// flag and writing the value as `dxpu help units` does (us, not µs).
+func checkRTT(flag string, d time.Duration) error {
+	switch {
+	case d < 0:
+		return usage("%s %s: must not be negative", flag, units.Duration(d))
+	case d > model.MaxRTT:
+		return usage("%s %s: want at most %s", flag, units.Duration(d), units.Duration(model.MaxRTT))
+	}
+	return nil
 }
 
 func parseSweep(s string) ([]time.Duration, error) {
@@ -82,7 +111,7 @@ func parseSweep(s string) ([]time.Duration, error) {
 		}
 		d, err := model.ParseRTT(part)
 		if err != nil {
-			return nil, usage("--sweep: %v", err)
+			return nil, usage("--sweep: %w", err)
 		}
 		out = append(out, d)
 	}

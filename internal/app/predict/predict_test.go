@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -26,7 +27,7 @@ const tinyTrace = `{"traceEvents":[
 
 // opts returns the options of `dxpu model` with the flags' defaults.
 func opts(traces ...string) Options {
-	return Options{Traces: traces, RTT: "5us", BW: "0", Tags: model.DefaultTags, MRRS: model.DefaultMRRS, Target: "10%",
+	return Options{Traces: traces, AddedRTT: 5 * time.Microsecond, Tags: model.DefaultTags, MRRS: model.DefaultMRRS, Target: "10%",
 		Measurer: replay.Measurer{}}
 }
 
@@ -50,7 +51,7 @@ func TestJSON(t *testing.T) {
 	t.Parallel()
 	p := writeTrace(t, tinyTrace)
 	o := opts(p)
-	o.RTT, o.JSON, o.Sweep = "10us", true, "0,10us"
+	o.AddedRTT, o.JSON, o.Sweep = 10*time.Microsecond, true, "0,10us"
 	out, err := run(t, o)
 	if err != nil {
 		t.Fatal(err)
@@ -73,7 +74,7 @@ func TestJSON(t *testing.T) {
 		t.Errorf("breakdown %v", bd)
 	}
 	o = opts(p)
-	o.RTT, o.JSON = "0", true
+	o.AddedRTT, o.JSON = 0, true
 	if out, err := run(t, o); err != nil || !strings.Contains(out, `"overhead_pct": 0,`) {
 		t.Errorf("rtt 0: %v %s", err, out)
 	}
@@ -118,8 +119,8 @@ func TestErrors(t *testing.T) {
 		t.Errorf("--validate without a measurer: %v", err)
 	}
 	for name, mod := range map[string]func(*Options){
-		"no trace": func(o *Options) { o.Traces = nil }, "--rtt soon": func(o *Options) { o.RTT = "soon" },
-		"--bw fast": func(o *Options) { o.BW = "fast" }, "--plot x.gif": func(o *Options) { o.Plot = "x.gif" },
+		"no trace": func(o *Options) { o.Traces = nil }, "--added-rtt 2s": func(o *Options) { o.AddedRTT = 2 * time.Second },
+		"--link-gbps NaN": func(o *Options) { o.LinkGbps = math.NaN() }, "--plot x.gif": func(o *Options) { o.Plot = "x.gif" },
 		"--target 0": func(o *Options) { o.Target = "0" }, "--target 200%": func(o *Options) { o.Target = "200%" },
 		"--rtt -1us": func(o *Options) { o.NetworkRTT, o.NetworkRTTSet = -time.Microsecond, true },
 	} {
@@ -194,7 +195,7 @@ func TestNetworkRTT(t *testing.T) {
 func TestNoBudget(t *testing.T) {
 	t.Parallel()
 	o := opts("../../../testdata/emu/mlp-train-emu.json.gz")
-	o.RTT, o.BW, o.Tags, o.MRRS = "10us", "100Gbit", 256, 512
+	o.AddedRTT, o.LinkGbps, o.Tags, o.MRRS = 10*time.Microsecond, 100, 256, 512
 	out, err := run(t, o)
 	if err != nil {
 		t.Fatal(err)
@@ -220,7 +221,7 @@ func TestNoBudget(t *testing.T) {
 		t.Errorf("JSON: %s", out)
 	}
 	// A fabric with a budget still has a number and no reason.
-	o.BW, o.Tags = "0", model.DefaultTags
+	o.LinkGbps, o.Tags = 0, model.DefaultTags
 	out, err = run(t, o)
 	if err != nil || json.Unmarshal([]byte(out), &r) != nil || r.Budget == nil || *r.Budget <= 0 ||
 		strings.Contains(out, "budget_none_reason") {

@@ -15,7 +15,11 @@ func printReport(out io.Writer, r *Report, fab model.Fabric) {
 		link = fmt.Sprintf("%g Gbit/s", fab.Bandwidth*8/1e9)
 	}
 	fmt.Fprintf(out, "trace %s: %d events, %d ops, %d launches, %d blocking waits\n", r.Trace, r.Graph.Events, r.Graph.Nodes, r.Graph.Launches, r.Graph.Waits)
-	fmt.Fprintf(out, "fabric: +%g us RTT, link %s, %d tags x %d B MRRS\n\n", r.AddedRTTus, link, fab.Tags, fab.MRRS)
+	network := ""
+	if r.RTTus != nil {
+		network = fmt.Sprintf(" (network %g us + the bridges)", *r.RTTus)
+	}
+	fmt.Fprintf(out, "fabric: +%g us RTT%s, link %s, %d tags x %d B MRRS\n\n", r.AddedRTTus, network, link, fab.Tags, fab.MRRS)
 	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
 	p := r.pred
 	fmt.Fprintf(tw, "baseline\t%s\n", fmtDur(p.Baseline))
@@ -99,5 +103,29 @@ func printMarkdown(out io.Writer, reports []*Report) {
 			continue
 		}
 		fmt.Fprintf(out, " %s%.0f us |\n", at, *r.BudgetRTTus)
+	}
+}
+
+// printValidationMarkdown prints the README's second table: one row per
+// trace, "predicted % / measured %" at each RTT of the validation.
+func printValidationMarkdown(out io.Writer, reports []*Report) {
+	if len(reports) == 0 {
+		return
+	}
+	fmt.Fprint(out, "| trace |")
+	for _, c := range reports[0].Validation {
+		fmt.Fprintf(out, " +%g us |", c.AddedRTTus)
+	}
+	fmt.Fprint(out, "\n| --- |")
+	for range reports[0].Validation {
+		fmt.Fprint(out, " ---: |")
+	}
+	fmt.Fprintln(out)
+	for _, r := range reports {
+		fmt.Fprintf(out, "| %s |", r.Trace)
+		for _, c := range r.Validation {
+			fmt.Fprintf(out, " %.2f / %.2f |", c.PredictedPct, c.MeasuredPct)
+		}
+		fmt.Fprintln(out)
 	}
 }

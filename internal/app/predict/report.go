@@ -10,11 +10,14 @@ import (
 
 // Report is the JSON of one trace.
 type Report struct {
-	Trace       string             `json:"trace"`
+	Trace string `json:"trace"`
+	// RTTus is the network round trip, when one was given (--rtt);
+	// AddedRTTus, always there, what the fabric adds over native PCIe.
+	RTTus       *float64           `json:"rtt_us,omitempty"`
 	AddedRTTus  float64            `json:"added_rtt_us"`
 	LinkGbps    float64            `json:"link_gbps"`
 	Tags        int                `json:"tags"`
-	MRRS        int                `json:"mrrs"`
+	MRRS        int                `json:"mrrs_bytes"`
 	BaselineS   float64            `json:"baseline_s"`
 	PredictedS  float64            `json:"predicted_s"`
 	OverheadPct float64            `json:"overhead_pct"`
