@@ -206,10 +206,14 @@ func (g *GPU) memRead(v tlp.View) {
 	clear(data) // BAR3 reads as zeros
 	switch bar {
 	case 0:
-		for i := 0; i < n; i += 4 {
+		// Registers are dwords: each byte read comes from its place in
+		// its dword (a 1-byte read at +2 is the register's third byte).
+		end := off + uint64(n)
+		for a := off &^ 3; a < end; a += 4 {
 			var w [4]byte
-			binary.LittleEndian.PutUint32(w[:], g.readReg((off+uint64(i))&^3))
-			copy(data[i:], w[:])
+			binary.LittleEndian.PutUint32(w[:], g.readReg(a))
+			lo, hi := max(a, off), min(a+4, end)
+			copy(data[lo-off:hi-off], w[lo-a:hi-a])
 		}
 	case 1:
 		g.VRAM.Read(off, data)
@@ -240,8 +244,16 @@ func (g *GPU) memWrite(v tlp.View) {
 	data := p[lead : lead+n]
 	switch bar {
 	case 0:
-		if n >= 4 && off&3 == 0 {
-			g.writeReg(off, binary.LittleEndian.Uint32(data))
+		// Every dword the write touches, its other bytes kept (byte
+		// enables): a 64-bit store sets two registers, a 1-byte store
+		// one byte of one.
+		end := off + uint64(n)
+		for a := off &^ 3; a < end; a += 4 {
+			var w [4]byte
+			binary.LittleEndian.PutUint32(w[:], g.readReg(a))
+			lo, hi := max(a, off), min(a+4, end)
+			copy(w[lo-a:hi-a], data[lo-off:hi-off])
+			g.writeReg(a, binary.LittleEndian.Uint32(w[:]))
 		}
 	case 1:
 		g.VRAM.Write(off, data)
