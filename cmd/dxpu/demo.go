@@ -40,6 +40,7 @@ the native time, the fabric time, the overhead and the performance model's predi
 				return exitCodeError{2, fmt.Errorf("--rtt %s: want at most %s", units.Duration(o.RTT), units.Duration(model.MaxRTT))}
 			}
 			o.BytesPerSec = gbit * 1e9 / 8
+			o.RTTSet = cmd.Flags().Changed("rtt")
 			return exitFor(demo.Present(cmd.Context(), o, cmd.OutOrStdout(), cmd.ErrOrStderr()), 1)
 		},
 	}

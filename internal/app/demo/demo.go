@@ -35,6 +35,9 @@ type Config struct {
 	// RTT overrides the network round trip between bridges (0: the RTTs
 	// registered with the control plane: 3us in the same rack, 6us across).
 	RTT time.Duration
+	// RTTSet: RTT was given, 0 too (--rtt 0 fell back to the per-rack
+	// RTTs without a word).
+	RTTSet bool
 	// BytesPerSec is the fabric rate of one pair (default 100 Gbit/s).
 	BytesPerSec float64
 	// TracesDir holds the profiler traces ("" : none).
@@ -273,7 +276,7 @@ func datacenter(ctx context.Context, cfg *Config, rep *Report) ([]*hostPlan, err
 		for _, a := range p.alloc.GPUs {
 			p.rtt = max(p.rtt, rtts[p.id+"/"+a.Box])
 		}
-		if cfg.RTT > 0 {
+		if cfg.RTT > 0 || cfg.RTTSet {
 			p.rtt = cfg.RTT
 		}
 		f := &topo.Fabric{RTT: p.rtt, BytesPerSec: cfg.BytesPerSec}

@@ -66,11 +66,13 @@ func TestDemoWithoutTraces(t *testing.T) {
 }
 
 // TestPresentJSON: `dxpu demo --json` prints JSON lines, one object per
-// workload, and nothing on stderr with --quiet.
+// workload, and nothing on stderr with --quiet. It runs with --rtt 0,
+// which must mean 0 (it fell back to the per-rack 3 and 6 us): every
+// workload's added RTT is the bridges' 1.3 us alone.
 func TestPresentJSON(t *testing.T) {
 	t.Parallel()
 	var out, errb bytes.Buffer
-	err := Present(context.Background(), Options{Config: Config{BytesPerSec: 100e9 / 8, TracesDir: t.TempDir(), Workers: 2}, JSON: true, Quiet: true}, &out, &errb)
+	err := Present(context.Background(), Options{Config: Config{BytesPerSec: 100e9 / 8, TracesDir: t.TempDir(), Workers: 2, RTTSet: true}, JSON: true, Quiet: true}, &out, &errb)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,6 +92,9 @@ func TestPresentJSON(t *testing.T) {
 			if _, ok := r[k]; !ok {
 				t.Fatalf("row %v lacks %q", r, k)
 			}
+		}
+		if r["added_rtt_us"] != 1.3 {
+			t.Errorf("%v: added_rtt_us %v with --rtt 0, want the bridges' 1.3", r["workload"], r["added_rtt_us"])
 		}
 	}
 	if errb.Len() != 0 {
