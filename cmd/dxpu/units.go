@@ -54,12 +54,14 @@ const unitsHelp = `One name and one unit for each quantity, in every command:
 Durations always carry a unit, in Go's syntax: 250ns, 5us, 1.5ms, 2s (flags
 read 5µs too; output always writes us).
 
-Every command prints text for people by default and JSON with --json.
+Every command that reports prints text for people by default and JSON with
+--json; nettlp read and write, replay and the daemons print data and logs.
 
 JSON keys are snake_case and carry their unit: _us microseconds, _ns
-nanoseconds, _s seconds, _pct percent, _gbps Gbit/s (never GB/s), _bytes
-bytes. rtt_us is the network round trip, added_rtt_us the added one. Reports
-that print several objects print JSON lines (one object per line). The
+nanoseconds, _ms milliseconds (timers as configured), _s seconds, _pct
+percent, _gbps Gbit/s (never GB/s), _bytes bytes. rtt_us is the network
+round trip, added_rtt_us the added one. Reports that print several objects
+print JSON lines (one object per line). The
 manager's API, and ctl --json, which prints its objects as they are, write
 a duration as a string with its unit instead ("rtt": "12us", "max_rtt"),
 as its requests take them.

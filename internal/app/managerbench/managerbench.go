@@ -123,7 +123,7 @@ type Result struct {
 	Boxes         int      `json:"boxes"`
 	Hosts         int      `json:"hosts"`
 	Clients       int      `json:"clients"`
-	Seconds       float64  `json:"seconds"`
+	Seconds       float64  `json:"duration_s"`
 	// Allocations that succeeded and Releases of them; Refused: the pool
 	// had not enough free GPUs or host ports (the load keeps it about
 	// 60% lent, so few); Errors: any other failure.
