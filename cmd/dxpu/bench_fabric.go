@@ -27,6 +27,9 @@ each natively (GPU on the host's root port) and over the fabric at --rtt.`,
 			if _, err := oneLinkRate(cmd.Flags()); err != nil {
 				return exitCodeError{2, err}
 			}
+			if err := flagsProbability(cmd, "loss"); err != nil {
+				return exitCodeError{2, err}
+			}
 			return exitFor(fabricbench.WriteReport(o, cmd.OutOrStdout()), 1)
 		},
 	}

@@ -45,6 +45,12 @@ and pair_over_tcp; UDP runs again with datagrams of the pair's mean frame
 			if _, err := oneLinkRate(cmd.Flags()); err != nil {
 				return exitCodeError{2, err}
 			}
+			if err := flagsProbability(cmd, "loss", "dup", "reorder", "corrupt"); err != nil {
+				return exitCodeError{2, err}
+			}
+			if err := flagsRate(cmd, "link-gbps"); err != nil {
+				return exitCodeError{2, err}
+			}
 			if o.Virtual && !cmd.Flags().Changed("duration") {
 				o.Duration = virtualDuration
 			}
@@ -57,7 +63,7 @@ and pair_over_tcp; UDP runs again with datagrams of the pair's mean frame
 	f.Float64Var(&o.Dup, "dup", 0, "probability a frame is duplicated")
 	f.Float64Var(&o.Reorder, "reorder", 0, "probability a frame is held back behind the next one")
 	f.Float64Var(&o.Corrupt, "corrupt", 0, "probability a frame gets a bit flipped (dropped by the FCS check)")
-	f.DurationVar(&o.Delay, "delay", 0, "one-way delay added to every frame (e.g. 5us)")
+	f.DurationVar(&o.Delay, "delay", 0, "one-way delay added to every frame (e.g. 5us; at most 1s)")
 	f.Float64Var(&o.LinkGbps, "link-gbps", 0, "link rate limit per direction in Gbit/s (0: none)")
 	linkRateAliases(f, &o.LinkGbps)
 	f.StringVar(&o.Mix, "mix", "write=0.7,read=0.3", "TLP mix: weights of write (posted MWr), read (MRd) and cfg (CfgRd0)")

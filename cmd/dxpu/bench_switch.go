@@ -30,6 +30,9 @@ The XDP and veth figures need root; without it they are reported as errors
 and the Go figure is still measured. Figures are medians over --rounds.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := flagsPositive(cmd, "duration"); err != nil {
+				return exitCodeError{2, err}
+			}
 			return exitFor(switchbench.Run(o, cmd.OutOrStdout()), 2)
 		},
 	}

@@ -2,12 +2,13 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/spf13/cobra"
 )
 
-// flagsPositive returns an error naming the first of the int or duration
+// flagsPositive returns an error naming the first of the int, float or duration
 // flags that holds zero or less, with its value; flagsNonNegative the
 // first below zero (flags whose 0 means "the default"). One line, one
 // flag: a message listing every flag leaves the user to find theirs.
@@ -17,6 +18,20 @@ func flagsPositive(cmd *cobra.Command, names ...string) error {
 
 func flagsNonNegative(cmd *cobra.Command, names ...string) error {
 	return checkFlags(cmd, names, func(v float64) bool { return v >= 0 }, "must not be negative (0: the default)")
+}
+
+// flagsProbability returns an error naming the first of the float flags
+// that is not a probability: finite and from 0 to 1. The test is written
+// !(p >= 0 && p <= 1), so that NaN, which every comparison fails, fails it.
+func flagsProbability(cmd *cobra.Command, names ...string) error {
+	return checkFlags(cmd, names, func(v float64) bool { return v >= 0 && v <= 1 }, "want a probability from 0 to 1")
+}
+
+// flagsRate returns an error naming the first of the float flags that is
+// not a finite rate of 0 or more (NaN and ±Inf fail); the command checks
+// its own upper bound and whether 0 is allowed.
+func flagsRate(cmd *cobra.Command, names ...string) error {
+	return checkFlags(cmd, names, func(v float64) bool { return v >= 0 && !math.IsInf(v, 0) }, "want a finite rate, 0 or more")
 }
 
 func checkFlags(cmd *cobra.Command, names []string, ok func(float64) bool, want string) error {
@@ -31,6 +46,8 @@ func checkFlags(cmd *cobra.Command, names []string, ok func(float64) bool, want 
 			var n int
 			n, err = fs.GetInt(name)
 			v = float64(n)
+		case f.Value.Type() == "float64":
+			v, err = fs.GetFloat64(name)
 		case f.Value.Type() == "duration":
 			var d time.Duration
 			d, err = fs.GetDuration(name)

@@ -47,6 +47,18 @@ func (f *vmFlags) check() error {
 	if f.bytes == 0 || f.bytes > uint64(f.o.MemoryMB)<<20/4 {
 		return exitCodeError{2, fmt.Errorf("--bytes %d: want 1..a quarter of the guest's RAM", f.bytes)}
 	}
+	// Before QEMU starts: a kernel it cannot open ended as "QMP
+	// qmp_capabilities: ... connection reset by peer".
+	for _, p := range []struct{ flag, path string }{{"--kernel", f.o.Kernel}, {"--busybox", f.o.Busybox}} {
+		if p.path == "" {
+			continue
+		}
+		if fi, err := os.Stat(p.path); err != nil {
+			return exitCodeError{2, fmt.Errorf("%s: %w", p.flag, err)}
+		} else if !fi.Mode().IsRegular() {
+			return exitCodeError{2, fmt.Errorf("%s %s: not a regular file", p.flag, p.path)}
+		}
+	}
 	return nil
 }
 
@@ -90,11 +102,14 @@ launch and sync, boot time, MMIO read latency, copy rates and the path.`,
 		Example: "  dxpu vm demo --json\n  dxpu vm demo --loss 0.01 --bytes 16777216",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := flagsProbability(cmd, "loss"); err != nil {
+				return exitCodeError{2, err}
+			}
+			if loss == 1 {
+				return exitCodeError{2, fmt.Errorf("--loss %g: want a probability from 0 to below 1 (all frames lost never finishes)", loss)}
+			}
 			if err := f.check(); err != nil {
 				return err
-			}
-			if loss < 0 || loss >= 1 {
-				return exitCodeError{2, fmt.Errorf("--loss %g: want 0 <= loss < 1", loss)}
 			}
 			f.o.Log = e.log
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)

@@ -84,7 +84,7 @@ func WriteReport(o ReportOptions, out io.Writer) error {
 		return apperr.Usage(fmt.Errorf("--tags %d: want 1..768", fl.Tags))
 	case fl.MRRS < 128 || fl.MRRS > 4096 || fl.MRRS&(fl.MRRS-1) != 0:
 		return apperr.Usage(fmt.Errorf("--mrrs %d: want a power of two in 128..4096", fl.MRRS))
-	case fl.Loss < 0 || fl.Loss >= 1:
+	case !(fl.Loss >= 0 && fl.Loss < 1): // NaN fails too
 		return apperr.Usage(fmt.Errorf("--loss %v: want 0 <= loss < 1", fl.Loss))
 	case fl.Loss > 0 && !fl.Bridge:
 		return apperr.Usage(fmt.Errorf("--loss needs --bridge: only real bridges recover lost frames"))

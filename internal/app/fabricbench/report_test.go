@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"math"
 	"testing"
 	"time"
 
@@ -44,6 +45,7 @@ func TestReportBadOptions(t *testing.T) {
 		"--sizes 0": func(o *ReportOptions) { o.Sizes = "0" }, "--gpu v100": func(o *ReportOptions) { o.Model = "v100" },
 		"--tags 0": func(o *ReportOptions) { o.Tags = 0 }, "--mrrs 100": func(o *ReportOptions) { o.MRRS = 100 },
 		"--loss without --bridge": func(o *ReportOptions) { o.Loss = 0.1 }, "--clock now": func(o *ReportOptions) { o.Clock = "now" },
+		"--bridge --loss NaN": func(o *ReportOptions) { o.Bridge, o.Loss = true, math.NaN() },
 	} {
 		o := reportOptions()
 		mod(&o)

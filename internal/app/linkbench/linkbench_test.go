@@ -55,3 +55,19 @@ func TestVirtualDeterministic(t *testing.T) {
 	}
 	t.Logf("virtual, 1%% loss: %.2f Gb/s, %d writes, %d reads, retx %d, write p50 %.2f us", a.GoodputGbps, a.Delivered, a.Completed, a.Retransmits, a.WriteLatency.P50)
 }
+
+// TestVirtualDrainsLongDelay: with a one-way delay far above the issuing
+// time (5ms against 2ms of TLPs), the virtual run goes on until every TLP
+// in flight has arrived or been answered, rather than stopping and
+// counting those in flight as lost.
+func TestVirtualDrainsLongDelay(t *testing.T) {
+	t.Parallel()
+	o := Options{Faults: memlink.Faults{Delay: 5 * time.Millisecond}, Duration: 2 * time.Millisecond}
+	r, err := RunVirtual(o, 50*time.Nanosecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.OK() || r.Lost != 0 || r.Delivered != r.WritesSent || r.WritesSent == 0 || len(r.Events) > 0 {
+		t.Fatalf("5ms delay: sent %d delivered %d lost %d unanswered %d events %q", r.WritesSent, r.Delivered, r.Lost, r.Unanswered, r.Events)
+	}
+}

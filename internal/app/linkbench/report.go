@@ -95,9 +95,12 @@ type ReportOptions struct {
 // apperr.ErrUsage; broken delivery invariants are apperr.ErrFailed.
 func WriteReport(ctx context.Context, ro ReportOptions, w io.Writer) error {
 	fl := &ro
-	for name, p := range map[string]float64{"loss": fl.Loss, "dup": fl.Dup, "reorder": fl.Reorder, "corrupt": fl.Corrupt} {
-		if p < 0 || p > 1 {
-			return apperr.Usage(fmt.Errorf("--%s %v: want a probability in 0..1", name, p))
+	for _, p := range []struct {
+		name string
+		v    float64
+	}{{"loss", fl.Loss}, {"dup", fl.Dup}, {"reorder", fl.Reorder}, {"corrupt", fl.Corrupt}} {
+		if !(p.v >= 0 && p.v <= 1) { // NaN fails too
+			return apperr.Usage(fmt.Errorf("--%s %v: want a probability from 0 to 1", p.name, p.v))
 		}
 	}
 	if err := checkRanges(fl); err != nil {
@@ -381,14 +384,18 @@ func whyReadsFailed(r *Result, virtual bool) string {
 }
 
 // checkRanges refuses values no run can use, naming the flag.
+// MaxDelay bounds --delay: a one-way delay beyond a second is no network
+// the pair is meant for, and a virtual run drains for a multiple of it.
+const MaxDelay = time.Second
+
 func checkRanges(fl *ReportOptions) error {
 	switch {
-	case fl.LinkGbps < 0 || fl.LinkGbps > 10000:
+	case !(fl.LinkGbps >= 0 && fl.LinkGbps <= 10000): // NaN fails too
 		return fmt.Errorf("--link-gbps %g: want 0 (no limit) up to 10000", fl.LinkGbps)
 	case fl.LinkGbps > 0 && fl.BW != "":
 		return errors.New("--link-gbps and --bw (deprecated) exclude each other")
-	case fl.Delay < 0:
-		return fmt.Errorf("--delay %v: must not be negative", fl.Delay)
+	case fl.Delay < 0 || fl.Delay > MaxDelay:
+		return fmt.Errorf("--delay %v: want 0 up to %v", fl.Delay, MaxDelay)
 	case fl.Duration <= 0:
 		return fmt.Errorf("--duration %v: must be positive", fl.Duration)
 	case fl.RawFor < 0:

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -54,7 +55,11 @@ func TestReportBadOptions(t *testing.T) {
 	t.Parallel()
 	for name, mod := range map[string]func(*ReportOptions){
 		"--loss 2": func(o *ReportOptions) { o.Loss = 2 }, "--bw fast": func(o *ReportOptions) { o.BW = "fast" },
-		"--mix nope=1": func(o *ReportOptions) { o.Mix = "nope=1" }, "--mix write=0": func(o *ReportOptions) { o.Mix = "write=0" },
+		"--loss NaN": func(o *ReportOptions) { o.Loss = math.NaN() }, "--dup NaN": func(o *ReportOptions) { o.Dup = math.NaN() },
+		"--reorder NaN": func(o *ReportOptions) { o.Reorder = math.NaN() }, "--corrupt NaN": func(o *ReportOptions) { o.Corrupt = math.NaN() },
+		"--link-gbps NaN": func(o *ReportOptions) { o.LinkGbps = math.NaN() },
+		"--delay 100h":    func(o *ReportOptions) { o.Delay = 100 * time.Hour },
+		"--mix nope=1":    func(o *ReportOptions) { o.Mix = "nope=1" }, "--mix write=0": func(o *ReportOptions) { o.Mix = "write=0" },
 		"--seal-mode without --keys": func(o *ReportOptions) { o.SealMode = "gcm" },
 		"--seal-mode ccm":            func(o *ReportOptions) { o.Keys, o.SealMode = true, "ccm" },
 	} {

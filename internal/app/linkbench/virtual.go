@@ -13,7 +13,9 @@ import (
 // deterministic from the seed, and free of the host machine's scheduling
 // noise. The requester issues one TLP every interval (open loop; the
 // bridges push back and a software queue absorbs the excess) for
-// o.Duration of virtual time.
+// o.Duration of virtual time; the run then goes on until every TLP
+// issued is delivered or answered (drainBound bounds that), so that a
+// TLP still in flight is not judged lost.
 func RunVirtual(o Options, interval time.Duration) (Result, error) {
 	o.defaults()
 	if interval <= 0 {
@@ -32,7 +34,7 @@ func RunVirtual(o Options, interval time.Duration) (Result, error) {
 	sc := pairsim.Scenario{
 		Seed: o.Seed, Faults: o.Faults, Host: cfg, GPU: cfg, OneWay: true,
 		Mix:   pairsim.Mix{Write: o.Write, Read: o.Read, Config: o.Config, WriteBytes: o.WriteBytes, ReadBytes: o.ReadBytes},
-		Count: count, Interval: interval, MaxTime: 100 * o.Duration,
+		Count: count, Interval: interval, MaxTime: 100*o.Duration + drainBound(o, cfg, count),
 	}
 	r := sc.Run()
 	if r.Pair == nil {
@@ -68,4 +70,34 @@ func RunVirtual(o Options, interval time.Duration) (Result, error) {
 		res.Events = append(res.Events, "violation: "+v)
 	}
 	return res, nil
+}
+
+// drainBound is how much virtual time RunVirtual allows beyond its
+// issuing phase for the TLPs in flight to arrive and be answered. The
+// pair moves at most a window (or a set of header credits) per round
+// trip, so a long --delay drains slowly: every round is bounded by the
+// round trip plus the largest retransmission timeout, and the link's
+// dead-after and the completion timeout may each pass once more on top.
+// With a rate limit, the bytes' serialization counts too. The run stops
+// as soon as the pair is quiet, so a generous bound costs nothing on a
+// run that drains.
+func drainBound(o Options, cfg bridge.Config, count int) time.Duration {
+	perRound := min(o.Window, cfg.Credits[0].Headers)
+	if perRound < 1 {
+		perRound = 1
+	}
+	rounds := time.Duration(2*(count/perRound) + 4)
+	maxRTO, deadAfter := cfg.MaxRTO, cfg.DeadAfter
+	if maxRTO == 0 {
+		maxRTO = 20 * time.Millisecond // bridge.Config's default
+	}
+	if deadAfter == 0 {
+		deadAfter = 10 * time.Millisecond // bridge.Config's default
+	}
+	d := rounds*(2*o.Faults.Delay) + 4*maxRTO + 2*deadAfter + 2*completionTimeout
+	if bw := o.Faults.Bandwidth; bw > 0 {
+		bytes := float64(count) * float64(max(o.WriteBytes, o.ReadBytes)+64)
+		d += 2 * time.Duration(bytes*8/bw*float64(time.Second))
+	}
+	return d
 }

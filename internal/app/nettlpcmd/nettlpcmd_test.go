@@ -109,6 +109,7 @@ func TestServeBadOptions(t *testing.T) {
 		"mps 100": func(o *ServeOptions) { o.MPS = 100 }, "rcb 32": func(o *ServeOptions) { o.RCB = 32 },
 		"mem-size lots": func(o *ServeOptions) { o.MemSize = "lots" }, "fill random": func(o *ServeOptions) { o.Fill = "random" },
 		"completer zz": func(o *ServeOptions) { o.Completer = "zz" }, "tags 17": func(o *ServeOptions) { o.Tags = 17 },
+		"tags 0": func(o *ServeOptions) { o.Tags = 0 }, "mem-size 0": func(o *ServeOptions) { o.MemSize = "0" },
 	} {
 		o := ServeOptions{Addr: "127.0.3.2", Tags: 16, MemSize: "1M", Base: "0", MPS: 256, RCB: 64, Fill: "zero",
 			Completer: "00:00.0", RcvBuf: "1M", Log: slog.New(slog.NewTextHandler(io.Discard, nil))}

@@ -42,9 +42,16 @@ func Serve(ctx context.Context, o ServeOptions) error {
 	if err != nil {
 		return usage(fmt.Errorf("--addr %q: %w", o.Addr, err))
 	}
+	// 0 tags would mean nettlp's default, 16: the flag's range is 1..16.
+	if o.Tags < 1 || o.Tags > nettlp.MaxTags {
+		return usage(fmt.Errorf("--tag-ports %d: want 1..%d", o.Tags, nettlp.MaxTags))
+	}
 	size, err := bytesize.Parse("mem-size", o.MemSize)
 	if err != nil {
 		return usage(err)
+	}
+	if size == 0 {
+		return usage(fmt.Errorf("--mem-size %s: want above 0 bytes", o.MemSize))
 	}
 	base, err := bytesize.Parse("base", o.Base)
 	if err != nil {

@@ -1,0 +1,64 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestBenchProbabilityAndRateFlags: a probability flag that is NaN or out
+// of 0..1, and a rate that is NaN or infinite, are refused up front in one
+// line naming the flag and its value, exit 2, nothing on stdout. (model's
+// and bench fabric's --link-gbps already refuse NaN and ±Inf:
+// model_cmd_test.go.)
+func TestBenchProbabilityAndRateFlags(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ args, want string }{
+		{"bench link --virtual --loss NaN", "--loss NaN: want a probability from 0 to 1"},
+		{"bench link --virtual --dup NaN", "--dup NaN: want a probability from 0 to 1"},
+		{"bench link --virtual --corrupt NaN", "--corrupt NaN: want a probability from 0 to 1"},
+		{"bench link --virtual --reorder NaN", "--reorder NaN: want a probability from 0 to 1"},
+		{"bench link --virtual --loss 1.5", "--loss 1.5: want a probability from 0 to 1"},
+		{"bench link --virtual --link-gbps NaN", "--link-gbps NaN: want a finite rate"},
+		{"bench link --virtual --link-gbps +Inf", "--link-gbps +Inf: want a finite rate"},
+		{"bench fabric --bridge --loss NaN", "--loss NaN: want a probability from 0 to 1"},
+		{"vm demo --loss NaN", "--loss NaN: want a probability from 0 to 1"},
+		{"vm demo --loss 1", "--loss 1: want a probability from 0 to below 1"},
+	} {
+		checkUsageError(t, strings.Fields(c.args), c.want)
+	}
+}
+
+// TestBenchLinkDelayBound: --delay is at most a second.
+func TestBenchLinkDelayBound(t *testing.T) {
+	t.Parallel()
+	checkUsageError(t, []string{"bench", "link", "--virtual", "--delay", "100h"}, "--delay 100h0m0s: want 0 up to 1s")
+	checkUsageError(t, []string{"bench", "link", "--virtual", "--delay", "-1ms"}, "--delay -1ms: want 0 up to 1s")
+}
+
+// TestBenchLinkVirtualLongDelay: a virtual run whose delay (5ms) outlasts
+// its issuing (2ms) drains what is in flight before judging: nothing is
+// counted lost and it exits 0.
+func TestBenchLinkVirtualLongDelay(t *testing.T) {
+	t.Parallel()
+	out, errOut, err := runDxpu(t, "", "bench", "link", "--virtual", "--delay", "5ms")
+	if err != nil || !strings.Contains(out, " lost 0 ") {
+		t.Fatalf("bench link --virtual --delay 5ms: %v\n%s%s", err, out, errOut)
+	}
+}
+
+// TestBenchSwitchDuration: --duration 0 or below is refused, as bench
+// link refuses it.
+func TestBenchSwitchDuration(t *testing.T) {
+	t.Parallel()
+	checkUsageError(t, []string{"bench", "switch", "--duration", "-1s"}, "--duration -1s: must be positive")
+	checkUsageError(t, []string{"bench", "switch", "--duration", "0"}, "--duration 0s: must be positive")
+}
+
+// TestNettlpServeFlags: --tag-ports outside 1..16 (0 included) and
+// --mem-size 0 are refused naming the flag.
+func TestNettlpServeFlags(t *testing.T) {
+	t.Parallel()
+	checkUsageError(t, []string{"nettlp", "serve", "--addr", "127.0.3.9", "--tag-ports", "0"}, "--tag-ports 0: want 1..16")
+	checkUsageError(t, []string{"nettlp", "serve", "--addr", "127.0.3.9", "--tag-ports", "17"}, "--tag-ports 17: want 1..16")
+	checkUsageError(t, []string{"nettlp", "serve", "--addr", "127.0.3.9", "--mem-size", "0"}, "--mem-size 0: want above 0")
+}
