@@ -67,6 +67,8 @@ func TestBridgeDaemonFlags(t *testing.T) {
 		{[]string{"--pair", "16777216"}, "--pair 16777216: want 1..16777215"},
 		{[]string{"--seal-mode", "gmac"}, "--seal-mode gmac: --insecure-no-keys runs the pair unkeyed"},
 		{[]string{"--key-generation", "0"}, "--key-generation 0: generations start at 1"},
+		// Failed after the unkeyed warning: two lines.
+		{[]string{"--mem-size", "0"}, "memory size 0"},
 	} {
 		daemonUsageLine(t, c.want, append(unkeyed, c.args...)...)
 	}

@@ -154,10 +154,6 @@ func Run(ctx context.Context, o Options) error {
 		return apperr.Usage(NameFlag(err, map[string]string{"MTU": fmt.Sprintf("--mtu %d", o.MTU),
 			"MaxPayload": fmt.Sprintf("--max-payload %d", o.MaxPayload), "Key": "--key-file"}))
 	}
-	// Warn once the options are known good: a usage error is one line.
-	if o.Insecure && len(o.Key) == 0 {
-		o.Log.Warn("running unkeyed (--insecure-no-keys): anyone on the fabric who knows the pair ID can inject TLPs")
-	}
 	var conn driver.Transport
 	switch {
 	case o.EtherIface != "" && o.EtherDriver == EtherAFXDP:
@@ -186,6 +182,11 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		conn.Close()
 		return err
+	}
+	// Warn once the options are known good and the sockets bound: a
+	// usage error (--mem-size 0, an address in use) is one line.
+	if o.Insecure && len(o.Key) == 0 {
+		o.Log.Warn("running unkeyed (--insecure-no-keys): anyone on the fabric who knows the pair ID can inject TLPs")
 	}
 
 	ctx, cancel := context.WithCancel(ctx)

@@ -172,7 +172,7 @@ func parseSizes(s string) ([]uint64, error) {
 	var out []uint64
 	for _, f := range strings.Split(s, ",") {
 		f = strings.TrimSpace(f)
-		mult := uint64(1)
+		item, mult := f, uint64(1)
 		switch {
 		case strings.HasSuffix(f, "K"):
 			mult, f = 1<<10, strings.TrimSuffix(f, "K")
@@ -183,7 +183,7 @@ func parseSizes(s string) ([]uint64, error) {
 		}
 		n, err := strconv.ParseUint(f, 10, 64)
 		if err != nil || n == 0 || n*mult > 4<<30 {
-			return nil, fmt.Errorf("--sizes: %q is not a size between 1 and 4G", f)
+			return nil, fmt.Errorf("--sizes: %q is not a size between 1 and 4G", item)
 		}
 		out = append(out, n*mult)
 	}
