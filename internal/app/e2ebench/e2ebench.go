@@ -141,7 +141,7 @@ type Result struct {
 	LinkGoodputGbps    float64            `json:"link_goodput_gbps"`
 	CPUSecondsPerGB    float64            `json:"cpu_s_per_gb"`
 	Ratios             Ratios             `json:"ratios"`
-	MTU                int                `json:"mtu"`
+	MTU                int                `json:"mtu_bytes"`
 
 	// LaunchSyncUs and NativeLaunchSyncUs place the commands in device
 	// memory (written through BAR1, fetched by the GPU locally: one round
