@@ -208,13 +208,11 @@ func (g *GPU) memRead(v tlp.View) {
 	case 0:
 		// Registers are dwords: each byte read comes from its place in
 		// its dword (a 1-byte read at +2 is the register's third byte).
-		end := off + uint64(n)
-		for a := off &^ 3; a < end; a += 4 {
+		eachDword(off, n, func(a, lo, hi uint64) {
 			var w [4]byte
 			binary.LittleEndian.PutUint32(w[:], g.readReg(a))
-			lo, hi := max(a, off), min(a+4, end)
 			copy(data[lo-off:hi-off], w[lo-a:hi-a])
-		}
+		})
 	case 1:
 		g.VRAM.Read(off, data)
 	}
@@ -247,16 +245,23 @@ func (g *GPU) memWrite(v tlp.View) {
 		// Every dword the write touches, its other bytes kept (byte
 		// enables): a 64-bit store sets two registers, a 1-byte store
 		// one byte of one.
-		end := off + uint64(n)
-		for a := off &^ 3; a < end; a += 4 {
+		eachDword(off, n, func(a, lo, hi uint64) {
 			var w [4]byte
 			binary.LittleEndian.PutUint32(w[:], g.readReg(a))
-			lo, hi := max(a, off), min(a+4, end)
 			copy(w[lo-a:hi-a], data[lo-off:hi-off])
 			g.writeReg(a, binary.LittleEndian.Uint32(w[:]))
-		}
+		})
 	case 1:
 		g.VRAM.Write(off, data)
+	}
+}
+
+// eachDword calls f for every register dword at a that the bytes [off,
+// off+n) touch, with [lo, hi), the bytes of it they cover.
+func eachDword(off uint64, n int, f func(a, lo, hi uint64)) {
+	end := off + uint64(n)
+	for a := off &^ 3; a < end; a += 4 {
+		f(a, max(a, off), min(a+4, end))
 	}
 }
 

@@ -81,8 +81,6 @@ type Clock struct {
 	// no processor was free and it had nothing to poll (owned by the
 	// loop's goroutine; read by tests once it returns).
 	parked int
-	// backlog: the last step's flushers held work (owned by the loop).
-	backlog bool
 	// spinWoken counts the times a spinning loop woke this one from such
 	// a sleep (sleepers).
 	spinWoken atomic.Int32
@@ -200,9 +198,9 @@ func (c *Clock) idleIfStopped() {
 
 // step brings the simulation up to the wall clock, runs what is due and
 // what was posted, flushes, and returns how many things ran and when the
-// next event is due (ok false: none; a flusher's backlog counts as due
-// now).
-func (c *Clock) step() (n int, next time.Duration, ok bool) {
+// next event is due (ok false: none; a flusher's backlog, reported too,
+// counts as due now).
+func (c *Clock) step() (n int, next time.Duration, ok, backlog bool) {
 	c.world.Lock()
 	defer c.world.Unlock()
 	// A poll is a system call per runner: when the next event is nearer
@@ -256,7 +254,6 @@ func (c *Clock) step() (n int, next time.Duration, ok bool) {
 	// scheduling a sentinel (posted work is stamped with the wall time).
 	c.S.Run(until)
 	n += c.drain()
-	backlog := false
 	for _, f := range c.flushers {
 		backlog = f() || backlog
 	}
@@ -264,11 +261,10 @@ func (c *Clock) step() (n int, next time.Duration, ok bool) {
 		f()
 	}
 	next, ok = c.S.Next()
-	c.backlog = backlog
 	if backlog {
 		next, ok = c.S.Now(), true
 	}
-	return n, next, ok
+	return n, next, ok, backlog
 }
 
 // RunWhile implements host.Driver: it runs the simulation in step with the
@@ -311,7 +307,7 @@ func (c *Clock) run(cond func() bool, until time.Duration) bool {
 		c.idleLater()
 	}()
 	for cond() {
-		n, next, pending := c.step()
+		n, next, pending, backlog := c.step()
 		if spinning {
 			sleeping.wakeDue()
 		}
@@ -328,13 +324,7 @@ func (c *Clock) run(cond func() bool, until time.Duration) bool {
 		// Right after work more is likely: poll without looking further.
 		wait := time.Duration(0)
 		if now-lastWork >= c.Spin {
-			wait = c.Tick
-			if pending {
-				wait = next - c.Elapsed()
-			}
-			if until >= 0 {
-				wait = min(wait, until-c.Elapsed())
-			}
+			wait = c.untilDue(next, pending, until, c.Tick)
 		}
 		if wait <= c.Spin {
 			// Something is due within microseconds (device latencies), or
@@ -365,7 +355,7 @@ func (c *Clock) run(cond func() bool, until time.Duration) bool {
 					// the next event is due; a spinning loop wakes it then
 					// (sleepers). Something due now is a sender's backlog:
 					// what drains it comes from the network too.
-					if d := c.untilDue(next, pending, until, c.Tick); d > 0 || c.backlog {
+					if d := min(c.untilDue(next, pending, until, c.Tick), c.Tick); d > 0 || backlog {
 						d = max(d, minSleep)
 						sleeping.add(c, d)
 						c.sleep(&t, d)
@@ -387,14 +377,14 @@ func (c *Clock) run(cond func() bool, until time.Duration) bool {
 	return true
 }
 
-// untilDue returns how long from now the next event (next, when pending)
-// or the moment until (virtual time, < 0: none) is due, at most limit.
-func (c *Clock) untilDue(next time.Duration, pending bool, until, limit time.Duration) time.Duration {
-	d := limit
+// untilDue returns how long from now the next event (next, when pending;
+// idle when none is) or the moment until (virtual time, < 0: none) is due.
+func (c *Clock) untilDue(next time.Duration, pending bool, until, idle time.Duration) time.Duration {
+	d := idle
 	if pending || until >= 0 {
 		now := c.Elapsed()
 		if pending {
-			d = min(d, next-now)
+			d = next - now
 		}
 		if until >= 0 {
 			d = min(d, until-now)

@@ -88,7 +88,6 @@ func TestClockWithoutPollersLeavesTheNetworkPolled(t *testing.T) {
 		}
 	}()
 	<-waiting
-	time.Sleep(time.Millisecond) // the reader waits in the poller
 	turns := 0
 	c.Post(func() {}) // work: the loop spins from here
 	c.RunWhile(func() bool {
