@@ -31,11 +31,13 @@ trip), retransmissions, and the invariants it checked: delivered, lost,
 duplicated, misordered (posted writes) and unanswered (non-posted requests
 without a final completion). With faults, a lossless baseline runs first
 with the same mix so the goodput ratio compares figures from one run.
-After the pair, two plain UDP sockets on the same loopback are flooded with
-MTU-sized datagrams and one TCP connection streams (udp_goodput_gbps,
-tcp_goodput_gbps): the lossless pair's goodput over them is pair_over_udp
-and pair_over_tcp; UDP runs again with datagrams of the pair's mean frame
-(pair_over_udp_same_frames). --raw=false skips them.
+Just before and just after the pair, two plain UDP sockets on the same
+loopback are flooded with MTU-sized datagrams (udp_goodput_gbps, their
+mean: a shared machine's speed drifts, and two figures far apart are
+flagged), and after it one TCP connection streams (tcp_goodput_gbps): the
+lossless pair's goodput over them is pair_over_udp and pair_over_tcp. UDP
+runs again with datagrams of the pair's mean frame, on the side that sent
+more bytes (pair_over_udp_same_frames). --raw=false skips them.
 
   dxpu bench link --loss 0.01 --delay 5us --json
   dxpu bench link --virtual --loss 0.01 --delay 5us --link-gbps 100 --duration 2ms
@@ -78,8 +80,8 @@ and pair_over_tcp; UDP runs again with datagrams of the pair's mean frame
 	f.BoolVar(&o.JSON, "json", false, "print one JSON object")
 	f.BoolVar(&o.Keys, "keys", false, "seal the pair with a fresh key and run the same measurement unkeyed just before it (plaintext_goodput_gbps, keyed_ratio)")
 	f.StringVar(&o.SealMode, "seal-mode", "", "with --keys: gcm (default: encryption and integrity) or gmac (integrity only)")
-	f.BoolVar(&o.Raw, "raw", true, "after a real-time run, measure raw UDP (two plain sockets, MTU-sized datagrams) and TCP on the same loopback and report the pair's ratios")
-	f.DurationVar(&o.RawFor, "raw-for", 0, "how long each raw baseline runs (default: --duration, at most 1s)")
+	f.BoolVar(&o.Raw, "raw", true, "on a real-time run, measure raw UDP (two plain sockets, MTU-sized datagrams: before and after the pair) and TCP on the same loopback and report the pair's ratios")
+	f.DurationVar(&o.RawFor, "raw-for", 0, "how long each raw baseline runs (default: --duration, at most 1s; the MTU flood half of it before the pair, half after)")
 	f.BoolVar(&o.Virtual, "virtual", false, "run in virtual time on the simulator over in-memory links (deterministic; --duration is virtual, keep it to milliseconds)")
 	f.DurationVar(&o.Interval, "interval", 50*time.Nanosecond, "with --virtual: one TLP issued every interval (open loop)")
 	return cmd

@@ -48,19 +48,36 @@ type Report struct {
 	// TCP connection. PairOverUDP is the lossless
 	// pair's goodput (the baseline with faults, the plaintext with
 	// --keys, else the run) over UDP's; PairOverTCP likewise.
+	//
+	// The UDP flood runs twice, half of RawFor each: just before the
+	// pair's first run (UDPBefore) and just after its last (UDP), and
+	// UDPGoodputGbps is their mean. A shared machine's speed drifts: on
+	// one 2-core VM the same flood measured 12-14 Gbit/s for minutes and
+	// then 7-8 (its CPU per GB half as much again), and a flood only
+	// after the pair moved the ratio from 0.5x to 0.86x for the same
+	// pair goodput. Two figures far apart (UDPDrift) say the run is not
+	// to be compared.
 	UDP            *rawgoodput.UDPResult `json:"udp,omitempty"`
+	UDPBefore      *rawgoodput.UDPResult `json:"udp_before,omitempty"`
 	UDPGoodputGbps float64               `json:"udp_goodput_gbps,omitempty"`
-	TCPGoodputGbps float64               `json:"tcp_goodput_gbps,omitempty"`
-	PairOverUDP    float64               `json:"pair_over_udp,omitempty"`
-	PairOverTCP    float64               `json:"pair_over_tcp,omitempty"`
+	// UDPCPUSecondsPerGB is the floods' mean CPU seconds per GB.
+	UDPCPUSecondsPerGB float64 `json:"udp_cpu_s_per_gb,omitempty"`
+	// UDPDrift is the larger of the two floods' goodput over the smaller.
+	UDPDrift       float64 `json:"udp_drift_ratio,omitempty"`
+	TCPGoodputGbps float64 `json:"tcp_goodput_gbps,omitempty"`
+	PairOverUDP    float64 `json:"pair_over_udp,omitempty"`
+	PairOverTCP    float64 `json:"pair_over_tcp,omitempty"`
 	// PairCPUOverUDP is the lossless pair's CPU seconds per GB over the
 	// UDP flood's (both in this process, same run): what a byte costs
 	// through the bridges against a plain socket's.
 	PairCPUOverUDP float64 `json:"pair_cpu_over_udp,omitempty"`
 	// The pair fills its frames only as far as its queue allows: UDP
-	// again with datagrams of the host side's mean frame (bytes sent over
-	// frames sent, its ACK frames included), PairFrameBytes.
+	// again with datagrams of the mean frame (bytes sent over frames
+	// sent, ACK frames included), PairFrameBytes, of the side that sent
+	// more bytes (PairFrameSide: host, or gpu for a read-heavy mix,
+	// whose host side sends little more than requests).
 	PairFrameBytes        int                   `json:"pair_frame_bytes,omitempty"`
+	PairFrameSide         string                `json:"pair_frame_side,omitempty"`
 	UDPSameFrames         *rawgoodput.UDPResult `json:"udp_same_frames,omitempty"`
 	UDPSameFramesGbps     float64               `json:"udp_same_frames_goodput_gbps,omitempty"`
 	PairOverUDPSameFrames float64               `json:"pair_over_udp_same_frames,omitempty"`
@@ -145,6 +162,9 @@ func WriteReport(ctx context.Context, ro ReportOptions, w io.Writer) error {
 		return Run(ctx, o)
 	}
 	out := Report{Faults: Faults(o.Faults), Virtual: fl.Virtual}
+	if err := rawBefore(ctx, fl, o, &out); err != nil {
+		return apperr.Usage(err)
+	}
 	if fl.Keys {
 		name := fl.SealMode
 		if name == "" {
@@ -230,43 +250,77 @@ func WriteReport(ctx context.Context, ro ReportOptions, w io.Writer) error {
 	return writeOut(w, fl, o, out)
 }
 
+// rawFor is how long the raw baselines run: each UDP flood half of it.
+func rawFor(fl *ReportOptions, o Options) time.Duration {
+	if fl.RawFor > 0 {
+		return fl.RawFor
+	}
+	return min(o.Duration, time.Second)
+}
+
+// udpFlood floods two plain UDP sockets on 127.0.0.1 with datagrams of
+// size bytes for d.
+func udpFlood(ctx context.Context, size int, d time.Duration) (rawgoodput.UDPResult, error) {
+	lo := netip.MustParseAddrPort("127.0.0.1:0")
+	rx, err := udp.Listen(lo, netip.AddrPort{})
+	if err != nil {
+		return rawgoodput.UDPResult{}, err
+	}
+	tx, err := udp.Listen(lo, rx.LocalAddr())
+	if err != nil {
+		rx.Close()
+		return rawgoodput.UDPResult{}, err
+	}
+	rx.SetPeer(tx.LocalAddr())
+	return rawgoodput.UDP(ctx, tx, rx, size, nil, d)
+}
+
+// rawBefore runs, on a real-time run with Raw, the first of the two MTU
+// floods, just before the pair.
+func rawBefore(ctx context.Context, fl *ReportOptions, o Options, out *Report) error {
+	if fl.Virtual || !fl.Raw {
+		return nil
+	}
+	u, err := udpFlood(ctx, o.MTU, max(rawFor(fl, o)/2, time.Millisecond))
+	if err != nil {
+		return err
+	}
+	out.UDPBefore = &u
+	return nil
+}
+
 // rawBaselines measures, on a real-time run with Raw, UDP between two
-// plain sockets on 127.0.0.1 with datagrams of the pair's MTU and TCP on
-// the same loopback, and the pair's ratios to them.
+// plain sockets on 127.0.0.1 with datagrams of the pair's MTU (the second
+// flood, after rawBefore's) and of its mean frame, and TCP on the same
+// loopback, and the pair's ratios to them.
 func rawBaselines(ctx context.Context, fl *ReportOptions, o Options, out *Report, lossless Result) error {
 	if fl.Virtual || !fl.Raw {
 		return nil
 	}
-	d := fl.RawFor
-	if d <= 0 {
-		d = min(o.Duration, time.Second)
-	}
-	flood := func(size int) (rawgoodput.UDPResult, error) {
-		lo := netip.MustParseAddrPort("127.0.0.1:0")
-		rx, err := udp.Listen(lo, netip.AddrPort{})
-		if err != nil {
-			return rawgoodput.UDPResult{}, err
-		}
-		tx, err := udp.Listen(lo, rx.LocalAddr())
-		if err != nil {
-			rx.Close()
-			return rawgoodput.UDPResult{}, err
-		}
-		rx.SetPeer(tx.LocalAddr())
-		return rawgoodput.UDP(ctx, tx, rx, size, nil, d)
-	}
-	u, err := flood(o.MTU)
+	d := rawFor(fl, o)
+	u, err := udpFlood(ctx, o.MTU, max(d/2, time.Millisecond))
 	if err != nil {
 		return err
 	}
 	pair := lossless.GoodputGbps
-	out.UDP, out.UDPGoodputGbps, out.PairOverUDP = &u, u.GoodputGbps, pair/u.GoodputGbps
-	if u.CPUSecondsPerGB > 0 {
-		out.PairCPUOverUDP = lossless.CPUSecondsPerGB / u.CPUSecondsPerGB
+	out.UDP, out.UDPGoodputGbps = &u, u.GoodputGbps
+	cpu := u.CPUSecondsPerGB
+	if b := out.UDPBefore; b != nil {
+		out.UDPGoodputGbps = (b.GoodputGbps + u.GoodputGbps) / 2
+		out.UDPDrift = max(b.GoodputGbps, u.GoodputGbps) / min(b.GoodputGbps, u.GoodputGbps)
+		cpu = (b.CPUSecondsPerGB + u.CPUSecondsPerGB) / 2
 	}
-	if h := lossless.Host; h.FramesSent > 0 {
-		out.PairFrameBytes = int(h.BytesSent / h.FramesSent)
-		s, err := flood(max(out.PairFrameBytes, 1))
+	out.PairOverUDP, out.UDPCPUSecondsPerGB = pair/out.UDPGoodputGbps, cpu
+	if cpu > 0 {
+		out.PairCPUOverUDP = lossless.CPUSecondsPerGB / cpu
+	}
+	side, c := "host", lossless.Host
+	if g := lossless.GPU; g.BytesSent > c.BytesSent {
+		side, c = "gpu", g
+	}
+	if c.FramesSent > 0 {
+		out.PairFrameBytes, out.PairFrameSide = int(c.BytesSent/c.FramesSent), side
+		s, err := udpFlood(ctx, max(out.PairFrameBytes, 1), d)
 		if err != nil {
 			return err
 		}
@@ -279,6 +333,9 @@ func rawBaselines(ctx context.Context, fl *ReportOptions, o Options, out *Report
 	out.TCPGoodputGbps, out.PairOverTCP = tcp, pair/tcp
 	return nil
 }
+
+// driftWarn is the UDPDrift above which the text report warns.
+const driftWarn = 1.25
 
 // keyRounds is how many plaintext and keyed runs --keys alternates.
 const keyRounds = 3
@@ -339,14 +396,21 @@ func writeOut(w io.Writer, fl *ReportOptions, o Options, out Report) error {
 			fmt.Fprintln(w, why)
 		}
 		if u := out.UDP; u != nil {
-			fmt.Fprintf(w, "raw UDP (two plain sockets, %d-byte datagrams, same loopback, after the pair): %.3f Gbit/s (%d of %d datagrams arrived); the lossless pair %.2fx of it\n",
-				u.DatagramBytes, u.GoodputGbps, u.Received, u.Sent, out.PairOverUDP)
+			when := fmt.Sprintf("after the pair: %.3f Gbit/s (%d of %d datagrams arrived)", u.GoodputGbps, u.Received, u.Sent)
+			if b := out.UDPBefore; b != nil {
+				when = fmt.Sprintf("before and after the pair: %.3f and %.3f, mean %.3f Gbit/s", b.GoodputGbps, u.GoodputGbps, out.UDPGoodputGbps)
+			}
+			fmt.Fprintf(w, "raw UDP (two plain sockets, %d-byte datagrams, same loopback, %s); the lossless pair %.2fx of it\n",
+				u.DatagramBytes, when, out.PairOverUDP)
+			if out.UDPDrift > driftWarn {
+				fmt.Fprintf(w, "warning: the two UDP floods differ %.2fx: the machine's speed changed during the run; run again before comparing\n", out.UDPDrift)
+			}
 			if out.PairCPUOverUDP > 0 {
-				fmt.Fprintf(w, "CPU per GB: raw UDP %.2f s; the lossless pair %.1fx of it\n", u.CPUSecondsPerGB, out.PairCPUOverUDP)
+				fmt.Fprintf(w, "CPU per GB: raw UDP %.2f s; the lossless pair %.1fx of it\n", out.UDPCPUSecondsPerGB, out.PairCPUOverUDP)
 			}
 			if s := out.UDPSameFrames; s != nil {
-				fmt.Fprintf(w, "raw UDP again with the pair's mean frame (%d bytes, the host side's): %.3f Gbit/s; the lossless pair %.2fx of it\n",
-					s.DatagramBytes, s.GoodputGbps, out.PairOverUDPSameFrames)
+				fmt.Fprintf(w, "raw UDP again with the pair's mean frame (%d bytes, the %s side's): %.3f Gbit/s; the lossless pair %.2fx of it\n",
+					s.DatagramBytes, out.PairFrameSide, s.GoodputGbps, out.PairOverUDPSameFrames)
 			}
 			fmt.Fprintf(w, "raw TCP (one connection, same loopback): %.3f Gbit/s; the lossless pair %.2fx of it\n", out.TCPGoodputGbps, out.PairOverTCP)
 		}

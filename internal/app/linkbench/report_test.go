@@ -193,6 +193,11 @@ func TestReportRaw(t *testing.T) {
 		rep.UDP.Received == 0 || rep.UDP.Received > rep.UDP.Sent {
 		t.Fatalf("raw baselines: %+v", rep)
 	}
+	if b := rep.UDPBefore; b == nil || b.GoodputGbps <= 0 || b.DatagramBytes != o.MTU ||
+		rep.UDPGoodputGbps != (b.GoodputGbps+rep.UDP.GoodputGbps)/2 ||
+		rep.UDPDrift != max(b.GoodputGbps, rep.UDP.GoodputGbps)/min(b.GoodputGbps, rep.UDP.GoodputGbps) {
+		t.Errorf("UDP before %+v, after %+v: mean %v, drift %v", b, rep.UDP, rep.UDPGoodputGbps, rep.UDPDrift)
+	}
 	if got, want := rep.PairOverUDP, rep.GoodputGbps/rep.UDPGoodputGbps; got <= 0 || got != want {
 		t.Errorf("pair_over_udp %v, want %v", got, want)
 	}
@@ -204,11 +209,16 @@ func TestReportRaw(t *testing.T) {
 		t.Errorf("raw UDP at the pair's frame size: %d bytes, %+v, %v Gbit/s, ratio %v", rep.PairFrameBytes, rep.UDPSameFrames,
 			rep.UDPSameFramesGbps, rep.PairOverUDPSameFrames)
 	}
-	if rep.CPUSecondsPerGB <= 0 || rep.UDP.CPUSecondsPerGB <= 0 || rep.PairCPUOverUDP != rep.CPUSecondsPerGB/rep.UDP.CPUSecondsPerGB {
-		t.Errorf("CPU per GB: pair %v, raw UDP %v, ratio %v", rep.CPUSecondsPerGB, rep.UDP.CPUSecondsPerGB, rep.PairCPUOverUDP)
+	if rep.CPUSecondsPerGB <= 0 || rep.UDPCPUSecondsPerGB != (rep.UDP.CPUSecondsPerGB+rep.UDPBefore.CPUSecondsPerGB)/2 ||
+		rep.PairCPUOverUDP != rep.CPUSecondsPerGB/rep.UDPCPUSecondsPerGB {
+		t.Errorf("CPU per GB: pair %v, raw UDP %v, ratio %v", rep.CPUSecondsPerGB, rep.UDPCPUSecondsPerGB, rep.PairCPUOverUDP)
+	}
+	if rep.PairFrameSide != "host" {
+		t.Errorf("the default mix's frames measured on the %q side, want host (it sends more)", rep.PairFrameSide)
 	}
 	for _, key := range []string{`"udp_goodput_gbps"`, `"tcp_goodput_gbps"`, `"pair_over_udp"`, `"pair_over_tcp"`, `"datagram_bytes"`,
-		`"pair_frame_bytes"`, `"udp_same_frames_goodput_gbps"`, `"pair_over_udp_same_frames"`, `"cpu_s_per_gb"`, `"pair_cpu_over_udp"`} {
+		`"pair_frame_bytes"`, `"udp_same_frames_goodput_gbps"`, `"pair_over_udp_same_frames"`, `"cpu_s_per_gb"`, `"pair_cpu_over_udp"`,
+		`"udp_before"`, `"udp_drift_ratio"`, `"udp_cpu_s_per_gb"`, `"pair_frame_side"`} {
 		if !strings.Contains(out.String(), key) {
 			t.Errorf("JSON lacks %s", key)
 		}
@@ -221,6 +231,31 @@ func TestReportRaw(t *testing.T) {
 	if !strings.Contains(out.String(), "raw UDP (two plain sockets, 9000-byte datagrams") || !strings.Contains(out.String(), "raw TCP") ||
 		!strings.Contains(out.String(), "raw UDP again with the pair's mean frame") || !strings.Contains(out.String(), "CPU per GB: raw UDP") {
 		t.Errorf("text lacks the raw baselines:\n%s", out.String())
+	}
+	// Reads only: the GPU side sends the bytes (the host side, requests),
+	// and the same-size flood takes the GPU side's frames.
+	ro := o
+	ro.JSON, ro.Mix, ro.ReadSize = true, "read=1", 4096
+	out.Reset()
+	if err := WriteReport(context.Background(), ro, &out); err != nil {
+		t.Fatal(err)
+	}
+	rep = Report{}
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatal(err)
+	}
+	var ctr struct { // the counters' JSON is snake_case (BridgeCounters)
+		GPU struct {
+			Bytes  uint64 `json:"bytes_sent"`
+			Frames uint64 `json:"frames_sent"`
+		} `json:"gpu_counters"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &ctr); err != nil {
+		t.Fatal(err)
+	}
+	if g := ctr.GPU; rep.PairFrameSide != "gpu" || g.Frames == 0 || rep.PairFrameBytes != int(g.Bytes/g.Frames) {
+		t.Errorf("reads only: frames of the %q side, %d bytes; the GPU side sent %d bytes in %d frames", rep.PairFrameSide,
+			rep.PairFrameBytes, g.Bytes, g.Frames)
 	}
 	for name, mod := range map[string]func(*ReportOptions){
 		"virtual":     func(o *ReportOptions) { o.Virtual, o.Duration = true, 200*time.Microsecond },
