@@ -31,7 +31,11 @@
 //	cpu_s_per_gb                      process CPU seconds per GB copied
 //	udp_goodput_gbps                  two plain UDP sockets at the bridges'
 //	                                  endpoints flooded with MTU-sized
-//	                                  datagrams on the same path
+//	                                  datagrams on the same path: the mean
+//	                                  of udp_before_gbps (before the world
+//	                                  over the pair) and udp_after_gbps
+//	                                  (after the link pair); their ratio
+//	                                  udp_drift_ratio > 1.25 is warned of
 //	tcp_goodput_gbps                  one TCP connection (loopback only)
 //	udp_same_frames_goodput_gbps      UDP again with datagrams of the link
 //	                                  pair's mean frame (link_frame_bytes)

@@ -161,11 +161,20 @@ type Result struct {
 	// goroutine of their own (the default), 1 with OneClock.
 	Clocks int `json:"clocks"`
 
-	// The raw baselines, measured after the link pair for LinkFor each:
-	// two plain UDP sockets at the bridges' endpoints, on their path
-	// (through the switch in namespaces), flooded with datagrams of the
-	// bridges' MTU (sendmmsg/recvmmsg, in this process); on loopback
-	// also one TCP connection.
+	// The raw baselines: two plain UDP sockets at the bridges' endpoints,
+	// on their path (through the switch in namespaces), flooded with
+	// datagrams of the bridges' MTU (sendmmsg/recvmmsg, in this process)
+	// for half of LinkFor just before the world over the pair starts (UDPBeforeGbps; its clocks spin while it lives) and half
+	// just after the link pair (UDPAfterGbps); UDPGoodputGbps is their
+	// mean, and the ratios use it. A shared machine's speed drifts (the
+	// same flood measured 12-14 and 7-8 Gbit/s minutes apart on one 2-core
+	// VM): two figures far apart (UDPDrift, the larger over the smaller)
+	// say the run is not to be compared. Sent and received are the two
+	// floods' sums. Then, for LinkFor each, UDP with the link's mean frame
+	// and, on loopback, one TCP connection.
+	UDPBeforeGbps    float64 `json:"udp_before_gbps"`
+	UDPAfterGbps     float64 `json:"udp_after_gbps"`
+	UDPDrift         float64 `json:"udp_drift_ratio"`
 	UDPGoodputGbps   float64 `json:"udp_goodput_gbps"`
 	UDPDatagramBytes int     `json:"udp_datagram_bytes"`
 	UDPSent          uint64  `json:"udp_datagrams_sent"`
@@ -285,6 +294,24 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 		return res, fmt.Errorf("native: %w", err)
 	}
 
+	flood := func(size int, d time.Duration) (rawgoodput.UDPResult, error) {
+		o.Log.Info("e2ebench: raw UDP goodput", "for", d, "datagram_bytes", size)
+		htx, grx, prefix, err := net.raw()
+		if err != nil {
+			return rawgoodput.UDPResult{}, err
+		}
+		u, err := rawgoodput.UDP(ctx, htx, grx, max(size, len(prefix)), prefix, d)
+		if err != nil {
+			return u, fmt.Errorf("e2ebench: %w", err)
+		}
+		return u, nil
+	}
+	// Before the world over the pair: its clocks spin while it lives.
+	half := max(o.LinkFor/2, time.Millisecond)
+	before, err := flood(o.MTU, half)
+	if err != nil {
+		return res, err
+	}
 	bar.Add(1)
 	bar.Describe("MMIO reads and echoes")
 	info("e2ebench: world over the bridge pair")
@@ -365,25 +392,17 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 	if res.LinkGoodputGbps, res.LinkFrameBytes, err = linkGoodput(ctx, func() (driver.Transport, driver.Transport, error) { return net.bridges(false) }, cfg, o.LinkFor); err != nil {
 		return res, err
 	}
-	flood := func(size int) (rawgoodput.UDPResult, error) {
-		o.Log.Info("e2ebench: raw UDP goodput", "for", o.LinkFor, "datagram_bytes", size)
-		htx, grx, prefix, err := net.raw()
-		if err != nil {
-			return rawgoodput.UDPResult{}, err
-		}
-		u, err := rawgoodput.UDP(ctx, htx, grx, max(size, len(prefix)), prefix, o.LinkFor)
-		if err != nil {
-			return u, fmt.Errorf("e2ebench: %w", err)
-		}
-		return u, nil
-	}
-	u, err := flood(o.MTU)
+	after, err := flood(o.MTU, half)
 	if err != nil {
 		return res, err
 	}
-	res.UDPGoodputGbps, res.UDPDatagramBytes, res.UDPSent, res.UDPReceived = u.GoodputGbps, u.DatagramBytes, u.Sent, u.Received
+	res.UDPBeforeGbps, res.UDPAfterGbps = before.GoodputGbps, after.GoodputGbps
+	res.UDPGoodputGbps = (before.GoodputGbps + after.GoodputGbps) / 2
+	res.UDPDrift = max(before.GoodputGbps, after.GoodputGbps) / min(before.GoodputGbps, after.GoodputGbps)
+	res.UDPDatagramBytes, res.UDPSent, res.UDPReceived = after.DatagramBytes, before.Sent+after.Sent, before.Received+after.Received
 	if res.LinkFrameBytes > 0 {
-		if u, err = flood(res.LinkFrameBytes); err != nil {
+		u, err := flood(res.LinkFrameBytes, o.LinkFor)
+		if err != nil {
 			return res, err
 		}
 		res.UDPSameFramesGbps = u.GoodputGbps

@@ -3,6 +3,7 @@ package e2ebench
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -73,6 +74,13 @@ func checkFigures(t *testing.T, r Result, sizes []uint64) {
 		t.Errorf("raw UDP %v Gbit/s (%d-byte datagrams, %d of %d arrived), at the link's %d-byte frames %v Gbit/s, ratios %+v",
 			r.UDPGoodputGbps, r.UDPDatagramBytes, r.UDPReceived, r.UDPSent, r.LinkFrameBytes, r.UDPSameFramesGbps, r.Ratios)
 	}
+	// Two MTU floods bracket the copies; the figure is their mean.
+	if r.UDPBeforeGbps <= 0 || r.UDPAfterGbps <= 0 || r.UDPGoodputGbps != (r.UDPBeforeGbps+r.UDPAfterGbps)/2 ||
+		r.UDPDrift != max(r.UDPBeforeGbps, r.UDPAfterGbps)/min(r.UDPBeforeGbps, r.UDPAfterGbps) ||
+		r.Ratios.H2DOverUDP != r.H2DGbps[strconv.FormatUint(slices.Max(sizes), 10)]/r.UDPGoodputGbps {
+		t.Errorf("UDP before %v, after %v, mean %v, drift %v, H2D over UDP %v", r.UDPBeforeGbps, r.UDPAfterGbps, r.UDPGoodputGbps,
+			r.UDPDrift, r.Ratios.H2DOverUDP)
+	}
 	if r.Ratios.H2DOverLink <= 0 || r.Ratios.MMIOP50OverEcho <= 0 {
 		t.Errorf("ratios not filled in: %+v", r.Ratios)
 	}
@@ -86,7 +94,8 @@ func checkFigures(t *testing.T, r Result, sizes []uint64) {
 	}
 	for _, k := range []string{"echo_p50_us", "echo_p99_us", "mmio_read_p50_us", "mmio_read_p99_us", "dma_read_p50_us",
 		"launch_sync_us", "native_launch_sync_us", "launch_sync_host_cmds_us", "native_launch_sync_host_cmds_us", "h2d_gbps", "d2h_gbps", "link_goodput_gbps", "cpu_s_per_gb",
-		"udp_goodput_gbps", "udp_datagram_bytes", "link_frame_bytes", "udp_same_frames_goodput_gbps"} {
+		"udp_goodput_gbps", "udp_datagram_bytes", "link_frame_bytes", "udp_same_frames_goodput_gbps",
+		"udp_before_gbps", "udp_after_gbps", "udp_drift_ratio"} {
 		if _, ok := keys[k]; !ok {
 			t.Errorf("JSON lacks %q", k)
 		}

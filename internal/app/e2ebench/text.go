@@ -40,12 +40,17 @@ func (r Result) WriteText(w io.Writer) error {
 		row(bytesize.Format(s), rate(r.H2DGbps, k), rate(r.D2HGbps, k))
 	}
 	row("lossless link goodput", fmt.Sprintf("%.2f", r.LinkGoodputGbps), "")
-	row(fmt.Sprintf("raw UDP, %d B datagrams", r.UDPDatagramBytes), fmt.Sprintf("%.2f", r.UDPGoodputGbps), "")
+	row(fmt.Sprintf("raw UDP, %d B datagrams (mean)", r.UDPDatagramBytes), fmt.Sprintf("%.2f", r.UDPGoodputGbps), "")
+	row("  before the world, after the link", fmt.Sprintf("%.2f", r.UDPBeforeGbps), fmt.Sprintf("%.2f", r.UDPAfterGbps))
 	row(fmt.Sprintf("raw UDP, %d B (the link's mean frame)", r.LinkFrameBytes), fmt.Sprintf("%.2f", r.UDPSameFramesGbps), "")
 	if r.TCPGoodputGbps > 0 {
 		row("raw TCP", fmt.Sprintf("%.2f", r.TCPGoodputGbps), "")
 	}
-	fmt.Fprintf(w, "  CPU time per GB copied: %.3f s\n\n", r.CPUSecondsPerGB)
+	fmt.Fprintf(w, "  CPU time per GB copied: %.3f s\n", r.CPUSecondsPerGB)
+	if r.UDPDrift > DriftWarn {
+		fmt.Fprintf(w, "  warning: the two UDP floods differ %.2fx: the machine's speed changed during the run; run again before comparing\n", r.UDPDrift)
+	}
+	fmt.Fprintln(w)
 	q := r.Ratios
 	row("ratio", "value", "target")
 	for _, x := range []struct {
@@ -93,3 +98,6 @@ func SizesOf(ms ...map[string]float64) []uint64 {
 	slices.Sort(out)
 	return out
 }
+
+// DriftWarn is the UDPDrift above which the text warns.
+const DriftWarn = 1.25
