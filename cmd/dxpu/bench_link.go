@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -53,6 +54,14 @@ more bytes (pair_over_udp_same_frames). --raw=false skips them.
 			if err := flagsRate(cmd, "link-gbps"); err != nil {
 				return exitCodeError{2, err}
 			}
+			// The virtual requester is open loop (one TLP every
+			// --interval): nothing there counts reads in flight.
+			if o.Virtual && cmd.Flags().Changed("outstanding") {
+				return exitCodeError{2, errors.New("--outstanding: real time only (a --virtual run issues one TLP every --interval)")}
+			}
+			if !o.Virtual && cmd.Flags().Changed("interval") {
+				return exitCodeError{2, errors.New("--interval: --virtual only (a real-time run issues as fast as the bridges take)")}
+			}
 			if o.Virtual && !cmd.Flags().Changed("duration") {
 				o.Duration = virtualDuration
 			}
@@ -72,7 +81,7 @@ more bytes (pair_over_udp_same_frames). --raw=false skips them.
 	f.IntVar(&o.WriteSize, "write-size", 256, "payload bytes per posted write")
 	f.IntVar(&o.ReadSize, "read-size", 512, "bytes per read request")
 	f.DurationVar(&o.Duration, "duration", 2*time.Second, "how long to issue traffic (with --virtual: 2ms of virtual time unless given)")
-	f.IntVar(&o.Outstanding, "outstanding", 64, "reads in flight at most")
+	f.IntVar(&o.Outstanding, "outstanding", linkbench.DefaultOutstanding, "reads in flight at most: up to 256 with 8-bit tags, up to 768 with 10-bit tags (the bridges then use them too)")
 	f.IntVar(&o.MTU, "mtu", 9000, "frame size limit from the dxpu header on (1472 for a 1500-byte Ethernet MTU)")
 	f.IntVar(&o.Window, "window", 1024, "TLPs in flight per direction")
 	f.Uint64Var(&o.Seed, "seed", 1, "seed of the traffic and fault draws")

@@ -71,3 +71,31 @@ func TestVirtualDrainsLongDelay(t *testing.T) {
 		t.Fatalf("5ms delay: sent %d delivered %d lost %d unanswered %d events %q", r.WritesSent, r.Delivered, r.Lost, r.Unanswered, r.Events)
 	}
 }
+
+// TestTenBitTags: a requester allowed more than 256 reads in flight uses
+// 10-bit tags (256..1023) over bridges configured for them, and has more
+// than 256 in flight at some point with every read answered correctly;
+// at the default it never exceeds its 8-bit tag space.
+func TestTenBitTags(t *testing.T) {
+	for _, c := range []struct {
+		outstanding int
+		over256     bool
+	}{{MaxOutstanding, true}, {0, false}} {
+		r, err := Run(context.Background(), Options{Read: 1, ReadBytes: 512, Outstanding: c.outstanding, Duration: 200 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !r.OK() || r.Completed == 0 || r.Failed != 0 || r.BadCpls != 0 {
+			t.Fatalf("outstanding %d: %d reads completed, %d failed, %d bad completions, unanswered %d", c.outstanding,
+				r.Completed, r.Failed, r.BadCpls, r.Unanswered)
+		}
+		if got := r.MaxReadsInFlight > 256; got != c.over256 || r.MaxReadsInFlight > max(c.outstanding, DefaultOutstanding) {
+			t.Errorf("outstanding %d: at most %d reads in flight", c.outstanding, r.MaxReadsInFlight)
+		}
+		if got := r.MaxWireTag >= 256; got != c.over256 {
+			t.Errorf("outstanding %d: the GPU side saw wire tags up to %d", c.outstanding, r.MaxWireTag)
+		}
+		t.Logf("outstanding %d: %.2f Gbit/s, %d reads, %d in flight at most, p50 %.0f us", c.outstanding, r.GoodputGbps, r.Completed,
+			r.MaxReadsInFlight, r.ReadLatency.P50)
+	}
+}

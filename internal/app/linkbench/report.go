@@ -388,6 +388,13 @@ func writeOut(w io.Writer, fl *ReportOptions, o Options, out Report) error {
 		fmt.Fprintln(w)
 		writeLatency(w, "write latency (one way)", "writes", r.WriteLatency)
 		writeLatency(w, "read latency (round trip)", "reads", r.ReadLatency)
+		if r.MaxReadsInFlight > 0 {
+			tags := "8-bit tags"
+			if r.MaxWireTag >= 256 {
+				tags = "10-bit tags"
+			}
+			fmt.Fprintf(w, "reads in flight: up to %d of --outstanding %d (%s)\n", r.MaxReadsInFlight, o.Outstanding, tags)
+		}
 		fmt.Fprintf(w, "retransmits %d, RTOs %d (an RTO probes the peer first and resends only what its answer shows missing), frames lost on the link %d\n",
 			r.Retransmits, r.RTOs, r.Link[0].Lost+r.Link[1].Lost)
 		fmt.Fprintf(w, "delivered %d lost %d (reported %d, link downs %d) duplicated %d misordered %d unanswered %d (reads %d ok, %d failed)\n",
@@ -468,8 +475,8 @@ func checkRanges(fl *ReportOptions) error {
 		return fmt.Errorf("--write-size %d: want a multiple of 4 in 4..4096 bytes", fl.WriteSize)
 	case fl.ReadSize < 4 || fl.ReadSize > 4096 || fl.ReadSize%4 != 0:
 		return fmt.Errorf("--read-size %d: want a multiple of 4 in 4..4096 bytes", fl.ReadSize)
-	case fl.Outstanding < 1 || fl.Outstanding > 256:
-		return fmt.Errorf("--outstanding %d: want 1..256 reads", fl.Outstanding)
+	case fl.Outstanding < 1 || fl.Outstanding > MaxOutstanding:
+		return fmt.Errorf("--outstanding %d: want 1..%d reads (over 256: 10-bit tags)", fl.Outstanding, MaxOutstanding)
 	case fl.MTU < 128 || fl.MTU > 65535:
 		return fmt.Errorf("--mtu %d: want 128..65535 bytes", fl.MTU)
 	case fl.Window < 1:
