@@ -30,14 +30,19 @@ type GuestEvent struct {
 type console struct {
 	start time.Time
 
-	mu      sync.Mutex
-	up      time.Duration // when /init ran (0: not yet)
-	events  []GuestEvent
-	report  *guest.Report
-	resAt   time.Duration
-	exit    int // the tool's exit status, -1 until known
-	closed  bool
-	fatal   string // a QEMU message after which the guest runs no more
+	mu     sync.Mutex
+	up     time.Duration // when /init ran (0: not yet)
+	events []GuestEvent
+	report *guest.Report
+	resAt  time.Duration
+	exit   int // the tool's exit status, -1 until known
+	closed bool
+	fatal  string // a QEMU message after which the guest runs no more
+	// qemuErr is QEMU's first line on stderr naming an error (or its
+	// first line at all), cut to maxQEMUErr bytes: the cause a QEMU that
+	// exited at start-up gives (a KVM that cannot run the guest says
+	// "failed to set MSR" before its assertion fails).
+	qemuErr string
 	changed chan struct{}
 }
 
@@ -98,11 +103,32 @@ func (c *console) follow(r io.Reader, log io.Writer) {
 func (c *console) followErrors(r io.Reader, log io.Writer) {
 	sc := bufio.NewScanner(io.TeeReader(r, log))
 	for sc.Scan() {
-		if line := sc.Text(); strings.Contains(line, "KVM internal error") {
+		line := strings.TrimSpace(sc.Text())
+		if strings.Contains(line, "KVM internal error") {
 			c.update(func() { c.fatal = line })
+		}
+		if line == "" {
+			continue
+		}
+		// The first line naming an error, else the first line.
+		if cur := c.qemuError(); cur == "" || !namesError(cur) && namesError(line) {
+			cut := line[:min(len(line), maxQEMUErr)]
+			c.update(func() { c.qemuErr = cut })
 		}
 	}
 	_, _ = io.Copy(log, r)
+}
+
+// maxQEMUErr bounds the QEMU message an error quotes.
+const maxQEMUErr = 300
+
+func namesError(line string) bool { return strings.Contains(strings.ToLower(line), "error") }
+
+// qemuError returns QEMU's first error line on stderr ("" if none yet).
+func (c *console) qemuError() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.qemuErr
 }
 
 // waitFor waits until cond (called with c.mu held) holds, or the console

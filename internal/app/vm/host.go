@@ -65,7 +65,7 @@ func StartHost(ctx context.Context, o Options, boot time.Duration) (*Host, error
 	if err != nil {
 		v.Close()
 		cancel()
-		return nil, fmt.Errorf("vm: the guest's tool never watched the bus: %w (serial log %s)", err, v.SerialLog())
+		return nil, fmt.Errorf("vm: the guest's tool never watched the bus: %w %s", err, v.logRef())
 	}
 	return &Host{v: v, life: life, cancel: cancel, boot: ev.At, seen: map[string]Function{}}, nil
 }
@@ -172,7 +172,7 @@ func (h *Host) Lost(ctx context.Context) error {
 	case h.life.Err() != nil:
 		return fmt.Errorf("%w: shut down", ErrHostLost)
 	case err == nil:
-		return fmt.Errorf("%w: its tool exited with status %d (serial log %s)", ErrHostLost, exit, h.v.SerialLog())
+		return fmt.Errorf("%w: its tool exited with status %d %s", ErrHostLost, exit, h.v.logRef())
 	}
 	// The console closes as QEMU exits; its Wait says how.
 	select {
@@ -184,7 +184,7 @@ func (h *Host) Lost(ctx context.Context) error {
 		return ctx.Err()
 	case <-time.After(time.Second):
 	}
-	return fmt.Errorf("%w: %w (serial log %s)", ErrHostLost, err, h.v.SerialLog())
+	return fmt.Errorf("%w: %w %s", ErrHostLost, err, h.v.logRef())
 }
 
 // watchEvent waits for the watcher's event named name from index from on,
@@ -204,7 +204,7 @@ func watchEvent(ctx context.Context, v *VM, from int, name string) (GuestEvent, 
 		return exit >= 0
 	})
 	if err == nil && exit >= 0 {
-		err = fmt.Errorf("vm: the guest's watcher exited (status %d) before event %s (serial log %s)", exit, name, v.SerialLog())
+		err = fmt.Errorf("vm: the guest's watcher exited (status %d) before event %s %s", exit, name, v.logRef())
 	}
 	return ev, next, err
 }

@@ -149,6 +149,9 @@ type VM struct {
 	died     error       // ErrGuestDied with how, when QEMU ended on its own badly
 	stopping atomic.Bool // this VM is killing QEMU: its end is no death
 	stopCtx  func() bool
+	// keepLog: an error named the serial log, so Close leaves it (and,
+	// in a temporary directory, the directory) in place.
+	keepLog atomic.Bool
 
 	mu    sync.Mutex
 	slots []string // GPU id per slot ("" free); nil on pc
@@ -239,7 +242,7 @@ func Start(ctx context.Context, o Options) (_ *VM, err error) {
 	qctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	if v.qmp, err = dialQMP(qctx, qmpPath, v.exited); err != nil {
-		return nil, fmt.Errorf("%w (serial log %s)", err, o.SerialLog)
+		return nil, v.startFailed(err)
 	}
 	// QEMU bound the socket under its umask; the directory (0700) already
 	// keeps others out, and now the socket itself is the owner's alone.
@@ -463,6 +466,39 @@ func (v *VM) Accel() string { return v.o.Accel }
 // SerialLog returns the path of the guest's console log.
 func (v *VM) SerialLog() string { return v.o.SerialLog }
 
+// logRef is the "(serial log PATH)" an error ends with; Close then keeps
+// the log for the reader.
+func (v *VM) logRef() string {
+	v.keepLog.Store(true)
+	return fmt.Sprintf("(serial log %s)", v.o.SerialLog)
+}
+
+// qemuExitWait is how long a failed start waits for QEMU to exit, so that
+// its error message can be quoted.
+const qemuExitWait = 2 * time.Second
+
+// startFailed is err from a start that QEMU did not answer, with the
+// cause QEMU printed when it exited (a KVM that cannot run the guest
+// fails an assertion: the line before it says why).
+func (v *VM) startFailed(err error) error {
+	select {
+	case <-v.exited:
+	case <-time.After(qemuExitWait):
+	}
+	select {
+	case <-v.exited:
+		if msg := v.con.qemuError(); msg != "" {
+			hint := ""
+			if v.o.Accel == "kvm" {
+				hint = "; --accel tcg runs the guest without KVM"
+			}
+			return fmt.Errorf("vm: QEMU exited at start-up: %s%s %s", msg, hint, v.logRef())
+		}
+	default:
+	}
+	return fmt.Errorf("%w %s", err, v.logRef())
+}
+
 // WaitEvent waits for the guest tool's event named name (the first one
 // from index from on) and returns it with the index after it; an error if
 // the tool reports before it.
@@ -511,7 +547,7 @@ func (v *VM) Result(ctx context.Context) (guest.Report, Timing, error) {
 		return true
 	})
 	if err != nil {
-		return rep, tm, fmt.Errorf("%w: %w (serial log %s)", ErrNoResult, err, v.o.SerialLog)
+		return rep, tm, fmt.Errorf("%w: %w %s", ErrNoResult, err, v.logRef())
 	}
 	return rep, tm, nil
 }
@@ -586,6 +622,22 @@ func (v *VM) Close() {
 		v.logFile.Close()
 	}
 	if v.ownDir {
+		v.removeDir()
+	}
+}
+
+// removeDir removes the VM's temporary directory, or, when an error
+// named the serial log there, everything in it but the log.
+func (v *VM) removeDir() {
+	log := v.o.SerialLog
+	if !v.keepLog.Load() || filepath.Dir(log) != filepath.Clean(v.dir) {
 		os.RemoveAll(v.dir)
+		return
+	}
+	entries, _ := os.ReadDir(v.dir)
+	for _, e := range entries {
+		if p := filepath.Join(v.dir, e.Name()); p != filepath.Clean(log) {
+			os.RemoveAll(p)
+		}
 	}
 }
