@@ -62,3 +62,30 @@ func TestNettlpServeFlags(t *testing.T) {
 	checkUsageError(t, []string{"nettlp", "serve", "--addr", "127.0.3.9", "--tag-ports", "17"}, "--tag-ports 17: want 1..16")
 	checkUsageError(t, []string{"nettlp", "serve", "--addr", "127.0.3.9", "--mem-size", "0"}, "--mem-size 0: want above 0")
 }
+
+// TestBenchLinkRefusesUpFront: what a run's bridges or requester could
+// not take is refused before anything runs (the first UDP flood
+// included), one line naming the flag: a write smaller than its number
+// and time (--virtual panicked on 4 bytes) or above the MPS (--virtual
+// dropped every write), NaN, infinite or overflowing mix weights (a run
+// issued no writes), a window or MTU the bridges refuse, an MTU no UDP
+// datagram holds, a seal mode without --keys or unknown.
+func TestBenchLinkRefusesUpFront(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ args, want string }{
+		{"bench link --virtual --write-size 4 --duration 100us", "--write-size 4: want a multiple of 4 in 16..512 bytes"},
+		{"bench link --virtual --write-size 516", "--write-size 516: want a multiple of 4 in 16..512 bytes"},
+		{"bench link --write-size 1024", "--write-size 1024: want a multiple of 4 in 16..512 bytes"},
+		{"bench link --mix write=NaN", `--mix: "write=NaN": want name=weight with a weight from 0 to 1000000`},
+		{"bench link --virtual --mix write=Inf,read=1", `--mix: "write=Inf"`},
+		{"bench link --mix read=1e308,write=1e308", `--mix: "read=1e308"`},
+		{"bench link --window 100000000", "--window 100000000: want 1..32768 TLPs"},
+		{"bench link --mtu 128", "--mtu 128: cannot carry one 532-byte TLP (need 574..65535)"},
+		{"bench link --keys --mtu 560", "--mtu 560: cannot carry one 532-byte TLP (need 602..65535)"},
+		{"bench link --mtu 65535", "--mtu 65535: a real-time run sends its frames in UDP datagrams, at most 65507 bytes"},
+		{"bench link --seal-mode gmac", "--seal-mode needs --keys"},
+		{"bench link --keys --seal-mode foo", `--seal-mode "foo": want gcm or gmac`},
+	} {
+		checkUsageError(t, strings.Fields(c.args), c.want)
+	}
+}

@@ -14,6 +14,8 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -53,6 +55,13 @@ type Options struct {
 	SealMode seal.Mode
 }
 
+// MaxPayload is the bridges' MPS in a run, and MinWriteBytes the
+// smallest write: each carries its number and its issue time.
+const (
+	MaxPayload    = 512
+	MinWriteBytes = 16
+)
+
 func (o *Options) defaults() {
 	if o.Write+o.Read+o.Config == 0 {
 		o.Write, o.Read = 0.7, 0.3
@@ -73,7 +82,7 @@ func (o *Options) defaults() {
 		o.Outstanding = DefaultOutstanding
 	}
 	if o.MaxPayload == 0 {
-		o.MaxPayload = 512
+		o.MaxPayload = MaxPayload
 	}
 	if o.MTU == 0 {
 		o.MTU = 9000
@@ -296,14 +305,64 @@ func (w *stallWatch) tick(now time.Time, period time.Duration) {
 	w.last = now
 }
 
+// checkSizes refuses TLP sizes a run cannot issue (o with defaults).
+func (o *Options) checkSizes() error {
+	if o.WriteBytes%4 != 0 || o.WriteBytes > o.MaxPayload || o.WriteBytes < MinWriteBytes {
+		return fmt.Errorf("linkbench: write size %d: want a multiple of 4 in %d..%d", o.WriteBytes, MinWriteBytes, o.MaxPayload)
+	}
+	if o.ReadBytes%4 != 0 || o.ReadBytes > 4096 || o.ReadBytes < 4 {
+		return fmt.Errorf("linkbench: read size %d: want a multiple of 4 in 4..4096", o.ReadBytes)
+	}
+	return nil
+}
+
+// realtimeConfig is the bridges' configuration of a real-time run (o
+// with defaults; Role and Seed unset).
+func realtimeConfig(o Options) bridge.Config {
+	cfg := bridge.Config{MTU: o.MTU, MaxPayload: o.MaxPayload, Window: o.Window, TxQueue: 256,
+		MinRTO: 200 * time.Microsecond, InitialRTO: 2 * time.Millisecond, AckDelay: 10 * time.Microsecond,
+		DeadAfter: 200 * time.Millisecond, Keepalive: 5 * time.Millisecond, Key: o.Key, SealMode: o.SealMode,
+		CompletionTimeout: completionTimeout}
+	for i := range cfg.Credits {
+		cfg.Credits[i] = bridge.ClassCredits{Headers: 512, Data: 512 * o.MaxPayload / 16}
+	}
+	if base, _ := tagRange(o.Outstanding); base > 0 {
+		cfg.TagBits = 10
+	}
+	return cfg
+}
+
+// checkPairConfig refuses, naming the flag, what the bridges of a run
+// with o would refuse (keyed: as the keyed runs of --keys are).
+func checkPairConfig(o Options, keyed bool) error {
+	o.defaults()
+	if err := o.checkSizes(); err != nil {
+		return err
+	}
+	cfg := realtimeConfig(o)
+	if keyed {
+		cfg.Key = make([]byte, seal.KeyLen)
+	}
+	cfg.Role = bridge.RoleHost
+	cfg = cfg.Defaults()
+	err := cfg.Validate()
+	var ce *bridge.ConfigError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &ce) && ce.Field == "MTU":
+		return fmt.Errorf("--mtu %d: %s", o.MTU, strings.TrimPrefix(ce.Problem, strconv.Itoa(o.MTU)+" "))
+	case errors.As(err, &ce) && ce.Field == "Window":
+		return fmt.Errorf("--window %d: %s", o.Window, ce.Problem)
+	}
+	return err
+}
+
 // Run performs one measurement.
 func Run(ctx context.Context, o Options) (Result, error) {
 	o.defaults()
-	if o.WriteBytes%4 != 0 || o.WriteBytes > o.MaxPayload || o.WriteBytes < 16 {
-		return Result{}, fmt.Errorf("linkbench: write size %d: want a multiple of 4 in 16..%d", o.WriteBytes, o.MaxPayload)
-	}
-	if o.ReadBytes%4 != 0 || o.ReadBytes > 4096 || o.ReadBytes < 4 {
-		return Result{}, fmt.Errorf("linkbench: read size %d: want a multiple of 4 in 4..4096", o.ReadBytes)
+	if err := o.checkSizes(); err != nil {
+		return Result{}, err
 	}
 	lo := netip.MustParseAddr("127.0.0.1")
 	hc, err := udp.Listen(netip.AddrPortFrom(lo, 0), netip.AddrPort{})
@@ -324,17 +383,8 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		gf = driver.NewFaulty(gc, o.Faults, o.Seed+7)
 		ht, gt = hf, gf
 	}
-	cfg := bridge.Config{MTU: o.MTU, MaxPayload: o.MaxPayload, Window: o.Window, TxQueue: 256,
-		MinRTO: 200 * time.Microsecond, InitialRTO: 2 * time.Millisecond, AckDelay: 10 * time.Microsecond,
-		DeadAfter: 200 * time.Millisecond, Keepalive: 5 * time.Millisecond, Key: o.Key, SealMode: o.SealMode,
-		CompletionTimeout: completionTimeout}
-	for i := range cfg.Credits {
-		cfg.Credits[i] = bridge.ClassCredits{Headers: 512, Data: 512 * o.MaxPayload / 16}
-	}
+	cfg := realtimeConfig(o)
 	tagBase, tagN := tagRange(o.Outstanding)
-	if tagBase > 0 {
-		cfg.TagBits = 10
-	}
 	hcfg, gcfg := cfg, cfg
 	hcfg.Role, gcfg.Role = bridge.RoleHost, bridge.RoleGPU
 	hcfg.Seed, gcfg.Seed = o.Seed, o.Seed+1

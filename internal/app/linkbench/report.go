@@ -143,6 +143,25 @@ func WriteReport(ctx context.Context, ro ReportOptions, w io.Writer) error {
 	if err := parseMix(fl.Mix, &o); err != nil {
 		return apperr.Usage(err)
 	}
+	// Everything a run would refuse is refused here, before the first
+	// flood: a seal mode, and what the bridges' configuration takes.
+	var sealName string
+	switch {
+	case fl.Keys:
+		if sealName = fl.SealMode; sealName == "" {
+			sealName = "gcm"
+		}
+		mode, err := seal.ParseMode(sealName)
+		if err != nil {
+			return apperr.Usage(err)
+		}
+		o.SealMode = mode
+	case fl.SealMode != "":
+		return apperr.Usage(errors.New("--seal-mode needs --keys"))
+	}
+	if err := checkPairConfig(o, fl.Keys); err != nil {
+		return apperr.Usage(err)
+	}
 	faulty := o.Faults.Loss+o.Faults.Duplicate+o.Faults.Reorder+o.Faults.Corrupt > 0
 	runs := 1
 	switch {
@@ -166,15 +185,7 @@ func WriteReport(ctx context.Context, ro ReportOptions, w io.Writer) error {
 		return apperr.Usage(err)
 	}
 	if fl.Keys {
-		name := fl.SealMode
-		if name == "" {
-			name = "gcm"
-		}
-		mode, err := seal.ParseMode(name)
-		if err != nil {
-			return apperr.Usage(err)
-		}
-		o.SealMode, out.SealMode = mode, name
+		out.SealMode = sealName
 		// Plaintext and keyed alternate in three rounds of a third of
 		// the duration each, so that a change of load on a shared machine
 		// falls on both; the medians are compared.
@@ -213,8 +224,6 @@ func WriteReport(ctx context.Context, ro ReportOptions, w io.Writer) error {
 			return apperr.Usage(err)
 		}
 		return writeOut(w, fl, o, out)
-	} else if fl.SealMode != "" {
-		return apperr.Usage(errors.New("--seal-mode needs --keys"))
 	}
 	if fl.Baseline && faulty {
 		bo := o
@@ -454,6 +463,13 @@ func whyReadsFailed(r *Result, virtual bool) string {
 	return s
 }
 
+// Bounds of the flags checkRanges holds to.
+const (
+	maxUDPPayload = 65507 // an IPv4 UDP datagram's payload
+	maxWindow     = 1 << 15
+	maxMixWeight  = 1e6
+)
+
 // checkRanges refuses values no run can use, naming the flag.
 // MaxDelay bounds --delay: a one-way delay beyond a second is no network
 // the pair is meant for, and a virtual run drains for a multiple of it.
@@ -471,16 +487,20 @@ func checkRanges(fl *ReportOptions) error {
 		return fmt.Errorf("--duration %v: must be positive", fl.Duration)
 	case fl.RawFor < 0:
 		return fmt.Errorf("--raw-for %v: must not be negative (0: --duration, at most 1s)", fl.RawFor)
-	case fl.WriteSize < 4 || fl.WriteSize > 4096 || fl.WriteSize%4 != 0:
-		return fmt.Errorf("--write-size %d: want a multiple of 4 in 4..4096 bytes", fl.WriteSize)
+	case fl.WriteSize < MinWriteBytes || fl.WriteSize > MaxPayload || fl.WriteSize%4 != 0:
+		// A write carries its number and its time (8 bytes each), and
+		// the bridges' MPS bounds it.
+		return fmt.Errorf("--write-size %d: want a multiple of 4 in %d..%d bytes (the bridges' MPS)", fl.WriteSize, MinWriteBytes, MaxPayload)
 	case fl.ReadSize < 4 || fl.ReadSize > 4096 || fl.ReadSize%4 != 0:
 		return fmt.Errorf("--read-size %d: want a multiple of 4 in 4..4096 bytes", fl.ReadSize)
 	case fl.Outstanding < 1 || fl.Outstanding > MaxOutstanding:
 		return fmt.Errorf("--outstanding %d: want 1..%d reads (over 256: 10-bit tags)", fl.Outstanding, MaxOutstanding)
 	case fl.MTU < 128 || fl.MTU > 65535:
 		return fmt.Errorf("--mtu %d: want 128..65535 bytes", fl.MTU)
-	case fl.Window < 1:
-		return fmt.Errorf("--window %d: must be positive", fl.Window)
+	case !fl.Virtual && fl.MTU > maxUDPPayload:
+		return fmt.Errorf("--mtu %d: a real-time run sends its frames in UDP datagrams, at most %d bytes", fl.MTU, maxUDPPayload)
+	case fl.Window < 1 || fl.Window > maxWindow:
+		return fmt.Errorf("--window %d: want 1..%d TLPs", fl.Window, maxWindow)
 	case fl.Virtual && fl.Interval <= 0:
 		return fmt.Errorf("--interval %v: must be positive", fl.Interval)
 	}
@@ -514,8 +534,10 @@ func parseMix(s string, o *Options) error {
 	for _, part := range strings.Split(s, ",") {
 		k, v, ok := strings.Cut(strings.TrimSpace(part), "=")
 		w, err := strconv.ParseFloat(v, 64)
-		if !ok || err != nil || w < 0 {
-			return fmt.Errorf("--mix: %q: want name=weight with a non-negative weight", part)
+		// NaN fails the comparison; a weight so large that the sum
+		// overflows would draw every TLP of one kind.
+		if !ok || err != nil || !(w >= 0 && w <= maxMixWeight) {
+			return fmt.Errorf("--mix: %q: want name=weight with a weight from 0 to %.0f", part, float64(maxMixWeight))
 		}
 		switch k {
 		case "write":

@@ -18,6 +18,9 @@ import (
 // TLP still in flight is not judged lost.
 func RunVirtual(o Options, interval time.Duration) (Result, error) {
 	o.defaults()
+	if err := o.checkSizes(); err != nil {
+		return Result{}, err
+	}
 	if interval <= 0 {
 		return Result{}, fmt.Errorf("linkbench: interval %v: want > 0", interval)
 	}
