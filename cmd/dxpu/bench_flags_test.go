@@ -85,6 +85,8 @@ func TestBenchLinkRefusesUpFront(t *testing.T) {
 		{"bench link --mtu 65535", "--mtu 65535: a real-time run sends its frames in UDP datagrams, at most 65507 bytes"},
 		{"bench link --seal-mode gmac", "--seal-mode needs --keys"},
 		{"bench link --keys --seal-mode foo", `--seal-mode "foo": want gcm or gmac`},
+		{"bench link --virtual --raw-for 1s", "--raw-for: no raw baseline runs with --virtual or --raw=false"},
+		{"bench link --raw=false --raw-for 1s", "--raw-for: no raw baseline runs"},
 	} {
 		checkUsageError(t, strings.Fields(c.args), c.want)
 	}

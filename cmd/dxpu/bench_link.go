@@ -62,6 +62,9 @@ more bytes (pair_over_udp_same_frames). --raw=false skips them.
 			if !o.Virtual && cmd.Flags().Changed("interval") {
 				return exitCodeError{2, errors.New("--interval: --virtual only (a real-time run issues as fast as the bridges take)")}
 			}
+			if cmd.Flags().Changed("raw-for") && (o.Virtual || !o.Raw) {
+				return exitCodeError{2, errors.New("--raw-for: no raw baseline runs with --virtual or --raw=false")}
+			}
 			if o.Virtual && !cmd.Flags().Changed("duration") {
 				o.Duration = virtualDuration
 			}
