@@ -123,7 +123,7 @@ func TestExitStatus(t *testing.T) {
 		{[]string{"model", "--trace", "x.json", "--rtt", "5"}, "", 2, "", "missing unit"},
 		{[]string{"model", "--trace", "x.json", "--link-gbps", "-1"}, "", 2, "", "--link-gbps -1: must not be negative"},
 		{[]string{"bench", "link", "--write-size", "-5"}, "", 2, "", "--write-size -5: want a multiple of 4"},
-		{[]string{"bench", "link", "--outstanding", "0"}, "", 2, "", "--outstanding 0: want 1..256"},
+		{[]string{"bench", "link", "--outstanding", "0"}, "", 2, "", "--outstanding 0: want 1..768 reads"},
 		{[]string{"bench", "link", "--duration", "-1s"}, "", 2, "", "--duration -1s: must be positive"},
 		{[]string{"bench", "link", "--link-gbps", "-3"}, "", 2, "", "--link-gbps -3"},
 		{[]string{"bench", "link", "--raw-for", "-1s", "--json"}, "", 2, "", "--raw-for -1s: must not be negative"},
