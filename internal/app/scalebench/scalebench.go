@@ -205,7 +205,7 @@ type Result struct {
 	Cores          int     `json:"cores"`
 	ReadBytes      int     `json:"read_bytes"`
 	ReadersPerPair int     `json:"readers_per_pair"`
-	Seconds        float64 `json:"seconds_per_scenario"`
+	Seconds        float64 `json:"duration_per_scenario_s"`
 	Sealed         bool    `json:"sealed"`
 	// Pinned: each pair's bridges ran on one CPU of their own (Pin).
 	Pinned bool `json:"pinned"`

@@ -24,7 +24,7 @@ func (r Result) WriteText(w io.Writer) error {
 	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "scenario\tpairs\thosts\tboxes\taggregate Gbit/s\tper pair min-max\tJain\tx linear\tx UDP\tMMIO p50/p99 us\techo p50/p99 us\tidle MMIO p50/p99\tCPU s/GB bridges\tload\tread errors\tretransmits\tcredit stalls\tswitch drops")
+	fmt.Fprintln(tw, "scenario\tpairs\thosts\tboxes\taggregate Gbit/s\tper pair min-max\tJain\tx linear\tx UDP\tMMIO p50/p99 us\techo p50/p99 us\tidle MMIO p50/p99 us\tCPU s/GB bridges\tload\tread errors\tretransmits\tcredit stalls\tswitch drops")
 	for _, s := range r.Scenarios {
 		lin, drops := "-", "-"
 		if s.ScalingOverLinear > 0 {
