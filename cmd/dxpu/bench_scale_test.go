@@ -42,6 +42,9 @@ func TestBenchScaleProcess(t *testing.T) {
 		res.MTUBytes != 8972 || res.MPSBytes != 2048 {
 		t.Fatalf("result %+v: want one sealed loopback scenario, its pairs pinned by default, with --mtu 8972 --mps 2048 and a raw UDP baseline of 8972-byte datagrams", res)
 	}
+	if !strings.Contains(stdout.String(), `"duration_per_scenario_s":0.3,`) {
+		t.Errorf("JSON lacks duration_per_scenario_s 0.3 (--duration 300ms)")
+	}
 	s := res.Scenarios[0]
 	if s.Name != "pairs-2" || s.Pairs != 2 || len(s.PairGbps) != 2 || len(s.HostGbps) != 2 || len(s.BoxGbps) != 2 {
 		t.Fatalf("scenario %+v: want pairs-2 over 2 hosts and 2 boxes", s)
