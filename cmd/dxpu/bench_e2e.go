@@ -43,6 +43,9 @@ echo crosses the switch as bridge frames do. Times in us, rates in Gbit/s.`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var err error
+			if err := flagsGiven(cmd, "sizes", "mtu"); err != nil {
+				return exitCodeError{2, err}
+			}
 			if o.Sizes, err = bytesize.ParseList("sizes", sizes); err != nil {
 				return exitCodeError{2, err}
 			}

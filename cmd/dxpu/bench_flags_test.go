@@ -91,3 +91,23 @@ func TestBenchLinkRefusesUpFront(t *testing.T) {
 		checkUsageError(t, strings.Fields(c.args), c.want)
 	}
 }
+
+// TestBenchEmptyFlagsRefused: a list or size flag typed with an empty
+// value is refused instead of running the default (`bench scale --pairs ''`
+// ran the whole sweep of 64 bridge processes, `bench e2e --sizes ''` every
+// size, `--mtu 0` the default MTU).
+func TestBenchEmptyFlagsRefused(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"bench", "e2e", "--loopback", "--sizes", ""}, `--sizes "": empty; leave the flag out for its default`},
+		{[]string{"bench", "e2e", "--loopback", "--mtu", "0"}, "--mtu 0: leave the flag out for its default"},
+		{[]string{"bench", "scale", "--loopback", "--pairs", ""}, `--pairs "": empty`},
+		{[]string{"bench", "scale", "--loopback", "--borrow", " "}, `--borrow " ": empty`},
+		{[]string{"bench", "scale", "--loopback", "--scenarios", ""}, `--scenarios "": empty`},
+	} {
+		checkUsageError(t, c.args, c.want)
+	}
+}

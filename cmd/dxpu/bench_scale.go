@@ -60,6 +60,9 @@ network namespace and the GPU sides in another behind the XDP switch.`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var err error
+			if err := flagsGiven(cmd, "pairs", "borrow", "scenarios"); err != nil {
+				return exitCodeError{2, err}
+			}
 			if o.Pairs, err = intList("pairs", pairs); err != nil {
 				return exitCodeError{2, err}
 			}

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -60,6 +61,30 @@ func checkFlags(cmd *cobra.Command, names []string, ok func(float64) bool, want 
 		}
 		if !ok(v) {
 			return fmt.Errorf("--%s %s: %s", name, fs.Lookup(name).Value, want)
+		}
+	}
+	return nil
+}
+
+// flagsGiven returns an error naming the first of the flags that was
+// given with an empty value (a string flag: "" or blanks; an int: 0) where
+// the empty value stands for the default: typed out, it would run the
+// default silently (`--pairs ”` ran the whole 32-pair sweep).
+func flagsGiven(cmd *cobra.Command, names ...string) error {
+	fs := cmd.Flags()
+	for _, name := range names {
+		f := fs.Lookup(name)
+		if f == nil {
+			return fmt.Errorf("internal: no flag --%s", name)
+		}
+		if !f.Changed {
+			continue
+		}
+		switch v := f.Value.String(); {
+		case f.Value.Type() == "int" && v == "0":
+			return fmt.Errorf("--%s 0: leave the flag out for its default", name)
+		case strings.TrimSpace(v) == "":
+			return fmt.Errorf("--%s %q: empty; leave the flag out for its default", name, v)
 		}
 	}
 	return nil
