@@ -35,7 +35,7 @@ each natively (GPU on the host's root port) and over the fabric at --rtt.`,
 	}
 	f := cmd.Flags()
 	f.DurationVar(&o.RTT, "rtt", 5*time.Microsecond, "network round trip between the host-side and GPU-side bridges (see dxpu help units)")
-	f.Float64Var(&o.Gbit, "link-gbps", 100, "link rate of the host-GPU pair in Gbit/s")
+	f.Float64Var(&o.Gbit, "link-gbps", 100, "link rate of the host-GPU pair in Gbit/s (0.001..10000)")
 	linkRateAliases(f, &o.Gbit)
 	f.IntVar(&o.Tags, "tags", defaultTags, "outstanding DMA reads: 256 (8-bit tags) or 768 (10-bit tags), or any smaller cap")
 	f.IntVar(&o.MRRS, "mrrs", 512, "max read request size in bytes (128..4096)")
@@ -44,7 +44,7 @@ each natively (GPU on the host's root port) and over the fabric at --rtt.`,
 	f.BoolVar(&o.Bridge, "bridge", false, "put a real dxpu bridge pair on the fabric path instead of the latency/bandwidth pipe")
 	f.Uint64Var(&o.SimBytes, "tlp-bytes", 4<<20, "bytes of each copy moved as TLPs; the rest moves functionally at the rate reached (0: all)")
 	f.BoolVar(&o.JSON, "json", false, "print one JSON object")
-	f.Float64Var(&o.Loss, "loss", 0, "frame loss probability on the network (needs --bridge: the bridges retransmit)")
+	f.Float64Var(&o.Loss, "loss", 0, "frame loss probability on the network, at most 0.5 (needs --bridge: the bridges retransmit)")
 	f.StringVar(&o.Clock, "clock", "virtual", "virtual (simulated time, deterministic) or wall (real time; the fabric is a bridge pair over UDP on loopback, --rtt and --link-gbps do not apply)")
 	return cmd
 }

@@ -113,7 +113,7 @@ func TestModelUsageErrors(t *testing.T) {
 	}{
 		{[]string{"--rtt", "1000h"}, "dxpu: --rtt 1000h0m0s: want at most 1s"},
 		{[]string{"--rtt", "-5us"}, "dxpu: --rtt -5us: must not be negative"},
-		{[]string{"--link-gbps", "NaN"}, "--link-gbps must be positive and at most 10000 Gbit/s, got NaN"},
+		{[]string{"--link-gbps", "NaN"}, "--link-gbps must be from 0.001 up to 10000 Gbit/s, got NaN"},
 		{[]string{"--gbit", "1", "--bw", "1"}, "--gbit and --bw: one link rate given twice"},
 		{[]string{"--sizes", "100G"}, `--sizes: "100G" is not a size between 1 and 4G`}, // it said "100"
 	} {

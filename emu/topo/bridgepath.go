@@ -45,6 +45,11 @@ func (b *BridgePath) Connect(upstream, downstream pcie.Receiver) (down, up pcie.
 	f.defaults()
 	bc := bridge.Config{TagBits: 10, Window: 4096, TxQueue: 4096, InfiniteQueue: 4096, MaxPayload: 512,
 		Credits: [3]bridge.ClassCredits{{Headers: 4096, Data: 4096 * 32}, {Headers: 4096, Data: 4096 * 32}, {Headers: 4096, Data: 4096 * 32}}}
+	// A long round trip, a slow link or loss outlast the bridges' default
+	// timers: a request would end in CA, a lossy link be taken for dead,
+	// and an RTO shorter than the round trip never sees its probe
+	// answered (each RTO sends a new one), so nothing lost is resent.
+	bc.CompletionTimeout, bc.MaxRTO, bc.Keepalive, bc.DeadAfter = f.bridgeTimers()
 	cfg := vpair.PairConfig{Host: bc, GPU: bc, PairID: b.PairID,
 		Faults: &memlink.Faults{
 			// The bridges' own latency and the GPU box's PCIe hop ride on
@@ -60,8 +65,9 @@ func (b *BridgePath) Connect(upstream, downstream pcie.Receiver) (down, up pcie.
 	b.Pair = p
 	p.Host.OnTLP = upstream.ReceiveTLP
 	p.GPU.OnTLP = downstream.ReceiveTLP
-	return &sideSender{s: b.S, sd: p.Host, rate: f.BytesPerSec, overhead: f.OverheadBytes},
-		&sideSender{s: b.S, sd: p.GPU, rate: f.BytesPerSec, overhead: f.OverheadBytes}
+	poll := f.AddedRoundTrip() / 64
+	return &sideSender{s: b.S, sd: p.Host, rate: f.BytesPerSec, overhead: f.OverheadBytes, poll: poll},
+		&sideSender{s: b.S, sd: p.GPU, rate: f.BytesPerSec, overhead: f.OverheadBytes, poll: poll}
 }
 
 // sideSender feeds one bridge at the fabric's rate: the port in front of
@@ -73,7 +79,8 @@ type sideSender struct {
 	sd       *vpair.Side
 	rate     float64
 	overhead int
-	busy     float64 // ns, sub-ns precision
+	busy     float64       // ns, sub-ns precision
+	poll     time.Duration // the least wait while the bridge refuses TLPs
 }
 
 func (s *sideSender) SendTLP(v tlp.View) {
@@ -89,6 +96,12 @@ func (s *sideSender) SendTLP(v tlp.View) {
 func (s *sideSender) Backlog() time.Duration {
 	pace := max(0, time.Duration(math.Ceil(s.busy))-s.s.Now())
 	held := time.Duration(float64(s.sd.Backlog()*(256+s.overhead)) / s.rate * 1e9)
+	if s.sd.Backlog() > 0 {
+		// What lets them in (acks, credits) comes over the round trip: a
+		// sender polling Backlog waits a fraction of it, not a TLP's
+		// time, or a long round trip costs millions of polls.
+		held = max(held, s.poll)
+	}
 	return max(pace, held)
 }
 
@@ -96,3 +109,56 @@ type dropSender struct{}
 
 func (dropSender) SendTLP(tlp.View)       {}
 func (dropSender) Backlog() time.Duration { return 0 }
+
+// The least likely delays the bridges' timers still wait through.
+const (
+	// queuedAhead is the most completion bytes queued ahead of a request's
+	// own: every 10-bit tag of its requester out for 4 KiB.
+	queuedAhead = 768 * 4096
+	// lostOdds: a frame lost this many times in a row once in 1e12.
+	lostOdds = 1e-12
+)
+
+// lossRuns returns how many times in a row something that fails with
+// probability loss may fail, at odds above lostOdds (0 without loss).
+func lossRuns(loss float64) float64 {
+	if !(loss > 0) {
+		return 0
+	}
+	return math.Ceil(math.Log(lostOdds) / math.Log(min(loss, 1-1e-9)))
+}
+
+// bridgeTimers returns the completion timeout, the longest retransmission
+// timeout, the keepalive interval and the silence taken for a dead peer of
+// the bridges on f: the defaults, or longer where f needs it.
+func (f Fabric) bridgeTimers() (completion, maxRTO, keepalive, deadAfter time.Duration) {
+	f.defaults()
+	bd := bridge.Config{}.Defaults()
+	// In float seconds: a link of a few bit/s must not wrap the
+	// nanoseconds around.
+	dur := func(s float64) time.Duration { return time.Duration(min(s, float64(math.MaxInt64/4)/1e9) * 1e9) }
+	rtt := f.AddedRoundTrip().Seconds()
+	maxRTO = max(bd.MaxRTO, dur(2*rtt))
+	// A lost TLP is resent once a probe and its answer got through, and
+	// the request and then its completion each may need that.
+	try := 1 - math.Pow(1-f.Loss, 3)
+	retx := 2 * lossRuns(try) * (rtt + maxRTO.Seconds())
+	queue := float64(queuedAhead*(4096+12+f.OverheadBytes)/4096) / f.BytesPerSec
+	completion = max(bd.CompletionTimeout, dur(2*(rtt+queue)+retx))
+	// Keepalives at a fraction of the round trip, not every millisecond:
+	// a virtual run of a long round trip would spend its time on them.
+	keepalive = max(bd.Keepalive, dur(rtt/16))
+	// Silence is then loss, taken for a dead peer only once as unlikely
+	// as the rest, and never before the defaults' ten keepalives.
+	deadAfter = max(bd.DeadAfter, dur((lossRuns(f.Loss)+10)*keepalive.Seconds()))
+	return completion, maxRTO, keepalive, deadAfter
+}
+
+// CompletionTimeout returns how long a request across f may wait for its
+// completion: the bridges' default 50 ms, or longer where f rightly delays
+// a completion more: a long round trip, a slow link with a tag space of
+// completions queued ahead, retransmissions through loss.
+func (f Fabric) CompletionTimeout() time.Duration {
+	c, _, _, _ := f.bridgeTimers()
+	return c
+}

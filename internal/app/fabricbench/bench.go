@@ -60,6 +60,12 @@ func NewEnv(s Setup) (*Env, error) {
 	o := topo.Options{GPUs: 1, Model: s.Model, Fabric: s.Fabric, Path: path,
 		Enum: host.EnumConfig{TenBitTags: s.TenBitTags, MRRS: s.MRRS},
 		GPU:  gpu.Config{MaxOutstanding: s.MaxOutstanding, MaxSimBytes: s.MaxSimBytes}}
+	if s.Fabric != nil && !s.Wall {
+		// The default 50 ms is shorter than a config read takes over a
+		// long round trip or a slow link: enumeration would find no GPU.
+		// Twice the bridges': their CA ends a request that is truly lost.
+		o.Host.CompletionTimeout = 2 * s.Fabric.CompletionTimeout()
+	}
 	if s.Wall {
 		o.Sim = sim.New(1)
 		clk := realtime.New(o.Sim)

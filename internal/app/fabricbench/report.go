@@ -44,6 +44,16 @@ type Report struct {
 	VirtualTime  string  `json:"clock"`
 }
 
+// The bounds of a run that ends: below MinLinkGbps a copy of the largest
+// --sizes runs for many hours of virtual time (the bridges' keepalives
+// then take real minutes) and at a few bit/s wraps the clock around;
+// above MaxBridgeLoss the retransmissions make a run take minutes to hours
+// (0.5: about 10 s at the default sizes, 0.8: over 2 minutes).
+const (
+	MinLinkGbps   = 0.001
+	MaxBridgeLoss = 0.5
+)
+
 // ReportOptions are `dxpu bench fabric`'s.
 type ReportOptions struct {
 	RTT      time.Duration // network round trip between the bridges
@@ -78,8 +88,8 @@ func WriteReport(o ReportOptions, out io.Writer) error {
 		// The bounds of `dxpu model`, which reads this report: a round
 		// trip of hours is no fabric, though virtual time would run it.
 		return apperr.Usage(fmt.Errorf("--rtt %s: want at most %s", units.Duration(fl.RTT), units.Duration(model.MaxRTT)))
-	case !(fl.Gbit > 0) || fl.Gbit > model.MaxLinkGbps: // !(> 0): NaN too
-		return apperr.Usage(fmt.Errorf("--link-gbps must be positive and at most %d Gbit/s, got %g", model.MaxLinkGbps, fl.Gbit))
+	case !(fl.Gbit >= MinLinkGbps) || fl.Gbit > model.MaxLinkGbps: // !(>=): NaN too
+		return apperr.Usage(fmt.Errorf("--link-gbps must be from %g up to %d Gbit/s, got %g", MinLinkGbps, model.MaxLinkGbps, fl.Gbit))
 	case fl.Tags < 1 || fl.Tags > 768:
 		return apperr.Usage(fmt.Errorf("--tags %d: want 1..768", fl.Tags))
 	case fl.MRRS < 128 || fl.MRRS > 4096 || fl.MRRS&(fl.MRRS-1) != 0:
@@ -88,6 +98,8 @@ func WriteReport(o ReportOptions, out io.Writer) error {
 		return apperr.Usage(fmt.Errorf("--loss %v: want 0 <= loss < 1", fl.Loss))
 	case fl.Loss > 0 && !fl.Bridge:
 		return apperr.Usage(fmt.Errorf("--loss needs --bridge: only real bridges recover lost frames"))
+	case fl.Loss > MaxBridgeLoss:
+		return apperr.Usage(fmt.Errorf("--loss %v: want at most %v: above, resending lost frames takes a run minutes to hours", fl.Loss, MaxBridgeLoss))
 	case fl.Clock != "virtual" && fl.Clock != "wall":
 		return apperr.Usage(fmt.Errorf("--clock %q: want virtual or wall", fl.Clock))
 	}
@@ -151,7 +163,7 @@ func WriteReport(o ReportOptions, out io.Writer) error {
 	if wall {
 		fmt.Fprintf(out, "emulated %s on the wall clock, fabric: a dxpu bridge pair over UDP loopback, %d tags, MRRS %d\n\n", mdl.Name, fl.Tags, fl.MRRS)
 	} else {
-		fmt.Fprintf(out, "emulated %s, fabric: network RTT %s (adds %.1fus to a round trip), %.0f Gbit/s, %d tags, MRRS %d, %s path, loss %.2g; virtual time\n\n",
+		fmt.Fprintf(out, "emulated %s, fabric: network RTT %s (adds %.1fus to a round trip), %g Gbit/s, %d tags, MRRS %d, %s path, loss %.2g; virtual time\n\n",
 			mdl.Name, units.Duration(fl.RTT), rep.AddedRTTus, fl.Gbit, fl.Tags, fl.MRRS, rep.Path, fl.Loss)
 	}
 	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', tabwriter.AlignRight)

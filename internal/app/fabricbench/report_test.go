@@ -46,11 +46,64 @@ func TestReportBadOptions(t *testing.T) {
 		"--tags 0": func(o *ReportOptions) { o.Tags = 0 }, "--mrrs 100": func(o *ReportOptions) { o.MRRS = 100 },
 		"--loss without --bridge": func(o *ReportOptions) { o.Loss = 0.1 }, "--clock now": func(o *ReportOptions) { o.Clock = "now" },
 		"--bridge --loss NaN": func(o *ReportOptions) { o.Bridge, o.Loss = true, math.NaN() },
+		// Runs that would not end: hours of virtual time, or minutes of
+		// retransmissions.
+		"--link-gbps 1e-9":    func(o *ReportOptions) { o.Gbit = 1e-9 },
+		"--bridge --loss 0.9": func(o *ReportOptions) { o.Bridge, o.Loss = true, 0.9 },
 	} {
 		o := reportOptions()
 		mod(&o)
 		if err := WriteReport(o, io.Discard); !errors.Is(err, apperr.ErrUsage) {
 			t.Errorf("%s: %v, want a usage error", name, err)
 		}
+	}
+}
+
+// TestReportAcceptedExtremes: every RTT, link rate and loss the checks
+// accept runs, the long round trips and slow links included (enumeration
+// timed out at 50ms and found no GPU), and the fabric's MMIO read shows
+// the round trip.
+func TestReportAcceptedExtremes(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		rtt    time.Duration
+		gbit   float64
+		bridge bool
+		loss   float64
+	}{
+		{100 * time.Millisecond, 100, false, 0}, {time.Second, 100, false, 0},
+		{100 * time.Millisecond, 100, true, 0}, {time.Second, 100, true, 0},
+		{5 * time.Microsecond, MinLinkGbps, false, 0}, {5 * time.Microsecond, MinLinkGbps, true, 0},
+		{5 * time.Microsecond, 100, true, MaxBridgeLoss}, {time.Second, 100, true, MaxBridgeLoss},
+	} {
+		o := reportOptions()
+		o.JSON, o.RTT, o.Gbit, o.Bridge, o.Loss, o.Sizes = true, c.rtt, c.gbit, c.bridge, c.loss, "4K,64K"
+		var out bytes.Buffer
+		if err := WriteReport(o, &out); err != nil {
+			t.Errorf("%+v: %v", c, err)
+			continue
+		}
+		var rep Report
+		if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+			t.Fatalf("%+v: %v\n%s", c, err, out.String())
+		}
+		if rep.MMIOReadUs.Fabric < float64(c.rtt)/1e3 || len(rep.H2D) != 2 || !(rep.H2D[1].FabricGbps > 0) {
+			t.Errorf("%+v: %+v", c, rep)
+		}
+	}
+}
+
+// TestReportTextRate: the header gives the link rate as given, not
+// rounded to whole Gbit/s (0.1 printed as 0).
+func TestReportTextRate(t *testing.T) {
+	t.Parallel()
+	o := reportOptions()
+	o.Gbit, o.Sizes = 0.1, "4K"
+	var out bytes.Buffer
+	if err := WriteReport(o, &out); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(out.Bytes(), []byte(", 0.1 Gbit/s, ")) {
+		t.Errorf("header lacks the rate 0.1 Gbit/s:\n%s", out.String())
 	}
 }
