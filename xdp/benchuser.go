@@ -24,6 +24,14 @@ type UserspaceFigures struct {
 	PPS        float64 `json:"packets_per_second"`
 }
 
+// The frames BenchUserspace sends: Ethernet, the dxpu header and one TLP
+// with its 2-byte length, the TLP whole DWs and at least a 3-DW header,
+// within the 1500-byte MTU the sandbox's veths get.
+const (
+	MinBenchFrameBytes = encap.EthHeaderLen + encap.HeaderLen + 2 + 12
+	MaxBenchFrameBytes = MinBenchFrameBytes + (encap.EthHeaderLen+1500-MinBenchFrameBytes)/4*4
+)
+
 // UserspaceDriver starts a userspace switch over fwd on ports (inside the
 // sandbox's namespace) and returns its run and close functions.
 type UserspaceDriver func(fwd *switching.Forwarder, ports map[string]switching.Port) (run func(context.Context) error, close func() error, err error)
@@ -43,6 +51,9 @@ func PacketDriver(fwd *switching.Forwarder, ports map[string]switching.Port) (fu
 // sink counts what arrives on swb's peer.
 func BenchUserspace(mode string, driver UserspaceDriver, duration time.Duration, frameBytes int) (UserspaceFigures, error) {
 	fig := UserspaceFigures{Mode: mode}
+	if frameBytes < MinBenchFrameBytes || frameBytes > MaxBenchFrameBytes || frameBytes%4 != 0 {
+		return fig, fmt.Errorf("xdp: %d-byte frames: want a multiple of 4 in %d..%d", frameBytes, MinBenchFrameBytes, MaxBenchFrameBytes)
+	}
 	hostMAC, gpuMAC := net.HardwareAddr{2, 0xbe, 0, 0, 1, 1}, net.HardwareAddr{2, 0xbe, 0, 0, 2, 2}
 	sb, err := NewSandbox([]PortSpec{{Name: "swa", MAC: net.HardwareAddr{2, 0x5e, 0, 0, 0, 0xa}}, {Name: "swb", MAC: net.HardwareAddr{2, 0x5e, 0, 0, 0, 0xb}}})
 	if err != nil {

@@ -93,8 +93,8 @@ func TestBenchLinkRefusesUpFront(t *testing.T) {
 }
 
 // TestBenchEmptyFlagsRefused: a list or size flag typed with an empty
-// value is refused instead of running the default (`bench scale --pairs ''`
-// ran the whole sweep of 64 bridge processes, `bench e2e --sizes ''` every
+// value is refused instead of running the default (`bench scale --pairs ""`
+// ran the whole sweep of 64 bridge processes, `bench e2e --sizes ""` every
 // size, `--mtu 0` the default MTU).
 func TestBenchEmptyFlagsRefused(t *testing.T) {
 	t.Parallel()
@@ -110,4 +110,66 @@ func TestBenchEmptyFlagsRefused(t *testing.T) {
 	} {
 		checkUsageError(t, c.args, c.want)
 	}
+}
+
+// TestBenchFabricExtremes: every RTT the checks accept runs (from 50ms
+// enumeration timed out and found no GPU), a rate or a loss the run could
+// not end with is refused naming the flag and the limit, and the header
+// gives the rate as given.
+func TestBenchFabricExtremes(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{
+		{"--rtt", "100ms"}, {"--rtt", "1s"}, {"--bridge", "--rtt", "1s"}, {"--link-gbps", "0.001"}, {"--bridge", "--loss", "0.5"},
+	} {
+		out, errOut, err := runDxpu(t, "", append([]string{"bench", "fabric", "--sizes", "4K"}, args...)...)
+		if err != nil || !strings.Contains(out, "MMIO read") {
+			t.Errorf("bench fabric %v: %v\n%s%s", args, err, out, errOut)
+		}
+	}
+	checkUsageError(t, []string{"bench", "fabric", "--link-gbps", "1e-9"}, "--link-gbps must be from 0.001 up to 10000 Gbit/s, got 1e-09")
+	checkUsageError(t, []string{"bench", "fabric", "--bridge", "--loss", "0.9"}, "--loss 0.9: want at most 0.5")
+	out, _, err := runDxpu(t, "", "bench", "fabric", "--sizes", "4K", "--link-gbps", "0.1")
+	if err != nil || !strings.Contains(out, ", 0.1 Gbit/s, ") {
+		t.Errorf("bench fabric --link-gbps 0.1: %v, header not 0.1 Gbit/s:\n%s", err, out)
+	}
+}
+
+// TestBenchManagerFlags: an explicit 0 is refused, not read as the
+// default; etcd endpoints are checked up front (notaurl waited 5s for
+// "context deadline exceeded"); a flag the chosen store ignores is
+// refused. All before anything runs.
+func TestBenchManagerFlags(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ args, want string }{
+		{"--gpus 0", "--gpus 0: want a multiple of 8 in 8..1000000"},
+		{"--gpus 7", "--gpus 7: want a multiple of 8 in 8..1000000"},
+		{"--hosts 0", "--hosts 0: want 1..100000"},
+		{"--clients 0", "--clients 0: want 1..10000"},
+		{"--duration 0", "--duration 0s: must be positive"},
+		{"--duration -1s", "--duration -1s: must be positive"},
+		{"--seed 0", "--seed 0: want 1 or above"},
+		{"--store etcd --etcd-endpoints notaurl", `--etcd-endpoints "notaurl": want http:// or https:// URLs with a host and port`},
+		{"--store etcd --etcd-endpoints http://127.0.0.1", `--etcd-endpoints "http://127.0.0.1": want http:// or https:// URLs with a host and port`},
+		{"--store etcd --etcd-endpoints http://127.0.0.1:2379,", `--etcd-endpoints "": want http:// or https://`},
+		{"--store etcd --etcd-endpoints http://127.0.0.1:99999", `--etcd-endpoints "http://127.0.0.1:99999": port 99999: want 1..65535`},
+		{"--store memory --dir /tmp", "--dir: only with --store bbolt, not memory"},
+		{"--store etcd --dir /tmp", "--dir: only with --store bbolt, not etcd"},
+		{"--store memory --etcd-endpoints http://127.0.0.1:2379", "--etcd-endpoints: only with --store etcd, not memory"},
+		{"--etcd-endpoints http://127.0.0.1:2379", "--etcd-endpoints: only with --store etcd, not bbolt"},
+	} {
+		checkUsageError(t, append([]string{"bench", "manager"}, strings.Fields(c.args)...), c.want)
+	}
+}
+
+// TestBenchSwitchFlags: --frame-bytes outside what the benchmark can send
+// (the headers and one TLP of whole DWs, within the veths' 1500-byte MTU)
+// is refused, and --repeat and --rounds are named apart, with the value.
+func TestBenchSwitchFlags(t *testing.T) {
+	t.Parallel()
+	for _, fb := range []string{"0", "-1", "10", "64", "130", "1516", "100000"} {
+		checkUsageError(t, []string{"bench", "switch", "--no-xdp", "--frame-bytes", fb}, "--frame-bytes "+fb+": want a multiple of 4 in 68..1512")
+	}
+	checkUsageError(t, []string{"bench", "switch", "--no-xdp", "--repeat", "0"}, "--repeat 0: must be positive")
+	checkUsageError(t, []string{"bench", "switch", "--no-xdp", "--rounds", "0"}, "--rounds 0: must be positive")
+	checkUsageError(t, []string{"bench", "switch", "--no-xdp", "--rounds", "-3"}, "--rounds -3: must be positive")
 }

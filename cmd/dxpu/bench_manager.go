@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"os/signal"
 	"strings"
@@ -43,6 +44,23 @@ started from the etcd on PATH for the run and removed after it.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if endpoints != "" {
 				o.EtcdEndpoints = strings.Split(endpoints, ",")
+				for i, e := range o.EtcdEndpoints {
+					o.EtcdEndpoints[i] = strings.TrimSpace(e)
+				}
+			}
+			// Every flag has a value here: an explicit 0 is refused, not
+			// read as the default.
+			if err := managerbench.Validate(o); err != nil {
+				return exitCodeError{2, err}
+			}
+			// A flag the store would ignore is refused: the run would not
+			// be the one asked for.
+			f := cmd.Flags()
+			if f.Changed("dir") && o.Store != "bbolt" {
+				return exitCodeError{2, fmt.Errorf("--dir: only with --store bbolt, not %s", o.Store)}
+			}
+			if f.Changed("etcd-endpoints") && o.Store != "etcd" {
+				return exitCodeError{2, fmt.Errorf("--etcd-endpoints: only with --store etcd, not %s", o.Store)}
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()

@@ -110,7 +110,7 @@ func TestExitStatus(t *testing.T) {
 		{[]string{"pcap", "unseal", "--key-log", "/nonexistent.log", "a.pcap", "b.pcap"}, "", 2, "", "dxpu: unseal: --key-log: open /nonexistent.log"},
 		{[]string{"pcap", "capture", "--out", "x.pcap"}, "", 2, "", "dxpu: capture: --interface and --out are required"},
 		{[]string{"replay", "--pcap", "x"}, "", 2, "", "dxpu: replay: --pcap and --table are required"},
-		{[]string{"bench", "switch", "--repeat", "0"}, "", 2, "", "--repeat and --rounds must be positive"},
+		{[]string{"bench", "switch", "--repeat", "0"}, "", 2, "", "--repeat 0: must be positive"},
 		{[]string{"demo", "--link-gbps", "0"}, "", 2, "", "dxpu: --link-gbps must be positive, got 0"},
 		{[]string{"demo", "--gbit", "0"}, "", 2, "", "--link-gbps must be positive"}, // the old spelling still works
 		{[]string{"ctl", "frobnicate"}, "", 2, "", `unknown command "frobnicate" for "dxpu ctl"; want one of alloc, box`},
@@ -133,7 +133,7 @@ func TestExitStatus(t *testing.T) {
 		{[]string{"bench", "scale", "--loopback", "--mtu", "10", "--json"}, "", 2, "", "--mtu 10: bridge: bad config: MTU: 10 cannot carry one"},
 		{[]string{"bench", "e2e", "--loopback", "--copies", "0", "--json"}, "", 2, "", "--copies 0: must be positive"},
 		{[]string{"bench", "e2e", "--loopback", "--spin", "-1ms"}, "", 2, "", "--spin -1ms: must not be negative"},
-		{[]string{"bench", "fabric", "--link-gbps", "0"}, "", 2, "", "--link-gbps must be positive"},
+		{[]string{"bench", "fabric", "--link-gbps", "0"}, "", 2, "", "--link-gbps must be from 0.001 up to 10000 Gbit/s, got 0"},
 		{[]string{"bench", "manager", "--gpus", "100"}, "", 2, "", "--gpus 100: want a multiple of 8"},
 		{[]string{"bench", "manager", "--store", "redis"}, "", 2, "", `--store "redis": want bbolt, etcd or memory`},
 		{[]string{"bench", "scale", "--loopback", "--pairs", "0"}, "", 2, "", `--pairs "0": want positive integers`},

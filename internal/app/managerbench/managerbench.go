@@ -16,15 +16,18 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
 	"github.com/dxpu/dxpu/fabric/manager"
 	"github.com/dxpu/dxpu/fabric/pool"
 	"github.com/dxpu/dxpu/fabric/store"
+	"github.com/dxpu/dxpu/internal/app/units"
 )
 
 // GPUsPerBox is the size of every box.
@@ -80,6 +83,13 @@ func (o *Options) defaults() error {
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
+	return Validate(*o)
+}
+
+// Validate checks o as it is, zeros included: `dxpu bench manager`, whose
+// flags give every field its default, calls it so that an explicit 0 is
+// refused rather than taken for "the default" (Run fills zeros in first).
+func Validate(o Options) error {
 	switch {
 	case o.Store != "bbolt" && o.Store != "etcd" && o.Store != "memory":
 		return fmt.Errorf("--store %q: want bbolt, etcd or memory", o.Store)
@@ -89,8 +99,22 @@ func (o *Options) defaults() error {
 		return fmt.Errorf("--hosts %d: want 1..100000", o.Hosts)
 	case o.Clients < 1 || o.Clients > 10_000:
 		return fmt.Errorf("--clients %d: want 1..10000", o.Clients)
-	case o.Duration < 0:
-		return fmt.Errorf("--duration %v: must be positive", o.Duration)
+	case o.Duration <= 0:
+		return fmt.Errorf("--duration %s: must be positive", units.Duration(o.Duration))
+	case o.Seed == 0:
+		return fmt.Errorf("--seed 0: want 1 or above")
+	}
+	for _, e := range o.EtcdEndpoints {
+		// Checked here: etcd's client takes anything and then waits out
+		// its dial timeout to say "context deadline exceeded".
+		u, err := url.Parse(e)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" || u.Port() == "" ||
+			u.User != nil || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" {
+			return fmt.Errorf("--etcd-endpoints %q: want http:// or https:// URLs with a host and port, such as http://10.0.0.1:2379, separated by commas", e)
+		}
+		if p, err := strconv.Atoi(u.Port()); err != nil || p < 1 || p > 65535 {
+			return fmt.Errorf("--etcd-endpoints %q: port %s: want 1..65535", e, u.Port())
+		}
 	}
 	return nil
 }

@@ -113,6 +113,42 @@ func TestReport(t *testing.T) {
 	}
 }
 
+// TestValidateAsGiven: Validate, what the command calls on its flags'
+// values, refuses an explicit 0 (Run reads 0 as the default) and etcd
+// endpoints that are no http(s) URL with a host and port, naming the flag.
+func TestValidateAsGiven(t *testing.T) {
+	t.Parallel()
+	flags := Options{Store: "bbolt", GPUs: 10000, Hosts: 1000, Clients: 50, Duration: 10 * time.Second, Seed: 1}
+	if err := Validate(flags); err != nil {
+		t.Fatalf("the flags' defaults: %v", err)
+	}
+	for want, mod := range map[string]func(*Options){
+		"--gpus 0:":     func(o *Options) { o.GPUs = 0 },
+		"--hosts 0:":    func(o *Options) { o.Hosts = 0 },
+		"--clients 0:":  func(o *Options) { o.Clients = 0 },
+		"--duration 0s": func(o *Options) { o.Duration = 0 },
+		"--seed 0:":     func(o *Options) { o.Seed = 0 },
+		`--etcd-endpoints "notaurl"`: func(o *Options) {
+			o.Store, o.EtcdEndpoints = "etcd", []string{"notaurl"}
+		},
+		`--etcd-endpoints "127.0.0.1:2379"`: func(o *Options) {
+			o.Store, o.EtcdEndpoints = "etcd", []string{"http://127.0.0.1:2379", "127.0.0.1:2379"}
+		},
+		`--etcd-endpoints "unix://x:1"`: func(o *Options) { o.Store, o.EtcdEndpoints = "etcd", []string{"unix://x:1"} },
+	} {
+		o := flags
+		mod(&o)
+		if err := Validate(o); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v", want, err)
+		}
+	}
+	o := flags
+	o.Store, o.EtcdEndpoints = "etcd", []string{"http://10.0.0.1:2379", "https://etcd.example:2379"}
+	if err := Validate(o); err != nil {
+		t.Errorf("http and https endpoints: %v", err)
+	}
+}
+
 // TestChecksCatch: the checks the run relies on do catch what they look
 // for: a GPU returned by a second live allocation, a GPU paired twice at
 // the agents, and a pool whose allocations differ from the clients'.

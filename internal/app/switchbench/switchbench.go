@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/dxpu/dxpu/internal/app/apperr"
@@ -37,8 +38,14 @@ type Report struct {
 
 // Run measures and prints the report to stdout.
 func Run(o Options, stdout io.Writer) error {
-	if o.Repeat == 0 || o.Rounds <= 0 {
-		return apperr.Usage(fmt.Errorf("bench switch: --repeat and --rounds must be positive"))
+	switch {
+	case o.Repeat == 0:
+		return apperr.Usage(fmt.Errorf("--repeat %d: must be positive", o.Repeat))
+	case o.Rounds <= 0:
+		return apperr.Usage(fmt.Errorf("--rounds %d: must be positive", o.Rounds))
+	case o.FrameBytes < xdp.MinBenchFrameBytes || o.FrameBytes > xdp.MaxBenchFrameBytes || o.FrameBytes%4 != 0:
+		// One TLP of whole DWs behind the headers, within the veths' MTU.
+		return apperr.Usage(fmt.Errorf("--frame-bytes %d: want a multiple of 4 in %d..%d", o.FrameBytes, xdp.MinBenchFrameBytes, xdp.MaxBenchFrameBytes))
 	}
 	if o.GoTime <= 0 {
 		o.GoTime = time.Second
@@ -74,17 +81,19 @@ func measureXDP(rep *Report, o Options) {
 	if len(rep.XDP) > 0 {
 		rep.XDPNsPerFrame, rep.BaselineNsPerFrame, rep.Ratio = rep.XDP[0].XDPNsPerFrame, rep.XDP[0].BaselineNsPerFrame, rep.XDP[0].Ratio
 	}
+	var errs []string
 	for _, m := range []struct {
 		name string
 		drv  xdp.UserspaceDriver
 	}{{"packet", xdp.PacketDriver}, {"afxdp", xdp.AFXDPDriver}} {
 		uf, err := xdp.BenchUserspace(m.name, m.drv, o.Duration, o.FrameBytes)
 		if err != nil {
-			rep.UserspaceError += m.name + ": " + err.Error() + "; "
+			errs = append(errs, m.name+": "+err.Error())
 			continue
 		}
 		rep.Userspace = append(rep.Userspace, uf)
 	}
+	rep.UserspaceError = strings.Join(errs, "; ")
 }
 
 func (rep *Report) print(out io.Writer) {

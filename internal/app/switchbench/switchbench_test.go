@@ -6,6 +6,7 @@ import (
 	"errors"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -16,7 +17,7 @@ import (
 // no allocation, in the text and JSON reports.
 func TestGoDecision(t *testing.T) {
 	t.Parallel()
-	o := Options{Repeat: 1, Rounds: 1, NoXDP: true, GoTime: 20 * time.Millisecond}
+	o := Options{Repeat: 1, Rounds: 1, FrameBytes: 128, NoXDP: true, GoTime: 20 * time.Millisecond}
 	var out bytes.Buffer
 	if err := Run(o, &out); err != nil {
 		t.Fatal(err)
@@ -39,11 +40,40 @@ func TestGoDecision(t *testing.T) {
 	}
 }
 
+// TestBadOptions: the flag that is wrong is named, with its value;
+// --frame-bytes must leave room for the headers and one TLP of whole DWs
+// within the veths' MTU.
 func TestBadOptions(t *testing.T) {
 	t.Parallel()
-	for _, o := range []Options{{Repeat: 0, Rounds: 1}, {Repeat: 1, Rounds: 0}} {
-		if err := Run(o, &bytes.Buffer{}); !errors.Is(err, apperr.ErrUsage) {
-			t.Errorf("%+v: %v, want a usage error", o, err)
+	for want, o := range map[string]Options{
+		"--repeat 0: must be positive":                         {Repeat: 0, Rounds: 1, FrameBytes: 128},
+		"--rounds 0: must be positive":                         {Repeat: 1, Rounds: 0, FrameBytes: 128},
+		"--frame-bytes 0: want a multiple of 4 in 68..1512":    {Repeat: 1, Rounds: 1},
+		"--frame-bytes 64: want a multiple of 4 in 68..1512":   {Repeat: 1, Rounds: 1, FrameBytes: 64},
+		"--frame-bytes 130: want a multiple of 4 in 68..1512":  {Repeat: 1, Rounds: 1, FrameBytes: 130},
+		"--frame-bytes 1516: want a multiple of 4 in 68..1512": {Repeat: 1, Rounds: 1, FrameBytes: 1516},
+		"--frame-bytes -1: want a multiple of 4 in 68..1512":   {Repeat: 1, Rounds: 1, FrameBytes: -1},
+	} {
+		if err := Run(o, &bytes.Buffer{}); !errors.Is(err, apperr.ErrUsage) || !strings.Contains(err.Error(), want) {
+			t.Errorf("%+v: %v, want a usage error saying %q", o, err, want)
 		}
+	}
+}
+
+// TestUserspaceErrorJoined: the reasons the userspace figures are
+// missing are joined by "; ", with none trailing, in the JSON string and
+// the text line. (A frame size BenchUserspace refuses makes both drivers
+// fail, with root or without.)
+func TestUserspaceErrorJoined(t *testing.T) {
+	t.Parallel()
+	var rep Report
+	measureXDP(&rep, Options{Repeat: 1, Rounds: 1, Duration: time.Millisecond, FrameBytes: 10})
+	if !strings.HasPrefix(rep.UserspaceError, "packet: ") || !strings.Contains(rep.UserspaceError, "; afxdp: ") || strings.HasSuffix(rep.UserspaceError, "; ") {
+		t.Errorf("userspace_error %q: want \"packet: ...; afxdp: ...\"", rep.UserspaceError)
+	}
+	var out bytes.Buffer
+	rep.print(&out)
+	if strings.Contains(out.String(), "; \n") {
+		t.Errorf("text ends a line with \"; \":\n%s", out.String())
 	}
 }
