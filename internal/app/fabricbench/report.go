@@ -194,7 +194,9 @@ func parseSizes(s string) ([]uint64, error) {
 			mult, f = 1<<30, strings.TrimSuffix(f, "G")
 		}
 		n, err := strconv.ParseUint(f, 10, 64)
-		if err != nil || n == 0 || n*mult > 4<<30 {
+		// n > limit/mult, not n*mult > limit: a huge n wraps the product
+		// (2^54 G was taken as a 0-byte copy).
+		if err != nil || n == 0 || n > (4<<30)/mult {
 			return nil, fmt.Errorf("--sizes: %q is not a size between 1 and 4G", item)
 		}
 		out = append(out, n*mult)

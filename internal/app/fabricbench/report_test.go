@@ -50,6 +50,9 @@ func TestReportBadOptions(t *testing.T) {
 		// retransmissions.
 		"--link-gbps 1e-9":    func(o *ReportOptions) { o.Gbit = 1e-9 },
 		"--bridge --loss 0.9": func(o *ReportOptions) { o.Bridge, o.Loss = true, 0.9 },
+		// 2^54 G wraps to 0 bytes when multiplied out.
+		"--sizes 18014398509481984G": func(o *ReportOptions) { o.Sizes = "18014398509481984G" },
+		"--sizes 5G":                 func(o *ReportOptions) { o.Sizes = "5G" },
 	} {
 		o := reportOptions()
 		mod(&o)
