@@ -86,10 +86,9 @@ type Bridge struct {
 	lastResetSent        time.Duration
 	lastRecv, lastSent   time.Duration
 	lastProbe            time.Duration
-	probeSeq             uint8  // number of the latest RTO probe
-	probePending         bool   // an RTO probe is due
-	probeOut             bool   // the latest RTO probe awaits its answer
-	probeTxOrder         uint64 // transmissions before that probe
+	probeSeq             uint8     // number of the latest RTO probe
+	probePending         bool      // an RTO probe is due
+	probesOut            probesOut // RTO probes awaiting their answers
 
 	// Transmit side.
 	txPool      pool
@@ -269,7 +268,8 @@ func (b *Bridge) newSession(now time.Duration) {
 	b.helloDue = now
 	b.helloAckPending = false
 	b.kaAcks.reset()
-	b.probePending, b.probeOut = false, false
+	b.probePending = false
+	b.probesOut.reset()
 	b.ackPending, b.ackNow, b.nakPending, b.creditDirty = false, false, false, false
 }
 
@@ -382,17 +382,19 @@ func (b *Bridge) onRTO(now time.Duration) {
 	if b.probeSeq == 0 {
 		b.probeSeq = 1
 	}
-	b.probePending, b.probeOut = true, false
+	b.probePending = true
 	b.rtt.backoff()
 	b.rtoDeadline = now + b.rtt.rto
 }
 
-// onProbeAck resends every TLP sent before the answered probe that is still
+// onProbeAck takes the answer to RTO probe seq (any still out: see
+// probesOut) and resends every TLP sent before that probe that is still
 // neither acknowledged nor selectively acknowledged, as far as the SACK
 // bitmap of that answer can tell.
-func (b *Bridge) onProbeAck(ack uint32) {
-	b.probeOut = false
-	b.retx.markSentBefore(ack, b.probeTxOrder)
+func (b *Bridge) onProbeAck(seq uint8, ack uint32) {
+	if txOrder, ok := b.probesOut.answer(seq); ok {
+		b.retx.markSentBefore(ack, txOrder)
+	}
 }
 
 // goDown ends the session: every forwarded request gets UR, unacknowledged

@@ -69,8 +69,8 @@ func (b *Bridge) HandleFrame(now time.Duration, frame []byte) error {
 			if err := b.headerFields(now, h, t); err != nil {
 				return err
 			}
-			if c.Type == encap.CtlKeepaliveAck && b.probeOut && c.Probe == b.probeSeq && h.Flags()&encap.FlagAck != 0 {
-				b.onProbeAck(h.Ack())
+			if c.Type == encap.CtlKeepaliveAck && c.Probe != 0 && h.Flags()&encap.FlagAck != 0 {
+				b.onProbeAck(c.Probe, h.Ack())
 			}
 		}
 		if err := b.handleControl(now, &c, &keyNonce); err != nil {

@@ -65,7 +65,8 @@ func (b *Bridge) nextFrame(now time.Duration, buf []byte) int {
 		return b.control(buf, encap.Control{Type: encap.CtlKeepaliveAck, PeerSession: b.peerSession, Probe: probe})
 	}
 	if b.probePending {
-		b.probePending, b.probeOut, b.probeTxOrder = false, true, b.retx.txOrder
+		b.probePending = false
+		b.probesOut.add(b.probeSeq, b.retx.txOrder)
 		b.ctr.KeepalivesSent++
 		return b.control(buf, encap.Control{Type: encap.CtlKeepalive, PeerSession: b.peerSession, Probe: b.probeSeq})
 	}
