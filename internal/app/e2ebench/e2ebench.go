@@ -164,14 +164,13 @@ type Result struct {
 	// The raw baselines: two plain UDP sockets at the bridges' endpoints,
 	// on their path (through the switch in namespaces), flooded with
 	// datagrams of the bridges' MTU (sendmmsg/recvmmsg, in this process)
-	// for half of LinkFor just before the world over the pair starts (UDPBeforeGbps; its clocks spin while it lives) and half
-	// just after the link pair (UDPAfterGbps); UDPGoodputGbps is their
-	// mean, and the ratios use it. A shared machine's speed drifts (the
-	// same flood measured 12-14 and 7-8 Gbit/s minutes apart on one 2-core
-	// VM): two figures far apart (UDPDrift, the larger over the smaller)
-	// say the run is not to be compared. Sent and received are the two
-	// floods' sums. Then, for LinkFor each, UDP with the link's mean frame
-	// and, on loopback, one TCP connection.
+	// for half of LinkFor each, just before the world over the pair starts
+	// (UDPBeforeGbps; its clocks spin while it lives) and just after the
+	// link pair (UDPAfterGbps): a rawgoodput.Bracket, whose mean
+	// (UDPGoodputGbps) the ratios use and whose Drift says when the run is
+	// not to be compared. Sent and received are the two floods' sums. Then,
+	// for LinkFor each, UDP with the link's mean frame and, on loopback,
+	// one TCP connection.
 	UDPBeforeGbps    float64 `json:"udp_before_gbps"`
 	UDPAfterGbps     float64 `json:"udp_after_gbps"`
 	UDPDrift         float64 `json:"udp_drift_ratio"`
@@ -397,8 +396,8 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 		return res, err
 	}
 	res.UDPBeforeGbps, res.UDPAfterGbps = before.GoodputGbps, after.GoodputGbps
-	res.UDPGoodputGbps = (before.GoodputGbps + after.GoodputGbps) / 2
-	res.UDPDrift = max(before.GoodputGbps, after.GoodputGbps) / min(before.GoodputGbps, after.GoodputGbps)
+	br := rawgoodput.Bracket{Before: before, After: after}
+	res.UDPGoodputGbps, res.UDPDrift = br.GoodputGbps(), br.Drift()
 	res.UDPDatagramBytes, res.UDPSent, res.UDPReceived = after.DatagramBytes, before.Sent+after.Sent, before.Received+after.Received
 	if res.LinkFrameBytes > 0 {
 		u, err := flood(res.LinkFrameBytes, o.LinkFor)

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/dxpu/dxpu/internal/app/bytesize"
+	"github.com/dxpu/dxpu/internal/app/rawgoodput"
 )
 
 // WriteText prints r for a reader: latencies, copies by size (smallest
@@ -47,8 +48,8 @@ func (r Result) WriteText(w io.Writer) error {
 		row("raw TCP", fmt.Sprintf("%.2f", r.TCPGoodputGbps), "")
 	}
 	fmt.Fprintf(w, "  CPU time per GB copied: %.3f s\n", r.CPUSecondsPerGB)
-	if r.UDPDrift > DriftWarn {
-		fmt.Fprintf(w, "  warning: the two UDP floods differ %.2fx: the machine's speed changed during the run; run again before comparing\n", r.UDPDrift)
+	if warn := rawgoodput.DriftWarning(r.UDPDrift); warn != "" {
+		fmt.Fprintln(w, "  "+warn)
 	}
 	fmt.Fprintln(w)
 	q := r.Ratios
@@ -98,6 +99,3 @@ func SizesOf(ms ...map[string]float64) []uint64 {
 	slices.Sort(out)
 	return out
 }
-
-// DriftWarn is the UDPDrift above which the text warns.
-const DriftWarn = 1.25

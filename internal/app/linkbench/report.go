@@ -315,9 +315,8 @@ func rawBaselines(ctx context.Context, fl *ReportOptions, o Options, out *Report
 	out.UDP, out.UDPGoodputGbps = &u, u.GoodputGbps
 	cpu := u.CPUSecondsPerGB
 	if b := out.UDPBefore; b != nil {
-		out.UDPGoodputGbps = (b.GoodputGbps + u.GoodputGbps) / 2
-		out.UDPDrift = max(b.GoodputGbps, u.GoodputGbps) / min(b.GoodputGbps, u.GoodputGbps)
-		cpu = (b.CPUSecondsPerGB + u.CPUSecondsPerGB) / 2
+		br := rawgoodput.Bracket{Before: *b, After: u}
+		out.UDPGoodputGbps, out.UDPDrift, cpu = br.GoodputGbps(), br.Drift(), br.CPUSecondsPerGB()
 	}
 	out.PairOverUDP, out.UDPCPUSecondsPerGB = pair/out.UDPGoodputGbps, cpu
 	if cpu > 0 {
@@ -342,9 +341,6 @@ func rawBaselines(ctx context.Context, fl *ReportOptions, o Options, out *Report
 	out.TCPGoodputGbps, out.PairOverTCP = tcp, pair/tcp
 	return nil
 }
-
-// driftWarn is the UDPDrift above which the text report warns.
-const driftWarn = 1.25
 
 // keyRounds is how many plaintext and keyed runs --keys alternates.
 const keyRounds = 3
@@ -418,8 +414,8 @@ func writeOut(w io.Writer, fl *ReportOptions, o Options, out Report) error {
 			}
 			fmt.Fprintf(w, "raw UDP (two plain sockets, %d-byte datagrams, same loopback, %s); the lossless pair %.2fx of it\n",
 				u.DatagramBytes, when, out.PairOverUDP)
-			if out.UDPDrift > driftWarn {
-				fmt.Fprintf(w, "warning: the two UDP floods differ %.2fx: the machine's speed changed during the run; run again before comparing\n", out.UDPDrift)
+			if warn := rawgoodput.DriftWarning(out.UDPDrift); warn != "" {
+				fmt.Fprintln(w, warn)
 			}
 			if out.PairCPUOverUDP > 0 {
 				fmt.Fprintf(w, "CPU per GB: raw UDP %.2f s; the lossless pair %.1fx of it\n", out.UDPCPUSecondsPerGB, out.PairCPUOverUDP)
