@@ -481,20 +481,18 @@ const qemuExitWait = 2 * time.Second
 // cause QEMU printed when it exited (a KVM that cannot run the guest
 // fails an assertion: the line before it says why).
 func (v *VM) startFailed(err error) error {
+	exited := false
 	select {
-	case <-v.exited:
+	case <-v.exited: // closed once QEMU's stderr is read to its end
+		exited = true
 	case <-time.After(qemuExitWait):
 	}
-	select {
-	case <-v.exited:
-		if msg := v.con.qemuError(); msg != "" {
-			hint := ""
-			if v.o.Accel == "kvm" {
-				hint = "; --accel tcg runs the guest without KVM"
-			}
-			return fmt.Errorf("vm: QEMU exited at start-up: %s%s %s", msg, hint, v.logRef())
+	if msg := v.con.qemuError(); exited && msg != "" {
+		hint := ""
+		if v.o.Accel == "kvm" {
+			hint = "; --accel tcg runs the guest without KVM"
 		}
-	default:
+		return fmt.Errorf("vm: QEMU exited at start-up: %s%s %s", msg, hint, v.logRef())
 	}
 	return fmt.Errorf("%w %s", err, v.logRef())
 }
