@@ -160,6 +160,35 @@ func TestIDTranslationAndType1(t *testing.T) {
 	}
 }
 
+// TestIDRoutedMessageTranslated: a message routed by ID has its target
+// ID mapped like a config request's, both ways.
+func TestIDRoutedMessageTranslated(t *testing.T) {
+	gpuLocal := tlp.NewID(0x41, 0, 0)
+	gpuRootPort := tlp.NewID(0x40, 0, 0)
+	gc := Config{IDMap: []IDMapping{{Local: gpuLocal, Wire: gpuFn}, {Local: gpuRootPort, Wire: hostRC}}}
+	p := newTestPair(t, Config{}, gc)
+	p.up()
+	vdm := func(req, target tlp.ID) tlp.Packet {
+		return tlp.Packet{Kind: tlp.Msg, RequesterID: req, MessageCode: 0x7f, Routing: tlp.RouteByID, TargetID: target}
+	}
+	p.send(p.h, vdm(hostRC, gpuFn))
+	p.run()
+	if len(p.gq) != 1 {
+		t.Fatalf("GPU side got %d TLPs", len(p.gq))
+	}
+	if v := p.gq[0].v(); v.TargetID() != gpuLocal || v.RequesterID() != gpuRootPort {
+		t.Fatalf("GPU side got a message to %v from %v; want to %v from %v", v.TargetID(), v.RequesterID(), gpuLocal, gpuRootPort)
+	}
+	p.send(p.g, vdm(gpuLocal, gpuRootPort))
+	p.run()
+	if len(p.hq) != 1 {
+		t.Fatalf("host side got %d TLPs", len(p.hq))
+	}
+	if v := p.hq[0].v(); v.TargetID() != hostRC || v.RequesterID() != gpuFn {
+		t.Fatalf("host side got a message to %v from %v; want to %v from %v", v.TargetID(), v.RequesterID(), hostRC, gpuFn)
+	}
+}
+
 func TestTagSpaces(t *testing.T) {
 	for _, bits := range []int{8, 10} {
 		p := newTestPair(t, Config{TagBits: 10}, Config{TagBits: bits})
@@ -278,6 +307,11 @@ func TestSplitCompletionsAccounted(t *testing.T) {
 	}
 	if parts < 2 || p.h.Outstanding() != 0 || len(p.hq) != parts {
 		t.Fatalf("%d parts, %d outstanding, %d delivered", parts, p.h.Outstanding(), len(p.hq))
+	}
+	for i, d := range p.hq { // every part carries the requester's own tag
+		if v := d.v(); v.Tag() != 5 || v.RequesterID() != hostRC {
+			t.Fatalf("completion %d of %d: tag %d requester %v, want 5 %v", i+1, parts, v.Tag(), v.RequesterID(), hostRC)
+		}
 	}
 	// One more completion for the same request: no request matches.
 	p.send(p.g, cpld(gpuFn, req.RequesterID(), req.Tag(), 4, 0, make([]byte, 4)))
@@ -450,6 +484,37 @@ func TestLinkDownAndReset(t *testing.T) {
 	p.advance(3*time.Millisecond, 100*time.Microsecond)
 	if p.h.State() != StateUp || p.g.State() != StateUp {
 		t.Fatalf("after reset: %v/%v", p.h.State(), p.g.State())
+	}
+}
+
+// LNK-6: a RESET naming a session other than the receiver's own (a late
+// one from before the last handshake) is ignored.
+func TestStaleResetIgnored(t *testing.T) {
+	p := newTestPair(t, Config{}, Config{})
+	p.up()
+	var reset []byte
+	p.drop = func(from *Bridge, f []byte) bool {
+		h := encap.Header(f)
+		if from == p.h && h.Type() == encap.MsgControl && reset == nil {
+			if c, err := encap.ParseControl(h.Body()); err == nil && c.Type == encap.CtlReset {
+				reset = append([]byte(nil), f...)
+			}
+		}
+		return false
+	}
+	p.h.Reset(p.now)
+	p.run()
+	p.advance(3*time.Millisecond, 100*time.Microsecond)
+	if reset == nil || p.h.State() != StateUp || p.g.State() != StateUp {
+		t.Fatalf("RESET sent %v; states %v/%v after it", reset != nil, p.h.State(), p.g.State())
+	}
+	session, downs := p.g.Session(), p.g.Counters().LinkDowns
+	if err := p.g.HandleFrame(p.now, reset); err != nil {
+		t.Fatal(err)
+	}
+	p.run()
+	if p.g.State() != StateUp || p.g.Session() != session || p.g.Counters().LinkDowns != downs {
+		t.Fatalf("the previous session's RESET tore the GPU side's session down (%v, session %#x, was %#x)", p.g.State(), p.g.Session(), session)
 	}
 }
 

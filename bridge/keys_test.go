@@ -3,6 +3,7 @@ package bridge
 import (
 	"bytes"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -216,6 +217,27 @@ func TestRestartWithClockSetBackRepeatsNoHandshakeNonce(t *testing.T) {
 				t.Fatalf("HELLO %d of the restarted bridge (handshake packet number %x) repeats a keystream of the first start: a nonce repeated under the handshake key", hellos, buf[44:52])
 			}
 			seen[k] = true
+		}
+	}
+}
+
+// KEY-5: a keyed bridge's RESET goes out under the handshake key (its
+// session keys are gone by the time it is sent), so it reaches the peer and
+// takes that session down at once, as a RESET.
+func TestKeyedResetReachesPeer(t *testing.T) {
+	for _, mode := range modes {
+		p := newKeyedPair(t, mode, Config{}, Config{})
+		p.up()
+		p.h.Reset(p.now)
+		p.run()
+		reason := ""
+		for _, e := range p.gev {
+			if e.Kind == EventLinkDown {
+				reason = e.Reason
+			}
+		}
+		if !strings.Contains(reason, "RESET") || p.h.Counters().SealFailures != 0 {
+			t.Fatalf("%v: GPU side link-down reason %q, host seal failures %d; want a RESET and none", mode, reason, p.h.Counters().SealFailures)
 		}
 	}
 }

@@ -87,6 +87,7 @@ func TestOrderingTable(t *testing.T) {
 		{"completion with IDO, completer is the writer", withAttr(cpl(reqA), ido), reqA, true},
 		{"completion with IDO, other completer", withAttr(cpl(gpuFn), ido), reqA, false},
 		{"IO/config write completion", cplNoData(gpuFn), reqA, false},
+		{"UR completion without data (a failed read)", tlp.Packet{Kind: tlp.Cpl, CompleterID: gpuFn, RequesterID: hostRC, Tag: 4, Status: tlp.StatusUR, ByteCount: 4}, reqA, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

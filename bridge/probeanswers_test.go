@@ -2,6 +2,7 @@ package bridge
 
 import (
 	"testing"
+	"time"
 
 	"github.com/dxpu/dxpu/tlp/encap"
 )
@@ -58,5 +59,39 @@ func TestEveryKeepaliveAnswered(t *testing.T) {
 	}
 	if got := answers(); len(got) != maxProbeAnswers || got[0] != 100+2*maxProbeAnswers || got[len(got)-1] != 100+3*maxProbeAnswers-1 {
 		t.Errorf("%d KEEPALIVEs at once answered with %v, want the last %d", 3*maxProbeAnswers, got, maxProbeAnswers)
+	}
+}
+
+// TestStaleKeepaliveNotAnswered: CTL-3 answers KEEPALIVEs of the current
+// session only; one of the peer's previous session (late, or replayed on
+// an unkeyed pair) gets no KEEPALIVE-ACK, whose probe number could match
+// one of the new session's RTO probes.
+func TestStaleKeepaliveNotAnswered(t *testing.T) {
+	p := newTestPair(t, Config{}, Config{})
+	p.up()
+	buf := make([]byte, 256)
+	n := p.h.control(buf, encap.Control{Type: encap.CtlKeepalive, PeerSession: p.h.peerSession, Probe: 7})
+	old := append([]byte(nil), buf[:n]...)
+	p.h.Reset(p.now)
+	p.run()
+	p.advance(3*time.Millisecond, 100*time.Microsecond)
+	if p.h.State() != StateUp || p.g.State() != StateUp {
+		t.Fatalf("states %v/%v after the reset", p.h.State(), p.g.State())
+	}
+	if err := p.g.HandleFrame(p.now, old); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		n := p.g.NextFrame(p.now, p.buf)
+		if n == 0 {
+			break
+		}
+		h := encap.Header(p.buf[:n])
+		if h.Type() != encap.MsgControl {
+			continue
+		}
+		if c, err := encap.ParseControl(h.Body()); err == nil && c.Type == encap.CtlKeepaliveAck {
+			t.Fatalf("the previous session's KEEPALIVE was answered (probe %d)", c.Probe)
+		}
 	}
 }

@@ -3,6 +3,7 @@ package bridge
 import (
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/dxpu/dxpu/tlp"
 	"github.com/dxpu/dxpu/tlp/encap"
@@ -36,6 +37,7 @@ func TestRecvCredits(t *testing.T) {
 		{"hold 4 more: headers out", func() error { r.hold(tlp.Posted, 4); return nil }, 0, false, 2, 8, false},
 		{"hand out one", func() error { r.handOut(tlp.Posted, 4); return nil }, 0, false, 2, 8, false},
 		{"release more than handed out", func() error { _, err := r.release(tlp.Posted, 2, 4); return err }, 0, false, 2, 8, true},
+		{"release more data than handed out", func() error { _, err := r.release(tlp.Posted, 1, 5); return err }, 0, false, 2, 8, true},
 		{"release it", func() error {
 			h, err := r.release(tlp.Posted, 1, 4)
 			r.free(tlp.Posted, h, 4)
@@ -84,16 +86,61 @@ func TestRecvCreditsOldSessionHeld(t *testing.T) {
 	r.restart()
 	r.hold(tlp.Completion, 1)
 	r.restart() // a new session with the TLP still held
-	if got := r.limit(encap.CreditCplH); got != 3 {
-		t.Fatalf("initial CplH %d, want 3 (one of 4 held)", got)
+	if got, gotD := r.limit(encap.CreditCplH), r.limit(encap.CreditCplD); got != 3 || gotD != 63 {
+		t.Fatalf("initial CplH/CplD %d/%d, want 3/63 (one of 4 headers and one of 64 data units held)", got, gotD)
 	}
 	r.free(tlp.Completion, 1, 1)
 	if got := r.limit(encap.CreditCplH); got != 3 {
 		t.Errorf("CplH limit %d after the old TLP freed, want 3: 4 would be ahead of the initial credits", got)
 	}
+	if got := r.limit(encap.CreditCplD); got != 63 {
+		t.Errorf("CplD limit %d after the old TLP freed, want 63: 64 would be ahead of the initial credits", got)
+	}
 	r.hold(tlp.Completion, 1) // a TLP of this session
 	r.free(tlp.Completion, 1, 1)
-	if got := r.limit(encap.CreditCplH); got != 4 {
-		t.Errorf("CplH limit %d after a new TLP freed, want 4", got)
+	if got, gotD := r.limit(encap.CreditCplH), r.limit(encap.CreditCplD); got != 4 || gotD != 64 {
+		t.Errorf("CplH/CplD limits %d/%d after a new TLP freed, want 4/64", got, gotD)
+	}
+}
+
+// TestCreditOverrunRefused: CRD-7, SEQ-3: a peer that sends beyond the
+// data credits it was given gets the TLP that does not fit refused (not
+// held, not acknowledged), though the class has header room left.
+func TestCreditOverrunRefused(t *testing.T) {
+	gc := Config{MaxPayload: 64}
+	gc.Credits[tlp.Posted] = ClassCredits{Headers: 16, Data: 8} // two 64-byte writes
+	p := newTestPair(t, Config{MaxPayload: 64}, gc)
+	p.up()
+	p.accept[1] = 0
+	seq := p.g.reorder.next
+	for i := range 3 { // forged: a sender that ignores the credits
+		f := plainFrame(encap.MsgTLP, 0x123456, seq+uint32(i), 1, tlpBody(enc(mwr(0x1000*uint64(i+1), 64))))
+		if err := p.g.HandleFrame(p.now, f); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.g.CheckInvariants(); err != nil {
+			t.Fatalf("after write %d: %v", i, err)
+		}
+	}
+	if c := p.g.Counters(); p.g.Queued() != 2 || c.RxOverruns != 1 || p.g.reorder.next != seq+2 {
+		t.Fatalf("%d queued, %d overruns, next %#x; want 2, 1, %#x (the third write not accepted)", p.g.Queued(), c.RxOverruns, p.g.reorder.next, seq+2)
+	}
+}
+
+// TestAutoReleaseReturnsCredits: with AutoRelease a TLP's header and data
+// credits return as NextTLP hands it out (CRD-5), so a sender bound by data
+// credits keeps going.
+func TestAutoReleaseReturnsCredits(t *testing.T) {
+	gc := Config{MaxPayload: 64, AutoRelease: true}
+	gc.Credits[tlp.Posted] = ClassCredits{Headers: 64, Data: 8} // two 64-byte writes
+	p := newTestPair(t, Config{MaxPayload: 64}, gc)
+	p.up()
+	const writes = 6
+	for i := range writes {
+		p.send(p.h, mwr(0x1000*uint64(i+1), 64))
+	}
+	p.advance(2*time.Millisecond, 50*time.Microsecond)
+	if len(p.gq) != writes {
+		t.Fatalf("delivered %d of %d: the data credits of auto-released writes did not come back", len(p.gq), writes)
 	}
 }

@@ -111,6 +111,8 @@ func TestReorderWindowSackAndHole(t *testing.T) {
 		{"several", 64, []uint32{1, 3, 32}, 1<<0 | 1<<2 | 1<<31, true},
 		{"beyond 32 bits not reported", 64, []uint32{33}, 0, true},
 		{"small window", 4, []uint32{1, 3}, 1<<0 | 1<<2, true},
+		// Bit 3 would be next+4, whose slot is next's (ACK-4).
+		{"small window, next held", 4, []uint32{0, 2}, 1 << 1, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -112,8 +112,13 @@ func TestRetransmitMarking(t *testing.T) {
 			q.mark(e)
 			q.resend(e, 35*us) // txOrder 7
 			// Acked 1 us after the resend, minimum RTT 10 us: the
-			// original arrived, with txOrder 6.
-			q.acknowledge(36*us, 103, 0b100, 10*us, p)
+			// original arrived, with txOrder 6. SACK bit 1 is 105
+			// (Ack+1+1); bit 2 would name 106, never sent, and the
+			// case would test nothing.
+			q.acknowledge(36*us, 103, 0b10, 10*us, p)
+			if !q.at(105).sacked {
+				t.Fatal("SACK bit 1 of Ack 103 did not reach 105")
+			}
 			q.markOvertaken(103)
 		}, nil},
 		{"probe answer marks what was sent before it", func(t *testing.T, q *retransmitQueue, p *pool) {
@@ -179,5 +184,85 @@ func TestRetransmitResendAndClear(t *testing.T) {
 	q.push(&meta{}, 0)
 	if q.canSend() {
 		t.Fatal("window of 2 full, canSend still true")
+	}
+}
+
+// TestRetransmitKarnSamples: no RTT sample comes from a TLP sent more than
+// once, whether a SACK or the cumulative ack reports it, and none comes
+// twice from one TLP: a SACKed TLP gave its sample when it was SACKed, and
+// the cumulative ack that covers it later measures the hole, not the path
+// (RTX-2).
+func TestRetransmitKarnSamples(t *testing.T) {
+	us := time.Microsecond
+	t.Run("SACK of a retransmitted TLP", func(t *testing.T) {
+		q, p := sentQueue(t, 100, 0, 1*us, 2*us)
+		e := q.at(102)
+		q.mark(e)
+		q.resend(e, 50*us)
+		r := q.acknowledge(60*us, 100, 0b10, 0, p) // 102 arrived
+		if !e.sacked || r.sample != -1 {
+			t.Fatalf("sacked %v, sample %v; want a SACK and no sample from a retransmitted TLP", e.sacked, r.sample)
+		}
+	})
+	t.Run("cumulative ack of a SACKed TLP", func(t *testing.T) {
+		q, p := sentQueue(t, 100, 0, 1*us, 2*us)
+		if r := q.acknowledge(40*us, 100, 0b1, 0, p); r.sample != 39*us {
+			t.Fatalf("SACK of 101: sample %v, want %v", r.sample, 39*us)
+		}
+		e := q.at(100)
+		q.mark(e)
+		q.resend(e, 50*us)
+		// 100 (sent twice) and 101 (SACKed already) are acknowledged.
+		if r := q.acknowledge(500*us, 102, 0, 0, p); !r.progress || r.sample != -1 {
+			t.Fatalf("progress %v, sample %v; want progress and no sample", r.progress, r.sample)
+		}
+	})
+}
+
+// TestRetransmitAckClearsMark: a TLP marked for retransmission that the
+// cumulative ack covers before it went out again is no longer counted as
+// marked.
+func TestRetransmitAckClearsMark(t *testing.T) {
+	q, p := sentQueue(t, 100, 0, 0, 0)
+	q.mark(q.at(100))
+	q.mark(q.at(101))
+	q.acknowledge(10*time.Microsecond, 101, 0, 0, p)
+	if q.marked != 1 || q.firstMarked() != 101 {
+		t.Fatalf("marked count %d, first marked %d; want 1, 101", q.marked, q.firstMarked())
+	}
+	if err := q.check(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRetransmitOvertakenHorizon: RACK marks as far as the SACK bitmap
+// reaches, up to Ack+32 (bit 31) included, and not beyond: the receiver
+// may hold Ack+33 without saying so.
+func TestRetransmitOvertakenHorizon(t *testing.T) {
+	us := time.Microsecond
+	q := newRetransmitQueue(64)
+	q.limit = 64
+	q.restart(0)
+	p := newPool(64, 8)
+	for range 34 {
+		q.push(&meta{slot: p.get(), n: 8}, 0) // 0..33, txOrder 1..34
+	}
+	for s := uint32(1); s <= 3; s++ { // resent: txOrder 35..37
+		e := q.at(s)
+		q.mark(e)
+		q.resend(e, 10*us)
+	}
+	if r := q.acknowledge(100*us, 0, 0b111, 0, &p); !r.newMax {
+		t.Fatal("the resent copies arrived, maxAcked did not move")
+	}
+	q.markOvertaken(0)
+	for s := uint32(0); s < 34; s++ {
+		want := s == 0 || (s >= 4 && s <= 32)
+		if got := q.at(s).needRetx; got != want {
+			t.Errorf("seq %d: marked %v, want %v", s, got, want)
+		}
+	}
+	if err := q.check(); err != nil {
+		t.Fatal(err)
 	}
 }

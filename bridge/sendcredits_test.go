@@ -32,6 +32,9 @@ func TestSendCreditsAllows(t *testing.T) {
 		{name: "infinite headers", limit: creditsOf(np, 0, 8), infinite: 1 << encap.CreditNPH, class: np, data: 4, want: true, wantAfter: true, afterClass: np},
 		{name: "infinite data", limit: creditsOf(np, 1, 0), infinite: 1 << encap.CreditNPD, class: np, data: 64, want: true, wantAfter: false, afterClass: np},
 		{name: "header counters wrap at 16 bits", limit: creditsOf(np, 0x10001, 8), consumed: creditsOf(np, 0xffff, 0), class: np, data: 4, want: true, wantAfter: true, afterClass: np},
+		// CRD-2: (limit - (consumed+1)) mod 2^16 <= 2^15 still allows.
+		{name: "header limit 2^15+1 ahead", limit: creditsOf(np, 0x8001, 0), class: np, data: 0, want: true, wantAfter: true, afterClass: np},
+		{name: "header limit 2^15+2 ahead reads as behind", limit: creditsOf(np, 0x8002, 0), class: np, data: 0, want: false},
 		{name: "data counters wrap at 32 bits", limit: creditsOf(np, 10, 3), consumed: creditsOf(np, 0, 0xfffffffe), class: np, data: 5, want: true, wantAfter: false, afterClass: np},
 		{name: "consuming one class leaves another", limit: addCredits(creditsOf(np, 1, 4), creditsOf(tlp.Completion, 1, 4)), class: np, data: 4, want: true, wantAfter: true, afterClass: tlp.Completion},
 	}
@@ -114,6 +117,59 @@ func TestSendCreditsUpdate(t *testing.T) {
 	}
 }
 
+// TestSendCreditsHeaderLimitsLongSession: header limits travel in 16 bits
+// while the consumed count runs on in 32; past 2^16 TLPs of a class every
+// update still raises the limit, none is taken for a corrupt one, and the
+// sender never runs out (CRD-1, CRD-4).
+func TestSendCreditsHeaderLimitsLongSession(t *testing.T) {
+	const buffers = 4
+	var initial [encap.NumCreditTypes]uint32
+	initial[encap.CreditPH] = buffers
+	var s sendCredits
+	s.start(initial, 1<<encap.CreditPD)
+	for i := range 3 << 16 {
+		if !s.allows(tlp.Posted, 0) {
+			t.Fatalf("TLP %d: no header credit (limit %#x, consumed %#x)", i, s.limit[encap.CreditPH], s.consumed[encap.CreditPH])
+		}
+		s.consume(tlp.Posted, 0)
+		// The receiver frees it at once; the frame carries 16 bits.
+		l := uint32(uint16(buffers + i + 1))
+		if s.update(encap.CreditPH, l) {
+			t.Fatalf("TLP %d: limit %#x (consumed %#x) taken for a corrupt one", i, l, s.consumed[encap.CreditPH])
+		}
+	}
+}
+
+// TestCreditStallEachCounted: a class that stalled on credits and then sent
+// is no longer stalled: its next stall is counted again, and once
+// everything is acknowledged the idle sender probes no more often than
+// Keepalive (the stall probes of CRD-6 stop with the stall).
+func TestCreditStallEachCounted(t *testing.T) {
+	hc := Config{Keepalive: 2 * time.Millisecond, DeadAfter: 20 * time.Millisecond}
+	gc := Config{Keepalive: 2 * time.Millisecond, DeadAfter: 20 * time.Millisecond}
+	gc.Credits[tlp.Posted] = ClassCredits{Headers: 1, Data: 64}
+	p := newTestPair(t, hc, gc)
+	p.up()
+	for i := range 3 {
+		p.send(p.h, mwr(0x1000*uint64(i+1), 64)) // the second and third wait
+	}
+	p.advance(time.Millisecond, 10*time.Microsecond)
+	if len(p.gq) != 3 {
+		t.Fatalf("delivered %d of 3", len(p.gq))
+	}
+	if got := p.h.Counters().CreditStalls[tlp.Posted]; got != 2 {
+		t.Errorf("%d posted credit stalls counted, want 2 (one per write that waited)", got)
+	}
+	if p.h.credits.anyStalled() {
+		t.Error("still stalled with nothing queued")
+	}
+	before := p.h.Counters().KeepalivesSent
+	p.advance(10*time.Millisecond, 10*time.Microsecond)
+	if got := p.h.Counters().KeepalivesSent - before; got > 6 {
+		t.Fatalf("idle sender sent %d KEEPALIVEs in 10 ms, Keepalive is 2 ms", got)
+	}
+}
+
 // TestSenderRespectsCredits: with the GPU side draining nothing, the host
 // side sends posted writes only as far as the GPU side's header and data
 // credits reach; the rest wait (a credit stall) and go once released.
@@ -165,5 +221,38 @@ func TestSenderRespectsCredits(t *testing.T) {
 				t.Fatalf("GPU side refused %d TLPs for want of buffers", p.g.Counters().RxOverruns)
 			}
 		})
+	}
+}
+
+// TestLinkDownClearsCreditStall: a class stalled on credits when the link
+// goes down is not stalled in the next session (its queue was emptied):
+// the new session neither probes for credits nor misses counting its next
+// stall.
+func TestLinkDownClearsCreditStall(t *testing.T) {
+	hc := Config{Keepalive: 2 * time.Millisecond, DeadAfter: 20 * time.Millisecond}
+	gc := Config{Keepalive: 2 * time.Millisecond, DeadAfter: 20 * time.Millisecond}
+	gc.Credits[tlp.Posted] = ClassCredits{Headers: 1, Data: 64}
+	p := newTestPair(t, hc, gc)
+	p.up()
+	p.accept[1] = 0
+	p.send(p.h, mwr(0x1000, 64))
+	p.send(p.h, mwr(0x2000, 64)) // stalls
+	p.advance(200*time.Microsecond, 10*time.Microsecond)
+	if !p.h.credits.anyStalled() {
+		t.Fatal("not stalled")
+	}
+	p.h.Reset(p.now)
+	p.accept[1] = AcceptAll
+	p.advance(3*time.Millisecond, 50*time.Microsecond)
+	if p.h.State() != StateUp || p.g.State() != StateUp {
+		t.Fatalf("states %v/%v after the reset", p.h.State(), p.g.State())
+	}
+	if p.h.credits.anyStalled() {
+		t.Fatal("the new session starts stalled with nothing queued")
+	}
+	before := p.h.Counters().KeepalivesSent
+	p.advance(10*time.Millisecond, 10*time.Microsecond)
+	if got := p.h.Counters().KeepalivesSent - before; got > 6 {
+		t.Fatalf("idle sender sent %d KEEPALIVEs in 10 ms, Keepalive is 2 ms", got)
 	}
 }

@@ -1,10 +1,12 @@
 package bridge
 
 import (
+	"errors"
 	"testing"
 	"time"
 
 	"github.com/dxpu/dxpu/tlp"
+	"github.com/dxpu/dxpu/tlp/encap"
 )
 
 // TestTagTableAlloc: tags come from the peer's tag space, least recently
@@ -195,5 +197,123 @@ func TestAccount(t *testing.T) {
 				t.Fatalf("remaining %d, mismatches %d; want %d, %d", e.remaining, mism, tc.remaining, tc.mism)
 			}
 		})
+	}
+}
+
+// TestAccountUnalignedRead: a read that starts inside a DW is completed
+// with payloads that begin at the DW holding Lower Address; the bytes
+// before it were not asked for, so they neither count against the Byte
+// Count nor move the next Lower Address past the bytes returned.
+func TestAccountUnalignedRead(t *testing.T) {
+	// 8 bytes from 0x103e: DWs 0x103c..0x1044, First BE 1100, Last BE 0011.
+	req := tlp.View(enc(tlp.Packet{Kind: tlp.MRd, RequesterID: hostRC, Tag: 1, FirstBE: 0xc, LastBE: 0x3, Address: 0x103c, Length: 3}))
+	var e tagEntry
+	setRequest(&e, req)
+	e.state = tagActive
+	if e.remaining != 8 || e.nextLA != 0x3e {
+		t.Fatalf("request: %d bytes from Lower Address %#x, want 8 from 0x3e", e.remaining, e.nextLA)
+	}
+	var mism uint64
+	// Split at the 64-byte boundary: DW 0x103c (2 bytes asked for) first.
+	first := tlp.View(enc(cpld(gpuFn, hostRC, 1, 8, 0x3e, make([]byte, 4))))
+	if got := account(&e, first, hostRC, &mism); got != cplMore || e.remaining != 6 || e.nextLA != 0x40 {
+		t.Fatalf("first completion: %d, %d bytes left from %#x; want %d, 6 from 0x40", got, e.remaining, e.nextLA, cplMore)
+	}
+	second := tlp.View(enc(cpld(gpuFn, hostRC, 1, 6, 0x40, make([]byte, 8))))
+	if got := account(&e, second, hostRC, &mism); got != cplLast || mism != 0 {
+		t.Fatalf("second completion: %d, %d byte count mismatches; want %d, 0", got, mism, cplLast)
+	}
+}
+
+// TestLateSplitCompletionKeepsQuarantine: a request that timed out keeps
+// its tag quarantined (counted against MaxOutstanding) until the last of
+// its late completions arrives: a partial one must not free it, or the
+// rest of the late completions could match a new request on that tag.
+func TestLateSplitCompletionKeepsQuarantine(t *testing.T) {
+	p := newTestPair(t, Config{CompletionTimeout: 5 * time.Millisecond, PeerID: gpuFn, MaxOutstanding: 1}, Config{})
+	p.up()
+	p.send(p.h, mrd(hostRC, 33, 0x1000, 128))
+	p.run()
+	if len(p.gq) != 1 {
+		t.Fatalf("GPU side got %d TLPs", len(p.gq))
+	}
+	req := p.gq[0].v()
+	p.advance(6*time.Millisecond, 500*time.Microsecond) // CA, tag quarantined
+	busy := func(when string) {
+		t.Helper()
+		if err := p.h.HandleTLP(p.now, enc(mrd(hostRC, 34, 0x2000, 4))); !errors.Is(err, ErrBusy) {
+			t.Fatalf("%s: a new request got %v, want ErrBusy: the quarantined tag was freed", when, err)
+		}
+	}
+	busy("after the timeout")
+	p.send(p.g, cpld(gpuFn, req.RequesterID(), req.Tag(), 128, 0, make([]byte, 64)))
+	p.run()
+	busy("after the first of two late completions")
+	p.send(p.g, cpld(gpuFn, req.RequesterID(), req.Tag(), 64, 64, make([]byte, 64)))
+	p.run()
+	if c := p.h.Counters(); c.LateCompletions != 2 || c.UnmatchedCompletions != 0 || len(p.hq) != 1 {
+		t.Fatalf("%d late, %d unmatched completions, %d TLPs delivered; want 2, 0 and the CA", c.LateCompletions, c.UnmatchedCompletions, len(p.hq))
+	}
+	p.send(p.h, mrd(hostRC, 34, 0x2000, 4)) // the last one freed the tag
+}
+
+// TestTagTableQuarantineEndScheduled: every stale tag's quarantine end
+// stays among the deadlines, also after a later scan that finds nothing of
+// its own to schedule it: the tag is free again one timeout after its
+// request timed out, not one timeout after the next request did.
+func TestTagTableQuarantineEndScheduled(t *testing.T) {
+	const ms = time.Millisecond
+	tt := newTagTable(8, 2)
+	for _, start := range []time.Duration{0, 4 * ms} {
+		w, _ := tt.alloc()
+		tt.entries[w].start = start
+	}
+	tt.expire(5*ms, 5*ms, func(*tagEntry) {}) // the first times out
+	tt.expire(9*ms, 5*ms, func(*tagEntry) {}) // the second
+	if tt.nextCheck != 10*ms {
+		t.Fatalf("next check %v, want 10ms: the first tag's quarantine ends then", tt.nextCheck)
+	}
+	tt.expire(10*ms, 5*ms, func(*tagEntry) {})
+	if _, ok := tt.alloc(); !ok {
+		t.Fatal("no tag at 10ms under a limit of 2: the first quarantine did not end")
+	}
+	if tt.nextCheck != 14*ms {
+		t.Fatalf("next check %v, want 14ms: the second tag's quarantine ends then", tt.nextCheck)
+	}
+}
+
+// TestQueuedRequestWithReusedTagDropped: a request that timed out while
+// queued (the window full) is never sent, even once its tag was freed and
+// given to a newer request: it would carry that request's tag.
+func TestQueuedRequestWithReusedTagDropped(t *testing.T) {
+	const cto = 20 * time.Millisecond
+	hc := Config{Window: 1, TxQueue: 512, CompletionTimeout: cto, MaxRTO: time.Millisecond, DeadAfter: 100 * time.Millisecond, PeerID: gpuFn}
+	p := newTestPair(t, hc, Config{AckDelay: time.Microsecond, DeadAfter: 100 * time.Millisecond})
+	p.up()
+	cut := true
+	p.drop = func(from *Bridge, f []byte) bool {
+		return cut && from == p.h && encap.Header(f).Type() == encap.MsgTLP
+	}
+	p.send(p.h, mwr(0x1000, 64)) // in flight, lost: the window of 1 is full
+	p.send(p.h, mrd(hostRC, 1, 0x2000, 4))
+	p.run()
+	p.advance(2*cto+cto/2, 100*time.Microsecond) // timed out, quarantine over
+	if c := p.h.Counters(); c.CompletionTimeouts != 1 || p.h.txTags.inUse() != 0 {
+		t.Fatalf("%d timeouts, %d tags in use; want 1 and 0", c.CompletionTimeouts, p.h.txTags.inUse())
+	}
+	// 256 new requests: the last one gets the first request's tag again.
+	for i := range 256 {
+		p.send(p.h, mrd(hostRC, uint16(i), 0x3000, 4))
+	}
+	cut = false
+	p.advance(cto/2, 10*time.Microsecond) // one at a time, well within the timeout
+	reads := 0
+	for _, d := range p.gq {
+		if d.v().Kind() == tlp.MRd {
+			reads++
+		}
+	}
+	if c := p.h.Counters(); reads != 256 || c.StaleRequestsDropped != 1 {
+		t.Fatalf("GPU side got %d reads, %d stale requests dropped; want 256 and 1", reads, c.StaleRequestsDropped)
 	}
 }
