@@ -10,6 +10,7 @@ import (
 	"github.com/dxpu/dxpu/emu/gpudrv"
 	"github.com/dxpu/dxpu/emu/host"
 	"github.com/dxpu/dxpu/sim"
+	"github.com/dxpu/dxpu/tlp"
 )
 
 // SyncMode says how a host thread waits for the GPU.
@@ -70,7 +71,34 @@ func (c *Config) defaults() {
 var (
 	ErrDeviceLost = errors.New("cuda: device was removed")
 	ErrRingFull   = errors.New("cuda: GPFIFO ring full")
+	// ErrChannelStopped is what a *ChannelError matches (errors.Is): a
+	// channel of the device stopped on a fault.
+	ErrChannelStopped = errors.New("cuda: channel stopped")
+	// ErrStalled: the simulation could make no more progress (no event
+	// left, or the host's driver gave up waiting) before what a blocking
+	// call waited for happened.
+	ErrStalled = errors.New("cuda: simulation stalled")
 )
+
+// ChannelError is the error of a device one of whose streams' channel
+// stopped on a fault (a command fetch or a copy's DMA read answered with
+// an error status, a malformed pushbuffer): the GPU posted the fault to
+// the channel's error notifier. As CUDA's sticky errors, it ends every
+// wait on the device whose work is not done and fails every later
+// submission to it.
+type ChannelError struct {
+	Device int    // index in Context.Devices
+	ID     tlp.ID // the device's routing ID
+	Stream int    // the stopped stream's channel number on the device
+	Fault  gpu.ChannelFault
+}
+
+func (e *ChannelError) Error() string {
+	return fmt.Sprintf("cuda: device %d (%v) stream %d: channel stopped: %v", e.Device, e.ID, e.Stream, e.Fault)
+}
+
+// Is makes errors.Is(err, ErrChannelStopped) hold.
+func (e *ChannelError) Is(target error) bool { return target == ErrChannelStopped }
 
 // Context is the driver on one host, over the GPUs it enumerated.
 type Context struct {
@@ -99,6 +127,8 @@ type Device struct {
 	streams []*Stream
 	vram    uint64
 	lost    bool
+	// fault is the first channel fault the GPU reported (sticky).
+	fault *ChannelError
 }
 
 // Stream is a CUDA stream: one GPFIFO channel of its device.
@@ -106,6 +136,9 @@ type Stream struct {
 	d    *Device
 	ch   *gpudrv.Channel
 	vsem uint64 // VRAM semaphore for cross-stream ordering
+	// notifiedF runs at the GPU's write of the channel's error notifier,
+	// faultF when the host sees it.
+	notifiedF, faultF func()
 }
 
 // Event is a CUDA event: a host semaphore (value then GPU timestamp) and a
@@ -191,7 +224,7 @@ func (d *Device) NewStreamPlaced(cmds gpudrv.Placement) (*Stream, error) {
 	if c.cfg.Sync == SyncBlocking {
 		flags = gpu.SemMSI
 	}
-	cc := gpudrv.ChannelConfig{Entries: c.cfg.RingEntries, PushbufferBytes: c.cfg.PushbufferBytes, SemFlags: flags, Commands: cmds}
+	cc := gpudrv.ChannelConfig{Entries: c.cfg.RingEntries, PushbufferBytes: c.cfg.PushbufferBytes, SemFlags: flags, Commands: cmds, Notifier: true}
 	if cmds == gpudrv.DeviceMemory {
 		if d.bar1 == 0 {
 			return nil, fmt.Errorf("cuda: device %v: commands in device memory need BAR1, which has no address", d.Info.ID)
@@ -203,9 +236,41 @@ func (d *Device) NewStreamPlaced(cmds gpudrv.Placement) (*Stream, error) {
 		return nil, fmt.Errorf("cuda: device %v: %w", d.Info.ID, err)
 	}
 	st := &Stream{d: d, ch: ch}
+	st.notifiedF, st.faultF = st.notified, st.noteFault
 	st.vsem = d.alloc(64)
 	d.streams = append(d.streams, st)
+	c.rc.Watch(ch.Notifier(), st.notifiedF)
 	return st, nil
+}
+
+// notified runs at a write of the channel's error notifier: the driver
+// sees it when its interrupt handler runs (blocking sync) or when the
+// spinning CPU looks (spin).
+func (st *Stream) notified() {
+	c := st.d.ctx
+	d := c.cfg.PollDelay
+	if c.cfg.Sync == SyncBlocking {
+		d = c.cfg.InterruptLatency
+	}
+	c.s.After(d, st.faultF)
+}
+
+// noteFault reads the notifier: a fault stops the device's work (sticky)
+// and ends the waits on it.
+func (st *Stream) noteFault() {
+	c := st.d.ctx
+	var b [gpu.NotifierBytes]byte
+	c.rc.Mem.Read(st.ch.Notifier(), b[:])
+	f := gpu.DecodeNotifier(b[:])
+	if f.Reason == gpu.FaultNone {
+		c.rc.Watch(st.ch.Notifier(), st.notifiedF)
+		return
+	}
+	if st.d.fault == nil {
+		st.d.fault = &ChannelError{Device: st.d.index(), ID: st.d.Info.ID, Stream: st.ch.Index(), Fault: f}
+	}
+	c.wakeMSI()
+	c.wakeSpinners()
 }
 
 func (d *Device) alloc(n uint64) uint64 { return d.allocAligned(n, 256) }
@@ -225,6 +290,25 @@ func (d *Device) BAR0() uint64 { return d.bar0 }
 // Lost reports whether the device was surprise-removed.
 func (d *Device) Lost() bool { return d.lost }
 
+// Err returns ErrDeviceLost once the device was removed, its
+// *ChannelError once one of its channels stopped on a fault, else nil.
+func (d *Device) Err() error {
+	if d.lost {
+		return ErrDeviceLost
+	}
+	if d.fault != nil {
+		return d.fault
+	}
+	return nil
+}
+
+// Err returns the error that ends the work of the stream's device (see
+// Device.Err), or nil.
+func (st *Stream) Err() error { return st.d.Err() }
+
+// Index returns the stream's channel number on its device.
+func (st *Stream) Index() int { return st.ch.Index() }
+
 // Device returns the stream's device.
 func (st *Stream) Device() *Device { return st.d }
 
@@ -238,8 +322,8 @@ func (st *Stream) Submitted() uint64 { return st.ch.Submitted() }
 // appends a GPFIFO entry and rings the doorbell. It returns the sequence
 // number the GPU releases when the work is done.
 func (st *Stream) Submit(cmds ...gpu.Command) (uint64, error) {
-	if st.d.lost {
-		return 0, ErrDeviceLost
+	if err := st.d.Err(); err != nil {
+		return 0, err
 	}
 	seq, err := st.ch.Submit(st.Completed(), cmds...)
 	if errors.Is(err, gpudrv.ErrRingFull) {
@@ -249,18 +333,25 @@ func (st *Stream) Submit(cmds ...gpu.Command) (uint64, error) {
 }
 
 // OnDone calls fn once the host has seen the stream reach seq: when a
-// spinning CPU sees the semaphore write, or when the MSI wakes the thread.
-// fn runs in simulator context.
+// spinning CPU sees the semaphore write, or when the MSI wakes the thread;
+// or once the device was lost or one of its channels stopped (then
+// Completed is below seq and Err says why). fn runs in simulator context.
 func (st *Stream) OnDone(seq uint64, fn func()) {
 	st.d.ctx.whenSeen(st.ch.Semaphore(), seq, st.d, fn)
 }
 
-// wait blocks the host thread until f is set.
-func (c *Context) wait(f *flag) error {
-	if !c.rc.RunWhile(f.unsetF) || !f.set {
-		return fmt.Errorf("cuda: simulation stalled waiting for the GPU")
+// wait blocks the host thread until f is set. It reports whether it was:
+// false when the simulation can make no more progress first.
+func (c *Context) wait(f *flag) bool {
+	return c.rc.RunWhile(f.unsetF) && f.set
+}
+
+// where names d and st (nil: none) in errors.
+func (d *Device) where(st *Stream) string {
+	if st == nil {
+		return fmt.Sprintf("device %d (%v)", d.index(), d.Info.ID)
 	}
-	return nil
+	return fmt.Sprintf("device %d (%v) stream %d", d.index(), d.Info.ID, st.ch.Index())
 }
 
 // CPU lets d of host CPU time pass.
@@ -332,12 +423,16 @@ func (c *Context) MemsetAsync(st *Stream, dst uint64, v byte, n uint64) error {
 func (c *Context) waitStream(st *Stream) error {
 	f := c.newFlag()
 	defer c.putFlag(f)
-	st.OnDone(st.ch.Submitted(), f.setF)
-	if err := c.wait(f); err != nil {
-		return err
+	seq := st.ch.Submitted()
+	st.OnDone(seq, f.setF)
+	if !c.wait(f) {
+		return fmt.Errorf("%w: %s: waited for sequence %d, the host saw %d", ErrStalled, st.d.where(st), seq, st.Completed())
 	}
 	if st.d.lost {
 		return ErrDeviceLost
+	}
+	if st.Completed() < seq && st.d.fault != nil {
+		return st.d.fault
 	}
 	return nil
 }
@@ -390,13 +485,20 @@ func (d *Device) NewEvent() *Event {
 // EventRecord records ev on st: the GPU releases the event's semaphores,
 // with a timestamp, once earlier work on st is done.
 func (c *Context) EventRecord(ev *Event, st *Stream) error {
+	prev := ev.stream
 	ev.value++
 	ev.stream = st
 	err := c.submit("cudaEventRecord", st, c.cfg.CallCPU,
 		gpu.Command{Op: gpu.OpSemRelease, Addr: ev.vram, Value: ev.value},
 		gpu.Command{Op: gpu.OpSemRelease, Addr: ev.host, Value: ev.value, Flags: gpu.SemHost | gpu.SemTime})
+	if err != nil {
+		// Not recorded: a wait for the event waits for its last record.
+		ev.value--
+		ev.stream = prev
+		return err
+	}
 	ev.corr = c.corr
-	return err
+	return nil
 }
 
 // StreamWaitEvent makes later work on st wait for ev's last record (a
@@ -422,8 +524,9 @@ func (c *Context) EventSynchronize(ev *Event) error {
 	f := c.newFlag()
 	defer c.putFlag(f)
 	c.whenSeen(ev.host, ev.value, ev.dev, f.setF)
-	if err := c.wait(f); err != nil {
-		return err
+	if !c.wait(f) {
+		return fmt.Errorf("%w: %s: waited for an event to reach %d, the host saw %d", ErrStalled,
+			ev.dev.where(ev.stream), ev.value, c.rc.Mem.Uint64(ev.host))
 	}
 	c.call("cudaEventSynchronize", start, corr)
 	if ev.stream != nil && c.prof != nil {
@@ -432,6 +535,9 @@ func (c *Context) EventSynchronize(ev *Event) error {
 	}
 	if ev.dev.lost {
 		return ErrDeviceLost
+	}
+	if c.rc.Mem.Uint64(ev.host) < ev.value && ev.dev.fault != nil {
+		return ev.dev.fault
 	}
 	return nil
 }

@@ -17,6 +17,15 @@
 // so a launch and its sync cross a fabric in one round trip rather than
 // three (package emu/gpudrv). Host memory stays the default.
 //
+// A channel that stops on a fault (a command fetch or a copy's DMA read
+// answered with an error status, a malformed pushbuffer; package emu/gpu)
+// posts the fault to its error notifier, next to the stream's semaphore in
+// host memory: the driver then fails every wait on the device whose work
+// is not done, and every later submission, with a *ChannelError naming
+// the device, the stream and the cause (errors.Is ErrChannelStopped), as
+// CUDA's sticky errors do. A wait whose simulation runs out of events
+// first fails with ErrStalled, naming what it waited for.
+//
 // The API has two layers: Stream.Submit and Stream.OnDone are asynchronous
 // and usable from simulator callbacks (the replay engine drives them); the
 // methods of Context block the calling host thread by running the

@@ -41,7 +41,7 @@ func (w *hostWait) release() {
 }
 
 func (w *hostWait) ready() bool {
-	return w.c.rc.Mem.Uint64(w.addr) >= w.value || w.dev.lost
+	return w.c.rc.Mem.Uint64(w.addr) >= w.value || w.dev.lost || w.dev.fault != nil
 }
 
 // check runs fn if the host sees the word ready, else waits again.
@@ -88,7 +88,7 @@ func (w *hostWait) msi() {
 }
 
 // whenSeen calls fn once the host sees the word at addr reach value, or
-// dev lost. fn runs once, in simulator context.
+// dev lost or faulted. fn runs once, in simulator context.
 func (c *Context) whenSeen(addr, value uint64, dev *Device, fn func()) {
 	w := c.newWait()
 	w.addr, w.value, w.dev, w.fn = addr, value, dev, fn
@@ -119,17 +119,25 @@ func (c *Context) addSpinner(w *hostWait) {
 	c.spinWait = append(c.spinWait, w)
 }
 
-// wakeSpinners re-checks every spinning waiter (after a device was lost).
+// wakeSpinners ends the spinning waits that are ready (after a device was
+// lost or faulted): those still waiting keep their watch and their place
+// in the list, so that a later loss or fault ends them too.
 func (c *Context) wakeSpinners() {
 	ws := c.spinWait
 	c.spinWait = nil
+	var keep []*hostWait
 	for _, w := range ws {
+		if !w.fired && !w.ready() {
+			keep = append(keep, w)
+			continue
+		}
 		w.refs--
 		if !w.fired {
 			w.check()
 		}
 		w.release()
 	}
+	c.spinWait = append(c.spinWait, keep...)
 }
 
 // wakeMSI runs the waits an MSI wakes.

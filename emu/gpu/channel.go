@@ -3,6 +3,8 @@ package gpu
 import (
 	"encoding/binary"
 	"time"
+
+	"github.com/dxpu/dxpu/tlp"
 )
 
 // channel is one GPFIFO channel: the command processor fetches the ring
@@ -19,6 +21,15 @@ type channel struct {
 	errors  uint32
 	// aperture is where the ring lives (ApertureHost or ApertureVRAM).
 	aperture uint32
+	// notify is the host address of the error notifier (0: none).
+	notify uint64
+	// A fault stops the channel in ring order: failing is set once a
+	// fetch failed (nothing more is fetched), halted once the fault is
+	// next in ring order (its marker is queued: nothing more is drained),
+	// stopped once the commands before it ran and the channel stopped,
+	// fault saying why. pending is the fault whose marker is queued.
+	failing, halted, stopped bool
+	fault, pending           ChannelFault
 
 	fetching bool
 	segs     fifo[*segment] // fetched or in flight, in ring order
@@ -40,8 +51,13 @@ type channel struct {
 // segment is one pushbuffer segment: read, then decoded. Segments are
 // recycled once their commands are queued.
 type segment struct {
-	ch       *channel
-	done     bool
+	ch   *channel
+	done bool
+	// fault is set (Reason not FaultNone) when the segment failed: cmds
+	// are then the commands before the fault.
+	fault    ChannelFault
+	addr     uint64
+	vram     bool
 	cmds     []Command
 	f        fetch
 	fetchedF func(ok bool)
@@ -77,7 +93,7 @@ func (ch *channel) doorbell(put uint32) {
 // fetch reads the ring entries between get and put (one read, two when
 // the ring wraps), then the segments they point at.
 func (ch *channel) fetch() {
-	if ch.fetching || ch.get == ch.put {
+	if ch.fetching || ch.failing || ch.get == ch.put {
 		return
 	}
 	ch.fetching = true
@@ -96,7 +112,21 @@ func (ch *channel) ringFetched(ok bool) {
 	if !ok {
 		ch.errors++
 		ch.g.Stats.Errors++
+		if !ch.failing {
+			// The channel stops at the first entry it could not read,
+			// once the segments fetched before it ran.
+			st, at := ch.ring.failure()
+			seg := ch.newSegment()
+			seg.done = true
+			seg.fault = ChannelFault{Reason: FaultRingFetch, Status: st, VRAM: ch.aperture == ApertureVRAM, Addr: at}
+			ch.segs.push(seg)
+			ch.failing = true
+			ch.drainSegs()
+		}
 		return
+	}
+	if ch.failing {
+		return // entries behind a fault: never run
 	}
 	first, count, b := ch.ringFirst, ch.ringN, ch.ring.buf
 	ch.get = (first + count) % ch.entries
@@ -107,14 +137,17 @@ func (ch *channel) ringFetched(ok bool) {
 		n := binary.LittleEndian.Uint32(e[8:])
 		flags := binary.LittleEndian.Uint32(e[12:])
 		seg := ch.newSegment()
+		seg.addr, seg.vram = addr, flags&GPEntryVRAM != 0
 		ch.segs.push(seg)
 		if n > MaxSegmentBytes {
 			seg.done, refused = true, true
+			seg.fault = ChannelFault{Reason: FaultSegmentSize, VRAM: seg.vram, Addr: addr}
 			ch.errors++
 			ch.g.Stats.Errors++
-			continue
+			ch.failing = true
+			break // the channel stops here: what follows never runs
 		}
-		seg.f.start(ch.g, addr, int(n), flags&GPEntryVRAM != 0, seg.fetchedF)
+		seg.f.start(ch.g, addr, int(n), seg.vram, seg.fetchedF)
 	}
 	if refused {
 		// A refused segment completes no read: drain it here.
@@ -130,15 +163,31 @@ func (seg *segment) fetched(ok bool) {
 	if !ok {
 		ch.errors++
 		ch.g.Stats.Errors++
+		st, at := seg.f.failure()
+		seg.fault = ChannelFault{Reason: FaultSegmentFetch, Status: st, VRAM: seg.vram, Addr: at}
+		ch.failing = true
 	} else {
 		cmds, err := DecodeCommands(seg.f.buf, seg.cmds[:0])
 		if err != nil {
 			ch.errors++
 			ch.g.Stats.Errors++
+			// The commands before the bad one run; the channel stops
+			// at it.
+			seg.fault = ChannelFault{Reason: FaultDecode, VRAM: seg.vram, Addr: seg.addr + encodedBytes(cmds)}
+			ch.failing = true
 		}
 		seg.cmds = cmds
 	}
 	ch.drainSegs()
+}
+
+// encodedBytes is how many pushbuffer bytes cmds take.
+func encodedBytes(cmds []Command) uint64 {
+	n := uint64(0)
+	for _, c := range cmds {
+		n += 4 + 4*uint64(argWords[c.Op])
+	}
+	return n
 }
 
 // fetch is one read of commands into buf: across PCIe by DMA reads of
@@ -173,7 +222,9 @@ func (f *fetch) start(g *GPU, addr uint64, n int, vram bool, done func(ok bool))
 	}
 	mem := g.cfg.Model.MemBytes
 	if addr > mem || uint64(n) > mem-addr {
+		// Nothing answers there: as an unsupported request.
 		f.ok = false
+		f.st = readStream{failed: true, status: tlp.StatusUR, failAt: addr}
 		g.s.After(g.cfg.LocalFetchLatency, f.localF)
 		return
 	}
@@ -185,33 +236,73 @@ func (f *fetch) start(g *GPU, addr uint64, n int, vram bool, done func(ok bool))
 
 func (f *fetch) onData(off uint64, b []byte) { copy(f.buf[off:], b) }
 
+// failure returns the completion status and the address of the first
+// failed read of a fetch that did not succeed.
+func (f *fetch) failure() (tlp.Status, uint64) { return f.st.status, f.st.failAt }
+
 func (f *fetch) local() { f.done(f.ok) }
 
 func (ch *channel) drainSegs() {
-	for ch.segs.len() > 0 && (*ch.segs.front()).done {
+	for !ch.halted && ch.segs.len() > 0 && (*ch.segs.front()).done {
 		seg := ch.segs.pop()
 		for _, c := range seg.cmds {
 			ch.queue.push(c)
 		}
-		seg.done, seg.cmds = false, seg.cmds[:0]
+		if seg.fault.Reason != FaultNone {
+			// What came before runs; then the channel stops. Segments
+			// still being read behind it are left: they never run.
+			ch.halted, ch.pending = true, seg.fault
+			ch.queue.push(Command{Op: opFault})
+		}
+		seg.done, seg.cmds, seg.fault = false, seg.cmds[:0], ChannelFault{}
 		ch.free = append(ch.free, seg)
 	}
 	ch.run()
 }
 
+// opFault is the channel's own marker of a fault in its command queue
+// (no pushbuffer encodes it: DecodeCommands refuses the opcode).
+const opFault Opcode = 0xff
+
+// stop stops the channel on fault f: the commands queued behind it are
+// dropped, nothing more is fetched, and the host is told: the notifier
+// record is posted (if the driver gave an address), then the MSI. Posted
+// writes keep their order, so the host sees every semaphore released
+// before the fault first.
+func (ch *channel) stop(f ChannelFault) {
+	if ch.stopped {
+		return
+	}
+	ch.stopped, ch.halted, ch.failing = true, true, true
+	ch.fault = f
+	for ch.queue.len() > 0 {
+		ch.queue.pop()
+	}
+	g := ch.g
+	if ch.notify != 0 {
+		var b [NotifierBytes]byte
+		g.writeHost(ch.notify, AppendNotifier(b[:0], f))
+	}
+	g.raiseMSI()
+}
+
 // run executes queued commands until one has to wait.
 func (ch *channel) run() {
 	g := ch.g
-	for !ch.busy && ch.queue.len() > 0 {
+	for !ch.busy && !ch.stopped && ch.queue.len() > 0 {
 		c := ch.queue.pop()
 		if (c.Op == OpCopy || c.Op == OpMemset) && c.Len > g.cfg.Model.MemBytes {
 			// Larger than the GPU's memory: a corrupt pushbuffer, refused
 			// rather than run for hours.
 			ch.errors++
 			g.Stats.Errors++
-			continue
+			ch.stop(ChannelFault{Reason: FaultCommandRange, VRAM: c.Op == OpMemset || c.Dir != DirD2H, Addr: c.Dst})
+			return
 		}
 		switch c.Op {
+		case opFault:
+			ch.stop(ch.pending)
+			return
 		case OpNop:
 		case OpWait:
 			ch.busy = true
@@ -227,9 +318,9 @@ func (ch *channel) run() {
 			ch.busy = true
 			switch c.Dir {
 			case DirH2D:
-				g.h2d.push(c, ch.finishF, &ch.errors)
+				g.h2d.push(c, ch.finishF, ch)
 			case DirD2H:
-				g.d2h.push(c, ch.finishF, &ch.errors)
+				g.d2h.push(c, ch.finishF, ch)
 			default:
 				d := time.Duration(c.Duration)
 				if d == 0 {
@@ -306,9 +397,13 @@ func (g *GPU) wakeAcquires() {
 	g.ready = ready[:0]
 }
 
-// Idle reports whether no channel has work fetched, queued or running.
+// Idle reports whether no channel has work fetched, queued or running (a
+// stopped channel runs nothing more).
 func (g *GPU) Idle() bool {
 	for _, ch := range g.chans {
+		if ch.stopped {
+			continue
+		}
 		if ch.busy || ch.queue.len() > 0 || ch.segs.len() > 0 || ch.fetching || ch.get != ch.put {
 			return false
 		}

@@ -75,7 +75,9 @@ func TestVRAMCommandsFetchLocally(t *testing.T) {
 
 // TestVRAMCommandsBadEntries: a segment outside VRAM or over the size
 // limit, and a ring that does not fit in VRAM, count as channel errors and
-// leave the GPU idle: no panic, no DMA read, and later entries still run.
+// stop the channel at the first of them: no panic, no DMA read, and the
+// entries behind the fault never run (a release after a skipped segment
+// would tell the host that the skipped work was done).
 func TestVRAMCommandsBadEntries(t *testing.T) {
 	t.Parallel()
 	s, g, u := vramChannel(t)
@@ -93,13 +95,16 @@ func TestVRAMCommandsBadEntries(t *testing.T) {
 	if got := g.readReg(ChannelReg(0, ChErrors)); got != 3 {
 		t.Errorf("channel errors %d, want 3", got)
 	}
-	if len(u.tlps) != 1 || g.Stats.ReadRequests != 0 || !g.Idle() {
-		t.Errorf("sent %d TLPs, %d DMA reads, idle %v: want the one good release, no read, idle", len(u.tlps), g.Stats.ReadRequests, g.Idle())
+	if len(u.tlps) != 0 || g.Stats.ReadRequests != 0 || !g.Idle() {
+		t.Errorf("sent %d TLPs, %d DMA reads, idle %v: want no release behind the fault, no read, idle", len(u.tlps), g.Stats.ReadRequests, g.Idle())
+	}
+	want := ChannelFault{Reason: FaultSegmentFetch, Status: tlp.StatusUR, VRAM: true, Addr: mem - 8}
+	if got := channelFault(g, 0); got != want {
+		t.Errorf("fault %v, want %v", got, want)
 	}
 
 	// A ring base past the end of VRAM: the fetch fails once and the
-	// channel counts it; it does not retry (as after a DMA fault, the
-	// channel is wedged until reprogrammed).
+	// channel counts it and stops; it does not retry.
 	g.writeReg(ChannelReg(1, ChGPBaseLo), 0xffff_f000)
 	g.writeReg(ChannelReg(1, ChGPBaseHi), uint32(mem>>32))
 	g.writeReg(ChannelReg(1, ChGPEntries), 8)
@@ -113,6 +118,16 @@ func TestVRAMCommandsBadEntries(t *testing.T) {
 	if n := pcie.RunUntil(s, 3*time.Millisecond); n != 0 || g.Stats.LocalFetches != fetches {
 		t.Errorf("after the failed ring fetch %d more events ran and %d more fetches: want none", n, g.Stats.LocalFetches-fetches)
 	}
+	want = ChannelFault{Reason: FaultRingFetch, Status: tlp.StatusUR, VRAM: true, Addr: mem&^0xffffffff | 0xffff_f000}
+	if got := channelFault(g, 1); got != want {
+		t.Errorf("ring fault %v, want %v", got, want)
+	}
+}
+
+// channelFault reads channel ch's fault registers.
+func channelFault(g *GPU, ch int) ChannelFault {
+	return FaultFromWord(g.readReg(ChannelReg(ch, ChFault)),
+		uint64(g.readReg(ChannelReg(ch, ChFaultAddrLo)))|uint64(g.readReg(ChannelReg(ch, ChFaultAddrHi)))<<32)
 }
 
 // TestApertureResetByBase: GP_APERTURE reads back what was written, and a
@@ -135,12 +150,13 @@ func TestApertureResetByBase(t *testing.T) {
 	}
 }
 
-// TestCopyAbortCountsChannelError: a host-to-device copy whose DMA read
-// is answered with an error status (a bridge answers a completion timeout
-// with CA) left its destination unwritten. The channel goes on (the
-// semaphore after it is released) and its ERRORS register counts the
-// failed copy, or a driver would take stale VRAM for the data it sent.
-func TestCopyAbortCountsChannelError(t *testing.T) {
+// TestCopyAbortStopsChannel: a host-to-device copy whose DMA read is
+// answered with an error status (a bridge answers a completion timeout
+// with CA) left its destination unwritten. The channel stops there: the
+// semaphore after the copy is never released (the host would take it for
+// the copy's completion), ERRORS counts the failed copy, and the fault
+// registers say what failed where.
+func TestCopyAbortStopsChannel(t *testing.T) {
 	t.Parallel()
 	s, g, u := vramChannel(t)
 	var pb []byte
@@ -159,7 +175,109 @@ func TestCopyAbortCountsChannelError(t *testing.T) {
 	if got := g.readReg(ChannelReg(0, ChErrors)); got != 1 {
 		t.Errorf("channel errors %d after an aborted copy, want 1", got)
 	}
-	if last := tlp.View(u.tlps[len(u.tlps)-1]); last.Kind() != tlp.MWr || last.Address() != 0x1_0000_2000 {
-		t.Errorf("last TLP %v at %#x, want the semaphore release after the failed copy", last.Kind(), last.Address())
+	if len(u.tlps) != 1 {
+		t.Errorf("GPU sent %d TLPs after the aborted copy, want none (no release behind the fault)", len(u.tlps)-1)
+	}
+	want := ChannelFault{Reason: FaultCopyRead, Status: tlp.StatusCA, Addr: 0x1_0000_0000}
+	if got := channelFault(g, 0); got != want || got.String() != "copy's DMA read at 0x100000000: completer abort" {
+		t.Errorf("fault %v (%q), want %v", got, got, want)
+	}
+	if !g.Idle() {
+		t.Error("a stopped channel keeps the GPU busy")
+	}
+}
+
+// TestFetchAbortStopsChannel: commands in host memory, an error notifier
+// and MSI programmed. The first submission runs; the pushbuffer read of
+// the second is answered with CA: the channel posts the notifier record,
+// then the MSI, releases nothing of the second or third submission, and
+// a later doorbell fetches nothing.
+func TestFetchAbortStopsChannel(t *testing.T) {
+	t.Parallel()
+	s := sim.New(1)
+	g := New(s, Config{})
+	u := &upstream{s: s}
+	g.Attach(u)
+	g.Cfg.Set16(pcie.CfgCommand, pcie.CmdMemory|pcie.CmdBusMaster)
+	g.Cfg.Set32(CapMSIOff+MSIAddrLo, 0xfee0_0000)
+	g.Cfg.Set16(CapMSIOff+MSIData, 0x41)
+	g.Cfg.Set16(CapMSIOff+MSICtl, g.Cfg.Get16(CapMSIOff+MSICtl)|1)
+	ring, notify := uint64(0x1_0000_0000), uint64(0x1_0000_3020)
+	g.writeReg(ChannelReg(2, ChGPBaseLo), uint32(ring))
+	g.writeReg(ChannelReg(2, ChGPBaseHi), uint32(ring>>32))
+	g.writeReg(ChannelReg(2, ChGPEntries), 8)
+	g.writeReg(ChannelReg(2, ChNotifyLo), uint32(notify))
+	g.writeReg(ChannelReg(2, ChNotifyHi), uint32(notify>>32))
+
+	// answer serves the GPU's reads from host memory mem, failing the
+	// read at failAt with status st.
+	mem := map[uint64][]byte{}
+	var failAt uint64
+	answered := 0
+	answer := func(st tlp.Status) {
+		for ; answered < len(u.tlps); answered++ {
+			v := tlp.View(u.tlps[answered])
+			if v.Kind() != tlp.MRd {
+				continue
+			}
+			addr, n := pcie.RequestBytes(v)
+			if addr == failAt {
+				g.ReceiveTLP(tlp.View(pcie.AppendCpl(nil, 0, v.RequesterID(), v.Tag(), st, n)))
+				continue
+			}
+			g.ReceiveTLP(tlp.View(pcie.AppendCplD(nil, 0, v.RequesterID(), v.Tag(), n, addr, mem[addr][:n])))
+		}
+	}
+	var ringBytes []byte
+	for i, seq := range []uint64{1, 2, 3} {
+		pb := AppendCommand(nil, Command{Op: OpSemRelease, Addr: 0x1_0000_3000, Value: seq, Flags: SemHost})
+		addr := uint64(0x1_0000_1000 + 0x100*i)
+		mem[addr] = pb
+		ringBytes = AppendGPEntry(ringBytes, addr, uint32(len(pb)))
+	}
+	mem[ring] = ringBytes[:GPEntrySize]
+	g.writeReg(ChannelReg(2, ChGPPut), 1)
+	for range 3 {
+		pcie.RunUntil(s, s.Now()+time.Microsecond)
+		answer(tlp.StatusSC)
+	}
+	last := tlp.View(u.tlps[len(u.tlps)-1])
+	if last.Kind() != tlp.MWr || last.Address() != 0x1_0000_3000 || binary.LittleEndian.Uint64(last.Payload()) != 1 {
+		t.Fatalf("first submission: last TLP %v at %#x, want the release of 1", last.Kind(), last.Address())
+	}
+	// Two more entries: the first's pushbuffer read fails.
+	mem[ring+GPEntrySize] = ringBytes[GPEntrySize:]
+	failAt = 0x1_0000_1100
+	g.writeReg(ChannelReg(2, ChGPPut), 3)
+	for range 3 {
+		pcie.RunUntil(s, s.Now()+time.Microsecond)
+		answer(tlp.StatusCA)
+	}
+	pcie.RunUntil(s, s.Now()+time.Millisecond)
+	var writes []tlp.View
+	for _, b := range u.tlps {
+		if v := tlp.View(b); v.Kind() == tlp.MWr {
+			writes = append(writes, v)
+		}
+	}
+	if len(writes) != 3 {
+		t.Fatalf("GPU posted %d writes, want the first release, the notifier and the MSI", len(writes))
+	}
+	if n := writes[1]; n.Address() != notify || DecodeNotifier(n.Payload()) != (ChannelFault{Reason: FaultSegmentFetch, Status: tlp.StatusCA, Addr: 0x1_0000_1100}) {
+		t.Errorf("second write at %#x %x, want the notifier of a pushbuffer fetch aborted at 0x100001100", n.Address(), n.Payload())
+	}
+	if m := writes[2]; m.Address() != 0xfee0_0000 {
+		t.Errorf("third write at %#x, want the MSI", m.Address())
+	}
+	got := channelFault(g, 2)
+	if got.String() != "pushbuffer fetch at 0x100001100: completer abort" || g.readReg(ChannelReg(2, ChErrors)) != 1 {
+		t.Errorf("fault %q, errors %d", got, g.readReg(ChannelReg(2, ChErrors)))
+	}
+	// A stopped channel fetches nothing more.
+	sent := len(u.tlps)
+	g.writeReg(ChannelReg(2, ChGPPut), 4)
+	pcie.RunUntil(s, s.Now()+time.Millisecond)
+	if len(u.tlps) != sent || !g.Idle() {
+		t.Errorf("after a doorbell the stopped channel sent %d TLPs, idle %v", len(u.tlps)-sent, g.Idle())
 	}
 }

@@ -18,6 +18,10 @@ type readStream struct {
 	onDone    func(ok bool)
 	failed    bool
 	priority  bool
+	// The first failed read: its completion status and the address of
+	// the first byte it did not bring.
+	status tlp.Status
+	failAt uint64
 }
 
 type pending struct {
@@ -133,6 +137,9 @@ func (d *dmaEngine) completion(v tlp.View) {
 	p := &d.tags[tag]
 	st := p.st
 	if v.Status() != tlp.StatusSC || !v.HasData() {
+		if !st.failed {
+			st.status, st.failAt = v.Status(), p.addr
+		}
 		st.failed = true
 		d.g.Stats.Errors++
 		d.retire(tag, p)
@@ -189,14 +196,14 @@ type engineQueue struct {
 type copyJob struct {
 	c    Command
 	done func()
-	errs *uint32 // the channel's error count (ChErrors); nil outside a channel
+	ch   *channel // the channel it runs for; nil outside a channel
 }
 
-func (q *engineQueue) push(c Command, done func(), errs *uint32) {
+func (q *engineQueue) push(c Command, done func(), ch *channel) {
 	if q.finishF == nil {
 		q.finishF, q.completeF = q.finish, q.complete
 	}
-	q.queue.push(copyJob{c: c, done: done, errs: errs})
+	q.queue.push(copyJob{c: c, done: done, ch: ch})
 	q.next()
 }
 
@@ -210,7 +217,7 @@ func (q *engineQueue) next() {
 	q.start = q.g.s.Now()
 	q.floor = q.start + time.Duration(q.cur.c.Duration)
 	if q.cur.c.Dir == DirH2D {
-		q.h2d.begin(q.g, q.cur.c, q.finishF, q.cur.errs)
+		q.h2d.begin(q.g, q.cur.c, q.finishF, q.cur.ch)
 	} else {
 		q.d2h.begin(q.g, q.cur.c, q.finishF)
 	}
@@ -251,17 +258,17 @@ type h2dCopy struct {
 	start, half    time.Duration
 	got, halfBytes uint64
 	done           func()
-	errs           *uint32 // counts a failed copy for its channel
+	ch             *channel // stopped by a failed copy; nil outside a channel
 	st             readStream
 	onDataF        func(off uint64, b []byte)
 	onDoneF        func(ok bool)
 }
 
-func (h *h2dCopy) begin(g *GPU, c Command, done func(), errs *uint32) {
+func (h *h2dCopy) begin(g *GPU, c Command, done func(), ch *channel) {
 	if h.onDataF == nil {
 		h.onDataF, h.onDoneF = h.onData, h.onDone
 	}
-	h.g, h.c, h.done, h.errs = g, c, done, errs
+	h.g, h.c, h.done, h.ch = g, c, done, ch
 	h.tlpBytes = g.fluidSplit(c.Len)
 	h.start, h.half, h.got, h.halfBytes = g.s.Now(), 0, 0, 0
 	h.st = readStream{addr: c.Src, end: c.Src + h.tlpBytes, onData: h.onDataF, onDone: h.onDoneF}
@@ -281,10 +288,12 @@ func (h *h2dCopy) onDone(ok bool) {
 	if !ok {
 		// A read answered with an error status (a completion timeout
 		// comes as CA) left part of the destination unwritten: the
-		// channel's ERRORS register says so, as a real GPU raises a
-		// channel error, or the driver would take stale VRAM for data.
-		if h.errs != nil {
-			*h.errs++
+		// channel stops with a fault, as a real GPU raises a channel
+		// error, or the driver would take stale VRAM for data (and the
+		// semaphores after the copy for its completion).
+		if ch := h.ch; ch != nil {
+			ch.errors++
+			ch.stop(ChannelFault{Reason: FaultCopyRead, Status: h.st.status, Addr: h.st.failAt})
 		}
 		h.done()
 		return

@@ -37,6 +37,14 @@
 //	                                       (GP_BASE a bus address), 1 VRAM
 //	                                       (GP_BASE a VRAM offset); a write
 //	                                       of GP_BASE_LO resets it to 0
+//	  +0x1c NOTIFY_LO, +0x20 NOTIFY_HI     host address of the channel's
+//	                                       error notifier (0: none)
+//	  +0x24 FAULT                          read-only: 0 while the channel
+//	                                       runs; once it stopped, reason in
+//	                                       bits 7:0, completion status of a
+//	                                       failed read in bits 15:8, bit 16
+//	                                       the address is a VRAM offset
+//	  +0x28 FAULT_ADDR_LO, +0x2c _HI       read-only: where it failed
 //
 // # GPFIFO entry (16 bytes, little-endian)
 //
@@ -81,6 +89,20 @@
 //	03 00 00 01  40 42 0f 00 00 00 00 00  07 00 00 00
 //	05 00 00 04  00 20 00 00 01 00 00 00  05 00 00 00 00 00 00 00  01 00 00 00
 //	GPFIFO: 00 00 40 00 01 00 00 00  28 00 00 00  00 00 00 00
+//
+// # Channel faults
+//
+// A channel stops at the first fault in ring order: a GPFIFO or
+// pushbuffer read answered with an error status (UR, CA; a bridge answers
+// a request it timed out with CA) or outside VRAM, a GPFIFO entry over
+// the segment limit, a malformed command, a copy or memset longer than
+// VRAM, a host-to-device copy whose DMA read failed. The commands before
+// the fault run; nothing after it does, whatever doorbells follow (a
+// release behind skipped work would tell the host it was done). ERRORS
+// counts the failures, FAULT says which stopped the channel, and the GPU
+// posts the 16-byte notifier record (u32 the FAULT word, u32 0, u64 the
+// address) to NOTIFY, then raises its MSI if enabled. Posted writes keep
+// their order, so the host sees every release before the fault first.
 //
 // # Engines
 //

@@ -291,6 +291,19 @@ func (g *GPU) readReg(off uint64) uint32 {
 			return ch.errors
 		case ChGPAperture:
 			return ch.aperture
+		case ChNotifyLo:
+			return uint32(ch.notify)
+		case ChNotifyHi:
+			return uint32(ch.notify >> 32)
+		case ChFault:
+			if !ch.stopped {
+				return 0
+			}
+			return ch.fault.Word()
+		case ChFaultAddrLo:
+			return uint32(ch.fault.Addr)
+		case ChFaultAddrHi:
+			return uint32(ch.fault.Addr >> 32)
 		}
 	}
 	return 0
@@ -319,6 +332,10 @@ func (g *GPU) writeReg(off uint64, v uint32) {
 			ch.entries = v
 		case ChGPPut:
 			ch.doorbell(v)
+		case ChNotifyLo:
+			ch.notify = ch.notify&^0xffffffff | uint64(v)
+		case ChNotifyHi:
+			ch.notify = ch.notify&0xffffffff | uint64(v)<<32
 		}
 	}
 }

@@ -23,6 +23,17 @@ const (
 	// resets it to ApertureHost, so a driver that never writes it gets the
 	// ring in host memory whatever the channel held before.
 	ChGPAperture = 0x18
+	// ChNotifyLo/Hi hold the host address of the channel's error notifier
+	// (0: none): when the channel stops on a fault the GPU posts the
+	// NotifierBytes record there, then raises its MSI if enabled.
+	ChNotifyLo = 0x1c
+	ChNotifyHi = 0x20
+	// ChFault is read-only: 0 while the channel runs, the fault word
+	// (ChannelFault.Word) once it stopped; ChFaultAddrLo/Hi the fault's
+	// address.
+	ChFault       = 0x24
+	ChFaultAddrLo = 0x28
+	ChFaultAddrHi = 0x2c
 )
 
 // Apertures of the GPFIFO ring (ChGPAperture).

@@ -45,6 +45,10 @@ type ChannelConfig struct {
 	SemFlags uint32
 	// Commands places the ring and the pushbuffer (default HostMemory).
 	Commands Placement
+	// Notifier programs the channel's error notifier: a channel that
+	// stops on a fault then posts its record (gpu.NotifierBytes) to
+	// Notifier(), next to the tracking semaphore in host memory.
+	Notifier bool
 	// BAR1 is the bus address of the GPU's VRAM aperture and VRAM the
 	// offset in VRAM of DeviceBytes() bytes reserved for this channel's
 	// ring and pushbuffer: used with Commands DeviceMemory only.
@@ -71,6 +75,11 @@ func ringBytes(entries int) uint64 {
 	return (uint64(entries)*gpu.GPEntrySize + 4095) &^ 4095
 }
 
+// NotifierOffset is where a channel's error notifier lies from its
+// tracking semaphore: in the same 64-byte block of host memory, so a
+// channel allocates nothing more for it.
+const NotifierOffset = 32
+
 // Channel is one GPFIFO channel of a GPU.
 type Channel struct {
 	h       Host
@@ -84,6 +93,7 @@ type Channel struct {
 	pbBase  uint64 // pushbuffer, likewise
 	bar1    uint64
 	sem     uint64
+	notify  uint64 // error notifier; 0 without one
 	put     uint32
 	pbOff   uint64
 	seq     uint64
@@ -143,7 +153,45 @@ func OpenChannel(h Host, bar0 uint64, ch int, cfg ChannelConfig) (*Channel, erro
 			return nil, fmt.Errorf("gpudrv: channel %d setup: %w", ch, err)
 		}
 	}
+	if cfg.Notifier {
+		c.notify = c.sem + NotifierOffset
+		if err := c.writeNotifier(); err != nil {
+			return nil, fmt.Errorf("gpudrv: channel %d setup: %w", ch, err)
+		}
+	}
 	return c, nil
+}
+
+// writeNotifier programs NOTIFY_LO and NOTIFY_HI: one 64-bit store where
+// the host can post one, else two 32-bit stores.
+func (c *Channel) writeNotifier() error {
+	reg := c.bar0 + gpu.ChannelReg(c.ch, gpu.ChNotifyLo)
+	if bw, ok := c.h.(BARWriter); ok {
+		var b [8]byte
+		binary.LittleEndian.PutUint64(b[:], c.notify)
+		return bw.MMIOWrite(reg, b[:])
+	}
+	if err := c.h.MMIOWrite32(reg, uint32(c.notify)); err != nil {
+		return err
+	}
+	return c.h.MMIOWrite32(c.bar0+gpu.ChannelReg(c.ch, gpu.ChNotifyHi), uint32(c.notify>>32))
+}
+
+// Notifier returns the host address of the channel's error notifier (0
+// when ChannelConfig.Notifier was not set).
+func (c *Channel) Notifier() uint64 { return c.notify }
+
+// Fault reads the error notifier: FaultNone while the channel runs (or
+// when it has no notifier).
+func (c *Channel) Fault() (gpu.ChannelFault, error) {
+	if c.notify == 0 {
+		return gpu.ChannelFault{}, nil
+	}
+	var b [gpu.NotifierBytes]byte
+	if err := c.h.ReadMem(c.notify, b[:]); err != nil {
+		return gpu.ChannelFault{}, err
+	}
+	return gpu.DecodeNotifier(b[:]), nil
 }
 
 // Index returns the channel's number.

@@ -196,3 +196,43 @@ func TestChannelDeviceMemoryRejected(t *testing.T) {
 		t.Errorf("a rejected channel wrote registers: %+v %+v", plain.writes, bh.writes)
 	}
 }
+
+// TestChannelNotifier: with Notifier the driver programs NOTIFY_LO/HI with
+// the address next to the tracking semaphore (one 64-bit store where the
+// host posts one, else two 32-bit stores), and Fault decodes what the GPU
+// posts there.
+func TestChannelNotifier(t *testing.T) {
+	t.Parallel()
+	const bar0 = 0x9000_0000
+	plain := &fakeHost{mem: map[uint64]byte{}, next: 0x1_0000_0000}
+	c, err := OpenChannel(plain, bar0, 5, ChannelConfig{Entries: 4, PushbufferBytes: 4096, Notifier: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Notifier() != c.Semaphore()+NotifierOffset {
+		t.Fatalf("notifier %#x, semaphore %#x", c.Notifier(), c.Semaphore())
+	}
+	n := len(plain.writes)
+	want := []regWrite{{bar0 + gpu.ChannelReg(5, gpu.ChNotifyLo), uint32(c.Notifier())}, {bar0 + gpu.ChannelReg(5, gpu.ChNotifyHi), uint32(c.Notifier() >> 32)}}
+	if n != 5 || plain.writes[3] != want[0] || plain.writes[4] != want[1] {
+		t.Fatalf("setup writes %+v, want GP_BASE, GP_ENTRIES, then %+v", plain.writes, want)
+	}
+	if f, err := c.Fault(); err != nil || f.Reason != gpu.FaultNone {
+		t.Fatalf("fault of a running channel: %v %v", f, err)
+	}
+	fault := gpu.ChannelFault{Reason: gpu.FaultRingFetch, Status: 4, Addr: 0x1_0000_0040}
+	_ = plain.WriteMem(c.Notifier(), gpu.AppendNotifier(nil, fault))
+	if f, err := c.Fault(); err != nil || f != fault {
+		t.Fatalf("fault %v %v, want %v", f, err, fault)
+	}
+
+	bh := &barHost{fakeHost: &fakeHost{mem: map[uint64]byte{}, next: 0x1_0000_0000}}
+	c, err = OpenChannel(bh, bar0, 5, ChannelConfig{Entries: 4, PushbufferBytes: 4096, Notifier: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(bh.writes) != 3 || len(bh.bar) != 1 || bh.bar[0].addr != bar0+gpu.ChannelReg(5, gpu.ChNotifyLo) ||
+		binary.LittleEndian.Uint64(bh.bar[0].p) != c.Notifier() || len(bh.bar[0].p) != 8 {
+		t.Fatalf("setup: %+v, BAR writes %+v: want one 64-bit store of %#x", bh.writes, bh.bar, c.Notifier())
+	}
+}

@@ -114,6 +114,9 @@ func Calibrate(o Options) (Calibration, error) {
 	var seen time.Duration
 	st.OnDone(st.Submitted(), func() { seen = c.Now() })
 	w.S.Run(-1)
+	if err := st.Err(); err != nil {
+		return Calibration{}, fmt.Errorf("replay: calibration kernel: %w", err)
+	}
 	if seen == 0 {
 		return Calibration{}, fmt.Errorf("replay: calibration kernel never completed")
 	}
@@ -329,6 +332,13 @@ func (r *run) run(ctx context.Context) (*Result, error) {
 		if pcie.RunUntil(s, s.Now()+10*time.Millisecond) == 0 && s.Pending() <= 0 {
 			break
 		}
+		for _, d := range r.c.Devices {
+			if err := d.Err(); err != nil {
+				// Its nodes would never finish: say why now rather than
+				// stall.
+				r.fail(fmt.Errorf("replay: %w", err))
+			}
+		}
 		if r.done != lastDone {
 			lastDone, lastProgress = r.done, s.Now()
 		} else if s.Now()-lastProgress > stallAfter {
@@ -432,6 +442,11 @@ func (r *run) startCall(i int32) {
 		r.whenSubmitted(from, func() {
 			ref := r.strm[g.Nodes[from].Stream]
 			ref.stream.OnDone(r.seq[from], func() {
+				if ref.stream.Completed() < r.seq[from] {
+					// Woken by a lost device or a stopped channel.
+					r.fail(fmt.Errorf("replay: call %d (%s) waits for node %d (%s): %w", i, nd.Name, from, g.Nodes[from].Name, ref.stream.Err()))
+					return
+				}
 				endAt = max(endAt, r.now()+delay-r.cal.Notify)
 				complete()
 			})

@@ -318,8 +318,9 @@ func (r *runner) submitWait(ctx context.Context, cmds ...gpu.Command) error {
 			return err
 		}
 		if done >= seq {
-			// A copy whose DMA failed still releases its sequence (the
-			// channel goes on): its error count says the data is not there.
+			// Released: the work ran. A fault stops the channel before
+			// the sequence (the check below finds its errors); a non-zero
+			// count here is a fault after the release, still reported.
 			if e, err := r.bar.Read32(gpu.ChannelReg(r.o.Channel, gpu.ChErrors)); err != nil {
 				return err
 			} else if e == 0xffff_ffff {
