@@ -36,3 +36,60 @@ func nameArgCountErrors(c *cobra.Command) {
 		return exitCodeError{2, fmt.Errorf("%s: %w; usage: %s", strings.TrimPrefix(cmd.CommandPath(), "dxpu "), err, strings.TrimSuffix(cmd.UseLine(), " [flags]"))}
 	}
 }
+
+// newHelpCmd is `dxpu help [command]`: cobra's own, except that operands
+// left after the command path are refused, exit 2 in one line, as every
+// command refuses extra operands (`help units extra` printed the topic and
+// succeeded), and so is a command that does not exist (`help nosuch`
+// printed the root's usage and succeeded).
+func newHelpCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "help [command]",
+		Short: "Help about any command",
+		Long: `Help provides help for any command in the application.
+Simply type dxpu help [path to command] for full details.`,
+		ValidArgsFunction: func(c *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+			cmd, rest, err := c.Root().Find(args)
+			if err != nil || len(rest) > 0 {
+				return nil, cobra.ShellCompDirectiveNoFileComp
+			}
+			var out []cobra.Completion
+			for _, sub := range cmd.Commands() {
+				if sub.IsAvailableCommand() && strings.HasPrefix(sub.Name(), toComplete) {
+					out = append(out, cobra.CompletionWithDesc(sub.Name(), sub.Short))
+				}
+			}
+			return out, cobra.ShellCompDirectiveNoFileComp
+		},
+		RunE: func(c *cobra.Command, args []string) error {
+			cmd, rest, err := c.Root().Find(args)
+			switch {
+			case err != nil || cmd == nil:
+				return exitCodeError{2, fmt.Errorf("help: %w", unknownHelpTopic(c.Root(), args[0]))}
+			case len(rest) > 0 && cmd.HasSubCommands():
+				return exitCodeError{2, fmt.Errorf("help: %w", unknownHelpTopic(cmd, rest[0]))}
+			case len(rest) > 0:
+				return exitCodeError{2, fmt.Errorf("help: %q has no subcommands, got %q; usage: %s", cmd.CommandPath(), rest[0],
+					strings.TrimSuffix(c.UseLine(), " [flags]"))}
+			}
+			cmd.InitDefaultHelpFlag() // --help and --version are listed, as cobra's help does
+			cmd.InitDefaultVersionFlag()
+			return cmd.Help()
+		},
+	}
+}
+
+// unknownHelpTopic is unknownSubcommand for help, under which the help
+// topics (units) count as commands too.
+func unknownHelpTopic(cmd *cobra.Command, name string) error {
+	if len(cmd.SuggestionsFor(name)) > 0 {
+		return unknownSubcommand(cmd, name)
+	}
+	var names []string
+	for _, sub := range cmd.Commands() {
+		if sub.IsAvailableCommand() || sub.IsAdditionalHelpTopicCommand() {
+			names = append(names, sub.Name())
+		}
+	}
+	return fmt.Errorf("unknown command %q for %q; want one of %s", name, cmd.CommandPath(), strings.Join(names, ", "))
+}

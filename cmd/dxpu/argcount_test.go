@@ -22,6 +22,13 @@ func TestArgCountErrorsNameTheCommand(t *testing.T) {
 		{[]string{"ctl", "stats", "--timeout", "-1s"}, "dxpu: --timeout -1s: must be positive"},
 		{[]string{"pcap", "convert", "in.pcap", "out.pcap"}, `dxpu: pcap convert: takes no operands, got "in.pcap"; usage: dxpu pcap convert --in A --out B --to nettlp|dxpu-eth|dxpu-udp`},
 		{[]string{"pcap", "info"}, "dxpu: pcap info: requires at least 1 arg(s), only received 0; usage: dxpu pcap info FILE..."},
+		// help takes a command path and nothing after it: `help units
+		// extra` printed the topic and exited 0, `help nosuch` the root's
+		// usage.
+		{[]string{"help", "units", "extra"}, `dxpu: help: "dxpu units" has no subcommands, got "extra"; usage: dxpu help [command]`},
+		{[]string{"help", "bench", "link", "x.pcap"}, `dxpu: help: "dxpu bench link" has no subcommands, got "x.pcap"; usage: dxpu help [command]`},
+		{[]string{"help", "bench", "lnk"}, `dxpu: help: unknown command "lnk" for "dxpu bench"; did you mean link?`},
+		{[]string{"help", "nosuch"}, `dxpu: help: unknown command "nosuch" for "dxpu"; want one of bench, bridge, chaos, completion, conform, ctl, demo, man, manager, model, nettlp, pcap, replay, switch, tlp, units, vm`},
 	} {
 		var errb syncBuffer
 		var out strings.Builder

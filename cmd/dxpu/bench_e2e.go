@@ -59,18 +59,18 @@ echo crosses the switch as bridge frames do. Times in us, rates in Gbit/s.`,
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			res, err := e2ebench.Run(ctx, o)
-			if err != nil {
-				return exitCodeError{2, err}
+			if err != nil { // options, set-up, an interrupt: 2; a run that failed: 1
+				return exitFor(err, 2)
 			}
 			if asJSON {
-				return e.printJSON(res, true)
+				return e.printJSON(res)
 			}
 			return res.WriteText(e.stdout)
 		},
 	}
 	f := cmd.Flags()
 	f.BoolVar(&o.Loopback, "loopback", false, "run on 127.0.0.1 without namespaces (no root needed)")
-	f.StringVar(&sizes, "sizes", "", "copy sizes, comma-separated, suffixes K, M, G (default 64K,256K,1M,4M,16M,64M)")
+	f.StringVar(&sizes, "sizes", "", "copy sizes in bytes, comma-separated, suffixes K, M, G: multiples of 4 up to 1G (default 64K,256K,1M,4M,16M,64M)")
 	f.IntVar(&o.Samples, "samples", 2000, "MMIO reads and echoes timed (DMA reads and launches: a quarter)")
 	f.IntVar(&o.Copies, "copies", 3, "copies of each size each way; the median rate is reported")
 	f.DurationVar(&o.LinkFor, "link-for", time.Second, "how long the lossless link's goodput is measured")
@@ -80,6 +80,6 @@ echo crosses the switch as bridge frames do. Times in us, rates in Gbit/s.`,
 	f.BoolVar(&o.OneClock, "one-clock", false, "run the emulated host and GPU on one clock and goroutine (default: each side on its own, as two machines)")
 	f.DurationVar(&o.Spin, "spin", 0, "how long each side's clock polls after its last work before sleeping (default 2ms)")
 	f.StringVar(&o.ProfileDir, "profile", "", "write pprof CPU (per phase), mutex and block profiles into this directory")
-	f.BoolVar(&asJSON, "json", false, "print one JSON object on one line")
+	f.BoolVar(&asJSON, "json", false, "print one JSON object")
 	return cmd
 }

@@ -112,6 +112,29 @@ func TestBenchEmptyFlagsRefused(t *testing.T) {
 	}
 }
 
+// TestBenchCopySizesWholeDWs: bench fabric holds --sizes to bench e2e's
+// rule, whole DWs (a multiple of 4), with the same one-line message
+// naming the size (`bench fabric --sizes 3` ran and reported 3-byte
+// copies), each with its own upper bound.
+func TestBenchCopySizesWholeDWs(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ args, want string }{
+		{"bench fabric --sizes 3", "--sizes: copy size 3: want a multiple of 4 in 4..4GiB"},
+		{"bench fabric --sizes 4K,4098", "--sizes: copy size 4098: want a multiple of 4 in 4..4GiB"},
+		{"bench fabric --sizes 8G", "--sizes: copy size 8G: want a multiple of 4 in 4..4GiB"},
+		{"bench fabric --sizes 4K,x", `--sizes "x": want a byte count like 64M, 4096 or 0x1000`},
+		{"bench e2e --loopback --sizes 3", "--sizes: copy size 3: want a multiple of 4 in 4..1GiB"},
+		{"bench e2e --loopback --sizes 2G", "--sizes: copy size 2G: want a multiple of 4 in 4..1GiB"},
+	} {
+		checkUsageError(t, strings.Fields(c.args), c.want)
+	}
+	checkUsageError(t, []string{"bench", "fabric", "--sizes", ""}, `--sizes "": empty; leave the flag out for its default`)
+	out, _, err := runDxpu(t, "", "bench", "fabric", "--sizes", "4,0x1000", "--json")
+	if err != nil || !strings.Contains(out, `"bytes": 4,`) || !strings.Contains(out, `"bytes": 4096,`) {
+		t.Errorf("bench fabric --sizes 4,0x1000: %v, want copies of 4 and 4096 bytes:\n%s", err, out)
+	}
+}
+
 // TestBenchFabricExtremes: every RTT the checks accept runs (from 50ms
 // enumeration timed out and found no GPU), a rate or a loss the run could
 // not end with is refused naming the flag and the limit, and the header

@@ -55,7 +55,12 @@ from several boxes), lend (one box lending --lend GPUs to as many hosts),
 switch (--switch-pairs pairs through one XDP switch; namespaces only).
 --pairs alone runs the sweep alone. --loopback runs everything on 127.x
 addresses (no root); without it (root only) the host sides run in one
-network namespace and the GPU sides in another behind the XDP switch.`,
+network namespace and the GPU sides in another behind the XDP switch.
+
+The bridges run as --bridge-binary (default: this dxpu): one that is not an
+executable file is refused before anything runs (exit status 2); a bridge
+that exits during the run ends it with exit status 1, naming the binary,
+its exit status and the last line of its stderr.`,
 		Example: "  dxpu bench scale --loopback --pairs 1,2,4,8 --json\n  dxpu bench scale --loopback --scenarios borrow,lend\n  dxpu bench scale            # as root: namespaces and the XDP switch, every scenario",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -81,11 +86,11 @@ network namespace and the GPU sides in another behind the XDP switch.`,
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			res, err := scalebench.Run(ctx, o)
-			if err != nil {
-				return exitCodeError{2, err}
+			if err != nil { // options: 2; bridges that died, pairs that moved nothing: 1
+				return exitFor(err, 2)
 			}
 			if asJSON {
-				return e.printJSON(res, true)
+				return e.printJSON(res)
 			}
 			return res.WriteText(e.stdout)
 		},
@@ -106,7 +111,7 @@ network namespace and the GPU sides in another behind the XDP switch.`,
 	f.BoolVar(&o.Insecure, "insecure-no-keys", false, "run the pairs unkeyed instead of sealed")
 	f.BoolVar(&o.Pin, "pin", true, "a core per pair: both bridges of pair i run on the i-th CPU (dxpu bridge --cpus), round robin; --pin=false leaves them to the scheduler")
 	f.StringVar(&o.Binary, "bridge-binary", "", "the dxpu binary the bridges run as (default: this one)")
-	f.BoolVar(&asJSON, "json", false, "print one JSON object on one line")
+	f.BoolVar(&asJSON, "json", false, "print one JSON object")
 	return cmd
 }
 

@@ -42,8 +42,12 @@ func TestBenchScaleProcess(t *testing.T) {
 		res.MTUBytes != 8972 || res.MPSBytes != 2048 {
 		t.Fatalf("result %+v: want one sealed loopback scenario, its pairs pinned by default, with --mtu 8972 --mps 2048 and a raw UDP baseline of 8972-byte datagrams", res)
 	}
-	if !strings.Contains(stdout.String(), `"duration_per_scenario_s":0.3,`) {
+	if !strings.Contains(stdout.String(), `"duration_per_scenario_s": 0.3,`) {
 		t.Errorf("JSON lacks duration_per_scenario_s 0.3 (--duration 300ms)")
+	}
+	// One result object, indented as every command's (it was one line).
+	if !strings.HasPrefix(stdout.String(), "{\n  \"mode\": \"loopback\",\n") {
+		t.Errorf("want one object indented by two spaces")
 	}
 	s := res.Scenarios[0]
 	if s.Name != "pairs-2" || s.Pairs != 2 || len(s.PairGbps) != 2 || len(s.HostGbps) != 2 || len(s.BoxGbps) != 2 {

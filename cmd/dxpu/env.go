@@ -35,11 +35,11 @@ func (e *env) getenvOr(k, def string) string {
 	return def
 }
 
-// printJSON writes v as one JSON line, or indented for a reader.
-func (e *env) printJSON(v any, oneLine bool) error {
+// printJSON writes v, a command's one result object, indented by two
+// spaces as every such --json result is (dxpu help units); a stream of
+// objects is written one a line (JSON lines) by its command instead.
+func (e *env) printJSON(v any) error {
 	enc := json.NewEncoder(e.stdout)
-	if !oneLine {
-		enc.SetIndent("", "  ")
-	}
+	enc.SetIndent("", "  ")
 	return enc.Encode(v)
 }

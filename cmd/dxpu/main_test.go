@@ -140,6 +140,14 @@ func TestExitStatus(t *testing.T) {
 		{[]string{"bench", "scale", "--loopback", "--scenarios", "sweep,fast"}, "", 2, "", `--scenarios "fast": want sweep, borrow, lend or switch`},
 		{[]string{"bench", "scale", "--loopback", "--scenarios", "switch"}, "", 2, "", "no scenario to run (switch needs namespaces"},
 		{[]string{"bench", "scale", "--loopback", "--read-bytes", "4097"}, "", 2, "", "--read-bytes 4097: want a multiple of 4"},
+		// A binary that does not start is refused before anything runs;
+		// bridges that start and die make a run that failed.
+		{[]string{"bench", "scale", "--loopback", "--bridge-binary", "/nonexistent/dxpu"}, "", 2, "", "dxpu: --bridge-binary /nonexistent/dxpu: no such file"},
+		{[]string{"bench", "scale", "--loopback", "--bridge-binary", "/etc/passwd"}, "", 2, "", "dxpu: --bridge-binary /etc/passwd: not an executable file"},
+		{[]string{"bench", "scale", "--loopback", "--pairs", "1", "--duration", "100ms", "--bridge-binary", "/bin/false"}, "", 1, "",
+			"side (/bin/false bridge) exited (exit status 1); its stderr: no output"},
+		{[]string{"help", "units", "extra"}, "", 2, "", `dxpu: help: "dxpu units" has no subcommands, got "extra"`},
+		{[]string{"bench", "fabric", "--sizes", "3"}, "", 2, "", "dxpu: --sizes: copy size 3: want a multiple of 4 in 4..4GiB"},
 		{[]string{"pcap", "generate", "--out", "x", "--count", "0"}, "", 2, "", "--count 0: want at least 1 frame"},
 		{[]string{"switch", "--mode", "udp"}, "", 2, "", "exactly one of --table and --manager"},
 		{[]string{"no-such-command"}, "", 2, "", "dxpu: unknown command"},

@@ -115,7 +115,7 @@ func TestModelUsageErrors(t *testing.T) {
 		{[]string{"--rtt", "-5us"}, "dxpu: --rtt -5us: must not be negative"},
 		{[]string{"--link-gbps", "NaN"}, "--link-gbps must be from 0.001 up to 10000 Gbit/s, got NaN"},
 		{[]string{"--gbit", "1", "--bw", "1"}, "--gbit and --bw: one link rate given twice"},
-		{[]string{"--sizes", "100G"}, `--sizes: "100G" is not a size between 1 and 4G`}, // it said "100"
+		{[]string{"--sizes", "100G"}, `--sizes: copy size 100G: want a multiple of 4 in 4..4GiB`}, // it said "100"
 	} {
 		checkUsageError(t, append([]string{"bench", "fabric", "--sizes", "4K"}, tc.args...), tc.want)
 	}
@@ -194,7 +194,7 @@ func TestModelAndBenchFabricJSONUnits(t *testing.T) {
 	}
 	// The model reads the new key back from a profile.
 	prof := filepath.Join(t.TempDir(), "fabric.json")
-	if err := os.WriteFile(prof, []byte(strings.Replace(out, `"mrrs_bytes":512`, `"mrrs_bytes":1024`, 1)), 0o644); err != nil {
+	if err := os.WriteFile(prof, []byte(strings.Replace(out, `"mrrs_bytes": 512`, `"mrrs_bytes": 1024`, 1)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	out, _, err = runDxpu(t, "", "model", "--json", "--profile", prof, modelTrace)

@@ -147,14 +147,15 @@ number (the first 1000, then a count of the rest). Sealed frames (keyed
 pairs) count as "sealed", by encapsulation and message type; 'dxpu pcap
 unseal' opens their TLPs. Exit status 1 if any frame did not parse or a
 capture is not of Ethernet frames, 2 for I/O errors.
---json prints one object per capture and line (JSON lines).`,
+--json prints one object, indented; for several captures one object per
+capture and line (JSON lines).`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return exitFor(capture.Info(args, udpPort, asJSON, cmd.OutOrStdout(), cmd.ErrOrStderr()), 2)
 		},
 	}
 	cmd.Flags().Uint16Var(&udpPort, "udp-port", encap.DefaultUDPPort, "dxpu UDP port")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object per capture and line")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object (indented), or for several captures one per line")
 	return cmd
 }
 

@@ -39,6 +39,7 @@ func newRootCmd(e *env) *cobra.Command {
 	root.AddCommand(newBridgeCmd(e), newSwitchCmd(e), newManagerCmd(e), newCtlCmd(e), newNettlpCmd(e),
 		newPcapCmd(), newTLPCmd(), newReplayCmd(), newModelCmd(), newDemoCmd(), newBenchCmd(e), newConformCmd(e), newVMCmd(e), newChaosCmd(e),
 		newManCmd(), newUnitsTopic())
+	root.SetHelpCommand(newHelpCmd())
 	refuseUnknownSubcommands(root)
 	nameArgCountErrors(root)
 	spellDefaultsAsUnits(root)

@@ -60,11 +60,12 @@ Every command that reports prints text for people by default and JSON with
 JSON keys are snake_case and carry their unit: _us microseconds, _ns
 nanoseconds, _ms milliseconds (timers as configured), _s seconds, _pct
 percent, _gbps Gbit/s (never GB/s), _bytes bytes. rtt_us is the network
-round trip, added_rtt_us the added one. Reports that print several objects
-print JSON lines (one object per line). The
-manager's API, and ctl --json, which prints its objects as they are, write
-a duration as a string with its unit instead ("rtt": "12us", "max_rtt"),
-as its requests take them.
+round trip, added_rtt_us the added one. A report of one object prints it
+indented by two spaces; reports of several objects (demo's workloads,
+model's traces, pcap info's captures) and streams (ctl watch, tlp decode)
+print JSON lines, one object per line. The manager's API, and ctl --json,
+which prints its objects as they are, write a duration as a string with its
+unit instead ("rtt": "12us", "max_rtt"), as its requests take them.
 
 Old spellings still work for a while, with a warning: --gbit and --bw are
 --link-gbps (bench fabric, bench link, demo, model), with its plain number

@@ -93,6 +93,62 @@ func TestDemoJSONLines(t *testing.T) {
 	}
 }
 
+// TestJSONResultIndented: every command that prints one result object
+// with --json prints it indented by two spaces, as bench link, conform
+// and ctl do (bench e2e, bench fabric, bench scale, pcap info, vm demo and
+// vm run printed one line); several objects stay JSON lines (pcap info of
+// two captures here, demo in TestDemoJSONLines). bench scale:
+// TestBenchScaleProcess.
+func TestJSONResultIndented(t *testing.T) {
+	t.Parallel()
+	pcaps := []string{"../../testdata/pcap/dxpu-eth-vlan.pcap", "../../testdata/pcap/nettlp-vlan-snap128.pcap"}
+	for _, args := range [][]string{
+		{"bench", "fabric", "--sizes", "4K", "--json"},
+		{"bench", "e2e", "--loopback", "--sizes", "64K,4K", "--samples", "20", "--copies", "1", "--link-for", "50ms", "--json"},
+		{"pcap", "info", "--json", pcaps[0]},
+	} {
+		out, _, err := runDxpu(t, "", args...)
+		var v map[string]any
+		if err != nil || json.Unmarshal([]byte(out), &v) != nil || !strings.HasPrefix(out, "{\n  \"") || !strings.HasSuffix(out, "\n}\n") {
+			t.Errorf("%v: %v: want one object indented by two spaces:\n%s", args, err, out)
+		}
+		// bench e2e's copies: an array in the order of --sizes, keys
+		// with units (h2d_gbps and d2h_gbps were objects keyed by bytes).
+		if args[1] == "e2e" {
+			c, _ := v["copies"].([]any)
+			if len(c) != 2 || v["h2d_gbps"] != nil || v["d2h_gbps"] != nil {
+				t.Fatalf("bench e2e: copies %v, h2d_gbps %v: want 2 copies and no h2d_gbps beside them", v["copies"], v["h2d_gbps"])
+			}
+			for i, size := range []float64{64 << 10, 4 << 10} {
+				if m, _ := c[i].(map[string]any); m["size_bytes"] != size || m["h2d_gbps"] == nil || m["d2h_gbps"] == nil {
+					t.Errorf("bench e2e: copies[%d] %v: want size_bytes %v with h2d_gbps and d2h_gbps", i, c[i], size)
+				}
+			}
+		}
+	}
+	// vm demo and vm run print theirs through env.printJSON.
+	var out strings.Builder
+	e := newEnv(strings.NewReader(""), &out, &out, nil, noEnv)
+	if err := e.printJSON(struct {
+		A int   `json:"a"`
+		B []int `json:"b"`
+	}{1, []int{2}}); err != nil || out.String() != "{\n  \"a\": 1,\n  \"b\": [\n    2\n  ]\n}\n" {
+		t.Errorf("printJSON: %q (%v)", out.String(), err)
+	}
+
+	text, _, err := runDxpu(t, "", append([]string{"pcap", "info", "--json"}, pcaps...)...)
+	lines := strings.Split(strings.TrimSuffix(text, "\n"), "\n")
+	for i, l := range lines {
+		var v map[string]any
+		if json.Unmarshal([]byte(l), &v) != nil || v["file"] != pcaps[i] {
+			t.Errorf("pcap info --json of %d captures, line %d: %q: want one object per line", len(pcaps), i+1, l)
+		}
+	}
+	if err != nil || len(lines) != len(pcaps) {
+		t.Errorf("pcap info --json of %d captures: %d lines (%v)", len(pcaps), len(lines), err)
+	}
+}
+
 // TestHelpUnits: the units topic names every shared flag.
 func TestHelpUnits(t *testing.T) {
 	t.Parallel()

@@ -119,14 +119,14 @@ launch and sync, boot time, MMIO read latency, copy rates and the path.`,
 				return exitFor(err, 1)
 			}
 			if asJSON {
-				return exitFor(e.printJSON(res, true), 1)
+				return exitFor(e.printJSON(res), 1)
 			}
 			return exitFor(res.WriteText(e.stdout), 1)
 		},
 	}
 	f.add(cmd)
 	cmd.Flags().Float64Var(&loss, "loss", 0, "drop this fraction of the pair's frames each way (0 to 1)")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object on one line")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
 	cmd.Flags().BoolVar(&loopback, "loopback", false, "carry the pair over loopback UDP even as root (default as root: network namespaces and the XDP switch)")
 	return cmd
 }
@@ -189,13 +189,13 @@ interrupted.`,
 				Report any `json:"report"`
 				Timing any `json:"timing"`
 			}{rep, timing}
-			return exitFor(e.printJSON(out, true), 1)
+			return exitFor(e.printJSON(out), 1)
 		},
 	}
 	f.add(cmd)
 	cmd.Flags().StringArrayVar(&gpus, "gpu", nil, "a remote GPU: pair=N,listen=IP:PORT,peer=IP:PORT,key=FILE[,gen=N] (repeatable)")
 	cmd.Flags().BoolVar(&insecure, "insecure-no-keys", false, "run the pairs unkeyed (lab only: anyone on the fabric can inject TLPs)")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object on one line (report, timing)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object (report, timing)")
 	cmd.Flags().BoolVar(&stayUp, "stay-up", false, "keep the guest running after its tool is done (until interrupted)")
 	return cmd
 }

@@ -13,9 +13,10 @@ import (
 )
 
 // Info prints a tally per capture to stdout, a block of lines or (asJSON)
-// a JSON line; frames that do not parse are reported on stderr. Any such
-// frame makes the error apperr.ErrFailed; unreadable captures are plain
-// errors.
+// a JSON object: indented for one capture, as every command's one result
+// object, and one a line (JSON lines) for several. Frames that do not
+// parse are reported on stderr. Any such frame makes the error
+// apperr.ErrFailed; unreadable captures are plain errors.
 func Info(paths []string, udpPort uint16, asJSON bool, stdout, stderr io.Writer) error {
 	bad := 0
 	errs := &errLines{w: stderr}
@@ -26,7 +27,7 @@ func Info(paths []string, udpPort uint16, asJSON bool, stdout, stderr io.Writer)
 			return failedIfLinkType(err)
 		}
 		bad += s["bad"]
-		if err := writeInfo(stdout, path, s, asJSON); err != nil {
+		if err := writeInfo(stdout, path, s, asJSON, len(paths) == 1); err != nil {
 			return err
 		}
 	}

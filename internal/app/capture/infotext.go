@@ -9,8 +9,9 @@ import (
 	"strings"
 )
 
-// InfoJSON is what `dxpu pcap info --json` prints for a capture, one
-// object per line; counts are frames or TLPs as the key says.
+// InfoJSON is what `dxpu pcap info --json` prints for a capture: for one
+// capture an indented object, for several one object per line (JSON
+// lines); counts are frames or TLPs as the key says.
 type InfoJSON struct {
 	File             string         `json:"file"`
 	Frames           int            `json:"frames"`
@@ -42,12 +43,17 @@ func infoOf(path string, s map[string]int) InfoJSON {
 	return in
 }
 
-// writeInfo prints one capture's counts: a JSON line, or a block of
-// labelled lines with the largest counts first.
-func writeInfo(w io.Writer, path string, s map[string]int, asJSON bool) error {
+// writeInfo prints one capture's counts: a JSON object (indented when it
+// is the only one, else on one line), or a block of labelled lines with
+// the largest counts first.
+func writeInfo(w io.Writer, path string, s map[string]int, asJSON, only bool) error {
 	in := infoOf(path, s)
 	if asJSON {
-		return json.NewEncoder(w).Encode(in)
+		enc := json.NewEncoder(w)
+		if only {
+			enc.SetIndent("", "  ")
+		}
+		return enc.Encode(in)
 	}
 	fmt.Fprintf(w, "%s\n", path)
 	fmt.Fprintf(w, "  %-16s %d (%d VLAN-tagged, %d sealed, %d did not parse)\n", "frames", in.Frames, in.VLANTaggedFrames, in.SealedFrames, in.BadFrames)

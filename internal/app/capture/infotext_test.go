@@ -11,8 +11,9 @@ import (
 
 // TestInfoTextAndJSON: pcap info prints a block of short labelled lines
 // per capture (no line near the old 500-character tally), and with
-// --json one object per capture and line whose counts add up to the
-// tally.
+// --json for several captures one object per capture and line whose
+// counts add up to the tally; for one capture, one object indented as
+// every command's one result (it printed a single line).
 func TestInfoTextAndJSON(t *testing.T) {
 	t.Parallel()
 	dir := filepath.Join("..", "..", "..", "testdata", "pcap")
@@ -60,5 +61,17 @@ func TestInfoTextAndJSON(t *testing.T) {
 	}
 	if n != len(paths) {
 		t.Errorf("%d JSON lines for %d captures", n, len(paths))
+	}
+
+	out.Reset()
+	if err := Info(paths[:1], 8855, true, &out, &errs); err != nil {
+		t.Fatal(err)
+	}
+	var in InfoJSON
+	if err := json.Unmarshal(out.Bytes(), &in); err != nil || in.File != paths[0] || in.Frames == 0 {
+		t.Fatalf("one capture: %+v (%v)\n%s", in, err, out.String())
+	}
+	if !strings.HasPrefix(out.String(), "{\n  \"file\": ") || !strings.HasSuffix(out.String(), "\n}\n") {
+		t.Errorf("one capture: want one object indented by two spaces:\n%s", out.String())
 	}
 }

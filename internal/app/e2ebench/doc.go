@@ -26,7 +26,10 @@
 //	native_launch_sync_us             the same with the GPU on native PCIe
 //	launch_sync_host_cmds_us          launch + sync, commands in host memory
 //	native_launch_sync_host_cmds_us   the same on native PCIe
-//	h2d_gbps, d2h_gbps                {"65536": rate, ...} by copy size in bytes
+//	copies                            one object per --sizes entry, in that
+//	                                  order: {"size_bytes": 65536,
+//	                                  "h2d_gbps": rate, "d2h_gbps": rate},
+//	                                  each the median of --copies copies
 //	link_goodput_gbps                 the flooded lossless bridge pair
 //	cpu_s_per_gb                      process CPU seconds per GB copied
 //	udp_goodput_gbps                  two plain UDP sockets at the bridges'

@@ -6,13 +6,13 @@ import (
 	"io"
 	"log/slog"
 	"slices"
-	"strconv"
 	"time"
 
 	"github.com/dxpu/dxpu/emu/gpudrv"
 	"golang.org/x/sys/unix"
 
 	"github.com/dxpu/dxpu/bridge/driver"
+	"github.com/dxpu/dxpu/internal/app/apperr"
 	"github.com/dxpu/dxpu/internal/app/bytesize"
 	"github.com/dxpu/dxpu/internal/app/progress"
 	"github.com/dxpu/dxpu/internal/app/rawgoodput"
@@ -85,7 +85,7 @@ func (o *Options) defaults() error {
 	}
 	for _, s := range o.Sizes {
 		if s == 0 || s > 1<<30 || s%4 != 0 {
-			return fmt.Errorf("--sizes: copy size %d: want a multiple of 4 in 4..1GiB", s)
+			return fmt.Errorf("--sizes: copy size %s: want a multiple of 4 in 4..1GiB", bytesize.Format(s))
 		}
 	}
 	if o.Samples == 0 {
@@ -126,22 +126,21 @@ func (o *Options) defaults() error {
 
 // Result is what a run measured; times in microseconds, rates in Gbit/s.
 type Result struct {
-	Mode               string             `json:"mode"` // "loopback" or "netns"
-	EchoP50Us          float64            `json:"echo_p50_us"`
-	EchoP99Us          float64            `json:"echo_p99_us"`
-	MMIOReadP50Us      float64            `json:"mmio_read_p50_us"`
-	MMIOReadP99Us      float64            `json:"mmio_read_p99_us"`
-	DMAReadP50Us       float64            `json:"dma_read_p50_us"`
-	DMAReadP99Us       float64            `json:"dma_read_p99_us"`
-	LaunchSyncUs       float64            `json:"launch_sync_us"`
-	NativeLaunchSyncUs float64            `json:"native_launch_sync_us"`
-	NativeMMIOReadUs   float64            `json:"native_mmio_read_us"`
-	H2DGbps            map[string]float64 `json:"h2d_gbps"`
-	D2HGbps            map[string]float64 `json:"d2h_gbps"`
-	LinkGoodputGbps    float64            `json:"link_goodput_gbps"`
-	CPUSecondsPerGB    float64            `json:"cpu_s_per_gb"`
-	Ratios             Ratios             `json:"ratios"`
-	MTU                int                `json:"mtu_bytes"`
+	Mode               string  `json:"mode"` // "loopback" or "netns"
+	EchoP50Us          float64 `json:"echo_p50_us"`
+	EchoP99Us          float64 `json:"echo_p99_us"`
+	MMIOReadP50Us      float64 `json:"mmio_read_p50_us"`
+	MMIOReadP99Us      float64 `json:"mmio_read_p99_us"`
+	DMAReadP50Us       float64 `json:"dma_read_p50_us"`
+	DMAReadP99Us       float64 `json:"dma_read_p99_us"`
+	LaunchSyncUs       float64 `json:"launch_sync_us"`
+	NativeLaunchSyncUs float64 `json:"native_launch_sync_us"`
+	NativeMMIOReadUs   float64 `json:"native_mmio_read_us"`
+	Copies             []Copy  `json:"copies"` // in the order of Options.Sizes
+	LinkGoodputGbps    float64 `json:"link_goodput_gbps"`
+	CPUSecondsPerGB    float64 `json:"cpu_s_per_gb"`
+	Ratios             Ratios  `json:"ratios"`
+	MTU                int     `json:"mtu_bytes"`
 
 	// LaunchSyncUs and NativeLaunchSyncUs place the commands in device
 	// memory (written through BAR1, fetched by the GPU locally: one round
@@ -185,6 +184,25 @@ type Result struct {
 	UDPSameFramesGbps float64 `json:"udp_same_frames_goodput_gbps"`
 }
 
+// Copy is one copy size's median rate each way, in Gbit/s.
+type Copy struct {
+	SizeBytes uint64  `json:"size_bytes"`
+	H2DGbps   float64 `json:"h2d_gbps"`
+	D2HGbps   float64 `json:"d2h_gbps"`
+}
+
+// largest is the copy of the largest size (the last of them), or a zero
+// Copy when there is none.
+func (r Result) largest() Copy {
+	var c Copy
+	for _, x := range r.Copies {
+		if x.SizeBytes >= c.SizeBytes {
+			c = x
+		}
+	}
+	return c
+}
+
 // Ratios are the figures against their baselines, as the targets state
 // them: MMIO read p50 <= 1.5 and p99 <= 2 times the echo's; launch+sync
 // within native + 2 echo p50s (LaunchSyncExcess <= 2, the commands in
@@ -217,12 +235,12 @@ type Ratios struct {
 // Run performs one measurement.
 func Run(ctx context.Context, o Options) (res Result, err error) {
 	if err := o.defaults(); err != nil {
-		return Result{}, err
+		return Result{}, apperr.Usage(err)
 	}
 	var prof *profiler
 	if o.ProfileDir != "" {
 		if prof, err = newProfiler(o.ProfileDir); err != nil {
-			return Result{}, err
+			return Result{}, apperr.Usage(err)
 		}
 		defer func() {
 			if perr := prof.finish(); err == nil {
@@ -237,10 +255,20 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 		net, err = newNamespaces(ctx, o.MTU, o.Log)
 	}
 	if err != nil {
-		return Result{}, err
+		return Result{}, apperr.Usage(err) // not root, or no namespaces here: nothing ran
 	}
 	defer net.close()
-	res = Result{Mode: net.name(), MTU: o.MTU, Clocks: clocks(o), H2DGbps: map[string]float64{}, D2HGbps: map[string]float64{}}
+	defer func() {
+		// Set up, it ran: what fails from here on failed the run (exit
+		// status 1), an interrupt aside.
+		if err != nil && ctx.Err() == nil {
+			err = apperr.Failed(err)
+		}
+	}()
+	res = Result{Mode: net.name(), MTU: o.MTU, Clocks: clocks(o), Copies: make([]Copy, len(o.Sizes))}
+	for i, size := range o.Sizes {
+		res.Copies[i].SizeBytes = size
+	}
 	cfg := bridgeConfig(o.MTU)
 	maxCopy := slices.Max(o.Sizes)
 	// Steps: two echoes, native, MMIO reads, DMA reads, launches, each
@@ -354,8 +382,7 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 	cpu0 := cpuTime()
 	var moved uint64
 	for _, dir := range []direction{h2d, d2h} {
-		rates := map[string]float64{}
-		for _, size := range o.Sizes {
+		for i, size := range o.Sizes {
 			var rs []float64
 			for range o.Copies {
 				if err := ctx.Err(); err != nil {
@@ -371,13 +398,12 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 				rs = append(rs, float64(size)*8/el.Seconds()/1e9)
 			}
 			slices.Sort(rs)
-			rates[strconv.FormatUint(size, 10)] = rs[len(rs)/2]
+			if dir == h2d {
+				res.Copies[i].H2DGbps = rs[len(rs)/2]
+			} else {
+				res.Copies[i].D2HGbps = rs[len(rs)/2]
+			}
 			info("e2ebench: copy", "dir", dir.String(), "bytes", size, "gbps", rs[len(rs)/2])
-		}
-		if dir == h2d {
-			res.H2DGbps = rates
-		} else {
-			res.D2HGbps = rates
 		}
 	}
 	res.CPUSecondsPerGB = (cpuTime() - cpu0).Seconds() / (float64(moved) / 1e9)
@@ -411,20 +437,20 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 			return res, fmt.Errorf("e2ebench: %w", err)
 		}
 	}
-	big := strconv.FormatUint(maxCopy, 10)
+	big := res.largest()
 	res.Ratios = Ratios{
 		MMIOP50OverEcho:  res.MMIOReadP50Us / res.EchoP50Us,
 		MMIOP99OverEcho:  res.MMIOReadP99Us / res.EchoP99Us,
 		LaunchSyncExcess: (res.LaunchSyncUs - res.NativeLaunchSyncUs) / res.EchoP50Us,
-		H2DOverLink:      res.H2DGbps[big] / res.LinkGoodputGbps,
-		D2HOverLink:      res.D2HGbps[big] / res.LinkGoodputGbps,
+		H2DOverLink:      big.H2DGbps / res.LinkGoodputGbps,
+		D2HOverLink:      big.D2HGbps / res.LinkGoodputGbps,
 	}
 	res.Ratios.LaunchSyncHostCmdsExcess = (res.LaunchSyncHostCmdsUs - res.NativeLaunchSyncHostCmdsUs) / res.EchoP50Us
 	res.Ratios.MMIOP50OverBusyPollEcho = res.MMIOReadP50Us / res.EchoBusyPollP50Us
 	res.Ratios.MMIOP99OverBusyPollEcho = res.MMIOReadP99Us / res.EchoBusyPollP99Us
 	res.Ratios.PairOverUDP = res.LinkGoodputGbps / res.UDPGoodputGbps
-	res.Ratios.H2DOverUDP = res.H2DGbps[big] / res.UDPGoodputGbps
-	res.Ratios.D2HOverUDP = res.D2HGbps[big] / res.UDPGoodputGbps
+	res.Ratios.H2DOverUDP = big.H2DGbps / res.UDPGoodputGbps
+	res.Ratios.D2HOverUDP = big.D2HGbps / res.UDPGoodputGbps
 	if res.UDPSameFramesGbps > 0 {
 		res.Ratios.PairOverUDPSameFrames = res.LinkGoodputGbps / res.UDPSameFramesGbps
 	}

@@ -3,10 +3,14 @@ package e2ebench
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
 	"slices"
-	"strconv"
 	"testing"
 	"time"
+
+	"github.com/dxpu/dxpu/internal/app/apperr"
 )
 
 // TestLoopback runs the whole measurement on loopback with small sizes and
@@ -14,7 +18,7 @@ import (
 // percentiles, a rate for every size each way, and the JSON keys the
 // command prints.
 func TestLoopback(t *testing.T) {
-	sizes := []uint64{64 << 10, 256 << 10}
+	sizes := []uint64{256 << 10, 64 << 10} // not sorted: copies keep this order
 	r, err := Run(context.Background(), Options{Loopback: true, Sizes: sizes, Samples: 200, Copies: 1, LinkFor: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -56,11 +60,12 @@ func checkFigures(t *testing.T, r Result, sizes []uint64) {
 		t.Errorf("launch+sync with host-memory commands %vus (native %vus), with device-memory commands %vus: want host > device",
 			r.LaunchSyncHostCmdsUs, r.NativeLaunchSyncHostCmdsUs, r.LaunchSyncUs)
 	}
-	for _, m := range []map[string]float64{r.H2DGbps, r.D2HGbps} {
-		for _, s := range sizes {
-			if v := m[strconv.FormatUint(s, 10)]; !(v > 0) {
-				t.Errorf("rate for %d bytes: %v", s, v)
-			}
+	if len(r.Copies) != len(sizes) {
+		t.Errorf("%d copies for %d sizes: %+v", len(r.Copies), len(sizes), r.Copies)
+	}
+	for i, c := range r.Copies {
+		if i < len(sizes) && c.SizeBytes != sizes[i] || !(c.H2DGbps > 0) || !(c.D2HGbps > 0) {
+			t.Errorf("copy %d: %+v: want size %d (the order of the sizes) and both rates", i, c, sizes[min(i, len(sizes)-1)])
 		}
 	}
 	if r.LinkGoodputGbps <= 0 || r.CPUSecondsPerGB <= 0 {
@@ -77,7 +82,7 @@ func checkFigures(t *testing.T, r Result, sizes []uint64) {
 	// Two MTU floods bracket the copies; the figure is their mean.
 	if r.UDPBeforeGbps <= 0 || r.UDPAfterGbps <= 0 || r.UDPGoodputGbps != (r.UDPBeforeGbps+r.UDPAfterGbps)/2 ||
 		r.UDPDrift != max(r.UDPBeforeGbps, r.UDPAfterGbps)/min(r.UDPBeforeGbps, r.UDPAfterGbps) ||
-		r.Ratios.H2DOverUDP != r.H2DGbps[strconv.FormatUint(slices.Max(sizes), 10)]/r.UDPGoodputGbps {
+		r.Ratios.H2DOverUDP != r.Copies[slices.Index(sizes, slices.Max(sizes))].H2DGbps/r.UDPGoodputGbps {
 		t.Errorf("UDP before %v, after %v, mean %v, drift %v, H2D over UDP %v", r.UDPBeforeGbps, r.UDPAfterGbps, r.UDPGoodputGbps,
 			r.UDPDrift, r.Ratios.H2DOverUDP)
 	}
@@ -93,7 +98,7 @@ func checkFigures(t *testing.T, r Result, sizes []uint64) {
 		t.Fatal(err)
 	}
 	for _, k := range []string{"echo_p50_us", "echo_p99_us", "mmio_read_p50_us", "mmio_read_p99_us", "dma_read_p50_us",
-		"launch_sync_us", "native_launch_sync_us", "launch_sync_host_cmds_us", "native_launch_sync_host_cmds_us", "h2d_gbps", "d2h_gbps", "link_goodput_gbps", "cpu_s_per_gb",
+		"launch_sync_us", "native_launch_sync_us", "launch_sync_host_cmds_us", "native_launch_sync_host_cmds_us", "copies", "link_goodput_gbps", "cpu_s_per_gb",
 		"udp_goodput_gbps", "udp_datagram_bytes", "link_frame_bytes", "udp_same_frames_goodput_gbps",
 		"udp_before_gbps", "udp_after_gbps", "udp_drift_ratio"} {
 		if _, ok := keys[k]; !ok {
@@ -105,8 +110,23 @@ func checkFigures(t *testing.T, r Result, sizes []uint64) {
 			t.Errorf("JSON ratios lack %q", k)
 		}
 	}
-	if _, ok := keys["h2d_gbps"].(map[string]any)["65536"]; !ok {
-		t.Errorf("h2d_gbps lacks the key \"65536\": %v", keys["h2d_gbps"])
+	// Copies are an array in the order of the sizes, each with its size
+	// and rates under keys with their units (they were objects keyed by
+	// byte counts: {"65536": 1.2}).
+	copies, _ := keys["copies"].([]any)
+	if len(copies) != len(sizes) {
+		t.Fatalf("copies %v: want one per size", keys["copies"])
+	}
+	for i, c := range copies {
+		m, _ := c.(map[string]any)
+		if len(m) != 3 || m["size_bytes"] != float64(sizes[i]) || m["h2d_gbps"] == nil || m["d2h_gbps"] == nil {
+			t.Errorf("copies[%d] %v: want size_bytes %d, h2d_gbps and d2h_gbps", i, c, sizes[i])
+		}
+	}
+	for _, k := range []string{"h2d_gbps", "d2h_gbps"} {
+		if _, ok := keys[k]; ok {
+			t.Errorf("JSON has %q beside copies", k)
+		}
 	}
 }
 
@@ -118,8 +138,23 @@ func TestOptionsRejected(t *testing.T) {
 		{Loopback: true, Copies: -1},
 		{Loopback: true, MTU: 100},
 	} {
-		if _, err := Run(context.Background(), o); err == nil {
-			t.Errorf("%+v: no error", o)
+		if _, err := Run(context.Background(), o); !errors.Is(err, apperr.ErrUsage) {
+			t.Errorf("%+v: %v, want a usage error (exit status 2)", o, err)
 		}
+	}
+}
+
+// TestRunFailureIsNotUsage: a run that was set up and then failed is a
+// failed run (exit status 1), not a usage error: here the first phase's
+// CPU profile cannot be created (a directory holds its name).
+func TestRunFailureIsNotUsage(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, "latency.cpu.pprof"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Run(context.Background(), Options{Loopback: true, Sizes: []uint64{4096}, Samples: 20, Copies: 1,
+		LinkFor: 10 * time.Millisecond, ProfileDir: dir})
+	if !errors.Is(err, apperr.ErrFailed) || errors.Is(err, apperr.ErrUsage) {
+		t.Fatalf("got %v (failed %v, usage %v); want a failed run", err, errors.Is(err, apperr.ErrFailed), errors.Is(err, apperr.ErrUsage))
 	}
 }

@@ -1,10 +1,10 @@
 package e2ebench
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/dxpu/dxpu/internal/app/bytesize"
@@ -12,7 +12,7 @@ import (
 )
 
 // WriteText prints r for a reader: latencies, copies by size (smallest
-// first, whatever order the JSON maps keep), the link and the ratios
+// first, whatever the order of --sizes), the link and the ratios
 // beside their targets. Times in us, rates in Gbit/s (dxpu help units).
 func (r Result) WriteText(w io.Writer) error {
 	sides := "host and GPU on clocks of their own"
@@ -36,9 +36,10 @@ func (r Result) WriteText(w io.Writer) error {
 	row("launch+sync, commands in host memory", us(r.LaunchSyncHostCmdsUs), us(r.NativeLaunchSyncHostCmdsUs))
 	fmt.Fprintln(w)
 	row("copy size (median of the copies)", "H2D Gbit/s", "D2H Gbit/s")
-	for _, s := range SizesOf(r.H2DGbps, r.D2HGbps) {
-		k := strconv.FormatUint(s, 10)
-		row(bytesize.Format(s), rate(r.H2DGbps, k), rate(r.D2HGbps, k))
+	copies := slices.Clone(r.Copies)
+	slices.SortStableFunc(copies, func(a, b Copy) int { return cmp.Compare(a.SizeBytes, b.SizeBytes) })
+	for _, c := range copies {
+		row(bytesize.Format(c.SizeBytes), fmt.Sprintf("%.2f", c.H2DGbps), fmt.Sprintf("%.2f", c.D2HGbps))
 	}
 	row("lossless link goodput", fmt.Sprintf("%.2f", r.LinkGoodputGbps), "")
 	row(fmt.Sprintf("raw UDP, %d B datagrams (mean)", r.UDPDatagramBytes), fmt.Sprintf("%.2f", r.UDPGoodputGbps), "")
@@ -76,26 +77,4 @@ func (r Result) WriteText(w io.Writer) error {
 	}
 	_, err := fmt.Fprint(w)
 	return err
-}
-
-func rate(m map[string]float64, k string) string {
-	if v, ok := m[k]; ok {
-		return fmt.Sprintf("%.2f", v)
-	}
-	return "-"
-}
-
-// SizesOf returns the byte sizes that key the maps, ascending: JSON maps
-// keep their keys as strings, which sort "16777216" before "262144".
-func SizesOf(ms ...map[string]float64) []uint64 {
-	var out []uint64
-	for _, m := range ms {
-		for k := range m {
-			if s, err := strconv.ParseUint(k, 10, 64); err == nil && !slices.Contains(out, s) {
-				out = append(out, s)
-			}
-		}
-	}
-	slices.Sort(out)
-	return out
 }

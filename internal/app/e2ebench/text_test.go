@@ -7,14 +7,14 @@ import (
 )
 
 // TestWriteTextSizeOrder: the text report lists copy sizes smallest
-// first (the JSON maps' string keys would sort 16M before 256K) with the
+// first (whatever the order of --sizes, which the JSON keeps) with the
 // flags' suffixes, each with its rates, and no JSON.
 func TestWriteTextSizeOrder(t *testing.T) {
 	t.Parallel()
 	r := Result{Mode: "loopback", MTU: 9000, EchoP50Us: 10, EchoP99Us: 20, MMIOReadP50Us: 12, MMIOReadP99Us: 30,
-		H2DGbps: map[string]float64{"16777216": 31.5, "65536": 2.25, "262144": 8.5},
-		D2HGbps: map[string]float64{"16777216": 29.75, "65536": 2.5, "262144": 7.5},
-		Ratios:  Ratios{MMIOP50OverEcho: 1.2}}
+		Copies: []Copy{{SizeBytes: 16 << 20, H2DGbps: 31.5, D2HGbps: 29.75}, {SizeBytes: 64 << 10, H2DGbps: 2.25, D2HGbps: 2.5},
+			{SizeBytes: 256 << 10, H2DGbps: 8.5, D2HGbps: 7.5}},
+		Ratios: Ratios{MMIOP50OverEcho: 1.2}}
 	var out bytes.Buffer
 	if err := r.WriteText(&out); err != nil {
 		t.Fatal(err)

@@ -4,14 +4,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"strconv"
-	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/dxpu/dxpu/emu/gpu"
 	"github.com/dxpu/dxpu/emu/topo"
 	"github.com/dxpu/dxpu/internal/app/apperr"
+	"github.com/dxpu/dxpu/internal/app/bytesize"
 	"github.com/dxpu/dxpu/internal/app/units"
 	"github.com/dxpu/dxpu/model"
 )
@@ -60,7 +59,7 @@ type ReportOptions struct {
 	Gbit     float64       // fabric rate of the pair
 	Tags     int           // outstanding DMA reads (over 256: 10-bit tags)
 	MRRS     int           // max read request size
-	Sizes    string        // copy sizes, comma-separated, K/M/G suffixes
+	Sizes    string        // copy sizes, comma-separated, K/M/G suffixes, multiples of 4
 	Model    string        // GPU model: h100 or a100
 	Bridge   bool          // a real bridge pair on the fabric path
 	JSON     bool
@@ -158,7 +157,10 @@ func WriteReport(o ReportOptions, out io.Writer) error {
 		}
 	}
 	if fl.JSON {
-		return json.NewEncoder(out).Encode(rep)
+		// One result object, indented as every command's (dxpu help units).
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
 	}
 	if wall {
 		fmt.Fprintf(out, "emulated %s on the wall clock, fabric: a dxpu bridge pair over UDP loopback, %d tags, MRRS %d\n\n", mdl.Name, fl.Tags, fl.MRRS)
@@ -180,28 +182,27 @@ func WriteReport(o ReportOptions, out io.Writer) error {
 	return tw.Flush()
 }
 
+// MaxCopyBytes is the largest --sizes copy (in virtual time only
+// SimBytes of it move as TLPs).
+const MaxCopyBytes = 4 << 30
+
+// parseSizes reads --sizes as `bench e2e` does (bytesize's K, M, G
+// suffixes) and holds each copy to the same rule, a multiple of 4 (the
+// GPU's copy engine moves whole DWs), here up to MaxCopyBytes.
 func parseSizes(s string) ([]uint64, error) {
-	var out []uint64
-	for _, f := range strings.Split(s, ",") {
-		f = strings.TrimSpace(f)
-		item, mult := f, uint64(1)
-		switch {
-		case strings.HasSuffix(f, "K"):
-			mult, f = 1<<10, strings.TrimSuffix(f, "K")
-		case strings.HasSuffix(f, "M"):
-			mult, f = 1<<20, strings.TrimSuffix(f, "M")
-		case strings.HasSuffix(f, "G"):
-			mult, f = 1<<30, strings.TrimSuffix(f, "G")
-		}
-		n, err := strconv.ParseUint(f, 10, 64)
-		// n > limit/mult, not n*mult > limit: a huge n wraps the product
-		// (2^54 G was taken as a 0-byte copy).
-		if err != nil || n == 0 || n > (4<<30)/mult {
-			return nil, fmt.Errorf("--sizes: %q is not a size between 1 and 4G", item)
-		}
-		out = append(out, n*mult)
+	sizes, err := bytesize.ParseList("sizes", s)
+	if err != nil {
+		return nil, err
 	}
-	return out, nil
+	if len(sizes) == 0 {
+		return nil, fmt.Errorf("--sizes %q: empty; leave the flag out for its default", s)
+	}
+	for _, n := range sizes {
+		if n < 4 || n > MaxCopyBytes || n%4 != 0 {
+			return nil, fmt.Errorf("--sizes: copy size %s: want a multiple of 4 in 4..4GiB", bytesize.Format(n))
+		}
+	}
+	return sizes, nil
 }
 
 func sizeName(n uint64) string {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -30,6 +31,11 @@ func TestReportJSON(t *testing.T) {
 	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
+	// One result object, indented by two spaces as every command's (it
+	// was one line).
+	if !bytes.HasPrefix(out.Bytes(), []byte("{\n  \"rtt_us\": 10,\n")) || !bytes.HasSuffix(out.Bytes(), []byte("\n}\n")) {
+		t.Errorf("want one object indented by two spaces:\n%s", out.String())
+	}
 	if rep.MMIOReadUs.Fabric-rep.MMIOReadUs.Native < 10 || len(rep.H2D) != 2 || rep.H2D[1].FabricGbps >= rep.H2D[1].NativeGbps {
 		t.Fatalf("unexpected report %+v", rep)
 	}
@@ -53,13 +59,29 @@ func TestReportBadOptions(t *testing.T) {
 		// 2^54 G wraps to 0 bytes when multiplied out.
 		"--sizes 18014398509481984G": func(o *ReportOptions) { o.Sizes = "18014398509481984G" },
 		"--sizes 5G":                 func(o *ReportOptions) { o.Sizes = "5G" },
+		// Copies move whole DWs, as bench e2e's: 3 bytes ran.
+		"--sizes 3": func(o *ReportOptions) { o.Sizes = "3" }, "--sizes 4K,6": func(o *ReportOptions) { o.Sizes = "4K,6" },
+		"--sizes 4K,,1M": func(o *ReportOptions) { o.Sizes = "4K,,1M" }, `--sizes ""`: func(o *ReportOptions) { o.Sizes = "" },
 	} {
 		o := reportOptions()
 		mod(&o)
 		if err := WriteReport(o, io.Discard); !errors.Is(err, apperr.ErrUsage) {
 			t.Errorf("%s: %v, want a usage error", name, err)
+		} else if flag := lastFlag(name); !strings.Contains(err.Error(), flag) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%s: %q: want one line naming %s", name, err, flag)
 		}
 	}
+}
+
+// lastFlag is the last --flag of a case's name.
+func lastFlag(name string) string {
+	flag := ""
+	for _, f := range strings.Fields(name) {
+		if strings.HasPrefix(f, "--") {
+			flag = f
+		}
+	}
+	return flag
 }
 
 // TestReportAcceptedExtremes: every RTT, link rate and loss the checks

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/dxpu/dxpu/internal/app/apperr"
 )
 
 // proc is one bridge process.
@@ -25,11 +27,19 @@ type proc struct {
 	err     error         // its Wait's result, once done
 }
 
-// exited returns an error naming the process when it has stopped.
+// exitError is a bridge process that stopped while the run needed it:
+// the run failed (apperr.ErrFailed), its options were fine.
+type exitError struct{ msg string }
+
+func (e *exitError) Error() string        { return e.msg }
+func (e *exitError) Is(target error) bool { return target == apperr.ErrFailed }
+
+// exited returns an *exitError naming the process, the binary it ran,
+// how it ended and the last line of its stderr when it has stopped.
 func (p *proc) exited() error {
 	select {
 	case <-p.done:
-		return fmt.Errorf("scalebench: %s exited (%v): %s", p.what, p.err, p.tail.lastLine())
+		return &exitError{fmt.Sprintf("scalebench: %s exited (%v); its stderr: %s", p.what, p.err, p.tail.lastLine())}
 	default:
 		return nil
 	}
@@ -153,7 +163,7 @@ func startPair(fab fabric, o *Options, dir string, i int, e endpoints, cpu int) 
 	}
 	var ps []*proc
 	for _, s := range sides {
-		p := &proc{what: fmt.Sprintf("pair %s %s (dxpu bridge)", pairID, s.what), gpu: s.gpu, tail: &tailBuffer{}, done: make(chan struct{})}
+		p := &proc{what: fmt.Sprintf("pair %s %s (%s bridge)", pairID, s.what, bin), gpu: s.gpu, tail: &tailBuffer{}, done: make(chan struct{})}
 		p.metrics = e.hostMetrics
 		if s.gpu {
 			p.metrics = e.gpuMetrics

@@ -5,13 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
+	"os/exec"
 	"runtime"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -20,6 +23,7 @@ import (
 	"github.com/dxpu/dxpu/bridge/nettlp"
 	"github.com/dxpu/dxpu/bridge/seal"
 	"github.com/dxpu/dxpu/bridge/udp"
+	"github.com/dxpu/dxpu/internal/app/apperr"
 	"github.com/dxpu/dxpu/internal/app/cpuset"
 	"github.com/dxpu/dxpu/internal/app/labnet"
 	"github.com/dxpu/dxpu/internal/app/progress"
@@ -81,12 +85,13 @@ type Options struct {
 }
 
 func (o *Options) defaults() error {
+	binary := "--bridge-binary " + o.Binary
 	if o.Binary == "" {
 		b, err := os.Executable()
 		if err != nil {
 			return fmt.Errorf("scalebench: the dxpu binary: %w", err)
 		}
-		o.Binary = b
+		o.Binary, binary = b, "the dxpu binary "+b
 	}
 	if len(o.Scenarios) == 0 {
 		o.Scenarios = []string{Sweep, Borrow, Lend, Switch}
@@ -160,9 +165,26 @@ func (o *Options) defaults() error {
 	if err := bc.Validate(); err != nil {
 		return fmt.Errorf("--mtu %d: %w", o.MTU, err)
 	}
-	if _, err := os.Stat(o.Binary); err != nil {
-		return fmt.Errorf("scalebench: the dxpu binary: %w", err)
+	// Up front, as exec would find it: one that will not start is an
+	// option wrong, not a run that failed.
+	bin, err := exec.LookPath(o.Binary)
+	if err != nil {
+		why := err.Error()
+		var ee *exec.Error
+		if errors.As(err, &ee) {
+			why = ee.Err.Error()
+		}
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			why = "no such file"
+		case errors.Is(err, syscall.EISDIR):
+			why = "a directory, not an executable file"
+		case errors.Is(err, fs.ErrPermission):
+			why = "not an executable file"
+		}
+		return fmt.Errorf("%s: %s", binary, why)
 	}
+	o.Binary = bin
 	return nil
 }
 
@@ -282,14 +304,16 @@ func Jain(xs []float64) float64 {
 	return s * s / (float64(len(xs)) * s2)
 }
 
-// Run performs every scenario of o in turn.
+// Run performs every scenario of o in turn. Options that cannot run are
+// apperr.ErrUsage (nothing ran); a bridge process that stopped, or a pair
+// that moved no data, once the bridges run is apperr.ErrFailed.
 func Run(ctx context.Context, o Options) (Result, error) {
 	if err := o.defaults(); err != nil {
-		return Result{}, err
+		return Result{}, apperr.Usage(err)
 	}
 	plan := o.plan()
 	if len(plan) == 0 {
-		return Result{}, errors.New("no scenario to run (switch needs namespaces: drop --loopback)")
+		return Result{}, apperr.Usage(errors.New("no scenario to run (switch needs namespaces: drop --loopback)"))
 	}
 	res := Result{Mode: "loopback", Cores: runtime.NumCPU(), ReadBytes: o.ReadBytes, ReadersPerPair: o.Readers, MTUBytes: o.MTU, MPSBytes: o.MPS,
 		Seconds: o.Duration.Seconds(), Sealed: !o.Insecure, Pinned: o.Pin}
@@ -333,8 +357,16 @@ const minLoadedSamples = 20
 var bridgeMTU = bridge.Config{}.Defaults().MTU
 
 // runScenario starts sc's processes, floods every pair, and measures.
-func runScenario(ctx context.Context, o *Options, sc scenario, res *Result, first bool, bar *progress.Bar) (ScenarioResult, error) {
+// Once a bridge process started, an error other than ctx's is the run's
+// failure (apperr.ErrFailed).
+func runScenario(ctx context.Context, o *Options, sc scenario, res *Result, first bool, bar *progress.Bar) (_ ScenarioResult, err error) {
 	out := ScenarioResult{Name: sc.name, Pairs: sc.pairs, Hosts: sc.hosts, Boxes: sc.boxes}
+	var procs []*proc
+	defer func() {
+		if err != nil && len(procs) > 0 && ctx.Err() == nil {
+			err = apperr.Failed(err)
+		}
+	}()
 	var fab fabric
 	if o.Loopback {
 		fab = newLoopback()
@@ -370,7 +402,6 @@ func runScenario(ctx context.Context, o *Options, sc scenario, res *Result, firs
 			return out, errors.New("scalebench: --pin: this process's CPUs are unknown")
 		}
 	}
-	var procs []*proc
 	defer func() {
 		var wg sync.WaitGroup
 		for _, p := range procs {
@@ -409,7 +440,10 @@ func runScenario(ctx context.Context, o *Options, sc scenario, res *Result, firs
 	deadline := time.Now().Add(30*time.Second + time.Duration(2*sc.pairs)*time.Second)
 	for i, pl := range loads {
 		if err := pl.up(ctx, deadline, pairProcs[i]); err != nil {
-			return out, fmt.Errorf("pair %d: %w", i+1, err)
+			if _, ok := err.(*exitError); !ok { // which names its pair
+				err = fmt.Errorf("pair %d: %w", i+1, err)
+			}
+			return out, err
 		}
 	}
 	ech, err := newEcho(fab)

@@ -1,11 +1,17 @@
 package scalebench
 
 import (
+	"context"
+	"errors"
 	"math"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/dxpu/dxpu/internal/app/apperr"
+	"github.com/dxpu/dxpu/internal/privtest"
 )
 
 func TestJain(t *testing.T) {
@@ -78,7 +84,9 @@ func TestOptionsRefused(t *testing.T) {
 		{Options{Readers: 16}, "--readers 16: want 1..15", false},
 		{Options{ReadBytes: 6}, "--read-bytes 6", false},
 		{Options{Duration: -time.Second}, "--duration -1s", false},
-		{Options{Binary: "/nonexistent/dxpu"}, "/nonexistent/dxpu", false},
+		{Options{Binary: "/nonexistent/dxpu"}, "--bridge-binary /nonexistent/dxpu: no such file", false},
+		{Options{Binary: "/etc/passwd"}, "--bridge-binary /etc/passwd: not an executable file", false},
+		{Options{Binary: os.TempDir()}, "--bridge-binary " + os.TempDir() + ": a directory, not an executable file", false},
 		{Options{MTU: 70000}, "--mtu 70000: want at most 65507", false},
 		{Options{MTU: 8972}, "--mtu 8972: the namespaces' veths carry 1500-byte packets, so at most 1472", true},
 		{Options{MPS: 384}, "--mps 384: want 128", false},
@@ -88,9 +96,37 @@ func TestOptionsRefused(t *testing.T) {
 		if c.o.Binary == "" {
 			c.o.Binary = os.Args[0]
 		}
-		err := c.o.defaults()
+		o := c.o
+		err := o.defaults()
 		if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "\n") {
 			t.Errorf("%+v: %v, want one line with %q", c.o, err, c.want)
+		}
+		// Run refuses them before anything runs: a usage error.
+		if _, err := Run(context.Background(), c.o); !errors.Is(err, apperr.ErrUsage) || errors.Is(err, apperr.ErrFailed) {
+			t.Errorf("Run %+v: %v, want a usage error", c.o, err)
+		}
+	}
+}
+
+// TestBridgeBinaryDies: bridges that start and exit at once make a run
+// that failed (exit status 1), not a usage error, in one line naming the
+// binary, its exit status and its stderr's last line.
+func TestBridgeBinaryDies(t *testing.T) {
+	privtest.Loopback(t)
+	script := filepath.Join(t.TempDir(), "bridge.sh")
+	if err := os.WriteFile(script, []byte("#!/bin/sh\necho \"bridge: cannot start: $2\" >&2\nexit 3\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for bin, want := range map[string]string{
+		"/bin/false": "side (/bin/false bridge) exited (exit status 1); its stderr: no output",
+		script:       "side (" + script + " bridge) exited (exit status 3); its stderr: bridge: cannot start: --pair",
+	} {
+		_, err := Run(context.Background(), Options{Loopback: true, Binary: bin, Scenarios: []string{Sweep}, Pairs: []int{1},
+			Duration: 50 * time.Millisecond, IdleSamples: 1})
+		if !errors.Is(err, apperr.ErrFailed) || errors.Is(err, apperr.ErrUsage) || !strings.Contains(err.Error(), want) ||
+			strings.Contains(err.Error(), "\n") {
+			t.Errorf("--bridge-binary %s: %v (failed %v, usage %v), want a failed run in one line with %q", bin, err,
+				errors.Is(err, apperr.ErrFailed), errors.Is(err, apperr.ErrUsage), want)
 		}
 	}
 }
