@@ -12,6 +12,19 @@ type Counters struct {
 	// or version, or out of protocol (HandleFrame returned an error).
 	FramesDropped uint64
 
+	// Frames HandleFrame dropped for their clear dxpu header, keyed or
+	// not, before anything else (the seal included) read them; each is in
+	// FramesDropped too.
+	DroppedMalformed   uint64 // shorter than the 40-byte dxpu header
+	DroppedVersion     uint64 // version nibble (byte 0) is not 1
+	DroppedUnknownPair uint64 // pair ID (bytes 2-4) is not this bridge's: another pair's frame
+
+	// DroppedForeignSource: datagrams the transport dropped for coming from
+	// an address other than the peer's, before the bridge saw them (so not
+	// in FramesDropped). The bridge itself never counts it: driver.Runner's
+	// Counters fill it in from a transport that counts them (bridge/udp).
+	DroppedForeignSource uint64
+
 	TLPsFromLocal  uint64 // accepted by HandleTLP
 	TLPsSent       uint64 // first transmissions
 	Retransmits    uint64 // TLP retransmissions
@@ -47,13 +60,15 @@ type Counters struct {
 
 	// Keyed pairs only (see Keys in the package doc). Frames the seal
 	// refused, by reason, before any of their fields took effect; each is
-	// in FramesDropped too.
+	// in FramesDropped too. (A short header, another version or another
+	// pair's ID are refused before the seal: DroppedMalformed,
+	// DroppedVersion, DroppedUnknownPair.)
 	DroppedUnsealed      uint64 // no SEALED flag: unkeyed frames on a keyed pair
 	DroppedForged        uint64 // tag did not verify: forged, altered, or sealed under other keys (pair, session, restart)
 	DroppedReplayed      uint64 // packet number seen already or left of the replay window
 	DroppedUnknownKey    uint64 // epoch and generation with no receive key
 	DroppedNoSession     uint64 // session frames while this side has no session keys
-	DroppedSealMalformed uint64 // short, bad body length, wrong mode or reserved bits
+	DroppedSealMalformed uint64 // seal layer malformed: sealed body shorter than the seal's overhead, bad body length, wrong mode or reserved bits
 	DroppedHandshakeType uint64 // a message other than HELLO, HELLO-ACK or RESET under the handshake key
 
 	FramesSealed   uint64 // frames sealed (handshake key included)

@@ -216,13 +216,16 @@
 // the pair runs unkeyed exactly as before (the emulated demo does);
 // RequireKeys makes New refuse a config without one, which daemons set.
 //
-// HandleFrame opens first. A frame that is not sealed, does not
-// authenticate (forged, altered, another pair's, sealed under an earlier
-// session's or another generation's keys), is replayed or too old for the
-// replay window, or names an unknown key epoch is dropped before any of
-// its fields (pair ID, Seq, Ack, SACK, credits, control message) takes
-// effect; the error wraps ErrFrame and the seal's sentinel, the Dropped*
-// counters say why, and a refusal allocates nothing. So a datagram that
+// HandleFrame checks the clear header, then opens. A frame shorter than
+// the header, of another version or naming another pair is dropped first,
+// keyed or not (DroppedMalformed, DroppedVersion, DroppedUnknownPair). A
+// frame that is not sealed, does not authenticate (forged, altered,
+// sealed under an earlier session's or another generation's keys), is
+// replayed or too old for the replay window, or names an unknown key
+// epoch is dropped before any of its fields (Seq, Ack, SACK, credits,
+// control message) takes effect; the error wraps ErrFrame and the seal's
+// sentinel, the Dropped* counters say why, and a refusal allocates
+// nothing. So a datagram that
 // knows the pair ID, the peer's address and the next sequence numbers
 // writes nothing, and no RESET or HELLO but the peer's own, fresh one
 // ends a session.

@@ -14,18 +14,67 @@ func (b *Bridge) dropFrame(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrFrame, fmt.Sprintf(format, args...))
 }
 
+// headerDrop is the error of a frame refused for its clear dxpu header
+// (too short, another version, another pair), keyed or not. The three are
+// preallocated, like the seal's refusals, so that a flood of them
+// allocates nothing; each matches ErrFrame, and the short and version ones
+// also the seal's sentinels (seal.ErrShort, seal.ErrVersion), as when the
+// seal refused them.
+type headerDrop struct {
+	msg      string
+	sentinel error
+}
+
+func (e *headerDrop) Error() string        { return ErrFrame.Error() + ": " + e.msg }
+func (e *headerDrop) Unwrap() error        { return e.sentinel }
+func (e *headerDrop) Is(target error) bool { return target == ErrFrame }
+
+var (
+	errShortHeader = &headerDrop{"shorter than the 40-byte dxpu header", seal.ErrShort}
+	errVersion     = &headerDrop{"byte 0: dxpu version is not 1", seal.ErrVersion}
+	errUnknownPair = &headerDrop{"bytes 2-4: another pair's frame (pair ID is not this bridge's)", nil}
+)
+
+// checkHeader refuses, and counts by reason, a frame whose clear header
+// is too short, of another version or of another pair.
+func (b *Bridge) checkHeader(frame []byte) error {
+	var err error
+	switch {
+	case len(frame) < encap.HeaderLen:
+		b.ctr.DroppedMalformed++
+		err = errShortHeader
+	case encap.Header(frame).Version() != encap.Version:
+		b.ctr.DroppedVersion++
+		err = errVersion
+	case encap.Header(frame).PairID() != b.cfg.PairID:
+		b.ctr.DroppedUnknownPair++
+		err = errUnknownPair
+	default:
+		return nil
+	}
+	b.ctr.FramesDropped++
+	return err
+}
+
 // HandleFrame takes one frame from the fabric, from the dxpu header on. The
 // bytes are not kept; a keyed bridge decrypts them in place. Frames that
 // are malformed, for another pair, stale or out of protocol are dropped
 // with an error wrapping ErrFrame (counted in FramesDropped); nothing in
-// them takes effect. A keyed bridge opens the frame before anything else:
-// frames that are not sealed, do not authenticate or were seen before are
-// dropped there (the error also wraps the seal's sentinel, and the
-// Dropped* counters say why), so no field of theirs is ever read.
+// them takes effect. First the clear header: a frame shorter than it, of
+// another version or with another pair's ID is dropped and counted by
+// reason (DroppedMalformed, DroppedVersion, DroppedUnknownPair), whether
+// the pair is keyed or not. Then a keyed bridge opens the frame before
+// anything else: frames that are not sealed, do not authenticate or were
+// seen before are dropped there (the error also wraps the seal's sentinel,
+// and the seal's Dropped* counters say why), so no other field of theirs
+// is ever read.
 func (b *Bridge) HandleFrame(now time.Duration, frame []byte) error {
 	b.HandleTimeout(now)
 	now = b.now
 	wireLen := len(frame)
+	if err := b.checkHeader(frame); err != nil {
+		return err
+	}
 	if b.keys.ch != nil {
 		plain, err := b.keys.ch.OpenFrame(frame)
 		if err != nil {
@@ -33,18 +82,9 @@ func (b *Bridge) HandleFrame(now time.Duration, frame []byte) error {
 		}
 		frame = plain
 	}
-	if len(frame) < encap.HeaderLen {
-		return b.dropFrame("%d bytes, shorter than the %d-byte header", len(frame), encap.HeaderLen)
-	}
 	h := encap.Header(frame)
-	if h.Version() != encap.Version {
-		return b.dropFrame("byte 0: version %d, want %d", h.Version(), encap.Version)
-	}
 	if h.Flags()&seal.FlagSealed != 0 {
 		return b.dropFrame("byte 0: sealed frame (flags %#x), this pair runs unkeyed", h.Flags())
-	}
-	if h.PairID() != b.cfg.PairID {
-		return b.dropFrame("bytes 2-4: pair %#x, this bridge serves %#x", h.PairID(), b.cfg.PairID)
 	}
 	if h.BodyLen() > len(frame)-encap.HeaderLen {
 		return b.dropFrame("bytes 6-7: body length %d, only %d bytes follow the header", h.BodyLen(), len(frame)-encap.HeaderLen)

@@ -102,6 +102,15 @@ type SegmentPoller interface {
 	TryRecvSegments(bufs [][]byte, sizes, segs []int) (int, error)
 }
 
+// ForeignCounter is a Transport that drops, and counts, what arrives from
+// a source other than its peer (bridge/udp's Conn): those never reach the
+// bridge, so Runner.Counters reports them as DroppedForeignSource.
+type ForeignCounter interface {
+	// ForeignDropped returns how many it dropped; any goroutine may call
+	// it.
+	ForeignDropped() uint64
+}
+
 // Batch sizes: frames per flush handed to a BatchSender (fewer when the
 // MTU is large, to keep the buffers near 1 MiB), and frames per receive.
 const (
@@ -238,11 +247,16 @@ func (r *Runner) Now() time.Duration { return time.Since(r.start) }
 
 // Counters returns a copy of the bridge's counters, taken under the
 // runner's lock (the bridge itself is not exposed: it is not safe to touch
-// from another goroutine).
+// from another goroutine), with DroppedForeignSource from a transport
+// that is a ForeignCounter.
 func (r *Runner) Counters() bridge.Counters {
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.b.Counters()
+	c := r.b.Counters()
+	r.mu.Unlock()
+	if fc, ok := r.t.(ForeignCounter); ok {
+		c.DroppedForeignSource = fc.ForeignDropped()
+	}
+	return c
 }
 
 // FrameError returns the latest reason a received frame was dropped, or

@@ -15,6 +15,20 @@ import (
 // per field, named dxpu_bridge_<field in snake case>, totals as counters
 // (CreditStalls with a class label), TagsInUse and the RTT figures as
 // gauges (seconds). constLabels (pair, role, ...) are added to every one.
+// Received frames dropped, by reason (each also in
+// dxpu_bridge_frames_dropped_total but the first):
+//
+//	dxpu_bridge_dropped_foreign_source_total   datagrams from an address other than the peer's (the transport's count; never reach the bridge)
+//	dxpu_bridge_dropped_malformed_total        shorter than the 40-byte dxpu header
+//	dxpu_bridge_dropped_version_total          dxpu version not 1
+//	dxpu_bridge_dropped_unknown_pair_total     another pair's ID in the header
+//	dxpu_bridge_dropped_unsealed_total         keyed pair: not sealed
+//	dxpu_bridge_dropped_forged_total           keyed pair: tag did not verify
+//	dxpu_bridge_dropped_replayed_total         keyed pair: replayed or too old
+//	dxpu_bridge_dropped_unknown_key_total      keyed pair: no key for the epoch and generation
+//	dxpu_bridge_dropped_no_session_total       keyed pair: session frame without session keys
+//	dxpu_bridge_dropped_seal_malformed_total   keyed pair: seal layer malformed (sealed body short, body length, mode, reserved bits)
+//	dxpu_bridge_dropped_handshake_type_total   keyed pair: other message under the handshake key
 type Collector struct {
 	r      *Runner
 	descs  []*prometheus.Desc

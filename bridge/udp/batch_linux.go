@@ -409,7 +409,7 @@ func (s *sysConn) receivedSegments(c *Conn, call *mmsgCall, bufs [][]byte, sizes
 	got := 0
 	for i := 0; i < call.done; i++ {
 		if !s.fromPeer(&s.rxName[i]) {
-			c.Foreign++
+			c.Foreign.Add(1)
 			continue
 		}
 		n := min(int(s.rx[i].Len), len(bufs[i]))

@@ -28,7 +28,7 @@ func (s *sysConn) recvBatch(c *Conn, bufs [][]byte, sizes []int) (int, error) {
 		return 0, err
 	}
 	if !c.fromPeer(from) {
-		c.Foreign++
+		c.Foreign.Add(1)
 		return 0, nil
 	}
 	sizes[0] = n

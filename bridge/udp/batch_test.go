@@ -76,8 +76,8 @@ func TestBatchRoundTrip(t *testing.T) {
 					t.Fatalf("frame %d: got %q, want %q", i, got[i], frames[i])
 				}
 			}
-			if a.Foreign != 0 {
-				t.Fatalf("foreign %d", a.Foreign)
+			if a.Foreign.Load() != 0 {
+				t.Fatalf("foreign %d", a.Foreign.Load())
 			}
 		})
 	}
@@ -112,8 +112,8 @@ func TestBatchPeerFilter(t *testing.T) {
 			t.Fatalf("frame %d: got %q, want %q", i, got[i], want[i])
 		}
 	}
-	if a.Foreign != 3 {
-		t.Fatalf("foreign %d, want 3", a.Foreign)
+	if a.Foreign.Load() != 3 {
+		t.Fatalf("foreign %d, want 3", a.Foreign.Load())
 	}
 }
 

@@ -196,8 +196,8 @@ func TestGRORoundTrip(t *testing.T) {
 			if coalesced != 5 || a.Coalesced() != 5 {
 				t.Errorf("%d messages held more than one frame (counted %d), want 5", coalesced, a.Coalesced())
 			}
-			if a.Foreign != 1 {
-				t.Errorf("foreign messages dropped: %d, want 1", a.Foreign)
+			if a.Foreign.Load() != 1 {
+				t.Errorf("foreign messages dropped: %d, want 1", a.Foreign.Load())
 			}
 		})
 	}

@@ -53,8 +53,8 @@ func TestTryRecvAndWaitReadable(t *testing.T) {
 			t.Fatalf("frame %d: %q, want %q", i, g, want)
 		}
 	}
-	if b.Foreign != 1 {
-		t.Fatalf("foreign datagrams counted %d, want 1", b.Foreign)
+	if b.Foreign.Load() != 1 {
+		t.Fatalf("foreign datagrams counted %d, want 1", b.Foreign.Load())
 	}
 	if k, err := b.TryRecvBatch(bs, sizes[:2]); err == nil {
 		t.Fatalf("8 buffers, 2 sizes: took %d, no error", k)

@@ -73,8 +73,8 @@ func TestBusyPollSocket(t *testing.T) {
 				got = append(got, string(bs[i][:sizes[i]]))
 			}
 		}
-		if fmt.Sprint(got) != "[frame 1 frame 2]" || b.Foreign != 1 {
-			t.Fatalf("%s: got %q, %d foreign; want [frame 1 frame 2], 1", lo, got, b.Foreign)
+		if fmt.Sprint(got) != "[frame 1 frame 2]" || b.Foreign.Load() != 1 {
+			t.Fatalf("%s: got %q, %d foreign; want [frame 1 frame 2], 1", lo, got, b.Foreign.Load())
 		}
 		if err := b.Send([]byte("back")); err != nil {
 			t.Fatal(err)

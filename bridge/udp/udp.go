@@ -19,6 +19,7 @@ import (
 	"net"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 )
 
 // MaxBatch is the most datagrams one SendBatch or RecvBatch system call
@@ -30,7 +31,8 @@ const MaxBatch = 64
 const MaxPayload = 65507
 
 // Conn is a UDP socket bound to a local address that exchanges frames with
-// one peer. Datagrams from other sources are ignored. Send and SendBatch
+// one peer. Datagrams from other sources are dropped and counted
+// (ForeignDropped). Send and SendBatch
 // may be called from several goroutines; Recv and RecvBatch from one at a
 // time.
 type Conn struct {
@@ -38,8 +40,11 @@ type Conn struct {
 	raw  *rawSock // in place of c: a socket of ListenBusyPoll
 	one  [1][]byte
 	peer netip.AddrPort
-	// Foreign counts datagrams dropped for coming from another address.
-	Foreign uint64
+	// Foreign counts datagrams dropped for coming from another address
+	// than the peer's (ForeignDropped reads it; driver.Runner exports it
+	// as bridge.Counters.DroppedForeignSource). Atomic: the receiving
+	// goroutine counts while a metrics scrape reads.
+	Foreign atomic.Uint64
 
 	txMu sync.Mutex
 	rxMu sync.Mutex
@@ -121,7 +126,7 @@ func (c *Conn) Recv(buf []byte) (int, error) {
 			return 0, wrapErr("receive", err)
 		}
 		if !c.fromPeer(from) {
-			c.Foreign++
+			c.Foreign.Add(1)
 			continue
 		}
 		return n, nil
@@ -152,6 +157,10 @@ func (c *Conn) RecvBatch(bufs [][]byte, sizes []int) (int, error) {
 		}
 	}
 }
+
+// ForeignDropped returns how many datagrams c dropped for coming from an
+// address other than the peer's; any goroutine may call it.
+func (c *Conn) ForeignDropped() uint64 { return c.Foreign.Load() }
 
 func (c *Conn) fromPeer(from netip.AddrPort) bool {
 	return from.Addr().Unmap() == c.peer.Addr().Unmap() && from.Port() == c.peer.Port()

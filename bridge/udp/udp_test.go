@@ -65,7 +65,7 @@ func TestPeerFilter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Equal(buf[:n], []byte("frame")) || a.Foreign != 1 {
-		t.Fatalf("got %q, foreign %d", buf[:n], a.Foreign)
+	if !bytes.Equal(buf[:n], []byte("frame")) || a.Foreign.Load() != 1 {
+		t.Fatalf("got %q, foreign %d", buf[:n], a.Foreign.Load())
 	}
 }
