@@ -30,6 +30,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/dxpu/dxpu/fabric/pool"
 	"github.com/dxpu/dxpu/fabric/table"
@@ -140,9 +142,11 @@ func (c *Client) doOne(ctx context.Context, base, method, path string, body []by
 		}
 		if json.Unmarshal(data, &env) == nil && env.Error != nil {
 			env.Error.Status = resp.StatusCode
+			env.Error.Code = errLine(env.Error.Code, maxErrCode)
+			env.Error.Message = errLine(env.Error.Message, maxErrMessage)
 			return env.Error
 		}
-		return &APIError{Status: resp.StatusCode, Code: "http_" + strconv.Itoa(resp.StatusCode), Message: strings.TrimSpace(string(data))}
+		return &APIError{Status: resp.StatusCode, Code: "http_" + strconv.Itoa(resp.StatusCode), Message: errLine(string(data), maxErrBody)}
 	}
 	if out == nil {
 		return nil
@@ -151,6 +155,38 @@ func (c *Client) doOne(ctx context.Context, base, method, path string, body []by
 		return fmt.Errorf("%s %s: decoding response: %w", method, path, err)
 	}
 	return nil
+}
+
+// The bounds of what an error message repeats of a response: the message
+// of a JSON error body, and a body that is not one (a proxy's HTML page).
+const (
+	maxErrCode    = 64
+	maxErrMessage = 3 << 10
+	maxErrBody    = 200
+)
+
+// errLine is s as one line of an error message: each run of white space
+// and control characters one space, invalid UTF-8 as U+FFFD, and at most
+// its first n bytes, followed by "... (N bytes)" (N: the length of s)
+// where s is longer.
+func errLine(s string, n int) string {
+	var b strings.Builder
+	space := false
+	for _, r := range s {
+		if unicode.IsSpace(r) || unicode.IsControl(r) {
+			space = b.Len() > 0
+			continue
+		}
+		if space {
+			b.WriteByte(' ')
+			space = false
+		}
+		if b.Len()+utf8.RuneLen(r) > n {
+			return fmt.Sprintf("%s... (%d bytes)", b.String(), len(s))
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }
 
 // Health is the body of /healthz.

@@ -71,6 +71,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/dxpu/dxpu/fabric/manager"
 )
@@ -309,14 +311,48 @@ func (c *Client) call(ctx context.Context, base, credential, method, path string
 		var env struct{ Error *Error }
 		if json.Unmarshal(data, &env) == nil && env.Error != nil {
 			env.Error.Status = resp.StatusCode
+			env.Error.Code = errLine(env.Error.Code, maxErrCode)
+			env.Error.Message = errLine(env.Error.Message, maxErrMessage)
 			return fmt.Errorf("agent %s: %w", base, env.Error)
 		}
-		return fmt.Errorf("agent %s: %w", base, &Error{Status: resp.StatusCode, Code: "http_" + strconv.Itoa(resp.StatusCode), Message: strings.TrimSpace(string(data))})
+		return fmt.Errorf("agent %s: %w", base, &Error{Status: resp.StatusCode, Code: "http_" + strconv.Itoa(resp.StatusCode), Message: errLine(string(data), maxErrBody)})
 	}
 	if out != nil {
 		return json.Unmarshal(data, out)
 	}
 	return nil
+}
+
+// The bounds of what an error message repeats of a response: the message
+// of a JSON error body, and a body that is not one (a proxy's HTML page).
+const (
+	maxErrCode    = 64
+	maxErrMessage = 3 << 10
+	maxErrBody    = 200
+)
+
+// errLine is s as one line of an error message: each run of white space
+// and control characters one space, invalid UTF-8 as U+FFFD, and at most
+// its first n bytes, followed by "... (N bytes)" (N: the length of s)
+// where s is longer.
+func errLine(s string, n int) string {
+	var b strings.Builder
+	space := false
+	for _, r := range s {
+		if unicode.IsSpace(r) || unicode.IsControl(r) {
+			space = b.Len() > 0
+			continue
+		}
+		if space {
+			b.WriteByte(' ')
+			space = false
+		}
+		if b.Len()+utf8.RuneLen(r) > n {
+			return fmt.Sprintf("%s... (%d bytes)", b.String(), len(s))
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }
 
 func pairPath(p manager.Pair, suffix string) string {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/netip"
 	"sort"
 	"strconv"
@@ -507,7 +508,7 @@ func parseBandwidth(s string) (float64, error) {
 	if s == "" {
 		return 0, nil
 	}
-	mult := 1.0
+	mult, num := 1.0, s
 	switch strings.ToUpper(s[len(s)-1:]) {
 	case "K":
 		mult = 1e3
@@ -517,13 +518,15 @@ func parseBandwidth(s string) (float64, error) {
 		mult = 1e9
 	}
 	if mult != 1 {
-		s = s[:len(s)-1]
+		num = s[:len(s)-1]
 	}
-	v, err := strconv.ParseFloat(s, 64)
-	if err != nil || v <= 0 {
-		return 0, fmt.Errorf("--bw %q: want a positive number of bit/s with an optional K, M or G suffix", s)
+	v, err := strconv.ParseFloat(num, 64)
+	v *= mult
+	// NaN fails the comparison; Inf (also 1e308G) is no rate either.
+	if err != nil || !(v > 0 && !math.IsInf(v, 0)) {
+		return 0, fmt.Errorf("--bw %q: want a finite positive number of bit/s with an optional K, M or G suffix", s)
 	}
-	return v * mult, nil
+	return v, nil
 }
 
 func parseMix(s string, o *Options) error {

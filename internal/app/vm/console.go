@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/dxpu/dxpu/internal/guest"
 )
@@ -63,7 +64,7 @@ func (c *console) follow(r io.Reader, log io.Writer) {
 	defer c.update(func() { c.closed = true })
 	sc := bufio.NewScanner(io.TeeReader(r, log))
 	sc.Buffer(make([]byte, 64<<10), 16<<20) // the report carries the config space in hex
-	var inResult bool
+	var inResult, resultTooLong bool
 	var result strings.Builder
 	for sc.Scan() {
 		line := strings.TrimRight(sc.Text(), "\r")
@@ -71,23 +72,32 @@ func (c *console) follow(r io.Reader, log io.Writer) {
 		switch {
 		case strings.HasSuffix(line, guestUp):
 			c.update(func() { c.up = at })
-		case strings.HasPrefix(line, guest.EventPrefix):
+		case strings.HasPrefix(line, guest.EventPrefix) && len(line) <= maxEventLine:
 			ev := GuestEvent{At: at}
 			if json.Unmarshal([]byte(strings.TrimPrefix(line, guest.EventPrefix)), &ev.Data) == nil {
 				ev.Name, _ = ev.Data["event"].(string)
 				c.update(func() { c.events = append(c.events, ev) })
 			}
 		case line == guest.ResultBegin:
-			inResult = true
+			inResult, resultTooLong = true, false
 			result.Reset()
 		case line == guest.ResultEnd && inResult:
 			inResult = false
 			var rep guest.Report
+			if resultTooLong {
+				break // not a report the tool prints: none
+			}
 			if err := json.Unmarshal([]byte(result.String()), &rep); err == nil {
 				c.update(func() { c.report, c.resAt = &rep, at })
 			}
 		case inResult:
-			result.WriteString(line)
+			if result.Len()+len(line) > maxReport {
+				resultTooLong = true
+				result.Reset()
+			}
+			if !resultTooLong {
+				result.WriteString(line)
+			}
 		case strings.HasPrefix(line, "DXPU-EXIT "):
 			if n, err := strconv.Atoi(strings.TrimPrefix(line, "DXPU-EXIT ")); err == nil {
 				c.update(func() { c.exit = n })
@@ -105,14 +115,15 @@ func (c *console) followErrors(r io.Reader, log io.Writer) {
 	for sc.Scan() {
 		line := strings.TrimSpace(sc.Text())
 		if strings.Contains(line, "KVM internal error") {
-			c.update(func() { c.fatal = line })
+			fatal := quoteQEMU(line)
+			c.update(func() { c.fatal = fatal })
 		}
 		if line == "" {
 			continue
 		}
 		// The first line naming an error, else the first line.
 		if cur := c.qemuError(); cur == "" || !namesError(cur) && namesError(line) {
-			cut := line[:min(len(line), maxQEMUErr)]
+			cut := quoteQEMU(line)
 			c.update(func() { c.qemuErr = cut })
 		}
 	}
@@ -121,6 +132,35 @@ func (c *console) followErrors(r io.Reader, log io.Writer) {
 
 // maxQEMUErr bounds the QEMU message an error quotes.
 const maxQEMUErr = 300
+
+// What follow keeps of the guest's output (all of it goes to the log):
+// an event line longer than maxEventLine is not taken as an event (the
+// guest tool's are under 1 KiB), and a report whose text passes maxReport
+// is not taken as a report (the tool's are a few KiB).
+const (
+	maxEventLine = 64 << 10
+	maxReport    = 1 << 20
+)
+
+// quoteQEMU is line as an error may quote it: control characters (a \r
+// inside the line) as spaces, cut to at most maxQEMUErr bytes at a
+// character's start.
+func quoteQEMU(line string) string {
+	line = strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f {
+			return ' '
+		}
+		return r
+	}, line)
+	if len(line) <= maxQEMUErr {
+		return line
+	}
+	cut := maxQEMUErr
+	for cut > 0 && !utf8.RuneStart(line[cut]) {
+		cut--
+	}
+	return line[:cut]
+}
 
 func namesError(line string) bool { return strings.Contains(strings.ToLower(line), "error") }
 

@@ -74,18 +74,26 @@ func dialQMP(ctx context.Context, path string, exited <-chan struct{}) (*qmp, er
 	return q, nil
 }
 
+// read reads QMP's messages until the connection ends, closing greeting
+// at QEMU's greeting. A message that breaks the protocol (not JSON, a
+// second greeting) ends it, as the connection's end does.
 func (q *qmp) read(greeting chan struct{}) {
 	defer close(q.done)
 	sc := bufio.NewScanner(q.conn)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	greeted := false
 	for sc.Scan() {
 		var m qmpMsg
 		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
-			q.stop(fmt.Errorf("vm: QMP sent %q: %w", sc.Text(), err))
+			q.stop(fmt.Errorf("vm: QMP sent %s: %w", quoteQMP(sc.Bytes()), err))
 			return
 		}
 		switch {
+		case m.QMP != nil && greeted:
+			q.stop(fmt.Errorf("vm: QMP sent a second greeting: %s", quoteQMP(sc.Bytes())))
+			return
 		case m.QMP != nil:
+			greeted = true
 			close(greeting)
 		case m.Event != "":
 			q.mu.Lock()
@@ -102,6 +110,17 @@ func (q *qmp) read(greeting chan struct{}) {
 		err = errors.New("QEMU closed the QMP connection")
 	}
 	q.stop(err)
+}
+
+// maxQMPQuote bounds the part of a message from QMP an error quotes.
+const maxQMPQuote = 200
+
+// quoteQMP is line quoted (one line), its first maxQMPQuote bytes only.
+func quoteQMP(line []byte) string {
+	if len(line) <= maxQMPQuote {
+		return fmt.Sprintf("%q", line)
+	}
+	return fmt.Sprintf("%q... (%d bytes)", line[:maxQMPQuote], len(line))
 }
 
 func (q *qmp) stop(err error) {
