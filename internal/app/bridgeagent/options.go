@@ -13,6 +13,7 @@ import (
 	"github.com/dxpu/dxpu/fabric/pool"
 	"github.com/dxpu/dxpu/internal/app/apperr"
 	"github.com/dxpu/dxpu/internal/app/bridged"
+	"github.com/dxpu/dxpu/internal/app/httpguard"
 	"github.com/dxpu/dxpu/internal/app/vm"
 )
 
@@ -31,6 +32,9 @@ type Options struct {
 	AgentListen       string
 	CertFile, KeyFile string
 	Insecure          bool
+	// APIServer bounds the agent API's server: timeouts, header bytes,
+	// connections in all and per address (zero fields: APIDefaults).
+	APIServer httpguard.Config
 	// Credential is the agent credential the manager issued at
 	// registration; the agent accepts calls carrying it and nothing else,
 	// and reports to the manager with it.

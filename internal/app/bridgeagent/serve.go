@@ -2,6 +2,7 @@ package bridgeagent
 
 import (
 	"context"
+	"crypto/subtle"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -9,9 +10,11 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/dxpu/dxpu/internal/app/apperr"
+	"github.com/dxpu/dxpu/internal/app/httpguard"
 )
 
 // Run is the daemon: it starts the agent and serves its API on
@@ -62,15 +65,9 @@ func Run(ctx context.Context, o Options, ready func(a *Agent, api net.Addr)) err
 		return err
 	}
 	defer a.Wait()
-	if tlsCfg != nil {
-		ln = tls.NewListener(ln, tlsCfg)
-	}
-	// A hot-add waits for the link and enumerates over the fabric: allow
-	// it longer than the manager's step timeout (10s by default).
-	srv := &http.Server{Handler: a.Handler(), ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second,
-		WriteTimeout: 60 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
+	srv := newAPIServer(a, o)
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	go func() { errc <- srv.Serve(ln, tlsCfg) }()
 	scheme := "http"
 	if tlsCfg != nil {
 		scheme = "https"
@@ -97,4 +94,41 @@ func Run(ctx context.Context, o Options, ready func(a *Agent, api net.Addr)) err
 	defer scancel()
 	_ = srv.Shutdown(sctx)
 	return nil
+}
+
+// The agent API's server defaults (Options.APIServer, zero fields). A
+// hot-add waits for the link and enumerates over the fabric: a request is
+// allowed longer than the manager's step timeout (10s by default). The
+// manager's connections show the credential and are exempt from the
+// per-address cap; an anonymous client holds at most APIMaxConnsPerAddr,
+// and its idle ones are closed first when room is needed.
+const (
+	APIReadHeaderTimeout = 5 * time.Second
+	APIReadTimeout       = 30 * time.Second
+	APIWriteTimeout      = 60 * time.Second
+	APIIdleTimeout       = 60 * time.Second
+	APIMaxHeaderBytes    = 64 << 10
+	APIMaxConns          = 256
+	APIMaxConnsPerAddr   = 16
+)
+
+// APIDefaults is the agent API's server configuration.
+var APIDefaults = httpguard.Config{ReadHeaderTimeout: APIReadHeaderTimeout, ReadTimeout: APIReadTimeout,
+	WriteTimeout: APIWriteTimeout, IdleTimeout: APIIdleTimeout, MaxHeaderBytes: APIMaxHeaderBytes,
+	MaxConns: APIMaxConns, MaxConnsPerAddr: APIMaxConnsPerAddr}
+
+// newAPIServer is the agent API's server: a's handler, the connection of
+// a request carrying the agent's credential marked trusted (exempt from
+// the per-address cap, never closed to make room), its error lines in
+// o.Log, rate-limited.
+func newAPIServer(a *Agent, o Options) *httpguard.Server {
+	h := a.Handler()
+	trusting := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if want := a.credential(); ok && want != "" && subtle.ConstantTimeCompare([]byte(tok), []byte(want)) == 1 {
+			httpguard.Trust(r.Context())
+		}
+		h.ServeHTTP(w, r)
+	})
+	return httpguard.New("agent API", trusting, o.APIServer, APIDefaults, o.Log)
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/dxpu/dxpu/emu/gpu"
 	"github.com/dxpu/dxpu/emu/realtime"
 	"github.com/dxpu/dxpu/internal/app/apperr"
+	"github.com/dxpu/dxpu/internal/app/httpguard"
 	"github.com/dxpu/dxpu/tlp"
 )
 
@@ -35,6 +36,9 @@ type Options struct {
 	Listen, Peer netip.AddrPort // UDP: this bridge, the peer bridge
 	PCIe         PCIe
 	Metrics      string // TCP address for /metrics ("": none)
+	// MetricsServer bounds the /metrics server (zero fields:
+	// httpguard.MetricsDefaults).
+	MetricsServer httpguard.Config
 
 	// EtherIface and EtherPeer, when set, carry the frames over raw
 	// Ethernet (EtherType 0x88b5, AF_PACKET, CAP_NET_RAW) on EtherIface to
@@ -191,7 +195,7 @@ func Run(ctx context.Context, o Options) error {
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	var srv *http.Server
+	var srv *httpguard.Server
 	if o.Metrics != "" {
 		ln, err := net.Listen("tcp", o.Metrics)
 		if err != nil {
@@ -201,9 +205,9 @@ func Run(ctx context.Context, o Options) error {
 		d.metricsAddr = ln.Addr()
 		mux := http.NewServeMux()
 		mux.Handle("GET /metrics", promhttp.HandlerFor(d.registry(&o), promhttp.HandlerOpts{}))
-		srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		srv = httpguard.New("bridge metrics", mux, o.MetricsServer, httpguard.MetricsDefaults, o.Log)
 		go func() {
-			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			if err := srv.Serve(ln, nil); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				o.Log.Error("metrics server", "err", err)
 			}
 		}()

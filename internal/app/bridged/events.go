@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/dxpu/dxpu/bridge"
-	"github.com/dxpu/dxpu/internal/app/ratelog"
+	"github.com/dxpu/dxpu/bridge/ratelog"
 )
 
 // eventLogInterval is how often a per-TLP event kind may reach the log;

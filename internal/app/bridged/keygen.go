@@ -8,8 +8,8 @@ import (
 
 	"github.com/dxpu/dxpu/bridge"
 	"github.com/dxpu/dxpu/bridge/driver"
+	"github.com/dxpu/dxpu/bridge/ratelog"
 	"github.com/dxpu/dxpu/bridge/seal"
-	"github.com/dxpu/dxpu/internal/app/ratelog"
 )
 
 // keyGenCheckEvery is how often a keyed bridge looks for frames its peer

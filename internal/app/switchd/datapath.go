@@ -6,9 +6,9 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/dxpu/dxpu/bridge/ratelog"
 	switching "github.com/dxpu/dxpu/fabric/switching"
 	"github.com/dxpu/dxpu/fabric/table"
-	"github.com/dxpu/dxpu/internal/app/ratelog"
 )
 
 // dataPath is what a mode provides: apply a table, export counters, move

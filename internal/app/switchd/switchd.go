@@ -17,6 +17,7 @@ import (
 	switching "github.com/dxpu/dxpu/fabric/switching"
 	"github.com/dxpu/dxpu/fabric/table"
 	"github.com/dxpu/dxpu/internal/app/apperr"
+	"github.com/dxpu/dxpu/internal/app/httpguard"
 	"github.com/dxpu/dxpu/internal/app/jsonfile"
 	"github.com/dxpu/dxpu/xdp"
 )
@@ -38,6 +39,9 @@ type Options struct {
 	// table file) or the watch has started (with a manager), with the
 	// metrics address (nil without Metrics).
 	Ready func(metrics net.Addr)
+	// MetricsServer bounds the /metrics server (zero fields:
+	// httpguard.MetricsDefaults).
+	MetricsServer httpguard.Config
 }
 
 // Run runs the switch until ctx ends, then returns nil. Bad options and
@@ -75,8 +79,8 @@ func Run(ctx context.Context, o Options) error {
 		if err != nil {
 			return apperr.Usage(fmt.Errorf("switch: --metrics: %w", err))
 		}
-		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-		go srv.Serve(ln)
+		srv := httpguard.New("switch metrics", mux, o.MetricsServer, httpguard.MetricsDefaults, o.Log)
+		go srv.Serve(ln, nil)
 		defer srv.Close()
 		metricsAddr = ln.Addr()
 		o.Log.Info("switch: metrics", "url", "http://"+metricsAddr.String()+"/metrics")
