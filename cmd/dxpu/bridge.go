@@ -43,10 +43,12 @@ over UDP (--listen, --peer), and a PCIe side:
 
 Every frame of the pair is sealed (AES-256-GCM, or --seal-mode gmac for
 integrity only) with the pair key of --key-file, the same on both sides
-(32 random bytes or 64 hex digits, mode 0600): forged, altered and replayed
+(32 random bytes or 64 hex digits; a regular file of this user's, mode
+0600; a link to one is followed): forged, altered and replayed
 frames are dropped and counted. Under the manager the key comes from the
 allocation instead (dxpu bridge agent). --insecure-no-keys runs unkeyed, for
-a lab only. Bridge counters are exported to Prometheus on --metrics. Stop
+a lab only. Bridge counters are exported to Prometheus on --metrics (at
+most 64 connections, 8 per client address, closed after 30s idle). Stop
 with Ctrl-C.
 
 --cpus LIST runs every thread of the daemon on those CPUs only (taskset's
@@ -63,7 +65,8 @@ peer that takes less than --mps completes with the largest Max Payload
 Size the peer takes (as PCIe enumeration sets a device's MPS to what its
 path carries) and logs a warning saying so.
 
---key-log FILE appends the pair's traffic secrets to FILE (created 0600),
+--key-log FILE appends the pair's traffic secrets to FILE (created 0600;
+an existing FILE must be this user's own 0600 regular file, not a link),
 one line per secret as derived, so that 'dxpu pcap unseal --key-log FILE'
 opens a capture of the pair (like TLS's SSLKEYLOGFILE). Anyone who reads
 FILE reads the frames it covers: for debugging only.

@@ -25,8 +25,12 @@ func newBridgeAgentCmd(e *env) *cobra.Command {
 		Long: `agent runs a bridge daemon under the manager's control. It serves the agent
 API on --agent-listen (https with --agent-cert/--agent-key; plain http only
 with --insecure), accepting only the credential in --agent-credential-file
-(what 'dxpu ctl box|host add --agent-credential-out FILE' wrote; mode 0600;
-SIGHUP re-reads it). The manager's allocation saga then creates a bridge
+(what 'dxpu ctl box|host add --agent-credential-out FILE' wrote; mode 0600,
+owned by the agent's user (a link to it is followed);
+SIGHUP re-reads it). The API caps connections at 256, 16 per client
+address (the manager's, once it showed the credential, exempt), and times
+out idle ones after 60s: bind --agent-listen to the management network.
+The manager's allocation saga then creates a bridge
 per pair: all pairs share one UDP socket on --listen (the ip:udp_port
 registered as the bridge endpoint), told apart by the pair ID in each
 frame; frames go to --switch (the UDP switch) or, without it, to the far

@@ -181,17 +181,17 @@ func (k *conformKeyFlags) load(fs *pflag.FlagSet) (conform.Keys, error) {
 		}
 		return conform.Keys{}, nil
 	}
-	key, err := bridged.LoadKeyFile(k.file)
+	key, err := bridged.LoadKeyFileFor("--key-file", k.file)
 	if err != nil {
-		return conform.Keys{}, fmt.Errorf("--key-file: %w", err)
+		return conform.Keys{}, err
 	}
 	if k.gen == 0 {
 		return conform.Keys{}, fmt.Errorf("--key-generation 0: generations start at 1")
 	}
 	out := conform.Keys{Key: key, Generation: k.gen, Mode: mode, RekeyAfter: k.rekeyAfter, GraceTime: k.graceTime}
 	if k.nextFile != "" {
-		if out.NextKey, err = bridged.LoadKeyFile(k.nextFile); err != nil {
-			return conform.Keys{}, fmt.Errorf("--next-key-file: %w", err)
+		if out.NextKey, err = bridged.LoadKeyFileFor("--next-key-file", k.nextFile); err != nil {
+			return conform.Keys{}, err
 		}
 		out.NextGeneration = k.nextGen
 		if out.NextGeneration == 0 {

@@ -29,9 +29,10 @@ when the leader dies (at once when it stops cleanly).
 
 Every /v1 call needs "Authorization: Bearer <token>": the admin token read
 from --token-file for everything, or the read-only token of
---read-token-file for GETs. Token files must be mode 0600 (or stricter);
---init-token creates --token-file with a fresh random token if it does not
-exist. --no-auth turns authentication off (for a lab only). /healthz and
+--read-token-file for GETs. Token files must be regular files (a link
+to one is followed) owned by the manager's user, mode 0600 (or stricter);
+--init-token creates --token-file (0600) with a fresh random token if
+nothing is at the path. --no-auth turns authentication off (for a lab only). /healthz and
 /metrics stay open.
 With --tls-cert and --tls-key the API is served over HTTPS, as it should be
 wherever the token crosses a network.
@@ -47,9 +48,20 @@ idle clients, caps connections (--max-conns) and watches per client. A
 connection is anonymous until a request on it carries a token or an
 agent's credential: anonymous connections are capped per address
 (--max-anon-conns-per-client) and to three quarters of --max-conns, idle
-ones are closed after 5s and first when room is needed, and their
-requests are rate-limited per address, so a flood without a credential
-does not lock out admins, agents or the switch.
+ones are closed after 5s, and their requests are rate-limited per
+address. When room is needed the anonymous connection idle longest is
+closed, else the one that has waited longest without sending a whole
+request (a slowloris); a quarter of --max-conns is kept for connections
+that show a credential (of it, a sixteenth of --max-conns for newcomers
+whose first request must carry one). The read-only token and each
+agent's credential hold at most --max-conns-per-credential connections
+(--max-conns/8), and together leave a sixteenth of --max-conns to the
+admin token. So neither a flood without a credential nor one credential
+locks out admins, agents or the switch. Connection errors (failed TLS
+handshakes) are logged once a second per kind, with a count of the rest.
+Request bodies are strict JSON: unknown, misspelled (other case) or
+repeated keys, fields only the manager sets and data after the object are
+400; a body over 1 MiB is 413.
 
 A bridge agent (a box's or a host's) reports a pair whose link went down
 (its peer fell silent) and up again: a pair down longer than
@@ -91,6 +103,7 @@ opened.`,
 	f.BoolVar(&fl.AllowInsecureAgents, "allow-insecure-agents", false, "allow http:// agent URLs (lab only: credentials cross the network in clear)")
 	f.IntVar(&fl.MaxConns, "max-conns", manager.DefaultMaxConns, "most concurrent API connections; a quarter is kept for clients with a token or credential; more are answered 503")
 	f.IntVar(&fl.MaxAnonConnsPerClient, "max-anon-conns-per-client", manager.DefaultMaxAnonConnsPerClient, "most connections one address holds without a token or credential")
+	f.IntVar(&fl.MaxConnsPerCredential, "max-conns-per-credential", 0, "most connections the read-only token, or one agent's credential, holds (0: --max-conns/8)")
 	f.DurationVar(&fl.DegradedAfter, "degraded-after", manager.DefaultDegradedAfter, "how long a pair's link may stay down before its allocation is degraded")
 	f.DurationVar(&fl.UnreachableAfter, "unreachable-after", manager.DefaultUnreachableAfter, "how long a box's agent may fail to answer the reconciler before the box is reported unreachable (its GPUs stay lent)")
 	f.StringVar(&fl.EtcdCAFile, "etcd-ca-file", "", "CA (PEM) of an etcd served over https")

@@ -180,7 +180,8 @@ open (no secret of their pair and generation, none that authenticates them,
 cut by the snap length, malformed) are left out of OUT and counted: one
 stderr line per reason with the first frame's number. Exit status 1 if any,
 2 for usage or I/O errors. OUT is replaced only once it is whole, and may
-be neither IN nor the key log.`,
+be neither IN nor the key log; it holds the frames in clear, so it is
+written mode 0600 (a new file, whatever the mode of the one it replaces).`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.In, o.Out = args[0], args[1]

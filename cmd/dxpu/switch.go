@@ -41,13 +41,14 @@ Modes:
 The table comes from --table FILE (re-read when the file changes) or from
 the manager (--manager URL, long-polling GET /v1/table?watch=1&version=N,
 with the read-only token of --token-file, or $DXPU_TOKEN).
-Counters are served on --metrics (/metrics, Prometheus).
+Counters are served on --metrics (/metrics, Prometheus; at most 64
+connections, 8 per client address, closed after 30s idle).
 Exit status: 0 after SIGINT/SIGTERM, 2 on bad flags or setup errors.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.Token = e.getenv("DXPU_TOKEN")
 			if tokenFile != "" {
-				tok, err := manager.LoadTokenFile(tokenFile)
+				tok, err := manager.LoadTokenFileFor("--token-file", tokenFile)
 				if err != nil {
 					return exitCodeError{2, err}
 				}

@@ -17,16 +17,39 @@ import (
 
 // Admission. One client must not lock the others out (finding 4 of issue
 // 20: 1030 keep-alive connections, each sending one tokenless GET /healthz,
-// held every connection slot, so admins, agents and the switch got 503).
-// A connection is anonymous until one of its requests carries a
-// credential the manager knows (admin or read-only token, an agent's
-// credential); from then on it belongs to that client and is never cut to
-// make room. Anonymous connections are bounded per source address and
-// together, idle ones are closed sooner and are the first to go when the
-// listener is full, and a share of the connections (the reserve) is kept
-// for clients that show a credential. Per request, anonymous clients are
-// rate-limited per address, and every client (address and credential) has
-// a bound on requests in progress.
+// held every connection slot, so admins, agents or the switch got 503).
+//
+// A connection is pending until the server has read its first request,
+// anonymous until one of its requests carries a credential the manager
+// knows (admin or read-only token, an agent's credential), and from then on
+// it belongs to that credential and is never cut to make room.
+//
+//   - Anonymous connections hold at most MaxConns-Reserved slots, and
+//     MaxAnonConnsPerClient per source address; idle ones are closed after
+//     AnonIdleTimeout.
+//   - When a newcomer finds no room, the listener cuts an anonymous
+//     connection for it: the one idle longest, else the one pending
+//     longest (a client that has not sent a whole request, such as a
+//     slowloris dripping its headers). A client that sends its request
+//     promptly is the newest pending connection, the last to be cut, so a
+//     flood of slow connections, from however many addresses, does not
+//     lock out a client that shows a credential.
+//   - Only when there is nothing to cut does a newcomer get one of the
+//     Reserved slots, on probation: it is served only if its first request
+//     carries a credential. At most MaxProbation connections are on
+//     probation at once (probationPerClient per address); past that the
+//     one pending longest is cut. The rest of the reserve stays for
+//     connections that showed a credential.
+//   - A credential other than the admin token (the read-only token, each
+//     agent's credential) holds at most MaxConnsPerCredential connections,
+//     and those credentials together leave AdminReserved slots to the
+//     admin token: a request that would take more is answered 503 and its
+//     connection closed. So a read-only token cannot hold the manager.
+//
+// Per request, anonymous clients are rate-limited per address, and every
+// client (address and credential) has a bound on requests in progress.
+// /healthz and /metrics stay reachable without a credential (within the
+// anonymous share and its rate).
 
 // ConnLimits bounds the connections of LimitListenerWith. Zero fields
 // take the defaults.
@@ -42,6 +65,17 @@ type ConnLimits struct {
 	// AnonIdleTimeout closes an anonymous keep-alive connection idle that
 	// long (default 5s); the server's IdleTimeout applies to the others.
 	AnonIdleTimeout time.Duration
+	// MaxProbation bounds the connections admitted into the reserve
+	// before showing a credential, from all addresses together (default
+	// Reserved/4, at least 1).
+	MaxProbation int
+	// MaxConnsPerCredential bounds the connections of one credential other
+	// than the admin token (the read-only token, one agent's credential),
+	// from all addresses together (default MaxConns/8, at least 1).
+	MaxConnsPerCredential int
+	// AdminReserved of MaxConns are never held by the other credentials
+	// (default Reserved/4, at least 1 below MaxConns).
+	AdminReserved int
 }
 
 // Admission defaults.
@@ -67,6 +101,16 @@ func (c ConnLimits) withDefaults() ConnLimits {
 	if c.AnonIdleTimeout <= 0 {
 		c.AnonIdleTimeout = DefaultAnonIdleTimeout
 	}
+	if c.MaxProbation <= 0 {
+		c.MaxProbation = max(1, c.Reserved/4)
+	}
+	if c.MaxConnsPerCredential <= 0 {
+		c.MaxConnsPerCredential = max(1, c.MaxConns/8)
+	}
+	if c.AdminReserved <= 0 {
+		c.AdminReserved = max(1, c.Reserved/4)
+	}
+	c.AdminReserved = min(c.AdminReserved, c.MaxConns-1)
 	return c
 }
 
@@ -76,20 +120,22 @@ func LimitListener(ln net.Listener, maxConns int) net.Listener {
 }
 
 // LimitListenerWith admits connections within lim (see ConnLimits). A
-// connection that finds no room, after the oldest idle anonymous one was
-// closed to make some, is answered 503 unavailable and closed at once, so
+// connection that finds no room, after an idle or pending anonymous one was
+// cut to make some, is answered 503 unavailable and closed at once, so
 // descriptors stay bounded however many a client opens; a TLS client sees
 // the refusal as a failed handshake. An anonymous connection admitted into
 // the reserve (on probation) is served only if its first request carries a
 // credential. Serve it with NewServer's server: its connection hooks tell
-// the listener which connections are idle and which showed a credential.
+// the listener which connections are pending, idle, and which showed a
+// credential.
 func LimitListenerWith(ln net.Listener, lim ConnLimits) net.Listener {
 	lim = lim.withDefaults()
 	refusal := func(msg string) []byte {
 		body, _ := json.Marshal(map[string]*APIError{"error": {Code: CodeUnavailable, Message: msg}})
 		return fmt.Appendf(nil, "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
 	}
-	return &admitListener{Listener: ln, lim: lim, idle: list.New(), by: map[string]*addrConns{},
+	return &admitListener{Listener: ln, lim: lim, idle: list.New(), pendAnon: list.New(), pendProb: list.New(),
+		by: map[string]*addrConns{}, creds: map[string]int{},
 		refuseFull: refusal(fmt.Sprintf("the manager holds %d connections, its limit; retry later", lim.MaxConns)),
 		refuseAddr: refusal(fmt.Sprintf("this address holds %d connections without a credential, its limit; retry later", lim.MaxAnonConnsPerClient))}
 }
@@ -100,11 +146,13 @@ type admitListener struct {
 	refuseFull, refuseAddr []byte
 	metrics                atomic.Pointer[metrics] // set by NewServer's hooks
 
-	mu                      sync.Mutex
-	total, anon, probation  int
-	idle                    *list.List // idle anonymous connections, oldest first
-	by                      map[string]*addrConns
-	evicted, refusedClients uint64
+	mu                     sync.Mutex
+	total, anon, probation int
+	idle                   *list.List // idle anonymous connections, oldest first
+	pendAnon, pendProb     *list.List // pending anonymous and probation connections, oldest first
+	by                     map[string]*addrConns
+	creds                  map[string]int // credential -> its connections
+	nonAdmin               int            // connections of credentials other than the admin token
 }
 
 // addrConns are one address's anonymous connections.
@@ -126,10 +174,12 @@ type admitConn struct {
 	addr string
 	// Guarded by l.mu.
 	class    int
+	cred     string // the credential it belongs to (connAuthed)
 	idle     bool
 	released bool
 	inIdle   *list.Element // in l.idle
 	inAddr   *list.Element // in the address's idle list
+	inPend   *list.Element // in l.pendAnon or l.pendProb: no request read yet
 }
 
 func hostOf(a net.Addr) string {
@@ -164,8 +214,16 @@ func (l *admitListener) Accept() (net.Conn, error) {
 	}
 }
 
+// front is the first connection of a list, nil if it is empty.
+func front(ls *list.List) *admitConn {
+	if e := ls.Front(); e != nil {
+		return e.Value.(*admitConn)
+	}
+	return nil
+}
+
 // admit decides on c: admitted (possibly on probation), possibly after
-// choosing an idle anonymous connection to cut, or refused.
+// choosing an idle or pending anonymous connection to cut, or refused.
 func (l *admitListener) admit(c net.Conn) (ac *admitConn, victim *admitConn, refusal []byte) {
 	addr := hostOf(c.RemoteAddr())
 	l.mu.Lock()
@@ -187,35 +245,43 @@ func (l *admitListener) admit(c net.Conn) (ac *admitConn, victim *admitConn, ref
 	class := connAnon
 	switch {
 	case a.anon >= l.lim.MaxAnonConnsPerClient:
-		if e := a.idle.Front(); e != nil {
-			victim = e.Value.(*admitConn)
-		} else {
+		// The address's own idle connection, never another address's.
+		if victim = front(a.idle); victim == nil {
 			class = connProbation
 		}
 	case l.total >= l.lim.MaxConns || l.anon >= l.lim.MaxConns-l.lim.Reserved:
-		if e := l.idle.Front(); e != nil {
-			victim = e.Value.(*admitConn)
-		} else {
+		if victim = front(l.idle); victim == nil {
+			victim = front(l.pendAnon)
+		}
+		if victim == nil {
 			class = connProbation
+		}
+	}
+	if class == connProbation {
+		full := l.probation >= l.lim.MaxProbation || l.total >= l.lim.MaxConns
+		if full && a.probation < probationPerClient {
+			victim = front(l.pendProb)
+		}
+		if a.probation >= probationPerClient || full && victim == nil {
+			if a.anon >= l.lim.MaxAnonConnsPerClient {
+				return nil, nil, l.refuseAddr
+			}
+			return nil, nil, l.refuseFull
 		}
 	}
 	if victim != nil {
 		l.releaseLocked(victim)
-	}
-	if class == connProbation && (l.total >= l.lim.MaxConns || a.probation >= probationPerClient) {
-		if a.anon >= l.lim.MaxAnonConnsPerClient {
-			return nil, nil, l.refuseAddr
-		}
-		return nil, nil, l.refuseFull
 	}
 	ac = &admitConn{Conn: c, l: l, addr: addr, class: class}
 	l.total++
 	if class == connProbation {
 		l.probation++
 		a.probation++
+		ac.inPend = l.pendProb.PushBack(ac)
 	} else {
 		l.anon++
 		a.anon++
+		ac.inPend = l.pendAnon.PushBack(ac)
 	}
 	return ac, victim, nil
 }
@@ -227,6 +293,7 @@ func (l *admitListener) releaseLocked(c *admitConn) {
 	}
 	c.released = true
 	l.unidleLocked(c)
+	l.unpendLocked(c)
 	l.total--
 	a := l.by[c.addr]
 	switch c.class {
@@ -236,6 +303,13 @@ func (l *admitListener) releaseLocked(c *admitConn) {
 	case connProbation:
 		l.probation--
 		a.probation--
+	case connAuthed:
+		if l.creds[c.cred]--; l.creds[c.cred] == 0 {
+			delete(l.creds, c.cred)
+		}
+		if c.cred != credAdmin {
+			l.nonAdmin--
+		}
 	}
 	if c.class != connAuthed && a.anon+a.probation == 0 {
 		delete(l.by, c.addr)
@@ -249,6 +323,20 @@ func (l *admitListener) unidleLocked(c *admitConn) {
 		l.by[c.addr].idle.Remove(c.inAddr)
 		c.inIdle, c.inAddr = nil, nil
 	}
+}
+
+// unpendLocked notes that the server has read a request on c (or c is
+// gone): it is no longer pending.
+func (l *admitListener) unpendLocked(c *admitConn) {
+	if c.inPend == nil {
+		return
+	}
+	if c.class == connProbation {
+		l.pendProb.Remove(c.inPend)
+	} else {
+		l.pendAnon.Remove(c.inPend)
+	}
+	c.inPend = nil
 }
 
 // gauges publishes the connection counts (l.mu held).
@@ -266,12 +354,14 @@ func (c *admitConn) setState(s http.ConnState) {
 	defer l.mu.Unlock()
 	switch s {
 	case http.StateIdle:
+		l.unpendLocked(c)
 		c.idle = true
 		if c.class == connAnon && !c.released && c.inIdle == nil {
 			c.inIdle = l.idle.PushBack(c)
 			c.inAddr = l.by[c.addr].idle.PushBack(c)
 		}
 	case http.StateActive:
+		l.unpendLocked(c)
 		l.unidleLocked(c)
 	case http.StateClosed, http.StateHijacked:
 		l.releaseLocked(c)
@@ -279,15 +369,28 @@ func (c *admitConn) setState(s http.ConnState) {
 	}
 }
 
-// credentialed moves c out of the anonymous connections for good.
-func (c *admitConn) credentialed() {
+// credAdmin is the admin token's credentialOf.
+const credAdmin = "admin"
+
+// credentialed moves c out of the anonymous connections for good, to
+// cred's; it returns why not (cred holds its most connections) or "".
+func (c *admitConn) credentialed(cred string) string {
 	l := c.l
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if c.released || c.class == connAuthed {
-		return
+		return ""
+	}
+	if cred != credAdmin {
+		if n := l.creds[cred]; n >= l.lim.MaxConnsPerCredential {
+			return fmt.Sprintf("%s holds %d connections, its limit; reuse one or retry later", credentialName(cred), n)
+		}
+		if l.nonAdmin >= l.lim.MaxConns-l.lim.AdminReserved {
+			return fmt.Sprintf("credentials other than the admin token hold %d connections, their limit; retry later", l.nonAdmin)
+		}
 	}
 	l.unidleLocked(c)
+	l.unpendLocked(c)
 	a := l.by[c.addr]
 	if c.class == connProbation {
 		l.probation--
@@ -299,8 +402,27 @@ func (c *admitConn) credentialed() {
 	if a.anon+a.probation == 0 {
 		delete(l.by, c.addr)
 	}
-	c.class = connAuthed
+	c.class, c.cred = connAuthed, cred
+	l.creds[cred]++
+	if cred != credAdmin {
+		l.nonAdmin++
+	}
 	l.gauges()
+	return ""
+}
+
+// credentialName names a credentialOf for a message.
+func credentialName(cred string) string {
+	switch {
+	case cred == credAdmin:
+		return "the admin token"
+	case cred == "read":
+		return "the read-only token"
+	case strings.HasPrefix(cred, "agent:"):
+		kind, id, _ := strings.Cut(strings.TrimPrefix(cred, "agent:"), "/")
+		return "the agent credential of " + kind + " " + id
+	}
+	return cred
 }
 
 func (c *admitConn) onProbation() bool {
@@ -424,7 +546,7 @@ const maxRateEntries = 4096
 func (m *Manager) credentialOf(r *http.Request) string {
 	switch m.roleOf(r) {
 	case roleAdmin:
-		return "admin"
+		return credAdmin
 	case roleRead:
 		return "read"
 	}
@@ -459,7 +581,10 @@ func (a *admission) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	key := cred + "@" + addr
 	if cred != "" {
 		if ac != nil {
-			ac.credentialed()
+			if why := ac.credentialed(cred); why != "" {
+				a.refuse(w, "credential_conns", http.StatusServiceUnavailable, CodeUnavailable, why)
+				return
+			}
 		}
 	} else {
 		if ac != nil && ac.onProbation() {

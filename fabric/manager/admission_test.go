@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -96,17 +97,28 @@ func TestIdleAnonymousConnectionsMakeRoom(t *testing.T) {
 	}
 }
 
-// TestReserveIsForCredentials: anonymous connections busy (headers half
-// sent) fill the anonymous share; a newcomer gets a reserved slot, which
-// serves the admin token and refuses a tokenless request (503, closed).
-// With every slot held, one more is refused at once.
+// busyAnon opens an anonymous connection from ip whose request is in
+// progress at the server: GET /healthz declaring a body it never sends
+// (the server waits for the body, up to ReadTimeout, before it answers), so
+// the connection is neither pending nor idle.
+func busyAnon(t *testing.T, addr, ip string, st *serverIdle) net.Conn {
+	t.Helper()
+	c := dialFrom(t, addr, ip)
+	io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: m\r\nContent-Length: 1000\r\n\r\n")
+	st.waitState(t, c, http.StateActive)
+	return c
+}
+
+// TestReserveIsForCredentials: anonymous connections busy (a request in
+// progress: nothing to cut) fill the anonymous share; a newcomer gets a
+// reserved slot, which serves the admin token and refuses a tokenless
+// request (503, closed). With every slot held, one more is refused at once.
 func TestReserveIsForCredentials(t *testing.T) {
 	t.Parallel()
 	privtest.Loopback(t)
-	_, addr := hardenedWith(t, manager.ServerConfig{}, manager.ConnLimits{MaxConns: 3, Reserved: 1})
+	_, addr, st := hardenedServe(t, manager.ServerConfig{}, manager.ConnLimits{MaxConns: 3, Reserved: 1})
 	for i := range 2 {
-		c := dialFrom(t, addr, fmt.Sprintf("127.0.0.%d", 2+i))
-		io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: m\r\n") // never finished
+		busyAnon(t, addr, fmt.Sprintf("127.0.0.%d", 2+i), st)
 	}
 	anon := dialFrom(t, addr, "127.0.0.4")
 	io.WriteString(anon, "GET /healthz HTTP/1.1\r\nHost: m\r\n\r\n")
@@ -307,19 +319,21 @@ func TestAdmissionOverTLS(t *testing.T) {
 // the answer, and the listener cuts only idle ones: a newcomer meant to
 // cut one waits until the listener knows it is idle.
 type serverIdle struct {
-	mu   sync.Mutex
-	idle map[string]bool
-	n    int // connections gone idle, in all
+	mu    sync.Mutex
+	idle  map[string]bool
+	state map[string]http.ConnState
+	n     int // connections gone idle, in all
 }
 
 func watchIdle(srv *http.Server) *serverIdle {
-	w := &serverIdle{idle: map[string]bool{}}
+	w := &serverIdle{idle: map[string]bool{}, state: map[string]http.ConnState{}}
 	hook := srv.ConnState
 	srv.ConnState = func(c net.Conn, s http.ConnState) {
 		hook(c, s)
 		w.mu.Lock()
 		defer w.mu.Unlock()
 		w.idle[c.RemoteAddr().String()] = s == http.StateIdle
+		w.state[c.RemoteAddr().String()] = s
 		if s == http.StateIdle {
 			w.n++
 		}
@@ -337,6 +351,18 @@ func (w *serverIdle) wait(t *testing.T, c net.Conn) {
 	})
 }
 
+// waitState waits until the server holds the client connection c in
+// state s.
+func (w *serverIdle) waitState(t *testing.T, c net.Conn, s http.ConnState) {
+	t.Helper()
+	waitfor.Until(t, fmt.Sprintf("connection from %v %v at the server", c.LocalAddr(), s), func() bool {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		st, ok := w.state[c.LocalAddr().String()]
+		return ok && st == s
+	})
+}
+
 // waitN waits until n connections went idle at the server, in all.
 func (w *serverIdle) waitN(t *testing.T, n int) {
 	t.Helper()
@@ -345,4 +371,148 @@ func (w *serverIdle) waitN(t *testing.T, n int) {
 		defer w.mu.Unlock()
 		return w.n >= n
 	})
+}
+
+// slowFlood is finding F1's attacker: from each of addrs, n connections
+// that send half a request's headers and hold the connection; one the
+// manager cuts or refuses is opened again after pause.
+type slowFlood struct {
+	closed atomic.Uint64 // connections the manager cut or refused
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+func startSlowFlood(addr string, addrs []string, n int, pause time.Duration) *slowFlood {
+	ctx, cancel := context.WithCancel(context.Background())
+	f := &slowFlood{cancel: cancel}
+	for _, ip := range addrs {
+		d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}}
+		for range n {
+			f.wg.Add(1)
+			go func() {
+				defer f.wg.Done()
+				for ctx.Err() == nil {
+					if c, err := d.DialContext(ctx, "tcp", addr); err == nil {
+						stop := context.AfterFunc(ctx, func() { c.Close() })
+						io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: m\r\nX-Drip: ")
+						io.Copy(io.Discard, c) // until the manager cuts or refuses it
+						if ctx.Err() == nil {
+							f.closed.Add(1)
+						}
+						stop()
+						c.Close()
+					}
+					select {
+					case <-ctx.Done():
+					case <-time.After(pause):
+					}
+				}
+			}()
+		}
+	}
+	return f
+}
+
+func (f *slowFlood) stop() { f.cancel(); f.wg.Wait() }
+
+// TestSlowlorisFromManyAddressesLocksNoAdminOut repeats finding F1 at a
+// small scale: 16 addresses, 4 connections each, each holding half a
+// request's headers (and opened again when cut), fill every slot an
+// anonymous connection can get, the reserve's probation included. The
+// admin, from another address, on a new connection for every call, is
+// served every time: the newcomer cuts the connection pending longest.
+func TestSlowlorisFromManyAddressesLocksNoAdminOut(t *testing.T) {
+	t.Parallel()
+	privtest.Loopback(t)
+	_, addr := hardenedWith(t, manager.ServerConfig{ReadHeaderTimeout: time.Hour}, manager.ConnLimits{MaxConns: 32})
+	var addrs []string
+	for i := range 16 {
+		addrs = append(addrs, fmt.Sprintf("127.0.100.%d", i+1))
+	}
+	f := startSlowFlood(addr, addrs, 4, 250*time.Millisecond)
+	defer f.stop()
+	// 64 connections for 32 slots: the listener is full once the manager
+	// cuts or refuses one.
+	waitfor.Progress(t, "the flood fills the listener", func() (bool, uint64) {
+		n := f.closed.Load()
+		return n > 0, n
+	})
+	for i := range 10 {
+		c := dialFrom(t, addr, "127.0.0.1")
+		resp := roundTrip(t, c, bufio.NewReader(c), "/v1/stats")
+		c.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("admin call %d under the slow flood: %d, want 200", i, resp.StatusCode)
+		}
+	}
+	t.Logf("flood connections cut or refused: %d", f.closed.Load())
+}
+
+// getWith sends one keep-alive GET with tok ("" for none) on c and
+// returns its status and body.
+func getWith(t *testing.T, c net.Conn, br *bufio.Reader, path, tok string) (int, string) {
+	t.Helper()
+	auth := ""
+	if tok != "" {
+		auth = "Authorization: Bearer " + tok + "\r\n"
+	}
+	fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: m\r\n%s\r\n", path, auth)
+	c.SetReadDeadline(time.Now().Add(stall))
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatalf("GET %s: %v", path, err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode, string(b)
+}
+
+// TestReadTokenCannotHoldTheManager repeats finding F2: connections that
+// each make one GET with the read-only token and then stay open hold at
+// most MaxConnsPerCredential of them (the others are answered 503 naming
+// the limit, and closed), so the admin and /healthz are still served; and
+// with a per-credential cap as large as the listener, credentials other
+// than the admin's still leave AdminReserved slots.
+func TestReadTokenCannotHoldTheManager(t *testing.T) {
+	t.Parallel()
+	privtest.Loopback(t)
+	for _, tc := range []struct {
+		name string
+		lim  manager.ConnLimits
+		held int    // read-only connections served
+		want string // in the refusals
+	}{
+		{"per credential", manager.ConnLimits{MaxConns: 32}, 4, "the read-only token holds 4 connections"},
+		{"admin reserve", manager.ConnLimits{MaxConns: 16, MaxConnsPerCredential: 16, AdminReserved: 4}, 12, "other than the admin token"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, addr := hardenedWith(t, manager.ServerConfig{}, tc.lim)
+			held := 0
+			for i := range 2 * tc.lim.MaxConns {
+				c := dialFrom(t, addr, fmt.Sprintf("127.0.1.%d", 1+i%4))
+				status, body := getWith(t, c, bufio.NewReader(c), "/v1/stats", readToken)
+				switch {
+				case status == http.StatusOK:
+					held++
+				case status != http.StatusServiceUnavailable || !strings.Contains(body, tc.want):
+					t.Fatalf("read-only connection %d: %d %s, want 200 or 503 naming %q", i, status, body, tc.want)
+				default:
+					closedByServer(t, c, "a refused read-only connection")
+				}
+			}
+			if held != tc.held {
+				t.Errorf("read-only connections served: %d, want %d", held, tc.held)
+			}
+			admin := dialFrom(t, addr, "127.0.0.1")
+			abr := bufio.NewReader(admin)
+			if status, body := getWith(t, admin, abr, "/v1/stats", token); status != http.StatusOK {
+				t.Fatalf("admin with the read-only token's connections held: %d %s", status, body)
+			}
+			anon := dialFrom(t, addr, "127.0.0.2")
+			if status, body := getWith(t, anon, bufio.NewReader(anon), "/healthz", ""); status != http.StatusOK {
+				t.Fatalf("/healthz with the read-only token's connections held: %d %s", status, body)
+			}
+		})
+	}
 }

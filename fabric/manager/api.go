@@ -1,15 +1,20 @@
 package manager
 
 import (
+	"bytes"
 	"context"
+	"encoding"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
@@ -177,7 +182,7 @@ func (m *Manager) routes() http.Handler {
 	mux.HandleFunc("POST /v1/agent/pairs/{id}/link-down", m.agentLinkDown) // the agent's credential, not a token
 	mux.HandleFunc("POST /v1/agent/pairs/{id}/link-up", m.agentLinkUp)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, &APIError{Status: http.StatusNotFound, Code: CodeNotFound, Message: fmt.Sprintf("no route %s %s", r.Method, r.URL.Path)})
+		writeError(w, &APIError{Status: http.StatusNotFound, Code: CodeNotFound, Message: fmt.Sprintf("no route %s %s", clip(r.Method, maxEcho), clip(r.URL.Path, maxEcho))})
 	})
 	return mux
 }
@@ -206,7 +211,14 @@ func (m *Manager) v1(h func(w http.ResponseWriter, r *http.Request, p *pool.Pool
 		sw := &statusWriter{ResponseWriter: w}
 		v, err := h(sw, r, p)
 		if err != nil {
-			writeError(w, apiErrorOf(err))
+			ae := apiErrorOf(err)
+			if id := r.PathValue("id"); len(id) > maxEcho {
+				// The pool's messages name the ID asked for.
+				one := *ae
+				one.Message = strings.ReplaceAll(one.Message, id, clip(id, maxEcho))
+				ae = &one
+			}
+			writeError(w, ae)
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
@@ -245,22 +257,34 @@ func (s *statusWriter) WriteHeader(code int) {
 func writeError(w http.ResponseWriter, e *APIError) {
 	// One line: a saga's undo errors come joined by newlines, and a
 	// client prints the message as its one line of error.
+	// At most maxErrorMessage bytes, whatever the message repeats.
 	one := *e
-	one.Message = strings.ReplaceAll(strings.TrimSpace(e.Message), "\n", "; ")
+	one.Message = clip(strings.ReplaceAll(strings.TrimSpace(e.Message), "\n", "; "), maxErrorMessage)
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(e.Status)
 	json.NewEncoder(w).Encode(map[string]*APIError{"error": &one})
 }
 
-// decode reads one JSON object into v, refusing unknown fields and trailing
-// data, and names the field or offset that is wrong.
+// decode reads one JSON object into v, strictly: keys must be exactly the
+// JSON names of v's fields (unknown ones and other spellings, "HOST" for
+// "host", are refused), each at most once per object, and nothing but
+// white space may follow the object. A body over maxBody is 413. Every
+// refusal is one line naming the field or offset that is wrong.
 func decode(r *http.Request, v any) error {
-	dec := json.NewDecoder(http.MaxBytesReader(nil, r.Body, maxBody))
+	body, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, maxBody))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return &APIError{Status: http.StatusRequestEntityTooLarge, Code: CodeBadRequest,
+				Message: fmt.Sprintf("request body larger than %d bytes", maxBody)}
+		}
+		return badRequest("reading the request body: " + err.Error())
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		var syn *json.SyntaxError
 		var typ *json.UnmarshalTypeError
-		var tooBig *http.MaxBytesError
 		var dur *pool.DurationError
 		switch {
 		case errors.Is(err, io.EOF):
@@ -269,8 +293,6 @@ func decode(r *http.Request, v any) error {
 			return badRequest(fmt.Sprintf("malformed JSON at byte %d: %v", syn.Offset, syn))
 		case errors.As(err, &typ):
 			return badRequest(fmt.Sprintf("field %s: got JSON %s, want %s", typ.Field, typ.Value, typ.Type))
-		case errors.As(err, &tooBig):
-			return badRequest(fmt.Sprintf("request body larger than %d bytes", maxBody))
 		case strings.HasPrefix(err.Error(), "json: unknown field "):
 			return badRequest("unknown field " + strings.TrimPrefix(err.Error(), "json: unknown field "))
 		case errors.As(err, &dur):
@@ -288,10 +310,217 @@ func decode(r *http.Request, v any) error {
 			return badRequest("malformed JSON: " + err.Error())
 		}
 	}
-	if dec.More() {
-		return badRequest("trailing data after the JSON object")
+	end := dec.InputOffset()
+	if rest := bytes.TrimLeft(body[end:], " \t\r\n"); len(rest) > 0 {
+		return badRequest(fmt.Sprintf("trailing data after the JSON object at byte %d", int(end)+len(body[end:])-len(rest)))
+	}
+	if bytes.TrimLeft(body, " \t\r\n")[0] != '{' {
+		return badRequest("request body is not a JSON object") // null: nothing else decodes into a struct
+	}
+	if err := checkKeys(body, reflect.TypeOf(v)); err != nil {
+		return err
+	}
+	return answerOnly(v)
+}
+
+// maxJSONDepth bounds the nesting of a request body (the API's objects
+// nest a few levels).
+const maxJSONDepth = 32
+
+// checkKeys walks the JSON value in body (valid, one value) against type
+// t: within every object each key appears once, and within an object
+// decoded into a struct each key is exactly the JSON name of one of its
+// fields. encoding/json would take the last of duplicate keys and match
+// names regardless of case.
+func checkKeys(body []byte, t reflect.Type) error {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	return walkJSON(dec, t, "", 0)
+}
+
+// walkJSON reads one value from dec; t is the Go type it decodes into (nil:
+// any, where only duplicate keys are checked); path names it for errors.
+func walkJSON(dec *json.Decoder, t reflect.Type, path string, depth int) error {
+	if depth > maxJSONDepth {
+		return badRequest(fmt.Sprintf("field %s: JSON nested deeper than %d levels", clip(path, maxEcho), maxJSONDepth))
+	}
+	tok, err := dec.Token()
+	if err != nil {
+		return badRequest("malformed JSON: " + err.Error())
+	}
+	t = plainType(t)
+	switch tok {
+	case json.Delim('{'):
+		var fields map[string]reflect.Type
+		var elem reflect.Type
+		if t != nil {
+			switch t.Kind() {
+			case reflect.Struct:
+				fields = jsonFields(t)
+			case reflect.Map:
+				elem = t.Elem()
+			}
+		}
+		seen := map[string]bool{}
+		for dec.More() {
+			kt, err := dec.Token()
+			if err != nil {
+				return badRequest("malformed JSON: " + err.Error())
+			}
+			key, _ := kt.(string)
+			at := key
+			if path != "" {
+				at = path + "." + key
+			}
+			if seen[key] {
+				return badRequest(fmt.Sprintf("duplicate field %q", clip(at, maxEcho)))
+			}
+			seen[key] = true
+			ft := elem
+			if fields != nil {
+				var ok bool
+				if ft, ok = fields[key]; !ok {
+					for name := range fields {
+						if strings.EqualFold(name, key) {
+							return badRequest(fmt.Sprintf("field %q: field names are case-sensitive; want %q", clip(at, maxEcho), strings.TrimSuffix(at, key)+name))
+						}
+					}
+					return badRequest(fmt.Sprintf("unknown field %q", clip(at, maxEcho)))
+				}
+			}
+			if err := walkJSON(dec, ft, at, depth+1); err != nil {
+				return err
+			}
+		}
+		if _, err := dec.Token(); err != nil { // '}'
+			return badRequest("malformed JSON: " + err.Error())
+		}
+		return nil
+	case json.Delim('['):
+		var elem reflect.Type
+		if t != nil && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) {
+			elem = t.Elem()
+		}
+		for i := 0; dec.More(); i++ {
+			if err := walkJSON(dec, elem, fmt.Sprintf("%s[%d]", path, i), depth+1); err != nil {
+				return err
+			}
+		}
+		if _, err := dec.Token(); err != nil { // ']'
+			return badRequest("malformed JSON: " + err.Error())
+		}
+		return nil
 	}
 	return nil
+}
+
+var (
+	jsonUnmarshaler = reflect.TypeFor[json.Unmarshaler]()
+	textUnmarshaler = reflect.TypeFor[encoding.TextUnmarshaler]()
+)
+
+// plainType is t without pointers, or nil where its keys cannot be checked
+// (any, or a type that decodes itself).
+func plainType(t reflect.Type) reflect.Type {
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t == nil || t.Kind() == reflect.Interface {
+		return nil
+	}
+	if p := reflect.PointerTo(t); p.Implements(jsonUnmarshaler) || p.Implements(textUnmarshaler) {
+		return nil
+	}
+	return t
+}
+
+var jsonFieldCache sync.Map // reflect.Type -> map[string]reflect.Type
+
+// jsonFields maps the JSON names of struct type t's fields (embedded
+// structs' promoted) to their types, as encoding/json names them.
+func jsonFields(t reflect.Type) map[string]reflect.Type {
+	if f, ok := jsonFieldCache.Load(t); ok {
+		return f.(map[string]reflect.Type)
+	}
+	out := map[string]reflect.Type{}
+	var add func(t reflect.Type, depth int)
+	add = func(t reflect.Type, depth int) {
+		for i := range t.NumField() {
+			f := t.Field(i)
+			tag := f.Tag.Get("json")
+			if tag == "-" {
+				continue
+			}
+			name, _, _ := strings.Cut(tag, ",")
+			ft := f.Type
+			for ft.Kind() == reflect.Pointer {
+				ft = ft.Elem()
+			}
+			if f.Anonymous && name == "" && ft.Kind() == reflect.Struct && depth < maxJSONDepth {
+				add(ft, depth+1)
+				continue
+			}
+			if !f.IsExported() {
+				continue
+			}
+			if name == "" {
+				name = f.Name
+			}
+			if _, dup := out[name]; !dup {
+				out[name] = f.Type
+			}
+		}
+	}
+	add(t, 0)
+	jsonFieldCache.Store(t, out)
+	return out
+}
+
+// answerOnly refuses, in a box or host to register, the fields the
+// manager fills in on its answers (never stored from a registration, so
+// they would be dropped without a word).
+func answerOnly(v any) error {
+	set := func(field, why string) error {
+		return badRequest(fmt.Sprintf("field %s is %s, not registered; leave it out", field, why))
+	}
+	switch x := v.(type) {
+	case *pool.Box:
+		if x.Unreachable != nil {
+			return set("unreachable", "reported by the manager")
+		}
+		for i, g := range x.GPUs {
+			switch {
+			case g.Allocation != "":
+				return set(fmt.Sprintf("gpus[%d].allocation", i), "set by the manager when it lends the GPU")
+			case g.Unreachable != nil:
+				return set(fmt.Sprintf("gpus[%d].unreachable", i), "reported by the manager")
+			}
+		}
+	case *pool.Host:
+		if x.UsedPorts != 0 {
+			return set("used_ports", "counted by the manager")
+		}
+	}
+	return nil
+}
+
+// maxErrorMessage bounds an error message.
+const maxErrorMessage = 4 << 10
+
+// maxEcho bounds what an error message repeats of the request (a path,
+// an ID, a key).
+const maxEcho = 128
+
+// clip is s, or its first n bytes and its length where it is longer.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s... (%d bytes)", s[:cut], len(s))
 }
 
 func (m *Manager) healthz(w http.ResponseWriter, r *http.Request) {

@@ -68,8 +68,10 @@
 // read-only token (Config.ReadToken) allows GETs only (a switch following
 // the table, dashboards, hosts watching events). Neither ever leaves the
 // manager. Token files are loaded with LoadTokenFile, which refuses a file
-// group or others may access (mode 0600 or stricter), and made with
-// CreateTokenFile (256 random bits, a new 0600 file).
+// group or others may access (mode 0600 or stricter), one another user
+// owns, a symbolic link and anything but a regular file (a FIFO would
+// block), and made with CreateTokenFile (256 random bits, a new 0600 file):
+// the checks of fabric/secretfile.
 //
 // Every agent has its own credential: when a box or host registers with an
 // agent_url, the manager issues one (crypto/rand, 256 bits), stores it
@@ -105,9 +107,16 @@
 // client (admission.go): a connection is anonymous until a request on it
 // carries a token or an agent's credential; anonymous connections are
 // capped per address and together (a quarter of the cap is reserved for
-// credentialed clients), idle ones are cut first and after 5s, and
+// credentialed clients), idle ones are cut first and after 5s, then the
+// ones that have not sent a whole request (slowloris), oldest first, and
 // anonymous requests are rate-limited per address (429 rate_limited), so a
-// tokenless flood does not lock out admins, agents or the switch.
+// tokenless flood, from however many addresses, does not lock out admins,
+// agents or the switch. The read-only token and each agent credential hold
+// at most ConnLimits.MaxConnsPerCredential connections (MaxConns/8) and
+// together leave ConnLimits.AdminReserved to the admin token: one more is
+// 503 unavailable, closed. The server's per-connection error lines (failed
+// TLS handshakes) are logged once a second per kind, with a count of the
+// rest.
 //
 // # High availability
 //
@@ -125,9 +134,12 @@
 // Without a known token: 401 unauthorized; the read-only token on a
 // mutating call: 403 forbidden; nothing changed either way. /healthz and
 // /metrics need no token (probes and Prometheus; they name no bridge, only
-// counts and this manager's role and ID). Bodies are JSON;
-// unknown fields, malformed JSON and missing fields are 400 bad_request,
-// with the field or byte offset named. Errors are
+// counts and this manager's role and ID). Bodies are one JSON object;
+// unknown fields, keys spelled in another case or given twice, fields only
+// the manager sets (a GPU's allocation, unreachable, a host's used_ports),
+// data after the object, malformed JSON and missing fields are 400
+// bad_request, with the field or byte offset named; a body over 1 MiB is
+// 413. An error repeats at most 128 bytes of a path or ID. Errors are
 //
 //	{"error": {"code": "insufficient_gpus", "message": "not enough free GPUs: host \"h1\" asked for 5, 1 free and eligible"}}
 //

@@ -3,13 +3,17 @@ package manager
 import (
 	"context"
 	"fmt"
+	"log"
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
 	"golang.org/x/time/rate"
+
+	"github.com/dxpu/dxpu/bridge/ratelog"
 )
 
 // ServerConfig bounds what clients can hold of the manager's HTTP server.
@@ -86,16 +90,64 @@ func NewServer(m *Manager, cfg ServerConfig) *http.Server {
 		WriteTimeout:      cfg.WriteTimeout,
 		IdleTimeout:       cfg.IdleTimeout,
 		MaxHeaderBytes:    cfg.MaxHeaderBytes,
-		ErrorLog:          slog.NewLogLogger(m.log.Handler(), slog.LevelWarn),
 	}
+	var errLog *ratelog.Limiter
+	srv.ErrorLog, errLog = errorLog(m.log)
 	connHooks(srv, m.metrics)
 	// Shutdown waits for requests in progress; a watch would hold it for up
 	// to MaxWatch. Every request's context ends when Shutdown starts, so
 	// watches answer at once and calls to agents are abandoned.
+	// The error log's held-back counts come out every errorLogEvery while
+	// the server serves, and all of them at Shutdown.
 	base, stop := context.WithCancel(context.Background())
-	srv.BaseContext = func(net.Listener) context.Context { return base }
+	srv.BaseContext = func(net.Listener) context.Context {
+		go errLog.Run(base)
+		return base
+	}
 	srv.RegisterOnShutdown(stop)
 	return srv
+}
+
+// errorLogEvery is how often one kind of the server's error lines is
+// logged; the others of the interval are counted ("http: TLS handshake
+// error x2999 in the last 1s").
+const errorLogEvery = time.Second
+
+// errorLog is the server's ErrorLog: a WARN line per kind per
+// errorLogEvery. net/http logs one line per failed connection (a TLS
+// handshake error names each client), so a flood of bad connections would
+// otherwise flood the log.
+func errorLog(l *slog.Logger) (*log.Logger, *ratelog.Limiter) {
+	lim := ratelog.New(l, errorLogEvery, nil)
+	return log.New(errorLogWriter{lim}, "", 0), lim
+}
+
+type errorLogWriter struct{ lim *ratelog.Limiter }
+
+func (w errorLogWriter) Write(p []byte) (int, error) {
+	msg := strings.TrimSpace(string(p))
+	w.lim.Log(slog.LevelWarn, errorKind(msg), 1, msg)
+	return len(p), nil
+}
+
+// errorKind is the key of one of net/http's error lines: its text before
+// the first address or number ("http: TLS handshake error" for "http: TLS
+// handshake error from 10.0.0.9:5123: EOF"), at most 64 bytes, so that
+// the kinds stay few whoever connects.
+func errorKind(msg string) string {
+	if i := strings.IndexAny(msg, "0123456789[\"'"); i >= 0 {
+		msg = msg[:i]
+	}
+	msg = strings.TrimSpace(msg)
+	msg = strings.TrimSpace(strings.TrimSuffix(msg, " from"))
+	msg = strings.TrimRight(msg, ":; ")
+	if len(msg) > 64 {
+		msg = msg[:64]
+	}
+	if msg == "" {
+		msg = "http"
+	}
+	return msg
 }
 
 // watchLimiter caps the watches per client address and ends each before

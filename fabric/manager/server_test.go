@@ -6,10 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -36,10 +40,10 @@ func hardenedWith(t *testing.T, cfg manager.ServerConfig, lim manager.ConnLimits
 }
 
 // hardenedServe is hardenedWith that also follows which connections the
-// server holds idle.
+// server holds idle. The manager has the admin token and readToken.
 func hardenedServe(t *testing.T, cfg manager.ServerConfig, lim manager.ConnLimits) (*manager.Manager, string, *serverIdle) {
 	t.Helper()
-	m, err := manager.New(manager.Config{Token: token, Logger: quiet(), ReconcileInterval: -1})
+	m, err := manager.New(manager.Config{Token: token, ReadToken: readToken, Logger: quiet(), ReconcileInterval: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -302,4 +306,78 @@ func TestShutdownEndsWatches(t *testing.T) {
 	if err := srv.Shutdown(ctx); err != nil {
 		t.Fatalf("Shutdown with a watch in progress: %v (the watch held it)", err)
 	}
+}
+
+// lineLog is a log destination the test reads back, line by line.
+type lineLog struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (l *lineLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *lineLog) lines() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Split(strings.TrimSpace(l.buf.String()), "\n")
+}
+
+// TestConnectionErrorsAreRateLimited repeats finding F7 against the
+// manager: 200 plaintext connections to its TLS port logged 200 "TLS
+// handshake error" lines; now one a second is logged, the rest counted,
+// and the counts, written out every second, add up to every failed
+// handshake.
+func TestConnectionErrorsAreRateLimited(t *testing.T) {
+	t.Parallel()
+	logs := &lineLog{}
+	m, err := manager.New(manager.Config{Token: token, Logger: slog.New(slog.NewTextHandler(logs, nil)), ReconcileInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	ts := httptest.NewUnstartedServer(nil)
+	ts.Config = manager.NewServer(m, manager.ServerConfig{})
+	ts.StartTLS()
+	t.Cleanup(ts.Close)
+	addr := ts.Listener.Addr().String()
+	const conns = 200
+	start := time.Now()
+	for range conns {
+		c := dial(t, addr)
+		io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: m\r\n\r\n")
+		closedByServer(t, c, "a plaintext connection to the TLS port")
+		c.Close()
+	}
+	elapsed := time.Since(start)
+	// The server logs after it closed the connection: wait for the last.
+	count := func() (logged, held int) {
+		for _, line := range logs.lines() {
+			if !strings.Contains(line, "TLS handshake error") {
+				continue
+			}
+			if _, n, ok := strings.Cut(line, " suppressed="); ok {
+				v, _ := strconv.Atoi(strings.Fields(n)[0])
+				held += v
+			} else {
+				logged++
+			}
+		}
+		return logged, held
+	}
+	// The counts held back come out within a second or two (the server
+	// flushes them every second).
+	waitfor.Until(t, "every failed handshake logged or counted", func() bool {
+		logged, held := count()
+		return logged+held >= conns
+	})
+	logged, held := count()
+	if most := 2 * (int(elapsed/time.Second) + 2); logged > most || logged+held != conns {
+		t.Fatalf("%d failed handshakes in %v: %d lines logged and %d counted, want at most %d lines and all %d accounted for:\n%s",
+			conns, elapsed.Round(time.Millisecond), logged, held, most, conns, strings.Join(logs.lines()[:min(8, len(logs.lines()))], "\n"))
+	}
+	t.Logf("%d failed handshakes in %v: %d lines, %d counted", conns, elapsed.Round(time.Millisecond), logged, held)
 }

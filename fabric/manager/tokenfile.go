@@ -8,6 +8,9 @@ import (
 	"io"
 	"os"
 	"strings"
+	"unicode"
+
+	"github.com/dxpu/dxpu/fabric/secretfile"
 )
 
 // ErrTokenFileMode: a token file that group or others may read or write.
@@ -25,66 +28,74 @@ func NewToken() (string, error) {
 	return hex.EncodeToString(b), nil
 }
 
-// LoadTokenFile reads a bearer token (admin, read-only or an agent's
-// credential) from path. The file must be a regular file of mode 0600 or
-// stricter: a token others can read is no secret. The token is the file's
-// one word; surrounding white space is dropped.
-func LoadTokenFile(path string) (string, error) {
-	f, err := os.Open(path)
+// LoadTokenFile is LoadTokenFileFor with "token file" for the flag.
+func LoadTokenFile(path string) (string, error) { return LoadTokenFileFor("token file", path) }
+
+// LoadTokenFileFor reads a bearer token (admin, read-only or an agent's
+// credential) from path, which flag (e.g. "--token-file") named; errors
+// are one line naming both. The file is opened by secretfile.Open: a
+// regular file, not a symbolic link, owned by this process's user and of
+// mode 0600 or stricter (a mode that lets others at it wraps
+// ErrTokenFileMode). A token someone else owns or can read is no secret: it
+// may be theirs. The token is the file's one word; surrounding white space
+// is dropped.
+func LoadTokenFileFor(flag, path string) (string, error) {
+	f, err := secretfile.Open(flag, path)
 	if err != nil {
-		return "", fmt.Errorf("manager: token file: %w", err)
+		if errors.Is(err, secretfile.ErrMode) {
+			return "", modeError{err}
+		}
+		return "", err
 	}
 	defer f.Close()
-	// Stat the opened file, not the path, so a swap between the check and
-	// the read cannot slip another file in.
-	fi, err := f.Stat()
-	if err != nil {
-		return "", fmt.Errorf("manager: token file %s: %w", path, err)
-	}
-	if !fi.Mode().IsRegular() {
-		return "", fmt.Errorf("manager: token file %s is not a regular file (%v)", path, fi.Mode().Type())
-	}
-	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
-		return "", fmt.Errorf("%w: %s has mode %#o; it must be 0600 or stricter (chmod 600 %s)", ErrTokenFileMode, path, perm, path)
-	}
 	b := make([]byte, 4096)
 	n, err := io.ReadFull(f, b)
 	if err != nil && err != io.EOF && err != io.ErrUnexpectedEOF { // EOF: shorter than b, as a token is
-		return "", fmt.Errorf("manager: token file %s: %w", path, err)
+		return "", fmt.Errorf("%s %s: %w", flag, path, err)
 	}
 	if n == len(b) {
-		return "", fmt.Errorf("manager: token file %s is larger than %d bytes; it should hold one token", path, len(b)-1)
+		return "", fmt.Errorf("%s %s is larger than %d bytes; it should hold one token", flag, path, len(b)-1)
 	}
 	tok := strings.TrimSpace(string(b[:n]))
 	if tok == "" {
-		return "", fmt.Errorf("manager: token file %s is empty: expected one token, a word such as the 64 hex digits dxpu writes", path)
+		return "", fmt.Errorf("%s %s is empty: expected one token, a word such as the 64 hex digits dxpu writes", flag, path)
 	}
-	if strings.ContainsAny(tok, " \t\r\n") {
-		return "", fmt.Errorf("manager: token file %s: the token must be one word", path)
+	if strings.IndexFunc(tok, unicode.IsSpace) >= 0 { // what TrimSpace drops, \f and \v too
+		return "", fmt.Errorf("%s %s: the token must be one word", flag, path)
 	}
 	return tok, nil
 }
 
-// CreateTokenFile writes a fresh token (NewToken) to a new file of mode
-// 0600 at path and returns it; it refuses to replace an existing file (the
-// error wraps fs.ErrExist), so a token in use is never lost by accident.
-func CreateTokenFile(path string) (string, error) {
+// modeError is secretfile's refusal of the mode, also ErrTokenFileMode.
+type modeError struct{ err error }
+
+func (e modeError) Error() string   { return e.err.Error() }
+func (e modeError) Unwrap() []error { return []error{e.err, ErrTokenFileMode} }
+
+// CreateTokenFile is CreateTokenFileFor with "token file" for the flag.
+func CreateTokenFile(path string) (string, error) { return CreateTokenFileFor("token file", path) }
+
+// CreateTokenFileFor writes a fresh token (NewToken) to a new file of mode
+// 0600 at path (secretfile.Create: O_CREAT|O_EXCL, never through a link)
+// and returns it; it refuses to replace an existing file (the error wraps
+// fs.ErrExist), so a token in use is never lost by accident.
+func CreateTokenFileFor(flag, path string) (string, error) {
 	tok, err := NewToken()
 	if err != nil {
 		return "", err
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	f, err := secretfile.Create(flag, path)
 	if err != nil {
-		return "", fmt.Errorf("manager: creating token file: %w", err)
+		return "", err
 	}
 	if _, err := f.WriteString(tok + "\n"); err != nil {
 		f.Close()
 		os.Remove(path)
-		return "", fmt.Errorf("manager: writing token file %s: %w", path, err)
+		return "", fmt.Errorf("%s %s: writing the token: %w", flag, path, err)
 	}
 	if err := f.Close(); err != nil {
 		os.Remove(path)
-		return "", fmt.Errorf("manager: writing token file %s: %w", path, err)
+		return "", fmt.Errorf("%s %s: writing the token: %w", flag, path, err)
 	}
 	return tok, nil
 }

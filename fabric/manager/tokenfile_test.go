@@ -8,8 +8,12 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/dxpu/dxpu/fabric/manager"
+	"github.com/dxpu/dxpu/internal/privtest"
 )
 
 func TestCreateTokenFileMakesA0600FileThatLoads(t *testing.T) {
@@ -95,5 +99,64 @@ func TestLoadTokenFileRefusesBadContent(t *testing.T) {
 	}
 	if _, err := manager.LoadTokenFile(filepath.Join(dir, "missing")); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("missing file: %v", err)
+	}
+}
+
+// TestLoadTokenFileRefusesPlantedFiles: finding F5 and F6 of the attack
+// trial. A 0600 token another user owns (planted in a shared directory
+// before the manager ran --init-token), a FIFO (it hung the manager, deaf
+// to SIGTERM) and a symbolic link are refused, in one line naming the flag
+// and the path; --init-token never writes through a link.
+func TestLoadTokenFileRefusesPlantedFiles(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo")
+	if err := unix.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { _, err := manager.LoadTokenFileFor("--token-file", fifo); done <- err }()
+	select {
+	case err := <-done:
+		if want := "--token-file " + fifo + ": not a regular file (a FIFO)"; err == nil || err.Error() != want {
+			t.Errorf("a FIFO: %v, want %q", err, want)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a FIFO: LoadTokenFileFor still blocked after 5s")
+	}
+
+	real := filepath.Join(dir, "real")
+	os.WriteFile(real, []byte("tok\n"), 0o600)
+	link := filepath.Join(dir, "link")
+	os.Symlink(real, link)
+	if tok, err := manager.LoadTokenFileFor("--read-token-file", link); err != nil || tok != "tok" {
+		t.Errorf("a link to a good file (as Kubernetes secret volumes hand them): %q, %v", tok, err)
+	}
+	dangling := filepath.Join(dir, "dangling")
+	os.Symlink(filepath.Join(dir, "planted"), dangling)
+	if _, err := manager.CreateTokenFileFor("--token-file", dangling); !errors.Is(err, fs.ErrExist) {
+		t.Errorf("create through a dangling link: %v, want fs.ErrExist", err)
+	}
+	if _, err := os.Lstat(filepath.Join(dir, "planted")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("--init-token wrote through a link: %v", err)
+	}
+	if _, err := manager.LoadTokenFileFor("--token-file", filepath.Join(dir, "g")); err == nil {
+		t.Error("a missing file loaded")
+	}
+	grp := filepath.Join(dir, "grp")
+	os.WriteFile(grp, []byte("tok\n"), 0o600)
+	os.Chmod(grp, 0o640)
+	if _, err := manager.LoadTokenFileFor("--token-file", grp); !errors.Is(err, manager.ErrTokenFileMode) || !strings.HasPrefix(err.Error(), "--token-file "+grp+": mode 0640") {
+		t.Errorf("mode 0640: %v", err)
+	}
+
+	privtest.Root(t) // the rest chowns a file to another user
+	theirs := filepath.Join(dir, "theirs")
+	os.WriteFile(theirs, []byte("attackerchosentoken\n"), 0o600)
+	if err := os.Chown(theirs, 1001, 1001); err != nil {
+		t.Fatal(err)
+	}
+	if tok, err := manager.LoadTokenFileFor("--token-file", theirs); err == nil || err.Error() != "--token-file "+theirs+": owned by uid 1001, not by this process (uid 0)" {
+		t.Errorf("another user's file: %q %v", tok, err)
 	}
 }

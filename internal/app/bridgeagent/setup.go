@@ -61,8 +61,8 @@ func (s Setup) Apply(o *Options) error {
 	if s.CredentialFile == "" {
 		return usage(errors.New("--agent-credential-file is required: the credential 'dxpu ctl box|host add --agent-credential-out FILE' wrote"))
 	}
-	if o.Credential, err = manager.LoadTokenFile(s.CredentialFile); err != nil {
-		return usage(fmt.Errorf("--agent-credential-file: %w", err))
+	if o.Credential, err = manager.LoadTokenFileFor("--agent-credential-file", s.CredentialFile); err != nil {
+		return usage(err)
 	}
 	if s.BoxFile != "" {
 		if o.Role != bridge.RoleGPU {
@@ -139,7 +139,7 @@ func ReloadCredentialOnHUP(ctx context.Context, hup chan os.Signal, a *Agent, pa
 	for {
 		select {
 		case <-hup:
-			c, err := manager.LoadTokenFile(path)
+			c, err := manager.LoadTokenFileFor("--agent-credential-file", path)
 			if err != nil {
 				log.Error("SIGHUP: credential not reloaded", "err", err)
 				continue

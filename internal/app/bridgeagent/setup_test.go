@@ -9,9 +9,12 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/dxpu/dxpu/bridge"
 	"github.com/dxpu/dxpu/internal/app/apperr"
 	"github.com/dxpu/dxpu/internal/app/vm"
+	"github.com/dxpu/dxpu/internal/privtest"
 )
 
 // TestSetupApply: good settings fill in Options; each bad one is a usage
@@ -151,4 +154,48 @@ func TestDefaultCompletionTimeout(t *testing.T) {
 			t.Errorf("%v, --dead-after %v, --completion-timeout %v: %v, want %v", c.o.Role, c.o.DeadAfter, c.o.CompletionTimeout, o.CompletionTimeout, c.want)
 		}
 	}
+}
+
+// TestSetupRefusesPlantedCredential: findings F5 and F6 of the attack
+// trial for --agent-credential-file: a FIFO (it hung the agent), a
+// group-readable file and (as root) another user's file
+// are usage errors of one line naming the flag and the path.
+func TestSetupRefusesPlantedCredential(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cred := filepath.Join(dir, "cred")
+	os.WriteFile(cred, []byte("c0ffee\n"), 0o600)
+	fifo := filepath.Join(dir, "fifo")
+	if err := unix.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	grp := filepath.Join(dir, "grp")
+	os.WriteFile(grp, []byte("c0ffee\n"), 0o600)
+	os.Chmod(grp, 0o640)
+	cases := map[string]string{
+		fifo: "not a regular file (a FIFO)",
+		grp:  "mode 0640 lets group or others read or write it; want 0600 or 0400 (chmod 600 it)",
+	}
+	if os.Geteuid() == 0 {
+		theirs := filepath.Join(dir, "theirs")
+		os.WriteFile(theirs, []byte("c0ffee\n"), 0o600)
+		if err := os.Chown(theirs, 1001, 1001); err != nil {
+			t.Fatal(err)
+		}
+		cases[theirs] = "owned by uid 1001, not by this process (uid 0)"
+	}
+	for path, what := range cases {
+		s := Setup{Role: "host", Listen: "127.0.0.1:4791", CredentialFile: path, MemBase: "0x1000", MemSize: "1M"}
+		done := make(chan error, 1)
+		go func() { done <- s.Apply(&Options{}) }()
+		select {
+		case err := <-done:
+			if want := "--agent-credential-file " + path + ": " + what; !errors.Is(err, apperr.ErrUsage) || err.Error() != want {
+				t.Errorf("%v, want the usage error %q", err, want)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s: Apply still blocked after 5s", path)
+		}
+	}
+	privtest.Root(t) // the owner case ran above only as root
 }

@@ -6,36 +6,35 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/dxpu/dxpu/bridge/seal"
+	"github.com/dxpu/dxpu/fabric/secretfile"
 )
 
 // ErrKeyFile is wrapped by every refusal of LoadKeyFile.
 var ErrKeyFile = errors.New("pair key file")
 
-// LoadKeyFile reads a pair key: 32 raw bytes, or 64 hex digits (a trailing
-// newline allowed). The file must be a regular file that only its owner can
-// read (mode 0600 or stricter): a key others can read is no key.
-func LoadKeyFile(path string) ([]byte, error) {
-	f, err := os.Open(path)
+// LoadKeyFile is LoadKeyFileFor with "pair key file" for the flag.
+func LoadKeyFile(path string) ([]byte, error) { return LoadKeyFileFor("pair key file", path) }
+
+// LoadKeyFileFor reads a pair key: 32 raw bytes, or 64 hex digits (a
+// trailing newline allowed) from path, which flag (e.g. "--key-file")
+// named. The file is opened by secretfile.Open: a regular file, not a
+// symbolic link, owned by this process's user, that only its owner can
+// read (mode 0600 or stricter): a key others can read, or chose, is no
+// key. Every refusal wraps ErrKeyFile and is one line naming flag and path.
+func LoadKeyFileFor(flag, path string) ([]byte, error) {
+	f, err := secretfile.Open(flag, path)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrKeyFile, err)
+		return nil, keyError{err}
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("%w %s: %w", ErrKeyFile, path, err)
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%w %s: not a regular file", ErrKeyFile, path)
-	}
-	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
-		return nil, fmt.Errorf("%w %s: mode %04o lets others read it; chmod 600 it", ErrKeyFile, path, perm)
+	bad := func(format string, args ...any) error {
+		return keyError{fmt.Errorf("%s %s"+format, append([]any{flag, path}, args...)...)}
 	}
 	b, err := io.ReadAll(io.LimitReader(f, 256))
 	if err != nil {
-		return nil, fmt.Errorf("%w %s: %w", ErrKeyFile, path, err)
+		return nil, bad(": %w", err)
 	}
 	if len(b) == seal.KeyLen {
 		return b, nil
@@ -43,7 +42,7 @@ func LoadKeyFile(path string) ([]byte, error) {
 	want := fmt.Sprintf("expected %d raw bytes, or %d hex digits (0-9, a-f) on one line, as 'openssl rand -hex %d' writes", seal.KeyLen, 2*seal.KeyLen, seal.KeyLen)
 	t := bytes.TrimSpace(b)
 	if len(t) == 0 {
-		return nil, fmt.Errorf("%w %s is empty: %s", ErrKeyFile, path, want)
+		return nil, bad(" is empty: %s", want)
 	}
 	// Text of 64 characters is meant as hex: say which character is not.
 	if len(t) == 2*seal.KeyLen {
@@ -53,18 +52,24 @@ func LoadKeyFile(path string) ([]byte, error) {
 			return k, nil
 		}
 		lead := len(b) - len(bytes.TrimLeft(b, " \t\r\n"))
-		var bad hex.InvalidByteError
-		if errors.As(err, &bad) {
-			i := lead + bytes.IndexByte(t, byte(bad))
-			return nil, fmt.Errorf("%w %s: not hex: %q at offset %d; %s", ErrKeyFile, path, byte(bad), i, want)
+		var bad2 hex.InvalidByteError
+		if errors.As(err, &bad2) {
+			i := lead + bytes.IndexByte(t, byte(bad2))
+			return nil, bad(": not hex: %q at offset %d; %s", byte(bad2), i, want)
 		}
-		return nil, fmt.Errorf("%w %s: not hex: %w; %s", ErrKeyFile, path, err, want)
+		return nil, bad(": not hex: %w; %s", err, want)
 	}
 	if isText(t) {
-		return nil, fmt.Errorf("%w %s: %d characters of text, not %d hex digits; %s", ErrKeyFile, path, len(t), 2*seal.KeyLen, want)
+		return nil, bad(": %d characters of text, not %d hex digits; %s", len(t), 2*seal.KeyLen, want)
 	}
-	return nil, fmt.Errorf("%w %s: %d bytes, not %d; %s", ErrKeyFile, path, len(b), seal.KeyLen, want)
+	return nil, bad(": %d bytes, not %d; %s", len(b), seal.KeyLen, want)
 }
+
+// keyError is a refusal of a key file: its own words, also ErrKeyFile.
+type keyError struct{ err error }
+
+func (e keyError) Error() string   { return e.err.Error() }
+func (e keyError) Unwrap() []error { return []error{ErrKeyFile, e.err} }
 
 // isText: printable ASCII only, as a hex key meant to be (raw key bytes
 // are random and almost never all printable).

@@ -45,7 +45,7 @@ func (s Setup) Apply(o *Options) error {
 	case s.KeyFile != "" && o.Insecure:
 		return usage(errors.New("--key-file and --insecure-no-keys exclude each other"))
 	case s.KeyFile != "":
-		k, err := LoadKeyFile(s.KeyFile)
+		k, err := LoadKeyFileFor("--key-file", s.KeyFile)
 		if err != nil {
 			return usage(err)
 		}

@@ -65,7 +65,7 @@ func Convert(ctx context.Context, o ConvertOptions, stdout, stderr io.Writer) er
 	if err := sameFile("convert", "--out", o.Out, "--in", o.In); err != nil {
 		return err
 	}
-	r, w, err := openRewrite(o.In, o.Out, o.PcapNG, o.Nanos)
+	r, w, err := openRewrite(o.In, o.Out, o.PcapNG, o.Nanos, false)
 	if err != nil {
 		return err
 	}
@@ -178,6 +178,11 @@ func (c *converter) wholeTLP(b []byte, truncated bool) ([]byte, int, error) {
 	n := tlp.View(b).WireLen()
 	if len(b) < tlp.View(b).HeaderLen() {
 		n = max(n, tlp.View(b).HeaderLen())
+	}
+	if n <= len(b) {
+		// The capture cut only what follows the TLP (a NetTLP frame's
+		// body longer than the TLP it declares): nothing of it is missing.
+		return b, len(b), nil
 	}
 	c.tlpBuf = append(append(c.tlpBuf[:0], b...), make([]byte, n-len(b))...)
 	return c.tlpBuf, len(b), nil

@@ -47,8 +47,9 @@ func parseVnetHdr(b []byte) vnetHdr {
 }
 
 // udpOffsets finds the IP and UDP headers of an Ethernet frame (behind any
-// number of 802.1Q/802.1ad tags): IPv4 of any header length, or IPv6 with
-// UDP as its next header. ok is false for anything else.
+// number of 802.1Q/802.1ad tags): IPv4 of any valid header length (IHL 5
+// to 15, all of it in f), or IPv6 with UDP as its next header. ok is false
+// for anything else.
 func udpOffsets(f []byte) (ip, udp int, v6, ok bool) {
 	off := 12
 	for off+4 <= len(f) && (f[off] == 0x81 && f[off+1] == 0x00 || f[off] == 0x88 && f[off+1] == 0xa8) {
@@ -61,7 +62,11 @@ func udpOffsets(f []byte) (ip, udp int, v6, ok bool) {
 	ip = off + 2
 	switch {
 	case et == 0x0800 && ip+20 <= len(f) && f[ip]>>4 == 4 && f[ip+9] == 17:
-		udp = ip + int(f[ip]&0xf)*4
+		ihl := int(f[ip]&0xf) * 4
+		if ihl < 20 {
+			return 0, 0, false, false
+		}
+		udp = ip + ihl
 	case et == 0x86dd && ip+40 <= len(f) && f[ip]>>4 == 6 && f[ip+6] == 17:
 		udp, v6 = ip+40, true
 	default:
@@ -74,7 +79,7 @@ func udpOffsets(f []byte) (ip, udp int, v6, ok bool) {
 // which f holds the first len(f)) into the frames it leaves as, each cut
 // to snap bytes, and calls emit with each frame and its length on the
 // wire. It returns false, having emitted nothing, when f is not a UDP
-// super-frame it can cut.
+// super-frame it can cut (see gsoUndescribed).
 func splitUDPGSO(f []byte, length, gsoSize, snap int, scratch []byte, emit func(frame []byte, length int) error) (bool, error) {
 	ip, udp, v6, ok := udpOffsets(f)
 	if !ok || gsoSize <= 0 || length <= udp+8+gsoSize {
@@ -115,6 +120,16 @@ func splitUDPGSO(f []byte, length, gsoSize, snap int, scratch []byte, emit func(
 		}
 	}
 	return true, nil
+}
+
+// gsoUndescribed reports whether a frame the kernel marked as a UDP GSO
+// super-frame is one splitUDPGSO cannot cut and that cannot be written as
+// it is either: headers it cannot find (an IPv4 header length below 5 or
+// past the frame, not UDP) or no gso_size. One that fits in a single
+// datagram is not undescribed: it is written whole.
+func gsoUndescribed(f []byte, gsoSize int) bool {
+	_, _, _, ok := udpOffsets(f)
+	return !ok || gsoSize <= 0
 }
 
 // udpChecksum is the UDP checksum of the datagram at seg[udp:] under its

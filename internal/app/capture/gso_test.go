@@ -106,6 +106,27 @@ func TestSplitUDPGSO(t *testing.T) {
 	}
 }
 
+// TestGSOUndescribed: a super-frame splitUDPGSO leaves alone is counted
+// as one the capture cannot describe when its headers are bad (IPv4 IHL
+// below 5) or it has no gso_size, but not when it fits in one datagram.
+func TestGSOUndescribed(t *testing.T) {
+	f := superFrame(false, false, make([]byte, 100))
+	if gsoUndescribed(f, 300) {
+		t.Error("a frame within gso_size counted as undescribed")
+	}
+	if !gsoUndescribed(f, 0) {
+		t.Error("a super-frame without gso_size not counted")
+	}
+	bad := bytes.Clone(f)
+	bad[14] = 0x40 // IHL 0
+	if ok, err := splitUDPGSO(bad, len(bad)+100, 1, 65535, nil, func([]byte, int) error { return nil }); ok || err != nil {
+		t.Errorf("IHL 0 cut: %v, %v", ok, err)
+	}
+	if !gsoUndescribed(bad, 1) {
+		t.Error("a super-frame with IHL 0 not counted")
+	}
+}
+
 // TestFinishChecksum: a UDP checksum left partial for the NIC (the field
 // holds the pseudo-header's sum) is completed, also behind a VLAN tag put
 // back in front of it.

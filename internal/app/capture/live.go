@@ -221,6 +221,12 @@ func readLive(ctx context.Context, fd int, w *pcapio.Writer, count int, deadline
 				}
 				continue
 			}
+			if gsoUndescribed(frame, vh.gsoSize) {
+				// A super-frame whose cut is unknown (bad headers, no
+				// gso_size): counted with those the kernel dropped.
+				*undescribed++
+				continue
+			}
 		}
 		if len(frame) == length {
 			finishChecksum(frame, vh, shift)

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 
+	"github.com/dxpu/dxpu/fabric/secretfile"
 	"github.com/dxpu/dxpu/internal/app/apperr"
 	"github.com/dxpu/dxpu/tlp/pcapio"
 )
@@ -24,14 +25,30 @@ type output struct {
 	dest string   // path, or the file a symbolic link at path names
 	f    *os.File // the temporary file; nil when writing to path itself
 	mode fs.FileMode
-	done bool
+	// secret: the capture is as secret as keys (unseal's decrypted
+	// frames): the file is made by secretfile.Create, mode 0600.
+	secret bool
+	done   bool
 }
 
 // createOutput starts writing a capture for path. The caller defers
 // abort (a no-op after commit) and calls commit once everything is
 // written.
 func createOutput(path string, wo pcapio.WriterOptions) (*output, error) {
-	o := &output{path: path, dest: path, mode: 0o666}
+	return createOutputMode(path, wo, false)
+}
+
+// createSecretOutput is createOutput for a capture as secret as the keys
+// that opened it (unseal's OUT): the new file, which replaces a regular
+// file at path, is made by secretfile.Create (O_CREAT|O_EXCL, mode 0600
+// less the umask, whatever the mode of the file it replaces). A device or
+// pipe at path (a stream the user named) is written as it is.
+func createSecretOutput(path string, wo pcapio.WriterOptions) (*output, error) {
+	return createOutputMode(path, wo, true)
+}
+
+func createOutputMode(path string, wo pcapio.WriterOptions, secret bool) (*output, error) {
+	o := &output{path: path, dest: path, mode: 0o666, secret: secret}
 	fi, err := os.Stat(path)
 	switch {
 	case err == nil && fi.IsDir():
@@ -54,7 +71,12 @@ func createOutput(path string, wo pcapio.WriterOptions) (*output, error) {
 	case !errors.Is(err, fs.ErrNotExist):
 		return nil, err
 	}
-	f, err := createTemp(o.dest, o.mode)
+	var f *os.File
+	if secret {
+		f, err = createSecretTemp(o.dest)
+	} else {
+		f, err = createTemp(o.dest, o.mode)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -74,6 +96,23 @@ func createTemp(dest string, mode fs.FileMode) (*os.File, error) {
 	for range 100 {
 		name := dest + ".tmp-" + strconv.FormatUint(rand.Uint64()%1e9, 10)
 		f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, mode)
+		if errors.Is(err, fs.ErrExist) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("creating %s: %w", dest, err)
+		}
+		return f, nil
+	}
+	return nil, fmt.Errorf("creating %s: no free temporary name beside it", dest)
+}
+
+// createSecretTemp is createTemp for a secret file: secretfile.Create,
+// mode 0600.
+func createSecretTemp(dest string) (*os.File, error) {
+	for range 100 {
+		name := dest + ".tmp-" + strconv.FormatUint(rand.Uint64()%1e9, 10)
+		f, err := secretfile.Create("", name)
 		if errors.Is(err, fs.ErrExist) {
 			continue
 		}

@@ -10,8 +10,9 @@ import (
 // openRewrite opens the Ethernet capture in and starts out for a command
 // that rewrites one into the other (convert, unseal): pcapng if asked, the
 // input's timestamp resolution unless nanos says otherwise. The caller
-// closes the reader, defers out's abort and commits it on success.
-func openRewrite(in, out string, pcapNG bool, nanos *bool) (*pcapio.Reader, *output, error) {
+// closes the reader, defers out's abort and commits it on success. secret:
+// out is as secret as keys (unseal's plain frames): createSecretOutput.
+func openRewrite(in, out string, pcapNG bool, nanos *bool, secret bool) (*pcapio.Reader, *output, error) {
 	r, err := pcapio.OpenEthernet(in)
 	if err != nil {
 		return nil, nil, failedIfLinkType(err)
@@ -20,7 +21,11 @@ func openRewrite(in, out string, pcapNG bool, nanos *bool) (*pcapio.Reader, *out
 	if nanos != nil {
 		ns = *nanos
 	}
-	w, err := createOutput(out, pcapio.WriterOptions{PcapNG: pcapNG, Nanos: ns})
+	create := createOutput
+	if secret {
+		create = createSecretOutput
+	}
+	w, err := create(out, pcapio.WriterOptions{PcapNG: pcapNG, Nanos: ns})
 	if err != nil {
 		r.Close()
 		return nil, nil, err

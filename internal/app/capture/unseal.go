@@ -46,7 +46,9 @@ func Unseal(o UnsealOptions, stdout, stderr io.Writer) error {
 
 // UnsealContext is Unseal, stopping when ctx ends. o.Out is replaced only
 // once the whole output is written: on an error or when ctx ends it keeps
-// what it had.
+// what it had. The traffic in it is as secret as the keys that opened it:
+// a new file of mode 0600 (secretfile.Create) takes its place, whatever
+// the mode of the file it replaces.
 func UnsealContext(ctx context.Context, o UnsealOptions, stdout, stderr io.Writer) error {
 	if o.In == "" || o.Out == "" || o.KeyLog == "" {
 		return apperr.Usage(errors.New("unseal: --key-log, IN and OUT are required"))
@@ -70,7 +72,7 @@ func UnsealContext(ctx context.Context, o UnsealOptions, stdout, stderr io.Write
 	if err != nil {
 		return apperr.Usage(fmt.Errorf("unseal: --key-log %s: %w", o.KeyLog, err))
 	}
-	r, w, err := openRewrite(o.In, o.Out, o.PcapNG, o.Nanos)
+	r, w, err := openRewrite(o.In, o.Out, o.PcapNG, o.Nanos, true)
 	if err != nil {
 		return err
 	}

@@ -268,3 +268,33 @@ func TestUnseal(t *testing.T) {
 		t.Errorf("bad key log: %v", err)
 	}
 }
+
+// TestUnsealOutputIs0600: finding F8 of the attack trial. The decrypted
+// capture is as secret as the keys: unseal writes it 0600 (it was 0644),
+// new or replacing an existing 0644 file, and leaves no temporary file.
+func TestUnsealOutputIs0600(t *testing.T) {
+	t.Parallel()
+	sc := writeSealedCapture(t)
+	dir := t.TempDir()
+	fresh := filepath.Join(dir, "fresh.pcap")
+	old := filepath.Join(dir, "old.pcap")
+	if err := os.WriteFile(old, []byte("an earlier capture"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, out := range []string{fresh, old} {
+		err := Unseal(UnsealOptions{In: sc.path, Out: out, KeyLog: sc.keyLog, UDPPort: 7001}, io.Discard, io.Discard)
+		if err != nil && !errors.Is(err, apperr.ErrFailed) { // the capture has frames that do not open
+			t.Fatal(err)
+		}
+		fi, err := os.Stat(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode().Perm() != 0o600 {
+			t.Errorf("%s: mode %#o, want 0600", filepath.Base(out), fi.Mode().Perm())
+		}
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 2 {
+		t.Errorf("directory holds %d files, want 2 (no temporary left)", len(ents))
+	}
+}

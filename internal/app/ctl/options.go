@@ -53,7 +53,7 @@ func (o Options) client() (*ctlclient.Client, error) {
 	tok := o.Token
 	if o.TokenFile != "" {
 		var err error
-		if tok, err = manager.LoadTokenFile(o.TokenFile); err != nil {
+		if tok, err = manager.LoadTokenFileFor("--token-file", o.TokenFile); err != nil {
 			return nil, apperr.Usage(err)
 		}
 	}

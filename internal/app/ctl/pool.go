@@ -5,12 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"time"
 
 	"github.com/dxpu/dxpu/fabric/ctlclient"
 	"github.com/dxpu/dxpu/fabric/pool"
+	"github.com/dxpu/dxpu/fabric/secretfile"
 	"github.com/dxpu/dxpu/internal/app/apperr"
 	"github.com/dxpu/dxpu/internal/app/jsonfile"
 	"github.com/dxpu/dxpu/internal/app/units"
@@ -80,9 +80,9 @@ func writeCredential(path, cred string) error {
 	if cred == "" {
 		return apperr.Failed(errors.New("--agent-credential-out: the manager issued no credential (no agent_url in the registration)"))
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	f, err := secretfile.Create("--agent-credential-out", path) // O_EXCL: never through a link
 	if err != nil {
-		return apperr.Usage(fmt.Errorf("--agent-credential-out: %w", err))
+		return apperr.Usage(err)
 	}
 	if _, err := fmt.Fprintln(f, cred); err != nil {
 		f.Close()

@@ -5,12 +5,12 @@
 package keylog
 
 import (
-	"fmt"
 	"log/slog"
 	"os"
 	"sync"
 
 	"github.com/dxpu/dxpu/bridge/seal"
+	"github.com/dxpu/dxpu/fabric/secretfile"
 )
 
 // File is an open key log. Its Log method is safe for concurrent use (an
@@ -23,22 +23,18 @@ type File struct {
 	buf    []byte
 }
 
-// Open opens path for appending, creating it with mode 0600. An existing
-// file that group or others may read or write is refused: the secrets in
-// it open the pair's frames.
+// Open opens path for appending (--key-log), creating it with mode 0600
+// (O_CREAT|O_EXCL) when there is none. An existing file is appended to
+// only if it is a regular file, not a symbolic link, owned by this
+// process's user and of mode 0600 or stricter (secretfile.Append): the
+// secrets in it open the pair's frames, and a file someone else owns or
+// may read (an empty one planted in a shared directory, a link to one, a
+// FIFO they read) would hand them over. Errors are one line naming
+// --key-log and the path.
 func Open(path string, log *slog.Logger) (*File, error) {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	f, err := secretfile.Append("--key-log", path)
 	if err != nil {
-		return nil, fmt.Errorf("--key-log: %w", err)
-	}
-	st, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("--key-log: %w", err)
-	}
-	if m := st.Mode(); !m.IsRegular() || m.Perm()&0o077 != 0 {
-		f.Close()
-		return nil, fmt.Errorf("--key-log %s: mode %v, want a regular file only its owner may read and write (0600)", path, m)
+		return nil, err
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)

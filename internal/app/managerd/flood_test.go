@@ -285,3 +285,47 @@ func TestFloodLocksNoClientOut(t *testing.T) {
 		t.Logf("switch: %d %s", ae.Status, ae.Code)
 	}
 }
+
+// TestReadTokenHoldsNoMoreThanItsShare repeats finding F2 against the
+// daemon with its default flags: connections that each make one GET with
+// the read-only token and then stay open hold at most --max-conns/8 of
+// them; the others are refused (503 naming the limit), and the admin and
+// /healthz are served.
+func TestReadTokenHoldsNoMoreThanItsShare(t *testing.T) {
+	privtest.Loopback(t)
+	base, admin, read := startManager(t)
+	addr := strings.TrimPrefix(base, "http://")
+	const conns, share = manager.DefaultMaxConns + 76, manager.DefaultMaxConns / 8
+	held := 0
+	for i := range conns {
+		c, err := (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 2, byte(1+i%8))}}).Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		fmt.Fprintf(c, "GET /v1/stats HTTP/1.1\r\nHost: m\r\nAuthorization: Bearer %s\r\n\r\n", read)
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatalf("read-only connection %d: %v", i, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		switch {
+		case resp.StatusCode == http.StatusOK:
+			held++
+		case resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), fmt.Sprintf("read-only token holds %d connections", share)):
+			t.Fatalf("read-only connection %d: %d %s, want 200 or 503 naming the limit", i, resp.StatusCode, body)
+		}
+	}
+	if held != share {
+		t.Errorf("read-only connections held: %d, want %d", held, share)
+	}
+	ctx := context.Background()
+	if _, err := freshClient(base, admin, "127.0.0.1").Stats(ctx); err != nil {
+		t.Fatalf("admin with the read-only token's connections held: %v", err)
+	}
+	if _, err := freshClient(base, "", "127.0.0.1").Healthz(ctx); err != nil {
+		t.Fatalf("/healthz with the read-only token's connections held: %v", err)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
 	"os"
@@ -42,6 +43,9 @@ type Options struct {
 	// MaxAnonConnsPerClient bounds one address's connections that show no
 	// credential (0: manager.DefaultMaxAnonConnsPerClient).
 	MaxAnonConnsPerClient int
+	// MaxConnsPerCredential bounds the connections of the read-only token
+	// and of each agent credential (0: MaxConns/8).
+	MaxConnsPerCredential int
 	// DegradedAfter: a pair down that long degrades its allocation (0:
 	// manager.DefaultDegradedAfter).
 	DegradedAfter time.Duration
@@ -60,6 +64,9 @@ func Run(ctx context.Context, o Options) error {
 	if o.MaxAnonConnsPerClient < 0 {
 		return apperr.Usage(fmt.Errorf("--max-anon-conns-per-client %d: want at least 1", o.MaxAnonConnsPerClient))
 	}
+	if o.MaxConnsPerCredential < 0 {
+		return apperr.Usage(fmt.Errorf("--max-conns-per-credential %d: want at least 1 (0: --max-conns/8)", o.MaxConnsPerCredential))
+	}
 	if o.UnreachableAfter < 0 {
 		return apperr.Usage(fmt.Errorf("--unreachable-after %v: want a positive duration such as 30s", o.UnreachableAfter))
 	}
@@ -72,21 +79,30 @@ func Run(ctx context.Context, o Options) error {
 	case o.InitToken && o.TokenFile == "":
 		return apperr.Usage(errors.New("--init-token needs --token-file"))
 	case o.TokenFile != "":
+		// --init-token creates the file only where nothing is (O_EXCL,
+		// never through a link); a file already there is loaded with every
+		// check, so one another user planted is refused, not adopted.
+		created := false
 		if o.InitToken {
-			if _, err := os.Stat(o.TokenFile); errors.Is(err, os.ErrNotExist) {
-				if _, err := manager.CreateTokenFile(o.TokenFile); err != nil {
-					return apperr.Usage(err)
-				}
+			t, err := manager.CreateTokenFileFor("--token-file", o.TokenFile)
+			switch {
+			case err == nil:
+				token, created = t, true
 				o.Log.Info("created a token file", "path", o.TokenFile)
+			case !errors.Is(err, fs.ErrExist):
+				return apperr.Usage(err)
 			}
 		}
-		t, err := manager.LoadTokenFile(o.TokenFile)
-		if err != nil {
-			return apperr.Usage(err)
+		if !created {
+			t, err := manager.LoadTokenFileFor("--token-file", o.TokenFile)
+			if err != nil {
+				return apperr.Usage(err)
+			}
+			token = t
 		}
-		token = t
 		if o.ReadTokenFile != "" {
-			if readToken, err = manager.LoadTokenFile(o.ReadTokenFile); err != nil {
+			var err error
+			if readToken, err = manager.LoadTokenFileFor("--read-token-file", o.ReadTokenFile); err != nil {
 				return apperr.Usage(err)
 			}
 		}
@@ -127,7 +143,8 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return apperr.Usage(err)
 	}
-	ln = manager.LimitListenerWith(ln, manager.ConnLimits{MaxConns: o.MaxConns, MaxAnonConnsPerClient: o.MaxAnonConnsPerClient})
+	ln = manager.LimitListenerWith(ln, manager.ConnLimits{MaxConns: o.MaxConns, MaxAnonConnsPerClient: o.MaxAnonConnsPerClient,
+		MaxConnsPerCredential: o.MaxConnsPerCredential})
 	advertise := o.Advertise
 	if advertise == "" {
 		scheme := "http://"

@@ -11,7 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/dxpu/dxpu/internal/app/apperr"
+	"github.com/dxpu/dxpu/internal/privtest"
 )
 
 // run runs the daemon with o over the defaults the flags have, under a
@@ -58,6 +61,7 @@ func TestRefusals(t *testing.T) {
 		{Options{InitToken: true}, "--init-token needs --token-file"},
 		{Options{TokenFile: good, MaxConns: -1}, "--max-conns"},
 		{Options{TokenFile: good, MaxAnonConnsPerClient: -1}, "--max-anon-conns-per-client"},
+		{Options{TokenFile: good, MaxConnsPerCredential: -1}, "--max-conns-per-credential"},
 		{Options{TokenFile: good, DegradedAfter: -time.Second}, "--degraded-after"},
 		{Options{TokenFile: empty}, "is empty"},
 		{Options{TokenFile: filepath.Join(dir, "missing")}, "no such file"},
@@ -93,4 +97,62 @@ func TestInitToken(t *testing.T) {
 	if after, _ := os.ReadFile(tok); string(after) != string(before) {
 		t.Fatal("--init-token replaced an existing token")
 	}
+}
+
+// TestInitTokenRefusesPlantedToken: findings F5 and F6 of the attack
+// trial. Another user's 0600 file at --token-file in a sticky shared
+// directory (their token) is refused with --init-token, not adopted; a
+// FIFO at --token-file or --read-token-file is refused at once (it blocked
+// the manager, deaf to SIGTERM).
+func TestInitTokenRefusesPlantedToken(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o1777); err != nil {
+		t.Fatal(err)
+	}
+	good := filepath.Join(dir, "good")
+	os.WriteFile(good, []byte("t0k\n"), 0o600)
+	fifo := filepath.Join(dir, "fifo")
+	if err := unix.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		o    Options
+		want string
+	}{
+		{Options{TokenFile: fifo, InitToken: true}, "--token-file " + fifo + ": not a regular file (a FIFO)"},
+		{Options{TokenFile: good, ReadTokenFile: fifo}, "--read-token-file " + fifo + ": not a regular file (a FIFO)"},
+	}
+	if os.Geteuid() == 0 {
+		theirs := filepath.Join(dir, "theirs")
+		os.WriteFile(theirs, []byte("attackerchosentoken\n"), 0o600)
+		if err := os.Chown(theirs, 1001, 1001); err != nil {
+			t.Fatal(err)
+		}
+		cases = append(cases, struct {
+			o    Options
+			want string
+		}{Options{TokenFile: theirs, InitToken: true}, "--token-file " + theirs + ": owned by uid 1001, not by this process (uid 0)"})
+	}
+	for _, tc := range cases {
+		// Not run: a regression must end in this goroutine's select, not in
+		// a t.Fatalf from the one that blocks.
+		o := tc.o
+		o.Listen, o.EtcdPrefix, o.LeaseTTL, o.MaxConns = "127.0.0.1:0", "/dxpu/", 3, 16
+		o.Store = filepath.Join(t.TempDir(), "m.db")
+		o.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		done := make(chan error, 1)
+		go func() { done <- Run(ctx, o) }()
+		select {
+		case err := <-done:
+			if !errors.Is(err, apperr.ErrUsage) || err.Error() != tc.want {
+				t.Errorf("%+v: %v, want the usage error %q", tc.o, err, tc.want)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%+v: the manager still blocked after 10s", tc.o)
+		}
+	}
+	privtest.Root(t) // the owner case ran above only as root
 }
