@@ -36,9 +36,19 @@ func TestSleepersBookkeeping(t *testing.T) {
 // withSpinner sets GOMAXPROCS to 2 and runs a clock that spins, holding
 // one of them, until the test ends: another clock then may not spin.
 func withSpinner(t *testing.T) {
+	// The count of spinning clocks is the package's: a clock of an earlier
+	// test still winding down would be taken for this one's spinner, and
+	// once it stopped the clock under test was free to spin (3 turns, 0
+	// asleep, under -race). Wait for none, then for this one.
+	for start := time.Now(); spinners.Load() != 0; runtime.Gosched() {
+		if time.Since(start) > 10*time.Second {
+			t.Fatalf("%d clocks of earlier tests still spin", spinners.Load())
+		}
+	}
 	procs := runtime.GOMAXPROCS(2)
 	spinner := New(sim.New(1))
 	spinner.Spin = time.Minute
+	spinner.Idle = time.Hour // it must not give up (2s idle by default) while a test needs it
 	var stop atomic.Bool
 	spun := make(chan struct{})
 	go func() {
