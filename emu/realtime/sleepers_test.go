@@ -112,7 +112,11 @@ func TestClockWithoutPollersLeavesTheNetworkPolled(t *testing.T) {
 	if !got.Load() {
 		t.Fatal("RunWhile returned before the datagram came")
 	}
-	if turns > 1000 || c.parked == 0 {
+	// Turns alone are the measure. Asleep 0 times is no failure: when the
+	// write's syscall outlasts a monitor tick (a loaded machine), the
+	// runtime hands the processor to a thread that polls the network, and
+	// the datagram is read before the loop looks again (3 turns, 0 asleep).
+	if turns > 1000 {
 		t.Fatalf("%d turns (%d asleep) until a datagram on loopback came: the loop kept the processor from the network poller", turns, c.parked)
 	}
 	t.Logf("%d turns, %d asleep", turns, c.parked)
