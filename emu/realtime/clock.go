@@ -84,6 +84,10 @@ type Clock struct {
 	// spinWoken counts the times a spinning loop woke this one from such
 	// a sleep (sleepers).
 	spinWoken atomic.Int32
+	// spinningNow is whether the loop holds one of the spinners' places
+	// (set and cleared as it takes and leaves one, never per turn): tests
+	// tell their own spinning clock from another test's by it.
+	spinningNow atomic.Bool
 }
 
 // New returns a clock for s, which must be at virtual time 0 (fresh).
@@ -302,6 +306,7 @@ func (c *Clock) run(cond func() bool, until time.Duration) bool {
 	defer func() {
 		if spinning {
 			spinners.Add(-1)
+			c.spinningNow.Store(false)
 		}
 		c.running.Store(false)
 		c.idleLater()
@@ -362,6 +367,8 @@ func (c *Clock) run(cond func() bool, until time.Duration) bool {
 						sleeping.remove(c)
 						c.parked++
 					}
+				} else {
+					c.spinningNow.Store(true)
 				}
 			}
 			continue
@@ -369,6 +376,7 @@ func (c *Clock) run(cond func() bool, until time.Duration) bool {
 		if spinning {
 			spinning = false
 			spinners.Add(-1)
+			c.spinningNow.Store(false)
 		}
 		// Sleep, but wake Spin early and poll the rest of the way.
 		c.idle()

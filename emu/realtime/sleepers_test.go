@@ -61,8 +61,15 @@ func withSpinner(t *testing.T) {
 		<-spun
 		runtime.GOMAXPROCS(procs)
 	})
-	for spinners.Load() == 0 {
-		runtime.Gosched()
+	// Wait for this spinner itself: the count may be a clock of an
+	// earlier test starting to spin after the wait above, and a spinner
+	// that found both places taken sleeps and tries again later, leaving
+	// the clock under test free to spin (20 events, asleep 4 times, under
+	// -race beside busy loops).
+	for start := time.Now(); !spinner.spinningNow.Load(); runtime.Gosched() {
+		if time.Since(start) > 10*time.Second {
+			t.Fatalf("the spinner never got a place: %d clocks spin", spinners.Load())
+		}
 	}
 }
 
@@ -133,16 +140,21 @@ func TestSpinningClockWakesSleeper(t *testing.T) {
 	s := sim.New(1)
 	c := New(s)
 	c.Spin = time.Minute
-	const events = 20
+	// Events until the spinner has woken the sleeper once, up to a bound:
+	// on a loaded machine the spinner's thread may be off the CPU when an
+	// event is due, and the sleeper's own timer wins that race (20 events
+	// woken 0 times under -race beside busy loops); a spinner that never
+	// wakes sleepers loses every one of them.
+	const maxEvents = 2000
 	ran := 0
 	var tick func()
 	tick = func() {
-		if ran++; ran < events {
+		if ran++; ran < maxEvents && c.spinWoken.Load() == 0 {
 			s.After(200*time.Microsecond, tick)
 		}
 	}
 	s.After(0, tick)
-	c.RunWhile(func() bool { return ran < events })
+	c.RunWhile(func() bool { return ran < maxEvents && c.spinWoken.Load() == 0 })
 	if c.parked == 0 || c.spinWoken.Load() == 0 {
 		t.Fatalf("%d events: asleep %d times, woken by the spinning clock %d times; want both", ran, c.parked, c.spinWoken.Load())
 	}
