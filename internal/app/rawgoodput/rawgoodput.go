@@ -95,26 +95,41 @@ func UDP(ctx context.Context, tx, rx *udp.Conn, size int, prefix []byte, d time.
 		copy(frames[i], prefix)
 	}
 	var sent uint64
+	send := func() error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		n, err := tx.SendBatch(frames)
+		sent += uint64(n)
+		// A full queue on the way (ENOBUFS) is the flood's own loss, not
+		// a failure.
+		if errors.Is(err, errNoBufs) {
+			return nil
+		}
+		return err
+	}
+	// Warm up: the window opens once the receiver has taken a datagram.
+	// Timed from the first send, a receiver not yet scheduled (a loaded
+	// machine) lost the window's start, or all of a short one.
 	var err error
+	for w0 := time.Now(); got.Load() == 0 && err == nil; {
+		if time.Since(w0) > warmUp {
+			return UDPResult{}, fmt.Errorf("rawgoodput: UDP flood: none of %d datagrams of %d bytes arrived in %v of warm-up", sent, size, warmUp)
+		}
+		err = send()
+	}
 	b0, n0 := gotBytes.Load(), got.Load()
 	t0, cpu0 := time.Now(), CPUTime()
 	var el time.Duration
-	for el = time.Since(t0); el < d; el = time.Since(t0) {
-		if err = ctx.Err(); err != nil {
-			break
-		}
-		var n int
-		n, err = tx.SendBatch(frames)
-		sent += uint64(n)
-		if err != nil {
-			// A full queue on the way (ENOBUFS) is the flood's own
-			// loss, not a failure.
-			if errors.Is(err, errNoBufs) {
-				err = nil
-				continue
-			}
-			break
-		}
+	for first := true; err == nil && (first || el < d); first = false { // a batch at least
+		err = send()
+		el = time.Since(t0)
+	}
+	// What the window sent may still wait in the receiver's socket for a
+	// receiver off the CPU: wait for its first datagram (as long as the
+	// warm-up may take) rather than call the window empty.
+	for w0 := time.Now(); got.Load() == n0 && err == nil && time.Since(w0) < warmUp; {
+		time.Sleep(100 * time.Microsecond)
 	}
 	b1, n1 := gotBytes.Load(), got.Load()
 	cpu := CPUTime() - cpu0
@@ -136,6 +151,11 @@ func UDP(ctx context.Context, tx, rx *udp.Conn, size int, prefix []byte, d time.
 	return UDPResult{GoodputGbps: float64(b1-b0) * 8 / el.Seconds() / 1e9, DatagramBytes: size, Sent: sent, Received: n1 - n0,
 		CPUSecondsPerGB: cpu.Seconds() / (float64(b1-b0) / 1e9)}, nil
 }
+
+// warmUp bounds how long a UDP flood sends before the receiver has taken
+// its first datagram; the measured window opens then (a variable for
+// tests).
+var warmUp = 2 * time.Second
 
 // errNoBufs is a full queue on the way out of a sender.
 var errNoBufs = syscall.ENOBUFS

@@ -3,6 +3,7 @@ package rawgoodput
 import (
 	"context"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -35,6 +36,33 @@ func TestUDP(t *testing.T) {
 	}
 	if r.GoodputGbps <= 0 || r.DatagramBytes != 1400 || r.Received == 0 || r.Received > r.Sent {
 		t.Fatalf("result %+v", r)
+	}
+}
+
+// TestUDPNothingArrives: a flood none of whose datagrams reaches the
+// receiver (here its socket takes only another peer's) fails after the
+// warm-up, naming it, with no figure.
+func TestUDPNothingArrives(t *testing.T) {
+	defer func(w time.Duration) { warmUp = w }(warmUp)
+	warmUp = 100 * time.Millisecond
+	tx, rx := loopbackPair(t)
+	rx.SetPeer(netip.MustParseAddrPort("127.0.0.1:9"))
+	r, err := UDP(context.Background(), tx, rx, 1400, nil, 10*time.Millisecond)
+	if err == nil || !strings.Contains(err.Error(), "arrived in 100ms of warm-up") || r != (UDPResult{}) {
+		t.Fatalf("got %+v, %v; want the warm-up's error and no figure", r, err)
+	}
+}
+
+// TestUDPWindowAfterWarmUp: the window opens once a datagram arrived, so
+// even a window shorter than a scheduler's time slice measures something.
+func TestUDPWindowAfterWarmUp(t *testing.T) {
+	tx, rx := loopbackPair(t)
+	r, err := UDP(context.Background(), tx, rx, 9000, nil, time.Microsecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Sent == 0 {
+		t.Fatalf("result %+v: nothing sent in the window", r)
 	}
 }
 
