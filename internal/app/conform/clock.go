@@ -18,6 +18,10 @@ type stallWatch struct {
 
 type span struct{ from, to time.Duration }
 
+// madeUpStalls, when set (tests), stands in for the kit's measured
+// stalls: a kit that stalls on cue.
+var madeUpStalls func(from, to time.Duration) time.Duration
+
 const (
 	watchTick = time.Millisecond
 	maxSpans  = 4096

@@ -204,6 +204,9 @@ func Run(ctx context.Context, o Options) (Report, error) {
 	watch := startStallWatch(k.start)
 	defer watch.stop()
 	k.end.stalled = watch.stalled
+	if madeUpStalls != nil {
+		k.end.stalled = madeUpStalls
+	}
 	if o.Stub != nil {
 		k.stubNotify = o.Stub.notify
 	}
