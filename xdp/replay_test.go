@@ -10,7 +10,9 @@ import (
 	"testing"
 
 	switching "github.com/dxpu/dxpu/fabric/switching"
+	"github.com/dxpu/dxpu/fabric/table"
 	"github.com/dxpu/dxpu/internal/privtest"
+	"github.com/dxpu/dxpu/internal/switchtest"
 	"github.com/dxpu/dxpu/tlp/pcapio"
 	"github.com/dxpu/dxpu/xdp"
 )
@@ -104,3 +106,22 @@ func expectedPath(capture string) string {
 }
 
 func head(b []byte) []byte { return b[:min(len(b), 64)] }
+
+// TestReplayFourteenByteFrame: a frame of just an Ethernet header runs
+// through the program (a dxpu one is malformed: dropped); only shorter
+// ones are passed without a run.
+func TestReplayFourteenByteFrame(t *testing.T) {
+	privtest.BPF(t)
+	privtest.NetNS(t)
+	tb := &table.Table{Version: 1, Pairs: []table.Pair{{ID: 1,
+		Host: table.Endpoint{Port: "host", MAC: switchtest.MAC(1, 1)},
+		GPU:  table.Endpoint{Port: "gpu", MAC: switchtest.MAC(2, 1)}}}}
+	eth := []byte{2, 0x5e, 0, 0, 0, 1, 2, 0, 0, 0, 1, 1, 0x88, 0xb5}
+	out, _, err := xdp.Replay(tb, corpusPorts, xdp.Options{}, []switching.ReplayFrame{{Port: "host", Data: eth}, {Port: "host", Data: eth[:13]}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out[0].Action != switching.XDPDrop || out[1].Action != switching.XDPPass {
+		t.Fatalf("actions %d (14 bytes), %d (13 bytes); want drop, pass", out[0].Action, out[1].Action)
+	}
+}

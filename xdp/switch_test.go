@@ -3,12 +3,14 @@ package xdp_test
 import (
 	"bytes"
 	"fmt"
+	"net/netip"
 	"testing"
 
 	switching "github.com/dxpu/dxpu/fabric/switching"
 	"github.com/dxpu/dxpu/internal/privtest"
 	"github.com/dxpu/dxpu/internal/switchtest"
 	"github.com/dxpu/dxpu/internal/xdptest"
+	"github.com/dxpu/dxpu/tlp/encap"
 	"github.com/dxpu/dxpu/xdp"
 )
 
@@ -199,4 +201,17 @@ func TestDropPPMInXDP(t *testing.T) {
 			t.Errorf("counters %v/%v, actions %v", c.Packets[switching.ReasonFault], c.Packets[switching.ReasonToGPU], counts)
 		}
 	})
+}
+
+// TestXDPIHLBelowFive: an IPv4 header length under 20 bytes is not
+// dxpu, in the program as in the Go path, even where the bytes a 16-byte
+// header would make the UDP destination port read as dxpu's.
+func TestXDPIHLBelowFive(t *testing.T) {
+	f := newFixture(t)
+	p := switchtest.Table().Pairs[1]
+	port := uint16(switching.DefaultUDPPort)
+	dst := netip.AddrFrom4([4]byte{10, 0, byte(port >> 8), byte(port)})
+	frame := switchtest.Frame(p.Host.MAC, switchtest.PortMAC(1), -1, &encap.L3{Src: p.Host.IP, Dst: dst, SrcPort: 40000}, encap.MsgTLP, p.ID, false)
+	frame[encap.EthHeaderLen] = 0x44
+	f.compare(t, []switchtest.Case{{Name: "ihl4", Port: switchtest.P1, Frame: frame, Want: switching.VerdictPass, Reason: switching.ReasonNotDXPU}})
 }

@@ -396,3 +396,119 @@ func TestRunnerOnDelivered(t *testing.T) {
 		t.Errorf("OnDelivered called %d times for %d TLPs", calls, n)
 	}
 }
+
+// newRunner builds a runner for a bridge configured by cfg over tr.
+func newRunner(t *testing.T, cfg bridge.Config, tr driver.Transport) *driver.Runner {
+	t.Helper()
+	b, err := bridge.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return driver.New(b, tr)
+}
+
+// startRun runs r until the test ends or stop is called (stop returns
+// once Run has).
+func startRun(t *testing.T, r *driver.Runner) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = r.Run(ctx) }()
+	stop = func() { cancel(); <-done }
+	t.Cleanup(stop)
+	return stop
+}
+
+// writes records the write numbers a runner delivers.
+type writes struct {
+	mu  sync.Mutex
+	got []uint64
+}
+
+func (w *writes) onTLP(v tlp.View) {
+	w.mu.Lock()
+	w.got = append(w.got, (v.Address()-base)/64)
+	w.mu.Unlock()
+}
+
+func (w *writes) list() []uint64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]uint64(nil), w.got...)
+}
+
+func (w *writes) len() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.got)
+}
+
+// waitUp waits for the link and for the handshake's frames to be taken.
+func waitUp(t *testing.T, h, g *driver.Runner) {
+	t.Helper()
+	waitfor.Until(t, "link up", func() bool { return h.State() == bridge.StateUp && g.State() == bridge.StateUp })
+	waitfor.Until(t, "handshake frames all taken", func() bool {
+		hc, gc := h.Counters(), g.Counters()
+		return hc.FramesReceived+hc.FramesDropped == gc.FramesSent && gc.FramesReceived+gc.FramesDropped == hc.FramesSent
+	})
+}
+
+// waitLen waits until w holds n deliveries, failing the test once
+// deliveries stop coming for waitfor.Stall.
+func waitLen(t *testing.T, w *writes, n int) {
+	t.Helper()
+	waitfor.Progress(t, fmt.Sprintf("%d writes delivered", n), func() (bool, uint64) {
+		k := w.len()
+		return k >= n, uint64(k)
+	})
+}
+
+// malformed is no TLP: HandleTLP refuses it for what it is.
+var malformed = []byte{0x40, 0, 0}
+
+func seq(n int) []uint64 {
+	s := make([]uint64, n)
+	for i := range s {
+		s[i] = uint64(i)
+	}
+	return s
+}
+
+// returnsWithin runs f, which returns at once unless it is stuck, and
+// fails the test if it has not returned within waitfor.Stall.
+func returnsWithin[T any](t *testing.T, what string, f func() T) T {
+	t.Helper()
+	c := make(chan T, 1)
+	go func() { c <- f() }()
+	select {
+	case v := <-c:
+		return v
+	case <-time.After(waitfor.Stall):
+		t.Fatalf("%s did not return within %v", what, waitfor.Stall)
+		panic("unreachable")
+	}
+}
+
+// TestPeerMaxPayloadAfterHandshake: the runner reports the peer's largest
+// payload once the link is up (a runner that never stored it, or stored
+// its own, fails it), and 0 before.
+func TestPeerMaxPayloadAfterHandshake(t *testing.T) {
+	t.Parallel()
+	cfg := func(role bridge.Role) bridge.Config {
+		c := quietConfig(role)
+		if role == bridge.RoleGPU {
+			c.MaxPayload = 512
+		}
+		return c
+	}
+	a, b := newPipes()
+	h, g := newRunner(t, cfg(bridge.RoleHost), a), newRunner(t, cfg(bridge.RoleGPU), b)
+	if h.PeerMaxPayload() != 0 {
+		t.Fatalf("PeerMaxPayload before any peer: %d", h.PeerMaxPayload())
+	}
+	startRun(t, h)
+	startRun(t, g)
+	waitUp(t, h, g)
+	if hp, gp := h.PeerMaxPayload(), g.PeerMaxPayload(); hp != 512 || gp != 256 {
+		t.Fatalf("PeerMaxPayload: host %d, GPU %d; want 512, 256", hp, gp)
+	}
+}

@@ -2,6 +2,7 @@ package driver_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -436,4 +437,99 @@ func TestSendManyHeldSendsFullFrames(t *testing.T) {
 		t.Fatalf("after SendHeld: %d TLPs in %d frames, want %d in %d", sent, k.tlp, n, full+1)
 	}
 	waitfor.Until(t, "host got every write", func() bool { return p.host.Counters().TLPsDelivered == h0+uint64(n) })
+}
+
+// TestSendManyFramesWhatItTookBeforeAnError: when a later TLP of the call
+// fails, SendMany frames the ones taken before it at once, and
+// SendManyHeld leaves them for SendHeld. A SendMany that returned without
+// framing what it took (it would sit in the bridge until some other
+// flush), or a SendManyHeld that framed nothing either, fails it.
+func TestSendManyFramesWhatItTookBeforeAnError(t *testing.T) {
+	t.Parallel()
+	p := newHeldPairConfig(t, false, turnConfig)
+	g0 := p.gpu.Counters().TLPsSent
+	n, err := p.gpu.SendMany([][]byte{write(t, 0), malformed})
+	if n != 1 || err == nil || errors.Is(err, bridge.ErrBusy) || errors.Is(err, bridge.ErrNotUp) {
+		t.Fatalf("SendMany(good, malformed) = %d, %v; want 1 and the malformed TLP's error", n, err)
+	}
+	if sent := p.gpu.Counters().TLPsSent - g0; sent != 1 {
+		t.Fatalf("SendMany returned with %d TLPs framed, want the 1 it took", sent)
+	}
+	n, err = p.gpu.SendManyHeld([][]byte{write(t, 1), malformed})
+	if n != 1 || err == nil {
+		t.Fatalf("SendManyHeld(good, malformed) = %d, %v; want 1 and an error", n, err)
+	}
+	p.gpu.SendHeld()
+	if sent := p.gpu.Counters().TLPsSent - g0; sent != 2 {
+		t.Fatalf("after SendHeld %d TLPs framed, want 2: SendManyHeld left nothing held", sent)
+	}
+	waitfor.Until(t, "host got both writes", func() bool { return p.host.Counters().TLPsDelivered >= 2 })
+}
+
+// roomyConfig is turnConfig with credits for more than four full frames of
+// writes in flight.
+func roomyConfig(role bridge.Role) bridge.Config {
+	c := turnConfig(role)
+	for i := range c.Credits {
+		c.Credits[i] = bridge.ClassCredits{Headers: 1024, Data: 1024 * 256 / 16}
+	}
+	return c
+}
+
+// TestSendManyHeldSendsOnFourthFullFrame: SendManyHeld keeps full frames
+// until four are ready, then sends them together: one that sent each full
+// frame at once, or waited for more than four, fails it.
+func TestSendManyHeldSendsOnFourthFullFrame(t *testing.T) {
+	t.Parallel()
+	p := newHeldPairConfig(t, false, roomyConfig)
+	perFrame := (roomyConfig(bridge.RoleGPU).MTU - encap.HeaderLen) / (2 + len(write(t, 0)))
+	k0 := p.gpuPipe.Kinds()
+	i := 0
+	hand := func(upTo int) {
+		for i < upTo {
+			k := min(4, upTo-i)
+			tlps := make([][]byte, k)
+			for j := range tlps {
+				tlps[j] = write(t, i+j)
+			}
+			if n, err := p.gpu.SendManyHeld(tlps); n != k || err != nil {
+				t.Fatalf("SendManyHeld took %d of %d: %v", n, k, err)
+			}
+			i += k
+		}
+	}
+	hand(3*perFrame + 1)
+	if k := p.gpuPipe.Kinds().sub(k0); k.tlp != 0 {
+		t.Fatalf("three full frames: %d sent, want them kept for a fourth", k.tlp)
+	}
+	// A frame is full once more than a frame's worth waits: the fourth
+	// is built when the TLP after its last one comes.
+	hand(4*perFrame + 1)
+	if k := p.gpuPipe.Kinds().sub(k0); k.tlp != 4 {
+		t.Fatalf("four full frames ready: %d sent, want the 4 together", k.tlp)
+	}
+	p.gpu.SendHeld()
+	waitfor.Until(t, "host got every write", func() bool { return p.host.Counters().TLPsDelivered >= uint64(4*perFrame+1) })
+}
+
+// TestHoldSendsRunGoroutineSends: under HoldSends, what the runner's own
+// goroutine receives (nobody polls, so nobody calls SendHeld) is
+// acknowledged at once. A runner that held its own goroutine's flushes
+// as it holds a Poll's never acknowledges the write: nothing else arms
+// its timer or calls SendHeld, and the wait fails.
+func TestHoldSendsRunGoroutineSends(t *testing.T) {
+	t.Parallel()
+	a, b := newPollPipes()
+	h, g := newRunner(t, quietConfig(bridge.RoleHost), a), newRunner(t, quietConfig(bridge.RoleGPU), b)
+	g.HoldSends = true
+	var w writes
+	g.OnTLP = w.onTLP
+	startRun(t, h)
+	startRun(t, g)
+	waitUp(t, h, g)
+	if err := h.Send(write(t, 0)); err != nil {
+		t.Fatal(err)
+	}
+	waitLen(t, &w, 1)
+	waitfor.Until(t, "the host's write acknowledged by the GPU runner's own goroutine", func() bool { return h.Pending() == 0 })
 }

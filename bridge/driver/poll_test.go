@@ -344,3 +344,24 @@ func TestPollHandsBackAFailedSocket(t *testing.T) {
 		t.Fatalf("Run returned %v, want the receive error", err)
 	}
 }
+
+// TestPolledCountsPolledFrames: Polled adds up what Poll returned; a
+// Polled that counted calls, or nothing, fails it.
+func TestPolledCountsPolledFrames(t *testing.T) {
+	t.Parallel()
+	p := newHeldPair(t, false)
+	before, took := p.gpu.Polled(), uint64(0)
+	for i := range 3 {
+		if err := p.host.Send(write(t, i)); err != nil {
+			t.Fatal(err)
+		}
+		waitfor.Until(t, "a poll takes the write", func() bool {
+			n := p.gpu.Poll()
+			took += uint64(n)
+			return n > 0
+		})
+	}
+	if got := p.gpu.Polled() - before; got != took || took == 0 {
+		t.Fatalf("Polled grew by %d, Poll returned %d in all", got, took)
+	}
+}

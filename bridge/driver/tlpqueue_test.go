@@ -56,6 +56,38 @@ func TestTLPQueueStopsWithContext(t *testing.T) {
 	}
 }
 
+// TestTLPQueueRecyclesBuffers: once warm, pushing and serving allocate
+// nothing per TLP: a queue that dropped the buffers it served instead of
+// keeping them for the next pushes fails it.
+func TestTLPQueueRecyclesBuffers(t *testing.T) {
+	q := NewTLPQueue()
+	v := tlp.View(make([]byte, 16+64)) // a 64-bit memory write of 64 bytes
+	errStop := errors.New("stop")
+	const per = 32
+	served := 0
+	serve := func([]byte) error {
+		served++
+		if served == per {
+			return errStop
+		}
+		return nil
+	}
+	ctx := context.Background()
+	round := func() {
+		for range per {
+			q.Push(v)
+		}
+		served = 0
+		if err := q.Serve(ctx, serve); err != errStop {
+			t.Fatalf("Serve: %v", err)
+		}
+	}
+	round()
+	if allocs := testing.AllocsPerRun(20, round); allocs >= per/2 {
+		t.Fatalf("%v allocations per %d TLPs pushed and served", allocs, per)
+	}
+}
+
 // BenchmarkTLPQueue: a push and its serve allocate nothing once warm.
 func BenchmarkTLPQueue(b *testing.B) {
 	q := NewTLPQueue()

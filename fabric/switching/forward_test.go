@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"net/netip"
+	"strings"
 	"testing"
 
 	switching "github.com/dxpu/dxpu/fabric/switching"
 	"github.com/dxpu/dxpu/fabric/table"
 	"github.com/dxpu/dxpu/internal/switchtest"
+	"github.com/dxpu/dxpu/tlp/encap"
 )
 
 var testIndex = map[string]uint32{switchtest.P1: 11, switchtest.P2: 12, switchtest.P3: 13}
@@ -377,4 +380,72 @@ func TestRewrittenChecksumZeroSentAsFFFF(t *testing.T) {
 		t.Fatalf("rewritten UDP checksum %#04x, want 0xffff (a computed 0 is sent as 0xffff)", ck)
 	}
 	checkRewrite(t, c, out, res, ports)
+}
+
+// forward runs frame, arrived on port, through f and returns the result
+// and the frame as it leaves.
+func forward(f *switching.Forwarder, frame []byte, port string) (switching.Result, []byte) {
+	buf := append(make([]byte, switching.Headroom), frame...)
+	r := f.Forward(buf, switching.Headroom, testIndex[port])
+	return r, buf[r.Off:]
+}
+
+// TestForwardFrameEdges: the length and header checks at their bounds.
+func TestForwardFrameEdges(t *testing.T) {
+	f, _ := newForwarder(t)
+	host := switchtest.Table().Pairs[0].Host
+	check := func(name string, r switching.Result, v switching.Verdict, why switching.Reason) {
+		t.Helper()
+		if r.Verdict != v || r.Reason != why {
+			t.Errorf("%s: %v/%v, want %v/%v", name, r.Verdict, r.Reason, v, why)
+		}
+	}
+	// An empty frame (off at the buffer's end) is no dxpu frame.
+	buf := make([]byte, switching.Headroom)
+	check("empty frame", f.Forward(buf, len(buf), testIndex[switchtest.P1]), switching.VerdictPass, switching.ReasonNotDXPU)
+
+	// An Ethernet header alone with the dxpu EtherType is a malformed dxpu
+	// frame, not something for the kernel.
+	eth := switchtest.Frame(host.MAC, switchtest.PortMAC(1), -1, nil, encap.MsgTLP, switchtest.PairPlain, false)[:encap.EthHeaderLen]
+	r, _ := forward(f, eth, switchtest.P1)
+	check("14-byte dxpu EtherType frame", r, switching.VerdictDrop, switching.ReasonMalformed)
+
+	// IPv4 with a UDP header cut short after the destination port: no dxpu
+	// frame (the UDP header is incomplete).
+	vhost := switchtest.Table().Pairs[1].Host
+	udp := switchtest.Frame(vhost.MAC, switchtest.PortMAC(1), -1, &encap.L3{Src: vhost.IP, Dst: switchtest.PortIP(1), SrcPort: 40000}, encap.MsgTLP, switchtest.PairVLAN, false)
+	for cut := 2; cut < encap.UDPHeaderLen; cut++ {
+		short := udp[:encap.EthHeaderLen+encap.IPv4HeaderLen+cut]
+		r, out := forward(f, short, switchtest.P1)
+		check(fmt.Sprintf("UDP header of %d bytes", cut), r, switching.VerdictPass, switching.ReasonNotDXPU)
+		if string(out) != string(short) {
+			t.Errorf("cut %d: frame changed", cut)
+		}
+	}
+
+	// An IHL below 5 words is no IPv4 header the switch reads, whatever
+	// follows (here a destination address whose low half reads as the
+	// dxpu port where a 16-byte header would put the UDP destination port).
+	port := uint16(switching.DefaultUDPPort)
+	dst := netip.AddrFrom4([4]byte{10, 0, byte(port >> 8), byte(port)})
+	ihl4 := switchtest.Frame(vhost.MAC, switchtest.PortMAC(1), -1, &encap.L3{Src: vhost.IP, Dst: dst, SrcPort: 40000}, encap.MsgTLP, switchtest.PairVLAN, false)
+	ihl4[encap.EthHeaderLen] = 0x44
+	r, _ = forward(f, ihl4, switchtest.P1)
+	check("IHL 4", r, switching.VerdictPass, switching.ReasonNotDXPU)
+}
+
+// TestCompileSkippedNamesMissingPort: the skip error names the port that is
+// missing, the GPU's here.
+func TestCompileSkippedNamesMissingPort(t *testing.T) {
+	ports := switchtest.Ports(testIndex)
+	delete(ports, switchtest.P2) // every pair's GPU side
+	_, skipped, err := switching.Compile(switchtest.Table(), ports, 0)
+	if err != nil || len(skipped) != len(switchtest.Table().Pairs) {
+		t.Fatalf("Compile: %v, %d skipped", err, len(skipped))
+	}
+	for _, e := range skipped {
+		if !errors.Is(e, switching.ErrUnknownPort) || !strings.Contains(e.Error(), `"`+switchtest.P2+`"`) {
+			t.Errorf("skipped: %v, want it to name port %q", e, switchtest.P2)
+		}
+	}
 }

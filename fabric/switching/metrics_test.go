@@ -7,6 +7,7 @@ import (
 
 	switching "github.com/dxpu/dxpu/fabric/switching"
 	"github.com/dxpu/dxpu/internal/switchtest"
+	"github.com/dxpu/dxpu/tlp/encap"
 )
 
 func TestCollectorExportsCounters(t *testing.T) {
@@ -50,5 +51,37 @@ func TestCollectorExportsCounters(t *testing.T) {
 	}
 	if !found {
 		t.Fatalf("no dxpu_switch_pair_packets_total{pair=\"1\",reason=\"spoofed\"} = %d", spoofed)
+	}
+}
+
+// TestCollectorExportsBytes: the byte series carry bytes.
+func TestCollectorExportsBytes(t *testing.T) {
+	f, _ := newForwarder(t)
+	host := switchtest.Table().Pairs[0].Host
+	frame := switchtest.Frame(host.MAC, switchtest.PortMAC(1), -1, nil, encap.MsgTLP, switchtest.PairPlain, false)
+	forward(f, frame, switchtest.P1)
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(switching.NewCollector(f, nil))
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := map[string]float64{}
+	for _, mf := range mfs {
+		for _, m := range mf.Metric {
+			labels := map[string]string{}
+			for _, l := range m.Label {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["reason"] == "to_gpu" && (labels["pair"] == "1" || labels["port"] == switchtest.P1) {
+				found[mf.GetName()] = m.Counter.GetValue()
+			}
+		}
+	}
+	for name, want := range map[string]float64{"dxpu_switch_pair_packets_total": 1, "dxpu_switch_pair_bytes_total": float64(len(frame)),
+		"dxpu_switch_port_packets_total": 1, "dxpu_switch_port_bytes_total": float64(len(frame))} {
+		if found[name] != want {
+			t.Errorf("%s{to_gpu} = %v, want %v", name, found[name], want)
+		}
 	}
 }

@@ -3,6 +3,7 @@ package switching_test
 import (
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -72,4 +73,26 @@ func FuzzDecodeTable(f *testing.F) {
 			t.Fatalf("round trip: %v", err)
 		}
 	})
+}
+
+// TestTableHelpers: PortNames, SyntheticPorts and IngressByMAC.
+func TestTableHelpers(t *testing.T) {
+	tb := switchtest.Table()
+	if got := switching.PortNames(tb); !slices.Equal(got, []string{switchtest.P1, switchtest.P2, switchtest.P3}) {
+		t.Errorf("PortNames = %v", got)
+	}
+	sp := switching.SyntheticPorts([]string{"a", "b"})
+	if sp["a"].Index != 1 || sp["b"].Index != 2 || sp["a"].Name != "a" ||
+		sp["a"].MAC.String() != "02:5e:00:00:00:01" || sp["b"].MAC.String() != "02:5e:00:00:00:02" {
+		t.Errorf("SyntheticPorts = %+v", sp)
+	}
+	by := switching.IngressByMAC(tb)
+	for _, p := range tb.Pairs {
+		if by[[6]byte(p.Host.MAC)] != p.Host.Port || by[[6]byte(p.GPU.MAC)] != p.GPU.Port {
+			t.Errorf("IngressByMAC: pair %#x host %s -> %q, GPU %s -> %q", p.ID, p.Host.MAC, by[[6]byte(p.Host.MAC)], p.GPU.MAC, by[[6]byte(p.GPU.MAC)])
+		}
+	}
+	if len(by) != 2*len(tb.Pairs) {
+		t.Errorf("IngressByMAC has %d MACs, want %d", len(by), 2*len(tb.Pairs))
+	}
 }

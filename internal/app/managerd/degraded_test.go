@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/dxpu/dxpu/fabric/ctlclient"
 	"github.com/dxpu/dxpu/fabric/manager"
@@ -116,5 +117,60 @@ func TestDegradedAllocation(t *testing.T) {
 	}
 	if v := degraded(); v != "0" {
 		t.Fatalf("dxpu_allocations_degraded after link-up %q, want 0", v)
+	}
+}
+
+// TestDegradedAfterFromOptions: --degraded-after reaches the manager: a
+// pair its agent reports down degrades its allocation after 50ms, not
+// after the 10s default. A Run that left the option out of the manager's
+// configuration degrades it no sooner than manager.DefaultDegradedAfter
+// after the report (the manager's timer starts when it takes the report,
+// after the test noted the time): the test waits for the degradation,
+// however long, and fails on the time it took.
+func TestDegradedAfterFromOptions(t *testing.T) {
+	gpuAPI, hostAPI := agentapi.NewServer(fakeagent.New("gpu")), agentapi.NewServer(fakeagent.New("host"))
+	gpuSrv, hostSrv := httptest.NewTLSServer(gpuAPI), httptest.NewTLSServer(hostAPI)
+	defer gpuSrv.Close()
+	defer hostSrv.Close()
+	ca := filepath.Join(t.TempDir(), "agents-ca.pem")
+	if err := os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: gpuSrv.Certificate().Raw}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d := startDaemon(t, Options{AgentCAFile: ca, DegradedAfter: 50 * time.Millisecond})
+	c := ctlclient.New(d.base, d.admin)
+	ctx := t.Context()
+	_, boxCred, err := c.RegisterBoxAgent(ctx, pool.Box{ID: "box0", AgentURL: gpuSrv.URL,
+		Bridge: pool.Endpoint{SwitchPort: "veth-b0", MAC: "02:00:00:00:01:00"}, GPUs: []pool.GPU{{ID: "g0", Model: "H100", MemoryMiB: 81920}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gpuAPI.SetCredential(boxCred)
+	_, hostCred, err := c.RegisterHostAgent(ctx, pool.Host{ID: "h1", AgentURL: hostSrv.URL,
+		Bridge: pool.Endpoint{SwitchPort: "veth-h1", MAC: "02:00:00:00:02:01"}, Ports: pool.MinHostPorts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hostAPI.SetCredential(hostCred)
+	a, err := c.Allocate(ctx, pool.Request{Host: "h1", Count: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reported := time.Now()
+	req, _ := http.NewRequest(http.MethodPost, fmt.Sprintf("%s/v1/agent/pairs/%d/link-down", d.base, a.GPUs[0].Pair), strings.NewReader(`{"reason":"peer silent"}`))
+	req.Header.Set("Authorization", "Bearer "+boxCred)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("link-down report: %d", resp.StatusCode)
+	}
+	waitfor.Until(t, "the allocation degraded", func() bool {
+		got, err := c.Allocation(ctx, a.ID)
+		return err == nil && got.State == pool.StateDegraded
+	})
+	if took := time.Since(reported); took >= manager.DefaultDegradedAfter {
+		t.Fatalf("allocation degraded %v after the report, not before the %v default: --degraded-after 50ms not applied", took, manager.DefaultDegradedAfter)
 	}
 }

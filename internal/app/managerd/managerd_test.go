@@ -13,6 +13,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/dxpu/dxpu/fabric/ctlclient"
+	"github.com/dxpu/dxpu/fabric/manager"
 	"github.com/dxpu/dxpu/internal/app/apperr"
 	"github.com/dxpu/dxpu/internal/privtest"
 )
@@ -155,4 +157,120 @@ func TestInitTokenRefusesPlantedToken(t *testing.T) {
 		}
 	}
 	privtest.Root(t) // the owner case ran above only as root
+}
+
+// runBounded runs the daemon with o exactly as given (Listen, Log and the
+// store excepted) and fails the test if it is still serving after 10s.
+func runBounded(t *testing.T, o Options) error {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	o.Listen, o.EtcdPrefix, o.LeaseTTL = "127.0.0.1:0", "/dxpu/", 3
+	if o.Store == "" {
+		o.Store = filepath.Join(t.TempDir(), "m.db")
+	}
+	o.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	err := Run(ctx, o)
+	if ctx.Err() != nil {
+		t.Fatalf("%+v: still serving at the deadline", o)
+	}
+	return err
+}
+
+// TestRefusalsOfLimitsAndTLSKey: --max-conns 0, a negative
+// --unreachable-after and --tls-key without --tls-cert are usage errors.
+func TestRefusalsOfLimitsAndTLSKey(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	good := filepath.Join(dir, "tok")
+	os.WriteFile(good, []byte("t0k\n"), 0o600)
+	for _, tc := range []struct {
+		o    Options
+		want string
+	}{
+		{Options{TokenFile: good, MaxConns: 0}, "--max-conns"},
+		{Options{TokenFile: good, MaxConns: 16, UnreachableAfter: -time.Second}, "--unreachable-after"},
+		{Options{TokenFile: good, MaxConns: 16, TLSKey: good}, "go together"},
+	} {
+		if err := runBounded(t, tc.o); !errors.Is(err, apperr.ErrUsage) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: %v, want a usage error mentioning %q", tc.o, err, tc.want)
+		}
+	}
+}
+
+// TestInitTokenKeepsFileAndGoesOn: --init-token with a token file already
+// there keeps it and carries on (here to the store, which fails).
+func TestInitTokenKeepsFileAndGoesOn(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	tok := filepath.Join(dir, "tok")
+	if _, err := manager.CreateTokenFile(tok); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := os.ReadFile(tok)
+	err := runBounded(t, Options{InitToken: true, TokenFile: tok, MaxConns: 16, Store: filepath.Join(dir, "nodir", "x.db")})
+	if err == nil || !strings.Contains(err.Error(), "x.db") {
+		t.Fatalf("--init-token over an existing token file: %v, want the store's error", err)
+	}
+	if after, _ := os.ReadFile(tok); string(after) != string(before) {
+		t.Fatal("--init-token replaced an existing token")
+	}
+}
+
+// TestDamagedStoreIsFailed: a store file that is not bbolt is a failed run
+// (exit 1), not a usage error.
+func TestDamagedStoreIsFailed(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	tok := filepath.Join(dir, "tok")
+	os.WriteFile(tok, []byte("t0k\n"), 0o600)
+	db := filepath.Join(dir, "m.db")
+	if err := os.WriteFile(db, []byte(strings.Repeat("not a bbolt file ", 2048)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	err := runBounded(t, Options{TokenFile: tok, MaxConns: 16, Store: db})
+	if !errors.Is(err, apperr.ErrFailed) || errors.Is(err, apperr.ErrUsage) {
+		t.Fatalf("damaged store: %v (failed %v, usage %v), want a failed run", err, errors.Is(err, apperr.ErrFailed), errors.Is(err, apperr.ErrUsage))
+	}
+}
+
+// TestInitTokenCreatesAndServesWithIt: --init-token where no file is
+// makes one and the daemon then requires that token: a call without it is
+// refused, one with it served.
+func TestInitTokenCreatesAndServesWithIt(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	tokFile := filepath.Join(dir, "admin.tok")
+	lw := &serveLog{urls: make(chan string, 1)}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, Options{InitToken: true, TokenFile: tokFile, Store: filepath.Join(dir, "m.db"), Listen: "127.0.0.1:0",
+			EtcdPrefix: "/dxpu/", LeaseTTL: 3, MaxConns: 16, ReconcileInterval: 30 * time.Second, Log: slog.New(slog.NewJSONHandler(lw, nil))})
+	}()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+	var base string
+	select {
+	case base = <-lw.urls:
+	case err := <-done:
+		done <- err
+		t.Fatalf("Run ended before serving: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the daemon did not serve within 30s")
+	}
+	tok, err := manager.LoadTokenFile(tokFile)
+	if err != nil {
+		t.Fatalf("the token file --init-token made: %v", err)
+	}
+	if _, err := ctlclient.New(base, "").Stats(t.Context()); err == nil {
+		t.Fatal("stats without a token served: the created token is not required")
+	}
+	if _, err := ctlclient.New(base, tok).Stats(t.Context()); err != nil {
+		t.Fatalf("stats with the created token: %v", err)
+	}
 }

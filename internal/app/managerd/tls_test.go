@@ -1,0 +1,99 @@
+package managerd
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// selfSigned writes a certificate for 127.0.0.1 and its key as PEM files.
+func selfSigned(t *testing.T, dir string) (certFile, keyFile string, der []byte) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "managerd test"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}, IsCA: true, BasicConstraintsValid: true}
+	der, err = x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kb, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certFile, keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return certFile, keyFile, der
+}
+
+// TestEtcdTLSFromFlags: a client certificate alone (no CA) is used, and
+// one half of it alone is refused.
+func TestEtcdTLSFromFlags(t *testing.T) {
+	t.Parallel()
+	cert, key, _ := selfSigned(t, t.TempDir())
+	tc, err := etcdTLS("", cert, key)
+	if err != nil || tc == nil || len(tc.Certificates) != 1 || tc.RootCAs != nil {
+		t.Fatalf("etcdTLS(\"\", cert, key) = %+v, %v; want one client certificate and the system CAs", tc, err)
+	}
+	if tc.MinVersion < tls.VersionTLS12 {
+		t.Fatalf("MinVersion %x, want TLS 1.2 at least", tc.MinVersion)
+	}
+	for _, c := range [][2]string{{cert, ""}, {"", key}} {
+		if tc, err := etcdTLS("", c[0], c[1]); err == nil || !strings.Contains(err.Error(), "go together") {
+			t.Errorf("etcdTLS(\"\", %q, %q) = %v, %v; want the refusal", c[0], c[1], tc, err)
+		}
+	}
+	if tc, err := etcdTLS(cert, "", ""); err != nil || tc == nil || tc.RootCAs == nil || len(tc.Certificates) != 0 {
+		t.Fatalf("etcdTLS(ca, \"\", \"\") = %+v, %v; want the CA alone", tc, err)
+	}
+}
+
+// TestServesTLS: with --tls-cert/--tls-key the API is served over TLS with
+// that certificate, and the advertised URL is https.
+func TestServesTLS(t *testing.T) {
+	t.Parallel()
+	cert, key, der := selfSigned(t, t.TempDir())
+	d := startDaemon(t, Options{TLSCert: cert, TLSKey: key})
+	if !strings.HasPrefix(d.base, "https://") {
+		t.Fatalf("advertised %q, want https://", d.base)
+	}
+	c, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	roots.AddCert(c)
+	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}}
+	resp, err := hc.Get(d.base + "/healthz")
+	if err != nil {
+		t.Fatalf("GET /healthz over TLS: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || resp.TLS == nil || len(resp.TLS.PeerCertificates) == 0 || !resp.TLS.PeerCertificates[0].Equal(c) {
+		t.Fatalf("GET /healthz over TLS: %d, TLS %v; want 200 with the configured certificate", resp.StatusCode, resp.TLS != nil)
+	}
+	if err := d.stop(); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+}
