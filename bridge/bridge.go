@@ -147,12 +147,13 @@ func New(cfg Config) (*Bridge, error) {
 		return nil, err
 	}
 	w := cfg.Window
+	txSlots, rxSlots := cfg.poolSlots()
 	b := &Bridge{
 		cfg: cfg,
 		tr:  translator{m: append([]IDMapping(nil), cfg.IDMap...), convertType1: cfg.ConvertType1, downstreamBus: cfg.DownstreamBus},
 		rng: cfg.Seed ^ 0x6a09e667f3bcc909 ^ uint64(cfg.Role)<<56 ^ uint64(cfg.PairID)<<32,
 	}
-	b.txPool = newPool(NumClasses*cfg.TxQueue+w, cfg.maxTLP())
+	b.txPool = newPool(txSlots, cfg.maxTLP())
 	for c := range b.pending {
 		b.pending[c] = newFifo[meta](cfg.TxQueue)
 	}
@@ -161,10 +162,8 @@ func New(cfg Config) (*Bridge, error) {
 	b.txTags = newTagTable(8, cfg.MaxOutstanding)
 	var depth [NumClasses]int
 	b.buffers, depth = newRecvCredits(cfg.Credits, cfg.InfiniteQueue)
-	rxSlots := w
 	for c := range b.deliver {
 		b.deliver[c] = newFifo[meta](depth[c])
-		rxSlots += depth[c]
 	}
 	b.rxPool = newPool(rxSlots, cfg.maxTLP())
 	b.reorder = newReorderWindow(w)

@@ -2,6 +2,7 @@ package bridge
 
 import (
 	"fmt"
+	"math/bits"
 	"time"
 
 	"github.com/dxpu/dxpu/bridge/seal"
@@ -45,17 +46,19 @@ type Config struct {
 	// MaxPayload is the largest TLP payload in bytes (the MPS). Default 512.
 	MaxPayload int
 	// Window is the number of TLPs in flight (retransmit queue, and the reorder
-	// window offered to the peer); rounded up to a power of two. Default 256.
+	// window offered to the peer); rounded up to a power of two, at most
+	// 32768 (a HELLO announces it in 16 bits). Default 256.
 	Window int
 	// TxQueue is the depth of each class's queue of TLPs from the local PCIe
-	// side waiting for credits, ordering or window. Default 64.
+	// side waiting for credits, ordering or window, at most 32768. Default
+	// 64.
 	TxQueue int
 	// Credits are the receive buffers per class (index tlp.Posted,
 	// tlp.NonPosted, tlp.Completion), advertised to the peer. Default 64
 	// headers and 64*MaxPayload/16 data units each.
 	Credits [NumClasses]ClassCredits
 	// InfiniteQueue is the depth of a class whose header credits are
-	// infinite. Default 64.
+	// infinite, at most 32768. Default 64.
 	InfiniteQueue int
 	// TagBits is the tag space requests delivered to the local side may use
 	// (8 or 10), announced to the peer, whose bridge assigns wire tags in it.
@@ -186,16 +189,46 @@ func (c Config) Defaults() Config {
 	if c.Keyed() && c.SealMode == 0 {
 		c.SealMode = seal.ModeGCM
 	}
-	// Round up a positive window only: a negative one stays for Validate
-	// to refuse rather than becoming a window of 1.
-	if c.Window > 0 {
-		w := 1
-		for w < c.Window {
-			w <<= 1
-		}
-		c.Window = w
+	// Round up a window Validate accepts only: a negative one stays for
+	// Validate to refuse rather than becoming a window of 1, and so does
+	// one above maxWindow (doubling up to one above 1<<62 overflowed to 0
+	// and never ended).
+	if c.Window > 0 && c.Window <= maxWindow {
+		c.Window = 1 << bits.Len(uint(c.Window-1))
 	}
 	return c
+}
+
+// The largest TLP counts Validate accepts: what the protocol can use. A
+// HELLO announces the window in 16 bits and a window is a power of two,
+// so at most 1<<15 TLPs are in flight, and at most 1<<15 header credits
+// of a class (a 16-bit field too) are offered. A class queue of TLPs from
+// the local side, or the receive queue of a class with infinite header
+// credits, deeper than that holds what the wire cannot take at once.
+// New allocates a buffer of maxTLP bytes for each (see poolSlots), so
+// these bound its memory: at most 8<<15 buffers, 1.08 GB at MaxPayload
+// 4096 (queues of 1<<16 took it to 1.9 GB).
+const (
+	maxWindow        = 1 << 15
+	maxQueue         = 1 << 15
+	maxHeaderCredits = 1 << 15
+)
+
+// poolSlots is how many TLP buffers of maxTLP bytes New allocates: to
+// send, each class's queue from the local side and the window in flight;
+// to receive, the reorder window and each class's receive buffer (its
+// header credits, or InfiniteQueue where they are infinite).
+func (c *Config) poolSlots() (tx, rx int) {
+	tx = NumClasses*c.TxQueue + c.Window
+	rx = c.Window
+	for _, cc := range c.Credits {
+		if cc.Headers == 0 {
+			rx += c.InfiniteQueue
+		} else {
+			rx += cc.Headers
+		}
+	}
+	return tx, rx
 }
 
 // maxTLP is the largest TLP accepted: 4-DW header, payload, digest.
@@ -247,12 +280,12 @@ func (c *Config) Validate() error {
 	case c.MTU > 65535 || c.frameBudget() < encap.HeaderLen+2+c.maxTLP():
 		need := encap.HeaderLen + 2 + c.maxTLP() + (c.MTU - c.frameBudget())
 		return bad("MTU", "%d cannot carry one %d-byte TLP (need %d..65535)", c.MTU, c.maxTLP(), need)
-	case c.Window < 1 || c.Window > 1<<15:
-		return bad("Window", "%d: want 1..32768", c.Window)
-	case c.TxQueue < 1 || c.TxQueue > 1<<16:
-		return bad("TxQueue", "%d: want 1..65536", c.TxQueue)
-	case c.InfiniteQueue < 1 || c.InfiniteQueue > 1<<16:
-		return bad("InfiniteQueue", "%d: want 1..65536", c.InfiniteQueue)
+	case c.Window < 1 || c.Window > maxWindow:
+		return bad("Window", "%d: want 1..%d (the largest window a HELLO announces)", c.Window, maxWindow)
+	case c.TxQueue < 1 || c.TxQueue > maxQueue:
+		return bad("TxQueue", "%d: want 1..%d (no more TLPs than the largest window)", c.TxQueue, maxQueue)
+	case c.InfiniteQueue < 1 || c.InfiniteQueue > maxQueue:
+		return bad("InfiniteQueue", "%d: want 1..%d (no more TLPs than the largest window)", c.InfiniteQueue, maxQueue)
 	case c.TagBits != 8 && c.TagBits != 10:
 		return bad("TagBits", "%d: want 8 or 10", c.TagBits)
 	case c.MaxOutstanding < 0:
@@ -269,8 +302,8 @@ func (c *Config) Validate() error {
 		return bad("HelloInterval", "%v: want above 0", c.HelloInterval)
 	}
 	for i, cc := range c.Credits {
-		if cc.Headers < 0 || cc.Headers > 1<<15 || cc.Data < 0 || cc.Data > 1<<30 {
-			return bad("Credits", "class %v: %+v out of range (headers 0..32768, data 0..2^30)", tlp.Class(i), cc)
+		if cc.Headers < 0 || cc.Headers > maxHeaderCredits || cc.Data < 0 || cc.Data > 1<<30 {
+			return bad("Credits", "class %v: %+v out of range (headers 0..%d, data 0..2^30)", tlp.Class(i), cc, maxHeaderCredits)
 		}
 		if cc.Data != 0 && cc.Data < (c.MaxPayload+15)/16 {
 			return bad("Credits", "class %v: %d data units cannot hold one %d-byte payload", tlp.Class(i), cc.Data, c.MaxPayload)

@@ -13,7 +13,8 @@ import (
 // (loss, duplication, reordering, corruption, delay, bandwidth limit) on
 // real time: how loss and delay are injected where the kernel has no netem.
 // Loss, duplication and corruption are decided inline; a reordered frame is
-// held back until the next frame has gone (or ReorderDelay passed); delay
+// held back until the next frame has gone (or ReorderDelay passed, by
+// default Delay + memlink.ReorderSlack, as on the virtual-time link); delay
 // and bandwidth run through one FIFO delay line, so frames keep their order
 // otherwise.
 //
@@ -43,9 +44,7 @@ type lineItem struct {
 
 // NewFaulty wraps t; seed drives the fault draws.
 func NewFaulty(t Transport, f memlink.Faults, seed uint64) *Faulty {
-	if f.ReorderDelay == 0 {
-		f.ReorderDelay = f.Delay + 20*time.Microsecond
-	}
+	f = f.WithDefaults() // ReorderDelay Delay + 5 us, as memlink.Link's
 	fl := &Faulty{Transport: t, out: make([][]byte, 0, 2*maxTxBatch), free: make(chan []byte, 1024)}
 	fl.dice = memlink.Dice{F: f, Rng: rand.New(rand.NewPCG(seed, seed+1)), Stats: &fl.stats}
 	fl.bs, _ = t.(BatchSender)

@@ -24,9 +24,10 @@ type Faults struct {
 	Loss      float64
 	Duplicate float64
 	// Reorder holds a frame back by ReorderDelay so that later frames
-	// overtake it.
+	// overtake it (driver.Faulty lets it go as soon as the next frame has,
+	// ReorderDelay at the latest).
 	Reorder      float64
-	ReorderDelay time.Duration // default Delay + 5 us
+	ReorderDelay time.Duration // default Delay + ReorderSlack (5 us)
 	// Corrupt flips one random bit. The receiving NIC's frame check
 	// sequence catches it and the frame is dropped, as on real Ethernet,
 	// unless PassCorrupt is set.
@@ -47,10 +48,17 @@ type Stats struct {
 	Bytes                                                                          uint64
 }
 
-// withDefaults fills in the zero ReorderDelay and QueueBytes.
-func (f Faults) withDefaults() Faults {
+// ReorderSlack is how much longer than Delay a frame held back for
+// reordering waits when ReorderDelay is 0.
+const ReorderSlack = 5 * time.Microsecond
+
+// WithDefaults returns f with its zero ReorderDelay and QueueBytes filled
+// in: the defaults of the virtual-time Link and of the real-time
+// driver.Faulty alike (which has no byte-bounded queue: QueueBytes is the
+// Link's).
+func (f Faults) WithDefaults() Faults {
 	if f.ReorderDelay == 0 {
-		f.ReorderDelay = f.Delay + 5*time.Microsecond
+		f.ReorderDelay = f.Delay + ReorderSlack
 	}
 	if f.QueueBytes == 0 {
 		f.QueueBytes = 4 << 20
@@ -75,12 +83,12 @@ type Link struct {
 // (use the simulator's source for reproducible runs).
 func New(clk Clock, rng *rand.Rand, f Faults, deliver func([]byte)) *Link {
 	l := &Link{clk: clk, deliver: deliver}
-	l.dice = Dice{F: f.withDefaults(), Rng: rng, Stats: &l.Stats}
+	l.dice = Dice{F: f.WithDefaults(), Rng: rng, Stats: &l.Stats}
 	return l
 }
 
 // SetFaults changes the faults from now on.
-func (l *Link) SetFaults(f Faults) { l.dice.F = f.withDefaults() }
+func (l *Link) SetFaults(f Faults) { l.dice.F = f.WithDefaults() }
 
 // SetDown takes the link down (every frame is lost, frames in flight
 // included) or brings it back up.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"strings"
 
@@ -35,6 +36,37 @@ func nameArgCountErrors(c *cobra.Command) {
 		}
 		return exitCodeError{2, fmt.Errorf("%s: %w; usage: %s", strings.TrimPrefix(cmd.CommandPath(), "dxpu "), err, strings.TrimSuffix(cmd.UseLine(), " [flags]"))}
 	}
+}
+
+// refuseTopicOperands refuses operands after a help topic, exit 2 in one
+// line, as `help units extra` is refused: `dxpu units extra` printed the
+// topic and succeeded. Cobra checks no operands of a command without a
+// Run (it prints the command's help instead, and returns no error), so
+// the check looks at the command line before the tree runs it. A flag
+// error or --help is left to the tree.
+func refuseTopicOperands(root *cobra.Command, args []string) error {
+	cmd, rest, err := root.Find(args)
+	if err != nil || cmd == nil || !cmd.IsAdditionalHelpTopicCommand() {
+		return nil
+	}
+	cmd.InitDefaultHelpFlag()
+	if cmd.ParseFlags(rest) != nil {
+		return nil
+	}
+	if help, _ := cmd.Flags().GetBool("help"); help || cmd.Flags().NArg() == 0 {
+		return nil
+	}
+	return exitCodeError{2, fmt.Errorf("%s: takes no operands, got %q; usage: %s help %s",
+		strings.TrimPrefix(cmd.CommandPath(), root.Name()+" "), cmd.Flags().Arg(0), root.Name(), cmd.Name())}
+}
+
+// executeRoot runs the command line args of root, built by newRootCmd over
+// them: refuseTopicOperands, then the tree.
+func executeRoot(ctx context.Context, root *cobra.Command, args []string) error {
+	if err := refuseTopicOperands(root, args); err != nil {
+		return err
+	}
+	return root.ExecuteContext(ctx)
 }
 
 // newHelpCmd is `dxpu help [command]`: cobra's own, except that operands

@@ -20,7 +20,7 @@ func main() {
 // run runs the command line of e and returns the process's exit status,
 // after printing the error, if any, on e's stderr.
 func run(ctx context.Context, e *env) int {
-	err := newRootCmd(e).ExecuteContext(ctx)
+	err := executeRoot(ctx, newRootCmd(e), e.args)
 	if err == nil {
 		return 0
 	}

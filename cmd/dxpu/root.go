@@ -40,6 +40,10 @@ func newRootCmd(e *env) *cobra.Command {
 		newPcapCmd(), newTLPCmd(), newReplayCmd(), newModelCmd(), newDemoCmd(), newBenchCmd(e), newConformCmd(e), newVMCmd(e), newChaosCmd(e),
 		newManCmd(), newUnitsTopic())
 	root.SetHelpCommand(newHelpCmd())
+	// Cobra adds `completion` when the tree runs, after the passes below;
+	// added now, it refuses operands as every other command does
+	// (`completion extra` printed its help and succeeded).
+	root.InitDefaultCompletionCmd()
 	refuseUnknownSubcommands(root)
 	nameArgCountErrors(root)
 	spellDefaultsAsUnits(root)

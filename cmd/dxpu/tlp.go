@@ -33,6 +33,7 @@ prints an object with "error" (the message), "rule" (the rule's name), its
 "line" or "frame", and the fields that could be read; the rest is still
 processed. Exit status: 0 when every TLP decoded, 1 when any did not (or
 the capture is not of Ethernet frames), 2 for usage or I/O errors.`,
+		Args: cobra.ArbitraryArgs, // hex TLPs
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return exitFor(tlpcodec.DecodeShowing(args, pcap, cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr()), 2)
 		},

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/dxpu/dxpu/fabric/oneline"
 	"github.com/dxpu/dxpu/fabric/pool"
 )
 
@@ -66,7 +67,7 @@ func (m *Manager) agentPair(w http.ResponseWriter, r *http.Request) (who bridgeI
 	}
 	id, err := strconv.ParseUint(r.PathValue("id"), 10, 32)
 	if err != nil || id == 0 || id > 1<<24-1 {
-		writeError(w, badRequest(fmt.Sprintf("path pair id %q: want 1..16777215", clip(r.PathValue("id"), maxEcho))))
+		writeError(w, badRequest(fmt.Sprintf("path pair id %q: want 1..16777215", oneline.Cut(r.PathValue("id"), maxEcho))))
 		return
 	}
 	var body struct {

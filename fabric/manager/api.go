@@ -14,10 +14,10 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/dxpu/dxpu/fabric/oneline"
 	"github.com/dxpu/dxpu/fabric/pool"
 )
 
@@ -182,7 +182,7 @@ func (m *Manager) routes() http.Handler {
 	mux.HandleFunc("POST /v1/agent/pairs/{id}/link-down", m.agentLinkDown) // the agent's credential, not a token
 	mux.HandleFunc("POST /v1/agent/pairs/{id}/link-up", m.agentLinkUp)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, &APIError{Status: http.StatusNotFound, Code: CodeNotFound, Message: fmt.Sprintf("no route %s %s", clip(r.Method, maxEcho), clip(r.URL.Path, maxEcho))})
+		writeError(w, &APIError{Status: http.StatusNotFound, Code: CodeNotFound, Message: fmt.Sprintf("no route %s %s", oneline.Cut(r.Method, maxEcho), oneline.Cut(r.URL.Path, maxEcho))})
 	})
 	return mux
 }
@@ -215,7 +215,7 @@ func (m *Manager) v1(h func(w http.ResponseWriter, r *http.Request, p *pool.Pool
 			if id := r.PathValue("id"); len(id) > maxEcho {
 				// The pool's messages name the ID asked for.
 				one := *ae
-				one.Message = strings.ReplaceAll(one.Message, id, clip(id, maxEcho))
+				one.Message = strings.ReplaceAll(one.Message, id, oneline.Cut(id, maxEcho))
 				ae = &one
 			}
 			writeError(w, ae)
@@ -259,7 +259,7 @@ func writeError(w http.ResponseWriter, e *APIError) {
 	// client prints the message as its one line of error.
 	// At most maxErrorMessage bytes, whatever the message repeats.
 	one := *e
-	one.Message = clip(strings.ReplaceAll(strings.TrimSpace(e.Message), "\n", "; "), maxErrorMessage)
+	one.Message = oneline.Cut(strings.ReplaceAll(strings.TrimSpace(e.Message), "\n", "; "), maxErrorMessage)
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(e.Status)
 	json.NewEncoder(w).Encode(map[string]*APIError{"error": &one})
@@ -342,7 +342,7 @@ func checkKeys(body []byte, t reflect.Type) error {
 // any, where only duplicate keys are checked); path names it for errors.
 func walkJSON(dec *json.Decoder, t reflect.Type, path string, depth int) error {
 	if depth > maxJSONDepth {
-		return badRequest(fmt.Sprintf("field %s: JSON nested deeper than %d levels", clip(path, maxEcho), maxJSONDepth))
+		return badRequest(fmt.Sprintf("field %s: JSON nested deeper than %d levels", oneline.Cut(path, maxEcho), maxJSONDepth))
 	}
 	tok, err := dec.Token()
 	if err != nil {
@@ -373,7 +373,7 @@ func walkJSON(dec *json.Decoder, t reflect.Type, path string, depth int) error {
 				at = path + "." + key
 			}
 			if seen[key] {
-				return badRequest(fmt.Sprintf("duplicate field %q", clip(at, maxEcho)))
+				return badRequest(fmt.Sprintf("duplicate field %q", oneline.Cut(at, maxEcho)))
 			}
 			seen[key] = true
 			ft := elem
@@ -382,10 +382,10 @@ func walkJSON(dec *json.Decoder, t reflect.Type, path string, depth int) error {
 				if ft, ok = fields[key]; !ok {
 					for name := range fields {
 						if strings.EqualFold(name, key) {
-							return badRequest(fmt.Sprintf("field %q: field names are case-sensitive; want %q", clip(at, maxEcho), strings.TrimSuffix(at, key)+name))
+							return badRequest(fmt.Sprintf("field %q: field names are case-sensitive; want %q", oneline.Cut(at, maxEcho), strings.TrimSuffix(at, key)+name))
 						}
 					}
-					return badRequest(fmt.Sprintf("unknown field %q", clip(at, maxEcho)))
+					return badRequest(fmt.Sprintf("unknown field %q", oneline.Cut(at, maxEcho)))
 				}
 			}
 			if err := walkJSON(dec, ft, at, depth+1); err != nil {
@@ -510,18 +510,6 @@ const maxErrorMessage = 4 << 10
 // maxEcho bounds what an error message repeats of the request (a path,
 // an ID, a key).
 const maxEcho = 128
-
-// clip is s, or its first n bytes and its length where it is longer.
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	cut := n
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return fmt.Sprintf("%s... (%d bytes)", s[:cut], len(s))
-}
 
 func (m *Manager) healthz(w http.ResponseWriter, r *http.Request) {
 	role := "standby"

@@ -190,11 +190,11 @@ struct dxpu_bridge_config {
 	uint32_t pair_id;         /* 24 bits */
 	uint32_t mtu;             /* frame bytes from the dxpu header on: 1472 */
 	uint32_t max_payload;     /* largest TLP payload (MPS): 512 */
-	uint32_t window;          /* TLPs in flight, power of two: 256 */
-	uint32_t tx_queue;        /* per-class queue from the local side: 64 */
+	uint32_t window;          /* TLPs in flight, power of two: 256 (<= 32768) */
+	uint32_t tx_queue;        /* per-class queue from the local side: 64 (<= 32768) */
 	struct dxpu_class_credits credits[3]; /* per class: 64 headers and
 	                             64*max_payload/16 data units */
-	uint32_t infinite_queue;  /* queue depth of an infinite class: 64 */
+	uint32_t infinite_queue;  /* queue depth of an infinite class: 64 (<= 32768) */
 	uint32_t tag_bits;        /* 8 or 10: 8 */
 	uint32_t max_outstanding; /* forwarded requests at once: peer's tags */
 	int64_t completion_timeout_ns; /* 50 ms */

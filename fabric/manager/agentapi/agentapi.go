@@ -71,10 +71,9 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/dxpu/dxpu/fabric/manager"
+	"github.com/dxpu/dxpu/fabric/oneline"
 )
 
 // PairProgrammer is what every agent implements.
@@ -311,11 +310,11 @@ func (c *Client) call(ctx context.Context, base, credential, method, path string
 		var env struct{ Error *Error }
 		if json.Unmarshal(data, &env) == nil && env.Error != nil {
 			env.Error.Status = resp.StatusCode
-			env.Error.Code = errLine(env.Error.Code, maxErrCode)
-			env.Error.Message = errLine(env.Error.Message, maxErrMessage)
+			env.Error.Code = oneline.Cut(env.Error.Code, maxErrCode)
+			env.Error.Message = oneline.Cut(env.Error.Message, maxErrMessage)
 			return fmt.Errorf("agent %s: %w", base, env.Error)
 		}
-		return fmt.Errorf("agent %s: %w", base, &Error{Status: resp.StatusCode, Code: "http_" + strconv.Itoa(resp.StatusCode), Message: errLine(string(data), maxErrBody)})
+		return fmt.Errorf("agent %s: %w", base, &Error{Status: resp.StatusCode, Code: "http_" + strconv.Itoa(resp.StatusCode), Message: oneline.Cut(string(data), maxErrBody)})
 	}
 	if out != nil {
 		return json.Unmarshal(data, out)
@@ -330,30 +329,6 @@ const (
 	maxErrMessage = 3 << 10
 	maxErrBody    = 200
 )
-
-// errLine is s as one line of an error message: each run of white space
-// and control characters one space, invalid UTF-8 as U+FFFD, and at most
-// its first n bytes, followed by "... (N bytes)" (N: the length of s)
-// where s is longer.
-func errLine(s string, n int) string {
-	var b strings.Builder
-	space := false
-	for _, r := range s {
-		if unicode.IsSpace(r) || unicode.IsControl(r) {
-			space = b.Len() > 0
-			continue
-		}
-		if space {
-			b.WriteByte(' ')
-			space = false
-		}
-		if b.Len()+utf8.RuneLen(r) > n {
-			return fmt.Sprintf("%s... (%d bytes)", b.String(), len(s))
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
-}
 
 func pairPath(p manager.Pair, suffix string) string {
 	return "/agent/v1/pairs/" + strconv.FormatUint(uint64(p.ID), 10) + suffix
