@@ -22,7 +22,8 @@ type Counters struct {
 	// DroppedForeignSource: datagrams the transport dropped for coming from
 	// an address other than the peer's, before the bridge saw them (so not
 	// in FramesDropped). The bridge itself never counts it: driver.Runner's
-	// Counters fill it in from a transport that counts them (bridge/udp).
+	// Counters fill it in from a transport that counts them (bridge/udp,
+	// bridge/afpacket, bridge/afxdp).
 	DroppedForeignSource uint64
 
 	TLPsFromLocal  uint64 // accepted by HandleTLP

@@ -10,6 +10,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net"
+	"sync/atomic"
 
 	"github.com/mdlayher/packet"
 
@@ -17,16 +18,19 @@ import (
 )
 
 // Conn exchanges dxpu frames with one peer MAC address on one interface.
-// Frames from other sources are ignored. The kernel writes and strips the
-// Ethernet header (a SOCK_DGRAM packet socket); frames shorter than the
-// Ethernet minimum arrive padded, which the dxpu body length makes
-// harmless.
+// Frames from other sources are dropped and counted (ForeignDropped). The
+// kernel writes and strips the Ethernet header (a SOCK_DGRAM packet
+// socket); frames shorter than the Ethernet minimum arrive padded, which
+// the dxpu body length makes harmless.
 type Conn struct {
 	c    *packet.Conn
 	ifi  *net.Interface
 	peer *packet.Addr
-	// Foreign counts frames dropped for coming from another address.
-	Foreign uint64
+	// Foreign counts frames dropped for coming from another address than
+	// the peer's (ForeignDropped reads it; driver.Runner exports it as
+	// bridge.Counters.DroppedForeignSource). Atomic: the receiving
+	// goroutine counts while a metrics scrape reads.
+	Foreign atomic.Uint64
 
 	raw *packet.Conn // SendTagged's (ListenTagging)
 }
@@ -98,12 +102,16 @@ func (c *Conn) Recv(buf []byte) (int, error) {
 			return 0, fmt.Errorf("afpacket: receive: %w", err)
 		}
 		if a, ok := from.(*packet.Addr); !ok || !bytes.Equal(a.HardwareAddr, c.peer.HardwareAddr) {
-			c.Foreign++
+			c.Foreign.Add(1)
 			continue
 		}
 		return n, nil
 	}
 }
+
+// ForeignDropped returns how many frames c dropped for coming from an
+// address other than the peer's; any goroutine may call it.
+func (c *Conn) ForeignDropped() uint64 { return c.Foreign.Load() }
 
 // Close closes the sockets.
 func (c *Conn) Close() error {

@@ -2,12 +2,15 @@ package afpacket
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
+	"net"
 	"runtime"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/mdlayher/packet"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 
@@ -16,11 +19,21 @@ import (
 	"github.com/dxpu/dxpu/internal/privtest"
 	"github.com/dxpu/dxpu/internal/waitfor"
 	"github.com/dxpu/dxpu/tlp"
+	"github.com/dxpu/dxpu/tlp/encap"
 )
 
 // vethPair makes a fresh network namespace holding a veth pair dx0 <-> dx1
 // and opens a Conn on each end, towards the other.
 func vethPair(t *testing.T) (*Conn, *Conn) {
+	a, b, raw := vethPairRaw(t)
+	raw.Close()
+	return a, b
+}
+
+// vethPairRaw is vethPair with a third socket on dx1: a raw packet socket
+// (bound to no EtherType: it receives nothing) that writes whole Ethernet
+// frames, any source address in them, to dx0.
+func vethPairRaw(t *testing.T) (*Conn, *Conn, *rawEnd) {
 	privtest.NetNS(t)
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
@@ -66,7 +79,91 @@ func vethPair(t *testing.T) (*Conn, *Conn) {
 		a.Close()
 		t.Fatal(err)
 	}
-	return a, b
+	ifi, err := net.InterfaceByName("dx1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := packet.Listen(ifi, packet.Raw, 0, nil)
+	if err != nil {
+		a.Close()
+		b.Close()
+		t.Fatal(err)
+	}
+	return a, b, &rawEnd{c: raw, to: macs[0]}
+}
+
+// rawEnd writes Ethernet frames out of dx1 towards dx0's MAC.
+type rawEnd struct {
+	c  *packet.Conn
+	to net.HardwareAddr
+}
+
+// send writes frame behind an Ethernet header from src to dx0, EtherType
+// 0x88B5.
+func (r *rawEnd) send(src net.HardwareAddr, frame []byte) error {
+	b := binary.BigEndian.AppendUint16(append(append([]byte(nil), r.to...), src...), encap.EtherType)
+	_, err := r.c.WriteTo(append(b, frame...), &packet.Addr{HardwareAddr: r.to})
+	return err
+}
+
+func (r *rawEnd) Close() error { return r.c.Close() }
+
+// Frames from another MAC than the peer's are dropped before the bridge
+// sees them, and counted where the runner exports them
+// (bridge.Counters.DroppedForeignSource, the bridge's
+// dxpu_bridge_dropped_foreign_source_total), as over UDP: they were
+// counted here and exported nowhere. The peer's frames still reach the
+// bridge, and none of the strangers' HELLOs is taken.
+func TestForeignFramesCounted(t *testing.T) {
+	t.Parallel()
+	a, b, raw := vethPairRaw(t)
+	defer a.Close()
+	defer b.Close()
+	defer raw.Close()
+	const pair = 7
+	hb, err := bridge.New(bridge.Config{Role: bridge.RoleHost, PairID: pair})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := driver.New(hb, a)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = r.Run(ctx) }()
+	defer func() { cancel(); a.Close(); <-done }()
+
+	hello := make([]byte, encap.HeaderLen, encap.HeaderLen+encap.HelloLen)
+	h := encap.Header(hello)
+	h.SetVersionFlags(encap.Version, 0)
+	h.SetType(encap.MsgControl)
+	h.SetPairID(pair)
+	hello = append(hello, (&encap.Control{Type: encap.CtlHello, Role: bridge.RoleGPU, Session: 9, Window: 64}).AppendTo(nil)...)
+	encap.Header(hello).SetBodyLen(len(hello) - encap.HeaderLen)
+	const strangers, each = 3, 4
+	for i := range strangers {
+		src := net.HardwareAddr{0x02, 0x5e, 0, 0, 0x99, byte(i)}
+		for j := range each {
+			f := []byte("not a dxpu frame, not from the peer")
+			if j%2 == 0 {
+				f = hello
+			}
+			if err := raw.send(src, f); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// The peer's own frame, cut short: it reaches the bridge, which drops
+	// it as malformed.
+	if err := b.Send(hello[:12]); err != nil {
+		t.Fatal(err)
+	}
+	waitfor.Until(t, "the frames dropped", func() bool {
+		c := r.Counters()
+		return c.DroppedForeignSource == strangers*each && c.DroppedMalformed == 1
+	})
+	if c := r.Counters(); c.FramesDropped != 1 || c.FramesReceived != 0 || c.DroppedForeignSource != a.Foreign.Load() {
+		t.Errorf("counters %+v: want 1 frame dropped (malformed), none received, %d foreign (the socket's count: %d)",
+			c, strangers*each, a.Foreign.Load())
+	}
 }
 
 // Two bridges over raw Ethernet on a veth pair: posted writes arrive in

@@ -297,6 +297,11 @@ func (c *Conn) Stats() Stats {
 		BadDescriptors: c.badDesc.Load(), TXFull: c.txFull.Load()}
 }
 
+// ForeignDropped returns how many frames c dropped for coming from a MAC
+// address other than the peer's (Stats.Foreign): driver.Runner exports it
+// as bridge.Counters.DroppedForeignSource. Any goroutine may call it.
+func (c *Conn) ForeignDropped() uint64 { return c.foreign.Load() }
+
 // Send transmits one frame to the peer.
 func (c *Conn) Send(frame []byte) error {
 	one := [1][]byte{frame}

@@ -3,6 +3,7 @@ package afxdp
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -14,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mdlayher/packet"
+
 	"github.com/dxpu/dxpu/bridge"
 	"github.com/dxpu/dxpu/bridge/afpacket"
 	"github.com/dxpu/dxpu/bridge/driver"
@@ -22,6 +25,7 @@ import (
 	"github.com/dxpu/dxpu/internal/privtest"
 	"github.com/dxpu/dxpu/internal/waitfor"
 	"github.com/dxpu/dxpu/tlp"
+	"github.com/dxpu/dxpu/tlp/encap"
 )
 
 // vethMTU stays under veth's limit for native XDP (about 3506).
@@ -276,6 +280,76 @@ func TestTagsAndDrops(t *testing.T) {
 	}
 	if err := a.Send(make([]byte, a.MTU()+1)); err == nil || !strings.Contains(err.Error(), "exceeds the MTU") {
 		t.Fatalf("oversize send: %v", err)
+	}
+}
+
+// Frames from another MAC than the peer's, which the socket drops
+// (Stats.Foreign), are what the runner exports as
+// bridge.Counters.DroppedForeignSource (the bridge's
+// dxpu_bridge_dropped_foreign_source_total), as over UDP and AF_PACKET:
+// they were counted in Stats and exported nowhere. The peer's frames still
+// reach the bridge, and none of the strangers' HELLOs is taken.
+func TestForeignFramesCounted(t *testing.T) {
+	p := newPair(t)
+	a := p.open(t, 0, kindXDP, Config{}).(*Conn)
+	peer := p.open(t, 1, kindPacket, Config{})
+	var raw *packet.Conn
+	if err := p.ns[1].Do(func() error {
+		ifi, err := net.InterfaceByName(p.ifs[1].Name)
+		if err != nil {
+			return err
+		}
+		raw, err = packet.Listen(ifi, packet.Raw, 0, nil) // bound to no EtherType: it receives nothing
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	const pair = 7
+	hb, err := bridge.New(bridge.Config{Role: bridge.RoleHost, PairID: pair})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := driver.New(hb, a)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = r.Run(ctx) }()
+	defer func() { cancel(); a.Close(); <-done }()
+
+	hello := make([]byte, encap.HeaderLen, encap.HeaderLen+encap.HelloLen)
+	h := encap.Header(hello)
+	h.SetVersionFlags(encap.Version, 0)
+	h.SetType(encap.MsgControl)
+	h.SetPairID(pair)
+	hello = append(hello, (&encap.Control{Type: encap.CtlHello, Role: bridge.RoleGPU, Session: 9, Window: 64}).AppendTo(nil)...)
+	encap.Header(hello).SetBodyLen(len(hello) - encap.HeaderLen)
+	const strangers, each = 3, 4
+	to := p.ifs[0].MAC
+	for i := range strangers {
+		src := net.HardwareAddr{0x02, 0x5e, 0, 0, 0x99, byte(i)}
+		for j := range each {
+			f := []byte("not a dxpu frame, not from the peer")
+			if j%2 == 0 {
+				f = hello
+			}
+			eth := binary.BigEndian.AppendUint16(append(append([]byte(nil), to...), src...), encap.EtherType)
+			if _, err := raw.WriteTo(append(eth, f...), &packet.Addr{HardwareAddr: to}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// The peer's own frame, cut short: it reaches the bridge, which drops
+	// it as malformed.
+	if err := peer.Send(hello[:12]); err != nil {
+		t.Fatal(err)
+	}
+	waitfor.Until(t, "the frames dropped", func() bool {
+		c := r.Counters()
+		return c.DroppedForeignSource == strangers*each && c.DroppedMalformed == 1
+	})
+	if c, s := r.Counters(), a.Stats(); c.FramesDropped != 1 || c.FramesReceived != 0 || c.DroppedForeignSource != s.Foreign {
+		t.Errorf("counters %+v: want 1 frame dropped (malformed), none received, %d foreign (the socket's count: %d)",
+			c, strangers*each, s.Foreign)
 	}
 }
 

@@ -38,7 +38,8 @@
 // the RX ring. RecvBatch polls the socket, copies each frame from the
 // peer's MAC address out (after its Ethernet header and tags) and puts its
 // frame straight back on the fill ring; frames from other addresses are
-// counted (Stats) and dropped.
+// counted (Stats.Foreign, which driver.Runner exports as
+// bridge.Counters.DroppedForeignSource: ForeignDropped) and dropped.
 //
 // Sending: SendBatch takes a free TX frame per dxpu frame, writes the
 // Ethernet header (the peer's MAC, the interface's, 0x88B5) and the frame

@@ -103,8 +103,9 @@ type SegmentPoller interface {
 }
 
 // ForeignCounter is a Transport that drops, and counts, what arrives from
-// a source other than its peer (bridge/udp's Conn): those never reach the
-// bridge, so Runner.Counters reports them as DroppedForeignSource.
+// a source other than its peer (the Conns of bridge/udp, bridge/afpacket
+// and bridge/afxdp): those never reach the bridge, so Runner.Counters
+// reports them as DroppedForeignSource.
 type ForeignCounter interface {
 	// ForeignDropped returns how many it dropped; any goroutine may call
 	// it.

@@ -18,7 +18,7 @@ import (
 // Received frames dropped, by reason (each also in
 // dxpu_bridge_frames_dropped_total but the first):
 //
-//	dxpu_bridge_dropped_foreign_source_total   datagrams from an address other than the peer's (the transport's count; never reach the bridge)
+//	dxpu_bridge_dropped_foreign_source_total   datagrams (UDP) or frames (AF_PACKET, AF_XDP: another source MAC) from an address other than the peer's (the transport's count; never reach the bridge)
 //	dxpu_bridge_dropped_malformed_total        shorter than the 40-byte dxpu header
 //	dxpu_bridge_dropped_version_total          dxpu version not 1
 //	dxpu_bridge_dropped_unknown_pair_total     another pair's ID in the header

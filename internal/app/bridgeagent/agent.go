@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/netip"
 	"slices"
 	"sync"
@@ -51,6 +52,10 @@ type Agent struct {
 
 	mu    sync.Mutex
 	pairs map[uint32]*pairRun
+	// live is a.pairs as of its last change, for the metrics
+	// (publishPairs); metricsAddr where Run serves them.
+	live        atomic.Pointer[[]*pairRun]
+	metricsAddr atomic.Pointer[net.Addr]
 }
 
 // pairRun is one programmed pair: its bridge on the wall clock and, on a
@@ -58,6 +63,8 @@ type Agent struct {
 type pairRun struct {
 	p      manager.Pair
 	runner *driver.Runner
+	// metrics exports the runner's counters (labelled pair and role).
+	metrics *driver.Collector
 	// sizes is the bridge's configuration with its defaults, for the
 	// sizes status reports.
 	sizes  bridge.Config
@@ -162,6 +169,7 @@ func (a *Agent) Wait() {
 		<-pr.done
 		delete(a.pairs, id)
 	}
+	a.publishPairs()
 	a.mu.Unlock()
 	a.wg.Wait()
 	if a.host != nil {
@@ -277,6 +285,7 @@ func (a *Agent) ProgramPair(ctx context.Context, p manager.Pair) error {
 		return err
 	}
 	pr := &pairRun{p: p, runner: driver.New(b, conn), sizes: b.Config(), done: make(chan struct{}), linkUp: make(chan struct{}, 1)}
+	pr.metrics = a.pairCollector(p.ID, pr.runner)
 	pr.runner.OnEvent = func(e bridge.Event) { a.onEvent(pr, e) }
 	pr.runner.OnLate = a.late.For("pair", p.ID)
 	var side func(context.Context) error
@@ -309,6 +318,7 @@ func (a *Agent) ProgramPair(ctx context.Context, p manager.Pair) error {
 	}
 	go func() { wg.Wait(); close(pr.done) }()
 	a.pairs[p.ID] = pr
+	a.publishPairs()
 	a.log.Info("pair programmed", "pair", p.ID, "allocation", p.Allocation, "host", p.Host, "host_port", p.HostPort,
 		"box", p.Box, "gpu", p.GPU, "peer", peer)
 	return nil
@@ -361,6 +371,7 @@ func (a *Agent) stop(ctx context.Context, pr *pairRun) {
 	pr.cancel()
 	<-pr.done
 	delete(a.pairs, pr.p.ID)
+	a.publishPairs()
 }
 
 // RemovePair tears the pair's bridge down (idempotent).

@@ -96,13 +96,36 @@
 // host. Frames are demultiplexed by the 24-bit pair ID of the dxpu header
 // (bytes 2..4; package tlp/encap). Frames for pairs the agent does not run,
 // too short or of another version are dropped and counted (status:
-// frames_unknown_pair, frames_malformed); a pair that does not read its
-// frames fast enough loses the next ones (frames_overflow) and its bridge
+// frames_unknown_pair, frames_malformed; --metrics:
+// dxpu_agent_dropped_unknown_pair_total, dxpu_agent_dropped_malformed_total);
+// a pair that does not read its frames fast enough loses the next ones
+// (frames_overflow, dxpu_agent_dropped_overflow_total) and its bridge
 // retransmits. Frames go to --switch (the UDP switch relays them to the far
 // end's registered ip:udp_port) or, without --switch, straight to the far
 // end's registered ip:udp_port, routed through whatever switch lies
 // between. Frames are accepted from any source: the switch checks that each
 // pair's frames come from its registered endpoints.
+//
+// # Metrics
+//
+// With --metrics ADDR (Options.Metrics; empty, the default: off) the agent
+// serves GET /metrics (Prometheus) on ADDR, bounded as the bridge's and the
+// switch's (httpguard.MetricsDefaults: 64 connections, 8 per address, 30s
+// idle). Every programmed pair's bridge counters come in the families
+// `dxpu bridge --metrics` serves (driver.Collector: dxpu_bridge_*_total,
+// dxpu_bridge_tags_in_use, dxpu_bridge_srtt_seconds, the drop reasons,
+// dxpu_bridge_timer_late_*), labelled pair and role; the agent's own are
+// labelled role:
+//
+//	dxpu_agent_pairs                        pairs programmed (a bridge each)
+//	dxpu_agent_pairs_up                     of those, pairs whose link is up
+//	dxpu_agent_dropped_unknown_pair_total   frames for a pair not programmed here
+//	dxpu_agent_dropped_malformed_total      frames too short or of another version for a pair ID
+//	dxpu_agent_dropped_overflow_total       frames dropped because their pair's queue was full
+//
+// A pair's series appear with its programming and are gone from the scrape
+// after its removal; a reprogrammed pair (anything but its key changed)
+// starts a new bridge, whose counters start from 0.
 //
 // # Link down
 //

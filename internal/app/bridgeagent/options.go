@@ -84,6 +84,13 @@ type Options struct {
 	// when https ("": system roots).
 	Manager, ManagerCAFile string
 
+	// Metrics, when set, is the TCP address of /metrics (Prometheus):
+	// every pair's bridge counters, as `dxpu bridge --metrics` serves
+	// them, and the agent's (metrics.go). MetricsServer bounds its server
+	// (zero fields: httpguard.MetricsDefaults).
+	Metrics       string
+	MetricsServer httpguard.Config
+
 	// KeyLog, when set, receives the traffic secrets of every pair's
 	// bridge (bridge.Config.KeyLog; `--key-log`).
 	KeyLog func(seal.Secret)

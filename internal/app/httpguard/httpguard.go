@@ -1,9 +1,9 @@
 // Package httpguard bounds what clients can hold of a daemon's small HTTP
-// servers (the agent API, the bridge's and the switch's /metrics): every
-// timeout of net/http set, header bytes capped, connections capped in
-// all and per source address, and the server's per-connection error lines
-// (failed TLS handshakes, accept errors) sent through the daemon's slog
-// logger, rate-limited.
+// servers (the agent API, the /metrics of the bridge, the bridge agent and
+// the switch): every timeout of net/http set, header bytes capped,
+// connections capped in all and per source address, and the server's
+// per-connection error lines (failed TLS handshakes, accept errors) sent
+// through the daemon's slog logger, rate-limited.
 //
 // A connection over a cap is refused at accept: answered 503 (plain http)
 // or closed (TLS, where a plain answer would be junk), never queued, after
@@ -44,7 +44,8 @@ type Config struct {
 	MaxConnsPerAddr   int // connections at once from one source address (credentialed ones apart)
 }
 
-// The metrics servers' defaults (the bridge's and the switch's --metrics):
+// The metrics servers' defaults (--metrics of the bridge, the bridge agent
+// and the switch):
 // a Prometheus scrape is one small GET per interval on one connection.
 const (
 	MetricsReadHeaderTimeout = 5 * time.Second
