@@ -23,8 +23,9 @@ func newBridgeAgentCmd(e *env) *cobra.Command {
 		Use:   "agent --role host|gpu --agent-listen ADDR --agent-credential-file FILE --listen IP:PORT [--switch IP:PORT]",
 		Short: "Run a bridge daemon that the manager programs: a bridge per lent GPU, hot-plug on the host",
 		Long: `agent runs a bridge daemon under the manager's control. It serves the agent
-API on --agent-listen (https with --agent-cert/--agent-key; plain http only
-with --insecure), accepting only the credential in --agent-credential-file
+API on --agent-listen (https with --agent-cert/--agent-key, the key mode
+0600 and owned by the agent's user; plain http only with --insecure),
+accepting only the credential in --agent-credential-file
 (what 'dxpu ctl box|host add --agent-credential-out FILE' wrote; mode 0600,
 owned by the agent's user (a link to it is followed);
 SIGHUP re-reads it). The API caps connections at 256, 16 per client
@@ -74,7 +75,15 @@ logs a warning. Jumbo frames (--mtu 8972) with --max-payload 2048 and
 
 --key-log FILE appends every pair's traffic secrets to FILE (created 0600),
 one line per secret, for 'dxpu pcap unseal' (see 'dxpu bridge --help'); it
-holds no manager token or agent credential, but opens the frames it covers.`,
+holds no manager token or agent credential, but opens the frames it covers.
+
+--metrics ADDR serves Prometheus metrics (GET /metrics; empty, the default:
+off): every pair's bridge counters as 'dxpu bridge --metrics' serves them
+(dxpu_bridge_*, labelled pair and role), from the pair's programming to its
+removal, and the agent's own (dxpu_agent_pairs, dxpu_agent_pairs_up,
+dxpu_agent_dropped_*_total: frames the shared socket dropped before any
+pair's bridge saw them); at most 64 connections, 8 per client address,
+closed after 30s idle.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := numberFlags(cmd, []string{"keepalive", "dead-after", "mtu", "max-payload", "mps", "memory-mb"}, "completion-timeout"); err != nil {
@@ -109,7 +118,7 @@ holds no manager token or agent credential, but opens the frames it covers.`,
 	f.StringVar(&fl.Role, "role", "", "host or gpu")
 	f.StringVar(&o.AgentListen, "agent-listen", "", "TCP address of the agent API (the host:port of the registered agent_url)")
 	f.StringVar(&o.CertFile, "agent-cert", "", "certificate (PEM) the agent API serves https with")
-	f.StringVar(&o.KeyFile, "agent-key", "", "private key (PEM) of --agent-cert")
+	f.StringVar(&o.KeyFile, "agent-key", "", "private key (PEM) of --agent-cert; must be 0600, owned by you")
 	f.BoolVar(&o.Insecure, "insecure", false, "serve the agent API, and reach an http --manager, over plain http (lab only: the credential crosses the network in clear)")
 	f.StringVar(&fl.CredentialFile, "agent-credential-file", "", "file (mode 0600) holding the agent credential the manager issued at registration")
 	f.StringVar(&fl.Listen, "listen", "", "UDP address of the data plane: the bridge endpoint's ip:udp_port (all pairs share it)")
@@ -132,5 +141,6 @@ holds no manager token or agent credential, but opens the frames it covers.`,
 	f.StringVar(&o.Manager, "manager", "", "manager URL for the pairs' link-down and link-up reports (host: the GPU failed; gpu: the allocation is degraded while the host side is silent)")
 	f.StringVar(&keyLog, "key-log", "", "append every pair's traffic secrets to this file (0600) for 'dxpu pcap unseal' (debugging: it opens the frames)")
 	f.StringVar(&o.ManagerCAFile, "manager-ca-file", "", "CA (PEM) of an https --manager (default: the system's roots)")
+	f.StringVar(&o.Metrics, "metrics", "", "serve Prometheus metrics on this TCP address (empty: off): every pair's bridge counters and the agent's")
 	return cmd
 }

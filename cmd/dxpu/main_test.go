@@ -16,7 +16,7 @@ func noEnv(string) string { return "" }
 func execute(ctx context.Context, stdin string, stderr *syncBuffer, args ...string) (string, error) {
 	var out strings.Builder
 	e := newEnv(strings.NewReader(stdin), &out, stderr, args, noEnv)
-	err := newRootCmd(e).ExecuteContext(ctx)
+	err := executeRoot(ctx, newRootCmd(e), args)
 	return out.String(), err
 }
 
@@ -107,7 +107,7 @@ func TestExitStatus(t *testing.T) {
 		{[]string{"pcap", "generate", "--out", "x", "--kind", "Foo"}, "", 2, "", "dxpu: generate: --kind: unknown TLP kind"},
 		{[]string{"model"}, "", 2, "", "dxpu: model: give at least one --trace FILE"},
 		{[]string{"pcap", "unseal", "a.pcap", "b.pcap"}, "", 2, "", "dxpu: unseal: --key-log, IN and OUT are required"},
-		{[]string{"pcap", "unseal", "--key-log", "/nonexistent.log", "a.pcap", "b.pcap"}, "", 2, "", "dxpu: unseal: --key-log: open /nonexistent.log"},
+		{[]string{"pcap", "unseal", "--key-log", "/nonexistent.log", "a.pcap", "b.pcap"}, "", 2, "", "dxpu: unseal: --key-log /nonexistent.log: no such file or directory"},
 		{[]string{"pcap", "capture", "--out", "x.pcap"}, "", 2, "", "dxpu: capture: --interface and --out are required"},
 		{[]string{"replay", "--pcap", "x"}, "", 2, "", "dxpu: replay: --pcap and --table are required"},
 		{[]string{"bench", "switch", "--repeat", "0"}, "", 2, "", "--repeat 0: must be positive"},
@@ -147,6 +147,13 @@ func TestExitStatus(t *testing.T) {
 		{[]string{"bench", "scale", "--loopback", "--pairs", "1", "--duration", "100ms", "--bridge-binary", "/bin/false"}, "", 1, "",
 			"side (/bin/false bridge) exited (exit status 1); its stderr: no output"},
 		{[]string{"help", "units", "extra"}, "", 2, "", `dxpu: help: "dxpu units" has no subcommands, got "extra"`},
+		// A help topic and cobra's completion take no operands either:
+		// `units extra` printed the topic, `completion extra` its help,
+		// and both exited 0.
+		{[]string{"units", "extra"}, "", 2, "", `dxpu: units: takes no operands, got "extra"; usage: dxpu help units`},
+		{[]string{"units"}, "", 0, "One name and one unit for each quantity", ""},
+		{[]string{"completion", "extra"}, "", 2, "", `dxpu: unknown command "extra" for "dxpu completion"`},
+		{[]string{"completion", "bash", "extra"}, "", 2, "", `dxpu: completion bash: takes no operands, got "extra"`},
 		{[]string{"bench", "fabric", "--sizes", "3"}, "", 2, "", "dxpu: --sizes: copy size 3: want a multiple of 4 in 4..4GiB"},
 		{[]string{"pcap", "generate", "--out", "x", "--count", "0"}, "", 2, "", "--count 0: want at least 1 frame"},
 		{[]string{"switch", "--mode", "udp"}, "", 2, "", "exactly one of --table and --manager"},

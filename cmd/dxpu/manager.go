@@ -35,7 +35,8 @@ to one is followed) owned by the manager's user, mode 0600 (or stricter);
 nothing is at the path. --no-auth turns authentication off (for a lab only). /healthz and
 /metrics stay open.
 With --tls-cert and --tls-key the API is served over HTTPS, as it should be
-wherever the token crosses a network.
+wherever the token crosses a network; the key file (as --etcd-key) is held
+to the token files' rules.
 
 Bridges that register with an "agent_url" are programmed through the agent
 API (package fabric/manager/agentapi: PUT/DELETE /agent/v1/pairs/{id},
@@ -108,9 +109,9 @@ opened.`,
 	f.DurationVar(&fl.UnreachableAfter, "unreachable-after", manager.DefaultUnreachableAfter, "how long a box's agent may fail to answer the reconciler before the box is reported unreachable (its GPUs stay lent)")
 	f.StringVar(&fl.EtcdCAFile, "etcd-ca-file", "", "CA (PEM) of an etcd served over https")
 	f.StringVar(&fl.EtcdCert, "etcd-cert", "", "client certificate (PEM) for etcd")
-	f.StringVar(&fl.EtcdKey, "etcd-key", "", "client key (PEM) for etcd")
+	f.StringVar(&fl.EtcdKey, "etcd-key", "", "client key (PEM) for etcd; must be 0600, owned by you")
 	f.StringVar(&fl.TLSCert, "tls-cert", "", "serve HTTPS with this certificate (PEM); needs --tls-key")
-	f.StringVar(&fl.TLSKey, "tls-key", "", "private key (PEM) of --tls-cert")
+	f.StringVar(&fl.TLSKey, "tls-key", "", "private key (PEM) of --tls-cert; must be 0600, owned by you")
 	f.DurationVar(&fl.ReconcileInterval, "reconcile-interval", 30*time.Second, "how often to reconcile agents with the journal (negative: only at start-up)")
 	return cmd
 }

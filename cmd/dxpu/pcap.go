@@ -194,7 +194,7 @@ written mode 0600 (a new file, whatever the mode of the one it replaces).`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.KeyLog, "key-log", "", "the bridges' key log (--key-log of dxpu bridge or bridge agent)")
+	f.StringVar(&o.KeyLog, "key-log", "", "the bridges' key log (--key-log of dxpu bridge or bridge agent); must be 0600, owned by you")
 	f.Uint16Var(&o.UDPPort, "udp-port", encap.DefaultUDPPort, "dxpu UDP port")
 	f.Uint16Var(&o.OutUDPPort, "out-udp-port", 0, "write this port in place of --udp-port (0: keep)")
 	addPcapOutFlags(cmd, &o.PcapNG, &nanos)

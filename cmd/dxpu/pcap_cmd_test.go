@@ -65,8 +65,9 @@ func TestPcapOutIsIn(t *testing.T) {
 		t.Fatal(err)
 	}
 	keys := filepath.Join(dir, "keys.log")
+	// The key log 0600, as the bridges write it and unseal wants it.
 	for p, b := range map[string][]byte{in: mix, keys: []byte("# none\n")} {
-		if err := os.WriteFile(p, b, 0o644); err != nil {
+		if err := os.WriteFile(p, b, 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -13,14 +13,18 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/dxpu/dxpu/fabric/secretfile"
 	"github.com/dxpu/dxpu/internal/app/apperr"
 	"github.com/dxpu/dxpu/internal/app/httpguard"
 )
 
 // Run is the daemon: it starts the agent and serves its API on
 // o.AgentListen (https with o.CertFile and o.KeyFile; http only with
-// o.Insecure) until ctx ends. ready, when set, gets the agent and the API's
-// address once both serve.
+// o.Insecure), and its metrics on o.Metrics when set, until ctx ends.
+// ready, when set, gets the agent and the API's address once both serve
+// (Agent.MetricsAddr is the metrics' by then).
 func Run(ctx context.Context, o Options, ready func(a *Agent, api net.Addr)) error {
 	if o.Log == nil {
 		o.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -38,9 +42,11 @@ func Run(ctx context.Context, o Options, ready func(a *Agent, api net.Addr)) err
 	}
 	var tlsCfg *tls.Config
 	if tlsOn {
-		cert, err := tls.LoadX509KeyPair(o.CertFile, o.KeyFile)
+		// The key through secretfile: one others can read, or chose, is
+		// refused.
+		cert, err := secretfile.LoadX509KeyPair("--agent-cert", o.CertFile, "--agent-key", o.KeyFile)
 		if err != nil {
-			return apperr.Usage(fmt.Errorf("--agent-cert/--agent-key: %w", err))
+			return apperr.Usage(err)
 		}
 		tlsCfg = &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}}
 	}
@@ -57,14 +63,34 @@ func Run(ctx context.Context, o Options, ready func(a *Agent, api net.Addr)) err
 	if err != nil {
 		return fmt.Errorf("--agent-listen %q: %w", o.AgentListen, err)
 	}
+	var mln net.Listener
+	if o.Metrics != "" {
+		if mln, err = net.Listen("tcp", o.Metrics); err != nil {
+			ln.Close()
+			return fmt.Errorf("--metrics %q: %w", o.Metrics, err)
+		}
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	a, err := Start(ctx, o)
 	if err != nil {
 		ln.Close()
+		if mln != nil {
+			mln.Close()
+		}
 		return err
 	}
 	defer a.Wait()
+	if mln != nil {
+		msrv := serveMetrics(a, mln, o)
+		// Before a.Wait (deferred earlier, run later): the last scrapes
+		// end while the pairs are still there.
+		defer func() {
+			sctx, scancel := context.WithTimeout(context.Background(), time.Second)
+			defer scancel()
+			_ = msrv.Shutdown(sctx)
+		}()
+	}
 	srv := newAPIServer(a, o)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln, tlsCfg) }()
@@ -94,6 +120,23 @@ func Run(ctx context.Context, o Options, ready func(a *Agent, api net.Addr)) err
 	defer scancel()
 	_ = srv.Shutdown(sctx)
 	return nil
+}
+
+// serveMetrics serves a's /metrics on ln, bounded as the bridge's and the
+// switch's (httpguard.MetricsDefaults, or o.MetricsServer).
+func serveMetrics(a *Agent, ln net.Listener, o Options) *httpguard.Server {
+	addr := ln.Addr()
+	a.metricsAddr.Store(&addr)
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(a.Registry(), promhttp.HandlerOpts{}))
+	srv := httpguard.New("agent metrics", mux, o.MetricsServer, httpguard.MetricsDefaults, o.Log)
+	go func() {
+		if err := srv.Serve(ln, nil); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			o.Log.Error("metrics server", "err", err)
+		}
+	}()
+	o.Log.Info("agent metrics serving", "url", "http://"+addr.String()+"/metrics")
+	return srv
 }
 
 // The agent API's server defaults (Options.APIServer, zero fields). A

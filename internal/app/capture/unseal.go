@@ -6,12 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 
 	"github.com/google/gopacket"
 
 	"github.com/dxpu/dxpu/bridge/seal"
+	"github.com/dxpu/dxpu/fabric/secretfile"
 	"github.com/dxpu/dxpu/internal/app/apperr"
 	"github.com/dxpu/dxpu/tlp/encap"
 	"github.com/dxpu/dxpu/tlp/pcapio"
@@ -48,7 +48,9 @@ func Unseal(o UnsealOptions, stdout, stderr io.Writer) error {
 // once the whole output is written: on an error or when ctx ends it keeps
 // what it had. The traffic in it is as secret as the keys that opened it:
 // a new file of mode 0600 (secretfile.Create) takes its place, whatever
-// the mode of the file it replaces.
+// the mode of the file it replaces. o.KeyLog is read through
+// secretfile.Open: a regular file of this process's user, mode 0600 or
+// 0400, or a usage error naming --key-log, the path and what is wrong.
 func UnsealContext(ctx context.Context, o UnsealOptions, stdout, stderr io.Writer) error {
 	if o.In == "" || o.Out == "" || o.KeyLog == "" {
 		return apperr.Usage(errors.New("unseal: --key-log, IN and OUT are required"))
@@ -63,9 +65,11 @@ func UnsealContext(ctx context.Context, o UnsealOptions, stdout, stderr io.Write
 	if err := sameFile("unseal", "OUT", o.Out, "--key-log", o.KeyLog); err != nil {
 		return err
 	}
-	kf, err := os.Open(o.KeyLog)
+	// The key log holds traffic secrets: secretfile refuses one others
+	// can read (or chose), and a FIFO or directory, at once.
+	kf, err := secretfile.Open("--key-log", o.KeyLog)
 	if err != nil {
-		return apperr.Usage(fmt.Errorf("unseal: --key-log: %w", err))
+		return apperr.Usage(fmt.Errorf("unseal: %w", err))
 	}
 	secrets, err := seal.ReadKeyLog(kf)
 	kf.Close()

@@ -15,6 +15,7 @@ import (
 
 	"github.com/dxpu/dxpu/fabric/manager"
 	"github.com/dxpu/dxpu/fabric/manager/agentapi"
+	"github.com/dxpu/dxpu/fabric/secretfile"
 	"github.com/dxpu/dxpu/fabric/store"
 	"github.com/dxpu/dxpu/internal/app/apperr"
 )
@@ -115,10 +116,15 @@ func Run(ctx context.Context, o Options) error {
 	if (o.TLSCert == "") != (o.TLSKey == "") {
 		return apperr.Usage(errors.New("--tls-cert and --tls-key go together"))
 	}
+	// The key is read once, here, through secretfile (a key others can
+	// read, or chose, is refused); ServeTLS uses what was read.
+	var serverTLS *tls.Config
 	if o.TLSCert != "" {
-		if _, err := tls.LoadX509KeyPair(o.TLSCert, o.TLSKey); err != nil {
-			return apperr.Usage(fmt.Errorf("--tls-cert/--tls-key: %w", err))
+		cert, err := secretfile.LoadX509KeyPair("--tls-cert", o.TLSCert, "--tls-key", o.TLSKey)
+		if err != nil {
+			return apperr.Usage(err)
 		}
+		serverTLS = &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}}
 	}
 	var st store.Store
 	var err error
@@ -169,10 +175,11 @@ func Run(ctx context.Context, o Options) error {
 		return apperr.Usage(err)
 	}
 	srv := manager.NewServer(m, manager.ServerConfig{})
+	srv.TLSConfig = serverTLS
 	errc := make(chan error, 1)
 	go func() {
-		if o.TLSCert != "" {
-			errc <- srv.ServeTLS(ln, o.TLSCert, o.TLSKey)
+		if serverTLS != nil {
+			errc <- srv.ServeTLS(ln, "", "") // the certificate of srv.TLSConfig
 		} else {
 			errc <- srv.Serve(ln)
 		}
@@ -213,9 +220,9 @@ func etcdTLS(caFile, certFile, keyFile string) (*tls.Config, error) {
 		return nil, errors.New("--etcd-cert and --etcd-key go together")
 	}
 	if certFile != "" {
-		cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+		cert, err := secretfile.LoadX509KeyPair("--etcd-cert", certFile, "--etcd-key", keyFile)
 		if err != nil {
-			return nil, fmt.Errorf("--etcd-cert/--etcd-key: %w", err)
+			return nil, err
 		}
 		tc.Certificates = []tls.Certificate{cert}
 	}
