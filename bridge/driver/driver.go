@@ -184,7 +184,10 @@ type Runner struct {
 	// it was armed for one already past.
 	fireAt time.Duration
 	late   Lateness
-	closed bool
+	// caughtUp counts frames taken after a stall ahead of the deadline
+	// (catchup.go).
+	caughtUp uint64
+	closed   bool
 	// sendErrors counts frames the transport failed to send.
 	sendErrors uint64
 	// lastFrameError is the latest reason the bridge dropped a frame.
@@ -304,6 +307,7 @@ func (r *Runner) Send(t []byte) error {
 		return ErrClosed
 	}
 	now := r.Now()
+	r.catchUp(now)
 	err := r.b.HandleTLP(now, t)
 	if err == nil {
 		r.flushAt(now, false)
@@ -327,6 +331,7 @@ func (r *Runner) sendMany(tlps [][]byte, hold bool) (int, error) {
 	}
 	hold = hold && r.HoldSends
 	now := r.Now()
+	r.catchUp(now)
 	for i, t := range tlps {
 		err := r.b.HandleTLP(now, t)
 		if err != nil && hold && errors.Is(err, bridge.ErrBusy) {
@@ -360,6 +365,7 @@ func (r *Runner) SendManyHeld(tlps [][]byte) (int, error) {
 		return 0, ErrClosed
 	}
 	now := r.Now()
+	r.catchUp(now)
 	for i, t := range tlps {
 		err := r.b.HandleTLP(now, t)
 		if err != nil && errors.Is(err, bridge.ErrBusy) {
@@ -467,7 +473,7 @@ func (r *Runner) Run(ctx context.Context) error {
 			}
 			return fmt.Errorf("driver: receive: %w", err)
 		}
-		if !r.handle(buf[:n:n], nil, nil, nil, false) {
+		if !r.handle(buf[:n:n], nil, nil, nil, false, false) {
 			return ctx.Err()
 		}
 	}
@@ -505,7 +511,7 @@ func (r *Runner) runPolled(ctx context.Context) error {
 		r.rxMu.Lock()
 		bufs, sizes := r.rxBuffers()
 		k, segs, err := r.tryRecv(bufs, sizes)
-		open := err != nil || k == 0 || r.handle(nil, bufs[:k], sizes[:k], segs, false)
+		open := err != nil || k == 0 || r.handle(nil, bufs[:k], sizes[:k], segs, false, true)
 		r.rxMu.Unlock()
 		if err == nil && k == 0 && r.busyPoll.Load() {
 			// A loop polls the socket: waking for frames it takes
@@ -563,7 +569,7 @@ func (r *Runner) Poll() int {
 		r.serveDeadline()
 		return 0
 	}
-	if !r.handle(nil, bufs[:k], sizes[:k], segs, true) {
+	if !r.handle(nil, bufs[:k], sizes[:k], segs, true, true) {
 		return 0
 	}
 	r.polled.Add(uint64(k))
@@ -603,6 +609,7 @@ func (r *Runner) serveDeadline() {
 		return
 	}
 	if now := r.Now(); r.b.Deadline() <= now {
+		r.catchUp(now)
 		r.b.HandleTimeout(now)
 		r.flushAt(now, false)
 	}
@@ -621,7 +628,7 @@ func (r *Runner) runBatch(ctx context.Context, br BatchReceiver) error {
 			}
 			return fmt.Errorf("driver: receive: %w", err)
 		}
-		if !r.handle(nil, bufs[:k], sizes[:k], nil, false) {
+		if !r.handle(nil, bufs[:k], sizes[:k], nil, false, false) {
 			return ctx.Err()
 		}
 	}
@@ -630,8 +637,11 @@ func (r *Runner) runBatch(ctx context.Context, br BatchReceiver) error {
 // handle feeds one frame, or a batch, to the bridge under one lock and one
 // clock reading, then flushes once. segs, when not nil, cuts each buffer
 // into frames of that size (GRO). polled: Poll's call (OnPolledTLP,
-// HoldSends). It reports false once the runner is closed.
-func (r *Runner) handle(frame []byte, bufs [][]byte, sizes, segs []int, polled bool) bool {
+// HoldSends). rxHeld: the caller holds rxMu and bufs are the runner's
+// receive buffers (Poll and runPolled): after a stall it takes what else
+// waits in the socket before the deadline is served (catchup.go). It
+// reports false once the runner is closed.
+func (r *Runner) handle(frame []byte, bufs [][]byte, sizes, segs []int, polled, rxHeld bool) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
@@ -639,28 +649,15 @@ func (r *Runner) handle(frame []byte, bufs [][]byte, sizes, segs []int, polled b
 	}
 	r.polling = polled
 	now := r.Now()
-	progress := false
-	feed := func(f []byte) {
-		if err := r.b.HandleFrame(now, f); err != nil {
-			r.lastFrameError = err
-			if r.OnFrameDropped != nil {
-				r.OnFrameDropped(now, err)
-			}
-		} else {
-			progress = true
-		}
+	at := now
+	if rxHeld {
+		at = r.stalledAt(now)
+	} else {
+		r.catchUp(now)
 	}
-	if frame != nil {
-		feed(frame)
-	}
-	for i, b := range bufs {
-		b = b[:sizes[i]]
-		if segs != nil {
-			for seg := max(segs[i], 1); len(b) > seg; b = b[seg:] {
-				feed(b[:seg:seg])
-			}
-		}
-		feed(b)
+	progress := r.feed(at, frame, bufs, sizes, segs)
+	if at < now && r.drainAt(at, r.rxBufs, r.rxSizes) {
+		progress = true
 	}
 	// A loop that polls serves the deadline here too: frames may come at
 	// every poll of a stream, and the timer is not armed meanwhile.
@@ -676,6 +673,36 @@ func (r *Runner) handle(frame []byte, bufs [][]byte, sizes, segs []int, polled b
 	r.flushAt(now, polled && r.HoldSends)
 	r.polling = false
 	return true
+}
+
+// feed hands the bridge frame and the frames in bufs (cut at segs when
+// not nil) at now, and reports whether any was taken. Called with mu
+// held.
+func (r *Runner) feed(now time.Duration, frame []byte, bufs [][]byte, sizes, segs []int) bool {
+	progress := false
+	one := func(f []byte) {
+		if err := r.b.HandleFrame(now, f); err != nil {
+			r.lastFrameError = err
+			if r.OnFrameDropped != nil {
+				r.OnFrameDropped(now, err)
+			}
+		} else {
+			progress = true
+		}
+	}
+	if frame != nil {
+		one(frame)
+	}
+	for i, b := range bufs {
+		b = b[:sizes[i]]
+		if segs != nil {
+			for seg := max(segs[i], 1); len(b) > seg; b = b[seg:] {
+				one(b[:seg:seg])
+			}
+		}
+		one(b)
+	}
+	return progress
 }
 
 func (r *Runner) onTimer() {
@@ -697,6 +724,13 @@ func (r *Runner) onTimer() {
 	if armed {
 		r.noteLate(now - r.fireAt)
 	}
+	if !r.catchUp(now) {
+		// A receive holds the socket after the stall: it feeds what it
+		// took and serves the deadline (handle). Look again shortly, in
+		// case it found nothing and does not.
+		r.timer.Reset(time.Millisecond)
+		return
+	}
 	// The timer may be stale: a flush re-armed it while this call waited
 	// for the lock. Then it only re-arms.
 	if r.b.Deadline() <= now {
@@ -710,7 +744,11 @@ func (r *Runner) onTimer() {
 // lets the acknowledgement of a received batch carry the credits the batch
 // freed, instead of a separate credit update AckDelay later. Called with
 // mu held.
-func (r *Runner) flush() { r.flushAt(r.Now(), false) }
+func (r *Runner) flush() {
+	now := r.Now()
+	r.catchUp(now)
+	r.flushAt(now, false)
+}
 
 // SendHeld frames and sends what calls under HoldSends left: the loop
 // that polls calls it once a turn, after running what the turn's frames
@@ -726,7 +764,9 @@ func (r *Runner) SendHeld() {
 	if r.closed {
 		return
 	}
-	r.flushAt(r.Now(), false)
+	now := r.Now()
+	r.catchUp(now)
+	r.flushAt(now, false)
 }
 
 // flushAt is flush with the clock read by the caller (the time it handed
