@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/dxpu/dxpu/bridge"
 	"github.com/dxpu/dxpu/bridge/udp"
 	"github.com/dxpu/dxpu/internal/waitfor"
@@ -121,4 +123,19 @@ func TestStallDoesNotAbortAnsweredReads(t *testing.T) {
 	if host.CaughtUp() == 0 {
 		t.Fatalf("no frame taken after a stall ahead of the deadline")
 	}
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(NewCollector(host, nil))
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fams {
+		if f.GetName() == "dxpu_bridge_caught_up_frames_total" {
+			if got, want := f.GetMetric()[0].GetCounter().GetValue(), float64(host.CaughtUp()); got != want {
+				t.Fatalf("dxpu_bridge_caught_up_frames_total %v, want %v", got, want)
+			}
+			return
+		}
+	}
+	t.Fatal("no dxpu_bridge_caught_up_frames_total")
 }

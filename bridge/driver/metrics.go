@@ -34,7 +34,7 @@ type Collector struct {
 	descs  []*prometheus.Desc
 	fields []int
 	// The runner's timer lateness (Lateness), beside the counters.
-	lateTotal, lateMax *prometheus.Desc
+	lateTotal, lateMax, caughtUp *prometheus.Desc
 }
 
 var camel = regexp.MustCompile(`([a-z0-9])([A-Z])`)
@@ -78,6 +78,8 @@ func NewCollector(r *Runner, constLabels prometheus.Labels) *Collector {
 		"times the runner's timer fired LateAfter (10ms) or more past its deadline: the process was not running, frames due then left late", nil, constLabels)
 	c.lateMax = prometheus.NewDesc("dxpu_bridge_timer_late_max_seconds",
 		"the most the runner's timer fired past its deadline", nil, constLabels)
+	c.caughtUp = prometheus.NewDesc("dxpu_bridge_caught_up_frames_total",
+		"frames taken from the socket after a stall, ahead of the deadline the process stalled past (a completion that came meanwhile completes its read)", nil, constLabels)
 	return c
 }
 
@@ -88,6 +90,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	}
 	ch <- c.lateTotal
 	ch <- c.lateMax
+	ch <- c.caughtUp
 }
 
 // Collect implements prometheus.Collector.
@@ -95,6 +98,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	l := c.r.Lateness()
 	ch <- prometheus.MustNewConstMetric(c.lateTotal, prometheus.CounterValue, float64(l.Count))
 	ch <- prometheus.MustNewConstMetric(c.lateMax, prometheus.GaugeValue, l.Max.Seconds())
+	ch <- prometheus.MustNewConstMetric(c.caughtUp, prometheus.CounterValue, float64(c.r.CaughtUp()))
 	v := reflect.ValueOf(c.r.Counters())
 	t := v.Type()
 	for k, i := range c.fields {

@@ -38,6 +38,7 @@ func TestCollector(t *testing.T) {
 		"dxpu_bridge_dropped_unknown_generation_total": 1,
 		"dxpu_bridge_timer_late_total":                 1,
 		"dxpu_bridge_timer_late_max_seconds":           1,
+		"dxpu_bridge_caught_up_frames_total":           1,
 	} {
 		if byName[name] != n {
 			t.Errorf("%s: %d series, want %d (have %v)", name, byName[name], n, byName)
