@@ -34,8 +34,11 @@ func TestSendManyHeldArmsTheTimer(t *testing.T) {
 			t.Fatalf("SendManyHeld: %d, %v", n, err)
 		}
 	}
-	if sent := h.Counters().FramesSent - f0; sent != 4 {
-		t.Fatalf("%d frames sent, want the 4 full ones", sent)
+	// Only the full frames went out, unless the RTO (2ms) fired while the
+	// calls ran (a loaded machine: 5 frames): the timer's flush sends what
+	// was held, as it should.
+	if c := h.Counters(); c.FramesSent-f0 != 4 && c.RTOs == 0 {
+		t.Fatalf("%d frames sent, want the 4 full ones", c.FramesSent-f0)
 	}
 	waitfor.Until(t, "a retransmission or probe after 4 unacknowledged frames (RTO 2ms)", func() bool {
 		return h.Counters().FramesSent-f0 > 4
