@@ -67,7 +67,7 @@ func FuzzDecodeLines(f *testing.F) {
 				t.Fatalf("line %q: %v, %d objects", l, herr, len(got))
 			}
 			re, eerr := tlp.EncodeJSON(nil, []byte(got[i]))
-			if eerr != nil || !bytes.Equal(re, b) {
+			if eerr != nil || !bytes.Equal(re, withoutReserved(b)) {
 				t.Fatalf("hex %x decodes to %s, which encodes to %x (%v)", b, got[i], re, eerr)
 			}
 			i++
@@ -118,4 +118,30 @@ func FuzzEncodeLines(f *testing.F) {
 			}
 		}
 	})
+}
+
+// withoutReserved is TLP b with the header bits the codec reads as
+// reserved cleared, as it encodes them (receivers ignore reserved bits):
+// address bits 1:0 of an IO request, DW2 bits 31:28 (the byte 10 nibble
+// above the extended register number) and 1:0 of a config request, and
+// the bit above a completion's 7-bit lower address.
+// Every other bit of a TLP that decodes comes back as it was.
+func withoutReserved(b []byte) []byte {
+	v := tlp.View(b)
+	if len(b) < 12 {
+		return b
+	}
+	switch k := v.Kind(); {
+	case k.IsIO():
+		b = append([]byte(nil), b...)
+		b[11] &^= 3
+	case k.IsConfig():
+		b = append([]byte(nil), b...)
+		b[10] &= 0x0f
+		b[11] &^= 3
+	case k.IsCompletion():
+		b = append([]byte(nil), b...)
+		b[11] &= 0x7f
+	}
+	return b
 }
