@@ -13,8 +13,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/promhttp"
-
 	"github.com/dxpu/dxpu/fabric/secretfile"
 	"github.com/dxpu/dxpu/internal/app/apperr"
 	"github.com/dxpu/dxpu/internal/app/httpguard"
@@ -127,14 +125,7 @@ func Run(ctx context.Context, o Options, ready func(a *Agent, api net.Addr)) err
 func serveMetrics(a *Agent, ln net.Listener, o Options) *httpguard.Server {
 	addr := ln.Addr()
 	a.metricsAddr.Store(&addr)
-	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(a.Registry(), promhttp.HandlerOpts{}))
-	srv := httpguard.New("agent metrics", mux, o.MetricsServer, httpguard.MetricsDefaults, o.Log)
-	go func() {
-		if err := srv.Serve(ln, nil); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			o.Log.Error("metrics server", "err", err)
-		}
-	}()
+	srv := httpguard.ServeMetrics("agent metrics", ln, a.Registry(), o.MetricsServer, o.Log)
 	o.Log.Info("agent metrics serving", "url", "http://"+addr.String()+"/metrics")
 	return srv
 }

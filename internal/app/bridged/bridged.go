@@ -7,12 +7,9 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"net/netip"
 	"sync"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/dxpu/dxpu/bridge"
 	"github.com/dxpu/dxpu/bridge/afpacket"
@@ -203,14 +200,7 @@ func Run(ctx context.Context, o Options) error {
 			return fmt.Errorf("--metrics %q: %w", o.Metrics, err)
 		}
 		d.metricsAddr = ln.Addr()
-		mux := http.NewServeMux()
-		mux.Handle("GET /metrics", promhttp.HandlerFor(d.registry(&o), promhttp.HandlerOpts{}))
-		srv = httpguard.New("bridge metrics", mux, o.MetricsServer, httpguard.MetricsDefaults, o.Log)
-		go func() {
-			if err := srv.Serve(ln, nil); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				o.Log.Error("metrics server", "err", err)
-			}
-		}()
+		srv = httpguard.ServeMetrics("bridge metrics", ln, d.registry(&o), o.MetricsServer, o.Log)
 	}
 
 	var wg sync.WaitGroup

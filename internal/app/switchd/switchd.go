@@ -6,12 +6,10 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/dxpu/dxpu/fabric/ctlclient"
 	switching "github.com/dxpu/dxpu/fabric/switching"
@@ -73,14 +71,11 @@ func Run(ctx context.Context, o Options) error {
 	if o.Metrics != "" {
 		reg := prometheus.NewRegistry()
 		reg.MustRegister(switching.NewCollector(dp, version.Load))
-		mux := http.NewServeMux()
-		mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 		ln, err := net.Listen("tcp", o.Metrics)
 		if err != nil {
 			return apperr.Usage(fmt.Errorf("switch: --metrics: %w", err))
 		}
-		srv := httpguard.New("switch metrics", mux, o.MetricsServer, httpguard.MetricsDefaults, o.Log)
-		go srv.Serve(ln, nil)
+		srv := httpguard.ServeMetrics("switch metrics", ln, reg, o.MetricsServer, o.Log)
 		defer srv.Close()
 		metricsAddr = ln.Addr()
 		o.Log.Info("switch: metrics", "url", "http://"+metricsAddr.String()+"/metrics")
