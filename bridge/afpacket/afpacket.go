@@ -3,6 +3,13 @@
 // an AF_PACKET socket bound to one interface, with
 // github.com/mdlayher/packet; it implements driver.Transport. It needs
 // CAP_NET_RAW.
+//
+// On Linux a runner moves frames in batches (driver.BatchSender,
+// BatchReceiver and Poller): up to MaxBatch frames per sendmmsg(2) or
+// recvmmsg(2), the peer's address and the message headers built once, so
+// the hot path costs a system call per batch and allocates nothing. With
+// 1500-byte frames a bridge pair over a veth pair used about half the CPU
+// per TLP that a system call per frame did (BenchmarkPairOverVeth).
 package afpacket
 
 import (
@@ -33,6 +40,7 @@ type Conn struct {
 	Foreign atomic.Uint64
 
 	raw *packet.Conn // SendTagged's (ListenTagging)
+	b   batch        // SendBatch's and the receives' system calls
 }
 
 // Listen opens the socket on interface ifname towards peer.
@@ -48,7 +56,12 @@ func Listen(ifname string, peer net.HardwareAddr) (*Conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("afpacket: listen on %s: %w", ifname, err)
 	}
-	return &Conn{c: c, ifi: ifi, peer: &packet.Addr{HardwareAddr: peer}}, nil
+	conn := &Conn{c: c, ifi: ifi, peer: &packet.Addr{HardwareAddr: peer}}
+	if err := conn.initBatch(); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return conn, nil
 }
 
 // ListenTagging is Listen with SendTagged: it opens a second socket

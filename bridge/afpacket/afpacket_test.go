@@ -24,7 +24,7 @@ import (
 
 // vethPair makes a fresh network namespace holding a veth pair dx0 <-> dx1
 // and opens a Conn on each end, towards the other.
-func vethPair(t *testing.T) (*Conn, *Conn) {
+func vethPair(t testing.TB) (*Conn, *Conn) {
 	a, b, raw := vethPairRaw(t)
 	raw.Close()
 	return a, b
@@ -33,7 +33,7 @@ func vethPair(t *testing.T) (*Conn, *Conn) {
 // vethPairRaw is vethPair with a third socket on dx1: a raw packet socket
 // (bound to no EtherType: it receives nothing) that writes whole Ethernet
 // frames, any source address in them, to dx0.
-func vethPairRaw(t *testing.T) (*Conn, *Conn, *rawEnd) {
+func vethPairRaw(t testing.TB) (*Conn, *Conn, *rawEnd) {
 	privtest.NetNS(t)
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
