@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"os/signal"
 	"syscall"
 	"time"
@@ -36,7 +37,12 @@ nothing is at the path. --no-auth turns authentication off (for a lab only). /he
 /metrics stay open.
 With --tls-cert and --tls-key the API is served over HTTPS, as it should be
 wherever the token crosses a network; the key file (as --etcd-key) is held
-to the token files' rules.
+to the token files' rules. SIGHUP re-reads --tls-cert/--tls-key and
+--etcd-cert/--etcd-key (after a rotation: ACME, cert-manager): new
+connections get the new certificate, those open keep theirs. A pair that
+does not load (a file missing or not PEM, a key not the certificate's, or
+refused as above) is logged in one line and the previous one stays in
+use; a success logs the new certificate's subject, serial and expiry.
 
 Bridges that register with an "agent_url" are programmed through the agent
 API (package fabric/manager/agentapi: PUT/DELETE /agent/v1/pairs/{id},
@@ -83,6 +89,11 @@ opened.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			fl.Log = e.log
+			// Caught from here on: SIGHUP's default action ends the process.
+			hup := make(chan os.Signal, 1)
+			signal.Notify(hup, syscall.SIGHUP)
+			defer signal.Stop(hup)
+			fl.HUP = hup
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
 			return exitFor(managerd.Run(ctx, fl), 2)

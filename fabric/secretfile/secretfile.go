@@ -1,8 +1,9 @@
 // Package secretfile opens the files that hold secrets: the manager's
 // token files (--token-file, --read-token-file), agents' credentials
 // (--agent-credential-file), pair keys (--key-file), TLS private keys
-// (--tls-key, --etcd-key, --agent-key: LoadX509KeyPair), the key log
-// `pcap unseal --key-log` reads, and the files dxpu writes secrets to
+// (--tls-key, --etcd-key, --agent-key: LoadX509KeyPair, and KeyPair,
+// which re-reads them on SIGHUP), the key log `pcap unseal --key-log`
+// reads, and the files dxpu writes secrets to
 // (--key-log, --init-token's token file, `pcap unseal`'s decrypted
 // capture). Every reader and writer of such a file goes through Open,
 // Create or Append, which make one check, on the opened descriptor

@@ -25,11 +25,18 @@ import (
 // 0600, to dir and returns their paths and the certificate's DER.
 func keyPair(t *testing.T, dir string) (certFile, keyFile string, der []byte) {
 	t.Helper()
+	return keyPairSerial(t, dir, 1)
+}
+
+// keyPairSerial is keyPair with the certificate's serial: a new pair over
+// the files of the last one in dir.
+func keyPairSerial(t *testing.T, dir string, serial int64) (certFile, keyFile string, der []byte) {
+	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "secretfile test"},
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: "secretfile test"},
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
 	der, err = x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {

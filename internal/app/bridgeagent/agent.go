@@ -15,6 +15,7 @@ import (
 	"github.com/dxpu/dxpu/bridge"
 	"github.com/dxpu/dxpu/bridge/driver"
 	"github.com/dxpu/dxpu/fabric/manager"
+	"github.com/dxpu/dxpu/fabric/secretfile"
 	"github.com/dxpu/dxpu/internal/app/bridged"
 	"github.com/dxpu/dxpu/tlp/encap"
 )
@@ -49,6 +50,10 @@ type Agent struct {
 	// lost gets the one error after which the agent cannot serve (a VM
 	// host's guest gone): Run ends the daemon with it.
 	lost chan error
+
+	// apiCert is the agent API's --agent-cert pair (nil: http), re-read
+	// on SIGHUP (ReloadCredentialOnHUP).
+	apiCert atomic.Pointer[secretfile.KeyPair]
 
 	mu    sync.Mutex
 	pairs map[uint32]*pairRun

@@ -39,14 +39,15 @@ func Run(ctx context.Context, o Options, ready func(a *Agent, api net.Addr)) err
 		return apperr.Usage(errors.New("--agent-credential-file: the agent needs the credential the manager issued at registration (dxpu ctl box|host add --agent-credential-out FILE)"))
 	}
 	var tlsCfg *tls.Config
+	var apiCert *secretfile.KeyPair
 	if tlsOn {
 		// The key through secretfile: one others can read, or chose, is
-		// refused.
-		cert, err := secretfile.LoadX509KeyPair("--agent-cert", o.CertFile, "--agent-key", o.KeyFile)
-		if err != nil {
+		// refused. New handshakes take the pair read last (SIGHUP).
+		var err error
+		if apiCert, err = secretfile.LoadKeyPair("--agent-cert", o.CertFile, "--agent-key", o.KeyFile); err != nil {
 			return apperr.Usage(err)
 		}
-		tlsCfg = &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}}
+		tlsCfg = &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: apiCert.GetCertificate}
 	}
 	// The options first, so that a bad flag is a usage error whatever the
 	// address; then bind before Start, which logs the agent running and
@@ -79,6 +80,7 @@ func Run(ctx context.Context, o Options, ready func(a *Agent, api net.Addr)) err
 		return err
 	}
 	defer a.Wait()
+	a.apiCert.Store(apiCert)
 	if mln != nil {
 		msrv := serveMetrics(a, mln, o)
 		// Before a.Wait (deferred earlier, run later): the last scrapes

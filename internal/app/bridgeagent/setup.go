@@ -133,19 +133,23 @@ func CatchHUP() chan os.Signal {
 
 // ReloadCredentialOnHUP re-reads the credential file on each SIGHUP of hup
 // (from CatchHUP; after a re-registration with a new agent_url issued
-// another) until ctx ends.
+// another) until ctx ends, and the agent API's --agent-cert and
+// --agent-key when it serves https (after a rotation). What fails to
+// load is one error line and the one read before stays in use.
 func ReloadCredentialOnHUP(ctx context.Context, hup chan os.Signal, a *Agent, path string, log *slog.Logger) {
 	defer signal.Stop(hup)
 	for {
 		select {
 		case <-hup:
-			c, err := manager.LoadTokenFileFor("--agent-credential-file", path)
-			if err != nil {
+			if c, err := manager.LoadTokenFileFor("--agent-credential-file", path); err != nil {
 				log.Error("SIGHUP: credential not reloaded", "err", err)
-				continue
+			} else {
+				a.SetCredential(c)
+				log.Info("SIGHUP: agent credential reloaded", "file", path)
 			}
-			a.SetCredential(c)
-			log.Info("SIGHUP: agent credential reloaded", "file", path)
+			if k := a.apiCert.Load(); k != nil {
+				_ = k.ReloadAndLog(log, "SIGHUP") // logged; a failure is not fatal
+			}
 		case <-ctx.Done():
 			return
 		}

@@ -41,7 +41,9 @@ func TestMain(m *testing.M) {
 	if dir := os.Getenv(helperDirEnv); dir != "" {
 		os.Exit(helperManager(dir))
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	removeBinary()
+	os.Exit(code)
 }
 
 // helperManager runs the daemon as `dxpu manager --token-file admin.tok

@@ -40,6 +40,10 @@ type Options struct {
 	EtcdCAFile          string
 	EtcdCert, EtcdKey   string
 	Log                 *slog.Logger
+	// HUP gets the SIGHUPs, subscribed by the caller before Run (the
+	// default action ends the process): each re-reads the TLS files. nil:
+	// none.
+	HUP <-chan os.Signal
 
 	// MaxAnonConnsPerClient bounds one address's connections that show no
 	// credential (0: manager.DefaultMaxAnonConnsPerClient).
@@ -116,22 +120,28 @@ func Run(ctx context.Context, o Options) error {
 	if (o.TLSCert == "") != (o.TLSKey == "") {
 		return apperr.Usage(errors.New("--tls-cert and --tls-key go together"))
 	}
-	// The key is read once, here, through secretfile (a key others can
-	// read, or chose, is refused); ServeTLS uses what was read.
+	// The key is read through secretfile (a key others can read, or
+	// chose, is refused), here and again on each SIGHUP; new handshakes
+	// take the pair read last.
 	var serverTLS *tls.Config
+	var pairs []*secretfile.KeyPair
 	if o.TLSCert != "" {
-		cert, err := secretfile.LoadX509KeyPair("--tls-cert", o.TLSCert, "--tls-key", o.TLSKey)
+		k, err := secretfile.LoadKeyPair("--tls-cert", o.TLSCert, "--tls-key", o.TLSKey)
 		if err != nil {
 			return apperr.Usage(err)
 		}
-		serverTLS = &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}}
+		serverTLS = &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: k.GetCertificate}
+		pairs = append(pairs, k)
 	}
 	var st store.Store
 	var err error
 	if o.Etcd != "" {
-		tc, terr := etcdTLS(o.EtcdCAFile, o.EtcdCert, o.EtcdKey)
+		tc, k, terr := etcdTLS(o.EtcdCAFile, o.EtcdCert, o.EtcdKey)
 		if terr != nil {
 			return apperr.Usage(terr)
+		}
+		if k != nil {
+			pairs = append(pairs, k)
 		}
 		st, err = store.OpenEtcd(store.EtcdConfig{Endpoints: strings.Split(o.Etcd, ","), Prefix: o.EtcdPrefix, LeaseTTL: o.LeaseTTL, TLS: tc})
 	} else {
@@ -176,10 +186,13 @@ func Run(ctx context.Context, o Options) error {
 	}
 	srv := manager.NewServer(m, manager.ServerConfig{})
 	srv.TLSConfig = serverTLS
+	hctx, hcancel := context.WithCancel(ctx)
+	defer hcancel()
+	go reloadOnHUP(hctx, o.HUP, pairs, o.Log)
 	errc := make(chan error, 1)
 	go func() {
 		if serverTLS != nil {
-			errc <- srv.ServeTLS(ln, "", "") // the certificate of srv.TLSConfig
+			errc <- srv.ServeTLS(ln, "", "") // srv.TLSConfig's GetCertificate
 		} else {
 			errc <- srv.Serve(ln)
 		}
@@ -200,33 +213,55 @@ func Run(ctx context.Context, o Options) error {
 }
 
 // etcdTLS builds the TLS configuration for etcd from the flags (nil when
-// none is given).
-func etcdTLS(caFile, certFile, keyFile string) (*tls.Config, error) {
+// none is given), and the client certificate's pair when one is: new
+// connections take the pair read last.
+func etcdTLS(caFile, certFile, keyFile string) (*tls.Config, *secretfile.KeyPair, error) {
 	if caFile == "" && certFile == "" && keyFile == "" {
-		return nil, nil
+		return nil, nil, nil
 	}
 	tc := &tls.Config{MinVersion: tls.VersionTLS12}
 	if caFile != "" {
 		b, err := os.ReadFile(caFile)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		tc.RootCAs = x509.NewCertPool()
 		if !tc.RootCAs.AppendCertsFromPEM(b) {
-			return nil, fmt.Errorf("--etcd-ca-file %s: no PEM certificate in it", caFile)
+			return nil, nil, fmt.Errorf("--etcd-ca-file %s: no PEM certificate in it", caFile)
 		}
 	}
 	if (certFile == "") != (keyFile == "") {
-		return nil, errors.New("--etcd-cert and --etcd-key go together")
+		return nil, nil, errors.New("--etcd-cert and --etcd-key go together")
 	}
+	var k *secretfile.KeyPair
 	if certFile != "" {
-		cert, err := secretfile.LoadX509KeyPair("--etcd-cert", certFile, "--etcd-key", keyFile)
-		if err != nil {
-			return nil, err
+		var err error
+		if k, err = secretfile.LoadKeyPair("--etcd-cert", certFile, "--etcd-key", keyFile); err != nil {
+			return nil, nil, err
 		}
-		tc.Certificates = []tls.Certificate{cert}
+		tc.GetClientCertificate = k.GetClientCertificate
 	}
-	return tc, nil
+	return tc, k, nil
+}
+
+// reloadOnHUP re-reads every pair on each signal of hup until ctx ends.
+// A pair that fails to load is one error line (the flag, the file and
+// why) and the one read before stays in use: a botched rotation must not
+// take the control plane down.
+func reloadOnHUP(ctx context.Context, hup <-chan os.Signal, pairs []*secretfile.KeyPair, log *slog.Logger) {
+	for {
+		select {
+		case <-hup:
+			if len(pairs) == 0 {
+				log.Info("SIGHUP: no TLS files to re-read (no --tls-cert, no --etcd-cert)")
+			}
+			for _, k := range pairs {
+				_ = k.ReloadAndLog(log, "SIGHUP") // logged; a failure is not fatal
+			}
+		case <-ctx.Done():
+			return
+		}
+	}
 }
 
 func storeName(etcd, path string) string {

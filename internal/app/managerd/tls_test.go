@@ -21,11 +21,18 @@ import (
 // selfSigned writes a certificate for 127.0.0.1 and its key as PEM files.
 func selfSigned(t *testing.T, dir string) (certFile, keyFile string, der []byte) {
 	t.Helper()
+	return selfSignedSerial(t, dir, 1)
+}
+
+// selfSignedSerial is selfSigned with the certificate's serial number: a
+// new pair over the files of the last one (cert.pem, key.pem in dir).
+func selfSignedSerial(t *testing.T, dir string, serial int64) (certFile, keyFile string, der []byte) {
+	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "managerd test"},
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: "managerd test"},
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
 		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}, IsCA: true, BasicConstraintsValid: true}
@@ -52,19 +59,22 @@ func selfSigned(t *testing.T, dir string) (certFile, keyFile string, der []byte)
 func TestEtcdTLSFromFlags(t *testing.T) {
 	t.Parallel()
 	cert, key, _ := selfSigned(t, t.TempDir())
-	tc, err := etcdTLS("", cert, key)
-	if err != nil || tc == nil || len(tc.Certificates) != 1 || tc.RootCAs != nil {
-		t.Fatalf("etcdTLS(\"\", cert, key) = %+v, %v; want one client certificate and the system CAs", tc, err)
+	tc, k, err := etcdTLS("", cert, key)
+	if err != nil || tc == nil || k == nil || tc.GetClientCertificate == nil || tc.RootCAs != nil {
+		t.Fatalf("etcdTLS(\"\", cert, key) = %+v, %v; want a client certificate and the system CAs", tc, err)
+	}
+	if c, err := tc.GetClientCertificate(&tls.CertificateRequestInfo{}); err != nil || c == nil || c.Leaf.SerialNumber.Int64() != 1 {
+		t.Fatalf("GetClientCertificate: %v, %v; want the certificate of --etcd-cert", c, err)
 	}
 	if tc.MinVersion < tls.VersionTLS12 {
 		t.Fatalf("MinVersion %x, want TLS 1.2 at least", tc.MinVersion)
 	}
 	for _, c := range [][2]string{{cert, ""}, {"", key}} {
-		if tc, err := etcdTLS("", c[0], c[1]); err == nil || !strings.Contains(err.Error(), "go together") {
+		if tc, _, err := etcdTLS("", c[0], c[1]); err == nil || !strings.Contains(err.Error(), "go together") {
 			t.Errorf("etcdTLS(\"\", %q, %q) = %v, %v; want the refusal", c[0], c[1], tc, err)
 		}
 	}
-	if tc, err := etcdTLS(cert, "", ""); err != nil || tc == nil || tc.RootCAs == nil || len(tc.Certificates) != 0 {
+	if tc, k, err := etcdTLS(cert, "", ""); err != nil || tc == nil || tc.RootCAs == nil || tc.GetClientCertificate != nil || k != nil {
 		t.Fatalf("etcdTLS(ca, \"\", \"\") = %+v, %v; want the CA alone", tc, err)
 	}
 }
