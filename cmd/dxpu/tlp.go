@@ -28,11 +28,24 @@ among all frames), "encap" and "truncated" (the capture's snap length cut
 the TLP: the header is decoded and the data present kept). Frames without
 TLPs are skipped.
 
+Header bits that PCIe reserves are read as 0 and encoded 0; when the input
+sets any, the object gets "reserved_bits": lowercase hex with one byte per
+header byte in wire order (24 digits for a 3-DW header, 32 for 4), a bit set
+where the input sets a bit that no field holds (absent when there is none).
+In the example, the CplD's byte 11 holds the 7-bit Lower Address (8) and,
+above it, reserved bit 7: "reserved_bits":"000000000000000000000080" is
+byte 11 = 0x80. 'dxpu tlp encode' sets those bits again, so decode | encode
+gives the input back byte for byte.
+
 A TLP that does not decode, or that breaks a rule of the PCIe specification,
 prints an object with "error" (the message), "rule" (the rule's name), its
 "line" or "frame", and the fields that could be read; the rest is still
 processed. Exit status: 0 when every TLP decoded, 1 when any did not (or
 the capture is not of Ethernet frames), 2 for usage or I/O errors.`,
+		Example: `  # A CplD with byte 11 bit 7, above the 7-bit Lower Address, set:
+  echo 4a000001000004000100008800000000 | dxpu tlp decode
+  # {"kind":"CplD",...,"lower_address":8,"data":"00000000","reserved_bits":"000000000000000000000080"}
+  echo 4a000001000004000100008800000000 | dxpu tlp decode | dxpu tlp encode   # the same hex`,
 		Args: cobra.ArbitraryArgs, // hex TLPs
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return exitFor(tlpcodec.DecodeShowing(args, pcap, cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr()), 2)
@@ -45,8 +58,12 @@ the capture is not of Ethernet frames), 2 for usage or I/O errors.`,
 		Long: `Encode reads one JSON object per line from stdin, in the format that
 'dxpu tlp decode' prints, and prints each TLP as lowercase hex on its own line.
 The TLP is validated as decode validates it; with td set the ECRC is computed
-(and, if the JSON gives "ecrc", checked). A line that does not encode is
-reported on stderr with its line number and the rest is still processed.
+(and, if the JSON gives "ecrc", checked). "reserved_bits", as decode prints
+it (hex, one byte per header byte; a shorter mask covers the leading bytes),
+is ORed into the header before the ECRC is computed; a mask longer than the
+header, or over a bit that a field uses, is refused. A line that does not
+encode is reported on stderr with its line number (and column) and the rest
+is still processed.
 Exit status: 0 when every line encoded, 1 when any did not, 2 for I/O errors.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

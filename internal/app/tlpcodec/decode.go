@@ -52,6 +52,8 @@ const MaxErrorLines = 1000
 type decoder struct {
 	w        *bufio.Writer
 	buf      []byte
+	enc      []byte // the re-encoding, for reserved_bits
+	mask     [tlp.Header4DW]byte
 	pkt      tlp.Packet
 	total    int
 	failures int
@@ -100,6 +102,10 @@ func (d *decoder) emit(prefix []byte, raw []byte, lenient, onlyOnError bool) {
 			b, _ = tlp.AppendViewJSONFields(b, v)
 		} else {
 			b = d.pkt.AppendJSONFields(b)
+		}
+		var m []byte
+		if m, d.enc = reservedMask(v, &d.pkt, d.enc, &d.mask); m != nil {
+			b = appendReserved(b, m)
 		}
 	}
 	b = append(b, '}', '\n')

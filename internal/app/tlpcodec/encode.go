@@ -3,6 +3,7 @@ package tlpcodec
 import (
 	"bufio"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -17,7 +18,7 @@ import (
 // reported on stderr with their number and make the error
 // apperr.ErrFailed; I/O errors are plain.
 func Encode(stdin io.Reader, stdout, stderr io.Writer) error {
-	out := bufio.NewWriterSize(stdout, 64<<10)
+	w := bufio.NewWriterSize(stdout, 64<<10)
 	sc := bufio.NewScanner(stdin)
 	sc.Buffer(make([]byte, 64<<10), 4<<20)
 	var (
@@ -30,13 +31,25 @@ func Encode(stdin io.Reader, stdout, stderr io.Writer) error {
 			continue
 		}
 		total++
-		var err error
-		buf, err = tlp.EncodeJSON(buf[:0], []byte(s))
+		js := []byte(s)
+		out, rjs, handled, err := encodeReserved(buf[:0], s)
+		switch {
+		case !handled:
+			out, err = tlp.EncodeJSON(buf[:0], js)
+		case rjs != nil:
+			js = rjs // what package tlp read, for its errors' columns
+		}
+		buf = out
 		if err != nil {
 			failures++
+			var ce *colError
+			if errors.As(err, &ce) {
+				fmt.Fprintf(stderr, "dxpu tlp encode: line %d col %d: %v\n", line, ce.col, ce.err)
+				continue
+			}
 			// encoding/json's own errors name Go types (tlp.jsonPacket,
 			// uint16): say instead where and what JSON was expected.
-			if e, ok := jsonfile.Explain(err, []byte(s), nil); ok {
+			if e, ok := jsonfile.Explain(err, js, nil); ok {
 				fmt.Fprintf(stderr, "dxpu tlp encode: line %d col %d: %s\n", line, e.Col, e.Msg)
 				continue
 			}
@@ -45,10 +58,10 @@ func Encode(stdin io.Reader, stdout, stderr io.Writer) error {
 		}
 		hx = hex.AppendEncode(hx[:0], buf)
 		hx = append(hx, '\n')
-		out.Write(hx)
+		w.Write(hx)
 	}
 	err := sc.Err()
-	if ferr := out.Flush(); err == nil {
+	if ferr := w.Flush(); err == nil {
 		err = ferr
 	}
 	if err != nil {

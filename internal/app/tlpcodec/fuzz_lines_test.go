@@ -2,10 +2,14 @@ package tlpcodec
 
 import (
 	"bytes"
+	"encoding/hex"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
+	"github.com/dxpu/dxpu/internal/app/apperr"
 	"github.com/dxpu/dxpu/tlp"
 )
 
@@ -17,6 +21,10 @@ var fuzzHexLines = []string{
 	"0x4a800001 0x030060000 100ff0000000000",
 	"6e000008:01000d00:00000001:00000010" + strings.Repeat("00", 32),
 	"000080010100050ffedc0010ba2b1e6e",
+	"4a000001000004000100008800000000",         // CplD, bit 7 of byte 11 (above Lower Address)
+	"04000001 01000a0f 0100f0ff",               // CfgRd0, DW2 bits 31:28 and 1:0
+	"02000001 01000a0f fedc0013",               // IORd, address bits 1:0
+	"4a0080010000000401000588112233443b2ee991", // CplD with TD: the ECRC covers the reserved bit
 	"# comment",
 	"zz",
 }
@@ -25,8 +33,8 @@ var fuzzHexLines = []string{
 // Invariants: one JSON object per line of output, at most one per input
 // line (plus the closing count of suppressed errors), output bounded by
 // the input; every TLP that decodes encodes back to the bytes of its hex
-// line (`dxpu tlp encode` reads what decode writes); the error, if any, is
-// one non-empty line.
+// line, reserved bits included (`dxpu tlp encode` reads what decode
+// writes); the error, if any, is one non-empty line.
 func FuzzDecodeLines(f *testing.F) {
 	f.Add(strings.Join(fuzzHexLines, "\n"))
 	for _, h := range fuzzHexLines {
@@ -56,19 +64,24 @@ func FuzzDecodeLines(f *testing.F) {
 		if err != nil || len(in) > 64<<10 {
 			return // a failure's objects are error objects; a long line may stop the scan
 		}
-		// Every line decoded: each object encodes back to its line's bytes.
+		// Every line decoded: `dxpu tlp encode` gives back each line's
+		// bytes, reserved bits included.
+		var enc, errs bytes.Buffer
+		if eerr := Encode(&out, &enc, &errs); eerr != nil {
+			t.Fatalf("decode gave objects that do not encode: %v\n%s", eerr, errs.String())
+		}
+		hx := strings.Split(strings.TrimSuffix(enc.String(), "\n"), "\n")
 		i := 0
 		for _, l := range lines {
 			b, ok, herr := parseHexLine(l)
 			if !ok {
 				continue
 			}
-			if herr != nil || i >= len(got) {
-				t.Fatalf("line %q: %v, %d objects", l, herr, len(got))
+			if herr != nil || i >= len(got) || i >= len(hx) {
+				t.Fatalf("line %q: %v, %d objects, %d encoded", l, herr, len(got), len(hx))
 			}
-			re, eerr := tlp.EncodeJSON(nil, []byte(got[i]))
-			if eerr != nil || !bytes.Equal(re, withoutReserved(b)) {
-				t.Fatalf("hex %x decodes to %s, which encodes to %x (%v)", b, got[i], re, eerr)
+			if want := hex.EncodeToString(b); hx[i] != want {
+				t.Fatalf("hex %s decodes to %s, which encodes to %s", want, got[i], hx[i])
 			}
 			i++
 		}
@@ -76,13 +89,25 @@ func FuzzDecodeLines(f *testing.F) {
 }
 
 // FuzzEncodeLines runs `dxpu tlp encode` on arbitrary standard input.
-// Invariants: every line of output is hex of a TLP that parses; every line
-// of stderr names its input line and is one line; no more of either than
-// input lines; the error, if any, is one non-empty line.
+// Invariants: every line of output is hex of a TLP that parses, and that
+// decode then encode give back (so reserved_bits sets only bits decode
+// shows as reserved); every line of stderr names its input line and is one
+// line; no more of either than input lines; the error, if any, is one
+// non-empty line.
 func FuzzEncodeLines(f *testing.F) {
 	f.Add(`{"kind":"MRd","td":true,"length":1,"requester_id":"01:00.0","tag":5,"first_be":15,"address":"0xfedc0010"}`)
 	f.Add(`{"kind":"MWr","requester_id":"01:00.0","address":"0x1000","first_be":15,"last_be":15,"data":"0011223344556677"}` + "\n# c\n\n{\"kind\":\"Nope\"}\n{\"kind\":\"MRd\",\"x\":1}\n{\"kind\":\"MRd\",\"tag\":\"7\"}\n{")
 	f.Add(`{"fmt":3,"type":18,"data":"00"}`)
+	// reserved_bits: set, over a field, too long, not hex, first member,
+	// with td and a given ecrc (right, then wrong).
+	cpld := `"kind":"CplD","length":1,"completer_id":"00:00.0","byte_count":1024,"requester_id":"01:00.0","lower_address":8,"data":"00000000"`
+	f.Add(`{` + cpld + `,"reserved_bits":"000000000000000000000080"}` + "\n" +
+		`{` + cpld + `,"reserved_bits":"000000000000000000000001"}` + "\n" +
+		`{` + cpld + `,"reserved_bits":"00000000000000000000008000"}` + "\n" +
+		`{` + cpld + `,"reserved_bits":"0x80"}` + "\n" +
+		`{"reserved_bits":"00000000000000000000f003", "kind":"CfgRd0","requester_id":"01:00.0","first_be":15,"target_id":"01:00.0","register":252}`)
+	f.Add(`{"kind":"CplD","td":true,"length":1,"completer_id":"00:00.0","byte_count":4,"requester_id":"01:00.0","tag":5,"lower_address":8,"data":"11223344","ecrc":"0x3b2ee991","reserved_bits":"000000000000000000000080"}` + "\n" +
+		`{"kind":"CplD","td":true,"length":1,"completer_id":"00:00.0","byte_count":4,"requester_id":"01:00.0","tag":5,"lower_address":8,"data":"11223344","ecrc":"0x0b2ee991","reserved_bits":"000000000000000000000080"}`)
 	f.Fuzz(func(t *testing.T, in string) {
 		var out, errs bytes.Buffer
 		err := Encode(strings.NewReader(in), &out, &errs)
@@ -117,31 +142,53 @@ func FuzzEncodeLines(f *testing.F) {
 				t.Fatalf("encoded %x does not parse: %v", b, perr)
 			}
 		}
+		if len(o) == 0 {
+			return
+		}
+		var dec, re, rerrs bytes.Buffer
+		if derr := Decode(nil, "", &out, &dec); derr != nil {
+			t.Fatalf("encoded TLPs do not decode: %v\n%s", derr, dec.String())
+		}
+		decoded := dec.String()
+		if rerr := Encode(&dec, &re, &rerrs); rerr != nil || re.String() != strings.Join(o, "\n")+"\n" {
+			t.Fatalf("encode(decode(encoded)) = %q (%v %s), want %q", re.String(), rerr, rerrs.String(), o)
+		}
+		if err != nil && !errors.Is(err, apperr.ErrFailed) {
+			return // a line too long stopped the scan
+		}
+		// Decode shows the reserved_bits each line gave, padded to the
+		// header: encode took none that is not reserved.
+		failed := map[int]bool{}
+		for _, l := range e {
+			var n int
+			fmt.Sscanf(l, "dxpu tlp encode: line %d", &n)
+			failed[n] = true
+		}
+		d := strings.Split(decoded, "\n")
+		i := 0
+		for n, l := range strings.Split(in, "\n") {
+			l = strings.TrimSpace(l)
+			if l == "" || strings.HasPrefix(l, "#") || failed[n+1] {
+				continue
+			}
+			var given struct {
+				R *string `json:"reserved_bits"`
+			}
+			json.NewDecoder(strings.NewReader(l)).Decode(&given)
+			var shown struct {
+				R string `json:"reserved_bits"`
+			}
+			if i >= len(d) || json.Unmarshal([]byte(d[i]), &shown) != nil {
+				t.Fatalf("line %d: no decoded object (%d)", n+1, len(d))
+			}
+			want := ""
+			if given.R != nil && strings.Trim(*given.R, "0") != "" {
+				want = strings.ToLower(*given.R)
+			}
+			if !strings.HasPrefix(shown.R, want) || strings.Trim(shown.R[len(want):], "0") != "" {
+				t.Fatalf("line %d gives reserved_bits %q; its TLP %s decodes with %q", n+1, want, o[i], shown.R)
+			}
+			i++
+		}
 	})
-}
-
-// withoutReserved is TLP b with the header bits the codec reads as
-// reserved cleared, as it encodes them (receivers ignore reserved bits):
-// address bits 1:0 of an IO request, DW2 bits 31:28 (the byte 10 nibble
-// above the extended register number) and 1:0 of a config request, and
-// the bit above a completion's 7-bit lower address.
-// Every other bit of a TLP that decodes comes back as it was.
-func withoutReserved(b []byte) []byte {
-	v := tlp.View(b)
-	if len(b) < 12 {
-		return b
-	}
-	switch k := v.Kind(); {
-	case k.IsIO():
-		b = append([]byte(nil), b...)
-		b[11] &^= 3
-	case k.IsConfig():
-		b = append([]byte(nil), b...)
-		b[10] &= 0x0f
-		b[11] &^= 3
-	case k.IsCompletion():
-		b = append([]byte(nil), b...)
-		b[11] &= 0x7f
-	}
-	return b
 }
