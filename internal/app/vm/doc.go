@@ -51,6 +51,10 @@
 // does). HotRemove sends device_del, waits for DEVICE_DELETED and for the
 // server to see QEMU close the socket.
 //
+// QMP commands carry ids: a reply is taken only by the command it answers
+// (a late one, after a command timed out, is dropped, never handed to the
+// next), and only the newest 1024 events (at most 1 MiB) are kept.
+//
 // # Where the guest's view differs from the GPU's
 //
 // Shown by TestDemo, which compares the config space the guest reads

@@ -2,6 +2,8 @@ package vm
 
 import (
 	"bytes"
+	"context"
+	"encoding/json"
 	"net"
 	"os"
 	"strconv"
@@ -13,10 +15,12 @@ import (
 )
 
 // FuzzQMP plays QEMU's side of the machine protocol with an arbitrary
-// stream, then closes it. Invariants: the reader neither panics nor hangs
-// (with someone taking the replies, as execute does, it ends once the
-// stream does); why it stopped is one non-empty line; it keeps no more
-// events than the stream had lines.
+// stream, then closes it, while a command (id "dxpu-1") waits for its
+// reply. Invariants: the reader neither panics nor hangs (it takes no
+// one's help with replies: it ends once the stream does); why it stopped
+// is one non-empty line; the command ends, and succeeds only with a reply
+// that carries its id; no more events than the stream had lines, and no
+// more than the history's bounds; no more replies dropped than lines.
 func FuzzQMP(f *testing.F) {
 	greeting := `{"QMP": {"version": {"qemu": {"micro": 0, "minor": 2, "major": 8}, "package": ""}, "capabilities": ["oob"]}}`
 	f.Add(greeting + "\n" + `{"return": {}}` + "\n" + `{"timestamp": {"seconds": 1, "microseconds": 2}, "event": "DEVICE_DELETED", "data": {"device": "gpu0", "path": "/machine/peripheral/gpu0"}}` + "\n")
@@ -24,6 +28,8 @@ func FuzzQMP(f *testing.F) {
 	f.Add(greeting + "\n" + `{"return": {}}` + "\n" + `{"event": "SHUTDOWN", "data": {"guest": true, "reason": "guest-shutdown"}}` + "\n" + `{"return": [1, 2]}` + "\n")
 	f.Add(`{"return": {}}` + "\n" + "not json\n")
 	f.Add("")
+	f.Add(greeting + "\n" + `{"return": {"a": 1}, "id": "dxpu-1"}` + "\n" + `{"return": {"a": 2}, "id": "dxpu-1"}` + "\n" + `{"return": {}, "id": "dxpu-0"}` + "\n")
+	f.Add(greeting + "\n" + `{"id": "dxpu-1", "error": {"class": "CommandNotFound", "desc": "The command x has not been found"}}` + "\n" + `{"return": {}, "id": 1}` + "\n" + `{"return": {}, "id": {}}` + "\n")
 	f.Fuzz(func(t *testing.T, stream string) {
 		sp, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 		if err != nil {
@@ -36,17 +42,19 @@ func FuzzQMP(f *testing.F) {
 			unix.Close(sp[1])
 			t.Fatal(err)
 		}
-		q := &qmp{conn: nc.(*net.UnixConn), replies: make(chan qmpMsg, 1), changed: make(chan struct{}), done: make(chan struct{})}
+		q := newQMP(nc.(*net.UnixConn), nil)
 		defer q.close()
 		go q.read(make(chan struct{}))
-		go func() { // execute's side: take whatever replies come
-			for {
-				select {
-				case <-q.replies:
-				case <-q.done:
-					return
-				}
-			}
+		type result struct {
+			ret json.RawMessage
+			err error
+		}
+		cmd := make(chan result, 1)
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			ret, err := q.execute(ctx, "query-status", nil, nil)
+			cmd <- result{ret, err}
 		}()
 		go func() {
 			defer unix.Close(sp[1])
@@ -63,6 +71,19 @@ func FuzzQMP(f *testing.F) {
 		case <-time.After(10 * time.Second):
 			t.Fatalf("the QMP reader did not end after QEMU closed the connection")
 		}
+		var r result
+		select {
+		case r = <-cmd:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("the command did not end after the QMP reader did")
+		}
+		if r.err != nil {
+			if msg := r.err.Error(); strings.ContainsAny(msg, "\r\n") {
+				t.Fatalf("command's error is not one line: %q", msg)
+			}
+		} else if !hasQMPReply(stream, "dxpu-1", r.ret) {
+			t.Fatalf("command got %q, from no reply with its id", r.ret)
+		}
 		q.mu.Lock()
 		defer q.mu.Unlock()
 		if q.err == nil {
@@ -71,10 +92,29 @@ func FuzzQMP(f *testing.F) {
 		if msg := q.err.Error(); msg == "" || strings.ContainsAny(msg, "\r\n") {
 			t.Fatalf("reader's error is not one line: %q", msg)
 		}
-		if len(q.events) > strings.Count(stream, "\n")+1 {
-			t.Fatalf("%d events from %d lines", len(q.events), strings.Count(stream, "\n")+1)
+		lines := strings.Count(stream, "\n") + 1
+		if kept := len(q.events.kept); q.events.end() > lines || kept > maxQMPEvents || kept > 1 && q.events.bytes > maxQMPEventBytes {
+			t.Fatalf("%d events seen, %d kept in %d bytes, from %d lines", q.events.end(), kept, q.events.bytes, lines)
+		}
+		if q.dropped > uint64(lines) {
+			t.Fatalf("%d replies dropped from %d lines", q.dropped, lines)
 		}
 	})
+}
+
+// hasQMPReply reports whether stream holds a reply with id id returning ret.
+func hasQMPReply(stream, id string, ret json.RawMessage) bool {
+	for _, line := range strings.Split(stream, "\n") {
+		var m struct {
+			Return json.RawMessage `json:"return"`
+			ID     json.RawMessage `json:"id"`
+		}
+		var got string
+		if json.Unmarshal([]byte(line), &m) == nil && json.Unmarshal(m.ID, &got) == nil && got == id && bytes.Equal(m.Return, ret) {
+			return true
+		}
+	}
+	return false
 }
 
 // FuzzConsole follows an arbitrary guest serial console (the guest is the

@@ -241,7 +241,7 @@ func Start(ctx context.Context, o Options) (_ *VM, err error) {
 	v.stopCtx = context.AfterFunc(ctx, v.kill)
 	qctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if v.qmp, err = dialQMP(qctx, qmpPath, v.exited); err != nil {
+	if v.qmp, err = dialQMP(qctx, qmpPath, v.exited, o.Log); err != nil {
 		return nil, v.startFailed(err)
 	}
 	// QEMU bound the socket under its umask; the directory (0700) already
