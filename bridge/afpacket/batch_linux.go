@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/dxpu/dxpu/bridge/mmsg"
 	"github.com/dxpu/dxpu/tlp/encap"
 )
 
@@ -28,66 +29,18 @@ type batch struct {
 	txMu  sync.Mutex
 	tx    [MaxBatch]unix.Mmsghdr
 	txIov [MaxBatch]unix.Iovec
-	send  mmsgCall
+	send  mmsg.Call
 
 	rxMu   sync.Mutex
 	rx     [MaxBatch]unix.Mmsghdr
 	rxIov  [MaxBatch]unix.Iovec
 	rxName [MaxBatch]unix.RawSockaddrLinklayer
-	recv   mmsgCall
+	recv   mmsg.Call
 	// tryRecv never waits (MSG_DONTWAIT), made through RawConn.Control:
 	// that takes no read lock, so it runs while another goroutine waits
 	// in WaitReadable.
-	tryRecv mmsgCall
-	// peek reports whether a frame is queued without taking it; once the
-	// netpoller woke the wait it reports true without looking (the
-	// receive that follows finds the frame, or finds that a Poll took it
-	// and waits again).
-	peek     func(fd uintptr) bool
-	peekByte [1]byte
-	woke     bool
-}
-
-// mmsgCall is one sendmmsg or recvmmsg over n headers, shaped for
-// RawConn.Read/Write: fn leaves its result in done and err.
-type mmsgCall struct {
-	trap  uintptr
-	hdrs  *unix.Mmsghdr
-	n     int
-	flags uintptr
-	done  int
-	err   error
-	fn    func(fd uintptr) bool
-	ctl   func(fd uintptr)
-}
-
-func (m *mmsgCall) init(trap uintptr, hdrs *unix.Mmsghdr, flags uintptr) {
-	m.trap, m.hdrs, m.flags = trap, hdrs, flags
-	m.fn = m.call
-	m.ctl = func(fd uintptr) {
-		if !m.call(fd) {
-			m.done, m.err = 0, nil // nothing queued
-		}
-	}
-}
-
-// call makes the system call; false (EAGAIN) asks the runtime poller to
-// wait until the socket is ready.
-func (m *mmsgCall) call(fd uintptr) bool {
-	for {
-		n, _, e := unix.Syscall6(m.trap, fd, uintptr(unsafe.Pointer(m.hdrs)), uintptr(m.n), m.flags, 0, 0)
-		switch e {
-		case 0:
-			m.done, m.err = int(n), nil
-		case unix.EINTR:
-			continue
-		case unix.EAGAIN:
-			return false
-		default:
-			m.done, m.err = 0, e
-		}
-		return true
-	}
+	tryRecv mmsg.Call
+	peek    *mmsg.Peek // WaitReadable's
 }
 
 func (c *Conn) initBatch() error {
@@ -107,26 +60,10 @@ func (c *Conn) initBatch() error {
 		h.Iov = &b.txIov[i]
 		h.SetIovlen(1)
 	}
-	b.send.init(unix.SYS_SENDMMSG, &b.tx[0], 0)
-	b.recv.init(unix.SYS_RECVMMSG, &b.rx[0], 0)
-	b.tryRecv.init(unix.SYS_RECVMMSG, &b.rx[0], unix.MSG_DONTWAIT)
-	b.peek = func(fd uintptr) bool {
-		if b.woke {
-			b.woke = false
-			return true
-		}
-		for {
-			_, _, e := unix.Syscall6(unix.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&b.peekByte[0])), 1, unix.MSG_PEEK|unix.MSG_DONTWAIT, 0, 0)
-			switch e {
-			case unix.EINTR:
-				continue
-			case unix.EAGAIN:
-				b.woke = true // RawConn.Read waits, then calls again
-				return false
-			}
-			return true // queued, or an error the next receive reports
-		}
-	}
+	b.send.Init(unix.SYS_SENDMMSG, &b.tx[0], 0)
+	b.recv.Init(unix.SYS_RECVMMSG, &b.rx[0], 0)
+	b.tryRecv.Init(unix.SYS_RECVMMSG, &b.rx[0], unix.MSG_DONTWAIT)
+	b.peek = mmsg.NewPeek()
 	return nil
 }
 
@@ -156,18 +93,18 @@ func (c *Conn) SendBatch(frames [][]byte) (int, error) {
 			iov.SetLen(len(f))
 			b.tx[i].Len = 0
 		}
-		b.send.n = len(part)
-		err := b.rc.Write(b.send.fn)
+		b.send.N = len(part)
+		err := b.rc.Write(b.send.Fn)
 		for i := range part {
 			b.txIov[i].Base = nil // keep no reference to the caller's frames
 		}
 		if err == nil {
-			err = b.send.err
+			err = b.send.Err
 		}
 		if err != nil {
 			return sent, fmt.Errorf("afpacket: send on %s: %w", c.ifi.Name, err)
 		}
-		sent += b.send.done
+		sent += b.send.Done
 	}
 	return sent, nil
 }
@@ -186,8 +123,8 @@ func (c *Conn) RecvBatch(bufs [][]byte, sizes []int) (int, error) {
 	defer b.rxMu.Unlock()
 	for {
 		b.prepareRecv(bufs)
-		b.recv.n = len(bufs)
-		if err := b.rc.Read(b.recv.fn); err != nil {
+		b.recv.N = len(bufs)
+		if err := b.rc.Read(b.recv.Fn); err != nil {
 			return 0, fmt.Errorf("afpacket: receive on %s: %w", c.ifi.Name, err)
 		}
 		n, err := c.received(&b.recv, bufs, sizes)
@@ -212,8 +149,8 @@ func (c *Conn) TryRecvBatch(bufs [][]byte, sizes []int) (int, error) {
 	}
 	defer b.rxMu.Unlock()
 	b.prepareRecv(bufs)
-	b.tryRecv.n = len(bufs)
-	if err := b.rc.Control(b.tryRecv.ctl); err != nil {
+	b.tryRecv.N = len(bufs)
+	if err := b.rc.Control(b.tryRecv.Ctl); err != nil {
 		return 0, fmt.Errorf("afpacket: receive on %s: %w", c.ifi.Name, err)
 	}
 	return c.received(&b.tryRecv, bufs, sizes)
@@ -225,7 +162,7 @@ func (c *Conn) TryRecvBatch(bufs [][]byte, sizes []int) (int, error) {
 // follows may find that another goroutine took it. Call it from one
 // goroutine at a time.
 func (c *Conn) WaitReadable() error {
-	if err := c.b.rc.Read(c.b.peek); err != nil {
+	if err := c.b.rc.Read(c.b.peek.Fn); err != nil {
 		return fmt.Errorf("afpacket: receive on %s: %w", c.ifi.Name, err)
 	}
 	return nil
@@ -259,18 +196,18 @@ func (b *batch) prepareRecv(bufs [][]byte) {
 
 // received keeps what call took from the peer, moved to the front of
 // bufs, and counts the rest as foreign.
-func (c *Conn) received(call *mmsgCall, bufs [][]byte, sizes []int) (int, error) {
+func (c *Conn) received(call *mmsg.Call, bufs [][]byte, sizes []int) (int, error) {
 	b := &c.b
 	defer func() {
 		for i := range bufs {
 			b.rxIov[i].Base = nil
 		}
 	}()
-	if call.err != nil {
-		return 0, fmt.Errorf("afpacket: receive on %s: %w", c.ifi.Name, call.err)
+	if call.Err != nil {
+		return 0, fmt.Errorf("afpacket: receive on %s: %w", c.ifi.Name, call.Err)
 	}
 	got := 0
-	for i := 0; i < call.done; i++ {
+	for i := 0; i < call.Done; i++ {
 		if !b.fromPeer(&b.rxName[i]) {
 			c.Foreign.Add(1)
 			continue

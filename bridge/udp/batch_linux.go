@@ -10,6 +10,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/dxpu/dxpu/bridge/mmsg"
 )
 
 // sysConn holds the mmsghdr arrays of sendmmsg(2) and recvmmsg(2), built
@@ -31,7 +33,7 @@ type sysConn struct {
 
 	tx    [MaxBatch]unix.Mmsghdr
 	txIov [MaxBatch]unix.Iovec
-	send  mmsgCall
+	send  mmsg.Call
 	one   sendtoCall
 	// gso: a run of equal-sized frames (the last may be shorter) goes
 	// out as one message with a UDP_SEGMENT control message, and the
@@ -62,66 +64,17 @@ type sysConn struct {
 	rx     [MaxBatch]unix.Mmsghdr
 	rxIov  [MaxBatch]unix.Iovec
 	rxName [MaxBatch]unix.RawSockaddrInet6
-	recv   mmsgCall
+	recv   mmsg.Call
 	// tryRecv is recv that never waits (MSG_DONTWAIT), made through
 	// RawConn.Control: that holds the descriptor open but takes no read
 	// lock, so it runs while another goroutine waits in WaitReadable.
-	tryRecv mmsgCall
-	// peek reports whether a datagram is queued, without taking it. Once
-	// the netpoller woke the wait (woke, set under RawConn.Read's read
-	// lock), it reports true without looking: a wake-up means a datagram
-	// came, and the receive that follows finds it, or finds nothing (a
-	// Poll took it first) and waits again. Looking again cost a system
-	// call per wait.
-	peek     func(fd uintptr) bool
-	peekByte [1]byte
-	woke     bool
+	tryRecv mmsg.Call
+	// peek reports whether a datagram is queued, without taking it
+	// (mmsg.Peek: after a wake-up, without looking again).
+	peek *mmsg.Peek
 }
 
-// mmsgCall is one sendmmsg or recvmmsg over n headers, shaped for
-// RawConn.Read/Write: fn is built once (no allocation per batch) and leaves
-// its result in done and err.
-type mmsgCall struct {
-	trap  uintptr
-	hdrs  *unix.Mmsghdr
-	n     int
-	flags uintptr
-	done  int
-	err   error
-	fn    func(fd uintptr) bool
-	ctl   func(fd uintptr) // fn for RawConn.Control
-}
-
-func (m *mmsgCall) init(trap uintptr, hdrs *unix.Mmsghdr, flags uintptr) {
-	m.trap, m.hdrs, m.flags = trap, hdrs, flags
-	m.fn = m.call
-	m.ctl = func(fd uintptr) {
-		if !m.call(fd) {
-			m.done, m.err = 0, nil // nothing queued
-		}
-	}
-}
-
-// call makes the system call; false (EAGAIN) asks the runtime poller to
-// wait until the socket is ready.
-func (m *mmsgCall) call(fd uintptr) bool {
-	for {
-		n, _, e := unix.Syscall6(m.trap, fd, uintptr(unsafe.Pointer(m.hdrs)), uintptr(m.n), m.flags, 0, 0)
-		switch e {
-		case 0:
-			m.done, m.err = int(n), nil
-		case unix.EINTR:
-			continue
-		case unix.EAGAIN:
-			return false
-		default:
-			m.done, m.err = 0, e
-		}
-		return true
-	}
-}
-
-// sendtoCall is one sendto(2) of frame to the peer, shaped like mmsgCall.
+// sendtoCall is one sendto(2) of frame to the peer, shaped like mmsg.Call.
 type sendtoCall struct {
 	s     *sysConn
 	frame []byte
@@ -173,28 +126,12 @@ func (s *sysConn) initRC(rc syscall.RawConn) error {
 		return fmt.Errorf("SO_DOMAIN: %w", serr)
 	}
 	s.gso = offloadOK(rc, unix.UDP_SEGMENT)
-	s.send.init(unix.SYS_SENDMMSG, &s.tx[0], 0)
+	s.send.Init(unix.SYS_SENDMMSG, &s.tx[0], 0)
 	s.one.s = s
 	s.one.fn = s.one.call
-	s.recv.init(unix.SYS_RECVMMSG, &s.rx[0], 0)
-	s.tryRecv.init(unix.SYS_RECVMMSG, &s.rx[0], unix.MSG_DONTWAIT)
-	s.peek = func(fd uintptr) bool {
-		if s.woke {
-			s.woke = false
-			return true
-		}
-		for {
-			_, _, e := unix.Syscall6(unix.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&s.peekByte[0])), 1, unix.MSG_PEEK|unix.MSG_DONTWAIT, 0, 0)
-			switch e {
-			case unix.EINTR:
-				continue
-			case unix.EAGAIN:
-				s.woke = true // RawConn.Read waits, then calls again
-				return false
-			}
-			return true // queued, or an error the next receive reports
-		}
-	}
+	s.recv.Init(unix.SYS_RECVMMSG, &s.rx[0], 0)
+	s.tryRecv.Init(unix.SYS_RECVMMSG, &s.rx[0], unix.MSG_DONTWAIT)
+	s.peek = mmsg.NewPeek()
 	return nil
 }
 
@@ -233,15 +170,15 @@ func (s *sysConn) setPeer(p netip.AddrPort) {
 func (s *sysConn) sendBatch(_ *Conn, frames [][]byte) (int, error) {
 	for {
 		gso := s.gso
-		s.send.n = s.fillTx(frames, gso)
-		err := s.rc.Write(s.send.fn)
+		s.send.N = s.fillTx(frames, gso)
+		err := s.rc.Write(s.send.Fn)
 		for i := range frames {
 			s.txIov[i].Base = nil // keep no reference to the caller's frames
 		}
 		if err != nil {
 			return 0, err
 		}
-		if s.send.err != nil && gso && s.txMsgFrames[0] > 1 && gsoRefused(s.send.err) {
+		if s.send.Err != nil && gso && s.txMsgFrames[0] > 1 && gsoRefused(s.send.Err) {
 			// The first message failed (sendmmsg reports an error only
 			// when nothing went out) and it was a segmented one: send
 			// every frame on its own from now on.
@@ -249,13 +186,13 @@ func (s *sysConn) sendBatch(_ *Conn, frames [][]byte) (int, error) {
 			continue
 		}
 		n := 0
-		for _, k := range s.txMsgFrames[:s.send.done] {
+		for _, k := range s.txMsgFrames[:s.send.Done] {
 			n += k
 			if k > 1 {
 				s.segmented += uint64(k)
 			}
 		}
-		return n, s.send.err
+		return n, s.send.Err
 	}
 }
 
@@ -348,8 +285,8 @@ var offloadRefuse func(opt int) bool
 
 func (s *sysConn) recvBatch(c *Conn, bufs [][]byte, sizes []int) (int, error) {
 	s.prepareRecv(bufs)
-	s.recv.n = len(bufs)
-	if err := s.rc.Read(s.recv.fn); err != nil {
+	s.recv.N = len(bufs)
+	if err := s.rc.Read(s.recv.Fn); err != nil {
 		return 0, err
 	}
 	return s.received(c, &s.recv, bufs, sizes)
@@ -359,15 +296,15 @@ func (s *sysConn) recvBatch(c *Conn, bufs [][]byte, sizes []int) (int, error) {
 // queued.
 func (s *sysConn) tryRecvBatch(c *Conn, bufs [][]byte, sizes []int) (int, error) {
 	s.prepareRecv(bufs)
-	s.tryRecv.n = len(bufs)
-	if err := s.rc.Control(s.tryRecv.ctl); err != nil {
+	s.tryRecv.N = len(bufs)
+	if err := s.rc.Control(s.tryRecv.Ctl); err != nil {
 		return 0, err
 	}
 	return s.received(c, &s.tryRecv, bufs, sizes)
 }
 
 // waitReadable parks until a datagram is queued.
-func (s *sysConn) waitReadable() error { return s.rc.Read(s.peek) }
+func (s *sysConn) waitReadable() error { return s.rc.Read(s.peek.Fn) }
 
 // groCtlWords holds a UDP_GRO control message (a cmsghdr and an int) in
 // uint64s, with room for one more (a kernel may add others).
@@ -392,8 +329,8 @@ func (s *sysConn) enableGRO() bool {
 // size in segs.
 func (s *sysConn) tryRecvSegments(c *Conn, bufs [][]byte, sizes, segs []int) (int, error) {
 	s.prepareRecv(bufs)
-	s.tryRecv.n = len(bufs)
-	if err := s.rc.Control(s.tryRecv.ctl); err != nil {
+	s.tryRecv.N = len(bufs)
+	if err := s.rc.Control(s.tryRecv.Ctl); err != nil {
 		return 0, err
 	}
 	return s.receivedSegments(c, &s.tryRecv, bufs, sizes, segs)
@@ -402,12 +339,12 @@ func (s *sysConn) tryRecvSegments(c *Conn, bufs [][]byte, sizes, segs []int) (in
 // receivedSegments is received for tryRecvSegments: segs[i] is the size
 // of the frames in bufs[i][:sizes[i]] (the last may be shorter), the
 // whole message when it is one datagram. With segs nil it is received.
-func (s *sysConn) receivedSegments(c *Conn, call *mmsgCall, bufs [][]byte, sizes, segs []int) (int, error) {
-	if call.err != nil {
-		return 0, call.err
+func (s *sysConn) receivedSegments(c *Conn, call *mmsg.Call, bufs [][]byte, sizes, segs []int) (int, error) {
+	if call.Err != nil {
+		return 0, call.Err
 	}
 	got := 0
-	for i := 0; i < call.done; i++ {
+	for i := 0; i < call.Done; i++ {
 		if !s.fromPeer(&s.rxName[i]) {
 			c.Foreign.Add(1)
 			continue
@@ -481,7 +418,7 @@ func (s *sysConn) prepareRecv(bufs [][]byte) {
 
 // received filters what call took into bufs: frames from the peer only,
 // moved to the front.
-func (s *sysConn) received(c *Conn, call *mmsgCall, bufs [][]byte, sizes []int) (int, error) {
+func (s *sysConn) received(c *Conn, call *mmsg.Call, bufs [][]byte, sizes []int) (int, error) {
 	return s.receivedSegments(c, call, bufs, sizes, nil)
 }
 

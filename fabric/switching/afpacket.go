@@ -6,12 +6,15 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/dxpu/dxpu/bridge/ratelog"
 	"github.com/dxpu/dxpu/tlp/encap"
 )
 
@@ -26,18 +29,26 @@ type SlowPathFunc func(port string, frame []byte)
 // than stealing them, so the kernel stack sees them too (harmless for raw
 // dxpu EtherType frames; for UDP ones, do not give the ports an address
 // the stack would answer for). VLAN tags the NIC strips on receive are put
-// back from the packet auxdata before the decision.
+// back from the packet auxdata before the decision. Frames move in batches:
+// a recvmmsg per port, a sendmmsg per run of frames to one egress port.
 type PacketDriver struct {
 	fwd      *Forwarder
 	SlowPath SlowPathFunc
+	// Log takes the failed transmissions, at most a line a second with
+	// the count (nil: slog.Default()). Set it before Run.
+	Log      *slog.Logger
 	ports    []*packetPort
 	byIndex  map[uint32]*packetPort
 	closeOne sync.Once
+	txFailed atomic.Uint64
 }
 
 type packetPort struct {
 	Port
 	sock *PacketSocket
+	// largest is the most frames one receive took (written by the
+	// port's loop; tests read it once Run returned).
+	largest int
 }
 
 // packetReadTimeout bounds how long a read blocks, so Run notices ctx.
@@ -102,15 +113,28 @@ func (d *PacketDriver) Close() error {
 	return errors.Join(errs...)
 }
 
+// TransmitFailures returns how many forwarded frames a port's socket
+// failed to send, ENOBUFS (a full queue: dropped as a NIC would) aside.
+func (d *PacketDriver) TransmitFailures() uint64 { return d.txFailed.Load() }
+
 // Run forwards until ctx ends, one goroutine per port.
 func (d *PacketDriver) Run(ctx context.Context) error {
+	log := d.Log
+	if log == nil {
+		log = slog.Default()
+	}
+	lim := ratelog.New(log, time.Second, nil)
+	lctx, cancel := context.WithCancel(ctx)
+	flushed := make(chan struct{})
+	go func() { lim.Run(lctx); close(flushed) }()
+	defer func() { cancel(); <-flushed }()
 	var wg sync.WaitGroup
 	errc := make(chan error, len(d.ports))
 	for _, p := range d.ports {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := d.loop(ctx, p); err != nil {
+			if err := d.loop(ctx, p, lim); err != nil {
 				errc <- err
 			}
 		}()
@@ -202,14 +226,21 @@ func (s *PacketSocket) ReadFrame(buf []byte, headroom int) (off, end int, err er
 		return 0, 0, errno
 	}
 	off, end = headroom, headroom+int(n)
-	if tci, ok := vlanFromCmsg(s.oob[:s.msg.Controllen]); ok && end-off >= encap.EthTypeOffset {
+	return reinsertTag(buf, off, end, s.oob[:s.msg.Controllen]), end, nil
+}
+
+// reinsertTag puts back in front of the frame buf[off:end] the tag the
+// control messages oob say was stripped, and returns where the frame now
+// starts (off, or VLANTagLen earlier).
+func reinsertTag(buf []byte, off, end int, oob []byte) int {
+	if tci, ok := vlanFromCmsg(oob); ok && end-off >= encap.EthTypeOffset {
 		copy(buf[off-encap.VLANTagLen:], buf[off:off+encap.EthTypeOffset])
 		off -= encap.VLANTagLen
 		tag := encap.VLAN(buf[off+encap.EthTypeOffset:])
 		tag.SetTPID(encap.EtherTypeVLAN)
 		tag.SetTCI(tci)
 	}
-	return off, end, nil
+	return off
 }
 
 // WriteFrame transmits a whole Ethernet frame.
@@ -221,10 +252,10 @@ func (s *PacketSocket) WriteFrame(b []byte) error {
 // Close closes the socket.
 func (s *PacketSocket) Close() error { return unix.Close(s.fd) }
 
-func (d *PacketDriver) loop(ctx context.Context, p *packetPort) error {
-	buf := make([]byte, packetHeadroom+65536)
+func (d *PacketDriver) loop(ctx context.Context, p *packetPort, lim *ratelog.Limiter) error {
+	b := newPacketBatch()
 	for ctx.Err() == nil {
-		off, end, err := p.sock.ReadFrame(buf, packetHeadroom)
+		n, err := b.read(p.sock)
 		if err != nil {
 			if errors.Is(err, ErrTimeout) {
 				continue
@@ -234,26 +265,141 @@ func (d *PacketDriver) loop(ctx context.Context, p *packetPort) error {
 			}
 			return fmt.Errorf("switch: reading %s: %w", p.Name, err)
 		}
-		res := d.fwd.Forward(buf[:end], off, p.Index)
-		if res.Verdict == VerdictSlowPath {
-			// Slow path, inline: observe, then forward CONTROL
-			// messages (the bridges' handshake) like data.
-			if d.SlowPath != nil {
-				d.SlowPath(p.Name, buf[res.Off:end])
+		p.largest = max(p.largest, n)
+		k := 0
+		for i := range n {
+			buf := b.bufs[i]
+			end := packetHeadroom + min(int(b.rx[i].Len), len(buf)-packetHeadroom)
+			off := reinsertTag(buf, packetHeadroom, end, b.control(i))
+			res := d.fwd.Forward(buf[:end], off, p.Index)
+			if res.Verdict == VerdictSlowPath {
+				// Slow path, inline: observe, then forward CONTROL
+				// messages (the bridges' handshake) like data.
+				if d.SlowPath != nil {
+					d.SlowPath(p.Name, buf[res.Off:end])
+				}
+				res = d.fwd.ForwardControl(buf[:end], off, p.Index)
 			}
-			res = d.fwd.ForwardControl(buf[:end], off, p.Index)
-		}
-		if res.Verdict == VerdictForward {
+			if res.Verdict != VerdictForward {
+				continue
+			}
 			out := d.byIndex[res.Egress]
 			if out == nil {
 				continue
 			}
-			if err := out.sock.WriteFrame(buf[res.Off:end]); err != nil && !errors.Is(err, unix.ENOBUFS) {
-				slog.Debug("switch: transmit failed", "port", out.Name, "err", err)
-			}
+			b.queue(k, out, buf[res.Off:end])
+			k++
 		}
+		d.transmit(b, k, lim)
 	}
 	return nil
+}
+
+// packetBatchLen is the most frames one recvmmsg or sendmmsg moves.
+const packetBatchLen = 32
+
+// packetOOBWords holds a PACKET_AUXDATA control message in uint64s (for
+// the cmsghdr's alignment).
+const packetOOBWords = (unix.SizeofCmsghdr + int(unsafe.Sizeof(auxdata{})) + 7) / 8
+
+// packetBatch is one port loop's mmsghdr arrays, buffers and control
+// buffers, made once: a batch of frames costs one recvmmsg(2), one
+// sendmmsg(2) per run of frames to the same egress port, and no
+// allocation. Each frame has its own buffer, with the headroom to put a
+// stripped tag back and to push one, and its own control buffer for the
+// PACKET_AUXDATA that says which tag was stripped.
+type packetBatch struct {
+	bufs  [packetBatchLen][]byte
+	rx    [packetBatchLen]unix.Mmsghdr
+	rxIov [packetBatchLen]unix.Iovec
+	oob   [packetBatchLen][packetOOBWords]uint64
+
+	tx    [packetBatchLen]unix.Mmsghdr
+	txIov [packetBatchLen]unix.Iovec
+	txOut [packetBatchLen]*packetPort
+}
+
+func newPacketBatch() *packetBatch {
+	b := &packetBatch{}
+	const bufLen = packetHeadroom + 65536
+	mem := make([]byte, packetBatchLen*bufLen)
+	for i := range b.bufs {
+		b.bufs[i] = mem[i*bufLen : (i+1)*bufLen : (i+1)*bufLen]
+		b.rxIov[i].Base = &b.bufs[i][packetHeadroom]
+		b.rxIov[i].SetLen(bufLen - packetHeadroom)
+		h := &b.rx[i].Hdr
+		h.Iov = &b.rxIov[i]
+		h.SetIovlen(1)
+		h = &b.tx[i].Hdr
+		h.Iov = &b.txIov[i]
+		h.SetIovlen(1)
+	}
+	return b
+}
+
+// read waits up to the socket's read timeout for a frame, then takes
+// those already queued after it (MSG_WAITFORONE), up to packetBatchLen.
+func (b *packetBatch) read(s *PacketSocket) (int, error) {
+	for i := range b.rx {
+		h := &b.rx[i].Hdr
+		h.Control = (*byte)(unsafe.Pointer(&b.oob[i][0]))
+		h.SetControllen(packetOOBWords * 8)
+		h.Flags = 0
+		b.rx[i].Len = 0
+	}
+	n, _, errno := unix.Syscall6(unix.SYS_RECVMMSG, uintptr(s.fd), uintptr(unsafe.Pointer(&b.rx[0])), packetBatchLen, unix.MSG_WAITFORONE, 0, 0)
+	if errno != 0 {
+		if errno == unix.EAGAIN || errno == unix.EINTR {
+			return 0, ErrTimeout
+		}
+		return 0, errno
+	}
+	return int(n), nil
+}
+
+// control returns frame i's control messages as the kernel left them.
+func (b *packetBatch) control(i int) []byte {
+	oob := unsafe.Slice((*byte)(unsafe.Pointer(&b.oob[i][0])), packetOOBWords*8)
+	return oob[:min(int(b.rx[i].Hdr.Controllen), len(oob))]
+}
+
+// queue makes frame message k of the next transmit, out of port out.
+func (b *packetBatch) queue(k int, out *packetPort, frame []byte) {
+	b.txIov[k].Base = unsafe.SliceData(frame)
+	b.txIov[k].SetLen(len(frame))
+	b.tx[k].Len = 0
+	b.txOut[k] = out
+}
+
+// transmit sends messages 0..k-1 in order, one sendmmsg per run of them to
+// the same port. sendmmsg stops at the first message that fails,
+// reporting the error only when it is the first one: that one is counted
+// (ENOBUFS aside: a full queue drops, as a NIC would) and skipped, and the
+// rest go on.
+func (d *PacketDriver) transmit(b *packetBatch, k int, lim *ratelog.Limiter) {
+	for start := 0; start < k; {
+		out := b.txOut[start]
+		run := 1
+		for start+run < k && b.txOut[start+run] == out {
+			run++
+		}
+		n, _, errno := unix.Syscall6(unix.SYS_SENDMMSG, uintptr(out.sock.fd), uintptr(unsafe.Pointer(&b.tx[start])), uintptr(run), 0, 0, 0)
+		switch {
+		case errno == unix.EINTR:
+			continue
+		case errno != 0 || n == 0:
+			if errno != unix.ENOBUFS && errno != unix.EBADF { // EBADF: closed, Run is ending
+				d.txFailed.Add(1)
+				lim.Log(slog.LevelWarn, "switch: transmit failed", 1, "switch: transmit failed", "port", out.Name, "err", os.NewSyscallError("sendmmsg", errno))
+			}
+			start++
+		default:
+			start += int(n)
+		}
+	}
+	for i := range k {
+		b.txOut[i] = nil
+	}
 }
 
 // vlanFromCmsg finds PACKET_AUXDATA with a valid VLAN tag in control

@@ -52,7 +52,9 @@
 // that the NIC strips are put back from the packet auxdata), package afxdp
 // over AF_XDP sockets, UDPDriver over a UDP socket with ForwardDatagram
 // (the same rules with IP:port in place of port and MAC; no root needed).
-// Replay runs it over a capture.
+// PacketDriver and UDPDriver move frames in batches: up to 32 per
+// recvmmsg(2), the batch's forwarded frames in one sendmmsg(2), without
+// allocation. Replay runs it over a capture.
 //
 // # Worked example
 //

@@ -18,6 +18,7 @@ func newPacketDataPath(ports map[string]switching.Port, udpPort uint16, log *slo
 		return nil, fmt.Errorf("%w (AF_PACKET needs root or CAP_NET_RAW)", err)
 	}
 	drv.SlowPath = slowPathLogger(log)
+	drv.Log = log
 	return &fwdDataPath{Forwarder: fwd, ports: ports, runFn: drv.Run, closeFn: drv.Close}, nil
 }
 

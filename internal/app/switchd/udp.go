@@ -19,6 +19,7 @@ func newUDPDataPath(listen string, udpPort uint16, log *slog.Logger) (*udpDataPa
 	if err != nil {
 		return nil, err
 	}
+	drv.Log = log
 	fwd.SetPorts(map[string]switching.Port{"udp": {Name: "udp", Index: switching.UDPIndex}})
 	log.Info("switch: UDP relay", "listen", drv.Addr())
 	return &udpDataPath{fwdDataPath{Forwarder: fwd, runFn: drv.Run, closeFn: drv.Close}}, nil
