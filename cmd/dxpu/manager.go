@@ -51,7 +51,9 @@ credential, issued when it registered (the admin token never leaves the
 manager); --agent-ca-file names the CA of the agents' certificates, and
 --allow-insecure-agents permits http agent URLs (lab only). The switch
 follows GET /v1/table?watch=1&version=N. The server times out slow and
-idle clients, caps connections (--max-conns) and watches per client. A
+idle clients (a request's body must follow its headers within 5s; one
+refused before its body is read is answered at once and its connection
+closed), caps connections (--max-conns) and watches per client. A
 connection is anonymous until a request on it carries a token or an
 agent's credential: anonymous connections are capped per address
 (--max-anon-conns-per-client) and to three quarters of --max-conns, idle

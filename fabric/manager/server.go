@@ -14,6 +14,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/dxpu/dxpu/bridge/ratelog"
+	"github.com/dxpu/dxpu/fabric/httpbody"
 )
 
 // ServerConfig bounds what clients can hold of the manager's HTTP server.
@@ -22,8 +23,15 @@ type ServerConfig struct {
 	// ReadHeaderTimeout bounds reading a request's headers (default 10s).
 	ReadHeaderTimeout time.Duration
 	// ReadTimeout bounds reading a whole request, body included (default
-	// 30s): a request that declares a body it never sends is cut off.
+	// 30s).
 	ReadTimeout time.Duration
+	// BodyTimeout bounds reading a request's body from the end of its
+	// headers (default DefaultBodyTimeout; at most ReadTimeout less
+	// ReadHeaderTimeout, so that ReadTimeout stays the bound of the whole
+	// request): a request that declares a body it never sends is cut off
+	// then. An answer written before the body was read to its end (a 401,
+	// 403, 413, 429) closes the connection instead of waiting for the rest.
+	BodyTimeout time.Duration
 	// WriteTimeout bounds a request from its headers to the end of the
 	// answer (default MaxWatch+30s). Watches end, with the unchanged
 	// table or no events, a second before it, whatever timeout they ask.
@@ -50,6 +58,11 @@ const (
 	DefaultMaxHeaderBytes      = 64 << 10
 	DefaultMaxWatchesPerClient = 8
 	DefaultMaxConns            = 1024
+
+	// DefaultBodyTimeout: the API's bodies are JSON documents of a few KiB
+	// (1 MiB at most, maxBody) that clients send with their headers, so a
+	// body arrives within a round trip; 5s is 200 KB/s for the largest.
+	DefaultBodyTimeout = 5 * time.Second
 )
 
 func (c ServerConfig) withDefaults() ServerConfig {
@@ -60,6 +73,7 @@ func (c ServerConfig) withDefaults() ServerConfig {
 	}
 	def(&c.ReadHeaderTimeout, DefaultReadHeaderTimeout)
 	def(&c.ReadTimeout, DefaultReadTimeout)
+	def(&c.BodyTimeout, DefaultBodyTimeout)
 	def(&c.WriteTimeout, DefaultWriteTimeout)
 	def(&c.IdleTimeout, DefaultIdleTimeout)
 	if c.MaxHeaderBytes <= 0 {
@@ -83,8 +97,8 @@ func NewServer(m *Manager, cfg ServerConfig) *http.Server {
 	cfg = cfg.withDefaults()
 	watches := &watchLimiter{next: m.Handler(), m: m, max: cfg.MaxWatchesPerClient, end: cfg.WriteTimeout - time.Second, by: map[string]int{}}
 	srv := &http.Server{
-		Handler: &admission{next: watches, m: m, lim: cfg.Requests.withDefaults(),
-			rates: map[string]*rate.Limiter{}, inFlight: map[string]int{}},
+		Handler: httpbody.Bound(&admission{next: watches, m: m, lim: cfg.Requests.withDefaults(),
+			rates: map[string]*rate.Limiter{}, inFlight: map[string]int{}}, min(cfg.BodyTimeout, cfg.ReadTimeout-cfg.ReadHeaderTimeout)),
 		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
 		ReadTimeout:       cfg.ReadTimeout,
 		WriteTimeout:      cfg.WriteTimeout,

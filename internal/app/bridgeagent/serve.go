@@ -146,10 +146,15 @@ const (
 	APIMaxHeaderBytes    = 64 << 10
 	APIMaxConns          = 256
 	APIMaxConnsPerAddr   = 16
+
+	// APIBodyTimeout bounds a request's body after its headers: the
+	// manager sends each body (a pair's, 64 KiB at most; a copy check's,
+	// 128 KiB) with its headers, so it arrives within a round trip.
+	APIBodyTimeout = 5 * time.Second
 )
 
 // APIDefaults is the agent API's server configuration.
-var APIDefaults = httpguard.Config{ReadHeaderTimeout: APIReadHeaderTimeout, ReadTimeout: APIReadTimeout,
+var APIDefaults = httpguard.Config{ReadHeaderTimeout: APIReadHeaderTimeout, ReadTimeout: APIReadTimeout, BodyTimeout: APIBodyTimeout,
 	WriteTimeout: APIWriteTimeout, IdleTimeout: APIIdleTimeout, MaxHeaderBytes: APIMaxHeaderBytes,
 	MaxConns: APIMaxConns, MaxConnsPerAddr: APIMaxConnsPerAddr}
 

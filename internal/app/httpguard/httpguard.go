@@ -37,6 +37,7 @@ import (
 type Config struct {
 	ReadHeaderTimeout time.Duration // the request line and headers
 	ReadTimeout       time.Duration // the whole request, body included
+	BodyTimeout       time.Duration // the body, from the end of the headers (see BodyBound)
 	WriteTimeout      time.Duration // from the end of the headers to the end of the answer
 	IdleTimeout       time.Duration // a keep-alive connection between requests
 	MaxHeaderBytes    int
@@ -50,6 +51,7 @@ type Config struct {
 const (
 	MetricsReadHeaderTimeout = 5 * time.Second
 	MetricsReadTimeout       = 10 * time.Second
+	MetricsBodyTimeout       = 5 * time.Second // a scrape has no body
 	MetricsWriteTimeout      = 30 * time.Second
 	MetricsIdleTimeout       = 30 * time.Second
 	MetricsMaxHeaderBytes    = 16 << 10
@@ -58,7 +60,7 @@ const (
 )
 
 // MetricsDefaults is the metrics servers' Config.
-var MetricsDefaults = Config{ReadHeaderTimeout: MetricsReadHeaderTimeout, ReadTimeout: MetricsReadTimeout,
+var MetricsDefaults = Config{ReadHeaderTimeout: MetricsReadHeaderTimeout, ReadTimeout: MetricsReadTimeout, BodyTimeout: MetricsBodyTimeout,
 	WriteTimeout: MetricsWriteTimeout, IdleTimeout: MetricsIdleTimeout, MaxHeaderBytes: MetricsMaxHeaderBytes,
 	MaxConns: MetricsMaxConns, MaxConnsPerAddr: MetricsMaxConnsPerAddr}
 
@@ -71,6 +73,7 @@ func (c Config) WithDefaults(d Config) Config {
 	}
 	set(&c.ReadHeaderTimeout, d.ReadHeaderTimeout)
 	set(&c.ReadTimeout, d.ReadTimeout)
+	set(&c.BodyTimeout, d.BodyTimeout)
 	set(&c.WriteTimeout, d.WriteTimeout)
 	set(&c.IdleTimeout, d.IdleTimeout)
 	seti := func(v *int, dv int) {
@@ -104,7 +107,7 @@ func New(name string, h http.Handler, cfg, defaults Config, logger *slog.Logger)
 	}
 	lim := ratelog.New(logger, time.Second, nil)
 	s := &Server{name: name, cfg: cfg, lim: lim, Server: &http.Server{
-		Handler:           h,
+		Handler:           BodyBound(h, min(cfg.BodyTimeout, cfg.ReadTimeout-cfg.ReadHeaderTimeout)),
 		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
 		ReadTimeout:       cfg.ReadTimeout,
 		WriteTimeout:      cfg.WriteTimeout,

@@ -67,7 +67,7 @@ func TestDefaults(t *testing.T) {
 		t.Errorf("zero config with the metrics defaults: %+v", c)
 	}
 	for _, c := range []httpguard.Config{c} {
-		if c.ReadHeaderTimeout <= 0 || c.ReadTimeout <= 0 || c.WriteTimeout <= 0 || c.IdleTimeout <= 0 || c.MaxHeaderBytes <= 0 ||
+		if c.ReadHeaderTimeout <= 0 || c.ReadTimeout <= 0 || c.BodyTimeout <= 0 || c.WriteTimeout <= 0 || c.IdleTimeout <= 0 || c.MaxHeaderBytes <= 0 ||
 			c.MaxConns <= 0 || c.MaxConnsPerAddr <= 0 || c.MaxConnsPerAddr > c.MaxConns {
 			t.Errorf("unbounded: %+v", c)
 		}
