@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/dxpu/dxpu/sim"
 	"github.com/dxpu/dxpu/tlp"
 )
 
@@ -60,14 +61,17 @@ type Event struct {
 	Tag         uint16
 }
 
+// String writes the event for logs, its time as `dxpu help units` spells
+// durations (us, not µs).
 func (e Event) String() string {
+	at := sim.FormatDuration(e.At)
 	switch e.Kind {
 	case EventPostedLost:
-		return fmt.Sprintf("%v at %v: %d posted TLPs", e.Kind, e.At, e.Count)
+		return fmt.Sprintf("%v at %s: %d posted TLPs", e.Kind, at, e.Count)
 	case EventCompletionTimeout:
-		return fmt.Sprintf("%v at %v: requester %v tag %d", e.Kind, e.At, e.RequesterID, e.Tag)
+		return fmt.Sprintf("%v at %s: requester %v tag %d", e.Kind, at, e.RequesterID, e.Tag)
 	case EventLinkDown:
-		return fmt.Sprintf("%v at %v: %s", e.Kind, e.At, e.Reason)
+		return fmt.Sprintf("%v at %s: %s", e.Kind, at, e.Reason)
 	}
-	return fmt.Sprintf("%v at %v session %#x", e.Kind, e.At, e.Session)
+	return fmt.Sprintf("%v at %s session %#x", e.Kind, at, e.Session)
 }

@@ -30,6 +30,10 @@ const (
 	DefaultMRRS = 512
 )
 
+// MaxTags is the most outstanding DMA reads a GPU keeps in flight: what
+// 10-bit tags allow (256..1023), as every command's --tags takes it.
+const MaxTags = 768
+
 // Bounds of what a fabric's inputs may say (flags, --sweep, profiles):
 // a round trip beyond a second or a link beyond 10 Tbit/s describes no
 // fabric, and spans re-timed with one would only mislead (an RTT of
@@ -52,8 +56,8 @@ func (f Fabric) Validate() error {
 		return fmt.Errorf("model: negative RTT %s", fmtDuration(f.RTT))
 	case f.Bandwidth < 0 || math.IsNaN(f.Bandwidth) || math.IsInf(f.Bandwidth, 0):
 		return fmt.Errorf("model: invalid bandwidth %v B/s", f.Bandwidth)
-	case f.Tags < 1 || f.Tags > 1024:
-		return fmt.Errorf("model: tags %d out of range 1..1024", f.Tags)
+	case f.Tags < 1 || f.Tags > MaxTags:
+		return fmt.Errorf("model: tags %d out of range 1..%d", f.Tags, MaxTags)
 	case f.MRRS < 128 || f.MRRS > 4096 || f.MRRS&(f.MRRS-1) != 0:
 		return fmt.Errorf("model: MRRS %d is not a power of two in 128..4096", f.MRRS)
 	}

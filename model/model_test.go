@@ -498,6 +498,13 @@ func TestParsers(t *testing.T) {
 	if err := (Fabric{RTT: us, Tags: 0, MRRS: 512}).Validate(); err == nil {
 		t.Error("zero tags accepted")
 	}
+	// 10-bit tags allow 768 outstanding reads, as every command's --tags.
+	if err := (Fabric{RTT: us, Tags: 768, MRRS: 512}).Validate(); err != nil {
+		t.Errorf("768 tags: %v", err)
+	}
+	if err := (Fabric{RTT: us, Tags: 769, MRRS: 512}).Validate(); err == nil || !strings.Contains(err.Error(), "tags 769 out of range 1..768") {
+		t.Errorf("769 tags: %v, want out of range 1..768", err)
+	}
 }
 
 func TestPlot(t *testing.T) {

@@ -74,7 +74,7 @@ echo crosses the switch as bridge frames do. Times in us, rates in Gbit/s.`,
 	f.IntVar(&o.Samples, "samples", 2000, "MMIO reads and echoes timed (DMA reads and launches: a quarter)")
 	f.IntVar(&o.Copies, "copies", 3, "copies of each size each way; the median rate is reported")
 	f.DurationVar(&o.LinkFor, "link-for", time.Second, "how long the lossless link's goodput is measured")
-	f.IntVar(&o.MTU, "mtu", 0, "bridge MTU from the dxpu header on (default 9000 on loopback, 1472 in namespaces)")
+	bytesVar(f, &o.MTU, "mtu", 0, "bridge MTU from the dxpu header on (default 9000 on loopback, 1472 in namespaces)")
 	f.BoolVar(&o.NoBatch, "no-batch", false, "send each TLP as produced instead of packing each moment's TLPs into few frames")
 	f.BoolVar(&o.NoBusyPoll, "no-busy-poll", false, "leave receiving to the bridges' goroutines instead of the spinning clock")
 	f.BoolVar(&o.OneClock, "one-clock", false, "run the emulated host and GPU on one clock and goroutine (default: each side on its own, as two machines)")

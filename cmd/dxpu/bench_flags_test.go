@@ -189,9 +189,10 @@ func TestBenchManagerFlags(t *testing.T) {
 // is refused, and --repeat and --rounds are named apart, with the value.
 func TestBenchSwitchFlags(t *testing.T) {
 	t.Parallel()
-	for _, fb := range []string{"0", "-1", "10", "64", "130", "1516", "100000"} {
+	for _, fb := range []string{"0", "10", "64", "130", "1516", "100000"} {
 		checkUsageError(t, []string{"bench", "switch", "--no-xdp", "--frame-bytes", fb}, "--frame-bytes "+fb+": want a multiple of 4 in 68..1512")
 	}
+	checkUsageError(t, []string{"bench", "switch", "--no-xdp", "--frame-bytes", "-1"}, `invalid argument "-1" for "--frame-bytes" flag: want a byte count`)
 	checkUsageError(t, []string{"bench", "switch", "--no-xdp", "--repeat", "0"}, "--repeat 0: must be positive")
 	checkUsageError(t, []string{"bench", "switch", "--no-xdp", "--rounds", "0"}, "--rounds 0: must be positive")
 	checkUsageError(t, []string{"bench", "switch", "--no-xdp", "--rounds", "-3"}, "--rounds -3: must be positive")

@@ -41,7 +41,7 @@ and the Go figure is still measured. Figures are medians over --rounds.`,
 	f.Uint32Var(&o.Repeat, "repeat", 1_000_000, "BPF_PROG_TEST_RUN repetitions per round")
 	f.IntVar(&o.Rounds, "rounds", 7, "rounds per program (median reported)")
 	f.DurationVar(&o.Duration, "duration", 2*time.Second, "userspace veth test duration")
-	f.IntVar(&o.FrameBytes, "frame-bytes", 128, "userspace test frame size in bytes: a multiple of 4 in 68..1512 (headers and one TLP, within the veths' MTU)")
+	bytesVar(f, &o.FrameBytes, "frame-bytes", 128, "userspace test frame size in bytes: a multiple of 4 in 68..1512 (headers and one TLP, within the veths' MTU)")
 	f.BoolVar(&o.NoXDP, "no-xdp", false, "skip the XDP and veth measurements (no root needed)")
 	return cmd
 }

@@ -31,8 +31,9 @@ owned by the agent's user (a link to it is followed);
 SIGHUP re-reads it, and --agent-cert/--agent-key for new connections: a
 pair that fails the checks is logged and the previous one stays in use).
 The API caps connections at 256, 16 per client
-address (the manager's, once it showed the credential, exempt), and times
-out idle ones after 60s: bind --agent-listen to the management network.
+address (the manager's, once it showed the credential, exempt), times
+out idle ones after 60s and a request whose body does not follow its
+headers within 5s: bind --agent-listen to the management network.
 The manager's allocation saga then creates a bridge
 per pair: all pairs share one UDP socket on --listen (the ip:udp_port
 registered as the bridge endpoint), told apart by the pair ID in each
@@ -137,9 +138,9 @@ closed after 30s idle.`,
 	f.DurationVar(&o.Keepalive, "keepalive", bridgeagent.DefaultKeepalive, "longest silence of a pair's bridge while up (above 0, below --dead-after)")
 	f.DurationVar(&o.DeadAfter, "dead-after", bridgeagent.DefaultDeadAfter, "silence after which a pair's link is down (above --keepalive)")
 	f.DurationVar(&o.CompletionTimeout, "completion-timeout", 0, "a forwarded request unanswered this long gets a CA completion (0, the default: twice --dead-after, both roles: an outage the link hides stays hidden from the requests outstanding across it)")
-	f.IntVar(&o.MTU, "mtu", 1472, "largest frame of every pair from the dxpu header on, in bytes (at most 9216, and the path's MTU less IP and UDP headers)")
-	f.IntVar(&o.MaxPayload, "max-payload", 512, "largest TLP payload of every pair in bytes (4..4096; the same at both ends)")
-	f.IntVar(&o.MPS, "mps", 256, "--pcie memory: Max Payload Size, largest completion payload in bytes (128..4096, at most --max-payload; less while a pair's host end takes less)")
+	bytesVar(f, &o.MTU, "mtu", 1472, "largest frame of every pair from the dxpu header on, in bytes (at most 9216, and the path's MTU less IP and UDP headers)")
+	bytesVar(f, &o.MaxPayload, "max-payload", 512, "largest TLP payload of every pair in bytes (4..4096; the same at both ends)")
+	bytesVar(f, &o.MPS, "mps", 256, "--pcie memory: Max Payload Size, largest completion payload in bytes (128..4096, at most --max-payload; less while a pair's host end takes less)")
 	f.StringVar(&o.Manager, "manager", "", "manager URL for the pairs' link-down and link-up reports (host: the GPU failed; gpu: the allocation is degraded while the host side is silent)")
 	f.StringVar(&keyLog, "key-log", "", "append every pair's traffic secrets to this file (0600) for 'dxpu pcap unseal' (debugging: it opens the frames)")
 	f.StringVar(&o.ManagerCAFile, "manager-ca-file", "", "CA (PEM) of an https --manager (default: the system's roots)")

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -16,6 +17,14 @@ import (
 	"github.com/dxpu/dxpu/internal/app/conform"
 	"github.com/dxpu/dxpu/tlp/encap"
 )
+
+// rulesFailed is the error of a report in which n rules failed.
+func rulesFailed(n int) error {
+	if n == 1 {
+		return errors.New("conform: 1 rule failed")
+	}
+	return fmt.Errorf("conform: %d rules failed", n)
+}
 
 // newConformCmd builds `dxpu conform`, the conformance kit.
 func newConformCmd(e *env) *cobra.Command {
@@ -49,6 +58,10 @@ long it takes to declare a silent link down and how far its retransmission
 timeout backs off; when these or the memory window are not what it was
 told, it says so in one line and judges nothing. Its session nonces, ISNs
 and data are random per run; --seed repeats a run's (the report names it).
+Every real-time bound it judges gets --slack added: the default 5ms suits
+an implementation on a machine of its own; where the kit and the
+implementation share a loaded machine, give 100ms or more (the README's
+runs do), or a process the scheduler held back fails a rule now and then.
 
 Exit status: 0 when no rule failed, 1 when one did, 2 on bad flags, on
 settings that do not match the implementation's, or when the kit itself
@@ -66,7 +79,8 @@ keyed kit that gets only unsealed frames from the implementation fails
 KEY-2, saying so, instead of waiting for a frame that opens.`,
 		Example: `  dxpu conform --peer udp:192.0.2.7:8855 --role gpu --local 0.0.0.0:8855
   dxpu conform --peer udp:127.0.0.1:7001 --local 127.0.0.1:7002 --role gpu --addr 0x2000000000 \
-      --keepalive 50ms --dead-after 1s --completion-timeout 2s --max-rto 200ms   # dxpu bridge's GPU side defaults
+      --keepalive 50ms --dead-after 1s --completion-timeout 2s --max-rto 200ms \
+      --slack 100ms   # dxpu bridge's GPU side defaults, kit and bridge on one machine
   dxpu conform --peer eth:eth1:02:00:00:00:00:07 --role host --json
   dxpu conform --peer udp:192.0.2.7:8855 --role gpu --key-file pair1.key --seal-mode gmac`,
 		Args: cobra.NoArgs,
@@ -116,7 +130,7 @@ KEY-2, saying so, instead of waiting for a frame that opens.`,
 				return exitCodeError{2, err}
 			}
 			if f := rep.Failed(); len(f) > 0 {
-				return exitCodeError{1, fmt.Errorf("conform: %d rules failed", len(f))}
+				return exitCodeError{1, rulesFailed(len(f))}
 			}
 			return nil
 		},
@@ -127,9 +141,9 @@ KEY-2, saying so, instead of waiting for a frame that opens.`,
 	f.StringVar(&o.Local, "local", "0.0.0.0:8855", "the kit's UDP address, where the implementation sends")
 	f.Uint32Var(&pair, "pair", 1, "pair ID (24 bits)")
 	f.Uint64Var(&o.Addr, "addr", 0, "start of memory at the implementation's PCIe side the kit may write and read")
-	f.IntVar(&o.Size, "size", 4096, "bytes of that memory")
+	bytesVar(f, &o.Size, "size", 4096, "bytes of that memory")
 	f.StringVar(&doorbell, "doorbell", "", "address of the implementation's test target (docs/protocol.md 12.1): through it the kit judges tags, ordering, completion timeout and link-down of requests the implementation issues")
-	f.IntVar(&o.MTU, "mtu", 1472, "the implementation's largest frame from the dxpu header on (FRM-3)")
+	bytesVar(f, &o.MTU, "mtu", 1472, "the implementation's largest frame from the dxpu header on (FRM-3)")
 	f.StringArrayVar(&o.Scenarios, "scenario", nil, fmt.Sprintf("run only this scenario (repeatable): %v", conform.Scenarios()))
 	f.DurationVar(&o.Timers.Keepalive, "keepalive", 0, "the implementation's keepalive interval (default 1ms)")
 	f.DurationVar(&o.Timers.DeadAfter, "dead-after", 0, "the implementation's silence limit before link-down (default 10ms)")

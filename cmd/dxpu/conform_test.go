@@ -23,3 +23,14 @@ func TestConformFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestRulesFailed: the kit's exit line counts in English ("1 rules
+// failed" was printed).
+func TestRulesFailed(t *testing.T) {
+	t.Parallel()
+	for n, want := range map[int]string{1: "conform: 1 rule failed", 2: "conform: 2 rules failed", 12: "conform: 12 rules failed"} {
+		if got := rulesFailed(n).Error(); got != want {
+			t.Errorf("rulesFailed(%d) = %q, want %q", n, got, want)
+		}
+	}
+}

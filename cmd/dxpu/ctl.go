@@ -33,7 +33,8 @@ the token for changing calls comes from --token-file (or $DXPU_TOKEN_FILE,
 or the token itself in $DXPU_TOKEN).
 
 Exit status: 0 on success, 1 when the manager refused the call (the error's
-stable code is printed), 2 for usage errors or when the manager cannot be
+stable code is printed), 2 for usage errors (a flag value, operand or file
+the manager answers HTTP 400 to among them) or when the manager cannot be
 reached.`,
 	}
 	pf := ctlCmd.PersistentFlags()

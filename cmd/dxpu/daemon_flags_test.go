@@ -59,7 +59,7 @@ func TestBridgeDaemonFlags(t *testing.T) {
 		{[]string{"--keepalive", "2s"}, "--dead-after 1s (the default) must exceed --keepalive 2s"},
 		{[]string{"--dead-after", "10ms"}, "--dead-after 10ms must exceed --keepalive 50ms (the default)"},
 		{[]string{"--mtu", "0"}, "--mtu 0: must be positive"},
-		{[]string{"--mtu", "-3"}, "--mtu -3: must not be negative"},
+		{[]string{"--mtu", "-3"}, `invalid argument "-3" for "--mtu" flag: want a byte count like 64M, 4096 or 0x1000`},
 		{[]string{"--mtu", "10"}, "--mtu 10: bridge: bad config: MTU: 10 cannot carry one"},
 		{[]string{"--max-payload", "0"}, "--max-payload 0: must be positive"},
 		{[]string{"--mps", "0"}, "--mps 0: must be positive"},
@@ -105,7 +105,7 @@ func TestBridgeAgentFlags(t *testing.T) {
 		{[]string{"--ports", "65537"}, "--ports 65537: want 32..65536"},
 		{[]string{"--mtu", "0"}, "--mtu 0: must be positive"},
 		{[]string{"--mtu", "10"}, "--mtu 10: bridge: bad config: MTU: 10 cannot carry one"},
-		{[]string{"--max-payload", "-4"}, "--max-payload -4: must not be negative"},
+		{[]string{"--max-payload", "-4"}, `invalid argument "-4" for "--max-payload" flag: want a byte count like 64M, 4096 or 0x1000`},
 		{[]string{"--memory-mb", "0"}, "--memory-mb 0: must be positive"},
 		{[]string{"--manager", "notaurl"}, `--manager "notaurl": want an http(s) URL`},
 	} {

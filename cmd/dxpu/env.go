@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+
+	"github.com/dxpu/dxpu/internal/app/units"
 )
 
 // env is all a command may touch of the process: its standard streams,
@@ -19,10 +21,11 @@ type env struct {
 	log            *slog.Logger
 }
 
-// newEnv returns an env over the given streams, logging at Info level.
+// newEnv returns an env over the given streams, logging at Info level,
+// durations spelled as everywhere else (5us, not slog's 5µs).
 func newEnv(stdin io.Reader, stdout, stderr io.Writer, args []string, getenv func(string) string) *env {
 	e := &env{stdin: stdin, stdout: stdout, stderr: stderr, args: args, getenv: getenv, level: new(slog.LevelVar)}
-	e.log = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: e.level}))
+	e.log = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: e.level, ReplaceAttr: units.ReplaceAttr}))
 	return e
 }
 

@@ -7,12 +7,15 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/dxpu/dxpu/internal/app/bytesize"
 )
 
-// flagsPositive returns an error naming the first of the int, float or duration
-// flags that holds zero or less, with its value; flagsNonNegative the
-// first below zero (flags whose 0 means "the default"). One line, one
-// flag: a message listing every flag leaves the user to find theirs.
+// flagsPositive returns an error naming the first of the int, byte-count,
+// float or duration flags that holds zero or less, with its value;
+// flagsNonNegative the first below zero (flags whose 0 means "the
+// default"). One line, one flag: a message listing every flag leaves the
+// user to find theirs.
 func flagsPositive(cmd *cobra.Command, names ...string) error {
 	return checkFlags(cmd, names, func(v float64) bool { return v > 0 }, "must be positive")
 }
@@ -46,6 +49,10 @@ func checkFlags(cmd *cobra.Command, names []string, ok func(float64) bool, want 
 		case f.Value.Type() == "int":
 			var n int
 			n, err = fs.GetInt(name)
+			v = float64(n)
+		case f.Value.Type() == "bytes": // bytesVar's
+			var n uint64
+			n, err = bytesize.Parse(name, f.Value.String())
 			v = float64(n)
 		case f.Value.Type() == "float64":
 			v, err = fs.GetFloat64(name)
@@ -81,7 +88,7 @@ func flagsGiven(cmd *cobra.Command, names ...string) error {
 			continue
 		}
 		switch v := f.Value.String(); {
-		case f.Value.Type() == "int" && v == "0":
+		case (f.Value.Type() == "int" || f.Value.Type() == "bytes") && v == "0":
 			return fmt.Errorf("--%s 0: leave the flag out for its default", name)
 		case strings.TrimSpace(v) == "":
 			return fmt.Errorf("--%s %q: empty; leave the flag out for its default", name, v)

@@ -2,9 +2,14 @@ package main
 
 import (
 	"context"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/dxpu/dxpu/fabric/manager"
 )
 
 // noEnv is an empty environment: tests must not see the process's
@@ -92,6 +97,20 @@ func (s *syncBuffer) await(text string) <-chan struct{} {
 // to the exit status: 1 for bad input, 2 for usage and I/O errors.
 func TestExitStatus(t *testing.T) {
 	t.Parallel()
+	// A manager for ctl: a parameter it refuses (400) is a usage error,
+	// a refusal of the call itself (404) a failed run.
+	m, err := manager.New(manager.Config{Token: "tok"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	srv := httptest.NewServer(m.Handler())
+	defer srv.Close()
+	tok := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tok, []byte("tok\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctl := []string{"ctl", "--manager", srv.URL, "--token-file", tok}
 	for _, tc := range []struct {
 		args       []string
 		stdin      string
@@ -114,6 +133,11 @@ func TestExitStatus(t *testing.T) {
 		{[]string{"demo", "--link-gbps", "0"}, "", 2, "", "dxpu: --link-gbps must be positive, got 0"},
 		{[]string{"demo", "--gbit", "0"}, "", 2, "", "--link-gbps must be positive"}, // the old spelling still works
 		{[]string{"ctl", "frobnicate"}, "", 2, "", `unknown command "frobnicate" for "dxpu ctl"; want one of alloc, box`},
+		{append(ctl, "gpu", "--state", "bogus"), "", 2, "", `dxpu: bad_request (HTTP 400): parameter state "bogus": want free, used or unhealthy`},
+		{append(ctl, "free", "a-nosuch"), "", 1, "", "dxpu: free a-nosuch: not_found (HTTP 404)"},
+		{append(ctl, "gpu", "--state", "free"), "", 0, "GPU", ""},
+		// Cobra's completion alone printed its help and exited 0.
+		{[]string{"completion"}, "", 2, "", "dxpu: completion: name a shell: bash, fish, powershell or zsh; usage: dxpu completion SHELL"},
 		{[]string{"pcap", "conver", "--in", "x"}, "", 2, "", "did you mean convert?"},
 		{[]string{"bench", "frob"}, "", 2, "", `unknown command "frob" for "dxpu bench"`},
 		{[]string{"bench", "lnk"}, "", 2, "", "did you mean link?"},
@@ -122,7 +146,8 @@ func TestExitStatus(t *testing.T) {
 		{[]string{"model", "--trace", "x.json", "--rtt", "5us", "--added-rtt", "6us"}, "", 2, "", "not both"},
 		{[]string{"model", "--trace", "x.json", "--rtt", "5"}, "", 2, "", "missing unit"},
 		{[]string{"model", "--trace", "x.json", "--link-gbps", "-1"}, "", 2, "", "--link-gbps -1: must not be negative"},
-		{[]string{"bench", "link", "--write-size", "-5"}, "", 2, "", "--write-size -5: want a multiple of 4"},
+		{[]string{"bench", "link", "--write-size", "-5"}, "", 2, "", `invalid argument "-5" for "--write-size" flag: want a byte count like 64M, 4096 or 0x1000`},
+		{[]string{"bench", "link", "--write-size", "6"}, "", 2, "", "--write-size 6: want a multiple of 4"},
 		{[]string{"bench", "link", "--outstanding", "0"}, "", 2, "", "--outstanding 0: want 1..768 reads"},
 		{[]string{"bench", "link", "--duration", "-1s"}, "", 2, "", "--duration -1s: must be positive"},
 		{[]string{"bench", "link", "--link-gbps", "-3"}, "", 2, "", "--link-gbps -3"},

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -98,7 +99,7 @@ func TestModelUsageErrors(t *testing.T) {
 		{[]string{"--added-rtt", "-5us"}, "dxpu: --added-rtt -5us: must not be negative"},
 		{[]string{"--added-rtt", "2s"}, "--added-rtt 2s: want at most 1s"},
 		{[]string{"--sweep=2us,10s"}, "--sweep: model: RTT 10s: want 0 up to 1s"},
-		{[]string{"--tags", "4096"}, "--tags 4096: want 1..1024"},
+		{[]string{"--tags", "769"}, "--tags 769: want 1..768"},
 		{[]string{"--sweep", "--plot", "/nonexistent/x.svg"}, "--plot /nonexistent/x.svg: stat /nonexistent: no such file or directory"},
 		{[]string{"--markdown", "--json"}, "give --markdown or --json, not both"},
 		{[]string{"--markdown", "--rtt", "5us"}, "--rtt does not apply"},
@@ -247,5 +248,20 @@ func TestModelREADMEFigures(t *testing.T) {
 	}
 	if got := strings.Split(strings.TrimSpace(out), "\n"); len(table) < 7 || strings.Join(got, "\n") != strings.Join(table, "\n") {
 		t.Errorf("--markdown --validate printed\n%s\nthe README shows\n%s", out, strings.Join(table, "\n"))
+	}
+	// Where model and emulator part: recsys-ddp at 25 Gbit/s, the first
+	// and last predicted figure and the one measured at every RTT.
+	m = regexp.MustCompile("at `--link-gbps 25` ([0-9.]+) % predicted at\\s+\\+2 us to ([0-9.]+) % at\\s+\\+20 us, ([0-9.]+) %\\s+measured at each").
+		FindStringSubmatch(string(md))
+	if m == nil {
+		t.Fatal("the README gives no recsys-ddp figures at --link-gbps 25")
+	}
+	args = []string{"model", "--markdown", "--validate", "--sweep=2us,5us,10us,20us", "--link-gbps", "25", "--tags", "256", "--mrrs", "512",
+		filepath.Join(repoRoot, "testdata/traces/recsys-ddp-a100-rank0.json.gz")}
+	out, _, err = runDxpu(t, "", args...)
+	row := regexp.MustCompile(`(?m)^\| recsys-ddp-a100-rank0 \| ([0-9.]+) / ([0-9.]+) \| [0-9.]+ / ([0-9.]+) \| [0-9.]+ / ([0-9.]+) \| ([0-9.]+) / ([0-9.]+) \|$`).FindStringSubmatch(out)
+	if err != nil || row == nil || row[1] != m[1] || row[5] != m[2] || !slices.Equal([]string{row[2], row[3], row[4], row[6]}, []string{m[3], m[3], m[3], m[3]}) {
+		t.Errorf("the README says recsys-ddp at 25 Gbit/s: %s %% predicted at +2 us, %s %% at +20 us, %s %% measured at each; the model (%v):\n%s",
+			m[1], m[2], m[3], err, out)
 	}
 }

@@ -59,8 +59,8 @@ Example, libtlp on the same machine:
 	deprecatedAlias(f, "tags", "tag-ports", func() { f.IntVar(&fl.Tags, "tags", nettlp.MaxTags, "") })
 	f.StringVar(&fl.MemSize, "mem-size", "64M", "memory size in bytes (suffixes K, M, G, T: powers of 1024)")
 	f.StringVar(&fl.Base, "base", "0", "lowest memory address (0x... for hex; suffixes as --mem-size)")
-	f.IntVar(&fl.MPS, "mps", 256, "Max Payload Size: largest CplD payload (128-4096)")
-	f.IntVar(&fl.RCB, "rcb", 64, "Read Completion Boundary: split points of larger reads (64 or 128)")
+	bytesVar(f, &fl.MPS, "mps", 256, "Max Payload Size: largest CplD payload (128-4096)")
+	bytesVar(f, &fl.RCB, "rcb", 64, "Read Completion Boundary: split points of larger reads (64 or 128)")
 	f.StringVar(&fl.Completer, "completer", "00:00.0", "completer ID in completions (bb:dd.f)")
 	f.StringVar(&fl.Fill, "fill", "zero", "content of never-written memory: zero, or pattern (each byte the XOR of its address bytes)")
 	f.StringVar(&fl.RcvBuf, "rcvbuf", "8M", "receive buffer per socket (posted writes lost to a full buffer are lost silently)")
@@ -92,8 +92,8 @@ func newNettlpReadCmd() *cobra.Command {
 		},
 	}
 	addNettlpClientFlags(cmd, &fl.ClientOptions)
-	cmd.Flags().IntVar(&fl.Size, "size", 4, "bytes to read")
-	cmd.Flags().IntVar(&fl.MRRS, "mrrs", 0, "split into requests of at most this many bytes, as dma_read_aligned (0: one dma_read)")
+	bytesVar(cmd.Flags(), &fl.Size, "size", 4, "bytes to read")
+	bytesVar(cmd.Flags(), &fl.MRRS, "mrrs", 0, "split into requests of at most this many bytes, as dma_read_aligned (0: one dma_read)")
 	return cmd
 }
 
@@ -111,6 +111,6 @@ func newNettlpWriteCmd() *cobra.Command {
 	addNettlpClientFlags(cmd, &fl.ClientOptions)
 	cmd.Flags().StringVar(&fl.Hex, "hex", "", "data to write, in hex")
 	cmd.Flags().StringVar(&fl.String, "string", "", "data to write, as text")
-	cmd.Flags().IntVar(&fl.MPS, "mps", 0, "split into writes of at most this many bytes, as dma_write_aligned (0: one dma_write)")
+	bytesVar(cmd.Flags(), &fl.MPS, "mps", 0, "split into writes of at most this many bytes, as dma_write_aligned (0: one dma_write)")
 	return cmd
 }

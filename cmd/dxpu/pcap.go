@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -38,7 +39,7 @@ func newPcapGenerateCmd() *cobra.Command {
 		Long: `Generate writes --count frames of synthetic traffic between --pairs host-GPU
 pairs: random TLPs that obey the PCIe rules that 'dxpu tlp decode' checks,
 with 10-bit tags, 32- and 64-bit addresses, ECRC digests and poisoned TLPs
-now and then. dxpu frames carry 1..--max-tlps TLPs up to --mtu, running
+now and then. dxpu frames carry 1..--max-tlps TLPs up to --ether-mtu, running
 sequence numbers per pair and direction, acknowledgements and credit
 limits; --control percent of them are ACK, NAK or CREDIT messages. The same
 --seed gives the same bytes.
@@ -49,10 +50,13 @@ dxpu-eth with --vlan, dxpu-udp and nettlp). --vlan N tags frames with VLAN N
 (-1: untagged; with mix, only the second dxpu-eth flavour).
 
 --count is at most 10000000, and the capture may grow to at most 16 GiB
-(reckoned with every frame as long as --mtu allows, or --snaplen keeps).
+(reckoned with every frame as long as --ether-mtu allows, or --snaplen keeps).
 --out is replaced only once the capture is whole.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := oneSpelling(cmd.Flags(), "ether-mtu", "mtu"); err != nil {
+				return exitCodeError{2, err}
+			}
 			ctx, stop := interruptible(cmd)
 			defer stop()
 			return pcapExit(capture.Generate(ctx, o, cmd.OutOrStdout()))
@@ -68,18 +72,23 @@ dxpu-eth with --vlan, dxpu-udp and nettlp). --vlan N tags frames with VLAN N
 	f.IntVar(&o.Pairs, "pairs", 4, "number of host-GPU pairs (pair IDs)")
 	f.IntVar(&o.MaxTLPs, "max-tlps", 8, "most TLPs per dxpu frame")
 	f.IntVar(&o.MaxDW, "max-dw", 32, "longest TLP payload or read, in DWs")
-	f.IntVar(&o.MTU, "mtu", 1500, "largest Ethernet payload of a dxpu frame")
+	etherMTUVar(f, &o.MTU, "largest Ethernet payload of a frame (after the Ethernet header and any VLAN tag), in bytes")
 	f.IntVar(&o.Control, "control", 10, "percent of dxpu frames that are ACK/NAK/CREDIT messages")
-	f.IntVar(&o.Snaplen, "snaplen", 0, "cut records to this many bytes, like a capture's snap length (0: whole)")
-	addPcapOutFlags(cmd, &o.PcapNG, &o.Nanos)
+	bytesVar(f, &o.Snaplen, "snaplen", 0, "cut records to this many bytes, like a capture's snap length (0: whole)")
+	addPcapOutFlags(cmd, &o.PcapNG, &o.Nanos, "nanosecond timestamps (default: microseconds)")
 	return cmd
 }
 
-// addPcapOutFlags adds the output options shared by the subcommands.
-func addPcapOutFlags(cmd *cobra.Command, pcapng, nanos *bool) {
+// addPcapOutFlags adds the output options shared by the subcommands;
+// nanosHelp says what the command's default resolution is.
+func addPcapOutFlags(cmd *cobra.Command, pcapng, nanos *bool, nanosHelp string) {
 	cmd.Flags().BoolVar(pcapng, "pcapng", false, "write pcapng instead of pcap")
-	cmd.Flags().BoolVar(nanos, "nanos", false, "nanosecond timestamps (default: microseconds; for convert, the input's resolution)")
+	cmd.Flags().BoolVar(nanos, "nanos", false, nanosHelp)
 }
+
+// keepsResolution is the --nanos help of the commands that copy the
+// input's timestamps.
+const keepsResolution = "nanosecond timestamps; --nanos=false microseconds (default: the input's resolution)"
 
 func newPcapConvertCmd() *cobra.Command {
 	var o capture.ConvertOptions
@@ -97,8 +106,9 @@ or --src-ip/--dst-ip where the input has none.
 --vlan -1 keeps the input's outer VLAN tag, 0 removes tags, 1..4094 sets one.
 
 --pack (to dxpu) gathers consecutive NetTLP TLPs between the same two
-endpoints into dxpu frames of up to --mtu bytes, as a bridge sends them;
-each packed frame takes the timestamp of its first TLP.
+endpoints into dxpu frames of up to --ether-mtu bytes of Ethernet payload,
+as a bridge sends them; each packed frame takes the timestamp of its first
+TLP.
 
 TLPs that the capture's snap length cut short stay cut: the output frame is
 built with the TLP's declared length and its record keeps only the bytes
@@ -110,6 +120,9 @@ errors. --out is replaced only once the whole output is written, and may
 not be --in.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := oneSpelling(cmd.Flags(), "ether-mtu", "mtu"); err != nil {
+				return exitCodeError{2, err}
+			}
 			if cmd.Flags().Changed("nanos") {
 				o.Nanos = &nanos
 			}
@@ -128,8 +141,8 @@ not be --in.`,
 	f.StringVar(&o.SrcIP, "src-ip", "10.0.0.1", "IPv4 source where the input has no IPv4")
 	f.StringVar(&o.DstIP, "dst-ip", "10.0.0.2", "IPv4 destination where the input has no IPv4")
 	f.BoolVar(&o.Pack, "pack", false, "pack consecutive NetTLP TLPs between the same ends into dxpu frames")
-	f.IntVar(&o.MTU, "mtu", encap.DefaultMTU, "largest Ethernet payload of a packed dxpu frame")
-	addPcapOutFlags(cmd, &o.PcapNG, &nanos)
+	etherMTUVar(f, &o.MTU, "largest Ethernet payload of a packed dxpu frame (after the Ethernet header and any VLAN tag), in bytes")
+	addPcapOutFlags(cmd, &o.PcapNG, &nanos, keepsResolution)
 	return cmd
 }
 
@@ -154,7 +167,7 @@ capture and line (JSON lines).`,
 			return exitFor(capture.Info(args, udpPort, asJSON, cmd.OutOrStdout(), cmd.ErrOrStderr()), 2)
 		},
 	}
-	cmd.Flags().Uint16Var(&udpPort, "udp-port", encap.DefaultUDPPort, "dxpu UDP port")
+	cmd.Flags().Uint16Var(&udpPort, "udp-port", encap.DefaultUDPPort, "dxpu UDP port (datagrams to or from it)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object (indented), or for several captures one per line")
 	return cmd
 }
@@ -171,8 +184,8 @@ clear, the security header and tag gone, the TLPs or control message in
 clear, IPv4 and UDP lengths fixed. The secrets come from --key-log, the file
 'dxpu bridge --key-log' or 'dxpu bridge agent --key-log' wrote (either side's
 log opens both directions). OUT is then what 'pcap info', 'tlp decode
---pcap', 'replay' and the Wireshark dissector read. Other frames are copied
-as they are.
+--pcap' and 'replay', each given the same --udp-port, and the Wireshark
+dissector read. Other frames are copied as they are.
 
 A dxpu UDP datagram is one to or from --udp-port; --out-udp-port N writes N
 in its place (for tools that know only port 8855). Sealed frames that do not
@@ -195,9 +208,9 @@ written mode 0600 (a new file, whatever the mode of the one it replaces).`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.KeyLog, "key-log", "", "the bridges' key log (--key-log of dxpu bridge or bridge agent); must be 0600, owned by you")
-	f.Uint16Var(&o.UDPPort, "udp-port", encap.DefaultUDPPort, "dxpu UDP port")
+	f.Uint16Var(&o.UDPPort, "udp-port", encap.DefaultUDPPort, "dxpu UDP port (datagrams to or from it)")
 	f.Uint16Var(&o.OutUDPPort, "out-udp-port", 0, "write this port in place of --udp-port (0: keep)")
-	addPcapOutFlags(cmd, &o.PcapNG, &nanos)
+	addPcapOutFlags(cmd, &o.PcapNG, &nanos, keepsResolution)
 	return cmd
 }
 
@@ -212,10 +225,13 @@ kernel queued before the end are written too, and the summary names what the
 kernel dropped. By default a BPF filter in the kernel keeps only dxpu frames:
 EtherType 0x88B5, or IPv4/UDP to or from --udp-port, untagged or behind one
 802.1Q tag (a tag the NIC took off is put back). --all keeps every frame;
---bpf takes any filter as 'tcpdump -ddd EXPR' prints it:
+--bpf takes any classic BPF program in the decimal form 'tcpdump -ddd EXPR'
+prints (the third example is 'tcpdump -ddd ip': IPv4 frames only); an
+empty --bpf is refused:
 
   dxpu pcap capture --interface eth1 --udp-port 7001 --out fabric.pcap --duration 10s
-  dxpu pcap capture --interface lo --bpf "$(tcpdump -ddd 'udp port 7001')" --out lo.pcap
+  dxpu pcap capture --interface lo --all --out lo.pcap --count 1000
+  dxpu pcap capture --interface lo --bpf '4,40 0 0 12,21 0 1 2048,6 0 0 262144,6 0 0 0' --out ipv4.pcap
 
 On loopback each frame is written once. Frames are written as the wire
 carries them: a UDP segmentation-offload send (the bridges batch that way),
@@ -225,6 +241,12 @@ CAP_NET_RAW). Sealed frames open with 'dxpu pcap unseal'. --out is written
 when the capture ends (an error leaves it as it was).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if cmd.Flags().Changed("bpf") && strings.TrimSpace(o.BPF) == "" {
+				// What "$(tcpdump -ddd ...)" gives when tcpdump is missing or
+				// fails: the default filter would run in its place unseen.
+				return exitCodeError{2, errors.New(`capture: --bpf "" is empty (did the command meant to print the program fail?): ` +
+					"give a program as 'tcpdump -ddd EXPR' prints it, or leave --bpf out (dxpu frames of --udp-port) or use --all")}
+			}
 			ctx, stop := interruptible(cmd) // Ctrl-C ends the capture: what it has is kept
 			defer stop()
 			return exitFor(capture.Live(ctx, o, cmd.OutOrStdout()), 2)
@@ -235,7 +257,7 @@ when the capture ends (an error leaves it as it was).`,
 	f.StringVar(&o.Out, "out", "", "output capture")
 	f.Uint16Var(&o.UDPPort, "udp-port", encap.DefaultUDPPort, "dxpu UDP port the default filter keeps (either direction)")
 	f.BoolVar(&o.All, "all", false, "keep every frame (no filter)")
-	f.StringVar(&o.BPF, "bpf", "", "classic BPF filter as 'tcpdump -ddd EXPR' prints it")
+	f.StringVar(&o.BPF, "bpf", "", "classic BPF program in the decimal form 'tcpdump -ddd EXPR' prints, instead of the dxpu filter")
 	f.IntVar(&o.Count, "count", 0, "stop after this many frames (0: no limit)")
 	f.DurationVar(&o.Duration, "duration", 0, "stop after this long (0: until Ctrl-C)")
 	f.IntVar(&o.Snaplen, "snaplen", 0, "keep this many bytes of each frame (0: 65535)")

@@ -138,8 +138,8 @@ func TestPcapGenerateBounded(t *testing.T) {
 		want string
 	}{
 		{[]string{"--count", "99999999999"}, "dxpu: generate: --count 99999999999: want at most 10000000 frames"},
-		{[]string{"--count", "2000000", "--mtu", "9000"},
-			"dxpu: generate: --count 2000000: frames of up to 9018 bytes (--mtu 9000) could make 16.9 GiB: want at most 16 GiB (lower --count, or cut frames with --snaplen)"},
+		{[]string{"--count", "2000000", "--ether-mtu", "9000"},
+			"dxpu: generate: --count 2000000: frames of up to 9018 bytes (--ether-mtu 9000) could make 16.9 GiB: want at most 16 GiB (lower --count, or cut frames with --snaplen)"},
 		{[]string{"--snaplen", "4294967297"}, "dxpu: generate: --snaplen 4294967297: want at most 262144 (0: whole frames)"},
 	} {
 		args := append([]string{"pcap", "generate", "--out", out}, tc.args...)

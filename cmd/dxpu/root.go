@@ -2,7 +2,9 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -45,6 +47,7 @@ func newRootCmd(e *env) *cobra.Command {
 	// (`completion extra` printed its help and succeeded).
 	root.InitDefaultCompletionCmd()
 	refuseUnknownSubcommands(root)
+	needShell(root)
 	nameArgCountErrors(root)
 	spellDefaultsAsUnits(root)
 	root.SetFlagErrorFunc(suggestFlag) // inherited by every subcommand
@@ -53,6 +56,34 @@ func newRootCmd(e *env) *cobra.Command {
 	root.SetOut(e.stdout)
 	root.SetErr(e.stderr)
 	return root
+}
+
+// needShell makes `dxpu completion` without a shell a usage error that
+// names the shells: as a group it printed its help and exited 0, so
+// `source <(dxpu completion)` sourced the help.
+func needShell(root *cobra.Command) {
+	for _, c := range root.Commands() {
+		if c.Name() != "completion" || c.RunE == nil {
+			continue
+		}
+		unknown := c.RunE
+		c.RunE = func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return unknown(cmd, args)
+			}
+			var shells []string
+			for _, sh := range cmd.Commands() {
+				if sh.IsAvailableCommand() {
+					shells = append(shells, sh.Name())
+				}
+			}
+			list := strings.Join(shells, ", ")
+			if n := len(shells); n > 1 {
+				list = strings.Join(shells[:n-1], ", ") + " or " + shells[n-1]
+			}
+			return exitCodeError{2, fmt.Errorf("completion: name a shell: %s; usage: %s completion SHELL", list, root.Name())}
+		}
+	}
 }
 
 // exitCodeError carries a process exit status out of a subcommand: 1 for

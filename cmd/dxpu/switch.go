@@ -40,8 +40,10 @@ Modes:
 
 The table comes from --table FILE (re-read when the file changes) or from
 the manager (--manager URL, long-polling GET /v1/table?watch=1&version=N,
-with the read-only token of --token-file, or $DXPU_TOKEN).
-Counters are served on --metrics (/metrics, Prometheus; at most 64
+with the read-only token of --token-file, or $DXPU_TOKEN). A token the
+manager refuses at its first answer ends the switch (exit 2); refused
+later (rotated in the manager), it is logged and retried, the table in
+force kept. Counters are served on --metrics (/metrics, Prometheus; at most 64
 connections, 8 per client address, closed after 30s idle).
 Exit status: 0 after SIGINT/SIGTERM, 2 on bad flags or setup errors.`,
 		Args: cobra.NoArgs,

@@ -1,9 +1,12 @@
 package main
 
 import (
+	"errors"
+
 	"github.com/spf13/cobra"
 
 	"github.com/dxpu/dxpu/internal/app/tlpcodec"
+	"github.com/dxpu/dxpu/tlp/encap"
 )
 
 // newTLPCmd builds `dxpu tlp decode|encode` (package internal/app/tlpcodec
@@ -13,7 +16,7 @@ func newTLPCmd() *cobra.Command {
 		Use:   "tlp",
 		Short: "Decode and encode PCIe TLPs (hex <-> JSON)",
 	}
-	var pcap string
+	var o tlpcodec.Options
 	decode := &cobra.Command{
 		Use:   "decode [HEX...]",
 		Short: "Decode TLPs (hex, one per line on stdin, or a capture) to JSON lines",
@@ -22,11 +25,15 @@ prints one JSON object per TLP. Blank lines and lines starting with # are
 skipped; spaces, tabs, colons, commas, underscores and dashes between the hex
 digits are ignored, and each word may carry a 0x prefix ("0x00000001 0x0100050f").
 
-With --pcap FILE it reads a pcap or pcapng capture instead (NetTLP, dxpu over
-Ethernet or UDP, with or without VLAN tags) and adds "frame" (1-based index
-among all frames), "encap" and "truncated" (the capture's snap length cut
-the TLP: the header is decoded and the data present kept). Frames without
-TLPs are skipped.
+With --pcap FILE it reads a pcap or pcapng capture instead (NetTLP on UDP
+ports 0x3000-0x30ff, dxpu over Ethernet, or dxpu over UDP to or from
+--udp-port, with or without VLAN tags) and adds "frame" (1-based index among
+all frames), "encap" and "truncated" (the capture's snap length cut the TLP:
+the header is decoded and the data present kept). Frames without TLPs are
+skipped; a capture with none gets one line on stderr saying so (exit
+status 0). --udp-port is what 'pcap capture' and 'pcap unseal' were given:
+a keyed pair's capture on port 7001, unsealed, decodes with
+'dxpu tlp decode --pcap plain.pcap --udp-port 7001'.
 
 Header bits that PCIe reserves are read as 0 and encoded 0; when the input
 sets any, the object gets "reserved_bits": lowercase hex with one byte per
@@ -48,10 +55,15 @@ the capture is not of Ethernet frames), 2 for usage or I/O errors.`,
   echo 4a000001000004000100008800000000 | dxpu tlp decode | dxpu tlp encode   # the same hex`,
 		Args: cobra.ArbitraryArgs, // hex TLPs
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return exitFor(tlpcodec.DecodeShowing(args, pcap, cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr()), 2)
+			if cmd.Flags().Changed("udp-port") && o.Pcap == "" {
+				return exitCodeError{2, errors.New("tlp decode: --udp-port reads a capture's dxpu frames: give it with --pcap")}
+			}
+			o.Hex = args
+			return exitFor(tlpcodec.DecodeWith(o, cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr()), 2)
 		},
 	}
-	decode.Flags().StringVar(&pcap, "pcap", "", "read TLPs from this pcap/pcapng capture instead of hex")
+	decode.Flags().StringVar(&o.Pcap, "pcap", "", "read TLPs from this pcap/pcapng capture instead of hex")
+	decode.Flags().Uint16Var(&o.UDPPort, "udp-port", encap.DefaultUDPPort, "dxpu UDP port of the --pcap capture (datagrams to or from it)")
 	encode := &cobra.Command{
 		Use:   "encode",
 		Short: "Encode TLPs from JSON lines (the decode format) to hex lines",

@@ -11,7 +11,9 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/dxpu/dxpu/internal/app/bytesize"
 	"github.com/dxpu/dxpu/model"
+	"github.com/dxpu/dxpu/tlp/encap"
 )
 
 // defaultTags is every command's default for outstanding DMA read tags:
@@ -32,8 +34,9 @@ const unitsHelp = `One name and one unit for each quantity, in every command:
                       --added-rtt 6.3us). The performance model's own quantity.
   --link-gbps N       link rate of one host-GPU pair in Gbit/s (bench fabric,
                       demo, bench link, model); 0 means no limit where allowed.
-  --tags N            outstanding DMA read tags: default 768 (10-bit tags)
-                      everywhere; 256 is the 8-bit limit.
+  --tags N            outstanding DMA read tags, 1..768: default 768, what
+                      10-bit tags (256..1023) allow, everywhere; 256 is the
+                      8-bit limit. bench fabric, model.
   --tag-ports N       NetTLP's UDP ports 0x3000.., one per tag a libtlp client
                       uses (1..16). nettlp serve (its old --tags is deprecated:
                       --tags is the DMA read tags above).
@@ -45,10 +48,16 @@ const unitsHelp = `One name and one unit for each quantity, in every command:
                       bytes. bridge, bridge agent.
   --mtu N             the largest dxpu frame from the dxpu header on, in bytes
                       (1472 under a 1500-byte Ethernet MTU over UDP). bridge,
-                      bridge agent, bench scale.
+                      bridge agent, conform, bench link, bench scale, bench e2e.
+  --ether-mtu N       the largest Ethernet payload of a frame, after the
+                      Ethernet header and any VLAN tag, in bytes (1500): the
+                      frames pcap generate and pcap convert --pack write,
+                      whatever their encapsulation (their old --mtu).
   --cpus LIST         CPUs a daemon's threads run on, in taskset's list format
                       (3, 0-1, 0-1,8); GOMAXPROCS follows. dxpu bridge.
-  sizes               byte counts with K, M, G suffixes, powers of 1024 (64K, 1M).
+  sizes               every flag that counts bytes (--read-size, --size,
+                      --bytes, --mtu, --mps, ...) takes K, M, G suffixes,
+                      powers of 1024 (64K, 1M), and 0x hex.
   --target P%         an overhead percentage above 0 and at most 100.
 
 Durations always carry a unit, in Go's syntax: 250ns, 5us, 1.5ms, 2s (flags
@@ -62,19 +71,48 @@ nanoseconds, _ms milliseconds (timers as configured), _s seconds, _pct
 percent, _gbps Gbit/s (never GB/s), _bytes bytes. rtt_us is the network
 round trip, added_rtt_us the added one. A report of one object prints it
 indented by two spaces; reports of several objects (demo's workloads,
-model's traces, pcap info's captures) and streams (ctl watch, tlp decode)
-print JSON lines, one object per line. The manager's API, and ctl --json,
-which prints its objects as they are, write a duration as a string with its
-unit instead ("rtt": "12us", "max_rtt"), as its requests take them.
+model's traces, pcap info's captures) and streams (ctl events --watch,
+ctl table --watch, tlp decode) print JSON lines, one object per line. The
+manager's API, and ctl --json, which prints its objects as they are, write
+a duration as a string with its unit instead ("rtt": "12us", "max_rtt"),
+as its requests take them.
 
 Old spellings still work for a while, with a warning: --gbit and --bw are
 --link-gbps (bench fabric, bench link, demo, model), with its plain number
 of Gbit/s; --bw also still reads a rate with its unit (100Gbit, 12.5GB/s,
-400G). Give one spelling, not two.`
+400G). pcap generate's and pcap convert's --mtu is --ether-mtu, the same
+number. Give one spelling, not two.`
 
 // newUnitsTopic builds the help topic `dxpu help units`.
 func newUnitsTopic() *cobra.Command {
 	return &cobra.Command{Use: "units", Short: "Names and units of flags and JSON keys, the same in every command", Long: unitsHelp}
+}
+
+// bytesVar defines a flag that is a count of bytes: it takes 4096, 4K
+// (K, M, G, T: powers of 1024) or 0x1000, as `dxpu help units` says
+// sizes are written, and refuses anything else in one line.
+func bytesVar[T ~int | ~uint32 | ~uint64](f *pflag.FlagSet, p *T, name string, def T, usage string) {
+	f.Var(bytesize.NewValue(p, def), name, usage)
+}
+
+// etherMTUVar defines pcap generate's and convert's --ether-mtu, the
+// largest Ethernet payload of a frame they write (1500 by default), and
+// its old spelling --mtu: everywhere else --mtu is the dxpu frame from
+// the dxpu header on (1472 under the same Ethernet MTU over UDP), and a
+// capture mixes encapsulations whose dxpu frames differ under one
+// Ethernet MTU. Call oneSpelling(f, "ether-mtu", "mtu") in the command.
+func etherMTUVar(f *pflag.FlagSet, p *int, usage string) {
+	bytesVar(f, p, "ether-mtu", encap.DefaultMTU, usage)
+	deprecatedAlias(f, "mtu", "ether-mtu", func() { bytesVar(f, p, "mtu", encap.DefaultMTU, "") })
+}
+
+// oneSpelling refuses a flag given under both its name now and its old
+// spelling old: the last would silently win.
+func oneSpelling(f *pflag.FlagSet, now, old string) error {
+	if f.Changed(now) && f.Changed(old) {
+		return fmt.Errorf("--%s and --%s: --%s is the old spelling of --%s: give one", now, old, old, now)
+	}
+	return nil
 }
 
 // deprecatedFor is the annotation that marks an old spelling of a flag

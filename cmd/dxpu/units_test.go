@@ -2,7 +2,10 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -232,5 +235,72 @@ func TestMicrosecondsSpelledUs(t *testing.T) {
 	var l map[string]any
 	if err != nil || json.Unmarshal([]byte(out), &l) != nil || l["duration_s"] == nil || l["seconds"] != nil {
 		t.Errorf("bench link --json: duration_s %v, seconds %v (%v)", l["duration_s"], l["seconds"], err)
+	}
+}
+
+// TestTagsRangeEverywhere: every command with --tags takes the same range,
+// 1..768 (10-bit tags), and refuses beyond it with the same words (model
+// took up to 1024 while bench fabric stopped at 768).
+func TestTagsRangeEverywhere(t *testing.T) {
+	t.Parallel()
+	needs := map[string][]string{"dxpu model": {"--trace", "../../testdata/emu/mlp-train-emu.json.gz"}}
+	root := newRootCmd(newEnv(strings.NewReader(""), &strings.Builder{}, &strings.Builder{}, nil, noEnv))
+	seen := 0
+	for _, c := range allCommands(root) {
+		if f := c.Flags().Lookup("tags"); f == nil || f.Annotations[deprecatedFor] != nil {
+			continue
+		}
+		seen++
+		for _, v := range []string{"769", "0"} {
+			args := append(append(strings.Fields(strings.TrimPrefix(c.CommandPath(), "dxpu")), needs[c.CommandPath()]...), "--tags", v)
+			checkUsageError(t, args, "dxpu: --tags "+v+": want 1..768")
+		}
+	}
+	if seen < 2 {
+		t.Errorf("--tags on %d commands", seen)
+	}
+}
+
+// TestPcapEtherMTU: pcap generate's and convert's frame limit is
+// --ether-mtu (the Ethernet payload; --mtu everywhere else is the dxpu
+// frame). Their old --mtu still works, the same number, with one warning;
+// both at once are refused.
+func TestPcapEtherMTU(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	gen := func(flag, out string) string {
+		_, errText, err := runDxpu(t, "", "pcap", "generate", "--out", filepath.Join(dir, out), "--count", "20", "--max-dw", "256", flag, "9K")
+		if err != nil {
+			t.Fatalf("pcap generate %s 9K: %v", flag, err)
+		}
+		return errText
+	}
+	if warn := gen("--ether-mtu", "new.pcap"); warn != "" {
+		t.Errorf("--ether-mtu: stderr %q", warn)
+	}
+	if warn := gen("--mtu", "old.pcap"); warn != "dxpu: --mtu is deprecated: use --ether-mtu (dxpu help units)\n" {
+		t.Errorf("--mtu: stderr %q, want one deprecation line", warn)
+	}
+	a, errA := os.ReadFile(filepath.Join(dir, "new.pcap"))
+	b, errB := os.ReadFile(filepath.Join(dir, "old.pcap"))
+	if errA != nil || errB != nil || !bytes.Equal(a, b) {
+		t.Errorf("--mtu 9K and --ether-mtu 9K wrote different captures (%v, %v)", errA, errB)
+	}
+	in := filepath.Join(dir, "new.pcap")
+	for _, args := range [][]string{
+		{"pcap", "generate", "--out", filepath.Join(dir, "x.pcap"), "--ether-mtu", "9000", "--mtu", "9000"},
+		{"pcap", "convert", "--in", in, "--out", filepath.Join(dir, "y.pcap"), "--to", "dxpu-udp", "--pack", "--mtu", "1500", "--ether-mtu", "1500"},
+	} {
+		checkUsageError(t, args, "--ether-mtu and --mtu: --mtu is the old spelling of --ether-mtu: give one")
+	}
+	root := newRootCmd(newEnv(strings.NewReader(""), &strings.Builder{}, &strings.Builder{}, nil, noEnv))
+	for _, path := range [][]string{{"pcap", "generate"}, {"pcap", "convert"}} {
+		c, _, err := root.Find(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f := c.Flags().Lookup("ether-mtu"); f == nil || f.DefValue != "1500" || !c.Flags().Lookup("mtu").Hidden {
+			t.Errorf("%v: --ether-mtu %v, --mtu hidden %v", path, f, c.Flags().Lookup("mtu").Hidden)
+		}
 	}
 }

@@ -31,7 +31,7 @@ func (f *vmFlags) add(cmd *cobra.Command) {
 	fs.StringVar(&f.o.Accel, "accel", "", "kvm or tcg (default: KVM when it works here, else TCG)")
 	fs.StringVar(&f.o.Dir, "dir", "", "keep the initramfs, QMP socket and serial log here: created 0700 if missing, refused if others may enter it (default: a temporary directory)")
 	fs.StringVar(&f.o.SerialLog, "serial-log", "", "write the guest's serial console here (default DIR/serial.log)")
-	fs.Uint64Var(&f.bytes, "bytes", guest.DefaultCopyBytes, "bytes of each host-to-device and device-to-host copy the guest tool checks")
+	bytesVar(fs, &f.bytes, "bytes", guest.DefaultCopyBytes, "bytes of each host-to-device and device-to-host copy the guest tool checks")
 }
 
 func (f *vmFlags) check() error {
@@ -99,7 +99,7 @@ with --loopback over loopback UDP, no root needed beyond QEMU's), runs the
 guest tool and prints what the guest saw: its PCI functions, where its view
 of config space differs from the GPU model's, the copies' checks, the
 launch and sync, boot time, MMIO read latency, copy rates and the path.`,
-		Example: "  dxpu vm demo --json\n  dxpu vm demo --loss 0.01 --bytes 16777216",
+		Example: "  dxpu vm demo --json\n  dxpu vm demo --loss 0.01 --bytes 16M",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := flagsProbability(cmd, "loss"); err != nil {

@@ -50,3 +50,48 @@ func TestFormat(t *testing.T) {
 		}
 	}
 }
+
+// TestValue: a byte-count flag reads what Parse reads into its own
+// number type, writes the count as Format does, and refuses, in one line
+// saying what a count looks like, what is not one or does not fit.
+func TestValue(t *testing.T) {
+	t.Parallel()
+	var n int
+	v := NewValue(&n, 512)
+	if n != 512 || v.String() != "512" || v.Type() != "bytes" {
+		t.Fatalf("default: %d %q %q", n, v.String(), v.Type())
+	}
+	for in, want := range map[string]int{"4K": 4096, "0x1000": 4096, "1m": 1 << 20, "9000": 9000, "0": 0, "1536": 1536} {
+		if err := v.Set(in); err != nil || n != want || v.String() != Format(uint64(want)) {
+			t.Errorf("Set(%q): %d (%q), %v; want %d", in, n, v.String(), err, want)
+		}
+	}
+	if _ = v.Set("1536"); v.String() != "1536" {
+		t.Errorf("1536 written %q", v.String())
+	}
+	if n = 64 << 20; v.String() != "64M" {
+		t.Errorf("64 MiB written %q, want 64M", v.String())
+	}
+	n = 7
+	for _, in := range []string{"4Q", "-3", "", "1.5K", "99999999999T", "8E"} {
+		err := v.Set(in)
+		if err == nil || !strings.Contains(err.Error(), "want ") || strings.Contains(err.Error(), "strconv") || strings.ContainsAny(err.Error(), "\n") {
+			t.Errorf("Set(%q): %v, want a one-line refusal saying what a count looks like", in, err)
+		}
+		if n != 7 {
+			t.Errorf("a refused Set(%q) changed the count to %d", in, n)
+		}
+	}
+	var u uint32
+	w := NewValue(&u, 0)
+	if err := w.Set("4G"); err == nil || err.Error() != "want at most 4294967295 bytes" {
+		t.Errorf("4G into a uint32: %v", err)
+	}
+	if err := w.Set("4095M"); err != nil || u != 4095<<20 {
+		t.Errorf("4095M into a uint32: %d, %v", u, err)
+	}
+	var b uint64
+	if err := NewValue(&b, 0).Set("16T"); err != nil || b != 16<<40 {
+		t.Errorf("16T into a uint64: %d, %v", b, err)
+	}
+}

@@ -181,7 +181,7 @@ func TestPcapUsageErrors(t *testing.T) {
 	for name, err := range map[string]error{
 		"--to ipx":         convert(t, convertTo("x", filepath.Join(dir, "y"), "ipx")),
 		"--kind Foo":       gen("Foo", 1500),
-		"--mtu 100":        gen("mix", 100),
+		"--ether-mtu 100":  gen("mix", 100),
 		"--pack to nettlp": convert(t, ConvertOptions{In: "x", Out: filepath.Join(dir, "y"), To: "nettlp", Pack: true, SrcIP: "10.0.0.1", DstIP: "10.0.0.2", MTU: 1500}),
 	} {
 		if !errors.Is(err, apperr.ErrUsage) {

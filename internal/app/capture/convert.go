@@ -60,7 +60,7 @@ func Convert(ctx context.Context, o ConvertOptions, stdout, stderr io.Writer) er
 		return apperr.Usage(fmt.Errorf("convert: --pack needs a dxpu --to"))
 	}
 	if o.MTU < 128 || o.MTU > 65535 {
-		return apperr.Usage(fmt.Errorf("convert: --mtu %d: want 128..65535", o.MTU))
+		return apperr.Usage(fmt.Errorf("convert: --ether-mtu %d: want 128..65535", o.MTU))
 	}
 	if err := sameFile("convert", "--out", o.Out, "--in", o.In); err != nil {
 		return err

@@ -2,8 +2,10 @@ package capture
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -21,6 +23,12 @@ func Testdata(dir string, check bool, stdout io.Writer) error {
 	}
 	out := dir
 	if check {
+		// A corpus that is not there is not stale: say what is wrong.
+		if fi, err := os.Stat(dir); err != nil {
+			return apperr.Usage(fmt.Errorf("testdata: --dir %s: %w (--check compares with the corpus there)", dir, unwrapPath(err)))
+		} else if !fi.IsDir() {
+			return apperr.Usage(fmt.Errorf("testdata: --dir %s: not a directory", dir))
+		}
 		tmp, err := os.MkdirTemp("", "dxpu-pcap-testdata")
 		if err != nil {
 			return err
@@ -46,6 +54,16 @@ func Testdata(dir string, check bool, stdout io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "%s is up to date\n", dir)
 	return nil
+}
+
+// unwrapPath drops the *fs.PathError's operation and path, which the
+// message names already.
+func unwrapPath(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
 }
 
 // corpus is the replay corpus in testdata/pcap: what `dxpu pcap

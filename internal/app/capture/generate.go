@@ -78,8 +78,8 @@ func Encaps(name string, vlan int) ([]FrameEncap, error) {
 }
 
 // MaxFrames and MaxBytes bound what `dxpu pcap generate` writes: a
-// mistyped --count (or --mtu) would fill the disk. MaxBytes bounds the
-// most the options allow (every frame as long as --mtu lets it be), not
+// mistyped --count (or --ether-mtu) would fill the disk. MaxBytes bounds the
+// most the options allow (every frame as long as --ether-mtu lets it be), not
 // what a seed happens to give.
 const (
 	MaxFrames = 10_000_000
@@ -106,11 +106,11 @@ func (o *Traffic) Check() error {
 	case o.Snaplen > pcapio.MaxSnaplen:
 		return fmt.Errorf("--snaplen %d: want at most %d (0: whole frames)", o.Snaplen, pcapio.MaxSnaplen)
 	case o.MTU > 65535:
-		return fmt.Errorf("--mtu %d: want at most 65535", o.MTU)
+		return fmt.Errorf("--ether-mtu %d: want at most 65535", o.MTU)
 	}
 	// The largest TLP (4DW header, data, ECRC) must fit a frame.
 	if need := encap.HeaderLen + 2 + encap.IPv4HeaderLen + encap.UDPHeaderLen + 16 + 4*o.MaxDW + 4; o.MTU < need {
-		return fmt.Errorf("--mtu %d cannot carry a TLP of %d DWs: need at least %d", o.MTU, o.MaxDW, need)
+		return fmt.Errorf("--ether-mtu %d cannot carry a TLP of %d DWs: need at least %d", o.MTU, o.MaxDW, need)
 	}
 	for _, e := range o.Encaps {
 		if e.VLAN > 4094 {
@@ -133,15 +133,15 @@ func (o *Traffic) Check() error {
 const pcapngRecordLen = 32 + 3
 
 // maxFrame is the most bytes one frame of o can keep in a capture, and
-// the flag that sets it: a dxpu frame fills at most --mtu after its
+// the flag that sets it: a dxpu frame fills at most --ether-mtu after its
 // Ethernet header and VLAN tag (a NetTLP frame's one TLP is shorter: the
-// --mtu check makes room for it and a dxpu header), --snaplen cuts it.
+// --ether-mtu check makes room for it and a dxpu header), --snaplen cuts it.
 func (o *Traffic) maxFrame() (int, string) {
 	frame := encap.EthHeaderLen + 4 + o.MTU
 	if o.Snaplen > 0 && o.Snaplen < frame {
 		return o.Snaplen, fmt.Sprintf("--snaplen %d", o.Snaplen)
 	}
-	return frame, fmt.Sprintf("--mtu %d", o.MTU)
+	return frame, fmt.Sprintf("--ether-mtu %d", o.MTU)
 }
 
 // WriteTraffic writes the traffic of o to a new capture at path and

@@ -64,10 +64,11 @@ func Tally(path string, cfg *encap.Config, errs io.Writer) (map[string]int, erro
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}
 		s["frames"]++
-		if sealedFrame(data, cfg, s) {
+		lay, fcfg, err := walkDxpu(data, cfg)
+		if err == nil && sealedFrame(data, lay, s) {
 			continue
 		}
-		f, err := encap.ParseFrame(data, cfg)
+		f, err := encap.ParseFrame(data, fcfg)
 		if err != nil {
 			s["bad"]++
 			if errs != nil {
@@ -96,11 +97,10 @@ func Tally(path string, cfg *encap.Config, errs io.Writer) (map[string]int, erro
 
 // sealedFrame counts a sealed dxpu frame (flag SEALED: its body is the
 // seal's, not TLPs, so ParseFrame would call it bad) by encapsulation and
-// message type under "sealed", and reports whether it was one. Its TLPs
-// are counted only after `dxpu pcap unseal`.
-func sealedFrame(data []byte, cfg *encap.Config, s map[string]int) bool {
-	lay, err := encap.Walk(data, cfg)
-	if err != nil || (lay.Encap != encap.EncapDxpuEth && lay.Encap != encap.EncapDxpuUDP) || len(data) < lay.Payload+encap.HeaderLen {
+// message type under "sealed", and reports whether it was one; lay is how
+// it walked. Its TLPs are counted only after `dxpu pcap unseal`.
+func sealedFrame(data []byte, lay encap.Layers, s map[string]int) bool {
+	if (lay.Encap != encap.EncapDxpuEth && lay.Encap != encap.EncapDxpuUDP) || len(data) < lay.Payload+encap.HeaderLen {
 		return false
 	}
 	h := encap.Header(data[lay.Payload:])

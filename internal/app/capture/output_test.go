@@ -146,10 +146,10 @@ func TestGenerateBounded(t *testing.T) {
 		{func(o *GenerateOptions) { o.Count = 99999999999 }, "--count 99999999999: want at most 10000000 frames"},
 		{func(o *GenerateOptions) { o.Count = MaxFrames + 1 }, "--count 10000001: want at most 10000000 frames"},
 		{func(o *GenerateOptions) { o.Count, o.MTU, o.MaxDW = 1_000_000, 65535, 1024 },
-			"--count 1000000: frames of up to 65553 bytes (--mtu 65535) could make 61.1 GiB: want at most 16 GiB"},
+			"--count 1000000: frames of up to 65553 bytes (--ether-mtu 65535) could make 61.1 GiB: want at most 16 GiB"},
 		{func(o *GenerateOptions) { o.Count, o.MTU, o.Snaplen = MaxFrames, 9000, 2000 },
 			"--count 10000000: frames of up to 2000 bytes (--snaplen 2000) could make 19.0 GiB: want at most 16 GiB (lower --count or --snaplen)"},
-		{func(o *GenerateOptions) { o.MTU = 70000 }, "--mtu 70000: want at most 65535"},
+		{func(o *GenerateOptions) { o.MTU = 70000 }, "--ether-mtu 70000: want at most 65535"},
 		{func(o *GenerateOptions) { o.Snaplen = 1<<32 + 1 }, "--snaplen 4294967297: want at most 262144"},
 	} {
 		o := GenerateOptions{Out: out, Kind: "mix", Encap: "mix", VLAN: -1, Count: 100, Seed: 1,

@@ -168,24 +168,38 @@ func (u *unsealer) run(ctx context.Context, r *pcapio.Reader) error {
 	}
 }
 
-// walk finds the dxpu data of a frame: Walk, and for a UDP datagram from
-// (rather than to) the dxpu port, Walk again with its destination port, so
-// both directions of a pair whose bridges use different ports are found.
+// walk finds the dxpu data of a frame (walkDxpu).
 func (u *unsealer) walk(data []byte, cfg *encap.Config) (encap.Layers, error) {
+	lay, _, err := walkDxpu(data, cfg)
+	return lay, err
+}
+
+// walkDxpu is encap.Walk, and for a UDP datagram from (rather than to) the
+// dxpu port, Walk again with its destination port, so both directions of
+// a pair whose bridges use different ports are found. It returns the
+// config the frame walked under, for encap.ParseFrame (nil cfg: the
+// defaults).
+func walkDxpu(data []byte, cfg *encap.Config) (encap.Layers, *encap.Config, error) {
 	lay, err := encap.Walk(data, cfg)
 	if err != nil || lay.Encap != encap.EncapNone || lay.IPv4 == 0 {
-		return lay, err
+		return lay, cfg, err
 	}
 	ip := encap.IPv4(data[lay.IPv4:])
 	l4 := lay.IPv4 + ip.HeaderLen()
 	if ip.Protocol() != encap.IPProtoUDP || l4+encap.UDPHeaderLen > len(data) {
-		return lay, nil
+		return lay, cfg, nil
+	}
+	port := uint16(encap.DefaultUDPPort)
+	if cfg != nil && cfg.UDPPort != 0 {
+		port = cfg.UDPPort
 	}
 	udp := encap.UDP(data[l4:])
-	if udp.SrcPort() != cfg.UDPPort {
-		return lay, nil
+	if udp.SrcPort() != port || udp.DstPort() == 0 {
+		return lay, cfg, nil
 	}
-	return encap.Walk(data, &encap.Config{UDPPort: udp.DstPort()})
+	back := &encap.Config{UDPPort: udp.DstPort()}
+	lay, err = encap.Walk(data, back)
+	return lay, back, err
 }
 
 // rewritePorts applies --out-udp-port to a dxpu-udp frame.

@@ -181,9 +181,9 @@ func TestUnseal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The frames from port 7001 (to 40001) are not dxpu to info; the cut
-	// one is.
-	if s["bad"] != 0 || s["sealed"] != 3 || s["encap:dxpu-eth"] != 1 || s["kind:MWr"] != 1 {
+	// Datagrams to and from port 7001 are dxpu to info, as to unseal:
+	// every sealed frame counts, the cut one too.
+	if s["bad"] != 0 || s["sealed"] != 7 || s["encap:dxpu-udp"] != 7 || s["encap:dxpu-eth"] != 1 || s["kind:MWr"] != 1 {
 		t.Errorf("info on the sealed capture: %s", StatsLine(s))
 	}
 

@@ -34,6 +34,7 @@ import (
 	"github.com/dxpu/dxpu/bridge/afpacket"
 	"github.com/dxpu/dxpu/bridge/driver"
 	"github.com/dxpu/dxpu/bridge/udp"
+	"github.com/dxpu/dxpu/internal/app/units"
 	"github.com/dxpu/dxpu/tlp/encap"
 )
 
@@ -63,7 +64,7 @@ func (t Timers) check() error {
 		{"AckDelay", t.AckDelay}, {"MaxRTO", t.MaxRTO}, {"CompletionTimeout", t.CompletionTimeout}, {"Slack", t.Slack},
 	} {
 		if f.d < 0 {
-			return fmt.Errorf("%w: %s %v is negative", ErrOptions, f.name, f.d)
+			return units.Errorf("%w: %s %v is negative", ErrOptions, f.name, f.d)
 		}
 	}
 	return nil
@@ -224,7 +225,7 @@ func Run(ctx context.Context, o Options) (Report, error) {
 		return k.noneOpened(rep)
 	}
 	if !heard {
-		return rep, fmt.Errorf("conform: no frame from the implementation under test (%s) within %v: is it running, with the kit's address (--local) as its peer?", rep.Peer, startWait)
+		return rep, units.Errorf("conform: no frame from the implementation under test (%s) within %v: is it running, with the kit's address (--local) as its peer?", rep.Peer, startWait)
 	}
 	for _, s := range scen {
 		log.Debug("conform: scenario", "name", s.name)
@@ -268,7 +269,7 @@ func (k *kit) sealsNothing() bool {
 func (k *kit) noneOpened(rep Report) (Report, error) {
 	rep.Duration = time.Since(k.start)
 	if k.unsealed == 0 {
-		return rep, fmt.Errorf("%w: %d frames from the implementation under test (%s) in %v, none opened (the latest: %s): does it hold the kit's key (--key-file, --key-generation, --seal-mode)?",
+		return rep, units.Errorf("%w: %d frames from the implementation under test (%s) in %v, none opened (the latest: %s): does it hold the kit's key (--key-file, --key-generation, --seal-mode)?",
 			ErrMismatch, k.arrived, rep.Peer, k.now().Round(time.Millisecond), k.unopenedWhy)
 	}
 	r := k.led.get("KEY-2")

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -808,5 +809,49 @@ func TestNakWhenTheRTOComesFirst(t *testing.T) {
 		if r.Rule == "NAK-2" && r.Verdict != Pass {
 			t.Fatalf("NAK-2: %s (%s), want pass", r.Verdict, r.Reason)
 		}
+	}
+}
+
+// TestReasonsWriteUs: rule reasons, the kit's refusals and the summary
+// spell durations as `dxpu help units` does (97us, never Go's 97µs), in
+// the text report and the JSON one. Not parallel: see TestBridgeConforms.
+func TestReasonsWriteUs(t *testing.T) {
+	l := newLedger()
+	l.pass("CRD-6", "probed after %v and resumed", 97*time.Microsecond)
+	l.fail("ACK-1", "acknowledged after %v (AckDelay %v)", 1500*time.Microsecond, 20*time.Microsecond)
+	l.na("FRM-4", "not within %v", 250*time.Nanosecond)
+	rep := Report{Peer: "udp:192.0.2.1:8855", Role: "gpu", Results: l.results(), Duration: 800 * time.Microsecond}
+	var txt, js strings.Builder
+	if err := rep.WriteText(&txt); err != nil {
+		t.Fatal(err)
+	}
+	if err := rep.WriteJSON(&js); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"CRD-6   pass probed after 97us and resumed\n", "ACK-1   fail acknowledged after 1.5ms (AckDelay 20us)\n", "FRM-4   n/a  not within 250ns\n"} {
+		if !strings.Contains(txt.String(), want) {
+			t.Errorf("text report lacks %q:\n%s", want, txt.String())
+		}
+	}
+	if err := mismatch("it sent a KEEPALIVE every %v", 970*time.Microsecond); !errors.Is(err, ErrMismatch) || !strings.HasSuffix(err.Error(), "every 970us") {
+		t.Errorf("mismatch: %v", err)
+	}
+	if err := (Keys{GraceTime: -5 * time.Microsecond}).check(); err == nil || !strings.Contains(err.Error(), "grace time -5us") {
+		t.Errorf("a negative grace time: %v", err)
+	}
+	// A run against the bridge: CRD-6 is judged with a measured duration,
+	// and the IUT's AckDelay (20us) is named in reasons.
+	live := runConforming(t, setup{controlled: true}, "handshake", "credits", "exchange")
+	var run strings.Builder
+	if err := live.WriteText(&run); err != nil {
+		t.Fatal(err)
+	}
+	for _, out := range []string{txt.String(), js.String(), run.String()} {
+		if strings.Contains(out, "µ") {
+			t.Errorf("a report spells µs:\n%s", out)
+		}
+	}
+	if r, _ := live.Result("CRD-6"); r.Verdict == Pass && !regexp.MustCompile(`probed after [0-9.]+(ns|us|ms|s) and resumed`).MatchString(r.Reason) {
+		t.Errorf("CRD-6: %q", r.Reason)
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/dxpu/dxpu/bridge"
 	"github.com/dxpu/dxpu/bridge/seal"
+	"github.com/dxpu/dxpu/internal/app/units"
 	"github.com/dxpu/dxpu/tlp/encap"
 )
 
@@ -53,7 +54,7 @@ func (k Keys) withDefaults() Keys {
 
 func (k Keys) check() error {
 	if k.GraceTime < 0 {
-		return fmt.Errorf("%w: grace time %v is negative", ErrOptions, k.GraceTime)
+		return units.Errorf("%w: grace time %v is negative", ErrOptions, k.GraceTime)
 	}
 	if !k.keyed() {
 		if k.NextKey != nil {

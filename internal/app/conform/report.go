@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"time"
+
+	"github.com/dxpu/dxpu/internal/app/units"
 )
 
 // Verdict is the outcome for one rule.
@@ -74,7 +76,7 @@ func (r *Report) WriteText(w io.Writer) error {
 			na++
 		}
 	}
-	_, err := fmt.Fprintf(w, "%d pass, %d fail, %d n/a against %s (%s side) in %v, seed %d\n", pass, fail, na, r.Peer, r.Role, r.Duration.Round(time.Millisecond), r.Seed)
+	_, err := fmt.Fprintf(w, "%d pass, %d fail, %d n/a against %s (%s side) in %s, seed %d\n", pass, fail, na, r.Peer, r.Role, units.Duration(r.Duration.Round(time.Millisecond)), r.Seed)
 	return err
 }
 
@@ -121,7 +123,7 @@ func (l *ledger) pass(id, format string, args ...any) {
 	r := l.get(id)
 	r.Checks++
 	if r.Verdict == NA {
-		r.Verdict, r.Reason = Pass, l.where()+fmt.Sprintf(format, args...)
+		r.Verdict, r.Reason = Pass, l.where()+units.Sprintf(format, args...)
 	}
 }
 
@@ -137,7 +139,7 @@ func (l *ledger) fail(id, format string, args ...any) {
 	r := l.get(id)
 	r.Checks++
 	if r.Verdict != Fail {
-		r.Verdict, r.Reason = Fail, l.where()+fmt.Sprintf(format, args...)
+		r.Verdict, r.Reason = Fail, l.where()+units.Sprintf(format, args...)
 	}
 }
 
@@ -145,7 +147,7 @@ func (l *ledger) fail(id, format string, args ...any) {
 func (l *ledger) na(id, format string, args ...any) {
 	r := l.get(id)
 	if r.Verdict == NA {
-		r.Reason = l.where() + fmt.Sprintf(format, args...)
+		r.Reason = l.where() + units.Sprintf(format, args...)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/dxpu/dxpu/internal/app/units"
 	"github.com/dxpu/dxpu/tlp"
 	"github.com/dxpu/dxpu/tlp/encap"
 )
@@ -128,10 +129,10 @@ func (k *kit) probe() (bool, error) {
 func (k *kit) missNote(p uint8, t0 time.Duration, frames, restarts int) string {
 	now := k.now()
 	ran := k.elapsed(t0, now)
-	note := fmt.Sprintf(" (probe %d: %v waited, %v more the kit stalled; meanwhile the IUT sent %d frames the kit opened",
+	note := units.Sprintf(" (probe %d: %v waited, %v more the kit stalled; meanwhile the IUT sent %d frames the kit opened",
 		p, ran.Round(time.Millisecond), (now - t0 - ran).Round(time.Millisecond), k.frames-frames)
 	if k.frames > frames {
-		note += fmt.Sprintf(", the last a %s %v before the end", k.lastKind, (now - k.lastFrame).Round(time.Millisecond))
+		note += units.Sprintf(", the last a %s %v before the end", k.lastKind, (now - k.lastFrame).Round(time.Millisecond))
 	}
 	if k.restarts != restarts {
 		note += fmt.Sprintf(", and restarted its session %d times", k.restarts-restarts)
@@ -175,7 +176,7 @@ func (k *kit) handshake() error {
 // options: what it shows, what the kit was told, and the rule it breaks
 // if the kit was told right.
 func mismatch(format string, args ...any) error {
-	return fmt.Errorf("%w: "+format, append([]any{ErrMismatch}, args...)...)
+	return units.Errorf("%w: "+format, append([]any{ErrMismatch}, args...)...)
 }
 
 // measureKeepalive measures the IUT's Keepalive before anything is judged

@@ -3,8 +3,10 @@ package ctl
 import (
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 
+	"github.com/dxpu/dxpu/fabric/pool"
 	"github.com/dxpu/dxpu/internal/app/jsonfile"
 )
 
@@ -25,9 +27,36 @@ const HostExample = `{
   "ports": 32
 }`
 
-// AddHelp is the long help of `ctl KIND add`: the fields it reads and an
-// example.
+// managerSet are, by registration type, the fields the manager fills in
+// on its answers: a box or host file that sets them is refused
+// (fabric/manager's answerOnly) or must repeat the box's id (gpus[].box),
+// so the help does not offer them.
+var managerSet = map[reflect.Type][]string{
+	reflect.TypeFor[pool.Box]():  {"gpus[].box", "gpus[].unreachable", "gpus[].allocation", "unreachable"},
+	reflect.TypeFor[pool.Host](): {"used_ports"},
+}
+
+// settable lists the JSON fields of t a registration may set: every field
+// of the type but managerSet's.
+func settable(t reflect.Type) []string {
+	var out []string
+	for _, f := range jsonfile.Fields(t) {
+		if !slices.Contains(managerSet[t], f) {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// AddHelp is the long help of `ctl KIND add`: the fields a file may set,
+// those the manager fills in, and an example.
 func AddHelp(kind string, t reflect.Type, example string) string {
+	notes := ""
+	if t == reflect.TypeFor[pool.Box]() {
+		notes = ` gpus[].health is healthy (the default) or
+unhealthy; draining takes a new box out of allocation ('ctl drain' changes
+a known box's).`
+	}
 	return fmt.Sprintf(`Register a %[1]s, or replace the %[1]s with the same id, from a JSON file (- for
 stdin). Unknown fields are refused. The fields:
 
@@ -35,10 +64,15 @@ stdin). Unknown fields are refused. The fields:
 
 bridge is the %[1]s's bridge as the switch sees it: switch_port, the switch's
 interface toward it ("udp" for a switch in --mode udp), its MAC, and for dxpu
-over UDP its IPv4 address and UDP port. The pool fills in the rest (health,
-allocation). Example (see also examples/%[1]s.json):
+over UDP its IPv4 address and UDP port.%[3]s
 
-%[3]s`, kind, strings.Join(jsonfile.Fields(t), "\n  "), indent(example, "  "))
+The manager fills in, on its answers only (leave them out of the file):
+
+  %[4]s
+
+Example (see also examples/%[1]s.json):
+
+%[5]s`, kind, strings.Join(settable(t), "\n  "), notes, strings.Join(managerSet[t], ", "), indent(example, "  "))
 }
 
 func indent(s, pre string) string {

@@ -6,7 +6,8 @@
 // agent credential the manager issues in a new 0600 file.
 //
 // Errors carry their exit status through internal/app/apperr: a call the
-// manager refused (a ctlclient.APIError) is apperr.ErrFailed, everything
-// else (bad options, unreadable files, an unreachable manager) is
-// apperr.ErrUsage.
+// manager refused (a ctlclient.APIError) is apperr.ErrFailed, unless it
+// answered 400 (a parameter or file it cannot take, the user's to fix);
+// that and everything else (bad options, unreadable files, an unreachable
+// manager) is apperr.ErrUsage.
 package ctl

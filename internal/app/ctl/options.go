@@ -73,13 +73,14 @@ func (o Options) client() (*ctlclient.Client, error) {
 }
 
 // classify gives manager refusals apperr.ErrFailed and everything else
-// apperr.ErrUsage.
+// apperr.ErrUsage, a 400 among them: the manager found fault with what
+// the user typed (a flag's value, an operand, a file), not with the pool.
 func classify(err error) error {
 	if err == nil {
 		return nil
 	}
 	var ae *ctlclient.APIError
-	if errors.As(err, &ae) {
+	if errors.As(err, &ae) && ae.Status != http.StatusBadRequest {
 		return apperr.Failed(err)
 	}
 	return apperr.Usage(err)

@@ -47,7 +47,9 @@ func AddBox(ctx context.Context, o Options, path string) error {
 // RemoveBox removes a box whose GPUs are all free.
 func RemoveBox(ctx context.Context, o Options, id string) error {
 	return call(ctx, o, func(ctx context.Context, c *ctlclient.Client) (pool.Box, error) { return c.RemoveBox(ctx, id) },
-		func(w io.Writer, b pool.Box) { fmt.Fprintf(w, "removed box %s (%d GPUs)\n", b.ID, len(b.GPUs)) })
+		func(w io.Writer, b pool.Box) {
+			fmt.Fprintf(w, "removed box %s (%s)\n", b.ID, count(len(b.GPUs), "GPU"))
+		})
 }
 
 // Hosts prints every host.
@@ -110,8 +112,12 @@ func SetHealth(ctx context.Context, o Options, gpu string, h pool.Health) error 
 		func(w io.Writer, ch pool.HealthChange) {
 			fmt.Fprintf(w, "gpu %s is %s\n", ch.GPU.ID, ch.GPU.Health)
 			if ch.Alloc != nil && ch.Lost != nil {
-				fmt.Fprintf(w, "allocation %s (host %s) lost it: pair %d on host port %d removed; %d GPUs remain\n",
-					ch.Alloc.ID, ch.Alloc.Host, ch.Lost.Pair, ch.Lost.HostPort, len(ch.Alloc.GPUs))
+				remain := "remain"
+				if len(ch.Alloc.GPUs) == 1 {
+					remain = "remains"
+				}
+				fmt.Fprintf(w, "allocation %s (host %s) lost it: pair %d on host port %d removed; %s %s\n",
+					ch.Alloc.ID, ch.Alloc.Host, ch.Lost.Pair, ch.Lost.HostPort, count(len(ch.Alloc.GPUs), "GPU"), remain)
 			}
 		})
 }
@@ -127,7 +133,7 @@ func Allocate(ctx context.Context, o Options, req pool.Request) error {
 			for _, g := range a.GPUs {
 				fmt.Fprintf(w, "%s\t%s\t%d\t%d\n", g.GPU, g.Box, g.Pair, g.HostPort)
 			}
-			fmt.Fprintf(w, "allocation %s: %d GPUs for host %s\n", a.ID, len(a.GPUs), a.Host)
+			fmt.Fprintf(w, "allocation %s: %s for host %s\n", a.ID, count(len(a.GPUs), "GPU"), a.Host)
 		})
 }
 
@@ -161,14 +167,18 @@ func eachAllocation(ctx context.Context, o Options, ids []string, verb string, o
 // Free releases the allocations ids.
 func Free(ctx context.Context, o Options, ids []string) error {
 	return eachAllocation(ctx, o, ids, "free", (*ctlclient.Client).Free, func(w io.Writer, a pool.Allocation) {
-		fmt.Fprintf(w, "freed %s: %d GPUs back from host %s\n", a.ID, len(a.GPUs), a.Host)
+		fmt.Fprintf(w, "freed %s: %s back from host %s\n", a.ID, count(len(a.GPUs), "GPU"), a.Host)
 	})
 }
 
 // Rekey gives every pair of the allocations ids a fresh key.
 func Rekey(ctx context.Context, o Options, ids []string) error {
 	return eachAllocation(ctx, o, ids, "rekey", (*ctlclient.Client).Rekey, func(w io.Writer, a pool.Allocation) {
-		fmt.Fprintf(w, "rekeyed %s: %d pairs of host %s have a new key\n", a.ID, len(a.GPUs), a.Host)
+		have := "have"
+		if len(a.GPUs) == 1 {
+			have = "has"
+		}
+		fmt.Fprintf(w, "rekeyed %s: %s of host %s %s a new key\n", a.ID, count(len(a.GPUs), "pair"), a.Host, have)
 	})
 }
 
@@ -217,4 +227,12 @@ func Stats(ctx context.Context, o Options) error {
 			fmt.Fprintln(w, "GPUS\tFREE\tUSED\tUNHEALTHY\tDRAINING\tBOXES\tDRAINING-BOXES\tHOSTS\tALLOCATIONS")
 			fmt.Fprintf(w, "%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", s.GPUs, s.Free, s.Used, s.Unhealthy, s.Draining, s.Boxes, s.DrainingBoxes, s.Hosts, s.Allocs)
 		})
+}
+
+// count is n and noun, plural unless n is 1: 1 GPU, 2 GPUs, 0 pairs.
+func count(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }

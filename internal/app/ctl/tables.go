@@ -82,7 +82,7 @@ func hostTable(w io.Writer, hs []pool.Host) {
 }
 
 func printTable(w io.Writer, t table.Table) {
-	fmt.Fprintf(w, "version %d, %d pairs\n", t.Version, len(t.Pairs))
+	fmt.Fprintf(w, "version %d, %s\n", t.Version, count(len(t.Pairs), "pair"))
 	fmt.Fprintln(w, "PAIR\tHOST PORT\tHOST MAC\tHOST IP\tGPU PORT\tGPU MAC\tGPU IP")
 	for _, p := range t.Pairs {
 		fmt.Fprintf(w, "%d\t%s\t%s\t%v\t%s\t%s\t%v\n", p.ID, p.Host.Port, p.Host.MAC, p.Host.IP, p.GPU.Port, p.GPU.MAC, p.GPU.IP)

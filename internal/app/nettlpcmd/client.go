@@ -55,7 +55,7 @@ func (o ClientOptions) dial() (*nettlp.Client, uint64, error) {
 	if o.Tag < 0 || o.Tag > 255 {
 		return nil, 0, apperr.Usage(fmt.Errorf("--tag %d: want 0..255", o.Tag))
 	}
-	addr, err := bytesize.Parse("addr", o.Addr)
+	addr, err := parseAddress("addr", o.Addr)
 	if err != nil {
 		return nil, 0, apperr.Usage(err)
 	}
@@ -123,4 +123,15 @@ func Write(o WriteOptions) error {
 	}
 	fmt.Fprintf(o.Stdout, "wrote %d bytes at %#x\n", n, addr)
 	return nil
+}
+
+// parseAddress reads the memory address s of the flag named flag (without
+// dashes) as bytesize reads sizes, 0x for hex; its error asks for an
+// address, not for a byte count.
+func parseAddress(flag, s string) (uint64, error) {
+	a, err := bytesize.Parse(flag, s)
+	if err != nil {
+		return 0, fmt.Errorf("--%s %q: want a memory address like 0x1000 or 4096 (K, M, G, T suffixes: powers of 1024)", flag, s)
+	}
+	return a, nil
 }

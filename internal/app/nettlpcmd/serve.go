@@ -53,7 +53,7 @@ func Serve(ctx context.Context, o ServeOptions) error {
 	if size == 0 {
 		return usage(fmt.Errorf("--mem-size %s: want above 0 bytes", o.MemSize))
 	}
-	base, err := bytesize.Parse("base", o.Base)
+	base, err := parseAddress("base", o.Base)
 	if err != nil {
 		return usage(err)
 	}

@@ -44,8 +44,8 @@ func fabricOf(f *Options) (model.Fabric, error) {
 		return fab, usage("%s %g: want at most %d Gbit/s", link, g, model.MaxLinkGbps)
 	}
 	bw := f.LinkGbps * 1e9 / 8
-	if f.TagsSet && (f.Tags < 1 || f.Tags > 1024) {
-		return fab, usage("--tags %d: want 1..1024 outstanding reads", f.Tags)
+	if f.TagsSet && (f.Tags < 1 || f.Tags > model.MaxTags) {
+		return fab, usage("--tags %d: want 1..%d", f.Tags, model.MaxTags)
 	}
 	if f.MRRSSet && (f.MRRS < 128 || f.MRRS > 4096 || f.MRRS&(f.MRRS-1) != 0) {
 		return fab, usage("--mrrs %d: want a power of two in 128..4096 bytes", f.MRRS)

@@ -123,7 +123,8 @@ func TestFlagValues(t *testing.T) {
 		"--rtt -5us":  {func(o *Options) { o.NetworkRTT, o.NetworkRTTSet = -5*time.Microsecond, true }, "--rtt -5us: must not be negative"},
 		"--added-rtt": {func(o *Options) { o.AddedRTT = 1500 * time.Millisecond }, "--added-rtt 1.5s: want at most 1s"},
 		"--sweep 2s":  {func(o *Options) { o.Sweep = "2us,2s" }, "--sweep: model: RTT 2s: want 0 up to 1s"},
-		"--tags":      {func(o *Options) { o.Tags, o.TagsSet = 2000, true }, "--tags 2000: want 1..1024"},
+		"--tags":      {func(o *Options) { o.Tags, o.TagsSet = 2000, true }, "--tags 2000: want 1..768"},
+		"--tags 769":  {func(o *Options) { o.Tags, o.TagsSet = 769, true }, "--tags 769: want 1..768"},
 		"--mrrs":      {func(o *Options) { o.MRRS, o.MRRSSet = 100, true }, "--mrrs 100: want a power of two"},
 	} {
 		o := opts(p)

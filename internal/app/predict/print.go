@@ -3,6 +3,8 @@ package predict
 import (
 	"fmt"
 	"io"
+	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -24,7 +26,7 @@ func printReport(out io.Writer, r *Report, fab model.Fabric) {
 	p := r.pred
 	fmt.Fprintf(tw, "baseline\t%s\n", fmtDur(p.Baseline))
 	fmt.Fprintf(tw, "predicted\t%s\n", fmtDur(p.Predicted))
-	fmt.Fprintf(tw, "overhead\t%.2f %%\n", p.OverheadPct)
+	fmt.Fprintf(tw, "overhead\t%s %%\n", fixed(p.OverheadPct, 2))
 	for _, c := range model.Causes {
 		fmt.Fprintf(tw, "  %s\t%s\n", c, fmtDur(p.Breakdown[c]))
 	}
@@ -43,7 +45,7 @@ func printReport(out io.Writer, r *Report, fab model.Fabric) {
 		tw = tabwriter.NewWriter(out, 2, 4, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprintln(tw, "step\tbaseline\tpredicted\toverhead\t")
 		for _, s := range p.Steps {
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%.2f %%\t\n", s.Num, fmtDur(s.Baseline), fmtDur(s.Predicted), s.OverheadPct)
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s %%\t\n", s.Num, fmtDur(s.Baseline), fmtDur(s.Predicted), fixed(s.OverheadPct, 2))
 		}
 		tw.Flush()
 	}
@@ -56,7 +58,7 @@ func printReport(out io.Writer, r *Report, fab model.Fabric) {
 		}
 		fmt.Fprintln(tw)
 		for _, s := range r.Sweep {
-			fmt.Fprintf(tw, "%g\t%s\t%.2f %%\t", s.AddedRTTus, fmtDur(time.Duration(s.PredictedS*1e9)), s.OverheadPct)
+			fmt.Fprintf(tw, "%g\t%s\t%s %%\t", s.AddedRTTus, fmtDur(time.Duration(s.PredictedS*1e9)), fixed(s.OverheadPct, 2))
 			for _, c := range model.Causes {
 				fmt.Fprintf(tw, "%s\t", fmtDur(time.Duration(s.Breakdown[breakdownKey(c)]*1e9)))
 			}
@@ -69,7 +71,7 @@ func printReport(out io.Writer, r *Report, fab model.Fabric) {
 		tw = tabwriter.NewWriter(out, 2, 4, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprintln(tw, "added rtt (us)\tpredicted\tmeasured\tdifference\t")
 		for _, c := range r.Validation {
-			fmt.Fprintf(tw, "%g\t%.2f %%\t%.2f %%\t%+.2f pp\t\n", c.AddedRTTus, c.PredictedPct, c.MeasuredPct, c.DiffPoints)
+			fmt.Fprintf(tw, "%g\t%s %%\t%s %%\t%s pp\t\n", c.AddedRTTus, fixed(c.PredictedPct, 2), fixed(c.MeasuredPct, 2), signed(c.DiffPoints, 2))
 		}
 		tw.Flush()
 	}
@@ -92,14 +94,14 @@ func printMarkdown(out io.Writer, reports []*Report) {
 	for _, r := range reports {
 		fmt.Fprintf(out, "| %s | %s |", r.Trace, fmtDur(r.pred.Baseline))
 		for _, s := range r.Sweep {
-			fmt.Fprintf(out, " %.2f %% |", s.OverheadPct)
+			fmt.Fprintf(out, " %s %% |", fixed(s.OverheadPct, 2))
 		}
 		at := ""
 		if r.BudgetAtLeast {
 			at = ">= "
 		}
 		if r.BudgetRTTus == nil {
-			fmt.Fprintf(out, " none (%.0f %% at 0 us) |\n", *r.ZeroRTTPct)
+			fmt.Fprintf(out, " none (%s %% at 0 us) |\n", fixed(*r.ZeroRTTPct, 0))
 			continue
 		}
 		fmt.Fprintf(out, " %s%.0f us |\n", at, *r.BudgetRTTus)
@@ -124,8 +126,27 @@ func printValidationMarkdown(out io.Writer, reports []*Report) {
 	for _, r := range reports {
 		fmt.Fprintf(out, "| %s |", r.Trace)
 		for _, c := range r.Validation {
-			fmt.Fprintf(out, " %.2f / %.2f |", c.PredictedPct, c.MeasuredPct)
+			fmt.Fprintf(out, " %s / %s |", fixed(c.PredictedPct, 2), fixed(c.MeasuredPct, 2))
 		}
 		fmt.Fprintln(out)
 	}
+}
+
+// fixed formats v with prec decimals. A value that rounds to zero prints
+// without a sign: a measured span a hair under native printed -0.00.
+func fixed(v float64, prec int) string {
+	s := strconv.FormatFloat(v, 'f', prec, 64)
+	if rest, neg := strings.CutPrefix(s, "-"); neg && strings.Trim(rest, "0.") == "" {
+		return rest
+	}
+	return s
+}
+
+// signed is fixed with a sign always, + for zero: a difference.
+func signed(v float64, prec int) string {
+	s := fixed(v, prec)
+	if strings.HasPrefix(s, "-") || strings.HasPrefix(s, "+") || s == "NaN" {
+		return s
+	}
+	return "+" + s
 }

@@ -89,13 +89,25 @@ func Run(ctx context.Context, o Options) error {
 		apply(t)
 		go WatchTableFile(ctx, o.TableFile, time.Second, apply, o.Log)
 	} else {
-		go WatchManager(ctx, ctlclient.New(o.Manager, o.Token), apply, o.Log)
+		// A token refused at the first answer ends the switch (exit 2).
+		wctx, cancel := context.WithCancelCause(ctx)
+		defer cancel(nil)
+		ctx = wctx
+		go func() {
+			if err := WatchManager(ctx, ctlclient.New(o.Manager, o.Token), apply, o.Log); err != nil {
+				cancel(err)
+			}
+		}()
 	}
 	o.Log.Info("switch: running", "mode", o.Mode, "ports", o.Ports)
 	if o.Ready != nil {
 		o.Ready(metricsAddr)
 	}
-	if err := dp.run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+	err = dp.run(ctx)
+	if cause := context.Cause(ctx); errors.Is(cause, ErrTokenRefused) {
+		return apperr.Usage(cause)
+	}
+	if err != nil && !errors.Is(err, context.Canceled) {
 		return err
 	}
 	return nil

@@ -57,7 +57,10 @@ type decoder struct {
 	pkt      tlp.Packet
 	total    int
 	failures int
-	bar      *progress.Bar // frames read, on a terminal
+	bar      *progress.Bar  // frames read, on a terminal
+	frames   int            // of a capture
+	ports    map[uint16]int // UDP datagrams per port, of a capture's frames without TLPs
+	udp      int            // those datagrams
 }
 
 // quiet reports whether the failure just counted is past MaxErrorLines.
@@ -137,32 +140,46 @@ func appendReadable(b []byte, raw []byte) ([]byte, bool) {
 	return b, true
 }
 
-// Decode prints one JSON object per TLP to stdout: of the hex TLPs given,
-// or of the capture at pcap, or of the hex lines of stdin. TLPs that do
-// not decode print error objects and make the error apperr.ErrFailed;
-// giving both hex and a capture is apperr.ErrUsage; I/O errors are plain.
-func Decode(hexTLPs []string, pcap string, stdin io.Reader, stdout io.Writer) error {
-	return DecodeShowing(hexTLPs, pcap, stdin, stdout, nil)
+// Options are `dxpu tlp decode`'s.
+type Options struct {
+	Hex  []string // hex TLPs (the operands)
+	Pcap string   // a capture to read instead of hex
+	// UDPPort is the capture's dxpu UDP port: a datagram to or from it is
+	// dxpu, as `pcap unseal` and `pcap capture` read --udp-port.
+	UDPPort uint16
 }
 
-// DecodeShowing is Decode that counts a capture's frames on progress
-// when it is a terminal (package progress): a large capture takes a
-// while, and its JSON lines often go to a file.
-func DecodeShowing(hexTLPs []string, pcap string, stdin io.Reader, stdout, progressTo io.Writer) error {
+// Decode prints one JSON object per TLP to stdout: of the hex TLPs given,
+// or of the capture at pcap (dxpu on UDP port 8855), or of the hex lines
+// of stdin. TLPs that do not decode print error objects and make the error
+// apperr.ErrFailed; giving both hex and a capture is apperr.ErrUsage; I/O
+// errors are plain.
+func Decode(hexTLPs []string, pcap string, stdin io.Reader, stdout io.Writer) error {
+	return DecodeWith(Options{Hex: hexTLPs, Pcap: pcap, UDPPort: encap.DefaultUDPPort}, stdin, stdout, nil)
+}
+
+// DecodeWith is Decode with o's options. On stderr (nil: none) it counts
+// a capture's frames when stderr is a terminal (package progress: a large
+// capture takes a while, and its JSON lines often go to a file), and says
+// in one line when a capture held no TLP where it looked, so that an empty
+// result is not mistaken for an empty capture.
+func DecodeWith(o Options, stdin io.Reader, stdout, stderr io.Writer) error {
 	out := bufio.NewWriterSize(stdout, 64<<10)
 	d := &decoder{w: out}
-	if pcap != "" {
-		d.bar = progress.New(progressTo, -1, "frames of "+pcap)
+	if o.Pcap != "" {
+		d.bar = progress.New(stderr, -1, "frames of "+o.Pcap)
 		defer d.bar.Finish()
 	}
 	var err error
 	switch {
-	case pcap != "" && len(hexTLPs) > 0:
+	case o.Pcap != "" && len(o.Hex) > 0:
 		return apperr.Usage(fmt.Errorf("give hex TLPs or --pcap, not both"))
-	case pcap != "":
-		err = d.decodePcap(pcap)
-	case len(hexTLPs) > 0:
-		err = d.decodeLines(strings.NewReader(strings.Join(hexTLPs, "\n")))
+	case o.Pcap != "" && o.UDPPort == 0:
+		return apperr.Usage(errors.New("tlp decode: --udp-port 0: want the dxpu UDP port"))
+	case o.Pcap != "":
+		err = d.decodePcap(o.Pcap, o.UDPPort)
+	case len(o.Hex) > 0:
+		err = d.decodeLines(strings.NewReader(strings.Join(o.Hex, "\n")))
 	default:
 		err = d.decodeLines(stdin)
 	}
@@ -174,6 +191,10 @@ func DecodeShowing(hexTLPs []string, pcap string, stdin io.Reader, stdout, progr
 	}
 	if err != nil {
 		return err
+	}
+	if o.Pcap != "" && d.total == 0 && stderr != nil {
+		d.bar.Finish()
+		d.noteNoTLP(stderr, o.Pcap, o.UDPPort)
 	}
 	if d.failures > 0 {
 		return apperr.Failed(fmt.Errorf("tlp decode: %d of %d TLPs did not decode", d.failures, d.total))
@@ -217,7 +238,13 @@ func (d *decoder) decodeLines(r io.Reader) error {
 // the bar takes a lock per step, the loop allocates nothing per frame.
 const progressEvery = 4096
 
-func (d *decoder) decodePcap(path string) error {
+// maxPortsCounted bounds the UDP ports decodePcap counts for its hint (a
+// capture of random ports must not grow the map without end).
+const maxPortsCounted = 4096
+
+// decodePcap decodes the TLPs of a capture: dxpu over Ethernet, over UDP
+// to or from port, and NetTLP.
+func (d *decoder) decodePcap(path string, port uint16) error {
 	r, err := pcapio.OpenEthernet(path)
 	if errors.Is(err, pcapio.ErrLinkType) {
 		return apperr.Failed(err) // bad input: no TLP frames to decode
@@ -226,6 +253,7 @@ func (d *decoder) decodePcap(path string) error {
 		return err
 	}
 	defer r.Close()
+	cfg, back := &encap.Config{UDPPort: port}, &encap.Config{}
 	var prefix []byte
 	for frame := 1; ; frame++ {
 		if frame%progressEvery == 0 {
@@ -238,7 +266,18 @@ func (d *decoder) decodePcap(path string) error {
 		if err != nil {
 			return fmt.Errorf("%s: frame %d: %w", path, frame, err)
 		}
-		f, ferr := encap.ParseFrame(data, nil)
+		d.frames++
+		f, ferr := encap.ParseFrame(data, cfg)
+		if ferr == nil && f.Encap() == encap.EncapNone {
+			// A datagram from the dxpu port is dxpu too (the answers of a
+			// bridge whose peer listens on another port).
+			if src, dst, ok := udpPorts(data, f.Layers()); ok && src == port && dst != 0 {
+				back.UDPPort = dst
+				f, ferr = encap.ParseFrame(data, back)
+			} else if ok {
+				d.countPorts(src, dst)
+			}
+		}
 		if ferr != nil {
 			d.total++
 			d.failures++
@@ -264,4 +303,54 @@ func (d *decoder) decodePcap(path string) error {
 			d.emit(prefix, b, truncated, false)
 		}
 	}
+}
+
+// udpPorts returns the ports of an IPv4/UDP datagram that walked as no TLP
+// carrier; ok is false for any other frame.
+func udpPorts(data []byte, lay encap.Layers) (src, dst uint16, ok bool) {
+	if lay.Encap != encap.EncapNone || lay.IPv4 == 0 {
+		return 0, 0, false
+	}
+	ip := encap.IPv4(data[lay.IPv4:])
+	l4 := lay.IPv4 + ip.HeaderLen()
+	if ip.Protocol() != encap.IPProtoUDP || ip.FragmentOffset() != 0 || l4+encap.UDPHeaderLen > len(data) {
+		return 0, 0, false
+	}
+	u := encap.UDP(data[l4:])
+	return u.SrcPort(), u.DstPort(), true
+}
+
+// countPorts counts a datagram without TLPs under each of its ports.
+func (d *decoder) countPorts(src, dst uint16) {
+	if d.ports == nil {
+		d.ports = map[uint16]int{}
+	}
+	d.udp++
+	for i, p := range [2]uint16{src, dst} {
+		if i == 1 && dst == src {
+			break
+		}
+		if _, ok := d.ports[p]; ok || len(d.ports) < maxPortsCounted {
+			d.ports[p]++
+		}
+	}
+}
+
+// noteNoTLP says on w that the capture held no TLP where decodePcap
+// looked, naming where that was and the flag that looks elsewhere, with
+// the capture's most frequent UDP port (the likely dxpu port) if any.
+func (d *decoder) noteNoTLP(w io.Writer, path string, port uint16) {
+	hint := ""
+	best, n := uint16(0), 0
+	for p, c := range d.ports {
+		if c > n || c == n && p < best {
+			best, n = p, c
+		}
+	}
+	if n > 0 {
+		hint = fmt.Sprintf(" (the most frequent UDP port here is %d, in %d of %d datagrams)", best, n, d.udp)
+	}
+	fmt.Fprintf(w, "dxpu tlp decode: %s: %d frames read, none holds a TLP as dxpu (EtherType 0x88B5, or UDP to or from port %d) "+
+		"or NetTLP (UDP ports %#x-%#x); --udp-port N reads dxpu on UDP port N%s\n",
+		path, d.frames, port, encap.NetTLPPortBase, encap.NetTLPPortMax, hint)
 }

@@ -45,17 +45,18 @@ type DemoResult struct {
 	GPU string           `json:"gpu"`
 	// ConfigDiff lists the config-space DWORD offsets where the guest's view
 	// differs from the GPU model's, among the ConfigSize bytes the guest
-	// could read (see the package doc for the expected ones and why).
+	// could read (see the package doc for the expected ones and why). Keys
+	// carry their unit, as dxpu help units says: config_bytes, copy_bytes.
 	ConfigDiff []string `json:"config_diff"`
-	ConfigSize int      `json:"config_size"`
+	ConfigSize int      `json:"config_bytes"`
 	// H2DOK: the copies completed and the GPU's memory holds the guest's
 	// bytes (CRC-32C VRAMCRC32C equals the guest's SrcCRC32C); D2HOK: the
 	// guest read back the same bytes; LaunchSyncOK: a kernel launch and its
-	// synchronization completed.
+	// synchronization completed. Bytes is the size of each copy.
 	H2DOK        bool   `json:"h2d_ok"`
 	D2HOK        bool   `json:"d2h_ok"`
 	LaunchSyncOK bool   `json:"launch_sync_ok"`
-	Bytes        uint64 `json:"bytes"`
+	Bytes        uint64 `json:"copy_bytes"`
 	SrcCRC32C    string `json:"src_crc32c"`
 	VRAMCRC32C   string `json:"vram_crc32c"`
 	// BootS: QEMU start to the guest's /init; ResultS: to the guest's
