@@ -11,6 +11,17 @@ import (
 // is a security header, the (encrypted) plaintext body and a tag.
 const FlagSealed uint8 = 1 << 3
 
+// Sealed reports whether frame (from the dxpu header on) says it is
+// sealed: a dxpu v1 header with FlagSealed, its body the seal's rather
+// than TLPs. It checks the header only; Open and Unseal check the rest.
+func Sealed(frame []byte) bool {
+	if len(frame) < encap.HeaderLen {
+		return false
+	}
+	h := encap.Header(frame)
+	return h.Version() == encap.Version && h.Flags()&FlagSealed != 0
+}
+
 // Sizes of the sealed layout.
 const (
 	SecHeaderLen = 12                             // security header after the 40-byte dxpu header

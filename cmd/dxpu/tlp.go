@@ -33,7 +33,9 @@ the header is decoded and the data present kept). Frames without TLPs are
 skipped; a capture with none gets one line on stderr saying so (exit
 status 0). --udp-port is what 'pcap capture' and 'pcap unseal' were given:
 a keyed pair's capture on port 7001, unsealed, decodes with
-'dxpu tlp decode --pcap plain.pcap --udp-port 7001'.
+'dxpu tlp decode --pcap plain.pcap --udp-port 7001'. Sealed frames (a keyed
+pair's, not unsealed) are skipped and end the command with one line saying
+how to unseal them (exit status 1).
 
 Header bits that PCIe reserves are read as 0 and encoded 0; when the input
 sets any, the object gets "reserved_bits": lowercase hex with one byte per

@@ -162,3 +162,18 @@ func TestTLPDecodeUDPPortNeedsPcap(t *testing.T) {
 	code, stdout, stderr = runPcap(t.Context(), args...)
 	usageLine(t, args, code, stdout, stderr, "dxpu: tlp decode: --udp-port 0: want the dxpu UDP port")
 }
+
+// A capture still sealed is not a capture of broken frames: `tlp decode
+// --pcap` says in one line that its frames are sealed and how to unseal
+// them, prints no error object per frame, and exits 1 (the TLPs asked for
+// are not there to print).
+func TestDecodeSealedCaptureSaysUnseal(t *testing.T) {
+	t.Parallel()
+	sealedPcap, _ := writeKeyedCapture(t)
+	code, stdout, stderr := runPcap(t.Context(), "tlp", "decode", "--pcap", sealedPcap, "--udp-port", "7001")
+	if code != 1 || stdout != "" || strings.Count(stderr, "\n") != 1 ||
+		!strings.Contains(stderr, "2 of 2 frames are sealed") || !strings.Contains(stderr, "dxpu pcap unseal --key-log FILE --udp-port 7001") {
+		t.Errorf("tlp decode --pcap sealed.pcap --udp-port 7001: exit %d, stdout %q, stderr %q; want 1, nothing, one line saying the frames are sealed and how to unseal them",
+			code, stdout, stderr)
+	}
+}

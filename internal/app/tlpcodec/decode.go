@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/dxpu/dxpu/bridge/seal"
 	"github.com/dxpu/dxpu/internal/app/apperr"
 	"github.com/dxpu/dxpu/internal/app/progress"
 	"github.com/dxpu/dxpu/tlp"
@@ -61,6 +62,7 @@ type decoder struct {
 	frames   int            // of a capture
 	ports    map[uint16]int // UDP datagrams per port, of a capture's frames without TLPs
 	udp      int            // those datagrams
+	sealed   int            // sealed dxpu frames of a capture (TLPs encrypted)
 }
 
 // quiet reports whether the failure just counted is past MaxErrorLines.
@@ -192,6 +194,11 @@ func DecodeWith(o Options, stdin io.Reader, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if d.sealed > 0 {
+		return apperr.Failed(fmt.Errorf("tlp decode: %s: %d of %d frames are sealed, their TLPs encrypted: "+
+			"unseal the capture first (dxpu pcap unseal --key-log FILE --udp-port %d %s plain.pcap), then decode plain.pcap with the same --udp-port",
+			o.Pcap, d.sealed, d.frames, o.UDPPort, o.Pcap))
+	}
 	if o.Pcap != "" && d.total == 0 && stderr != nil {
 		d.bar.Finish()
 		d.noteNoTLP(stderr, o.Pcap, o.UDPPort)
@@ -277,6 +284,12 @@ func (d *decoder) decodePcap(path string, port uint16) error {
 			} else if ok {
 				d.countPorts(src, dst)
 			}
+		}
+		if lay := f.Layers(); ferr != nil && (lay.Encap == encap.EncapDxpuEth || lay.Encap == encap.EncapDxpuUDP) &&
+			lay.Payload <= len(data) && seal.Sealed(data[lay.Payload:]) {
+			// Not a broken frame: its TLPs are encrypted (see Sealed).
+			d.sealed++
+			continue
 		}
 		if ferr != nil {
 			d.total++
