@@ -103,10 +103,10 @@ func sealedFrame(data []byte, lay encap.Layers, s map[string]int) bool {
 	if (lay.Encap != encap.EncapDxpuEth && lay.Encap != encap.EncapDxpuUDP) || len(data) < lay.Payload+encap.HeaderLen {
 		return false
 	}
-	h := encap.Header(data[lay.Payload:])
-	if h.Version() != encap.Version || h.Flags()&seal.FlagSealed == 0 {
+	if !seal.Sealed(data[lay.Payload:]) {
 		return false
 	}
+	h := encap.Header(data[lay.Payload:])
 	s["sealed"]++
 	s["encap:"+lay.Encap.String()]++
 	if lay.Tags > 0 {
