@@ -6,6 +6,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/dxpu/dxpu/sim"
 	"github.com/dxpu/dxpu/tlp"
 	"github.com/dxpu/dxpu/tlp/encap"
 )
@@ -334,7 +335,7 @@ func (b *Bridge) HandleTimeout(now time.Duration) {
 	}
 	now = b.now
 	if b.state == StateUp && now-b.lastRecv >= b.cfg.DeadAfter {
-		b.goDown(now, fmt.Sprintf("peer silent for %v", now-b.lastRecv), encap.ResetLinkDown)
+		b.goDown(now, "peer silent for "+sim.FormatDuration(now-b.lastRecv), encap.ResetLinkDown)
 	}
 	if now >= b.txTags.nextCheck {
 		b.scanTags(now)
@@ -639,8 +640,8 @@ func (b *Bridge) DebugString() string {
 		pending[c], deliver[c] = b.pending[c].len(), b.deliver[c].len()
 	}
 	r := &b.buffers
-	return fmt.Sprintf("%v session %#x peer %#x snd una %#x nxt %#x win %d retx %d rto@%v pending %v stalled %v limit %v consumed %v inf %#x | rcv next %#x sack %#x deliver %v held %v/%v adv %v+%v cap %v/%v synth %d tags %d",
-		b.state, b.session, b.peerSession, b.retx.una, b.retx.nxt, b.retx.limit, b.retx.marked, b.rtoDeadline,
+	return fmt.Sprintf("%v session %#x peer %#x snd una %#x nxt %#x win %d retx %d rto@%s pending %v stalled %v limit %v consumed %v inf %#x | rcv next %#x sack %#x deliver %v held %v/%v adv %v+%v cap %v/%v synth %d tags %d",
+		b.state, b.session, b.peerSession, b.retx.una, b.retx.nxt, b.retx.limit, b.retx.marked, sim.FormatDuration(b.rtoDeadline),
 		pending, b.credits.stalled, b.credits.limit, b.credits.consumed, b.credits.infinite,
 		b.reorder.next, b.reorder.sack(), deliver, r.heldHdr, r.heldData, r.base, r.released, r.capHdr, r.capData, b.synth.len(), b.txTags.active)
 }

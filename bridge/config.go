@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/dxpu/dxpu/bridge/seal"
+	"github.com/dxpu/dxpu/sim"
 	"github.com/dxpu/dxpu/tlp"
 	"github.com/dxpu/dxpu/tlp/encap"
 )
@@ -247,6 +248,11 @@ func (e *ConfigError) Unwrap() error { return ErrConfig }
 // Validate reports the first field that makes no sense, after defaults.
 func (c *Config) Validate() error {
 	bad := func(field string, format string, args ...any) error {
+		for i, a := range args {
+			if d, ok := a.(time.Duration); ok {
+				args[i] = sim.FormatDuration(d) // us, not µs
+			}
+		}
 		return &ConfigError{Field: field, Problem: fmt.Sprintf(format, args...)}
 	}
 	// Defaults fills zeros only: a negative timer reaches here as given,

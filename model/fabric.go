@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/dxpu/dxpu/sim"
 )
 
 // Fabric is what the disaggregation fabric adds between a host and its GPU,
@@ -197,6 +199,5 @@ func ParseRTT(s string) (time.Duration, error) {
 }
 
 // fmtDuration writes d as `dxpu help units` spells durations: 5us, never
-// Go's 5µs (the spelling of package internal/app/units, which a library
-// package does not import).
-func fmtDuration(d time.Duration) string { return strings.Replace(d.String(), "µs", "us", 1) }
+// Go's 5µs.
+func fmtDuration(d time.Duration) string { return sim.FormatDuration(d) }

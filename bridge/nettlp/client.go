@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/dxpu/dxpu/sim"
 	"github.com/dxpu/dxpu/tlp"
 )
 
@@ -138,7 +139,7 @@ func (c *Client) readCplD(p []byte) (int, error) {
 		if err != nil {
 			var ne net.Error
 			if errors.As(err, &ne) && ne.Timeout() {
-				return received, fmt.Errorf("%w: %d of %d bytes after %v", ErrTimeout, received, len(p), c.Timeout)
+				return received, fmt.Errorf("%w: %d of %d bytes after %s", ErrTimeout, received, len(p), sim.FormatDuration(c.Timeout))
 			}
 			return received, err
 		}

@@ -11,6 +11,8 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/dxpu/dxpu/sim"
 )
 
 // Limiter rate-limits log lines by key. It is safe for concurrent use.
@@ -114,6 +116,6 @@ func (l *Limiter) Run(ctx context.Context) {
 
 func (l *Limiter) summarise(key string, w window, now time.Time) {
 	span := now.Sub(w.start).Round(time.Millisecond)
-	l.log.Log(context.Background(), w.level, fmt.Sprintf("%s x%d in the last %v", key, w.suppressed, span),
-		"key", key, "suppressed", w.suppressed, "amount", w.amount, "interval", span.String(), "first", w.msg)
+	l.log.Log(context.Background(), w.level, fmt.Sprintf("%s x%d in the last %s", key, w.suppressed, sim.FormatDuration(span)),
+		"key", key, "suppressed", w.suppressed, "amount", w.amount, "interval", sim.FormatDuration(span), "first", w.msg)
 }

@@ -5,6 +5,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/dxpu/dxpu/sim"
 	"github.com/dxpu/dxpu/tlp/encap"
 )
 
@@ -88,7 +89,7 @@ func (c Config) withDefaults() (Config, error) {
 		c.PreviousGrace = min(DefaultPreviousGrace, c.RekeyAfter)
 	}
 	if c.PreviousGraceTime < 0 {
-		return c, fmt.Errorf("%w: PreviousGraceTime %v is negative", ErrConfig, c.PreviousGraceTime)
+		return c, fmt.Errorf("%w: PreviousGraceTime %s is negative", ErrConfig, sim.FormatDuration(c.PreviousGraceTime))
 	}
 	if c.PreviousGraceTime == 0 {
 		c.PreviousGraceTime = DefaultPreviousGraceTime

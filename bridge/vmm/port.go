@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/dxpu/dxpu/bridge/nettlp"
+	"github.com/dxpu/dxpu/sim"
 	"github.com/dxpu/dxpu/tlp"
 )
 
@@ -130,7 +131,7 @@ func NewPort(cfg Config, ram *GuestRAM) (*Port, error) {
 		cfg.CompletionTimeout = 50 * time.Millisecond
 	}
 	if cfg.CompletionTimeout < 0 {
-		return nil, fmt.Errorf("%w: completion timeout %v", ErrConfig, cfg.CompletionTimeout)
+		return nil, fmt.Errorf("%w: completion timeout %s", ErrConfig, sim.FormatDuration(cfg.CompletionTimeout))
 	}
 	s, err := newShadow(cfg.BARs)
 	if err != nil {
@@ -280,7 +281,7 @@ func (p *Port) Expire(now time.Duration) Answer {
 		return Answer{}
 	}
 	p.stats.Timeouts.Add(1)
-	return p.fail(fmt.Errorf("vmm: %v: no completion within %v", p.pending.op, p.cfg.CompletionTimeout))
+	return p.fail(fmt.Errorf("vmm: %v: no completion within %s", p.pending.op, sim.FormatDuration(p.cfg.CompletionTimeout)))
 }
 
 // Abort answers the pending access with all ones at once: the link went

@@ -188,7 +188,7 @@ func (sd *Side) Kick() {
 	sd.pumping = false
 	if sd.CheckInvariants && sd.InvariantErr == nil {
 		if err := sd.Bridge.CheckInvariants(); err != nil {
-			sd.InvariantErr = fmt.Errorf("%s side at %v: %w", sd.Name, sd.s.Now(), err)
+			sd.InvariantErr = fmt.Errorf("%s side at %s: %w", sd.Name, sim.FormatDuration(sd.s.Now()), err)
 		}
 	}
 	sd.arm()

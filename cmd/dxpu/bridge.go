@@ -187,9 +187,9 @@ func timerOrder(cmd *cobra.Command) error {
 	text := func(name string) string {
 		f := fs.Lookup(name)
 		if f.Changed {
-			return f.Value.String()
+			return flagText(f)
 		}
-		return f.Value.String() + " (the default)"
+		return flagText(f) + " (the default)"
 	}
 	return fmt.Errorf("--dead-after %s must exceed --keepalive %s", text("dead-after"), text("keepalive"))
 }
@@ -206,7 +206,7 @@ func daemonKeyFlags(cmd *cobra.Command, insecure bool, gen uint32) error {
 	}
 	for _, name := range []string{"seal-mode", "key-generation", "key-log"} {
 		if f := cmd.Flags().Lookup(name); f != nil && f.Changed {
-			return fmt.Errorf("--%s %s: --insecure-no-keys runs the pair unkeyed, with nothing to seal", name, f.Value)
+			return fmt.Errorf("--%s %s: --insecure-no-keys runs the pair unkeyed, with nothing to seal", name, flagText(f))
 		}
 	}
 	return nil

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/dxpu/dxpu/internal/app/chaos"
+	"github.com/dxpu/dxpu/internal/app/units"
 )
 
 // newChaosCmd builds `dxpu chaos`, the fault campaign (package
@@ -85,7 +86,7 @@ or when the campaign could not run.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.Duration < 5*time.Second {
-				return exitCodeError{2, fmt.Errorf("--duration %v: want at least 5s (a 3s warm-up, then faults)", o.Duration)}
+				return exitCodeError{2, units.Errorf("--duration %v: want at least 5s (a 3s warm-up, then faults)", o.Duration)}
 			}
 			if o.Bounds.PairUp <= 0 || o.Bounds.KeySplit <= 0 || o.Bounds.Converge <= 0 {
 				return exitCodeError{2, errors.New("--pair-up-bound, --key-split-bound and --converge-bound must be positive")}

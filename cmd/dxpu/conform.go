@@ -190,7 +190,7 @@ func (k *conformKeyFlags) load(fs *pflag.FlagSet) (conform.Keys, error) {
 	if k.file == "" {
 		for _, name := range []string{"next-key-file", "seal-mode", "key-generation", "next-key-generation", "rekey-after", "rekey-grace-time"} {
 			if f := fs.Lookup(name); f != nil && f.Changed {
-				return conform.Keys{}, fmt.Errorf("--%s %s without --key-file: the pair is unkeyed", name, f.Value)
+				return conform.Keys{}, fmt.Errorf("--%s %s without --key-file: the pair is unkeyed", name, flagText(f))
 			}
 		}
 		return conform.Keys{}, nil

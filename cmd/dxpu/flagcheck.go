@@ -7,8 +7,10 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/dxpu/dxpu/internal/app/bytesize"
+	"github.com/dxpu/dxpu/internal/app/units"
 )
 
 // flagsPositive returns an error naming the first of the int, byte-count,
@@ -67,7 +69,7 @@ func checkFlags(cmd *cobra.Command, names []string, ok func(float64) bool, want 
 			return err
 		}
 		if !ok(v) {
-			return fmt.Errorf("--%s %s: %s", name, fs.Lookup(name).Value, want)
+			return fmt.Errorf("--%s %s: %s", name, flagText(fs.Lookup(name)), want)
 		}
 	}
 	return nil
@@ -95,4 +97,15 @@ func flagsGiven(cmd *cobra.Command, names ...string) error {
 		}
 	}
 	return nil
+}
+
+// flagText is a flag's value as errors quote it: a duration as `dxpu help
+// units` spells it (5us; pflag writes Go's 5µs), anything else as given.
+func flagText(f *pflag.Flag) string {
+	if f.Value.Type() == "duration" {
+		if d, err := time.ParseDuration(f.Value.String()); err == nil {
+			return units.Duration(d)
+		}
+	}
+	return f.Value.String()
 }

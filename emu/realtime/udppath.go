@@ -12,6 +12,7 @@ import (
 	"github.com/dxpu/dxpu/bridge/driver"
 	"github.com/dxpu/dxpu/bridge/udp"
 	"github.com/dxpu/dxpu/emu/pcie"
+	"github.com/dxpu/dxpu/sim"
 	"github.com/dxpu/dxpu/tlp"
 )
 
@@ -82,7 +83,7 @@ func (p *UDPPath) Connect(upstream, downstream pcie.Receiver) (down, up pcie.Sen
 		time.Sleep(100 * time.Microsecond)
 	}
 	if !p.Up() {
-		p.setErr(fmt.Errorf("realtime: bridge pair %d did not come up within %v", p.PairID, within))
+		p.setErr(fmt.Errorf("realtime: bridge pair %d did not come up within %s", p.PairID, sim.FormatDuration(within)))
 	}
 	return p.sender(p.Clock, p.runners[0]), p.sender(p.clock(bridge.RoleGPU), p.runners[1])
 }

@@ -34,6 +34,7 @@ import (
 	"github.com/dxpu/dxpu/fabric/oneline"
 	"github.com/dxpu/dxpu/fabric/pool"
 	"github.com/dxpu/dxpu/fabric/table"
+	"github.com/dxpu/dxpu/sim"
 )
 
 // APIError is an error response of the manager.
@@ -360,7 +361,7 @@ func (c *Client) WatchTable(ctx context.Context, version uint64, timeout time.Du
 		timeout = max(c.HTTP.Timeout-5*time.Second, c.HTTP.Timeout/2)
 	}
 	var t table.Table
-	path := fmt.Sprintf("/v1/table?watch=1&version=%d&timeout=%s", version, timeout)
+	path := fmt.Sprintf("/v1/table?watch=1&version=%d&timeout=%s", version, sim.FormatDuration(timeout))
 	err := c.do(ctx, http.MethodGet, path, nil, &t)
 	return t, err
 }
@@ -389,7 +390,7 @@ func (c *Client) Events(ctx context.Context, since uint64, host string, wait tim
 			wait = max(c.HTTP.Timeout-5*time.Second, c.HTTP.Timeout/2)
 		}
 		q.Set("watch", "1")
-		q.Set("timeout", wait.String())
+		q.Set("timeout", sim.FormatDuration(wait))
 	}
 	var out struct {
 		Events []Event `json:"events"`

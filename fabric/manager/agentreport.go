@@ -105,7 +105,7 @@ func (m *Manager) agentLinkDown(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	m.log.Warn("agent reports pair link down", "agent", who.kind+"/"+who.id, "pair", as.Pair, "gpu", as.GPU,
-		"allocation", alloc.ID, "reason", reason, "degraded_after", m.cfg.DegradedAfter.String())
+		"allocation", alloc.ID, "reason", reason, "degraded_after", m.cfg.DegradedAfter)
 	m.pairLinkDown(alloc, as, who.kind+" "+who.id, reason)
 	writeLinkReport(w, as, alloc.ID, m.withLinkState(alloc).State)
 }

@@ -195,7 +195,7 @@ func (m *Manager) degrade(k linkKey, d *pairDown) {
 	ls.mu.Unlock()
 	m.metrics.degradations.Inc()
 	m.log.Warn("allocation degraded: a pair's link stays down", "allocation", a.ID, "host", a.Host, "pair", k.pair,
-		"gpu", as.GPU, "down_for", time.Since(d.since).Round(time.Millisecond).String(), "reason", d.reason)
+		"gpu", as.GPU, "down_for", time.Since(d.since).Round(time.Millisecond), "reason", d.reason)
 }
 
 // pairLinkUp forgets pair as of a being down; if that degraded a, a is
@@ -222,7 +222,7 @@ func (m *Manager) pairLinkUp(a pool.Allocation, as pool.Assignment, reporter str
 	ls.persist.Unlock()
 	if ok && d.degraded {
 		m.log.Info("pair link up again", "allocation", a.ID, "pair", as.Pair, "gpu", as.GPU, "reporter", reporter,
-			"down_for", time.Since(d.since).Round(time.Millisecond).String())
+			"down_for", time.Since(d.since).Round(time.Millisecond))
 	}
 	return m.withLinkState(a).State
 }

@@ -6,8 +6,9 @@ import (
 	"net"
 	"net/netip"
 	"strconv"
-	"strings"
 	"time"
+
+	"github.com/dxpu/dxpu/sim"
 )
 
 // MinHostPorts is the least number of virtual downstream ports a host bridge
@@ -260,7 +261,6 @@ func (e *DurationError) Error() string {
 	return fmt.Sprintf("duration %s: want a string such as \"20us\" or \"1.5ms\", or integer nanoseconds", e.Text)
 }
 
-// String formats d like time.Duration.
-func (d Duration) String() string {
-	return strings.Replace(time.Duration(d).String(), "µs", "us", 1)
-}
+// String formats d like time.Duration, but with us for microseconds, as
+// `dxpu help units` spells them (and as the API takes them back).
+func (d Duration) String() string { return sim.FormatDuration(time.Duration(d)) }

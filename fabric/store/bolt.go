@@ -10,6 +10,8 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 	bolterrors "go.etcd.io/bbolt/errors"
+
+	"github.com/dxpu/dxpu/sim"
 )
 
 var bucket = []byte("dxpu")
@@ -42,7 +44,7 @@ func OpenBolt(path string, timeout time.Duration) (_ *Bolt, err error) {
 	}()
 	db, err = bolt.Open(path, 0o600, &bolt.Options{Timeout: timeout})
 	if errors.Is(err, bolterrors.ErrTimeout) {
-		return nil, fmt.Errorf("%w: %s is held by another process, most likely another manager (waited %v); stop it or give this one another --store", ErrLocked, path, timeout)
+		return nil, fmt.Errorf("%w: %s is held by another process, most likely another manager (waited %s); stop it or give this one another --store", ErrLocked, path, sim.FormatDuration(timeout))
 	}
 	if err != nil {
 		return nil, fmt.Errorf("store: open %s: %w", path, err)

@@ -11,7 +11,8 @@ import (
 )
 
 // TestBoltSecondOpenerNamesTheLock: a second manager on the same bbolt file
-// is told which file is held and why, not bbolt's bare "timeout".
+// is told which file is held and why, not bbolt's bare "timeout", and how
+// long it waited as `dxpu help units` spells durations (500us, not 500µs).
 func TestBoltSecondOpenerNamesTheLock(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "pool.db")
@@ -20,13 +21,18 @@ func TestBoltSecondOpenerNamesTheLock(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer first.Close()
-	_, err = store.OpenBolt(path, 20*time.Millisecond)
-	if !errors.Is(err, store.ErrLocked) {
-		t.Fatalf("second opener: %v, want ErrLocked", err)
-	}
-	for _, want := range []string{path, "another manager"} {
-		if !strings.Contains(err.Error(), want) {
-			t.Errorf("error %q does not mention %q", err, want)
+	for _, wait := range []struct {
+		d    time.Duration
+		text string
+	}{{20 * time.Millisecond, "(waited 20ms)"}, {500 * time.Microsecond, "(waited 500us)"}} {
+		_, err = store.OpenBolt(path, wait.d)
+		if !errors.Is(err, store.ErrLocked) {
+			t.Fatalf("second opener: %v, want ErrLocked", err)
+		}
+		for _, want := range []string{path, "another manager", wait.text} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("error %q does not mention %q", err, want)
+			}
 		}
 	}
 }

@@ -17,10 +17,10 @@
 //
 //	{"pci":[{"bdf":"0000:01:00.0","vendor":"10de","device":"2330","class":"0302",
 //	         "resources":[{"bar":0,"start":"0xfc000000","size":16777216}]}],
-//	 "gpu":"0000:01:00.0","config":"<hex of the config bytes sysfs gave>",
-//	 "h2d_ok":true,"d2h_ok":true,"src_crc32c":"0x1234abcd","launch_sync_ok":true,
+//	 "gpu":"0000:01:00.0","config":"<hex of the config bytes sysfs gave>","config_bytes":256,
+//	 "copy_bytes":67108864,"h2d_ok":true,"d2h_ok":true,"src_crc32c":"0x1234abcd","launch_sync_ok":true,
 //	 "mmio_read_us":{"boot0":120.5,"scratch":118.0},"h2d_gbps":1.2,"d2h_gbps":2.1,
-//	 "error":""}
+//	 "duration_s":3.2,"error":""}
 //
 // Here h2d_ok means every host-to-device copy completed (its semaphore was
 // released); the bytes are checked by reading them back (d2h_ok: the 64 MiB

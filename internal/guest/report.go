@@ -4,14 +4,15 @@ package guest
 type Report struct {
 	PCI []Function `json:"pci"`
 	// GPU is the function driven; Config its config space as sysfs gave it
-	// (hex), ConfigSize how many bytes that was.
+	// (hex), ConfigSize how many bytes that was. Keys carry their unit, as
+	// dxpu help units says (they were config_size, bytes and seconds).
 	GPU        string `json:"gpu,omitempty"`
 	Config     string `json:"config,omitempty"`
-	ConfigSize int    `json:"config_size,omitempty"`
+	ConfigSize int    `json:"config_bytes,omitempty"`
 	Boot0      string `json:"boot0,omitempty"`
 	// Bytes is the size of each copy, Chunks the physically contiguous
 	// pieces it was cut into (one COPY command each).
-	Bytes  uint64 `json:"bytes,omitempty"`
+	Bytes  uint64 `json:"copy_bytes,omitempty"`
 	Chunks int    `json:"chunks,omitempty"`
 	// H2DOK: every host-to-device copy completed; D2HOK: what came back
 	// equals what was sent, byte for byte; SrcCRC32C: the sent bytes'
@@ -27,7 +28,7 @@ type Report struct {
 	// waited for with Options.WaitRemoval.
 	Removed bool `json:"removed,omitempty"`
 	// Seconds is the tool's own run time.
-	Seconds float64 `json:"seconds"`
+	Seconds float64 `json:"duration_s"`
 	Error   string  `json:"error,omitempty"`
 }
 

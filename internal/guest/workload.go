@@ -15,6 +15,7 @@ import (
 
 	"github.com/dxpu/dxpu/emu/gpu"
 	"github.com/dxpu/dxpu/emu/gpudrv"
+	"github.com/dxpu/dxpu/sim"
 )
 
 // ErrTimeout is work the GPU did not finish in time while its registers
@@ -341,7 +342,7 @@ func (r *runner) submitWait(ctx context.Context, cmds ...gpu.Command) error {
 				return fmt.Errorf("guest: channel %d reports %d errors", r.o.Channel, e)
 			}
 			if now.After(deadline) {
-				return fmt.Errorf("%w: sequence %d not released within %v (last %d)", ErrTimeout, seq, r.o.Timeout, done)
+				return fmt.Errorf("%w: sequence %d not released within %s (last %d)", ErrTimeout, seq, sim.FormatDuration(r.o.Timeout), done)
 			}
 		}
 		if err := pause(ctx, 50*time.Microsecond); err != nil {
@@ -360,7 +361,7 @@ func (r *runner) waitRemoval(ctx context.Context) error {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("guest: %s still present %v after the work", r.rep.GPU, r.o.WaitRemoval)
+			return fmt.Errorf("guest: %s still present %s after the work", r.rep.GPU, sim.FormatDuration(r.o.WaitRemoval))
 		}
 		if err := pause(ctx, 20*time.Millisecond); err != nil {
 			return err

@@ -117,8 +117,8 @@ func (r *Result) fail(format string, args ...any) {
 
 func (r *Result) check() {
 	if !r.Finished {
-		r.fail("did not finish by %v: host done %v (out %d) gpu done %v (out %d), pending %d/%d, backlog %d/%d, state %v/%v",
-			r.End, r.Host.Done(), r.Host.Outstanding(), r.GPU.Done(), r.GPU.Outstanding(),
+		r.fail("did not finish by %s: host done %v (out %d) gpu done %v (out %d), pending %d/%d, backlog %d/%d, state %v/%v",
+			sim.FormatDuration(r.End), r.Host.Done(), r.Host.Outstanding(), r.GPU.Done(), r.GPU.Outstanding(),
 			r.Pair.Host.Bridge.Pending(), r.Pair.GPU.Bridge.Pending(), r.Pair.Host.Backlog(), r.Pair.GPU.Backlog(),
 			r.Pair.Host.Bridge.State(), r.Pair.GPU.Bridge.State())
 	}

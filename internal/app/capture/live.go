@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/dxpu/dxpu/internal/app/apperr"
+	"github.com/dxpu/dxpu/internal/app/units"
 	"github.com/dxpu/dxpu/tlp/pcapio"
 )
 
@@ -51,7 +52,7 @@ func Live(ctx context.Context, o LiveOptions, stdout io.Writer) error {
 		return apperr.Usage(errors.New("capture: --interface and --out are required"))
 	}
 	if o.Count < 0 || o.Duration < 0 || o.Snaplen < 0 || o.Snaplen > 262144 {
-		return apperr.Usage(fmt.Errorf("capture: --count %d, --duration %v, --snaplen %d: want counts and durations >= 0, snap length <= 262144", o.Count, o.Duration, o.Snaplen))
+		return apperr.Usage(units.Errorf("capture: --count %d, --duration %v, --snaplen %d: want counts and durations >= 0, snap length <= 262144", o.Count, o.Duration, o.Snaplen))
 	}
 	if o.All && o.BPF != "" {
 		return apperr.Usage(errors.New("capture: --all and --bpf exclude each other"))

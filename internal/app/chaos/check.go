@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/dxpu/dxpu/internal/app/units"
 )
 
 // Violation kinds.
@@ -235,7 +237,7 @@ func CheckHosts(h []Event, nemesisEnd time.Duration, b Bounds, perHost map[strin
 							what = "up but its GPU off " + a.Host
 						}
 						add(VPairDown, fmt.Sprintf("pair %d", g.Pair), e.T,
-							fmt.Sprintf("pair %d of %s %s for %v (bound %v) and the manager answers %s", g.Pair, a.ID, what,
+							units.Sprintf("pair %d of %s %s for %v (bound %v) and the manager answers %s", g.Pair, a.ID, what,
 								(e.T-ep.since).Round(time.Millisecond), hb.PairUp, a.State), excerpt(h, ep.since, e.T, describe, a.ID))
 					}
 				}
@@ -248,7 +250,7 @@ func CheckHosts(h []Event, nemesisEnd time.Duration, b Bounds, perHost map[strin
 					if !ep.reported && e.T-ep.since > hb.KeySplit {
 						ep.reported = true
 						add(VSplitKey, fmt.Sprintf("pair %d", g.Pair), e.T,
-							fmt.Sprintf("pair %d of %s: %s runs key generation %d, %s %d, for %v (bound %v)", g.Pair, a.ID,
+							units.Sprintf("pair %d of %s: %s runs key generation %d, %s %d, for %v (bound %v)", g.Pair, a.ID,
 								a.Host, hp.Gen, g.Box, bp.Gen, (e.T-ep.since).Round(time.Millisecond), hb.KeySplit),
 							excerpt(h, ep.since, e.T, describe, a.ID))
 					}
@@ -276,7 +278,7 @@ func CheckHosts(h []Event, nemesisEnd time.Duration, b Bounds, perHost map[strin
 			final, res.Converged = true, true
 			res.WorstConverge = max(res.WorstConverge, e.T-nemesisEnd)
 			if e.T-nemesisEnd > b.Converge {
-				add(VNotConverged, "system", e.T, fmt.Sprintf("converged %v after the nemesis stopped (bound %v)",
+				add(VNotConverged, "system", e.T, units.Sprintf("converged %v after the nemesis stopped (bound %v)",
 					(e.T-nemesisEnd).Round(time.Millisecond), b.Converge), nil)
 			}
 		}
@@ -294,7 +296,7 @@ func CheckHosts(h []Event, nemesisEnd time.Duration, b Bounds, perHost map[strin
 		if last != nil {
 			_, why := last.Obs.converged()
 			at = last.T
-			msg = fmt.Sprintf("not converged %v after the nemesis stopped (bound %v): %s", (last.T - nemesisEnd).Round(time.Millisecond), b.Converge, joinWhy(why))
+			msg = units.Sprintf("not converged %v after the nemesis stopped (bound %v): %s", (last.T - nemesisEnd).Round(time.Millisecond), b.Converge, joinWhy(why))
 			ex = excerpt(h, nemesisEnd, last.T, nil)
 			for _, w := range why {
 				ex = append(ex, fmt.Sprintf("%7.2fs obs   %s", last.T.Seconds(), w))

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/dxpu/dxpu/internal/app/units"
 )
 
 // OpCount counts one kind of operation.
@@ -136,11 +138,11 @@ func counts[V any](m map[string]V, f func(V) string) string {
 // WriteText writes the report for a person.
 func (r Report) WriteText(w io.Writer) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "dxpu chaos: seed %d, %v of workload and faults (bounds: pair up %v, key split %v, converge %v)\n",
-		r.Seed, r.Duration, r.Bounds.PairUp, r.Bounds.KeySplit, r.Bounds.Converge)
+	b.WriteString(units.Sprintf("dxpu chaos: seed %d, %v of workload and faults (bounds: pair up %v, key split %v, converge %v)\n",
+		r.Seed, r.Duration, r.Bounds.PairUp, r.Bounds.KeySplit, r.Bounds.Converge))
 	for _, h := range slices.Sorted(maps.Keys(r.HostBounds)) {
 		hb := r.HostBounds[h]
-		fmt.Fprintf(&b, "%s's own bounds (a VM host): pair up %v, key split %v, converge %v\n", h, hb.PairUp, hb.KeySplit, hb.Converge)
+		b.WriteString(units.Sprintf("%s's own bounds (a VM host): pair up %v, key split %v, converge %v\n", h, hb.PairUp, hb.KeySplit, hb.Converge))
 	}
 	WriteSchedule(&b, r.Schedule)
 	fmt.Fprintf(&b, "operations:   %d (%d failed): %s\n", r.Operations, r.OperationsFailed,
@@ -156,7 +158,7 @@ func (r Report) WriteText(w io.Writer) error {
 	if r.Converged {
 		conv = "yes"
 	}
-	fmt.Fprintf(&b, "converged:    %s; worst time to converge %v\n", conv, r.WorstConverge.Round(time.Millisecond))
+	b.WriteString(units.Sprintf("converged:    %s; worst time to converge %v\n", conv, r.WorstConverge.Round(time.Millisecond)))
 	fmt.Fprintf(&b, "violations:   %d\n", len(r.Violations))
 	for _, v := range r.Violations {
 		fmt.Fprintf(&b, "  %s %s at %.2fs: %s\n", v.Kind, v.Subject, v.At.Seconds(), v.Message)

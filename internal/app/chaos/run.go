@@ -26,6 +26,7 @@ import (
 
 	"github.com/dxpu/dxpu/fabric/ctlclient"
 	"github.com/dxpu/dxpu/fabric/pool"
+	"github.com/dxpu/dxpu/internal/app/units"
 )
 
 // Options configure a campaign.
@@ -125,7 +126,7 @@ func RunTargets() Targets {
 // Run runs a campaign and checks its history.
 func Run(ctx context.Context, o Options) (Report, error) {
 	if o.Duration < 5*time.Second {
-		return Report{}, fmt.Errorf("--duration %v: a campaign needs at least 5s (a warm-up of 3s, then faults)", o.Duration)
+		return Report{}, units.Errorf("--duration %v: a campaign needs at least 5s (a warm-up of 3s, then faults)", o.Duration)
 	}
 	if o.Log == nil {
 		o.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -398,7 +399,7 @@ func (c *campaign) until(ctx context.Context, what string, cond func() bool) err
 	deadline := time.Now().Add(limit)
 	for !cond() {
 		if time.Now().After(deadline) {
-			return fmt.Errorf("bringing the cluster up: %s: not after %v (logs in %s)", what, limit, c.dir)
+			return units.Errorf("bringing the cluster up: %s: not after %v (logs in %s)", what, limit, c.dir)
 		}
 		select {
 		case <-ctx.Done():

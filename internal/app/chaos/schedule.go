@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"time"
+
+	"github.com/dxpu/dxpu/internal/app/units"
 )
 
 // Fault kinds.
@@ -66,7 +68,7 @@ func (f Fault) String() string {
 		s += " " + f.Target
 	}
 	if f.For > 0 {
-		s += fmt.Sprintf(" for %v", f.For)
+		s += units.Sprintf(" for %v", f.For)
 	}
 	if f.Count > 0 {
 		s += fmt.Sprintf(" x%d", f.Count)

@@ -12,6 +12,7 @@ import (
 	"github.com/dxpu/dxpu/emu/replay"
 	"github.com/dxpu/dxpu/internal/app/apperr"
 	"github.com/dxpu/dxpu/internal/app/progress"
+	"github.com/dxpu/dxpu/internal/app/units"
 )
 
 // Options are `dxpu demo`'s: the run's Config (Log and Progress are set
@@ -31,7 +32,7 @@ func Present(ctx context.Context, o Options, stdout, stderr io.Writer) error {
 		return apperr.Usage(fmt.Errorf("--link-gbps must be positive, got %v", o.BytesPerSec*8/1e9))
 	}
 	if o.RTT < 0 {
-		return apperr.Usage(fmt.Errorf("--rtt must not be negative, got %v", o.RTT))
+		return apperr.Usage(units.Errorf("--rtt must not be negative, got %v", o.RTT))
 	}
 	if o.TracesDir == "" {
 		var err error

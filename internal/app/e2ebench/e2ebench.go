@@ -16,6 +16,7 @@ import (
 	"github.com/dxpu/dxpu/internal/app/bytesize"
 	"github.com/dxpu/dxpu/internal/app/progress"
 	"github.com/dxpu/dxpu/internal/app/rawgoodput"
+	"github.com/dxpu/dxpu/internal/app/units"
 )
 
 // Options configures a run.
@@ -112,9 +113,9 @@ func (o *Options) defaults() error {
 	case o.Copies < 1:
 		return fmt.Errorf("--copies %d: want at least 1", o.Copies)
 	case o.Spin < 0:
-		return fmt.Errorf("--spin %v: want a positive duration", o.Spin)
+		return units.Errorf("--spin %v: want a positive duration", o.Spin)
 	case o.LinkFor < 0:
-		return fmt.Errorf("--link-for %v: want a positive duration", o.LinkFor)
+		return units.Errorf("--link-for %v: want a positive duration", o.LinkFor)
 	case o.MTU < 576 || o.MTU > 65000:
 		return fmt.Errorf("--mtu %d: want 576..65000", o.MTU)
 	}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -140,6 +141,18 @@ func TestOptionsRejected(t *testing.T) {
 	} {
 		if _, err := Run(context.Background(), o); !errors.Is(err, apperr.ErrUsage) {
 			t.Errorf("%+v: %v, want a usage error (exit status 2)", o, err)
+		}
+	}
+	// Durations named as `dxpu help units` spells them: -5us, not -5µs.
+	for _, c := range []struct {
+		o    Options
+		want string
+	}{
+		{Options{Loopback: true, Spin: -5 * time.Microsecond}, "--spin -5us: want a positive duration"},
+		{Options{Loopback: true, LinkFor: -7 * time.Microsecond}, "--link-for -7us: want a positive duration"},
+	} {
+		if _, err := Run(context.Background(), c.o); !errors.Is(err, apperr.ErrUsage) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: %v, want a usage error with %q", c.o, err, c.want)
 		}
 	}
 }

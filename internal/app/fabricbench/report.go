@@ -89,8 +89,8 @@ func WriteReport(o ReportOptions, out io.Writer) error {
 		return apperr.Usage(fmt.Errorf("--rtt %s: want at most %s", units.Duration(fl.RTT), units.Duration(model.MaxRTT)))
 	case !(fl.Gbit >= MinLinkGbps) || fl.Gbit > model.MaxLinkGbps: // !(>=): NaN too
 		return apperr.Usage(fmt.Errorf("--link-gbps must be from %g up to %d Gbit/s, got %g", MinLinkGbps, model.MaxLinkGbps, fl.Gbit))
-	case fl.Tags < 1 || fl.Tags > 768:
-		return apperr.Usage(fmt.Errorf("--tags %d: want 1..768", fl.Tags))
+	case fl.Tags < 1 || fl.Tags > model.MaxTags: // the model's bound, as `dxpu model --tags`
+		return apperr.Usage(fmt.Errorf("--tags %d: want 1..%d", fl.Tags, model.MaxTags))
 	case fl.MRRS < 128 || fl.MRRS > 4096 || fl.MRRS&(fl.MRRS-1) != 0:
 		return apperr.Usage(fmt.Errorf("--mrrs %d: want a power of two in 128..4096", fl.MRRS))
 	case !(fl.Loss >= 0 && fl.Loss < 1): // NaN fails too

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/dxpu/dxpu/internal/app/apperr"
+	"github.com/dxpu/dxpu/model"
 )
 
 // reportOptions are `dxpu bench fabric`'s defaults.
@@ -50,7 +51,8 @@ func TestReportBadOptions(t *testing.T) {
 	for name, mod := range map[string]func(*ReportOptions){
 		"--sizes 0": func(o *ReportOptions) { o.Sizes = "0" }, "--gpu v100": func(o *ReportOptions) { o.Model = "v100" },
 		"--tags 0": func(o *ReportOptions) { o.Tags = 0 }, "--mrrs 100": func(o *ReportOptions) { o.MRRS = 100 },
-		"--loss without --bridge": func(o *ReportOptions) { o.Loss = 0.1 }, "--clock now": func(o *ReportOptions) { o.Clock = "now" },
+		"--tags above model.MaxTags": func(o *ReportOptions) { o.Tags = model.MaxTags + 1 },
+		"--loss without --bridge":    func(o *ReportOptions) { o.Loss = 0.1 }, "--clock now": func(o *ReportOptions) { o.Clock = "now" },
 		"--bridge --loss NaN": func(o *ReportOptions) { o.Bridge, o.Loss = true, math.NaN() },
 		// Runs that would not end: hours of virtual time, or minutes of
 		// retransmissions.

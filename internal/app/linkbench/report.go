@@ -479,11 +479,11 @@ func checkRanges(fl *ReportOptions) error {
 	case fl.LinkGbps > 0 && fl.BW != "":
 		return errors.New("--link-gbps and --bw (deprecated) exclude each other")
 	case fl.Delay < 0 || fl.Delay > MaxDelay:
-		return fmt.Errorf("--delay %v: want 0 up to %v", fl.Delay, MaxDelay)
+		return units.Errorf("--delay %v: want 0 up to %v", fl.Delay, MaxDelay)
 	case fl.Duration <= 0:
-		return fmt.Errorf("--duration %v: must be positive", fl.Duration)
+		return units.Errorf("--duration %v: must be positive", fl.Duration)
 	case fl.RawFor < 0:
-		return fmt.Errorf("--raw-for %v: must not be negative (0: --duration, at most 1s)", fl.RawFor)
+		return units.Errorf("--raw-for %v: must not be negative (0: --duration, at most 1s)", fl.RawFor)
 	case fl.WriteSize < MinWriteBytes || fl.WriteSize > MaxPayload || fl.WriteSize%4 != 0:
 		// A write carries its number and its time (8 bytes each), and
 		// the bridges' MPS bounds it.
@@ -499,7 +499,7 @@ func checkRanges(fl *ReportOptions) error {
 	case fl.Window < 1 || fl.Window > maxWindow:
 		return fmt.Errorf("--window %d: want 1..%d TLPs", fl.Window, maxWindow)
 	case fl.Virtual && fl.Interval <= 0:
-		return fmt.Errorf("--interval %v: must be positive", fl.Interval)
+		return units.Errorf("--interval %v: must be positive", fl.Interval)
 	}
 	return nil
 }

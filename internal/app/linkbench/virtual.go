@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/dxpu/dxpu/bridge"
+	"github.com/dxpu/dxpu/internal/app/units"
 	"github.com/dxpu/dxpu/internal/pairsim"
 )
 
@@ -22,11 +23,11 @@ func RunVirtual(o Options, interval time.Duration) (Result, error) {
 		return Result{}, err
 	}
 	if interval <= 0 {
-		return Result{}, fmt.Errorf("linkbench: interval %v: want > 0", interval)
+		return Result{}, units.Errorf("linkbench: interval %v: want > 0", interval)
 	}
 	count := int(o.Duration / interval)
 	if count < 1 || count > 2_000_000 {
-		return Result{}, fmt.Errorf("linkbench: %v / %v = %d TLPs: want 1..2000000 (shorten --duration in virtual mode)", o.Duration, interval, count)
+		return Result{}, units.Errorf("linkbench: %v / %v = %d TLPs: want 1..2000000 (shorten --duration in virtual mode)", o.Duration, interval, count)
 	}
 	cfg := bridge.Config{MTU: o.MTU, MaxPayload: o.MaxPayload, Window: o.Window, TxQueue: 256,
 		MinRTO: 200 * time.Microsecond, InitialRTO: 2 * time.Millisecond, AckDelay: 10 * time.Microsecond, Key: o.Key, SealMode: o.SealMode,

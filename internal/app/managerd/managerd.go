@@ -18,6 +18,7 @@ import (
 	"github.com/dxpu/dxpu/fabric/secretfile"
 	"github.com/dxpu/dxpu/fabric/store"
 	"github.com/dxpu/dxpu/internal/app/apperr"
+	"github.com/dxpu/dxpu/internal/app/units"
 )
 
 // Options are `dxpu manager`'s flags, and the logger.
@@ -73,10 +74,10 @@ func Run(ctx context.Context, o Options) error {
 		return apperr.Usage(fmt.Errorf("--max-conns-per-credential %d: want at least 1 (0: --max-conns/8)", o.MaxConnsPerCredential))
 	}
 	if o.UnreachableAfter < 0 {
-		return apperr.Usage(fmt.Errorf("--unreachable-after %v: want a positive duration such as 30s", o.UnreachableAfter))
+		return apperr.Usage(units.Errorf("--unreachable-after %v: want a positive duration such as 30s", o.UnreachableAfter))
 	}
 	if o.DegradedAfter < 0 {
-		return apperr.Usage(fmt.Errorf("--degraded-after %v: want a positive duration such as 10s", o.DegradedAfter))
+		return apperr.Usage(units.Errorf("--degraded-after %v: want a positive duration such as 10s", o.DegradedAfter))
 	}
 	switch {
 	case o.TokenFile != "" && o.NoAuth:

@@ -21,6 +21,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/dxpu/dxpu/bridge/udp"
+	"github.com/dxpu/dxpu/internal/app/units"
 )
 
 // UDPResult is a UDP flood: Gbit/s of datagram payload (the UDP payload,
@@ -61,7 +62,7 @@ func UDP(ctx context.Context, tx, rx *udp.Conn, size int, prefix []byte, d time.
 		return UDPResult{}, fmt.Errorf("rawgoodput: datagram size %d: want %d..65507 bytes", size, max(len(prefix), 1))
 	}
 	if d <= 0 {
-		return UDPResult{}, fmt.Errorf("rawgoodput: duration %v: must be positive", d)
+		return UDPResult{}, units.Errorf("rawgoodput: duration %v: must be positive", d)
 	}
 	var got, gotBytes atomic.Uint64
 	var wg sync.WaitGroup
@@ -114,7 +115,7 @@ func UDP(ctx context.Context, tx, rx *udp.Conn, size int, prefix []byte, d time.
 	var err error
 	for w0 := time.Now(); got.Load() == 0 && err == nil; {
 		if time.Since(w0) > warmUp {
-			return UDPResult{}, fmt.Errorf("rawgoodput: UDP flood: none of %d datagrams of %d bytes arrived in %v of warm-up", sent, size, warmUp)
+			return UDPResult{}, units.Errorf("rawgoodput: UDP flood: none of %d datagrams of %d bytes arrived in %v of warm-up", sent, size, warmUp)
 		}
 		err = send()
 	}
@@ -146,7 +147,7 @@ func UDP(ctx context.Context, tx, rx *udp.Conn, size int, prefix []byte, d time.
 		return UDPResult{}, fmt.Errorf("rawgoodput: UDP flood: %w", err)
 	}
 	if n1 == n0 {
-		return UDPResult{}, fmt.Errorf("rawgoodput: UDP flood: none of %d datagrams of %d bytes arrived in %v", sent, size, d)
+		return UDPResult{}, units.Errorf("rawgoodput: UDP flood: none of %d datagrams of %d bytes arrived in %v", sent, size, d)
 	}
 	return UDPResult{GoodputGbps: float64(b1-b0) * 8 / el.Seconds() / 1e9, DatagramBytes: size, Sent: sent, Received: n1 - n0,
 		CPUSecondsPerGB: cpu.Seconds() / (float64(b1-b0) / 1e9)}, nil
@@ -167,7 +168,7 @@ const TCPChunk = 256 << 10
 // writes and reads of TCPChunk, and returns the Gbit/s read.
 func TCPLoopback(ctx context.Context, d time.Duration) (float64, error) {
 	if d <= 0 {
-		return 0, fmt.Errorf("rawgoodput: duration %v: must be positive", d)
+		return 0, units.Errorf("rawgoodput: duration %v: must be positive", d)
 	}
 	ln, err := net.Listen("tcp4", "127.0.0.1:0")
 	if err != nil {

@@ -92,3 +92,22 @@ func TestTCPLoopback(t *testing.T) {
 		t.Fatalf("goodput %v", g)
 	}
 }
+
+// TestErrorsWriteUs: the refusals and the warm-up's failure name their
+// durations as `dxpu help units` spells them (500us, never Go's 500µs).
+func TestErrorsWriteUs(t *testing.T) {
+	tx, rx := loopbackPair(t)
+	if _, err := UDP(context.Background(), tx, rx, 100, nil, -5*time.Microsecond); err == nil || !strings.HasSuffix(err.Error(), "duration -5us: must be positive") {
+		t.Errorf("UDP for -5us: %v, want it refused as -5us", err)
+	}
+	if _, err := TCPLoopback(context.Background(), -5*time.Microsecond); err == nil || !strings.HasSuffix(err.Error(), "duration -5us: must be positive") {
+		t.Errorf("TCPLoopback for -5us: %v, want it refused as -5us", err)
+	}
+	defer func(w time.Duration) { warmUp = w }(warmUp)
+	warmUp = 500 * time.Microsecond
+	tx, rx = loopbackPair(t)
+	rx.SetPeer(netip.MustParseAddrPort("127.0.0.1:9"))
+	if _, err := UDP(context.Background(), tx, rx, 1400, nil, 10*time.Millisecond); err == nil || !strings.Contains(err.Error(), "arrived in 500us of warm-up") {
+		t.Errorf("a flood nothing of which arrives: %v, want the warm-up of 500us named", err)
+	}
+}

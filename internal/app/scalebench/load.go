@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/dxpu/dxpu/bridge/nettlp"
+	"github.com/dxpu/dxpu/internal/app/units"
 	"github.com/dxpu/dxpu/tlp"
 )
 
@@ -288,7 +289,7 @@ func (p *probe) read() error {
 		n, err := p.c.Read(p.in)
 		var ne net.Error
 		if errors.As(err, &ne) && ne.Timeout() {
-			return fmt.Errorf("probe: %w: no completion of tag %d within %v", nettlp.ErrTimeout, tag, p.timeout)
+			return units.Errorf("probe: %w: no completion of tag %d within %v", nettlp.ErrTimeout, tag, p.timeout)
 		}
 		if err != nil {
 			return fmt.Errorf("probe: %w", err)

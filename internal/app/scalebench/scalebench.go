@@ -28,6 +28,7 @@ import (
 	"github.com/dxpu/dxpu/internal/app/labnet"
 	"github.com/dxpu/dxpu/internal/app/progress"
 	"github.com/dxpu/dxpu/internal/app/rawgoodput"
+	"github.com/dxpu/dxpu/internal/app/units"
 )
 
 // Scenario kinds.
@@ -141,7 +142,7 @@ func (o *Options) defaults() error {
 	}
 	switch {
 	case o.Duration < 0:
-		return fmt.Errorf("--duration %v: must be positive", o.Duration)
+		return units.Errorf("--duration %v: must be positive", o.Duration)
 	case o.ReadBytes < 4 || o.ReadBytes > 4096 || o.ReadBytes%4 != 0:
 		return fmt.Errorf("--read-bytes %d: want a multiple of 4 in 4..4096", o.ReadBytes)
 	case o.Readers < 1 || o.Readers > probeTag:

@@ -84,6 +84,7 @@ func TestOptionsRefused(t *testing.T) {
 		{Options{Readers: 16}, "--readers 16: want 1..15", false},
 		{Options{ReadBytes: 6}, "--read-bytes 6", false},
 		{Options{Duration: -time.Second}, "--duration -1s", false},
+		{Options{Duration: -5 * time.Microsecond}, "--duration -5us: must be positive", false},
 		{Options{Binary: "/nonexistent/dxpu"}, "--bridge-binary /nonexistent/dxpu: no such file", false},
 		{Options{Binary: "/etc/passwd"}, "--bridge-binary /etc/passwd: not an executable file", false},
 		{Options{Binary: os.TempDir()}, "--bridge-binary " + os.TempDir() + ": a directory, not an executable file", false},

@@ -13,6 +13,7 @@ import (
 	"github.com/dxpu/dxpu/bridge/vmm"
 	"github.com/dxpu/dxpu/bridge/vmm/qemuproxy"
 	"github.com/dxpu/dxpu/internal/app/bridged"
+	"github.com/dxpu/dxpu/internal/app/units"
 	"github.com/dxpu/dxpu/tlp"
 )
 
@@ -163,9 +164,9 @@ func (g *RemoteGPU) Serve(ctx context.Context, conn *qemuproxy.Conn) error {
 	case <-t.C:
 		s, _ := r.KeyState()
 		if why := bridged.Mismatch(r.Counters(), s); why != "" {
-			return fmt.Errorf("%w within %v (pair %d): %s", ErrLinkDown, wait, cfg.PairID, why)
+			return units.Errorf("%w within %v (pair %d): %s", ErrLinkDown, wait, cfg.PairID, why)
 		}
-		return fmt.Errorf("%w within %v (pair %d)", ErrLinkDown, wait, cfg.PairID)
+		return units.Errorf("%w within %v (pair %d)", ErrLinkDown, wait, cfg.PairID)
 	case <-ctx.Done():
 		return nil
 	case err := <-runDone:

@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/dxpu/dxpu/bridge/vmm/qemuproxy"
+	"github.com/dxpu/dxpu/internal/app/units"
 	"github.com/dxpu/dxpu/internal/guest"
 )
 
@@ -580,7 +581,7 @@ func (v *VM) Shutdown(ctx context.Context, grace time.Duration) error {
 		}
 		v.kill()
 		<-v.exited
-		return fmt.Errorf("vm: QEMU did not quit within %v; killed", grace)
+		return units.Errorf("vm: QEMU did not quit within %v; killed", grace)
 	}
 	return nil
 }
