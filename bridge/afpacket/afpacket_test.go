@@ -16,6 +16,7 @@ import (
 
 	"github.com/dxpu/dxpu/bridge"
 	"github.com/dxpu/dxpu/bridge/driver"
+	"github.com/dxpu/dxpu/internal/frametest"
 	"github.com/dxpu/dxpu/internal/privtest"
 	"github.com/dxpu/dxpu/internal/waitfor"
 	"github.com/dxpu/dxpu/tlp"
@@ -131,13 +132,7 @@ func TestForeignFramesCounted(t *testing.T) {
 	go func() { defer close(done); _ = r.Run(ctx) }()
 	defer func() { cancel(); a.Close(); <-done }()
 
-	hello := make([]byte, encap.HeaderLen, encap.HeaderLen+encap.HelloLen)
-	h := encap.Header(hello)
-	h.SetVersionFlags(encap.Version, 0)
-	h.SetType(encap.MsgControl)
-	h.SetPairID(pair)
-	hello = append(hello, (&encap.Control{Type: encap.CtlHello, Role: bridge.RoleGPU, Session: 9, Window: 64}).AppendTo(nil)...)
-	encap.Header(hello).SetBodyLen(len(hello) - encap.HeaderLen)
+	hello := frametest.Hello(pair)
 	const strangers, each = 3, 4
 	for i := range strangers {
 		src := net.HardwareAddr{0x02, 0x5e, 0, 0, 0x99, byte(i)}

@@ -15,6 +15,7 @@ import (
 	"github.com/dxpu/dxpu/bridge"
 	"github.com/dxpu/dxpu/bridge/driver"
 	"github.com/dxpu/dxpu/bridge/udp"
+	"github.com/dxpu/dxpu/internal/frametest"
 	"github.com/dxpu/dxpu/internal/waitfor"
 	"github.com/dxpu/dxpu/tlp/encap"
 )
@@ -48,13 +49,7 @@ func TestCollectorExportsDropReasons(t *testing.T) {
 	defer func() { cancel(); conn.Close(); <-done }()
 
 	// Strangers on other ports: junk, and HELLOs naming the pair.
-	hello := make([]byte, encap.HeaderLen, encap.HeaderLen+encap.HelloLen)
-	h := encap.Header(hello)
-	h.SetVersionFlags(encap.Version, 0)
-	h.SetType(encap.MsgControl)
-	h.SetPairID(pair)
-	hello = append(hello, (&encap.Control{Type: encap.CtlHello, Role: bridge.RoleGPU, Session: 9, Window: 64}).AppendTo(nil)...)
-	encap.Header(hello).SetBodyLen(len(hello) - encap.HeaderLen)
+	hello := frametest.Hello(pair)
 	const strangers, each = 4, 5
 	for range strangers {
 		s, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(lo))

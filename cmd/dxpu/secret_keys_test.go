@@ -3,15 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
 	"fmt"
-	"math/big"
 	"net"
 	"os"
 	"os/exec"
@@ -22,6 +15,7 @@ import (
 	"time"
 
 	"github.com/dxpu/dxpu/internal/privtest"
+	"github.com/dxpu/dxpu/internal/testcert"
 )
 
 // builtRun runs the dxpu that go build made (dxpuBin) with args and
@@ -77,40 +71,16 @@ func wantRefusal(t *testing.T, args []string, code int, stdout, stderr, want str
 // to be taken) and an admin token (0600), and returns their paths.
 func tlsFiles(t *testing.T) (cert, key, tok string) {
 	t.Helper()
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "dxpu test"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &k.PublicKey, k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kb, err := x509.MarshalECPrivateKey(k)
-	if err != nil {
-		t.Fatal(err)
-	}
 	dir := t.TempDir()
-	cert, key, tok = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem"), filepath.Join(dir, "admin.tok")
-	for _, f := range []struct {
-		path string
-		data []byte
-		mode os.FileMode
-	}{
-		{cert, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644},
-		{key, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600},
-		{tok, []byte("t0k\n"), 0o600},
-	} {
-		if err := os.WriteFile(f.path, f.data, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Chmod(f.path, f.mode); err != nil {
-			t.Fatal(err)
-		}
+	p := testcert.Write(t, dir, testcert.Options{IPs: []net.IP{net.IPv4(127, 0, 0, 1)}})
+	if err := os.Chmod(p.CertFile, 0o644); err != nil {
+		t.Fatal(err)
 	}
-	return cert, key, tok
+	tok = filepath.Join(dir, "admin.tok")
+	if err := os.WriteFile(tok, []byte("t0k\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p.CertFile, p.KeyFile, tok
 }
 
 // tlsKeyCommands are the command lines that read key as a TLS private

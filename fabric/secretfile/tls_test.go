@@ -1,24 +1,17 @@
 package secretfile
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
 	"io/fs"
-	"math/big"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/dxpu/dxpu/internal/privtest"
+	"github.com/dxpu/dxpu/internal/testcert"
 )
 
 // keyPair writes a self-signed certificate and its private key, both mode
@@ -32,24 +25,8 @@ func keyPair(t *testing.T, dir string) (certFile, keyFile string, der []byte) {
 // the files of the last one in dir.
 func keyPairSerial(t *testing.T, dir string, serial int64) (certFile, keyFile string, der []byte) {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: "secretfile test"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
-	der, err = x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kb, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	certFile, keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
-	write(t, certFile, string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})), 0o600)
-	write(t, keyFile, string(pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb})), 0o600)
-	return certFile, keyFile, der
+	p := testcert.Write(t, dir, testcert.Options{Serial: serial, CommonName: "secretfile test"})
+	return p.CertFile, p.KeyFile, p.Cert.Raw
 }
 
 // TestLoadX509KeyPairAccepts: a 0600 or 0400 key of this user, given or

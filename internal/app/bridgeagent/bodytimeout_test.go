@@ -14,6 +14,7 @@ import (
 	"github.com/dxpu/dxpu/internal/app/bridgeagent"
 	"github.com/dxpu/dxpu/internal/app/httpguard"
 	"github.com/dxpu/dxpu/internal/app/httpguard/guardtest"
+	"github.com/dxpu/dxpu/internal/testbin"
 )
 
 // TestAgentBodyTimeout: `dxpu bridge agent --role host --insecure
@@ -26,7 +27,7 @@ import (
 // comes in two parts 100ms apart is served, and the connection stays open.
 func TestAgentBodyTimeout(t *testing.T) {
 	t.Parallel()
-	bin := dxpuBinary(t)
+	bin := testbin.Dxpu(t)
 	dir := t.TempDir()
 	credFile := dir + "/agent.cred"
 	cred, err := manager.CreateTokenFile(credFile)

@@ -14,7 +14,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -22,6 +21,7 @@ import (
 
 	"github.com/dxpu/dxpu/fabric/pool"
 	"github.com/dxpu/dxpu/internal/app/bridgeagent"
+	"github.com/dxpu/dxpu/internal/testbin"
 	"github.com/dxpu/dxpu/internal/waitfor"
 )
 
@@ -30,41 +30,9 @@ import (
 // loopback, plain http, no switch (each agent sends to the other's
 // registered address). No privilege needed.
 
-var (
-	binOnce sync.Once
-	binPath string
-	binErr  error
-)
-
-// dxpuBinary builds cmd/dxpu once per test binary (DXPU_TEST_BIN names a
-// prebuilt one instead, e.g. one built with a fix reverted).
-func dxpuBinary(t *testing.T) string {
-	t.Helper()
-	binOnce.Do(func() {
-		if binPath = os.Getenv("DXPU_TEST_BIN"); binPath != "" {
-			return
-		}
-		dir, err := os.MkdirTemp("", "dxpu-keylife-")
-		if err != nil {
-			binErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "dxpu")
-		if out, err := exec.Command("go", "build", "-o", binPath, "github.com/dxpu/dxpu/cmd/dxpu").CombinedOutput(); err != nil {
-			binErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if binErr != nil {
-		t.Fatal(binErr)
-	}
-	return binPath
-}
-
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if binPath != "" && os.Getenv("DXPU_TEST_BIN") == "" {
-		os.RemoveAll(filepath.Dir(binPath))
-	}
+	testbin.Remove()
 	os.Exit(code)
 }
 
@@ -137,7 +105,7 @@ func (l *loLab) mustCtl(args ...string) []byte {
 // test in front of its agent API, which fails every call while
 // hostFailed is set (the agent's data plane keeps running).
 func newLoLab(t *testing.T, proxied bool) *loLab {
-	l := &loLab{t: t, bin: dxpuBinary(t), dir: t.TempDir()}
+	l := &loLab{t: t, bin: testbin.Dxpu(t), dir: t.TempDir()}
 	mgrPort := freePort(t, "tcp")
 	l.mgrURL = fmt.Sprintf("http://127.0.0.1:%d", mgrPort)
 	l.mgrArgs = []string{"manager", "--listen", fmt.Sprintf("127.0.0.1:%d", mgrPort), "--store", l.path("pool.db"),

@@ -3,20 +3,11 @@ package bridgeagent
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"io"
 	"log/slog"
-	"math/big"
 	"net"
 	"net/http"
 	"net/netip"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -25,6 +16,7 @@ import (
 	"github.com/dxpu/dxpu/bridge"
 	"github.com/dxpu/dxpu/internal/app/httpguard"
 	"github.com/dxpu/dxpu/internal/app/httpguard/guardtest"
+	"github.com/dxpu/dxpu/internal/testcert"
 	"github.com/dxpu/dxpu/internal/waitfor"
 )
 
@@ -169,30 +161,10 @@ func TestAPIHandshakeErrorsInSlog(t *testing.T) {
 	}
 }
 
+// selfSigned writes a certificate for 127.0.0.1 and its key in a new
+// directory.
 func selfSigned(t *testing.T) (certFile, keyFile string) {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "agent"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	certFile, keyFile = filepath.Join(dir, "c.pem"), filepath.Join(dir, "k.pem")
-	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return certFile, keyFile
+	p := testcert.Write(t, t.TempDir(), testcert.Options{CommonName: "agent", IPs: []net.IP{net.IPv4(127, 0, 0, 1)}})
+	return p.CertFile, p.KeyFile
 }

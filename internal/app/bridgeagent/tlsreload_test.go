@@ -1,15 +1,7 @@
 package bridgeagent_test
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
-	"math/big"
 	"net"
 	"os"
 	"os/exec"
@@ -17,51 +9,19 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/dxpu/dxpu/fabric/manager"
+	"github.com/dxpu/dxpu/internal/testbin"
+	"github.com/dxpu/dxpu/internal/testcert"
 	"github.com/dxpu/dxpu/internal/waitfor"
 )
 
-// writePair writes a self-signed certificate with serial and its key over
-// cert.pem and key.pem in dir (both 0600).
+// writePair writes a self-signed certificate for 127.0.0.1 with serial
+// and its key over cert.pem and key.pem in dir (both 0600).
 func writePair(t *testing.T, dir string, serial int64) (certFile, keyFile string) {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: "agent"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	certFile, keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
-	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return certFile, keyFile
-}
-
-// servedSerial is the serial of the certificate a new handshake with addr
-// gets (read, not trusted: which one is served is what is tested).
-func servedSerial(addr string) (int64, error) {
-	d := &net.Dialer{Timeout: 5 * time.Second}
-	c, err := tls.DialWithDialer(d, "tcp", addr, &tls.Config{InsecureSkipVerify: true})
-	if err != nil {
-		return 0, err
-	}
-	defer c.Close()
-	return c.ConnectionState().PeerCertificates[0].SerialNumber.Int64(), nil
+	p := testcert.Write(t, dir, testcert.Options{Serial: serial, CommonName: "agent", IPs: []net.IP{net.IPv4(127, 0, 0, 1)}})
+	return p.CertFile, p.KeyFile
 }
 
 // TestAgentReloadsTLSOnHUP: `dxpu bridge agent --agent-cert --agent-key`
@@ -71,7 +31,7 @@ func servedSerial(addr string) (int64, error) {
 // read once at start.
 func TestAgentReloadsTLSOnHUP(t *testing.T) {
 	t.Parallel()
-	bin := dxpuBinary(t)
+	bin := testbin.Dxpu(t)
 	dir := t.TempDir()
 	cert, key := writePair(t, dir, 1)
 	cred := filepath.Join(dir, "agent.cred")
@@ -84,7 +44,7 @@ func TestAgentReloadsTLSOnHUP(t *testing.T) {
 	cmd.Dir = dir
 	p := runProc(t, "host agent", cmd, cmd.Start)
 	addr := strings.TrimPrefix(field(t, p.waitLines(t, 1, `msg="agent API serving"`)[0], "url"), "https://")
-	if s, err := servedSerial(addr); err != nil || s != 1 {
+	if s, err := testcert.ServedSerial(addr); err != nil || s != 1 {
 		t.Fatalf("first handshake: serial %d, %v; want 1", s, err)
 	}
 
@@ -97,7 +57,7 @@ func TestAgentReloadsTLSOnHUP(t *testing.T) {
 		t.Errorf("reload logged %q, want --agent-cert, its file and serial 2", line)
 	}
 	waitfor.Until(t, "serial 2 served after SIGHUP", func() bool {
-		s, err := servedSerial(addr)
+		s, err := testcert.ServedSerial(addr)
 		return err == nil && s == 2
 	})
 
@@ -113,7 +73,7 @@ func TestAgentReloadsTLSOnHUP(t *testing.T) {
 	if len(got) != 1 || !strings.Contains(got[0], want) || !strings.Contains(got[0], "level=ERROR") {
 		t.Errorf("failed reload logged %q, want one error line holding %q", got, want)
 	}
-	if s, err := servedSerial(addr); err != nil || s != 2 {
+	if s, err := testcert.ServedSerial(addr); err != nil || s != 2 {
 		t.Errorf("after a reload of a 0644 key: serial %d, %v; want 2 still served", s, err)
 	}
 	p.stop(t, syscall.SIGTERM)

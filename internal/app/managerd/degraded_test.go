@@ -20,39 +20,65 @@ import (
 	"github.com/dxpu/dxpu/internal/waitfor"
 )
 
+// fakeAgents are a GPU box's agent and a host's, fakes served over https,
+// and the CA file that makes the manager trust them (httptest's servers
+// share one certificate).
+type fakeAgents struct {
+	gpuAPI, hostAPI *agentapi.Server
+	gpuURL, hostURL string
+	ca              string
+}
+
+func newFakeAgents(t *testing.T) *fakeAgents {
+	t.Helper()
+	f := &fakeAgents{gpuAPI: agentapi.NewServer(fakeagent.New("gpu")), hostAPI: agentapi.NewServer(fakeagent.New("host"))}
+	gpuSrv, hostSrv := httptest.NewTLSServer(f.gpuAPI), httptest.NewTLSServer(f.hostAPI)
+	t.Cleanup(gpuSrv.Close)
+	t.Cleanup(hostSrv.Close)
+	f.gpuURL, f.hostURL = gpuSrv.URL, hostSrv.URL
+	f.ca = filepath.Join(t.TempDir(), "agents-ca.pem")
+	if err := os.WriteFile(f.ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: gpuSrv.Certificate().Raw}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// lend registers box0 (one GPU) and h1 with the manager c speaks to, hands
+// each agent its credential and allocates the GPU to h1. It returns the
+// allocation and the box agent's credential.
+func (f *fakeAgents) lend(t *testing.T, c *ctlclient.Client) (pool.Allocation, string) {
+	t.Helper()
+	ctx := t.Context()
+	_, boxCred, err := c.RegisterBoxAgent(ctx, pool.Box{ID: "box0", AgentURL: f.gpuURL,
+		Bridge: pool.Endpoint{SwitchPort: "veth-b0", MAC: "02:00:00:00:01:00"}, GPUs: []pool.GPU{{ID: "g0", Model: "H100", MemoryMiB: 81920}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.gpuAPI.SetCredential(boxCred)
+	_, hostCred, err := c.RegisterHostAgent(ctx, pool.Host{ID: "h1", AgentURL: f.hostURL,
+		Bridge: pool.Endpoint{SwitchPort: "veth-h1", MAC: "02:00:00:00:02:01"}, Ports: pool.MinHostPorts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.hostAPI.SetCredential(hostCred)
+	a, err := c.Allocate(ctx, pool.Request{Host: "h1", Count: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a, boxCred
+}
+
 // TestDegradedAllocation runs the daemon (--agent-ca-file, --degraded-after
 // 50ms, the rest default) with fake agents over https: a pair its box's
 // agent reports down past the bound is degraded, with the reason, in the
 // API, the events and the metrics, and active again once the agent
 // reports the link up.
 func TestDegradedAllocation(t *testing.T) {
-	gpuAPI, hostAPI := agentapi.NewServer(fakeagent.New("gpu")), agentapi.NewServer(fakeagent.New("host"))
-	gpuSrv, hostSrv := httptest.NewTLSServer(gpuAPI), httptest.NewTLSServer(hostAPI)
-	defer gpuSrv.Close()
-	defer hostSrv.Close()
-	ca := filepath.Join(t.TempDir(), "agents-ca.pem") // httptest's servers share one certificate
-	if err := os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: gpuSrv.Certificate().Raw}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	base, admin, _ := startManager(t, helperAgentCAEnv+"="+ca, helperDegradedAfterEnv+"=50ms")
+	agents := newFakeAgents(t)
+	base, admin, _ := startManager(t, helperAgentCAEnv+"="+agents.ca, helperDegradedAfterEnv+"=50ms")
 	c := ctlclient.New(base, admin)
 	ctx := t.Context()
-	_, boxCred, err := c.RegisterBoxAgent(ctx, pool.Box{ID: "box0", AgentURL: gpuSrv.URL,
-		Bridge: pool.Endpoint{SwitchPort: "veth-b0", MAC: "02:00:00:00:01:00"}, GPUs: []pool.GPU{{ID: "g0", Model: "H100", MemoryMiB: 81920}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	gpuAPI.SetCredential(boxCred)
-	_, hostCred, err := c.RegisterHostAgent(ctx, pool.Host{ID: "h1", AgentURL: hostSrv.URL,
-		Bridge: pool.Endpoint{SwitchPort: "veth-h1", MAC: "02:00:00:00:02:01"}, Ports: pool.MinHostPorts})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hostAPI.SetCredential(hostCred)
-	a, err := c.Allocate(ctx, pool.Request{Host: "h1", Count: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	a, boxCred := agents.lend(t, c)
 	_, since, err := c.Events(ctx, 0, "", 0)
 	if err != nil {
 		t.Fatal(err)
@@ -128,33 +154,11 @@ func TestDegradedAllocation(t *testing.T) {
 // after the test noted the time): the test waits for the degradation,
 // however long, and fails on the time it took.
 func TestDegradedAfterFromOptions(t *testing.T) {
-	gpuAPI, hostAPI := agentapi.NewServer(fakeagent.New("gpu")), agentapi.NewServer(fakeagent.New("host"))
-	gpuSrv, hostSrv := httptest.NewTLSServer(gpuAPI), httptest.NewTLSServer(hostAPI)
-	defer gpuSrv.Close()
-	defer hostSrv.Close()
-	ca := filepath.Join(t.TempDir(), "agents-ca.pem")
-	if err := os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: gpuSrv.Certificate().Raw}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	d := startDaemon(t, Options{AgentCAFile: ca, DegradedAfter: 50 * time.Millisecond})
+	agents := newFakeAgents(t)
+	d := startDaemon(t, Options{AgentCAFile: agents.ca, DegradedAfter: 50 * time.Millisecond})
 	c := ctlclient.New(d.base, d.admin)
 	ctx := t.Context()
-	_, boxCred, err := c.RegisterBoxAgent(ctx, pool.Box{ID: "box0", AgentURL: gpuSrv.URL,
-		Bridge: pool.Endpoint{SwitchPort: "veth-b0", MAC: "02:00:00:00:01:00"}, GPUs: []pool.GPU{{ID: "g0", Model: "H100", MemoryMiB: 81920}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	gpuAPI.SetCredential(boxCred)
-	_, hostCred, err := c.RegisterHostAgent(ctx, pool.Host{ID: "h1", AgentURL: hostSrv.URL,
-		Bridge: pool.Endpoint{SwitchPort: "veth-h1", MAC: "02:00:00:00:02:01"}, Ports: pool.MinHostPorts})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hostAPI.SetCredential(hostCred)
-	a, err := c.Allocate(ctx, pool.Request{Host: "h1", Count: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	a, boxCred := agents.lend(t, c)
 	reported := time.Now()
 	req, _ := http.NewRequest(http.MethodPost, fmt.Sprintf("%s/v1/agent/pairs/%d/link-down", d.base, a.GPUs[0].Pair), strings.NewReader(`{"reason":"peer silent"}`))
 	req.Header.Set("Authorization", "Bearer "+boxCred)

@@ -26,6 +26,7 @@ import (
 	"github.com/dxpu/dxpu/fabric/manager"
 	"github.com/dxpu/dxpu/fabric/pool"
 	"github.com/dxpu/dxpu/internal/privtest"
+	"github.com/dxpu/dxpu/internal/testbin"
 	"github.com/dxpu/dxpu/internal/waitfor"
 )
 
@@ -42,7 +43,7 @@ func TestMain(m *testing.M) {
 		os.Exit(helperManager(dir))
 	}
 	code := m.Run()
-	removeBinary()
+	testbin.Remove()
 	os.Exit(code)
 }
 

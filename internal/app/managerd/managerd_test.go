@@ -23,21 +23,10 @@ import (
 // deadline (a refusal that regresses serves until it, and the test fails).
 func run(t *testing.T, o Options) error {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	o.Listen, o.EtcdPrefix, o.LeaseTTL = "127.0.0.1:0", "/dxpu/", 3
-	if o.Store == "" {
-		o.Store = filepath.Join(t.TempDir(), "m.db")
-	}
 	if o.MaxConns == 0 {
 		o.MaxConns = 16
 	}
-	o.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
-	err := Run(ctx, o)
-	if ctx.Err() != nil {
-		t.Fatalf("%+v: still serving at the deadline", o)
-	}
-	return err
+	return runWithin(t, o, 30*time.Second)
 }
 
 // TestRefusals checks the refusals that happen before the daemon serves:
@@ -137,24 +126,7 @@ func TestInitTokenRefusesPlantedToken(t *testing.T) {
 		}{Options{TokenFile: theirs, InitToken: true}, "--token-file " + theirs + ": owned by uid 1001, not by this process (uid 0)"})
 	}
 	for _, tc := range cases {
-		// Not run: a regression must end in this goroutine's select, not in
-		// a t.Fatalf from the one that blocks.
-		o := tc.o
-		o.Listen, o.EtcdPrefix, o.LeaseTTL, o.MaxConns = "127.0.0.1:0", "/dxpu/", 3, 16
-		o.Store = filepath.Join(t.TempDir(), "m.db")
-		o.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		done := make(chan error, 1)
-		go func() { done <- Run(ctx, o) }()
-		select {
-		case err := <-done:
-			if !errors.Is(err, apperr.ErrUsage) || err.Error() != tc.want {
-				t.Errorf("%+v: %v, want the usage error %q", tc.o, err, tc.want)
-			}
-		case <-time.After(10 * time.Second):
-			t.Fatalf("%+v: the manager still blocked after 10s", tc.o)
-		}
+		refusedBefore(t, tc.o, tc.want)
 	}
 	privtest.Root(t) // the owner case ran above only as root
 }
@@ -163,7 +135,15 @@ func TestInitTokenRefusesPlantedToken(t *testing.T) {
 // store excepted) and fails the test if it is still serving after 10s.
 func runBounded(t *testing.T, o Options) error {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	return runWithin(t, o, 10*time.Second)
+}
+
+// runWithin runs the daemon with o on a free loopback port, a store in a
+// temporary directory unless o names one, no log, and fails the test if it
+// is still serving after d.
+func runWithin(t *testing.T, o Options, d time.Duration) error {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	o.Listen, o.EtcdPrefix, o.LeaseTTL = "127.0.0.1:0", "/dxpu/", 3
 	if o.Store == "" {

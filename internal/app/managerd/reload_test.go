@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -22,46 +21,10 @@ import (
 
 	"github.com/dxpu/dxpu/fabric/manager"
 	"github.com/dxpu/dxpu/fabric/secretfile"
+	"github.com/dxpu/dxpu/internal/testbin"
+	"github.com/dxpu/dxpu/internal/testcert"
 	"github.com/dxpu/dxpu/internal/waitfor"
 )
-
-var (
-	binOnce sync.Once
-	binPath string
-	binErr  error
-)
-
-// dxpuBinary builds cmd/dxpu once per test binary (DXPU_TEST_BIN names a
-// prebuilt one instead, e.g. one built with a fix reverted); TestMain
-// removes it.
-func dxpuBinary(t *testing.T) string {
-	t.Helper()
-	binOnce.Do(func() {
-		if binPath = os.Getenv("DXPU_TEST_BIN"); binPath != "" {
-			return
-		}
-		dir, err := os.MkdirTemp("", "dxpu-managerd-")
-		if err != nil {
-			binErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "dxpu")
-		if out, err := exec.Command("go", "build", "-o", binPath, "github.com/dxpu/dxpu/cmd/dxpu").CombinedOutput(); err != nil {
-			binErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if binErr != nil {
-		t.Fatal(binErr)
-	}
-	return binPath
-}
-
-// removeBinary removes what dxpuBinary built.
-func removeBinary() {
-	if binPath != "" && os.Getenv("DXPU_TEST_BIN") == "" {
-		os.RemoveAll(filepath.Dir(binPath))
-	}
-}
 
 // mgrProc is `dxpu manager` run as a process, its stderr (the log) kept
 // line by line.
@@ -87,7 +50,7 @@ func startManagerBinary(t *testing.T, args ...string) (*mgrProc, string) {
 		t.Fatal(err)
 	}
 	p := &mgrProc{exited: make(chan struct{})}
-	p.cmd = exec.Command(dxpuBinary(t), append([]string{"manager", "--token-file", filepath.Join(dir, "admin.tok"),
+	p.cmd = exec.Command(testbin.Dxpu(t), append([]string{"manager", "--token-file", filepath.Join(dir, "admin.tok"),
 		"--store", filepath.Join(dir, "m.db"), "--listen", "127.0.0.1:0"}, args...)...)
 	stderr, err := p.cmd.StderrPipe()
 	if err != nil {
@@ -157,19 +120,6 @@ func (p *mgrProc) hup(t *testing.T, n int, part string) {
 	})
 }
 
-// servedSerial is the serial of the certificate a new handshake with addr
-// gets. It reads the certificate, it does not trust it: the test checks
-// which one is served.
-func servedSerial(addr string) (int64, error) {
-	d := &net.Dialer{Timeout: 5 * time.Second}
-	c, err := tls.DialWithDialer(d, "tcp", addr, &tls.Config{InsecureSkipVerify: true})
-	if err != nil {
-		return 0, err
-	}
-	defer c.Close()
-	return c.ConnectionState().PeerCertificates[0].SerialNumber.Int64(), nil
-}
-
 // healthz sends GET /healthz with the admin token on c, an open TLS
 // connection, and reads the answer.
 func healthz(c *tls.Conn, br *bufio.Reader, admin string) (int, error) {
@@ -196,7 +146,7 @@ func TestManagerReloadsTLSOnHUP(t *testing.T) {
 	dir := t.TempDir()
 	cert, key, _ := selfSignedSerial(t, dir, 1)
 	p, admin := startManagerBinary(t, "--tls-cert", cert, "--tls-key", key)
-	if s, err := servedSerial(p.addr); err != nil || s != 1 {
+	if s, err := testcert.ServedSerial(p.addr); err != nil || s != 1 {
 		t.Fatalf("first handshake: serial %d, %v; want 1", s, err)
 	}
 	// A connection of the first pair, credentialed (kept past the
@@ -214,7 +164,7 @@ func TestManagerReloadsTLSOnHUP(t *testing.T) {
 	selfSignedSerial(t, dir, 2)
 	p.hup(t, 1, "SIGHUP: TLS certificate")
 	waitfor.Until(t, "serial 2 served after SIGHUP", func() bool {
-		s, err := servedSerial(p.addr)
+		s, err := testcert.ServedSerial(p.addr)
 		return err == nil && s == 2
 	})
 	if got := p.logLines("SIGHUP: TLS certificate reloaded"); len(got) != 1 || !strings.Contains(got[0], "file="+cert) ||
@@ -232,7 +182,7 @@ func TestManagerReloadsTLSOnHUP(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.hup(t, 1, failed)
-	if s, err := servedSerial(p.addr); err != nil || s != 2 {
+	if s, err := testcert.ServedSerial(p.addr); err != nil || s != 2 {
 		t.Errorf("after a reload of a 0644 key: serial %d, %v; want 2 still served", s, err)
 	}
 	if err := os.Chmod(key, 0o600); err != nil {
@@ -242,7 +192,7 @@ func TestManagerReloadsTLSOnHUP(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.hup(t, 2, failed)
-	if s, err := servedSerial(p.addr); err != nil || s != 2 {
+	if s, err := testcert.ServedSerial(p.addr); err != nil || s != 2 {
 		t.Errorf("after a reload of a garbage certificate: serial %d, %v; want 2 still served", s, err)
 	}
 

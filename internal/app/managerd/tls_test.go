@@ -1,21 +1,15 @@
 package managerd
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
 	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/dxpu/dxpu/internal/testcert"
 )
 
 // selfSigned writes a certificate for 127.0.0.1 and its key as PEM files.
@@ -25,33 +19,12 @@ func selfSigned(t *testing.T, dir string) (certFile, keyFile string, der []byte)
 }
 
 // selfSignedSerial is selfSigned with the certificate's serial number: a
-// new pair over the files of the last one (cert.pem, key.pem in dir).
+// new pair over the files of the last one (cert.pem, key.pem in dir). It
+// is a CA too: the etcd tests trust it as one.
 func selfSignedSerial(t *testing.T, dir string, serial int64) (certFile, keyFile string, der []byte) {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: "managerd test"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}, IsCA: true, BasicConstraintsValid: true}
-	der, err = x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kb, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	certFile, keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
-	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return certFile, keyFile, der
+	p := testcert.Write(t, dir, testcert.Options{Serial: serial, CommonName: "managerd test", IPs: []net.IP{net.IPv4(127, 0, 0, 1)}, CA: true})
+	return p.CertFile, p.KeyFile, p.Cert.Raw
 }
 
 // TestEtcdTLSFromFlags: a client certificate alone (no CA) is used, and
