@@ -249,7 +249,14 @@ func (q *qmp) execute(ctx context.Context, cmd string, args any, fds []int) (jso
 		}
 		q.mu.Unlock()
 	}()
-	if _, _, err := q.conn.WriteMsgUnix(append(b, '\n'), oob, nil); err != nil {
+	line := append(b, '\n')
+	n, _, err := q.conn.WriteMsgUnix(line, oob, nil)
+	if err == nil && n < len(line) {
+		// A stream socket may take part of it (the fds went with that
+		// part): the rest follows, or QEMU reads half a command.
+		_, err = q.conn.Write(line[n:])
+	}
+	if err != nil {
 		return nil, fmt.Errorf("vm: QMP %s: %w", cmd, err)
 	}
 	answer := func(m qmpMsg) (json.RawMessage, error) {
