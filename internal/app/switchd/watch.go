@@ -92,7 +92,7 @@ func WatchManager(ctx context.Context, c *ctlclient.Client, apply func(*table.Ta
 				return nil
 			case <-time.After(backoff):
 			}
-			backoff = min(2*backoff, 30*time.Second)
+			backoff = nextBackoff(backoff)
 			continue
 		}
 		backoff, answered = time.Second, true
@@ -109,6 +109,14 @@ func WatchManager(ctx context.Context, c *ctlclient.Client, apply func(*table.Ta
 	}
 	return nil
 }
+
+// maxWatchBackoff bounds the wait between two failed table requests: a
+// manager back after an outage is found within it.
+const maxWatchBackoff = 30 * time.Second
+
+// nextBackoff doubles the wait after a failed table request, up to
+// maxWatchBackoff.
+func nextBackoff(b time.Duration) time.Duration { return min(2*b, maxWatchBackoff) }
 
 // inForce says what the switch forwards by while it cannot take a new
 // table: the last one installed, or nothing yet.

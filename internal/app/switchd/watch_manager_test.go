@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -248,5 +249,23 @@ func TestWatchManagerRefusalError(t *testing.T) {
 	var ae *ctlclient.APIError
 	if !errors.Is(err, ErrTokenRefused) || !errors.As(err, &ae) || ae.Status != http.StatusForbidden {
 		t.Fatalf("WatchManager refused at start: %v; want ErrTokenRefused wrapping the manager's 403", err)
+	}
+}
+
+// The wait between failed table requests doubles from 1s and stops at
+// maxWatchBackoff: a manager back after a long outage is found within
+// 30s, not after an hour.
+func TestWatchBackoffCapped(t *testing.T) {
+	t.Parallel()
+	var got []time.Duration
+	for b := time.Second; len(got) < 8; b = nextBackoff(b) {
+		got = append(got, b)
+	}
+	want := []time.Duration{1, 2, 4, 8, 16, 30, 30, 30}
+	for i := range want {
+		want[i] *= time.Second
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("backoffs %v; want %v", got, want)
 	}
 }
