@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/dxpu/dxpu/bridge/mmsg"
 	"github.com/dxpu/dxpu/bridge/ratelog"
 	"github.com/dxpu/dxpu/tlp/encap"
 )
@@ -317,6 +318,8 @@ type packetBatch struct {
 	tx    [packetBatchLen]unix.Mmsghdr
 	txIov [packetBatchLen]unix.Iovec
 	txOut [packetBatchLen]*packetPort
+
+	recv, send mmsg.Call // on the ports' blocking descriptors
 }
 
 func newPacketBatch() *packetBatch {
@@ -334,6 +337,8 @@ func newPacketBatch() *packetBatch {
 		h.Iov = &b.txIov[i]
 		h.SetIovlen(1)
 	}
+	b.recv.Init(unix.SYS_RECVMMSG, &b.rx[0], unix.MSG_WAITFORONE)
+	b.send.Init(unix.SYS_SENDMMSG, &b.tx[0], 0)
 	return b
 }
 
@@ -347,14 +352,11 @@ func (b *packetBatch) read(s *PacketSocket) (int, error) {
 		h.Flags = 0
 		b.rx[i].Len = 0
 	}
-	n, _, errno := unix.Syscall6(unix.SYS_RECVMMSG, uintptr(s.fd), uintptr(unsafe.Pointer(&b.rx[0])), packetBatchLen, unix.MSG_WAITFORONE, 0, 0)
-	if errno != 0 {
-		if errno == unix.EAGAIN || errno == unix.EINTR {
-			return 0, ErrTimeout
-		}
-		return 0, errno
+	b.recv.N = packetBatchLen
+	if !b.recv.Fn(uintptr(s.fd)) {
+		return 0, ErrTimeout // EAGAIN: the read timeout ran out
 	}
-	return int(n), nil
+	return b.recv.Done, b.recv.Err
 }
 
 // control returns frame i's control messages as the kernel left them.
@@ -383,19 +385,21 @@ func (d *PacketDriver) transmit(b *packetBatch, k int, lim *ratelog.Limiter) {
 		for start+run < k && b.txOut[start+run] == out {
 			run++
 		}
-		n, _, errno := unix.Syscall6(unix.SYS_SENDMMSG, uintptr(out.sock.fd), uintptr(unsafe.Pointer(&b.tx[start])), uintptr(run), 0, 0, 0)
-		switch {
-		case errno == unix.EINTR:
-			continue
-		case errno != 0 || n == 0:
-			if errno != unix.ENOBUFS && errno != unix.EBADF { // EBADF: closed, Run is ending
+		b.send.Hdrs, b.send.N = &b.tx[start], run
+		sent := b.send.Fn(uintptr(out.sock.fd))
+		err := b.send.Err
+		if !sent {
+			err = unix.EAGAIN // a full send buffer on a blocking socket's timeout
+		}
+		if err != nil || b.send.Done == 0 {
+			if err != unix.ENOBUFS && err != unix.EBADF { // EBADF: closed, Run is ending
 				d.txFailed.Add(1)
-				lim.Log(slog.LevelWarn, "switch: transmit failed", 1, "switch: transmit failed", "port", out.Name, "err", os.NewSyscallError("sendmmsg", errno))
+				lim.Log(slog.LevelWarn, "switch: transmit failed", 1, "switch: transmit failed", "port", out.Name, "err", os.NewSyscallError("sendmmsg", err))
 			}
 			start++
-		default:
-			start += int(n)
+			continue
 		}
+		start += b.send.Done
 	}
 	for i := range k {
 		b.txOut[i] = nil
