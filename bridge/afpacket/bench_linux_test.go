@@ -12,6 +12,7 @@ import (
 
 	"github.com/dxpu/dxpu/bridge"
 	"github.com/dxpu/dxpu/bridge/driver"
+	"github.com/dxpu/dxpu/internal/waitfor"
 	"github.com/dxpu/dxpu/tlp"
 )
 
@@ -72,9 +73,9 @@ func BenchmarkPairOverVeth(b *testing.B) {
 				go func() { defer wg.Done(); _ = r.Run(ctx) }()
 			}
 			defer func() { cancel(); wg.Wait() }()
-			for host.State() != bridge.StateUp || gpu.State() != bridge.StateUp {
-				time.Sleep(time.Millisecond)
-			}
+			waitfor.Until(b, "link up over the veth pair", func() bool {
+				return host.State() == bridge.StateUp && gpu.State() == bridge.StateUp
+			})
 			const batch = 64
 			tlps := make([][]byte, batch)
 			for i := range tlps {

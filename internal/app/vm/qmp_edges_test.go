@@ -172,7 +172,7 @@ func TestQMPWaitEventIndexes(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), waitfor.Stall)
 	defer cancel()
 	p.mustSend(t, `{"event": "A"}`, `{"event": "B"}`)
-	waitUntil(t, "2 events not read", func() bool { return q.eventCount() == 2 })
+	waitfor.Until(t, "2 events read", func() bool { return q.eventCount() == 2 })
 	if next, err := q.waitEvent(ctx, -1, "A", nil); err != nil || next != 1 {
 		t.Fatalf("waitEvent from -1 for the first event: %d, %v; want 1", next, err)
 	}
@@ -234,7 +234,7 @@ func TestQMPEventHistoryKeepsNewestWhole(t *testing.T) {
 	head, tail := `{"event": "HUGE", "data": "`, `"}`
 	line := head + strings.Repeat("z", 1<<20-1-len(head)-len(tail)) + tail
 	p.mustSend(t, `{"event": "SMALL"}`, line)
-	waitUntil(t, "2 events not read", func() bool { return q.eventCount() == 2 })
+	waitfor.Until(t, "2 events read", func() bool { return q.eventCount() == 2 })
 	q.mu.Lock()
 	kept := len(q.events.kept)
 	var newest qmpEvent

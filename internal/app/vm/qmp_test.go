@@ -14,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/dxpu/dxpu/internal/waitfor"
 )
 
 const qmpGreeting = `{"QMP": {"version": {"qemu": {"micro": 0, "minor": 2, "major": 8}, "package": ""}, "capabilities": ["oob"]}}`
@@ -141,18 +143,6 @@ func awaitResult(t *testing.T, ch <-chan qmpResult) qmpResult {
 	case <-time.After(10 * time.Second):
 		t.Fatal("execute did not return within 10s")
 		return qmpResult{}
-	}
-}
-
-// waitUntil polls cond until it holds, failing after 10s.
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("after 10s: %s", what)
-		}
-		time.Sleep(time.Millisecond)
 	}
 }
 
@@ -293,7 +283,7 @@ func TestQMPEventHistoryBounded(t *testing.T) {
 		fmt.Fprintf(&b, `{"timestamp": {"seconds": 1, "microseconds": 2}, "event": "TICK", "data": {"n": %d}}`+"\n", i)
 	}
 	p.mustSend(t, strings.TrimSuffix(b.String(), "\n"))
-	waitUntil(t, "100000 events not all read", func() bool { return q.eventCount() == n })
+	waitfor.Until(t, "all 100000 events read", func() bool { return q.eventCount() == n })
 
 	q.mu.Lock()
 	kept, first, size, capacity := len(q.events.kept), q.events.first, q.events.bytes, cap(q.events.kept)
@@ -334,7 +324,7 @@ func TestQMPEventHistoryBytesBounded(t *testing.T) {
 	}
 	huge := strings.Repeat("y", maxQMPEventBytes-1000)
 	p.mustSend(t, `{"event": "HUGE", "data": "`+huge+`"}`)
-	waitUntil(t, "21 events not all read", func() bool { return q.eventCount() == 21 })
+	waitfor.Until(t, "all 21 events read", func() bool { return q.eventCount() == 21 })
 	q.mu.Lock()
 	kept, size := len(q.events.kept), q.events.bytes
 	newest := q.events.kept[kept-1].name
