@@ -55,7 +55,7 @@ func (f Fabric) WithRTT(rtt time.Duration) Fabric { f.RTT = rtt; return f }
 func (f Fabric) Validate() error {
 	switch {
 	case f.RTT < 0:
-		return fmt.Errorf("model: negative RTT %s", fmtDuration(f.RTT))
+		return fmt.Errorf("model: negative RTT %s", sim.FormatDuration(f.RTT))
 	case f.Bandwidth < 0 || math.IsNaN(f.Bandwidth) || math.IsInf(f.Bandwidth, 0):
 		return fmt.Errorf("model: invalid bandwidth %v B/s", f.Bandwidth)
 	case f.Tags < 1 || f.Tags > MaxTags:
@@ -176,7 +176,7 @@ func ParsePercent(s string) (float64, error) {
 
 // ErrRTTRange is returned (wrapped) by ParseRTT for a round trip below 0
 // or above MaxRTT.
-var ErrRTTRange = fmt.Errorf("want 0 up to %s", fmtDuration(MaxRTT))
+var ErrRTTRange = fmt.Errorf("want 0 up to %s", sim.FormatDuration(MaxRTT))
 
 // ParseRTT reads a duration such as "5us", "0.5ms" or a bare number of
 // microseconds, from 0 up to MaxRTT.
@@ -193,11 +193,7 @@ func ParseRTT(s string) (time.Duration, error) {
 		return 0, fmt.Errorf("model: RTT %q: %w", s, err)
 	}
 	if d < 0 || d > MaxRTT {
-		return 0, fmt.Errorf("model: RTT %s: %w", fmtDuration(d), ErrRTTRange)
+		return 0, fmt.Errorf("model: RTT %s: %w", sim.FormatDuration(d), ErrRTTRange)
 	}
 	return d, nil
 }
-
-// fmtDuration writes d as `dxpu help units` spells durations: 5us, never
-// Go's 5µs.
-func fmtDuration(d time.Duration) string { return sim.FormatDuration(d) }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/dxpu/dxpu/sim"
 )
 
 // Measurer runs a graph in a world that really has the fabric, such as the
@@ -40,7 +42,7 @@ func Validate(ctx context.Context, m Measurer, g *Graph, f Fabric, rtts []time.D
 		return nil, fmt.Errorf("model: measuring %s natively: %w", g.Name, err)
 	}
 	if native <= 0 {
-		return nil, fmt.Errorf("model: measurer returned native span %s for %s", fmtDuration(native), g.Name)
+		return nil, fmt.Errorf("model: measurer returned native span %s for %s", sim.FormatDuration(native), g.Name)
 	}
 	out := make([]Check, 0, len(rtts))
 	for _, r := range rtts {
@@ -49,7 +51,7 @@ func Validate(ctx context.Context, m Measurer, g *Graph, f Fabric, rtts []time.D
 		}
 		got, err := m.Measure(ctx, g, f.WithRTT(r))
 		if err != nil {
-			return out, fmt.Errorf("model: measuring %s at RTT %s: %w", g.Name, fmtDuration(r), err)
+			return out, fmt.Errorf("model: measuring %s at RTT %s: %w", g.Name, sim.FormatDuration(r), err)
 		}
 		p := g.Predict(f.WithRTT(r))
 		c := Check{RTT: r, PredictedPct: p.OverheadPct, MeasuredNative: native, MeasuredFabric: got,

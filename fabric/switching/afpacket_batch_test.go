@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
-	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -266,17 +265,7 @@ func TestPacketDriverCountsTransmitFailures(t *testing.T) {
 	if !strings.Contains(lines[0], "transmit failed") || !strings.Contains(lines[0], "port="+r.topo.SwitchGPU.Name) || !strings.Contains(lines[0], "message too long") {
 		t.Fatalf("first line %q: want the failure, its port and error", lines[0])
 	}
-	accounted := 0
-	for _, l := range lines {
-		k := 1
-		if i := strings.Index(l, "suppressed="); i >= 0 {
-			if _, err := fmt.Sscanf(l[i:], "suppressed=%d", &k); err != nil {
-				t.Fatalf("line %q: %v", l, err)
-			}
-		}
-		accounted += k
-	}
-	if accounted != big {
+	if accounted := failuresLogged(t, lines); accounted != big {
 		t.Fatalf("the log accounts for %d failed transmissions, want %d:\n%s", accounted, big, out)
 	}
 }

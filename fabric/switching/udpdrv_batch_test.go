@@ -370,19 +370,7 @@ func TestUDPDriverCountsFailedRelays(t *testing.T) {
 			if !strings.Contains(lines[0], "UDP relay failed") || !strings.Contains(lines[0], "to=192.0.2.1:9") || !strings.Contains(lines[0], "err=") {
 				t.Fatalf("first line %q: want the failure, its destination and error", lines[0])
 			}
-			// Each line is a failure logged as it is, or the count of those
-			// held back since: together, every failure.
-			accounted := 0
-			for _, l := range lines {
-				k := 1
-				if i := strings.Index(l, "suppressed="); i >= 0 {
-					if _, err := fmt.Sscanf(l[i:], "suppressed=%d", &k); err != nil {
-						t.Fatalf("line %q: %v", l, err)
-					}
-				}
-				accounted += k
-			}
-			if accounted != n {
+			if accounted := failuresLogged(t, lines); accounted != n {
 				t.Fatalf("the log accounts for %d failed relays, want %d:\n%s", accounted, n, out)
 			}
 		})
@@ -434,4 +422,22 @@ func TestUDPDriverRunEndsOnClose(t *testing.T) {
 			t.Fatalf("perdatagram=%v: Run did not return 10s after Close", perDatagram)
 		}
 	}
+}
+
+// failuresLogged counts the failures a rate-limited log accounts for: each
+// line is a failure logged as it is, or (suppressed=N) the count of those
+// held back since.
+func failuresLogged(t *testing.T, lines []string) int {
+	t.Helper()
+	n := 0
+	for _, l := range lines {
+		k := 1
+		if i := strings.Index(l, "suppressed="); i >= 0 {
+			if _, err := fmt.Sscanf(l[i:], "suppressed=%d", &k); err != nil {
+				t.Fatalf("line %q: %v", l, err)
+			}
+		}
+		n += k
+	}
+	return n
 }
