@@ -2,7 +2,6 @@ package afpacket
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"net"
 	"runtime"
@@ -20,7 +19,6 @@ import (
 	"github.com/dxpu/dxpu/internal/privtest"
 	"github.com/dxpu/dxpu/internal/waitfor"
 	"github.com/dxpu/dxpu/tlp"
-	"github.com/dxpu/dxpu/tlp/encap"
 )
 
 // vethPair makes a fresh network namespace holding a veth pair dx0 <-> dx1
@@ -102,8 +100,7 @@ type rawEnd struct {
 // send writes frame behind an Ethernet header from src to dx0, EtherType
 // 0x88B5.
 func (r *rawEnd) send(src net.HardwareAddr, frame []byte) error {
-	b := binary.BigEndian.AppendUint16(append(append([]byte(nil), r.to...), src...), encap.EtherType)
-	_, err := r.c.WriteTo(append(b, frame...), &packet.Addr{HardwareAddr: r.to})
+	_, err := r.c.WriteTo(frametest.Ethernet(r.to, src, frame), &packet.Addr{HardwareAddr: r.to})
 	return err
 }
 
@@ -118,47 +115,17 @@ func (r *rawEnd) Close() error { return r.c.Close() }
 func TestForeignFramesCounted(t *testing.T) {
 	t.Parallel()
 	a, b, raw := vethPairRaw(t)
-	defer a.Close()
 	defer b.Close()
 	defer raw.Close()
-	const pair = 7
-	hb, err := bridge.New(bridge.Config{Role: bridge.RoleHost, PairID: pair})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := driver.New(hb, a)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = r.Run(ctx) }()
-	defer func() { cancel(); a.Close(); <-done }()
-
-	hello := frametest.Hello(pair)
-	const strangers, each = 3, 4
-	for i := range strangers {
-		src := net.HardwareAddr{0x02, 0x5e, 0, 0, 0x99, byte(i)}
-		for j := range each {
-			f := []byte("not a dxpu frame, not from the peer")
-			if j%2 == 0 {
-				f = hello
-			}
-			if err := raw.send(src, f); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	const pair, strangers, each = 7, 3, 4
+	r := frametest.HostRunner(t, pair, a) // closes a
+	hello := frametest.SendStrangers(t, pair, strangers, each, raw.send)
 	// The peer's own frame, cut short: it reaches the bridge, which drops
 	// it as malformed.
 	if err := b.Send(hello[:12]); err != nil {
 		t.Fatal(err)
 	}
-	waitfor.Until(t, "the frames dropped", func() bool {
-		c := r.Counters()
-		return c.DroppedForeignSource == strangers*each && c.DroppedMalformed == 1
-	})
-	if c := r.Counters(); c.FramesDropped != 1 || c.FramesReceived != 0 || c.DroppedForeignSource != a.Foreign.Load() {
-		t.Errorf("counters %+v: want 1 frame dropped (malformed), none received, %d foreign (the socket's count: %d)",
-			c, strangers*each, a.Foreign.Load())
-	}
+	frametest.AwaitForeignCounted(t, r, strangers*each, a.Foreign.Load)
 }
 
 // Two bridges over raw Ethernet on a veth pair: posted writes arrive in
@@ -200,12 +167,16 @@ func TestBridgeOverVeth(t *testing.T) {
 		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
+	stopped := make(chan struct{}, 2)
 	for _, r := range []*driver.Runner{host, gpu} {
-		wg.Add(1)
-		go func() { defer wg.Done(); _ = r.Run(ctx) }()
+		go func() { defer func() { stopped <- struct{}{} }(); _ = r.Run(ctx) }()
 	}
-	defer func() { cancel(); wg.Wait() }()
+	defer func() {
+		cancel()
+		for range 2 {
+			await(t, stopped, "the runners returning once their context ended")
+		}
+	}()
 	defer func() {
 		if t.Failed() {
 			t.Logf("host: state %v, %d pending, last frame error %v, send errors %d, counters %+v",

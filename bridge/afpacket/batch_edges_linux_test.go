@@ -3,6 +3,7 @@ package afpacket
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"net"
 	"strings"
 	"testing"
@@ -49,7 +50,7 @@ func TestSendBatchStopsAtRefusedFrame(t *testing.T) {
 	}
 	bufs, sizes := recvBufs(8)
 	for i := range 2 {
-		k, err := a.RecvBatch(bufs[:1], sizes)
+		k, err := recvBatch(t, a, fmt.Sprintf("frame %d, sent before the refused one", i), bufs[:1], sizes)
 		if err != nil || k != 1 || !bytes.HasPrefix(bufs[0][:sizes[0]], frames[i]) {
 			t.Fatalf("frame %d before the refused one: %d, %v, %q", i, k, err, bufs[0][:12])
 		}
@@ -79,7 +80,7 @@ func TestSendBatchEmptyFrame(t *testing.T) {
 	}
 	bufs, sizes := recvBufs(1)
 	for range n + 1 { // the empty frame, when it went out, comes first
-		k, err := a.RecvBatch(bufs, sizes)
+		k, err := recvBatch(t, a, "the frame after the empty one", bufs, sizes)
 		if err != nil || k != 1 {
 			t.Fatalf("RecvBatch: %d, %v", k, err)
 		}
@@ -110,7 +111,7 @@ func TestRecvBatchSkipsForeignBatch(t *testing.T) {
 	}
 	waitfor.Until(t, "the strangers' frames and the peer's queued", func() bool { return seen() >= 4 })
 	bufs, sizes := recvBufs(3) // the first receive takes only the strangers'
-	n, err := a.RecvBatch(bufs, sizes)
+	n, err := recvBatch(t, a, "the peer's frame behind the strangers'", bufs, sizes)
 	if err != nil || n != 1 || !bytes.HasPrefix(bufs[0][:sizes[0]], peer) {
 		t.Fatalf("RecvBatch after a batch of strangers' frames: %d, %v; want the peer's frame", n, err)
 	}
@@ -177,7 +178,7 @@ func TestTryRecvBatchWhileReceiving(t *testing.T) {
 	if err := b.Send(frame); err != nil {
 		t.Fatal(err)
 	}
-	r := <-got
+	r := await(t, got, "RecvBatch returning the frame sent to it")
 	if r.err != nil || r.n != 1 || !bytes.HasPrefix(bufs[0][:sizes[0]], frame) {
 		t.Fatalf("RecvBatch: %d, %v; want the frame", r.n, r.err)
 	}
@@ -220,7 +221,7 @@ func TestRecvBatchArguments(t *testing.T) {
 	if n, err := a.TryRecvBatch(bufs, sizes); n != MaxBatch || err != nil {
 		t.Fatalf("TryRecvBatch into %d buffers: %d, %v; want MaxBatch (%d)", len(bufs), n, err, MaxBatch)
 	}
-	if n, err := a.RecvBatch(bufs, sizes); n != 16 || err != nil || !bytes.HasPrefix(bufs[15][:sizes[15]], frames[MaxBatch+15]) {
+	if n, err := recvBatch(t, a, "the last 16 frames", bufs, sizes); n != 16 || err != nil || !bytes.HasPrefix(bufs[15][:sizes[15]], frames[MaxBatch+15]) {
 		t.Fatalf("RecvBatch for the rest: %d, %v; want the last 16 frames", n, err)
 	}
 }

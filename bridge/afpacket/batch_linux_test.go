@@ -57,7 +57,7 @@ func TestBatchOverVeth(t *testing.T) {
 	bufs, sizes := recvBufs(8)
 	var got [][]byte
 	for len(got) < len(frames) {
-		n, err := a.RecvBatch(bufs, sizes)
+		n, err := recvBatch(t, a, fmt.Sprintf("the rest of the %d frames SendBatch sent (%d came)", len(frames), len(got)), bufs, sizes)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -140,7 +140,7 @@ func TestTryRecvAndWait(t *testing.T) {
 	if err := b.Send(testFrames(1)[0]); err != nil {
 		t.Fatal(err)
 	}
-	if err := <-waited; err != nil {
+	if err := await(t, waited, "WaitReadable returning once a frame was sent"); err != nil {
 		t.Fatal(err)
 	}
 	if n, err := a.TryRecvBatch(bufs, sizes); n != 1 || err != nil {
@@ -149,7 +149,7 @@ func TestTryRecvAndWait(t *testing.T) {
 	// Close ends a wait.
 	go func() { waited <- a.WaitReadable() }()
 	a.Close()
-	if err := <-waited; err == nil {
+	if err := await(t, waited, "WaitReadable returning once the socket was closed"); err == nil {
 		t.Fatal("WaitReadable returned nil after Close")
 	}
 }
@@ -167,8 +167,10 @@ func TestBatchAllocatesNothing(t *testing.T) {
 			t.Fatal(err)
 		}
 		for got := 0; got < len(frames); {
+			bound(t, a)
 			n, err := a.RecvBatch(bufs, sizes)
 			if err != nil {
+				expired(t, err, "a frame of the batch SendBatch sent")
 				t.Fatal(err)
 			}
 			got += n

@@ -3,7 +3,6 @@ package afxdp
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -26,7 +25,6 @@ import (
 	"github.com/dxpu/dxpu/internal/privtest"
 	"github.com/dxpu/dxpu/internal/waitfor"
 	"github.com/dxpu/dxpu/tlp"
-	"github.com/dxpu/dxpu/tlp/encap"
 )
 
 // vethMTU stays under veth's limit for native XDP (about 3506).
@@ -306,46 +304,19 @@ func TestForeignFramesCounted(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer raw.Close()
-	const pair = 7
-	hb, err := bridge.New(bridge.Config{Role: bridge.RoleHost, PairID: pair})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := driver.New(hb, a)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = r.Run(ctx) }()
-	defer func() { cancel(); a.Close(); <-done }()
-
-	hello := frametest.Hello(pair)
-	const strangers, each = 3, 4
+	const pair, strangers, each = 7, 3, 4
+	r := frametest.HostRunner(t, pair, a)
 	to := p.ifs[0].MAC
-	for i := range strangers {
-		src := net.HardwareAddr{0x02, 0x5e, 0, 0, 0x99, byte(i)}
-		for j := range each {
-			f := []byte("not a dxpu frame, not from the peer")
-			if j%2 == 0 {
-				f = hello
-			}
-			eth := binary.BigEndian.AppendUint16(append(append([]byte(nil), to...), src...), encap.EtherType)
-			if _, err := raw.WriteTo(append(eth, f...), &packet.Addr{HardwareAddr: to}); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	hello := frametest.SendStrangers(t, pair, strangers, each, func(src net.HardwareAddr, f []byte) error {
+		_, err := raw.WriteTo(frametest.Ethernet(to, src, f), &packet.Addr{HardwareAddr: to})
+		return err
+	})
 	// The peer's own frame, cut short: it reaches the bridge, which drops
 	// it as malformed.
 	if err := peer.Send(hello[:12]); err != nil {
 		t.Fatal(err)
 	}
-	waitfor.Until(t, "the frames dropped", func() bool {
-		c := r.Counters()
-		return c.DroppedForeignSource == strangers*each && c.DroppedMalformed == 1
-	})
-	if c, s := r.Counters(), a.Stats(); c.FramesDropped != 1 || c.FramesReceived != 0 || c.DroppedForeignSource != s.Foreign {
-		t.Errorf("counters %+v: want 1 frame dropped (malformed), none received, %d foreign (the socket's count: %d)",
-			c, strangers*each, s.Foreign)
-	}
+	frametest.AwaitForeignCounted(t, r, strangers*each, func() uint64 { return a.Stats().Foreign })
 }
 
 var _ interface {

@@ -1,7 +1,6 @@
 package driver_test
 
 import (
-	"context"
 	"net"
 	"net/http/httptest"
 	"net/netip"
@@ -12,7 +11,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/dxpu/dxpu/bridge"
 	"github.com/dxpu/dxpu/bridge/driver"
 	"github.com/dxpu/dxpu/bridge/udp"
 	"github.com/dxpu/dxpu/internal/frametest"
@@ -38,15 +36,7 @@ func TestCollectorExportsDropReasons(t *testing.T) {
 		t.Fatal(err)
 	}
 	const pair = 7
-	b, err := bridge.New(bridge.Config{Role: bridge.RoleHost, PairID: pair})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := driver.New(b, conn)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = r.Run(ctx) }()
-	defer func() { cancel(); conn.Close(); <-done }()
+	r := frametest.HostRunner(t, pair, conn)
 
 	// Strangers on other ports: junk, and HELLOs naming the pair.
 	hello := frametest.Hello(pair)

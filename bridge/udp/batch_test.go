@@ -40,7 +40,11 @@ func recvAll(t *testing.T, c *Conn, n, size int) [][]byte {
 	bs, sizes := bufs(MaxBatch, size)
 	var got [][]byte
 	for len(got) < n {
-		k, err := c.RecvBatch(bs, sizes)
+		var k int
+		err := within(t, c, fmt.Sprintf("the rest of the peer's %d frames (%d came)", n, len(got)), func() (err error) {
+			k, err = c.RecvBatch(bs, sizes)
+			return err
+		})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -121,10 +125,14 @@ func TestBatchPeerFilter(t *testing.T) {
 func TestBatchErrors(t *testing.T) {
 	t.Parallel()
 	a, _ := pair(t, "127.0.0.1")
-	if _, err := a.RecvBatch(make([][]byte, 2), make([]int, 1)); err == nil {
+	// A check that fails to refuse them waits for a frame instead.
+	if err := within(t, a, "the error for fewer sizes than buffers", func() error {
+		_, err := a.RecvBatch(make([][]byte, 2), make([]int, 1))
+		return err
+	}); err == nil {
 		t.Fatal("fewer sizes than buffers: no error")
 	}
-	if _, err := a.RecvBatch(nil, nil); err == nil {
+	if err := within(t, a, "the error for no buffers", func() error { _, err := a.RecvBatch(nil, nil); return err }); err == nil {
 		t.Fatal("no buffers: no error")
 	}
 	unset, err := Listen(netip.MustParseAddrPort("127.0.0.1:0"), netip.AddrPort{})
@@ -137,7 +145,9 @@ func TestBatchErrors(t *testing.T) {
 	unset.Close()
 	a.Close()
 	bs, sizes := bufs(1, 10)
-	if _, err := a.RecvBatch(bs, sizes); !errors.Is(err, net.ErrClosed) {
+	closedErr := make(chan error, 1)
+	go func() { _, err := a.RecvBatch(bs, sizes); closedErr <- err }()
+	if err := await(t, closedErr, "the error of a receive on a closed socket"); !errors.Is(err, net.ErrClosed) {
 		t.Fatalf("receive on a closed socket: %v", err)
 	}
 }

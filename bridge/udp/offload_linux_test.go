@@ -250,8 +250,10 @@ func TestOffloadAllocs(t *testing.T) {
 			t.Fatal(err)
 		}
 		for got := 0; got < len(frames); {
+			bound(t, a)
 			n, err := a.RecvBatch(bs, sizes) // blocks only while none is queued
 			if err != nil {
+				expired(t, err, "a frame of the batch sent")
 				t.Fatal(err)
 			}
 			got += n
@@ -274,10 +276,15 @@ func TestOffloadAllocs(t *testing.T) {
 		if _, err := b.SendBatch(frames); err != nil {
 			t.Fatal(err)
 		}
-		for got := 0; got < len(frames); {
+		for got, moved := 0, time.Now(); got < len(frames); {
 			n, err := a.TryRecvSegments(rb, rsizes, segs)
 			if err != nil {
 				t.Fatal(err)
+			}
+			if n > 0 {
+				moved = time.Now()
+			} else if time.Since(moved) > waitfor.Stall {
+				t.Fatalf("GRO: frame %d of the %d sent: nothing came within %v", got, len(frames), waitfor.Stall)
 			}
 			for i := range n {
 				got += (rsizes[i] + segs[i] - 1) / segs[i]

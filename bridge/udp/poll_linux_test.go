@@ -37,7 +37,7 @@ func TestTryRecvAndWaitReadable(t *testing.T) {
 	}
 	var got []string
 	for len(got) < 3 {
-		if err := b.WaitReadable(); err != nil {
+		if err := within(t, b, fmt.Sprintf("the rest of the peer's 3 frames (%d came)", len(got)), b.WaitReadable); err != nil {
 			t.Fatal(err)
 		}
 		k, err := b.TryRecvBatch(bs, sizes)
@@ -69,7 +69,7 @@ func TestWaitReadableClosed(t *testing.T) {
 	errc := make(chan error, 1)
 	go func() { errc <- b.WaitReadable() }()
 	b.Close()
-	if err := <-errc; !errors.Is(err, net.ErrClosed) {
+	if err := await(t, errc, "WaitReadable returning once the socket was closed"); !errors.Is(err, net.ErrClosed) {
 		t.Fatalf("WaitReadable after Close: %v, want net.ErrClosed", err)
 	}
 	bs, sizes := bufs(1, 64)
@@ -95,7 +95,9 @@ func TestTryRecvBatchAllocs(t *testing.T) {
 		if err := a.Send(frame); err != nil {
 			t.Fatal(err)
 		}
+		bound(t, b)
 		if err := b.WaitReadable(); err != nil {
+			expired(t, err, "the frame sent")
 			t.Fatal(err)
 		}
 		if k, err := b.TryRecvBatch(bs, sizes); k != 1 || err != nil {

@@ -55,14 +55,15 @@ func TestBusyPollSocket(t *testing.T) {
 			t.Fatalf("%s: SendBatch %d, %v", lo, n, err)
 		}
 		buf := make([]byte, 64)
-		n, err := b.Recv(buf)
+		var n int
+		err = within(t, b, lo+": frame 0 from the peer", func() (err error) { n, err = b.Recv(buf); return err })
 		if err != nil || string(buf[:n]) != "frame 0" {
 			t.Fatalf("%s: Recv %q, %v; want frame 0", lo, buf[:n], err)
 		}
 		bs, sizes := bufs(8, 64)
 		got := []string{}
 		for len(got) < 2 {
-			if err := b.WaitReadable(); err != nil {
+			if err := within(t, b, fmt.Sprintf("%s: the rest of the 2 frames SendBatch sent (%d came)", lo, len(got)), b.WaitReadable); err != nil {
 				t.Fatal(err)
 			}
 			k, err := b.TryRecvBatch(bs, sizes)
@@ -79,7 +80,8 @@ func TestBusyPollSocket(t *testing.T) {
 		if err := b.Send([]byte("back")); err != nil {
 			t.Fatal(err)
 		}
-		k, err := a.RecvBatch(bs, sizes)
+		var k int
+		err = within(t, a, lo+": the frame sent back", func() (err error) { k, err = a.RecvBatch(bs, sizes); return err })
 		if err != nil || k != 1 || string(bs[0][:sizes[0]]) != "back" {
 			t.Fatalf("%s: RecvBatch %d, %v", lo, k, err)
 		}
@@ -97,7 +99,7 @@ func TestBusyPollSocketClose(t *testing.T) {
 	a.Close()
 	b.Close()
 	for range 2 {
-		if err := <-errs; !errors.Is(err, net.ErrClosed) {
+		if err := await(t, errs, "WaitReadable and RecvBatch returning once their sockets were closed"); !errors.Is(err, net.ErrClosed) {
 			t.Fatalf("wait ended with %v, want net.ErrClosed", err)
 		}
 	}

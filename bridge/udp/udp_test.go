@@ -61,7 +61,8 @@ func TestPeerFilter(t *testing.T) {
 		t.Fatal(err)
 	}
 	buf := make([]byte, 100)
-	n, err := a.Recv(buf)
+	var n int
+	err = within(t, a, "the peer's frame behind the stranger's datagram", func() (err error) { n, err = a.Recv(buf); return err })
 	if err != nil {
 		t.Fatal(err)
 	}

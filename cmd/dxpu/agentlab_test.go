@@ -14,6 +14,7 @@ import (
 	"github.com/dxpu/dxpu/fabric/ctlclient"
 	"github.com/dxpu/dxpu/fabric/manager"
 	"github.com/dxpu/dxpu/fabric/pool"
+	"github.com/dxpu/dxpu/internal/syncbuf"
 	"github.com/dxpu/dxpu/internal/waitfor"
 )
 
@@ -28,9 +29,9 @@ type agentLab struct {
 	hostCred            string
 	hostAPI             int // the host agent's TCP port
 	boxArgs             []string
-	mgrLog              *syncBuffer
+	mgrLog              *syncbuf.Buffer
 	boxAgent, hostAgent *exec.Cmd
-	boxLog, hostLog     *syncBuffer
+	boxLog, hostLog     *syncbuf.Buffer
 }
 
 // newAgentLab starts the manager with mgrFlags added to its own, and the
@@ -78,7 +79,7 @@ func newAgentLab(t *testing.T, mgrFlags, agentFlags, boxFlags, hostFlags []strin
 	l.hostAgent, l.hostLog = daemon(t, append(append([]string{"bridge", "agent", "--role", "host", "--host-id", "h1",
 		"--agent-listen", fmt.Sprintf("127.0.0.1:%d", tcp[2]), "--agent-credential-file", filepath.Join(l.dir, "host.cred"),
 		"--listen", fmt.Sprintf("127.0.0.1:%d", udp[1])}, common...), hostFlags...)...)
-	for _, lg := range []*syncBuffer{l.boxLog, l.hostLog} {
+	for _, lg := range []*syncbuf.Buffer{l.boxLog, l.hostLog} {
 		waitfor.Until(t, "the agents serving", func() bool { return strings.Contains(lg.String(), "agent API serving") })
 	}
 	return l

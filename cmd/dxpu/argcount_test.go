@@ -3,6 +3,8 @@ package main
 import (
 	"strings"
 	"testing"
+
+	"github.com/dxpu/dxpu/internal/syncbuf"
 )
 
 // TestArgCountErrorsNameTheCommand: a command given too few or too many
@@ -30,7 +32,7 @@ func TestArgCountErrorsNameTheCommand(t *testing.T) {
 		{[]string{"help", "bench", "lnk"}, `dxpu: help: unknown command "lnk" for "dxpu bench"; did you mean link?`},
 		{[]string{"help", "nosuch"}, `dxpu: help: unknown command "nosuch" for "dxpu"; want one of bench, bridge, chaos, completion, conform, ctl, demo, man, manager, model, nettlp, pcap, replay, switch, tlp, units, vm`},
 	} {
-		var errb syncBuffer
+		var errb syncbuf.Buffer
 		var out strings.Builder
 		code := run(t.Context(), newEnv(strings.NewReader(""), &out, &errb, tc.args, noEnv))
 		stderr := errb.String()

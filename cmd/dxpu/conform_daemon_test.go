@@ -14,6 +14,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/dxpu/dxpu/internal/privtest"
+	"github.com/dxpu/dxpu/internal/syncbuf"
 )
 
 // daemonTimers are dxpu bridge's defaults for role as the kit's flags
@@ -88,7 +89,7 @@ func TestConformDaemon(t *testing.T) {
 			}
 			ctx, cancel := context.WithCancel(t.Context())
 			defer cancel()
-			var daemonLog syncBuffer // the daemons' stderr: their late timers
+			var daemonLog syncbuf.Buffer // the daemons' stderr: their late timers
 			start := func(args ...string) {
 				cmd := exec.CommandContext(ctx, bin, args...)
 				cmd.Stderr = &daemonLog

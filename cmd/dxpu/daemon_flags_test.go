@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/dxpu/dxpu/internal/syncbuf"
 )
 
 // daemonRunCode runs one command line as main does, under a deadline (a check
@@ -19,7 +21,7 @@ func daemonRunCode(t *testing.T, args ...string) (int, string, string) {
 	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Second)
 	defer cancel()
 	var out strings.Builder
-	var errb syncBuffer
+	var errb syncbuf.Buffer
 	code := run(ctx, newEnv(strings.NewReader(""), &out, &errb, args, noEnv))
 	return code, out.String(), errb.String()
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/google/gopacket"
 
 	"github.com/dxpu/dxpu/fabric/store"
+	"github.com/dxpu/dxpu/internal/syncbuf"
 	"github.com/dxpu/dxpu/internal/waitfor"
 	"github.com/dxpu/dxpu/tlp/pcapio"
 )
@@ -63,13 +64,13 @@ func dxpuProcess(t *testing.T, stop string, args ...string) proc {
 	hwm := filepath.Join(t.TempDir(), "hwm")
 	cmd.Env = append(os.Environ(), "DXPU_TEST_AS_DXPU=1", "DXPU_TEST_HWM="+hwm)
 	var out bytes.Buffer
-	var errb syncBuffer
+	var errb syncbuf.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	exited := make(chan struct{})
 	if stop != "" {
 		go func() {
 			select {
-			case <-errb.await(stop):
+			case <-errb.Await(stop):
 				cmd.Process.Signal(syscall.SIGTERM)
 			case <-exited:
 			}
@@ -222,7 +223,7 @@ func TestHostileCaptures(t *testing.T) {
 			{"replay", "--pcap", in, "--table", table},
 		} {
 			var out strings.Builder
-			var errb syncBuffer
+			var errb syncbuf.Buffer
 			code := run(context.Background(), newEnv(strings.NewReader(""), &out, &errb, args, noEnv))
 			no, ne := len(lines(out.String())), len(lines(errb.String()))
 			n := no + ne

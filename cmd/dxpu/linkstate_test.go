@@ -12,17 +12,18 @@ import (
 	"testing"
 
 	"github.com/dxpu/dxpu/fabric/pool"
+	"github.com/dxpu/dxpu/internal/syncbuf"
 	"github.com/dxpu/dxpu/internal/waitfor"
 )
 
 // daemon starts dxpu's command line as a process of its own (the test
 // binary as dxpu) and returns it with its stderr; it is stopped with
 // SIGKILL (after SIGCONT) when the test ends.
-func daemon(t *testing.T, args ...string) (*exec.Cmd, *syncBuffer) {
+func daemon(t *testing.T, args ...string) (*exec.Cmd, *syncbuf.Buffer) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], args...)
 	cmd.Env = append(os.Environ(), "DXPU_TEST_AS_DXPU=1", "DXPU_TEST_HWM="+filepath.Join(t.TempDir(), "hwm"))
-	var errb syncBuffer
+	var errb syncbuf.Buffer
 	cmd.Stderr = &errb
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -111,7 +112,7 @@ func TestBoxAgentReportsDegraded(t *testing.T) {
 	if err := hostAgent.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
-	reported := func(l *syncBuffer, what string) bool {
+	reported := func(l *syncbuf.Buffer, what string) bool {
 		s := l.String()
 		return strings.Contains(s, "reported pair link "+what+" to the manager") ||
 			strings.Contains(s, "nothing to report\" pair="+pair+" report=link-"+what)

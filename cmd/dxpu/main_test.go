@@ -6,10 +6,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/dxpu/dxpu/fabric/manager"
+	"github.com/dxpu/dxpu/internal/syncbuf"
 )
 
 // noEnv is an empty environment: tests must not see the process's
@@ -18,7 +18,7 @@ func noEnv(string) string { return "" }
 
 // execute runs one command line in a command tree of its own over ctx and
 // returns its stdout, stderr and error.
-func execute(ctx context.Context, stdin string, stderr *syncBuffer, args ...string) (string, error) {
+func execute(ctx context.Context, stdin string, stderr *syncbuf.Buffer, args ...string) (string, error) {
 	var out strings.Builder
 	e := newEnv(strings.NewReader(stdin), &out, stderr, args, noEnv)
 	err := executeRoot(ctx, newRootCmd(e), args)
@@ -32,65 +32,10 @@ func runDxpu(t *testing.T, stdin string, args ...string) (string, string, error)
 	t.Helper()
 	// No deadline of its own: a loaded machine makes a command slow, not
 	// wrong; go test -timeout ends one that hangs.
-	var errb syncBuffer
+	var errb syncbuf.Buffer
 	out, err := execute(t.Context(), stdin, &errb, args...)
 	t.Logf("dxpu %v: %s%s(err %v)", args, out, errb.String(), err)
 	return out, errb.String(), err
-}
-
-// syncBuffer is a writer for a command's stderr that goroutines may share,
-// and that says when a text has appeared in it.
-type syncBuffer struct {
-	mu    sync.Mutex
-	b     strings.Builder
-	wants []want
-}
-
-type want struct {
-	text string
-	seen chan struct{}
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.b.Write(p)
-	kept := s.wants[:0]
-	for _, w := range s.wants {
-		if strings.Contains(s.b.String(), w.text) {
-			close(w.seen)
-		} else {
-			kept = append(kept, w)
-		}
-	}
-	s.wants = kept
-	return len(p), nil
-}
-
-// Len returns how many bytes were written so far.
-func (s *syncBuffer) Len() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Len()
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-// await returns a channel closed once text has been written.
-func (s *syncBuffer) await(text string) <-chan struct{} {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	w := want{text, make(chan struct{})}
-	if strings.Contains(s.b.String(), text) {
-		close(w.seen)
-	} else {
-		s.wants = append(s.wants, w)
-	}
-	return w.seen
 }
 
 // TestExitStatus: run prints the error after "dxpu:" on stderr and maps it

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/dxpu/dxpu/internal/privtest"
+	"github.com/dxpu/dxpu/internal/syncbuf"
 	"github.com/dxpu/dxpu/internal/testcert"
 )
 
@@ -33,7 +34,7 @@ func builtRun(t *testing.T, stop string, args ...string) (int, string, string) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, filepath.Join(dir, "dxpu"), args...)
 	var out bytes.Buffer
-	var errb syncBuffer
+	var errb syncbuf.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -43,7 +44,7 @@ func builtRun(t *testing.T, stop string, args ...string) (int, string, string) {
 	if stop != "" {
 		go func() {
 			select {
-			case <-errb.await(stop):
+			case <-errb.Await(stop):
 				cmd.Process.Signal(syscall.SIGTERM)
 			case <-exited:
 			}

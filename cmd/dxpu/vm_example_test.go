@@ -14,6 +14,7 @@ import (
 
 	"github.com/dxpu/dxpu/bridge/vmm/qemuproxy"
 	"github.com/dxpu/dxpu/internal/app/vm"
+	"github.com/dxpu/dxpu/internal/syncbuf"
 )
 
 // vmRunExample returns the two command lines of `dxpu vm run`'s help
@@ -117,7 +118,7 @@ func freeUDPPorts(t *testing.T) (a, b string) {
 // on free ports instead of 7001 and 7002, with extra words added to the
 // bridge's command line and to --gpu. It returns both sides' logs and a
 // channel that gets the host side's Serve error; cancel stops both.
-func runExamplePair(t *testing.T, ctx context.Context, bridgeExtra []string, gpuExtra string) (gpuLog, hostLog *syncBuffer, served <-chan error) {
+func runExamplePair(t *testing.T, ctx context.Context, bridgeExtra []string, gpuExtra string) (gpuLog, hostLog *syncbuf.Buffer, served <-chan error) {
 	t.Helper()
 	writePairKey(t)
 	bridgeArgs, runArgs := vmRunExample(t)
@@ -127,7 +128,7 @@ func runExamplePair(t *testing.T, ctx context.Context, bridgeExtra []string, gpu
 		bridgeArgs[i] = ports.Replace(w)
 	}
 	spec := ports.Replace(gpuFlag(t, runArgs)) + gpuExtra
-	gpuLog, hostLog = &syncBuffer{}, &syncBuffer{}
+	gpuLog, hostLog = &syncbuf.Buffer{}, &syncbuf.Buffer{}
 	bridgeDone := make(chan error, 1)
 	go func() {
 		_, err := execute(ctx, "", gpuLog, append(bridgeArgs, bridgeExtra...)...)
@@ -169,8 +170,8 @@ func TestVMRunExampleLinkUp(t *testing.T) {
 	defer cancel()
 	gpuLog, hostLog, served := runExamplePair(t, ctx, nil, "")
 	for what, seen := range map[string]<-chan struct{}{
-		"host side link-up": hostLog.await("event=\"link-up"),
-		"GPU side link-up":  gpuLog.await("event=\"link-up"),
+		"host side link-up": hostLog.Await("event=\"link-up"),
+		"GPU side link-up":  gpuLog.Await("event=\"link-up"),
 	} {
 		select {
 		case <-seen:
@@ -200,7 +201,7 @@ func TestVMRunKeyGenerationMismatch(t *testing.T) {
 		atGPU  = "key generation mismatch: peer seals with generation 1, this end has 5"
 		atHost = "key generation mismatch: peer seals with generation 5, this end has 1"
 	)
-	for what, seen := range map[string]<-chan struct{}{"GPU side": gpuLog.await(atGPU), "host side": hostLog.await(atHost)} {
+	for what, seen := range map[string]<-chan struct{}{"GPU side": gpuLog.Await(atGPU), "host side": hostLog.Await(atHost)} {
 		select {
 		case <-seen:
 		case <-ctx.Done():

@@ -13,12 +13,12 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/dxpu/dxpu/fabric/ctlclient"
 	"github.com/dxpu/dxpu/fabric/manager"
+	"github.com/dxpu/dxpu/internal/syncbuf"
 	"github.com/dxpu/dxpu/internal/waitfor"
 )
 
@@ -308,24 +308,6 @@ func TestShutdownEndsWatches(t *testing.T) {
 	}
 }
 
-// lineLog is a log destination the test reads back, line by line.
-type lineLog struct {
-	mu  sync.Mutex
-	buf strings.Builder
-}
-
-func (l *lineLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *lineLog) lines() []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return strings.Split(strings.TrimSpace(l.buf.String()), "\n")
-}
-
 // TestConnectionErrorsAreRateLimited repeats finding F7 against the
 // manager: 200 plaintext connections to its TLS port logged 200 "TLS
 // handshake error" lines; now one a second is logged, the rest counted,
@@ -333,7 +315,7 @@ func (l *lineLog) lines() []string {
 // handshake.
 func TestConnectionErrorsAreRateLimited(t *testing.T) {
 	t.Parallel()
-	logs := &lineLog{}
+	logs := &syncbuf.Buffer{}
 	m, err := manager.New(manager.Config{Token: token, Logger: slog.New(slog.NewTextHandler(logs, nil)), ReconcileInterval: -1})
 	if err != nil {
 		t.Fatal(err)
@@ -355,7 +337,7 @@ func TestConnectionErrorsAreRateLimited(t *testing.T) {
 	elapsed := time.Since(start)
 	// The server logs after it closed the connection: wait for the last.
 	count := func() (logged, held int) {
-		for _, line := range logs.lines() {
+		for _, line := range logs.Lines() {
 			if !strings.Contains(line, "TLS handshake error") {
 				continue
 			}
@@ -377,7 +359,7 @@ func TestConnectionErrorsAreRateLimited(t *testing.T) {
 	logged, held := count()
 	if most := 2 * (int(elapsed/time.Second) + 2); logged > most || logged+held != conns {
 		t.Fatalf("%d failed handshakes in %v: %d lines logged and %d counted, want at most %d lines and all %d accounted for:\n%s",
-			conns, elapsed.Round(time.Millisecond), logged, held, most, conns, strings.Join(logs.lines()[:min(8, len(logs.lines()))], "\n"))
+			conns, elapsed.Round(time.Millisecond), logged, held, most, conns, strings.Join(logs.Lines()[:min(8, len(logs.Lines()))], "\n"))
 	}
 	t.Logf("%d failed handshakes in %v: %d lines, %d counted", conns, elapsed.Round(time.Millisecond), logged, held)
 }

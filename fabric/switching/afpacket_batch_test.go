@@ -15,6 +15,7 @@ import (
 	switching "github.com/dxpu/dxpu/fabric/switching"
 	"github.com/dxpu/dxpu/internal/privtest"
 	"github.com/dxpu/dxpu/internal/switchtest"
+	"github.com/dxpu/dxpu/internal/syncbuf"
 	"github.com/dxpu/dxpu/internal/xdptest"
 	"github.com/dxpu/dxpu/tlp/encap"
 )
@@ -215,7 +216,7 @@ func expectFrames(t *testing.T, c *xdptest.Conn, want [][]byte) {
 // plus the count, and the frames around them, in the same sendmmsg, still
 // go out in order.
 func TestPacketDriverCountsTransmitFailures(t *testing.T) {
-	var logBuf syncBuffer
+	var logBuf syncbuf.Buffer
 	r := newPacketRig(t, slog.New(slog.NewTextHandler(&logBuf, nil)))
 	if err := r.topo.Switch.Do(func() error {
 		l, err := netlink.LinkByName(r.topo.SwitchGPU.Name)

@@ -16,6 +16,7 @@ import (
 	switching "github.com/dxpu/dxpu/fabric/switching"
 	"github.com/dxpu/dxpu/fabric/table"
 	"github.com/dxpu/dxpu/internal/switchtest"
+	"github.com/dxpu/dxpu/internal/syncbuf"
 	"github.com/dxpu/dxpu/tlp/encap"
 )
 
@@ -298,24 +299,6 @@ func relayBursts(t *testing.T, listen string, perDatagram bool) {
 	}
 }
 
-// syncBuffer is a log destination safe for the driver's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestUDPDriverCountsFailedRelays: datagrams to a destination the kernel
 // refuses (a non-loopback one from a socket bound to 127.0.0.1: EINVAL,
 // or ENETUNREACH without a route) are
@@ -324,7 +307,7 @@ func (s *syncBuffer) String() string {
 func TestUDPDriverCountsFailedRelays(t *testing.T) {
 	for _, perDatagram := range []bool{false, true} {
 		t.Run(fmt.Sprintf("perdatagram=%v", perDatagram), func(t *testing.T) {
-			var logBuf syncBuffer
+			var logBuf syncbuf.Buffer
 			log := slog.New(slog.NewTextHandler(&logBuf, nil))
 			bad := listenLoopback(t)
 			ba := bad.LocalAddr().(*net.UDPAddr).AddrPort()

@@ -1,6 +1,8 @@
 // Package frametest builds dxpu frames that tests send to a bridge from
-// outside it (a stranger's frames, a peer's broken ones). Only tests
-// import it (internal/layering keeps it out of the binary).
+// outside it (a stranger's frames, a peer's broken ones), and runs the
+// bridge they go to. Only tests import it (internal/layering keeps it out
+// of the binary); the bridge/driver package's own in-package tests cannot,
+// since it imports bridge/driver.
 package frametest
 
 import "github.com/dxpu/dxpu/tlp/encap"

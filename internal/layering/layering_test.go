@@ -42,7 +42,7 @@ var allowed = map[string][]string{
 // testOnly are packages no shipped code may import.
 var testOnly = []string{"testing", "net/http/httptest", module + "internal/switchtest", module + "internal/fakeagent",
 	module + "internal/etcdtest", module + "internal/xdptest", module + "internal/privtest", module + "internal/testcert",
-	module + "internal/testbin", module + "internal/frametest"}
+	module + "internal/testbin", module + "internal/frametest", module + "internal/syncbuf"}
 
 type pkg struct {
 	ImportPath string

@@ -1,37 +1,18 @@
 package httpguard_test
 
 import (
-	"bytes"
 	"errors"
 	"log/slog"
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/dxpu/dxpu/internal/app/httpguard"
 	"github.com/dxpu/dxpu/internal/app/httpguard/guardtest"
+	"github.com/dxpu/dxpu/internal/syncbuf"
 )
-
-// syncBuffer is a log sink safe for the server's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 func serve(t *testing.T, cfg httpguard.Config, log *slog.Logger) string {
 	t.Helper()
@@ -135,7 +116,7 @@ func TestTrusted(t *testing.T) {
 // write to ErrorLog is driven directly) go to slog, one line a second.
 func TestErrorLogRateLimited(t *testing.T) {
 	t.Parallel()
-	var buf syncBuffer
+	var buf syncbuf.Buffer
 	srv := httpguard.New("test", http.NotFoundHandler(), httpguard.Config{}, httpguard.MetricsDefaults, slog.New(slog.NewTextHandler(&buf, nil)))
 	for i := range 100 {
 		srv.ErrorLog.Printf("http: TLS handshake error from 127.0.0.1:%d: EOF", 40000+i)

@@ -14,12 +14,14 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/dxpu/dxpu/fabric/ctlclient"
 	switching "github.com/dxpu/dxpu/fabric/switching"
 	"github.com/dxpu/dxpu/fabric/table"
 	"github.com/dxpu/dxpu/internal/app/apperr"
 	"github.com/dxpu/dxpu/internal/switchtest"
+	"github.com/dxpu/dxpu/internal/waitfor"
 	"github.com/dxpu/dxpu/tlp/encap"
 )
 
@@ -102,6 +104,8 @@ func TestRunUDPRelay(t *testing.T) {
 	case metrics = <-ready:
 	case err := <-done:
 		t.Fatalf("switch stopped before it was ready: %v", err)
+	case <-time.After(waitfor.Stall):
+		t.Fatalf("switch neither ready nor stopped within %v", waitfor.Stall)
 	}
 	resp, err := http.Get("http://" + metrics.String() + "/metrics")
 	if err != nil {
@@ -113,8 +117,13 @@ func TestRunUDPRelay(t *testing.T) {
 		t.Fatalf("table version 1 not in force:\n%s", body)
 	}
 	cancel()
-	if err := <-done; err != nil {
-		t.Fatalf("switch stopped with %v", err)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("switch stopped with %v", err)
+		}
+	case <-time.After(waitfor.Stall):
+		t.Fatalf("switch still running %v after its context ended", waitfor.Stall)
 	}
 }
 
@@ -180,8 +189,8 @@ func TestWatchManagerAppliesVersions(t *testing.T) {
 			if v != want {
 				t.Fatalf("applied version %d, want %d", v, want)
 			}
-		case <-ctx.Done():
-			t.Fatalf("version %d never applied", want)
+		case <-time.After(waitfor.Stall):
+			t.Fatalf("version %d not applied within %v", want, waitfor.Stall)
 		}
 	}
 	wait(1)
@@ -192,8 +201,8 @@ func TestWatchManagerAppliesVersions(t *testing.T) {
 	for v := uint64(0); v != 2; { // the watcher has fetched the invalid version
 		select {
 		case v = <-m.served:
-		case <-ctx.Done():
-			t.Fatal("the invalid version was never fetched")
+		case <-time.After(waitfor.Stall):
+			t.Fatalf("the invalid version not fetched within %v", waitfor.Stall)
 		}
 	}
 	t3 := *switchtest.Table()

@@ -51,8 +51,8 @@ func watchLog(t *testing.T, url string, nth int) (slog.Record, []uint64) {
 	for i := range nth {
 		select {
 		case r = <-h.records:
-		case <-ctx.Done():
-			t.Fatalf("WatchManager logged %d records, want %d", i, nth)
+		case <-time.After(waitfor.Stall):
+			t.Fatalf("WatchManager logged %d records within %v, want %d", i, waitfor.Stall, nth)
 		}
 	}
 	var vs []uint64

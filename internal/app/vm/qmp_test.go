@@ -11,10 +11,10 @@ import (
 	"net"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/dxpu/dxpu/internal/syncbuf"
 	"github.com/dxpu/dxpu/internal/waitfor"
 )
 
@@ -198,30 +198,13 @@ func TestQMPLateReplyNotTakenByNextCommand(t *testing.T) {
 	}
 }
 
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (w *lockedBuffer) Write(b []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.Write(b)
-}
-
-func (w *lockedBuffer) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.String()
-}
-
 // TestQMPUnaskedRepliesDropped: replies with unknown ids, with none, with
 // an id that is not ours, a second reply to an answered command, one
 // quoting a huge id: the reader drops them all without blocking (an event
 // sent after them arrives), logs a few bounded lines, and a later command
 // still gets its own reply.
 func TestQMPUnaskedRepliesDropped(t *testing.T) {
-	var logs lockedBuffer
+	var logs syncbuf.Buffer
 	q, p := dialFakeQMP(t, slog.New(slog.NewTextHandler(&logs, nil)))
 	first := executeAsync(context.Background(), q, "query-status")
 	c1 := p.mustNext(t, "query-status")
