@@ -28,8 +28,9 @@ API on --agent-listen (https with --agent-cert/--agent-key, the key mode
 accepting only the credential in --agent-credential-file
 (what 'dxpu ctl box|host add --agent-credential-out FILE' wrote; mode 0600,
 owned by the agent's user (a link to it is followed);
-SIGHUP re-reads it, and --agent-cert/--agent-key for new connections: a
-pair that fails the checks is logged and the previous one stays in use).
+SIGHUP re-reads it, --agent-cert/--agent-key and --manager-ca-file for
+new connections: a file that fails the checks is logged and the previous
+one stays in use).
 The API caps connections at 256, 16 per client
 address (the manager's, once it showed the credential, exempt), times
 out idle ones after 60s and a request whose body does not follow its

@@ -38,11 +38,15 @@ nothing is at the path. --no-auth turns authentication off (for a lab only). /he
 With --tls-cert and --tls-key the API is served over HTTPS, as it should be
 wherever the token crosses a network; the key file (as --etcd-key) is held
 to the token files' rules. SIGHUP re-reads --tls-cert/--tls-key and
---etcd-cert/--etcd-key (after a rotation: ACME, cert-manager): new
-connections get the new certificate, those open keep theirs. A pair that
-does not load (a file missing or not PEM, a key not the certificate's, or
-refused as above) is logged in one line and the previous one stays in
-use; a success logs the new certificate's subject, serial and expiry.
+--etcd-cert/--etcd-key (after a rotation: ACME, cert-manager) and the CA
+files --agent-ca-file and --etcd-ca-file (after a CA rotation; not
+--etcd-ca-file while --etcd names several IP addresses: name them by DNS
+name): new connections get the new certificate and verify against the
+new CAs, those open keep theirs. A file that does not load (missing, not
+PEM, a key not the certificate's, or refused as above) is logged in one
+line and the previous one stays in use; a success logs the new
+certificate's subject, serial and expiry, or the CA file's number of
+certificates.
 
 Bridges that register with an "agent_url" are programmed through the agent
 API (package fabric/manager/agentapi: PUT/DELETE /agent/v1/pairs/{id},

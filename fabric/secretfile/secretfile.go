@@ -5,7 +5,10 @@
 // which re-reads them on SIGHUP), the key log `pcap unseal --key-log`
 // reads, and the files dxpu writes secrets to
 // (--key-log, --init-token's token file, `pcap unseal`'s decrypted
-// capture). Every reader and writer of such a file goes through Open,
+// capture). CAPool, re-read on SIGHUP with the key pairs, reads the CA
+// files (--agent-ca-file, --etcd-ca-file, --manager-ca-file): they are
+// public, held only to being regular files. Every reader and writer of
+// such a secret file goes through Open,
 // Create or Append, which make one check, on the opened descriptor
 // (fstat, not the path, so a swap between the check and the use slips
 // nothing in):

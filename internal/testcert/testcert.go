@@ -1,8 +1,9 @@
 // Package testcert writes self-signed TLS certificates and their keys for
 // tests: the daemons' --tls-cert/--tls-key, --agent-cert/--agent-key and
 // --etcd-cert/--etcd-key files, written again with a new serial to test a
-// reload. Only tests import it (internal/layering keeps it out of the
-// binary).
+// reload, and CAs with the certificates they sign (Options.Issuer) for the
+// CA files (--agent-ca-file, --manager-ca-file, --etcd-ca-file). Only
+// tests import it (internal/layering keeps it out of the binary).
 package testcert
 
 import (
@@ -39,16 +40,20 @@ type Options struct {
 	// test can trust it as a root (--etcd-ca, RootCAs) and use it as a leaf.
 	CA       bool
 	NotAfter time.Time // zero: an hour from now
+	// Issuer signs the certificate (a Pair Write made with CA set); nil:
+	// it signs itself.
+	Issuer *Pair
 }
 
 // Pair is what Write wrote: the two files and the certificate parsed.
 type Pair struct {
 	CertFile, KeyFile string
 	Cert              *x509.Certificate // Cert.Raw is the DER in CertFile
+	Key               *ecdsa.PrivateKey // the key in KeyFile
 }
 
-// Write makes an ECDSA P-256 key and a certificate it signs itself, and
-// writes them as PEM to dir/cert.pem and dir/key.pem, both mode 0600 (over
+// Write makes an ECDSA P-256 key and a certificate it signs itself (or
+// o.Issuer signs), and writes them as PEM to dir/cert.pem and dir/key.pem, both mode 0600 (over
 // the files of an earlier Write). A failure fails tb.
 func Write(tb testing.TB, dir string, o Options) Pair {
 	tb.Helper()
@@ -73,7 +78,11 @@ func Write(tb testing.TB, dir string, o Options) Pair {
 		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}
 		tmpl.IsCA, tmpl.BasicConstraintsValid = true, true
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	parent, signer := tmpl, key
+	if o.Issuer != nil {
+		parent, signer = o.Issuer.Cert, o.Issuer.Key
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, &key.PublicKey, signer)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -85,10 +94,15 @@ func Write(tb testing.TB, dir string, o Options) Pair {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	p := Pair{CertFile: filepath.Join(dir, CertName), KeyFile: filepath.Join(dir, KeyName), Cert: cert}
+	p := Pair{CertFile: filepath.Join(dir, CertName), KeyFile: filepath.Join(dir, KeyName), Cert: cert, Key: key}
 	writeFile(tb, p.CertFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
 	writeFile(tb, p.KeyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}))
 	return p
+}
+
+// PEM is the certificate, PEM-encoded: a CA file's content.
+func (p Pair) PEM() []byte {
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: p.Cert.Raw})
 }
 
 // writeFile writes data to path with mode 0600, also where path was there

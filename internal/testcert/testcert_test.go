@@ -97,3 +97,30 @@ func TestServedSerial(t *testing.T) {
 		t.Fatalf("ServedSerial: %d, %v; want 42", s, err)
 	}
 }
+
+// TestWriteIssuer: a certificate Issuer signs verifies up to the issuer
+// (and not up to another CA), its PEM is the CA file's content.
+func TestWriteIssuer(t *testing.T) {
+	t.Parallel()
+	ca := Write(t, t.TempDir(), Options{Serial: 0xA, CommonName: "CA", CA: true})
+	other := Write(t, t.TempDir(), Options{Serial: 0xB, CommonName: "other CA", CA: true})
+	leaf := Write(t, t.TempDir(), Options{Serial: 3, Issuer: &ca, IPs: []net.IP{net.IPv4(127, 0, 0, 1)}})
+	if _, err := tls.LoadX509KeyPair(leaf.CertFile, leaf.KeyFile); err != nil {
+		t.Fatalf("the pair Issuer signed does not load: %v", err)
+	}
+	if leaf.Cert.Issuer.CommonName != "CA" {
+		t.Errorf("issuer %q, want CA", leaf.Cert.Issuer.CommonName)
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(ca.PEM()) {
+		t.Fatal("PEM: no certificate")
+	}
+	if _, err := leaf.Cert.Verify(x509.VerifyOptions{Roots: roots, DNSName: "127.0.0.1"}); err != nil {
+		t.Errorf("verify up to the issuer: %v", err)
+	}
+	others := x509.NewCertPool()
+	others.AddCert(other.Cert)
+	if _, err := leaf.Cert.Verify(x509.VerifyOptions{Roots: others}); err == nil {
+		t.Error("verified up to a CA that did not sign it")
+	}
+}

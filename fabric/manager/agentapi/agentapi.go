@@ -22,9 +22,10 @@
 // another (it is not part of a pair's JSON). Re-registering with the same
 // agent_url keeps the credential; a new agent_url gets a new one.
 //
-// The Client reaches agents over https only (ClientConfig.CAFile or RootCAs
-// name the CAs that sign agents' certificates) unless AllowInsecure is set
-// for a lab, and never follows a redirect.
+// The Client reaches agents over https only (ClientConfig.CAs, CAFile or
+// RootCAs name the CAs that sign agents' certificates; CAs can be re-read
+// while it runs) unless AllowInsecure is set for a lab, and never follows
+// a redirect.
 //
 // # Wire
 //
@@ -66,7 +67,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"os"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -74,6 +74,7 @@ import (
 
 	"github.com/dxpu/dxpu/fabric/manager"
 	"github.com/dxpu/dxpu/fabric/oneline"
+	"github.com/dxpu/dxpu/fabric/secretfile"
 )
 
 // PairProgrammer is what every agent implements.
@@ -204,8 +205,12 @@ var (
 
 // ClientConfig configures NewClient.
 type ClientConfig struct {
-	// CAFile is a PEM bundle of the CAs that sign agents' certificates;
-	// RootCAs is the same, already parsed. Neither: the system's roots.
+	// CAs are the CAs that sign agents' certificates, re-read by its
+	// Reload (the manager's --agent-ca-file, on SIGHUP): new connections
+	// verify against the CAs loaded last. CAFile is a PEM bundle read
+	// once into such a pool, RootCAs the same already parsed (with
+	// CAFile: added to it). None: the system's roots.
+	CAs     *secretfile.CAPool
 	CAFile  string
 	RootCAs *x509.CertPool
 	// AllowInsecure lets calls go to http:// agents (a lab without
@@ -226,27 +231,25 @@ type Client struct {
 // configured CAs, and never follows redirects (a redirect could carry the
 // credential elsewhere).
 func NewClient(cfg ClientConfig) (*Client, error) {
-	roots := cfg.RootCAs
-	if cfg.CAFile != "" {
-		pemBytes, err := os.ReadFile(cfg.CAFile)
-		if err != nil {
-			return nil, fmt.Errorf("agentapi: agent CA file: %w", err)
-		}
-		if roots == nil {
-			roots = x509.NewCertPool()
-		}
-		if !roots.AppendCertsFromPEM(pemBytes) {
-			return nil, fmt.Errorf("agentapi: agent CA file %s holds no PEM certificate", cfg.CAFile)
+	cas := cfg.CAs
+	if cas == nil && cfg.CAFile != "" {
+		var err error
+		if cas, err = secretfile.LoadCAPoolOnto(cfg.RootCAs, "agentapi: agent CA file", cfg.CAFile); err != nil {
+			return nil, err
 		}
 	}
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 10 * time.Second
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: roots}
+	tr.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: cfg.RootCAs}
+	var rt http.RoundTripper = tr
+	if cas != nil {
+		rt = cas.Transport(tr) // RootCAs: the CAs loaded last
+	}
 	return &Client{AllowInsecure: cfg.AllowInsecure, HTTP: &http.Client{
 		Timeout:   cfg.Timeout,
-		Transport: tr,
+		Transport: rt,
 		CheckRedirect: func(*http.Request, []*http.Request) error {
 			return http.ErrUseLastResponse
 		},

@@ -4,14 +4,12 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -19,6 +17,7 @@ import (
 
 	"github.com/dxpu/dxpu/bridge"
 	"github.com/dxpu/dxpu/fabric/manager"
+	"github.com/dxpu/dxpu/fabric/secretfile"
 	"github.com/dxpu/dxpu/internal/app/apperr"
 )
 
@@ -30,7 +29,10 @@ type reporter struct {
 	base   string // "": no manager configured
 	cred   func() string
 	client *http.Client
-	log    *slog.Logger
+	// cas: --manager-ca-file's CAs (nil: the system's roots), re-read on
+	// SIGHUP (ReloadCredentialOnHUP); new connections verify against them.
+	cas *secretfile.CAPool
+	log *slog.Logger
 	// Backoff bounds between attempts (defaults 200ms and 5s).
 	minWait, maxWait time.Duration
 }
@@ -50,19 +52,15 @@ func newReporter(o Options, cred func() string, log *slog.Logger) (*reporter, er
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+	var rt http.RoundTripper = tr
 	if o.ManagerCAFile != "" {
-		pem, err := os.ReadFile(o.ManagerCAFile)
-		if err != nil {
-			return nil, apperr.Usage(fmt.Errorf("--manager-ca-file: %w", err))
+		if r.cas, err = secretfile.LoadCAPool("--manager-ca-file", o.ManagerCAFile); err != nil {
+			return nil, apperr.Usage(err)
 		}
-		roots := x509.NewCertPool()
-		if !roots.AppendCertsFromPEM(pem) {
-			return nil, apperr.Usage(fmt.Errorf("--manager-ca-file %s holds no PEM certificate", o.ManagerCAFile))
-		}
-		tr.TLSClientConfig.RootCAs = roots
+		rt = r.cas.Transport(tr)
 	}
 	r.base = strings.TrimRight(o.Manager, "/")
-	r.client = &http.Client{Timeout: 10 * time.Second, Transport: tr,
+	r.client = &http.Client{Timeout: 10 * time.Second, Transport: rt,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	return r, nil
 }

@@ -1,7 +1,6 @@
 package bridgeagent
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"log/slog"
@@ -9,33 +8,16 @@ import (
 	"net/http"
 	"net/netip"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/dxpu/dxpu/bridge"
 	"github.com/dxpu/dxpu/internal/app/httpguard"
 	"github.com/dxpu/dxpu/internal/app/httpguard/guardtest"
+	"github.com/dxpu/dxpu/internal/syncbuf"
 	"github.com/dxpu/dxpu/internal/testcert"
 	"github.com/dxpu/dxpu/internal/waitfor"
 )
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // runAPI runs the agent (Run, as the daemon does) with o and returns the
 // API's address.
@@ -138,7 +120,7 @@ func TestAPIManagerNotLockedOut(t *testing.T) {
 func TestAPIHandshakeErrorsInSlog(t *testing.T) {
 	t.Parallel()
 	certFile, keyFile := selfSigned(t)
-	var log syncBuffer
+	var log syncbuf.Buffer
 	addr := runAPI(t, Options{CertFile: certFile, KeyFile: keyFile, Log: slog.New(slog.NewTextHandler(&log, nil))})
 	for range 50 {
 		c := guardtest.Dial(t, "127.0.0.2", addr)

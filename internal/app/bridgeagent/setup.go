@@ -133,9 +133,10 @@ func CatchHUP() chan os.Signal {
 
 // ReloadCredentialOnHUP re-reads the credential file on each SIGHUP of hup
 // (from CatchHUP; after a re-registration with a new agent_url issued
-// another) until ctx ends, and the agent API's --agent-cert and
-// --agent-key when it serves https (after a rotation). What fails to
-// load is one error line and the one read before stays in use.
+// another) until ctx ends, the agent API's --agent-cert and --agent-key
+// when it serves https, and --manager-ca-file when given (after a
+// rotation). What fails to load is one error line and the one read
+// before stays in use.
 func ReloadCredentialOnHUP(ctx context.Context, hup chan os.Signal, a *Agent, path string, log *slog.Logger) {
 	defer signal.Stop(hup)
 	for {
@@ -149,6 +150,9 @@ func ReloadCredentialOnHUP(ctx context.Context, hup chan os.Signal, a *Agent, pa
 			}
 			if k := a.apiCert.Load(); k != nil {
 				_ = k.ReloadAndLog(log, "SIGHUP") // logged; a failure is not fatal
+			}
+			if a.rep != nil && a.rep.cas != nil {
+				_ = a.rep.cas.ReloadAndLog(log, "SIGHUP")
 			}
 		case <-ctx.Done():
 			return

@@ -3,13 +3,13 @@ package managerd
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
 	"net"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -42,8 +42,8 @@ type Options struct {
 	EtcdCert, EtcdKey   string
 	Log                 *slog.Logger
 	// HUP gets the SIGHUPs, subscribed by the caller before Run (the
-	// default action ends the process): each re-reads the TLS files. nil:
-	// none.
+	// default action ends the process): each re-reads the TLS files, key
+	// pairs and CA files. nil: none.
 	HUP <-chan os.Signal
 
 	// MaxAnonConnsPerClient bounds one address's connections that show no
@@ -134,17 +134,37 @@ func Run(ctx context.Context, o Options) error {
 		serverTLS = &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: k.GetCertificate}
 		pairs = append(pairs, k)
 	}
+	// The CA files too are read again on each SIGHUP; new handshakes
+	// verify against the CAs read last.
+	var cas []reloader
+	var agentCAs *secretfile.CAPool
+	if o.AgentCAFile != "" {
+		var err error
+		if agentCAs, err = secretfile.LoadCAPool("--agent-ca-file", o.AgentCAFile); err != nil {
+			return apperr.Usage(err)
+		}
+		cas = append(cas, agentCAs)
+	}
 	var st store.Store
 	var err error
 	if o.Etcd != "" {
-		tc, k, terr := etcdTLS(o.EtcdCAFile, o.EtcdCert, o.EtcdKey)
+		endpoints := strings.Split(o.Etcd, ",")
+		et, terr := etcdTLS(endpoints, o.EtcdCAFile, o.EtcdCert, o.EtcdKey)
 		if terr != nil {
 			return apperr.Usage(terr)
 		}
-		if k != nil {
-			pairs = append(pairs, k)
+		if et.pair != nil {
+			pairs = append(pairs, et.pair)
 		}
-		st, err = store.OpenEtcd(store.EtcdConfig{Endpoints: strings.Split(o.Etcd, ","), Prefix: o.EtcdPrefix, LeaseTTL: o.LeaseTTL, TLS: tc})
+		switch {
+		case et.cas != nil && et.static:
+			n := notReread("--etcd-ca-file " + o.EtcdCAFile + " is read once: --etcd names several IP addresses, and a handshake cannot tell which one it is for; name them by DNS name to rotate the CA without a restart")
+			o.Log.Warn(string(n))
+			cas = append(cas, n)
+		case et.cas != nil:
+			cas = append(cas, et.cas)
+		}
+		st, err = store.OpenEtcd(store.EtcdConfig{Endpoints: endpoints, Prefix: o.EtcdPrefix, LeaseTTL: o.LeaseTTL, TLS: et.tls})
 	} else {
 		st, err = store.OpenBolt(o.Store, 5*time.Second)
 	}
@@ -172,7 +192,7 @@ func Run(ctx context.Context, o Options) error {
 	}
 	// Bridges that registered an agent_url are programmed over the agent
 	// API (https, each with its own credential); the others follow /v1/table.
-	agents, err := agentapi.NewClient(agentapi.ClientConfig{CAFile: o.AgentCAFile, AllowInsecure: o.AllowInsecureAgents})
+	agents, err := agentapi.NewClient(agentapi.ClientConfig{CAs: agentCAs, AllowInsecure: o.AllowInsecureAgents})
 	if err != nil {
 		ln.Close()
 		return apperr.Usage(err)
@@ -189,7 +209,7 @@ func Run(ctx context.Context, o Options) error {
 	srv.TLSConfig = serverTLS
 	hctx, hcancel := context.WithCancel(ctx)
 	defer hcancel()
-	go reloadOnHUP(hctx, o.HUP, pairs, o.Log)
+	go reloadOnHUP(hctx, o.HUP, pairs, o.Log, cas...)
 	errc := make(chan error, 1)
 	go func() {
 		if serverTLS != nil {
@@ -213,51 +233,114 @@ func Run(ctx context.Context, o Options) error {
 	return m.Close()
 }
 
-// etcdTLS builds the TLS configuration for etcd from the flags (nil when
-// none is given), and the client certificate's pair when one is: new
-// connections take the pair read last.
-func etcdTLS(caFile, certFile, keyFile string) (*tls.Config, *secretfile.KeyPair, error) {
+// etcdClient is the TLS configuration for etcd (nil: none) and what
+// SIGHUP re-reads of it.
+type etcdClient struct {
+	tls  *tls.Config
+	pair *secretfile.KeyPair // --etcd-cert, --etcd-key (nil: none)
+	cas  *secretfile.CAPool  // --etcd-ca-file (nil: the system's roots)
+	// static: cas is the config's RootCAs, read once (see etcdTLS).
+	static bool
+}
+
+// etcdTLS builds the TLS configuration for etcd's endpoints from the
+// flags: new connections take the client pair read last and verify the
+// server against the CAs read last. The etcd client takes one config for
+// every endpoint, so the pool is checked in VerifyConnection, for the
+// name the handshake is for: its SNI, or without one (an IP address) the
+// one IP address among the endpoints. With several, the handshake cannot
+// say which: the CAs are then the config's RootCAs, read once.
+func etcdTLS(endpoints []string, caFile, certFile, keyFile string) (etcdClient, error) {
 	if caFile == "" && certFile == "" && keyFile == "" {
-		return nil, nil, nil
+		return etcdClient{}, nil
 	}
-	tc := &tls.Config{MinVersion: tls.VersionTLS12}
+	e := etcdClient{tls: &tls.Config{MinVersion: tls.VersionTLS12}}
 	if caFile != "" {
-		b, err := os.ReadFile(caFile)
-		if err != nil {
-			return nil, nil, err
+		var err error
+		if e.cas, err = secretfile.LoadCAPool("--etcd-ca-file", caFile); err != nil {
+			return etcdClient{}, err
 		}
-		tc.RootCAs = x509.NewCertPool()
-		if !tc.RootCAs.AppendCertsFromPEM(b) {
-			return nil, nil, fmt.Errorf("--etcd-ca-file %s: no PEM certificate in it", caFile)
+		ips := endpointIPs(endpoints)
+		switch len(ips) {
+		case 0, 1:
+			ip := ""
+			if len(ips) == 1 {
+				ip = ips[0]
+			}
+			// Checked in VerifyConnection, as crypto/tls would (chain
+			// and name), against the CAs read last.
+			e.tls.InsecureSkipVerify = true
+			e.tls.VerifyConnection = e.cas.VerifyConnection(ip)
+		default:
+			e.tls.RootCAs, e.static = e.cas.Pool(), true
 		}
 	}
 	if (certFile == "") != (keyFile == "") {
-		return nil, nil, errors.New("--etcd-cert and --etcd-key go together")
+		return etcdClient{}, errors.New("--etcd-cert and --etcd-key go together")
 	}
-	var k *secretfile.KeyPair
 	if certFile != "" {
 		var err error
-		if k, err = secretfile.LoadKeyPair("--etcd-cert", certFile, "--etcd-key", keyFile); err != nil {
-			return nil, nil, err
+		if e.pair, err = secretfile.LoadKeyPair("--etcd-cert", certFile, "--etcd-key", keyFile); err != nil {
+			return etcdClient{}, err
 		}
-		tc.GetClientCertificate = k.GetClientCertificate
+		e.tls.GetClientCertificate = e.pair.GetClientCertificate
 	}
-	return tc, k, nil
+	return e, nil
 }
 
-// reloadOnHUP re-reads every pair on each signal of hup until ctx ends.
-// A pair that fails to load is one error line (the flag, the file and
-// why) and the one read before stays in use: a botched rotation must not
-// take the control plane down.
-func reloadOnHUP(ctx context.Context, hup <-chan os.Signal, pairs []*secretfile.KeyPair, log *slog.Logger) {
+// endpointIPs are the distinct IP addresses that endpoints (etcd's
+// "https://10.0.0.1:2379", "10.0.0.1:2379", "[::1]:2379") name as hosts.
+func endpointIPs(endpoints []string) []string {
+	var ips []string
+	for _, ep := range endpoints {
+		host := strings.TrimSpace(ep)
+		if _, rest, ok := strings.Cut(host, "://"); ok {
+			host = rest
+		}
+		host, _, _ = strings.Cut(host, "/")
+		if h, _, err := net.SplitHostPort(host); err == nil {
+			host = h
+		}
+		host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+		if ip := net.ParseIP(host); ip != nil && !slices.Contains(ips, ip.String()) {
+			ips = append(ips, ip.String())
+		}
+	}
+	return ips
+}
+
+// reloader is a file SIGHUP re-reads: a key pair or a CA pool.
+type reloader interface {
+	ReloadAndLog(log *slog.Logger, why string) error
+}
+
+// notReread is a CA file SIGHUP cannot re-read, and why: each SIGHUP says
+// so.
+type notReread string
+
+func (n notReread) ReloadAndLog(log *slog.Logger, why string) error {
+	log.Warn(why + ": " + string(n))
+	return nil
+}
+
+// reloadOnHUP re-reads every pair, then the other files (the CA files), on
+// each signal of hup until ctx ends. A file that fails to load is one
+// error line (the flag, the file and why) and the one read before stays
+// in use: a botched rotation must not take the control plane down.
+func reloadOnHUP(ctx context.Context, hup <-chan os.Signal, pairs []*secretfile.KeyPair, log *slog.Logger, more ...reloader) {
+	var files []reloader
+	for _, k := range pairs {
+		files = append(files, k)
+	}
+	files = append(files, more...)
 	for {
 		select {
 		case <-hup:
-			if len(pairs) == 0 {
-				log.Info("SIGHUP: no TLS files to re-read (no --tls-cert, no --etcd-cert)")
+			if len(files) == 0 {
+				log.Info("SIGHUP: no TLS files to re-read (no --tls-cert, --etcd-cert, --agent-ca-file or --etcd-ca-file)")
 			}
-			for _, k := range pairs {
-				_ = k.ReloadAndLog(log, "SIGHUP") // logged; a failure is not fatal
+			for _, f := range files {
+				_ = f.ReloadAndLog(log, "SIGHUP") // logged; a failure is not fatal
 			}
 		case <-ctx.Done():
 			return

@@ -2,7 +2,6 @@ package managerd
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"crypto/tls"
 	"fmt"
@@ -21,6 +20,7 @@ import (
 
 	"github.com/dxpu/dxpu/fabric/manager"
 	"github.com/dxpu/dxpu/fabric/secretfile"
+	"github.com/dxpu/dxpu/internal/syncbuf"
 	"github.com/dxpu/dxpu/internal/testbin"
 	"github.com/dxpu/dxpu/internal/testcert"
 	"github.com/dxpu/dxpu/internal/waitfor"
@@ -235,27 +235,6 @@ func TestManagerSurvivesHUPWithoutTLS(t *testing.T) {
 	}
 }
 
-// syncLog is a log buffer the reloader writes while the test reads.
-type syncLog struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *syncLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *syncLog) lines() []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.b.Len() == 0 {
-		return nil
-	}
-	return strings.Split(strings.TrimSuffix(l.b.String(), "\n"), "\n")
-}
-
 // TestReloadOnHUP: reloadOnHUP re-reads every pair per signal: a pair that
 // does not load (a file missing, not PEM, a key not the certificate's, a
 // key others can read or another user owns) is one error line naming
@@ -275,7 +254,7 @@ func TestReloadOnHUP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var log syncLog
+	var log syncbuf.Buffer
 	hup := make(chan os.Signal, 1)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -290,8 +269,8 @@ func TestReloadOnHUP(t *testing.T) {
 		t.Helper()
 		hup <- syscall.SIGHUP
 		n++
-		waitfor.Until(t, fmt.Sprintf("log line %d", n), func() bool { return len(log.lines()) >= n })
-		return log.lines()[n-1]
+		waitfor.Until(t, fmt.Sprintf("log line %d", n), func() bool { return len(log.Lines()) >= n })
+		return log.Lines()[n-1]
 	}
 	serial := func() int64 { return k.Certificate().Leaf.SerialNumber.Int64() }
 
@@ -339,7 +318,7 @@ func TestReloadOnHUP(t *testing.T) {
 	if c, err := k.GetCertificate(nil); err != nil || c.Leaf.SerialNumber.Int64() != 2 {
 		t.Errorf("GetCertificate after the reload: %v, %v; want serial 2", c, err)
 	}
-	if got := log.lines(); len(got) != n {
+	if got := log.Lines(); len(got) != n {
 		t.Errorf("%d signals logged %d lines, want one each:\n%s", n, len(got), strings.Join(got, "\n"))
 	}
 }
@@ -348,13 +327,13 @@ func TestReloadOnHUP(t *testing.T) {
 // crash or a reload of nothing in silence.
 func TestReloadOnHUPWithoutTLS(t *testing.T) {
 	t.Parallel()
-	var log syncLog
+	var log syncbuf.Buffer
 	hup := make(chan os.Signal, 1)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go reloadOnHUP(ctx, hup, nil, slog.New(slog.NewTextHandler(&log, nil)))
 	hup <- syscall.SIGHUP
-	waitfor.Until(t, "the SIGHUP logged", func() bool { return strings.Contains(strings.Join(log.lines(), "\n"), "no TLS files to re-read") })
+	waitfor.Until(t, "the SIGHUP logged", func() bool { return strings.Contains(strings.Join(log.Lines(), "\n"), "no TLS files to re-read") })
 }
 
 // TestEtcdClientCertReloads: the etcd client configuration takes the
@@ -365,10 +344,11 @@ func TestEtcdClientCertReloads(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	cert, key, _ := selfSignedSerial(t, dir, 1)
-	tc, k, err := etcdTLS("", cert, key)
+	et, err := etcdTLS(nil, "", cert, key)
 	if err != nil {
 		t.Fatal(err)
 	}
+	tc, k := et.tls, et.pair
 	sc, sk, _ := selfSignedSerial(t, t.TempDir(), 100)
 	srvCert, err := tls.LoadX509KeyPair(sc, sk)
 	if err != nil {

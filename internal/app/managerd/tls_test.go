@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -28,13 +29,15 @@ func selfSignedSerial(t *testing.T, dir string, serial int64) (certFile, keyFile
 }
 
 // TestEtcdTLSFromFlags: a client certificate alone (no CA) is used, and
-// one half of it alone is refused.
+// one half of it alone is refused; a CA alone is checked through the
+// reloadable pool, unless the endpoints name several IP addresses.
 func TestEtcdTLSFromFlags(t *testing.T) {
 	t.Parallel()
 	cert, key, _ := selfSigned(t, t.TempDir())
-	tc, k, err := etcdTLS("", cert, key)
-	if err != nil || tc == nil || k == nil || tc.GetClientCertificate == nil || tc.RootCAs != nil {
-		t.Fatalf("etcdTLS(\"\", cert, key) = %+v, %v; want a client certificate and the system CAs", tc, err)
+	et, err := etcdTLS(nil, "", cert, key)
+	tc := et.tls
+	if err != nil || tc == nil || et.pair == nil || tc.GetClientCertificate == nil || tc.RootCAs != nil || tc.InsecureSkipVerify || et.cas != nil {
+		t.Fatalf("etcdTLS(\"\", cert, key) = %+v, %v; want a client certificate and the system CAs", et, err)
 	}
 	if c, err := tc.GetClientCertificate(&tls.CertificateRequestInfo{}); err != nil || c == nil || c.Leaf.SerialNumber.Int64() != 1 {
 		t.Fatalf("GetClientCertificate: %v, %v; want the certificate of --etcd-cert", c, err)
@@ -43,12 +46,26 @@ func TestEtcdTLSFromFlags(t *testing.T) {
 		t.Fatalf("MinVersion %x, want TLS 1.2 at least", tc.MinVersion)
 	}
 	for _, c := range [][2]string{{cert, ""}, {"", key}} {
-		if tc, _, err := etcdTLS("", c[0], c[1]); err == nil || !strings.Contains(err.Error(), "go together") {
-			t.Errorf("etcdTLS(\"\", %q, %q) = %v, %v; want the refusal", c[0], c[1], tc, err)
+		if et, err := etcdTLS(nil, "", c[0], c[1]); err == nil || !strings.Contains(err.Error(), "go together") {
+			t.Errorf("etcdTLS(\"\", %q, %q) = %+v, %v; want the refusal", c[0], c[1], et, err)
 		}
 	}
-	if tc, k, err := etcdTLS(cert, "", ""); err != nil || tc == nil || tc.RootCAs == nil || tc.GetClientCertificate != nil || k != nil {
-		t.Fatalf("etcdTLS(ca, \"\", \"\") = %+v, %v; want the CA alone", tc, err)
+	et, err = etcdTLS([]string{"https://127.0.0.1:2379", "https://etcd.example:2379"}, cert, "", "")
+	if tc := et.tls; err != nil || tc == nil || et.cas == nil || et.static || tc.VerifyConnection == nil || !tc.InsecureSkipVerify || tc.GetClientCertificate != nil || et.pair != nil {
+		t.Fatalf("etcdTLS(one IP, ca, \"\", \"\") = %+v, %v; want the CA alone, checked in VerifyConnection", et, err)
+	}
+	et, err = etcdTLS([]string{"https://10.0.0.1:2379", "10.0.0.2:2379"}, cert, "", "")
+	if tc := et.tls; err != nil || tc == nil || !et.static || tc.RootCAs == nil || tc.InsecureSkipVerify || tc.VerifyConnection != nil {
+		t.Fatalf("etcdTLS(two IPs, ca, \"\", \"\") = %+v, %v; want the CA as RootCAs, read once", et, err)
+	}
+}
+
+// TestEndpointIPs: the IP addresses among etcd's endpoints, each once.
+func TestEndpointIPs(t *testing.T) {
+	t.Parallel()
+	got := endpointIPs([]string{"https://10.0.0.1:2379", "10.0.0.1:2379", "http://[::1]:2379", "etcd.example:2379", "https://10.0.0.2", "unix:///run/etcd.sock"})
+	if want := []string{"10.0.0.1", "::1", "10.0.0.2"}; !slices.Equal(got, want) {
+		t.Errorf("endpointIPs = %q, want %q", got, want)
 	}
 }
 
