@@ -42,6 +42,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -150,6 +151,14 @@ type Runner struct {
 	// past the batch that brought it. It must not call back into the
 	// runner.
 	OnDelivered func()
+	// Spin is how long Run polls the transport after the last frames it
+	// took before it sleeps until one is readable (over a Poller: UDP,
+	// AF_PACKET and AF_XDP on Linux; 0: sleep at once). A frame that arrives while it
+	// spins is taken without a wake-up, which on a busy pair costs more
+	// than the polls: the bridge of a box with a core per pair. It yields
+	// between polls, so the process's other goroutines still run. Set it
+	// before Run.
+	Spin time.Duration
 	// OnLate, when set, is called when the runner's timer ran LateAfter
 	// or more past its deadline, with how late, the runner locked: the
 	// process was not scheduled (or the lock was held), so the bridge's
@@ -205,6 +214,9 @@ type Runner struct {
 	peerPayload atomic.Int32
 	// polling: the flush under way is Poll's (guarded by mu).
 	polling bool
+	// delivering: OnTLP, OnPolledTLP or OnDelivered is running (guarded
+	// by mu): Reply may be called.
+	delivering bool
 	// busyPoll: a loop is polling (Poll since the last PollIdle), so
 	// Run's goroutine leaves the socket to it and waits on resume.
 	busyPoll atomic.Bool
@@ -507,6 +519,7 @@ func (r *Runner) tryRecv(bufs [][]byte, sizes []int) (int, []int, error) {
 // until something is. A Poll on another goroutine may take it first; the
 // wait then ends with nothing to take, and the loop waits again.
 func (r *Runner) runPolled(ctx context.Context) error {
+	var lastFrames time.Time // when the loop last took frames (Spin)
 	for {
 		r.rxMu.Lock()
 		bufs, sizes := r.rxBuffers()
@@ -524,8 +537,13 @@ func (r *Runner) runPolled(ctx context.Context) error {
 			continue
 		}
 		// A part-filled batch took everything queued: trying again at
-		// once would cost a system call that finds nothing, so wait.
+		// once would cost a system call that finds nothing, so wait,
+		// unless the runner spins (Spin).
 		if err == nil && (k == 0 || open && k < len(bufs) && !r.busyPoll.Load()) {
+			if open && r.spin(k, &lastFrames) {
+				runtime.Gosched() // other goroutines of the process first
+				continue
+			}
 			err = r.poller.WaitReadable()
 		}
 		if err != nil {
@@ -810,6 +828,8 @@ func (r *Runner) flushAt(now time.Duration, hold bool) {
 // (see flush for why before framing) and reports whether there were any.
 // Called with mu held.
 func (r *Runner) deliver() bool {
+	r.delivering = true
+	defer func() { r.delivering = false }()
 	got := false
 	for {
 		v, ok := r.b.NextTLP(r.Accept)
@@ -895,4 +915,18 @@ func (r *Runner) sendFrames() {
 		r.sendErrors++ // frame n failed; go on with the rest
 		fs = fs[n+1:]
 	}
+}
+
+// spin reports whether Run's loop polls again instead of waiting, having
+// just taken k frames: for Spin after the last frames it took (*last).
+func (r *Runner) spin(k int, last *time.Time) bool {
+	if r.Spin <= 0 {
+		return false
+	}
+	now := time.Now()
+	if k > 0 {
+		*last = now
+		return true
+	}
+	return now.Sub(*last) < r.Spin
 }

@@ -22,6 +22,7 @@ type pollPipe struct {
 	*pipe
 	ready, peerReady chan struct{}
 	waiting          atomic.Int32 // goroutines in WaitReadable
+	waits            atomic.Int64 // WaitReadable calls
 }
 
 func newPollPipes() (*pollPipe, *pollPipe) {
@@ -81,6 +82,7 @@ func (p *pollPipe) TryRecvBatch(bufs [][]byte, sizes []int) (int, error) {
 }
 
 func (p *pollPipe) WaitReadable() error {
+	p.waits.Add(1)
 	p.waiting.Add(1)
 	defer p.waiting.Add(-1)
 	for len(p.in) == 0 {

@@ -23,6 +23,7 @@ import (
 	"github.com/dxpu/dxpu/emu/realtime"
 	"github.com/dxpu/dxpu/internal/app/apperr"
 	"github.com/dxpu/dxpu/internal/app/httpguard"
+	"github.com/dxpu/dxpu/internal/app/units"
 	"github.com/dxpu/dxpu/tlp"
 )
 
@@ -69,8 +70,11 @@ type Options struct {
 	Keepalive         time.Duration
 	DeadAfter         time.Duration
 	CompletionTimeout time.Duration
-	GPUModel          gpu.Model // of an emu-gpu side
-	MemBase, MemSize  uint64    // of a memory side
+	// Spin: the runner polls its socket this long after its last frames
+	// before it sleeps (driver.Runner.Spin; 0: at once).
+	Spin             time.Duration
+	GPUModel         gpu.Model // of an emu-gpu side
+	MemBase, MemSize uint64    // of a memory side
 	// Doorbell, when set, puts the test target of docs/protocol.md
 	// (section 12.1) at this address of a memory side: commands written
 	// there make the device issue requests toward the host side.
@@ -136,6 +140,9 @@ func Run(ctx context.Context, o Options) error {
 	if o.Pair == 0 || o.Pair > MaxPair {
 		return apperr.Usage(fmt.Errorf("--pair %d: want 1..%d (24 bits; 0 is no pair)", o.Pair, MaxPair))
 	}
+	if o.Spin < 0 || o.Spin > MaxSpin {
+		return apperr.Usage(units.Errorf("--spin %v: want 0 up to %v", o.Spin, MaxSpin))
+	}
 	def := bridge.Config{}.Defaults()
 	if err := (Timers{Keepalive: o.Keepalive, DeadAfter: o.DeadAfter, CompletionTimeout: o.CompletionTimeout,
 		DefaultKeepalive: def.Keepalive, DefaultDeadAfter: def.DeadAfter}).Check(); err != nil {
@@ -176,6 +183,7 @@ func Run(ctx context.Context, o Options) error {
 		return apperr.Usage(fmt.Errorf("--mtu %d: %s carries frames of at most %d bytes", b.Config().MTU, o.EtherIface, m.MTU()))
 	}
 	d := &Daemon{runner: driver.New(b, conn)}
+	d.runner.Spin = o.Spin
 	events := newEventLog(o.Log, o.Pair, o.Role, nil)
 	d.runner.OnEvent = events.log
 	d.runner.OnLate = NewLateLog(o.Log).For("pair", o.Pair, "role", o.Role)
@@ -217,7 +225,7 @@ func Run(ctx context.Context, o Options) error {
 			}
 		}()
 	}
-	o.Log.Info("bridge running", "role", o.Role, "pair", o.Pair, "listen", o.Listen, "peer", o.Peer, "pcie", o.PCIe.Kind)
+	o.Log.Info("bridge running", "role", o.Role, "pair", o.Pair, "listen", o.Listen, "peer", o.Peer, "pcie", o.PCIe.Kind, "spin", d.runner.Spin)
 	if o.Ready != nil {
 		o.Ready(d)
 	}
