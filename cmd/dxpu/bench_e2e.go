@@ -35,6 +35,8 @@ The host and the GPU each run on a clock and goroutine of their own, as a
 host and a GPU box are two machines, each side polling its bridge's socket
 for --spin after its last work, as a kernel-bypass bridge on a core of its
 own does (--one-clock: both on one; "clocks" in the result says which).
+The lossless pair's goodput polls the same way (dxpu bridge --spin): its
+host side streams 256-byte writes in full frames.
 
 --loopback runs everything on 127.0.0.1 (no root). Without it (root only) the
 host side, XDP switch and GPU side each run in a network namespace and the

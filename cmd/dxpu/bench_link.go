@@ -40,9 +40,14 @@ lossless pair's goodput over them is pair_over_udp and pair_over_tcp. UDP
 runs again with datagrams of the pair's mean frame, on the side that sent
 more bytes (pair_over_udp_same_frames). --raw=false skips them.
 
+--spin makes each bridge's runner poll its socket that long after its last
+frames before it sleeps, as 'dxpu bridge --spin' does: a busy pair then
+takes its frames without waiting for a wake-up (spin_us in the result).
+
   dxpu bench link --loss 0.01 --delay 5us --json
   dxpu bench link --virtual --loss 0.01 --delay 5us --link-gbps 100 --duration 2ms
-  dxpu bench link --mix write=0.5,read=0.5 --read-size 4096 --duration 5s`,
+  dxpu bench link --mix write=0.5,read=0.5 --read-size 4096 --duration 5s
+  dxpu bench link --spin 100us --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if _, err := oneLinkRate(cmd.Flags()); err != nil {
@@ -94,6 +99,7 @@ more bytes (pair_over_udp_same_frames). --raw=false skips them.
 	f.StringVar(&o.SealMode, "seal-mode", "", "with --keys: gcm (default: encryption and integrity) or gmac (integrity only)")
 	f.BoolVar(&o.Raw, "raw", true, "on a real-time run, measure raw UDP (two plain sockets, MTU-sized datagrams: before and after the pair) and TCP on the same loopback and report the pair's ratios")
 	f.DurationVar(&o.RawFor, "raw-for", 0, "how long each raw baseline runs (default: --duration, at most 1s; the MTU flood half of it before the pair, half after)")
+	f.DurationVar(&o.Spin, "spin", 0, "how long each bridge's runner polls its socket after its last frames before sleeping (as dxpu bridge --spin; 0: sleep at once)")
 	f.BoolVar(&o.Virtual, "virtual", false, "run in virtual time on the simulator over in-memory links (deterministic; --duration is virtual, keep it to milliseconds)")
 	f.DurationVar(&o.Interval, "interval", 50*time.Nanosecond, "with --virtual: one TLP issued every interval (open loop)")
 	return cmd

@@ -415,7 +415,7 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 	if err := prof.start("link"); err != nil {
 		return res, err
 	}
-	if res.LinkGoodputGbps, res.LinkFrameBytes, err = linkGoodput(ctx, func() (driver.Transport, driver.Transport, error) { return net.bridges(false) }, cfg, o.LinkFor); err != nil {
+	if res.LinkGoodputGbps, res.LinkFrameBytes, err = linkGoodput(ctx, func() (driver.Transport, driver.Transport, error) { return net.bridges(false) }, cfg, o.LinkFor, o.Spin); err != nil {
 		return res, err
 	}
 	after, err := flood(o.MTU, half)

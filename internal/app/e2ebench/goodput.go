@@ -18,8 +18,9 @@ import (
 // `dxpu bench link` does, for d, and returns the payload delivered per
 // second in Gbit/s: the rate the link itself allows, against which the
 // copies are judged; and the mean frame the host side sent (bytes over
-// frames, its few ACK frames included).
-func linkGoodput(ctx context.Context, open func() (host, gpu driver.Transport, err error), cfg bridge.Config, d time.Duration) (gbps float64, frameBytes int, err error) {
+// frames, its few ACK frames included). Each runner polls its socket for
+// spin after its last frames, as the world's clocks poll theirs.
+func linkGoodput(ctx context.Context, open func() (host, gpu driver.Transport, err error), cfg bridge.Config, d, spin time.Duration) (gbps float64, frameBytes int, err error) {
 	ht, gt, err := open()
 	if err != nil {
 		return 0, 0, err
@@ -35,6 +36,7 @@ func linkGoodput(ctx context.Context, open func() (host, gpu driver.Transport, e
 			return 0, 0, fmt.Errorf("e2ebench: link bridge: %w", err)
 		}
 		rs[i] = driver.New(b, []driver.Transport{ht, gt}[i])
+		rs[i].Spin = spin
 	}
 	var delivered atomic.Int64
 	rs[1].OnTLP = func(v tlp.View) { delivered.Add(int64(v.PayloadLen())) }
@@ -77,17 +79,21 @@ func linkGoodput(ctx context.Context, open func() (host, gpu driver.Transport, e
 		if err := ctx.Err(); err != nil {
 			return 0, 0, err
 		}
-		n, err := rs[0].SendMany(bufs)
+		// Held, as a port streams a burst: the next batch fills the frame
+		// this one leaves part-filled; what is held goes before a wait.
+		n, err := rs[0].SendManyHeld(bufs)
 		if err != nil && !errors.Is(err, bridge.ErrBusy) {
 			return 0, 0, fmt.Errorf("e2ebench: link flood: %w", err)
 		}
 		if n < len(bufs) {
+			rs[0].SendHeld()
 			select {
 			case <-rs[0].Progress:
 			case <-time.After(time.Millisecond):
 			}
 		}
 	}
+	rs[0].SendHeld()
 	el := time.Since(t0)
 	if c := rs[0].Counters(); c.FramesSent > 0 {
 		frameBytes = int(c.BytesSent / c.FramesSent)

@@ -49,6 +49,9 @@ type Options struct {
 	MaxPayload int
 	Window     int
 	Seed       uint64
+	// Spin: each runner polls its socket this long after the last frames
+	// before it sleeps (driver.Runner.Spin; `dxpu bridge --spin`).
+	Spin time.Duration
 	// Key, when set, keys the pair (32 bytes): every frame sealed with
 	// SealMode (seal.ModeGCM by default).
 	Key      []byte
@@ -165,6 +168,10 @@ type Result struct {
 	// 10-bit tags.
 	MaxWireTag int `json:"max_wire_tag,omitempty"`
 	BadCpls    int `json:"bad_completions"`
+	// CompletionsDeferred: completions the GPU side's bridge could not
+	// take in the turn that delivered their request (its queue or window
+	// full), handed over later by the completer's goroutine.
+	CompletionsDeferred uint64 `json:"completions_deferred"`
 	// WriteLatency is the one-way time of a posted write from the host
 	// side's Send to the GPU side's delivery; ReadLatency the round trip
 	// of a read to its last completion.
@@ -215,6 +222,7 @@ type state struct {
 		bytes     int64
 		wlat      *latHist
 		maxTag    uint16 // largest wire tag of a request the GPU side got
+		cpl       *completer
 	}
 	mu         sync.Mutex
 	tagN       int // tags the requester uses (tagRange)
@@ -226,7 +234,6 @@ type state struct {
 	failed     int
 	bad        int
 	bytesDone  int64 // read completions' payload
-	reqs       chan reqHdr
 	lostAddrs  map[uint64]bool
 	writesSent int
 	readsSent  int
@@ -397,7 +404,8 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		return Result{}, err
 	}
 	host, gpu := driver.New(hb, ht), driver.New(gb, gt)
-	st := &state{tagN: tagN, reads: make([]readReq, 1024), reqs: make(chan reqHdr, 8192), lostAddrs: map[uint64]bool{}, rlat: newLatHist()}
+	host.Spin, gpu.Spin = o.Spin, o.Spin
+	st := &state{tagN: tagN, reads: make([]readReq, 1024), lostAddrs: map[uint64]bool{}, rlat: newLatHist()}
 	st.gpu.seen, st.gpu.last, st.gpu.wlat = make([]uint8, 0, 1<<22), -1, newLatHist()
 	for t := tagBase + tagN - 1; t >= tagBase; t-- {
 		st.freeTags = append(st.freeTags, uint16(t))
@@ -409,7 +417,8 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	// was a tenth of the run's CPU, charged to the pair.
 	gclk, hclk := burstClock{t0: t0}, burstClock{t0: t0}
 	gpu.OnTLP = func(v tlp.View) { st.gpuTLP(v, &gclk) }
-	gpu.OnDelivered = gclk.next
+	st.gpu.cpl = newCompleter(gpu, o.MaxPayload)
+	gpu.OnDelivered = func() { gclk.next(); st.gpu.cpl.answer() }
 	host.OnTLP = func(v tlp.View) { st.hostTLP(v, &hclk) }
 	host.OnDelivered = hclk.next
 	gpu.OnEvent = func(e bridge.Event) {
@@ -438,7 +447,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	}
 	defer wg.Wait()
 	wg.Add(1)
-	go func() { defer wg.Done(); st.completer(rctx, gpu, o.MaxPayload) }()
+	go func() { defer wg.Done(); st.gpu.cpl.run(rctx) }()
 	var stalls stallWatch
 	wg.Add(1)
 	go func() { defer wg.Done(); stalls.run(rctx, time.Millisecond) }()
@@ -470,24 +479,25 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	res := Result{
-		Seconds:          elapsed.Seconds(),
-		GoodputGbps:      float64(st.bytesDone+st.gpu.bytes) * 8 / elapsed.Seconds() / 1e9,
-		CPUSeconds:       cpu.Seconds(),
-		WritesSent:       st.writesSent,
-		Delivered:        st.gpu.delivered,
-		Duplicated:       st.gpu.dup,
-		Misordered:       st.gpu.mis,
-		ReadsSent:        st.readsSent,
-		Completed:        st.completed,
-		Failed:           st.failed,
-		Unanswered:       st.tagN - len(st.freeTags),
-		MaxReadsInFlight: st.maxOut,
-		MaxWireTag:       int(st.gpu.maxTag),
-		BadCpls:          st.bad,
-		WriteLatency:     st.gpu.wlat.percentiles(),
-		ReadLatency:      st.rlat.percentiles(),
-		Host:             BridgeCounters(host.Counters()),
-		GPU:              BridgeCounters(gpu.Counters()),
+		Seconds:             elapsed.Seconds(),
+		GoodputGbps:         float64(st.bytesDone+st.gpu.bytes) * 8 / elapsed.Seconds() / 1e9,
+		CPUSeconds:          cpu.Seconds(),
+		WritesSent:          st.writesSent,
+		Delivered:           st.gpu.delivered,
+		Duplicated:          st.gpu.dup,
+		Misordered:          st.gpu.mis,
+		ReadsSent:           st.readsSent,
+		Completed:           st.completed,
+		Failed:              st.failed,
+		Unanswered:          st.tagN - len(st.freeTags),
+		MaxReadsInFlight:    st.maxOut,
+		MaxWireTag:          int(st.gpu.maxTag),
+		BadCpls:             st.bad,
+		CompletionsDeferred: st.gpu.cpl.deferred.Load(),
+		WriteLatency:        st.gpu.wlat.percentiles(),
+		ReadLatency:         st.rlat.percentiles(),
+		Host:                BridgeCounters(host.Counters()),
+		GPU:                 BridgeCounters(gpu.Counters()),
 	}
 	if err := host.FrameError(); err != nil {
 		st.events.addLine(fmt.Sprintf("host last frame error: %v", err))
@@ -531,7 +541,18 @@ func (st *state) produce(ctx context.Context, host *driver.Runner, o Options, no
 	}
 	batch := make([][]byte, 0, o.Batch)
 	tags := make([]int, 0, o.Batch) // tag of each batch entry, -1 for writes
-	data := make([]byte, o.WriteBytes)
+	// Each TLP is a copy of its kind's template with the address, tag
+	// and the write's number and time patched in, as a port's TLPs come
+	// ready made: encoding and checking every field per TLP (AppendTo)
+	// was a tenth of the run's CPU, charged to the pair.
+	mwr, _ := (&tlp.Packet{Kind: tlp.MWr, Addr64: true, FirstBE: 0xf, LastBE: 0xf, Address: writeBase, Data: make([]byte, o.WriteBytes)}).AppendTo(nil)
+	mrd := tlp.Packet{Kind: tlp.MRd, Addr64: true, FirstBE: 0xf, LastBE: 0xf, Address: 0x20_0000_0000, Length: uint16(o.ReadBytes / 4)}
+	if mrd.Length == 1 {
+		mrd.LastBE = 0
+	}
+	mrdT, _ := mrd.AppendTo(nil)
+	cfgT, _ := (&tlp.Packet{Kind: tlp.CfgRd0, FirstBE: 0xf, Length: 1, TargetID: tlp.NewID(1, 0, 0)}).AppendTo(nil)
+	hdr := tlp.View(mwr).HeaderLen()
 	total := o.Write + o.Read + o.Config
 	waitT := time.NewTimer(time.Hour)
 	defer waitT.Stop()
@@ -592,11 +613,10 @@ func (st *state) produce(ctx context.Context, host *driver.Runner, o Options, no
 		if r < o.Write {
 			n := st.writesSent
 			st.writesSent++
-			binary.BigEndian.PutUint64(data, uint64(n))
-			binary.BigEndian.PutUint64(data[8:], uint64(stamp))
-			p := tlp.Packet{Kind: tlp.MWr, Addr64: true, RequesterID: 0, FirstBE: 0xf, LastBE: 0xf,
-				Address: writeBase + uint64(n)*4096, Data: data}
-			b, _ := p.AppendTo(buf)
+			b := append(buf, mwr...)
+			tlp.View(b).SetAddress(writeBase + uint64(n)*4096)
+			binary.BigEndian.PutUint64(b[hdr:], uint64(n))
+			binary.BigEndian.PutUint64(b[hdr+8:], uint64(stamp))
 			batch, tags = append(batch, b), append(tags, -1)
 		} else {
 			cfg := r >= o.Write+o.Read
@@ -615,22 +635,19 @@ func (st *state) produce(ctx context.Context, host *driver.Runner, o Options, no
 			st.freeTags = st.freeTags[:len(st.freeTags)-1]
 			st.maxOut = max(st.maxOut, st.tagN-len(st.freeTags))
 			rq := readReq{active: true, start: stamp}
-			var p tlp.Packet
+			var b []byte
 			if cfg {
-				p = tlp.Packet{Kind: tlp.CfgRd0, Tag: tag, FirstBE: 0xf, Length: 1, TargetID: tlp.NewID(1, 0, 0)}
+				b = append(buf, cfgT...)
 				rq.bytes = 4
 			} else {
-				p = tlp.Packet{Kind: tlp.MRd, Addr64: true, Tag: tag, FirstBE: 0xf, LastBE: 0xf,
-					Address: 0x20_0000_0000 + uint64(i%4096)*4096, Length: uint16(o.ReadBytes / 4)}
-				if p.Length == 1 {
-					p.LastBE = 0
-				}
+				b = append(buf, mrdT...)
+				tlp.View(b).SetAddress(0x20_0000_0000 + uint64(i%4096)*4096)
 				rq.bytes = o.ReadBytes
 			}
+			tlp.View(b).SetTag(tag)
 			st.reads[tag] = rq
 			st.readsSent++
 			st.mu.Unlock()
-			b, _ := p.AppendTo(buf)
 			batch, tags = append(batch, b), append(tags, int(tag))
 		}
 		if len(batch) == o.Batch {
@@ -669,90 +686,7 @@ func (st *state) gpuTLP(v tlp.View, clk *burstClock) {
 		}
 	case k == tlp.MRd || k == tlp.CfgRd0:
 		st.gpu.maxTag = max(st.gpu.maxTag, v.Tag())
-		var r reqHdr
-		r.n = uint8(copy(r.b[:], v[:min(len(v), v.HeaderLen())]))
-		select {
-		case st.reqs <- r:
-		default:
-			// The completer is behind: the request stays unanswered and
-			// the requester's bridge times it out with CA.
-		}
-	}
-}
-
-// completer answers reads with completions split at MPS and a 64-byte RCB.
-// It takes every request queued at once and hands their completions over
-// in one SendMany, as a device answers a burst of reads.
-func (st *state) completer(ctx context.Context, gpu *driver.Runner, mps int) {
-	const burst = 64
-	store := make([]byte, 0, burst*(16+mps))
-	cpls := make([][]byte, 0, burst*(4096/mps+2))
-	data := make([]byte, 4096)
-	reqs := make([]reqHdr, 0, burst)
-	send := func() {
-		for rest := cpls; len(rest) > 0; {
-			n, err := gpu.SendMany(rest)
-			rest = rest[n:]
-			if err == nil {
-				continue
-			}
-			if !errors.Is(err, bridge.ErrBusy) || ctx.Err() != nil {
-				break // not up, or stopping: the requester's bridge answers
-			}
-			select {
-			case <-gpu.Progress:
-			case <-time.After(100 * time.Microsecond):
-			}
-		}
-		cpls, store = cpls[:0], store[:0]
-	}
-	add := func(p *tlp.Packet) {
-		if len(cpls) == cap(cpls) || len(store)+16+len(p.Data) > cap(store) {
-			send()
-		}
-		at := len(store)
-		store, _ = p.AppendTo(store)
-		cpls = append(cpls, store[at:len(store):len(store)])
-	}
-	for {
-		reqs = reqs[:0]
-		select {
-		case <-ctx.Done():
-			return
-		case r := <-st.reqs:
-			reqs = append(reqs, r)
-		}
-	drain:
-		for len(reqs) < burst {
-			select {
-			case r := <-st.reqs:
-				reqs = append(reqs, r)
-			default:
-				break drain
-			}
-		}
-		for i := range reqs {
-			req := tlp.View(reqs[i].b[:reqs[i].n])
-			if req.Kind() == tlp.CfgRd0 {
-				p := tlp.Packet{Kind: tlp.CplD, CompleterID: tlp.NewID(1, 0, 0), RequesterID: req.RequesterID(), Tag: req.Tag(), ByteCount: 4, Data: data[:4]}
-				add(&p)
-				continue
-			}
-			sp, err := tlp.SplitterFor(req, min(mps, 4096), 64)
-			if err != nil {
-				continue
-			}
-			for {
-				part, ok := sp.Next()
-				if !ok {
-					break
-				}
-				p := tlp.Packet{Kind: tlp.CplD, CompleterID: tlp.NewID(1, 0, 0), RequesterID: req.RequesterID(), Tag: req.Tag(),
-					ByteCount: uint16(part.ByteCount), LowerAddress: part.LowerAddress, Data: data[:part.Length*4]}
-				add(&p)
-			}
-		}
-		send()
+		st.gpu.cpl.request(v)
 	}
 }
 

@@ -113,3 +113,21 @@ func stalledPastTimeout(r Result) bool {
 	return r.Failed == r.ReadsTimedOut && r.LateCompletions > 0 &&
 		r.MaxStallMs >= float64(driver.LateAfter)/float64(time.Millisecond)
 }
+
+// TestCompletionsDeferred: with a window of 8 TLPs the GPU side's bridge
+// cannot take a burst's completions in the turn that delivered the reads;
+// the rest wait in the completer's backlog and still reach the requester,
+// each read's in order (no bad completion, none unanswered).
+func TestCompletionsDeferred(t *testing.T) {
+	r, err := Run(context.Background(), Options{Read: 1, ReadBytes: 2048, Window: 8, Duration: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.OK() || r.Completed == 0 || r.BadCpls != 0 || r.Failed != 0 && !stalledPastTimeout(r) {
+		t.Fatalf("%d reads completed, %d failed, %d bad completions, unanswered %d", r.Completed, r.Failed, r.BadCpls, r.Unanswered)
+	}
+	if r.CompletionsDeferred == 0 {
+		t.Fatalf("no completion deferred with a window of 8 (%d reads completed): the backlog went untested", r.Completed)
+	}
+	t.Logf("%d reads, %d completions deferred", r.Completed, r.CompletionsDeferred)
+}

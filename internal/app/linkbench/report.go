@@ -27,8 +27,11 @@ import (
 // lossless baseline when there was one.
 type Report struct {
 	Result
-	Faults          Faults  `json:"faults"`
-	Virtual         bool    `json:"virtual"`
+	Faults  Faults `json:"faults"`
+	Virtual bool   `json:"virtual"`
+	// SpinUs is --spin: how long each runner polled its socket after its
+	// last frames before sleeping (0: at once).
+	SpinUs          float64 `json:"spin_us"`
 	Baseline        *Result `json:"baseline,omitempty"`
 	BaselineGoodput float64 `json:"baseline_goodput_gbps,omitempty"`
 	GoodputRatio    float64 `json:"goodput_ratio,omitempty"`
@@ -101,6 +104,7 @@ type ReportOptions struct {
 	SealMode                    string        // with Keys: gcm (default) or gmac
 	Virtual                     bool          // virtual time on the simulator
 	Interval                    time.Duration // with Virtual: one TLP every interval
+	Spin                        time.Duration // real time: the runners poll this long after their last frames
 	// Raw measures the raw UDP and TCP baselines after a real-time run
 	// (for RawFor: the duration up to 1 s when zero).
 	Raw      bool
@@ -140,6 +144,7 @@ func WriteReport(ctx context.Context, ro ReportOptions, w io.Writer) error {
 		MTU:         fl.MTU,
 		Window:      fl.Window,
 		Seed:        fl.Seed,
+		Spin:        fl.Spin,
 	}
 	if err := parseMix(fl.Mix, &o); err != nil {
 		return apperr.Usage(err)
@@ -181,7 +186,7 @@ func WriteReport(ctx context.Context, ro ReportOptions, w io.Writer) error {
 		}
 		return Run(ctx, o)
 	}
-	out := Report{Faults: Faults(o.Faults), Virtual: fl.Virtual}
+	out := Report{Faults: Faults(o.Faults), Virtual: fl.Virtual, SpinUs: float64(fl.Spin) / 1e3}
 	if err := rawBefore(ctx, fl, o, &out); err != nil {
 		return apperr.Usage(err)
 	}
@@ -384,6 +389,9 @@ func writeOut(w io.Writer, fl *ReportOptions, o Options, out Report) error {
 		if p := out.Plaintext; p != nil {
 			fmt.Fprintf(w, "plaintext (the same runs unkeyed, alternating, median of %d): goodput %.3f Gbit/s; keyed (%s) below: %.2fx of it\n", out.Rounds, p.GoodputGbps, out.SealMode, out.KeyedRatio)
 		}
+		if o.Spin > 0 {
+			fmt.Fprintf(w, "runners poll their sockets %s after their last frames before sleeping (--spin)\n", units.Duration(o.Spin))
+		}
 		fmt.Fprintf(w, "goodput %.3f Gbit/s over %.6f s", r.GoodputGbps, r.Seconds)
 		if r.CPUSecondsPerGB > 0 {
 			fmt.Fprintf(w, ", %.2f CPU s per GB", r.CPUSecondsPerGB)
@@ -472,6 +480,10 @@ const (
 // the pair is meant for, and a virtual run drains for a multiple of it.
 const MaxDelay = time.Second
 
+// MaxSpin bounds --spin: a longer poll after the last frame is a core
+// kept busy, which a flag should not do by accident.
+const MaxSpin = time.Second
+
 func checkRanges(fl *ReportOptions) error {
 	switch {
 	case !(fl.LinkGbps >= 0 && fl.LinkGbps <= 10000): // NaN fails too
@@ -498,6 +510,10 @@ func checkRanges(fl *ReportOptions) error {
 		return fmt.Errorf("--mtu %d: a real-time run sends its frames in UDP datagrams, at most %d bytes", fl.MTU, maxUDPPayload)
 	case fl.Window < 1 || fl.Window > maxWindow:
 		return fmt.Errorf("--window %d: want 1..%d TLPs", fl.Window, maxWindow)
+	case fl.Spin < 0 || fl.Spin > MaxSpin:
+		return units.Errorf("--spin %v: want 0 up to %v", fl.Spin, MaxSpin)
+	case fl.Virtual && fl.Spin != 0:
+		return errors.New("--spin polls real sockets: not with --virtual")
 	case fl.Virtual && fl.Interval <= 0:
 		return units.Errorf("--interval %v: must be positive", fl.Interval)
 	}
