@@ -40,7 +40,9 @@ Each pair's two bridges run on one CPU of their own (--cpus, GOMAXPROCS 1),
 pair i on the i-th CPU this process may use, round robin, as a bridge box
 keeps its pairs apart: on a 2-core machine that gave 1.1-1.7x the goodput
 at 0.53-0.9x the CPU per GB of unpinned bridges. --pin=false measures them
-left to the scheduler.
+left to the scheduler. --spin gives the bridges --spin: with a pair's two
+bridges on one CPU a spinning one delays the other (on a 2-core machine
+50us cost a pair 0.87-0.92x its goodput).
 
 --mtu and --mps size the frames and the completions: 'dxpu bridge' ships
 1472-byte frames (a 1500-byte Ethernet MTU) and a memory device answering
@@ -108,6 +110,7 @@ its exit status and the last line of its stderr.`,
 	f.IntVar(&o.IdleSamples, "idle-samples", 200, "reads (and echoes) timed before the load")
 	bytesVar(f, &o.MTU, "mtu", 1472, "the bridges' --mtu and the raw baseline's datagram size, in bytes (at most 1472 in namespaces)")
 	bytesVar(f, &o.MPS, "mps", 256, "the memory devices' --mps, in bytes (128..4096); the bridges' --max-payload is the larger of it and 512")
+	f.DurationVar(&o.Spin, "spin", 0, "the bridges' --spin: how long each polls its socket after its last frames before sleeping (0: at once)")
 	f.BoolVar(&o.Insecure, "insecure-no-keys", false, "run the pairs unkeyed instead of sealed")
 	f.BoolVar(&o.Pin, "pin", true, "a core per pair: both bridges of pair i run on the i-th CPU (dxpu bridge --cpus), round robin; --pin=false leaves them to the scheduler")
 	f.StringVar(&o.Binary, "bridge-binary", "", "the dxpu binary the bridges run as (default: this one)")

@@ -14,7 +14,7 @@ import (
 )
 
 // TestBenchScaleProcess runs `dxpu bench scale` as a process, small: two
-// pairs (four `dxpu bridge` processes) on loopback, with jumbo frames and
+// pairs (four `dxpu bridge` processes, given --spin) on loopback, with jumbo frames and
 // 2 KiB completions (a host side left at --max-payload 512 would refuse
 // the GPU side's completions and no read would finish). Every pair must move
 // data, the aggregate must be their sum, and the baselines must be there;
@@ -28,7 +28,7 @@ func TestBenchScaleProcess(t *testing.T) {
 	bin := filepath.Join(dir, "dxpu")
 	var stdout, stderr strings.Builder
 	c := exec.Command(bin, "bench", "scale", "--loopback", "--pairs", "2", "--duration", "300ms", "--idle-samples", "20",
-		"--readers", "2", "--mtu", "8972", "--mps", "2048", "--json")
+		"--readers", "2", "--mtu", "8972", "--mps", "2048", "--spin", "20us", "--json")
 	c.Stdout, c.Stderr = &stdout, &stderr
 	if err := waitfor.Command(c, waitfor.CommandStall); err != nil {
 		t.Fatalf("dxpu bench scale: %v\nstderr:\n%s", err, stderr.String())
@@ -39,8 +39,8 @@ func TestBenchScaleProcess(t *testing.T) {
 	}
 	t.Logf("%s", stdout.String())
 	if res.Mode != "loopback" || !res.Sealed || !res.Pinned || res.UDPGoodputGbps <= 0 || res.UDPDatagramBytes != 8972 || len(res.Scenarios) != 1 ||
-		res.MTUBytes != 8972 || res.MPSBytes != 2048 {
-		t.Fatalf("result %+v: want one sealed loopback scenario, its pairs pinned by default, with --mtu 8972 --mps 2048 and a raw UDP baseline of 8972-byte datagrams", res)
+		res.MTUBytes != 8972 || res.MPSBytes != 2048 || res.SpinUs != 20 {
+		t.Fatalf("result %+v: want one sealed loopback scenario, its pairs pinned by default, with --mtu 8972 --mps 2048 --spin 20us and a raw UDP baseline of 8972-byte datagrams", res)
 	}
 	if !strings.Contains(stdout.String(), `"duration_per_scenario_s": 0.3,`) {
 		t.Errorf("JSON lacks duration_per_scenario_s 0.3 (--duration 300ms)")

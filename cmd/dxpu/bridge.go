@@ -124,7 +124,7 @@ Example, a NetTLP host (libtlp on 127.0.0.1) and an emulated GPU:
 	f.StringVar(&o.Metrics, "metrics", "", "serve Prometheus metrics on this TCP address (empty: off)")
 	f.DurationVar(&o.Keepalive, "keepalive", 50*time.Millisecond, "longest silence while up (above 0, below --dead-after)")
 	f.DurationVar(&o.DeadAfter, "dead-after", time.Second, "silence after which the link is down (above --keepalive)")
-	f.DurationVar(&o.Spin, "spin", 0, "poll the socket (UDP, --ether, AF_XDP) this long after the last frames before sleeping, up to 1s (0: sleep at once): a busy pair then takes its frames without a wake-up, at the cost of a core polling; for a box with a core per pair")
+	f.DurationVar(&o.Spin, "spin", 0, "poll the socket (UDP, --ether, AF_XDP) this long after the last frames before sleeping, up to 1s (0: sleep at once): a busy pair then takes its frames without a wake-up, at the cost of a core polling; for a bridge with a core of its own (two bridges sharing one lose by it)")
 	f.DurationVar(&o.CompletionTimeout, "completion-timeout", 0, "a forwarded request unanswered this long gets a CA completion (0, the default: 250ms on the host side, below libtlp's 500 ms; twice --dead-after on the GPU side, so that an outage the link hides stays hidden from the GPU's DMA reads)")
 	f.StringVar(&fl.GPUModel, "gpu-model", "h100", "emulated GPU model (h100, a100)")
 	f.StringVar(&fl.KeyFile, "key-file", "", "the pair key, the same on both sides: 32 raw bytes or 64 hex digits, mode 0600")

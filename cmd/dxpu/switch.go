@@ -38,7 +38,9 @@ Modes:
   udp     a UDP socket on --udp-listen relaying dxpu datagrams between the
           endpoints' IP:port (no root needed; the demo's switch)
 
-The table comes from --table FILE (re-read when the file changes) or from
+The table comes from --table FILE (re-read when its time or size changes,
+every second: write a new file and rename it over the old one, so that a
+half-written file is never read and a rewrite is never missed) or from
 the manager (--manager URL, long-polling GET /v1/table?watch=1&version=N,
 with the read-only token of --token-file, or $DXPU_TOKEN). A token the
 manager refuses at its first answer ends the switch (exit 2); refused

@@ -138,6 +138,9 @@ func startPair(fab fabric, o *Options, dir string, i int, e endpoints, cpu int) 
 	if cpu >= 0 {
 		common = append(common, "--cpus", strconv.Itoa(cpu))
 	}
+	if o.Spin > 0 { // only when asked: a --bridge-binary from before it has no --spin
+		common = append(common, "--spin", o.Spin.String())
+	}
 	if insecure {
 		common = append(common, "--insecure-no-keys")
 	} else {
