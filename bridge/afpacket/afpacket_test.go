@@ -174,7 +174,7 @@ func TestBridgeOverVeth(t *testing.T) {
 	defer func() {
 		cancel()
 		for range 2 {
-			await(t, stopped, "the runners returning once their context ended")
+			waitfor.Receive(t, stopped, "the runners returning once their context ended")
 		}
 	}()
 	defer func() {

@@ -178,7 +178,7 @@ func TestTryRecvBatchWhileReceiving(t *testing.T) {
 	if err := b.Send(frame); err != nil {
 		t.Fatal(err)
 	}
-	r := await(t, got, "RecvBatch returning the frame sent to it")
+	r := waitfor.Receive(t, got, "RecvBatch returning the frame sent to it")
 	if r.err != nil || r.n != 1 || !bytes.HasPrefix(bufs[0][:sizes[0]], frame) {
 		t.Fatalf("RecvBatch: %d, %v; want the frame", r.n, r.err)
 	}

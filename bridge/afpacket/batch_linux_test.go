@@ -140,7 +140,7 @@ func TestTryRecvAndWait(t *testing.T) {
 	if err := b.Send(testFrames(1)[0]); err != nil {
 		t.Fatal(err)
 	}
-	if err := await(t, waited, "WaitReadable returning once a frame was sent"); err != nil {
+	if err := waitfor.Receive(t, waited, "WaitReadable returning once a frame was sent"); err != nil {
 		t.Fatal(err)
 	}
 	if n, err := a.TryRecvBatch(bufs, sizes); n != 1 || err != nil {
@@ -149,7 +149,7 @@ func TestTryRecvAndWait(t *testing.T) {
 	// Close ends a wait.
 	go func() { waited <- a.WaitReadable() }()
 	a.Close()
-	if err := await(t, waited, "WaitReadable returning once the socket was closed"); err == nil {
+	if err := waitfor.Receive(t, waited, "WaitReadable returning once the socket was closed"); err == nil {
 		t.Fatal("WaitReadable returned nil after Close")
 	}
 }

@@ -367,3 +367,20 @@ func TestPolledCountsPolledFrames(t *testing.T) {
 		t.Fatalf("Polled grew by %d, Poll returned %d in all", got, took)
 	}
 }
+
+// runUp runs rs until stop (also at the test's end: stop is idempotent)
+// and waits for both links up; ctx ends at stop.
+func runUp(t *testing.T, rs [2]*driver.Runner) (ctx context.Context, stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for _, r := range rs {
+		wg.Add(1)
+		go func() { defer wg.Done(); _ = r.Run(ctx) }()
+	}
+	var once sync.Once
+	stop = func() { once.Do(func() { cancel(); wg.Wait() }) }
+	t.Cleanup(stop)
+	waitfor.Until(t, "link up", func() bool { return rs[0].State() == bridge.StateUp && rs[1].State() == bridge.StateUp })
+	return ctx, stop
+}

@@ -1,12 +1,10 @@
 package driver_test
 
 import (
-	"context"
 	"errors"
 	"sync"
 	"testing"
 
-	"github.com/dxpu/dxpu/bridge"
 	"github.com/dxpu/dxpu/bridge/driver"
 	"github.com/dxpu/dxpu/internal/waitfor"
 	"github.com/dxpu/dxpu/tlp"
@@ -47,14 +45,7 @@ func TestRunnerReply(t *testing.T) {
 		answered[v.Tag()] = true
 		mu.Unlock()
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	defer func() { cancel(); wg.Wait() }()
-	for _, r := range rs {
-		wg.Add(1)
-		go func() { defer wg.Done(); _ = r.Run(ctx) }()
-	}
-	waitfor.Until(t, "link up", func() bool { return rs[0].State() == bridge.StateUp && rs[1].State() == bridge.StateUp })
+	ctx, stop := runUp(t, rs)
 	const n = 40
 	for i := range n {
 		p := tlp.Packet{Kind: tlp.MRd, Addr64: true, Tag: uint16(i), FirstBE: 0xf, Length: 1, Address: base + uint64(i)*64}
@@ -71,8 +62,7 @@ func TestRunnerReply(t *testing.T) {
 		defer mu.Unlock()
 		return len(answered) == n
 	})
-	cancel()
-	wg.Wait()
+	stop()
 	if replyErr != nil {
 		t.Fatalf("Reply in OnDelivered: %v", replyErr)
 	}

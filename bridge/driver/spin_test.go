@@ -1,13 +1,11 @@
 package driver_test
 
 import (
-	"context"
 	"encoding/binary"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/dxpu/dxpu/bridge"
 	"github.com/dxpu/dxpu/bridge/driver"
 	"github.com/dxpu/dxpu/internal/waitfor"
 	"github.com/dxpu/dxpu/tlp"
@@ -33,13 +31,7 @@ func TestRunnerSpins(t *testing.T) {
 			got = append(got, binary.BigEndian.Uint64(v.Payload()))
 			mu.Unlock()
 		}
-		ctx, cancel := context.WithCancel(context.Background())
-		var wg sync.WaitGroup
-		for _, r := range rs {
-			wg.Add(1)
-			go func() { defer wg.Done(); _ = r.Run(ctx) }()
-		}
-		waitfor.Until(t, "link up", func() bool { return rs[0].State() == bridge.StateUp && rs[1].State() == bridge.StateUp })
+		ctx, stop := runUp(t, rs)
 		const n = 50
 		before := b.waits.Load()
 		data := make([]byte, 64)
@@ -57,8 +49,7 @@ func TestRunnerSpins(t *testing.T) {
 			waitfor.Until(t, "write delivered", func() bool { mu.Lock(); defer mu.Unlock(); return len(got) == i+1 })
 		}
 		waits := b.waits.Load() - before
-		cancel()
-		wg.Wait()
+		stop()
 		for i, w := range got {
 			if w != uint64(i) {
 				t.Fatalf("spin %v: delivery %d is write %d", c.spin, i, w)

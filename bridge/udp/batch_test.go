@@ -7,6 +7,8 @@ import (
 	"net"
 	"net/netip"
 	"testing"
+
+	"github.com/dxpu/dxpu/internal/waitfor"
 )
 
 func pair(t testing.TB, local string) (a, b *Conn) {
@@ -147,7 +149,7 @@ func TestBatchErrors(t *testing.T) {
 	bs, sizes := bufs(1, 10)
 	closedErr := make(chan error, 1)
 	go func() { _, err := a.RecvBatch(bs, sizes); closedErr <- err }()
-	if err := await(t, closedErr, "the error of a receive on a closed socket"); !errors.Is(err, net.ErrClosed) {
+	if err := waitfor.Receive(t, closedErr, "the error of a receive on a closed socket"); !errors.Is(err, net.ErrClosed) {
 		t.Fatalf("receive on a closed socket: %v", err)
 	}
 }

@@ -55,16 +55,3 @@ func expired(t *testing.T, err error, what string) {
 		t.Fatalf("%s: nothing came within %v (%v)", what, waitfor.Stall, err)
 	}
 }
-
-// await takes the value a goroutine sends on ch, failing the test when
-// none came within waitfor.Stall; what names it.
-func await[T any](t *testing.T, ch <-chan T, what string) T {
-	t.Helper()
-	select {
-	case v := <-ch:
-		return v
-	case <-time.After(waitfor.Stall):
-		t.Fatalf("%s: nothing came within %v", what, waitfor.Stall)
-		panic("unreachable")
-	}
-}

@@ -6,6 +6,8 @@ import (
 	"net"
 	"testing"
 	"time"
+
+	"github.com/dxpu/dxpu/internal/waitfor"
 )
 
 // TryRecvBatch returns at once with nothing queued; WaitReadable waits
@@ -69,7 +71,7 @@ func TestWaitReadableClosed(t *testing.T) {
 	errc := make(chan error, 1)
 	go func() { errc <- b.WaitReadable() }()
 	b.Close()
-	if err := await(t, errc, "WaitReadable returning once the socket was closed"); !errors.Is(err, net.ErrClosed) {
+	if err := waitfor.Receive(t, errc, "WaitReadable returning once the socket was closed"); !errors.Is(err, net.ErrClosed) {
 		t.Fatalf("WaitReadable after Close: %v, want net.ErrClosed", err)
 	}
 	bs, sizes := bufs(1, 64)

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/dxpu/dxpu/internal/waitfor"
 )
 
 // busyPair is pair over ListenBusyPoll sockets.
@@ -99,7 +101,7 @@ func TestBusyPollSocketClose(t *testing.T) {
 	a.Close()
 	b.Close()
 	for range 2 {
-		if err := await(t, errs, "WaitReadable and RecvBatch returning once their sockets were closed"); !errors.Is(err, net.ErrClosed) {
+		if err := waitfor.Receive(t, errs, "WaitReadable and RecvBatch returning once their sockets were closed"); !errors.Is(err, net.ErrClosed) {
 			t.Fatalf("wait ended with %v, want net.ErrClosed", err)
 		}
 	}

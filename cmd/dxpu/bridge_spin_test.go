@@ -6,11 +6,8 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/dxpu/dxpu/bridge/nettlp"
 	"github.com/dxpu/dxpu/internal/waitfor"
-	"github.com/dxpu/dxpu/tlp"
 )
 
 // TestBridgeSpin runs a pair as shipped with --spin on both sides: each
@@ -33,24 +30,12 @@ func TestBridgeSpin(t *testing.T) {
 			t.Errorf("the %s side's start line does not say spin=200us:\n%s", side, log)
 		}
 	}
-	c, err := nettlp.Dial(load, adapter, 1, tlp.NewID(0, 0, 0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	c.Timeout = 5 * time.Second
 	const addr = 0x2000000000 // --mem-base's default
 	want := make([]byte, 4096)
 	for i := range want {
 		want[i] = byte(i*5 + 3)
 	}
-	// Until the pair is up the host side answers UR.
-	waitfor.Until(t, "the pair carrying a write and a read", func() bool {
-		var w [4]byte
-		_, werr := c.WriteAligned(addr, want, 256)
-		_, rerr := c.Read(addr, w[:])
-		return werr == nil && rerr == nil && bytes.Equal(w[:], want[:4])
-	})
+	c := pairCarrying(t, load, adapter, addr, want, 256)
 	got := make([]byte, len(want))
 	if n, err := c.Read(addr, got); err != nil || n != len(got) || !bytes.Equal(got, want) {
 		t.Fatalf("4 KiB read with both sides spinning: %d bytes (%v), equal %v", n, err, bytes.Equal(got, want))

@@ -104,25 +104,12 @@ func TestBridgeSizes(t *testing.T) {
 	waitfor.Until(t, "both bridges running", func() bool {
 		return strings.Contains(gpuLog.String(), "bridge running") && strings.Contains(hostLog.String(), "bridge running")
 	})
-	c, err := nettlp.Dial(load, adapter, 1, tlp.NewID(0, 0, 0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	c.Timeout = 5 * time.Second
 	const addr = 0x2000000000 // --mem-base's default
 	want := make([]byte, 4096)
 	for i := range want {
 		want[i] = byte(i*7 + 1)
 	}
-	// Until the pair is up the host side answers UR: write until a read of
-	// the first word returns what was written.
-	waitfor.Until(t, "the pair carrying a write and a read", func() bool {
-		var w [4]byte
-		_, werr := c.WriteAligned(addr, want, 2048)
-		_, rerr := c.Read(addr, w[:])
-		return werr == nil && rerr == nil && bytes.Equal(w[:], want[:4])
-	})
+	c := pairCarrying(t, load, adapter, addr, want, 2048)
 	sentBefore := gpuTLPsSent(t, metrics[0])
 	got := make([]byte, len(want))
 	if n, err := c.Read(addr, got); err != nil || n != len(got) || !bytes.Equal(got, want) {
@@ -189,4 +176,25 @@ func gpuTLPsSent(t *testing.T, port uint16) float64 {
 		t.Fatalf("metric %s: %q", m, line)
 	}
 	return v
+}
+
+// pairCarrying dials the host side's NetTLP adapter from load (closed at
+// the test's end) and writes want at addr, chunk bytes a write, until a
+// read of the first word returns it: until the pair is up the host side
+// answers UR.
+func pairCarrying(t *testing.T, load, adapter netip.Addr, addr uint64, want []byte, chunk int) *nettlp.Client {
+	t.Helper()
+	c, err := nettlp.Dial(load, adapter, 1, tlp.NewID(0, 0, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	c.Timeout = 5 * time.Second
+	waitfor.Until(t, "the pair carrying a write and a read", func() bool {
+		var w [4]byte
+		_, werr := c.WriteAligned(addr, want, chunk)
+		_, rerr := c.Read(addr, w[:])
+		return werr == nil && rerr == nil && bytes.Equal(w[:], want[:4])
+	})
+	return c
 }

@@ -129,3 +129,30 @@ func ServedSerial(addr string) (int64, error) {
 	defer c.Close()
 	return c.ConnectionState().PeerCertificates[0].SerialNumber.Int64(), nil
 }
+
+// Serve listens on 127.0.0.1 with p's certificate, completes each TLS
+// handshake and closes the connection, until the test ends; it returns
+// the address.
+func Serve(tb testing.TB, p Pair) string {
+	tb.Helper()
+	c, err := tls.LoadX509KeyPair(p.CertFile, p.KeyFile)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{c}})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.(*tls.Conn).Handshake()
+			c.Close()
+		}
+	}()
+	return ln.Addr().String()
+}

@@ -73,27 +73,8 @@ func modes(t *testing.T, p Pair, want os.FileMode) {
 // TestServedSerial: the serial of the certificate a TLS server holds.
 func TestServedSerial(t *testing.T) {
 	t.Parallel()
-	p := Write(t, t.TempDir(), Options{Serial: 42})
-	pair, err := tls.LoadX509KeyPair(p.CertFile, p.KeyFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{pair}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.(*tls.Conn).Handshake()
-			c.Close()
-		}
-	}()
-	if s, err := ServedSerial(ln.Addr().String()); err != nil || s != 42 {
+	addr := Serve(t, Write(t, t.TempDir(), Options{Serial: 42}))
+	if s, err := ServedSerial(addr); err != nil || s != 42 {
 		t.Fatalf("ServedSerial: %d, %v; want 42", s, err)
 	}
 }

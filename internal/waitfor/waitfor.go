@@ -120,3 +120,18 @@ func (w *Watch) sleep() {
 	time.Sleep(w.poll)
 	w.poll = min(2*w.poll, maxPoll)
 }
+
+// Receive takes the value a goroutine sends on ch, failing the test when
+// none came within Stall; what names the value in the failure.
+func Receive[T any](tb testing.TB, ch <-chan T, what string) T {
+	tb.Helper()
+	t := time.NewTimer(Stall)
+	defer t.Stop()
+	select {
+	case v := <-ch:
+		return v
+	case <-t.C:
+		tb.Fatalf("%s: nothing came within %v", what, Stall)
+		panic("unreachable")
+	}
+}

@@ -147,30 +147,12 @@ func TestEtcdCAReloads(t *testing.T) {
 	caA := testcert.Write(t, t.TempDir(), testcert.Options{Serial: 0xA, CommonName: "CA A", CA: true})
 	caB := testcert.Write(t, t.TempDir(), testcert.Options{Serial: 0xB, CommonName: "CA B", CA: true})
 	leaf := testcert.Write(t, t.TempDir(), testcert.Options{Serial: 5, CommonName: "etcd", Issuer: &caB, IPs: []net.IP{net.IPv4(127, 0, 0, 1)}})
-	c, err := tls.LoadX509KeyPair(leaf.CertFile, leaf.KeyFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{c}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.(*tls.Conn).Handshake()
-			c.Close()
-		}
-	}()
+	addr := testcert.Serve(t, leaf)
 	caFile := filepath.Join(t.TempDir(), "etcd-ca.pem")
 	if err := os.WriteFile(caFile, caA.PEM(), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	_, port, _ := net.SplitHostPort(addr)
 	et, err := etcdTLS([]string{"https://127.0.0.1:" + port}, caFile, "", "")
 	if err != nil {
 		t.Fatal(err)
@@ -180,7 +162,7 @@ func TestEtcdCAReloads(t *testing.T) {
 	dial := func(et etcdClient, serverName string) error {
 		cfg := et.tls.Clone()
 		cfg.ServerName = serverName
-		conn, err := tls.Dial("tcp", ln.Addr().String(), cfg)
+		conn, err := tls.Dial("tcp", addr, cfg)
 		if err == nil {
 			conn.Close()
 		}
