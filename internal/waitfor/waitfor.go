@@ -125,13 +125,19 @@ func (w *Watch) sleep() {
 // none came within Stall; what names the value in the failure.
 func Receive[T any](tb testing.TB, ch <-chan T, what string) T {
 	tb.Helper()
-	t := time.NewTimer(Stall)
+	return receive(tb, ch, what, Stall)
+}
+
+func receive[T any](tb testing.TB, ch <-chan T, what string, stall time.Duration) T {
+	tb.Helper()
+	t := time.NewTimer(stall)
 	defer t.Stop()
 	select {
 	case v := <-ch:
 		return v
 	case <-t.C:
-		tb.Fatalf("%s: nothing came within %v", what, Stall)
-		panic("unreachable")
+		tb.Fatalf("%s: nothing came within %v", what, stall)
+		var zero T
+		return zero // Fatalf ended the test's goroutine: not reached
 	}
 }

@@ -96,3 +96,20 @@ func TestSettle(t *testing.T) {
 		t.Fatalf("stalled after %v", since)
 	}
 }
+
+// Receive returns what was sent; with nothing sent it fails once, naming
+// what it waited for.
+func TestReceive(t *testing.T) {
+	t.Parallel()
+	ch := make(chan int, 1)
+	ch <- 7
+	f := &fakeTB{}
+	if v := receive(f, ch, "the answer", 30*time.Millisecond); v != 7 || len(f.fatals) != 0 {
+		t.Fatalf("got %d, fatals %q", v, f.fatals)
+	}
+	start := time.Now()
+	receive(f, ch, "the second answer", 30*time.Millisecond)
+	if time.Since(start) < 30*time.Millisecond || len(f.fatals) != 1 || !strings.Contains(f.fatals[0], "the second answer: nothing came within 30ms") {
+		t.Fatalf("after %v: fatals %q", time.Since(start), f.fatals)
+	}
+}
