@@ -30,10 +30,14 @@ import (
 //   - When a newcomer finds no room, the listener cuts an anonymous
 //     connection for it: the one idle longest, else the one pending
 //     longest (a client that has not sent a whole request, such as a
-//     slowloris dripping its headers). A client that sends its request
-//     promptly is the newest pending connection, the last to be cut, so a
-//     flood of slow connections, from however many addresses, does not
-//     lock out a client that shows a credential.
+//     slowloris dripping its headers), sparing those whose whole request
+//     is read or waits unread (pendingVictim). A client that sends its
+//     request promptly is the newest pending connection and, once its
+//     request is in, never cut, so a flood of slow connections, from
+//     however many addresses, does not lock out a client that shows a
+//     credential, even on a loaded machine. (A burst of newcomers larger
+//     than the anonymous share, between a client's connect and its
+//     request, still cuts it: nothing tells it from a slowloris then.)
 //   - Only when there is nothing to cut does a newcomer get one of the
 //     Reserved slots, on probation: it is served only if its first request
 //     carries a credential. At most MaxProbation connections are on
@@ -153,6 +157,7 @@ type admitListener struct {
 	by                     map[string]*addrConns
 	creds                  map[string]int // credential -> its connections
 	nonAdmin               int            // connections of credentials other than the admin token
+	peek                   [4096]byte     // pendingVictim's look into a socket
 }
 
 // addrConns are one address's anonymous connections.
@@ -180,6 +185,9 @@ type admitConn struct {
 	inIdle   *list.Element // in l.idle
 	inAddr   *list.Element // in the address's idle list
 	inPend   *list.Element // in l.pendAnon or l.pendProb: no request read yet
+	// Touched by the server's reading goroutine only, and read under l.mu.
+	whole atomic.Bool // the server has read a whole request header (headerEnd)
+	tail  [3]byte     // the last bytes read, for a header end across reads
 }
 
 func hostOf(a net.Addr) string {
@@ -251,7 +259,7 @@ func (l *admitListener) admit(c net.Conn) (ac *admitConn, victim *admitConn, ref
 		}
 	case l.total >= l.lim.MaxConns || l.anon >= l.lim.MaxConns-l.lim.Reserved:
 		if victim = front(l.idle); victim == nil {
-			victim = front(l.pendAnon)
+			victim = l.pendingVictim(l.pendAnon)
 		}
 		if victim == nil {
 			class = connProbation
@@ -260,7 +268,7 @@ func (l *admitListener) admit(c net.Conn) (ac *admitConn, victim *admitConn, ref
 	if class == connProbation {
 		full := l.probation >= l.lim.MaxProbation || l.total >= l.lim.MaxConns
 		if full && a.probation < probationPerClient {
-			victim = front(l.pendProb)
+			victim = l.pendingVictim(l.pendProb)
 		}
 		if a.probation >= probationPerClient || full && victim == nil {
 			if a.anon >= l.lim.MaxAnonConnsPerClient {
