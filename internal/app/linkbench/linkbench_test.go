@@ -119,7 +119,9 @@ func stalledPastTimeout(r Result) bool {
 // the rest wait in the completer's backlog and still reach the requester,
 // each read's in order (no bad completion, none unanswered).
 func TestCompletionsDeferred(t *testing.T) {
-	r, err := Run(context.Background(), Options{Read: 1, ReadBytes: 2048, Window: 8, Duration: 200 * time.Millisecond})
+	// 256 reads' completions wait behind up to 128 round trips: more than
+	// the bench's 50 ms under -race on a loaded machine (reads timed out).
+	r, err := Run(context.Background(), Options{Read: 1, ReadBytes: 2048, Window: 8, Duration: 200 * time.Millisecond, CompletionTimeout: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
