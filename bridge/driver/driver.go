@@ -930,3 +930,7 @@ func (r *Runner) spin(k int, last *time.Time) bool {
 	}
 	return now.Sub(*last) < r.Spin
 }
+
+// MaxSpin bounds Spin as the commands take it: a longer poll after the
+// last frame is a core kept busy, which a flag should not do by accident.
+const MaxSpin = time.Second

@@ -13,8 +13,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // maxCAFile bounds a CA bundle: the system's whole bundle is under 1 MiB.
@@ -100,25 +98,13 @@ func (p *CAPool) Reload() (int, error) {
 	return n, nil
 }
 
-// readCAFile reads path whole: a regular file (the open does not block on
-// a FIFO) of at most maxCAFile bytes.
+// readCAFile reads path whole: a regular file (openPublic) of at most
+// maxCAFile bytes.
 func readCAFile(flag, path string) ([]byte, error) {
-	fd, err := unix.Open(path, unix.O_RDONLY|reading, 0)
+	f, err := openPublic(flag, path)
 	if err != nil {
-		return nil, describe(flag, path, err)
+		return nil, err
 	}
-	var st unix.Stat_t
-	if err = unix.Fstat(fd, &st); err == nil && st.Mode&unix.S_IFMT != unix.S_IFREG {
-		err = &refusal{"not a regular file (" + kind(st.Mode) + ")", ErrNotRegular}
-	}
-	if err == nil {
-		err = unix.SetNonblock(fd, false)
-	}
-	if err != nil {
-		unix.Close(fd)
-		return nil, describe(flag, path, err)
-	}
-	f := os.NewFile(uintptr(fd), path)
 	defer f.Close()
 	b, err := io.ReadAll(io.LimitReader(f, maxCAFile+1))
 	if err != nil {

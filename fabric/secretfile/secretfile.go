@@ -94,7 +94,18 @@ func Open(flag, path string) (*os.File, error) {
 	if err != nil {
 		return nil, openError(flag, path, err)
 	}
-	return finish(flag, path, fd)
+	return finish(flag, path, fd, check)
+}
+
+// openPublic opens path for reading as Open does (not blocking on a FIFO,
+// checked on the descriptor) with only the regular-file check: a file that
+// holds nothing secret (a CA bundle) need not be this user's, mode 0600.
+func openPublic(flag, path string) (*os.File, error) {
+	fd, err := unix.Open(path, unix.O_RDONLY|reading, 0)
+	if err != nil {
+		return nil, openError(flag, path, err)
+	}
+	return finish(flag, path, fd, regular)
 }
 
 // Create creates path, which must not exist (the error then wraps
@@ -105,7 +116,7 @@ func Create(flag, path string) (*os.File, error) {
 	if err != nil {
 		return nil, openError(flag, path, err)
 	}
-	return finish(flag, path, fd)
+	return finish(flag, path, fd, check)
 }
 
 // Append opens path for appending: a new file of mode 0600 when there is
@@ -116,14 +127,14 @@ func Append(flag, path string) (*os.File, error) {
 		var fd int
 		fd, err = unix.Open(path, unix.O_WRONLY|unix.O_APPEND|unix.O_CREAT|unix.O_EXCL|common, mode)
 		if err == nil {
-			return finish(flag, path, fd)
+			return finish(flag, path, fd, check)
 		}
 		if err != unix.EEXIST {
 			break
 		}
 		fd, err = unix.Open(path, unix.O_WRONLY|unix.O_APPEND|common, 0)
 		if err == nil {
-			return finish(flag, path, fd)
+			return finish(flag, path, fd, check)
 		}
 		if err != unix.ENOENT {
 			break
@@ -132,13 +143,13 @@ func Append(flag, path string) (*os.File, error) {
 	return nil, openError(flag, path, err)
 }
 
-// finish checks the opened fd and hands it back blocking, as an *os.File;
-// on a refusal it closes fd.
-func finish(flag, path string, fd int) (*os.File, error) {
+// finish checks the opened fd with ok and hands it back blocking, as an
+// *os.File; on a refusal it closes fd.
+func finish(flag, path string, fd int, ok func(*unix.Stat_t) error) (*os.File, error) {
 	var st unix.Stat_t
 	err := unix.Fstat(fd, &st)
 	if err == nil {
-		err = check(&st)
+		err = ok(&st)
 	}
 	if err == nil {
 		err = unix.SetNonblock(fd, false)
@@ -158,9 +169,18 @@ type refusal struct {
 
 func (r *refusal) Error() string { return r.what }
 
-func check(st *unix.Stat_t) error {
+// regular refuses what is not a regular file.
+func regular(st *unix.Stat_t) error {
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
 		return &refusal{"not a regular file (" + kind(st.Mode) + ")", ErrNotRegular}
+	}
+	return nil
+}
+
+// check is a secret file's: regular, this user's, no access for others.
+func check(st *unix.Stat_t) error {
+	if err := regular(st); err != nil {
+		return err
 	}
 	if euid := os.Geteuid(); int64(st.Uid) != int64(euid) {
 		return &refusal{fmt.Sprintf("owned by uid %d, not by this process (uid %d)", st.Uid, euid), ErrOwner}

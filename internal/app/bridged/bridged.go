@@ -140,8 +140,8 @@ func Run(ctx context.Context, o Options) error {
 	if o.Pair == 0 || o.Pair > MaxPair {
 		return apperr.Usage(fmt.Errorf("--pair %d: want 1..%d (24 bits; 0 is no pair)", o.Pair, MaxPair))
 	}
-	if o.Spin < 0 || o.Spin > MaxSpin {
-		return apperr.Usage(units.Errorf("--spin %v: want 0 up to %v", o.Spin, MaxSpin))
+	if o.Spin < 0 || o.Spin > driver.MaxSpin {
+		return apperr.Usage(units.Errorf("--spin %v: want 0 up to %v", o.Spin, driver.MaxSpin))
 	}
 	def := bridge.Config{}.Defaults()
 	if err := (Timers{Keepalive: o.Keepalive, DeadAfter: o.DeadAfter, CompletionTimeout: o.CompletionTimeout,

@@ -201,10 +201,6 @@ func (t Timers) Check() error {
 	return nil
 }
 
-// MaxSpin bounds --spin: a longer poll after the last frame is a core
-// kept busy, which a flag should not do by accident.
-const MaxSpin = time.Second
-
 // ErrNegative is wrapped by the errors of a flag given below zero.
 var ErrNegative = errors.New("must not be negative")
 

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dxpu/dxpu/bridge/driver"
 	"github.com/dxpu/dxpu/bridge/memlink"
 	"github.com/dxpu/dxpu/bridge/seal"
 	"github.com/dxpu/dxpu/bridge/udp"
@@ -480,10 +481,6 @@ const (
 // the pair is meant for, and a virtual run drains for a multiple of it.
 const MaxDelay = time.Second
 
-// MaxSpin bounds --spin: a longer poll after the last frame is a core
-// kept busy, which a flag should not do by accident.
-const MaxSpin = time.Second
-
 func checkRanges(fl *ReportOptions) error {
 	switch {
 	case !(fl.LinkGbps >= 0 && fl.LinkGbps <= 10000): // NaN fails too
@@ -510,8 +507,8 @@ func checkRanges(fl *ReportOptions) error {
 		return fmt.Errorf("--mtu %d: a real-time run sends its frames in UDP datagrams, at most %d bytes", fl.MTU, maxUDPPayload)
 	case fl.Window < 1 || fl.Window > maxWindow:
 		return fmt.Errorf("--window %d: want 1..%d TLPs", fl.Window, maxWindow)
-	case fl.Spin < 0 || fl.Spin > MaxSpin:
-		return units.Errorf("--spin %v: want 0 up to %v", fl.Spin, MaxSpin)
+	case fl.Spin < 0 || fl.Spin > driver.MaxSpin:
+		return units.Errorf("--spin %v: want 0 up to %v", fl.Spin, driver.MaxSpin)
 	case fl.Virtual && fl.Spin != 0:
 		return errors.New("--spin polls real sockets: not with --virtual")
 	case fl.Virtual && fl.Interval <= 0:

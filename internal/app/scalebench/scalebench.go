@@ -20,11 +20,11 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/dxpu/dxpu/bridge"
+	"github.com/dxpu/dxpu/bridge/driver"
 	"github.com/dxpu/dxpu/bridge/nettlp"
 	"github.com/dxpu/dxpu/bridge/seal"
 	"github.com/dxpu/dxpu/bridge/udp"
 	"github.com/dxpu/dxpu/internal/app/apperr"
-	"github.com/dxpu/dxpu/internal/app/bridged"
 	"github.com/dxpu/dxpu/internal/app/cpuset"
 	"github.com/dxpu/dxpu/internal/app/labnet"
 	"github.com/dxpu/dxpu/internal/app/progress"
@@ -161,8 +161,8 @@ func (o *Options) defaults() error {
 		return fmt.Errorf("--mtu %d: the namespaces' veths carry %d-byte packets, so at most %d (or --loopback)", o.MTU, labnet.VethMTU, labnet.MaxMTU)
 	case !nettlp.ValidMPS(o.MPS):
 		return fmt.Errorf("--mps %d: want %s", o.MPS, nettlp.MPSChoices)
-	case o.Spin < 0 || o.Spin > bridged.MaxSpin:
-		return units.Errorf("--spin %v: want 0 up to %v", o.Spin, bridged.MaxSpin)
+	case o.Spin < 0 || o.Spin > driver.MaxSpin:
+		return units.Errorf("--spin %v: want 0 up to %v", o.Spin, driver.MaxSpin)
 	}
 	// The bridges' own check, up front: a frame too small for one TLP is
 	// refused by each bridge process, after the set-up.
