@@ -430,3 +430,102 @@ func TestConcurrentRekeyIsRefusedNamingIt(t *testing.T) {
 		t.Fatalf("a rekey after the first completed: %v", err)
 	}
 }
+
+// TestReapplyHotAddRetried (dxpu chaos seed 81 with a VM host): a manager
+// that takes the lead re-applies every active allocation, creating under a
+// new key an end the host agent lost; a hot-add that fails then (the VM
+// host's guest still booting) leaves the change due, and the next pass
+// hot-adds the GPU. Before, the change read done: the end was listed, so
+// nothing restored it, and the host ran the pair without its GPU for good
+// while the allocation read active.
+func TestReapplyHotAddRetried(t *testing.T) {
+	t.Parallel()
+	gpu, sw, host := fakeagent.New("gpu"), fakeagent.New("switch"), fakeagent.New("host")
+	st := store.NewMemory()
+	cfg := manager.Config{Store: st, GPUBridge: gpu, Switch: sw, HostBridge: host, Token: token, Logger: quiet(), ReconcileInterval: -1}
+	m, err := manager.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := m.RegisterBox(ctx, testBox(0, 2)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.RegisterHost(ctx, testHost(0)); err != nil {
+		t.Fatal(err)
+	}
+	a, err := m.Allocate(ctx, pool.Request{Host: "host0", Count: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Close()
+	id := a.GPUs[0].Pair
+	if err := host.RemovePair(ctx, manager.Pair{ID: id}); err != nil { // the host agent restarted
+		t.Fatal(err)
+	}
+	host.FailAlways(fakeagent.OpHotAdd, true)
+	m2, err := manager.New(cfg) // leads: re-applies the allocation
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m2.Close()
+	if p, h := host.Pairs(), host.HotAdded(); len(p) != 1 || p[0] != id || len(h) != 0 {
+		t.Fatalf("after the re-apply with the hot-add failing the host runs pairs %v, hot-added %v; want pair %d without its GPU", p, h, id)
+	}
+	host.FailAlways(fakeagent.OpHotAdd, false)
+	if err := m2.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if h := host.HotAdded(); len(h) != 1 || h[0] != id {
+		t.Fatalf("after the next pass the host has hot-added %v; want pair %d", h, id)
+	}
+}
+
+// TestFinishKeyChangeHotAddRetried: a key change the reconciler finishes
+// (it failed at the host end) creates the end the host agent lost; when
+// the hot-add after it fails, the change stays due and a later pass
+// hot-adds the GPU.
+func TestFinishKeyChangeHotAddRetried(t *testing.T) {
+	t.Parallel()
+	gpu, host := fakeagent.New("gpu"), fakeagent.New("host")
+	m, err := manager.New(manager.Config{Store: store.NewMemory(), GPUBridge: gpu, Switch: fakeagent.New("switch"), HostBridge: host,
+		Token: token, Logger: quiet(), ReconcileInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	ctx := context.Background()
+	if _, err := m.RegisterBox(ctx, testBox(0, 2)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.RegisterHost(ctx, testHost(0)); err != nil {
+		t.Fatal(err)
+	}
+	a, err := m.Allocate(ctx, pool.Request{Host: "host0", Count: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := a.GPUs[0].Pair
+	host.FailAlways(fakeagent.OpProgram, true)
+	if _, err := m.Rekey(ctx, a.ID); err == nil {
+		t.Fatal("rekey with the host end failing succeeded")
+	}
+	if err := host.RemovePair(ctx, manager.Pair{ID: id}); err != nil { // the host agent restarted
+		t.Fatal(err)
+	}
+	host.FailAlways(fakeagent.OpProgram, false)
+	host.FailAlways(fakeagent.OpHotAdd, true)
+	if err := m.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if p, h := host.Pairs(), host.HotAdded(); len(p) != 1 || p[0] != id || len(h) != 0 {
+		t.Fatalf("after the pass with the hot-add failing the host runs pairs %v, hot-added %v; want pair %d without its GPU", p, h, id)
+	}
+	host.FailAlways(fakeagent.OpHotAdd, false)
+	if err := m.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if h := host.HotAdded(); len(h) != 1 || h[0] != id {
+		t.Fatalf("after the next pass the host has hot-added %v; want pair %d", h, id)
+	}
+}

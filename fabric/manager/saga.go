@@ -446,9 +446,7 @@ func (m *Manager) reapply(ctx context.Context, pairs []Pair) error {
 	for _, pr := range pairs {
 		err := m.changeKey(ctx, pr, false)
 		if err == nil {
-			if err = m.do(ctx, StepHotAdd, pr); err != nil {
-				err = &StepError{Step: StepHotAdd, Pair: pr.ID, Err: err}
-			}
+			err = m.hotAddAfterKeyChange(ctx, pr)
 		}
 		if err != nil && first == nil {
 			first = err
@@ -481,9 +479,8 @@ func (m *Manager) finishKeyChanges(ctx context.Context, p *pool.Pool, a pool.All
 		err := m.changeKey(ctx, pr, false)
 		if err == nil {
 			// The change may have created an end its agent lost (a
-			// restart while it failed): the GPU goes back on the host
-			// too (idempotent where it is there).
-			err = m.do(ctx, StepHotAdd, pr)
+			// restart while it failed).
+			err = m.hotAddAfterKeyChange(ctx, pr)
 		}
 		if err != nil {
 			m.metrics.reconcileErrors.Inc()
