@@ -23,7 +23,7 @@ func (d *Daemon) doorbell(addr uint64, o *Options, mem nettlp.Memory) (func(cont
 		}
 	})
 	reqs := make(chan []byte, 4*nettlpside.DoorbellMaxCount)
-	deliver := d.runner.OnTLP // the memory device's queue
+	deliver := d.runner.OnTLP // the memory device
 	// OnTLP runs with the runner's lock held and must not send: the
 	// requests go to the issuer. A command arrives only after the previous
 	// one's requests were taken (the peer waits for them), so the channel
