@@ -35,6 +35,7 @@ type Client struct {
 	Timeout time.Duration
 	out     []byte
 	in      []byte
+	rx      clientRecv
 }
 
 // Dial opens a client socket for tag on local and connects it to remote,
@@ -46,8 +47,10 @@ func Dial(local, remote netip.Addr, tag uint8, requester tlp.ID) (*Client, error
 	if err != nil {
 		return nil, fmt.Errorf("nettlp: client tag %d: %w", tag, err)
 	}
-	return &Client{conn: c, tag: tag, requester: requester, Timeout: LibtlpTimeout,
-		out: make([]byte, MaxDatagram), in: make([]byte, MaxDatagram)}, nil
+	cl := &Client{conn: c, tag: tag, requester: requester, Timeout: LibtlpTimeout,
+		out: make([]byte, MaxDatagram), in: make([]byte, MaxDatagram)}
+	cl.rx.init(c)
+	return cl, nil
 }
 
 // Close closes the socket.
@@ -132,10 +135,14 @@ func (c *Client) Read(addr uint64, p []byte) (int, error) {
 func (c *Client) readCplD(p []byte) (int, error) {
 	received := 0
 	for {
-		if err := c.conn.SetReadDeadline(time.Now().Add(c.Timeout)); err != nil {
-			return received, err
+		// The wait for each completion is Timeout, as libtlp's; one taken
+		// already in a batch (clientRecv) waits for nothing.
+		if !c.rx.pending() {
+			if err := c.conn.SetReadDeadline(time.Now().Add(c.Timeout)); err != nil {
+				return received, err
+			}
 		}
-		n, err := c.conn.Read(c.in)
+		d, err := c.rx.recv(c.conn, c.in)
 		if err != nil {
 			var ne net.Error
 			if errors.As(err, &ne) && ne.Timeout() {
@@ -143,7 +150,7 @@ func (c *Client) readCplD(p []byte) (int, error) {
 			}
 			return received, err
 		}
-		r, done, err := libtlpStep(p, received, c.in[:n])
+		r, done, err := libtlpStep(p, received, d)
 		received = r
 		if err != nil || done {
 			return received, err
