@@ -287,6 +287,14 @@ func (v *VM) prepare() (string, error) {
 	return initrd, nil
 }
 
+// kernelArgs start the guest kernel's command line. no_timer_check: a
+// TCG guest on a loaded host runs its emulated CPU so slowly that the
+// kernel's boot-time check of the IO-APIC timer sees no tick in time and
+// panics ("IO-APIC + timer doesn't work!", seen in CI with a VM host
+// booting beside the rest of the tests); the timer works, the check is
+// what a slow virtual CPU fails.
+const kernelArgs = "console=ttyS0 rdinit=/init panic=-1 quiet no_timer_check"
+
 // args builds QEMU's command line.
 func (v *VM) args(initrd, qmpPath string) []string {
 	o := v.o
@@ -298,7 +306,7 @@ func (v *VM) args(initrd, qmpPath string) []string {
 		"-object", "memory-backend-memfd,id=mem,size=" + mem + ",share=on",
 		"-machine", o.Machine + ",memory-backend=mem",
 		"-kernel", o.Kernel, "-initrd", initrd,
-		"-append", strings.TrimSpace(fmt.Sprintf("console=ttyS0 rdinit=/init panic=-1 quiet hugepages=%d ", o.Hugepages) + stayUp(o.StayUp) + o.Append)}
+		"-append", strings.TrimSpace(kernelArgs + fmt.Sprintf(" hugepages=%d ", o.Hugepages) + stayUp(o.StayUp) + o.Append)}
 	if o.Machine == "q35" {
 		for i := range len(o.GPUs) + o.HotplugSlots {
 			// mem-reserve: an empty port still gets a window a GPU's BAR0
