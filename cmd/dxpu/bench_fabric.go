@@ -39,7 +39,7 @@ each natively (GPU on the host's root port) and over the fabric at --rtt.`,
 	linkRateAliases(f, &o.Gbit)
 	f.IntVar(&o.Tags, "tags", defaultTags, "outstanding DMA reads: 256 (8-bit tags) or 768 (10-bit tags), or any smaller cap")
 	bytesVar(f, &o.MRRS, "mrrs", 512, "max read request size in bytes (128..4096)")
-	f.StringVar(&o.Sizes, "sizes", "4K,64K,1M,16M,64M", "copy sizes in bytes, comma-separated, suffixes K, M, G: multiples of 4 up to 4G (as bench e2e's)")
+	f.StringVar(&o.Sizes, "sizes", "4K,64K,1M,16M,64M", "copy sizes in bytes, comma-separated, suffixes K, M, G: multiples of 4 up to 4G")
 	f.StringVar(&o.Model, "gpu", "h100", "GPU model: h100 or a100")
 	f.BoolVar(&o.Bridge, "bridge", false, "put a real dxpu bridge pair on the fabric path instead of the latency/bandwidth pipe")
 	bytesVar(f, &o.SimBytes, "tlp-bytes", 4<<20, "bytes of each copy moved as TLPs; the rest moves functionally at the rate reached (0: all)")

@@ -149,7 +149,7 @@ func TestBenchFabricExtremes(t *testing.T) {
 			t.Errorf("bench fabric %v: %v\n%s%s", args, err, out, errOut)
 		}
 	}
-	checkUsageError(t, []string{"bench", "fabric", "--link-gbps", "1e-9"}, "--link-gbps must be from 0.001 up to 10000 Gbit/s, got 1e-09")
+	checkUsageError(t, []string{"bench", "fabric", "--link-gbps", "1e-9"}, "--link-gbps 1e-09: want a number of Gbit/s from 0.001 up to 10000")
 	checkUsageError(t, []string{"bench", "fabric", "--bridge", "--loss", "0.9"}, "--loss 0.9: want at most 0.5")
 	out, _, err := runDxpu(t, "", "bench", "fabric", "--sizes", "4K", "--link-gbps", "0.1")
 	if err != nil || !strings.Contains(out, ", 0.1 Gbit/s, ") {

@@ -95,7 +95,7 @@ takes its frames without waiting for a wake-up (spin_us in the result).
 	f.Uint64Var(&o.Seed, "seed", 1, "seed of the traffic and fault draws")
 	f.BoolVar(&o.Baseline, "baseline", true, "with faults, first run a lossless baseline and report the goodput ratio")
 	f.BoolVar(&o.JSON, "json", false, "print one JSON object")
-	f.BoolVar(&o.Keys, "keys", false, "seal the pair with a fresh key and run the same measurement unkeyed just before it (plaintext_goodput_gbps, keyed_ratio)")
+	f.BoolVar(&o.Keys, "keys", false, "seal the pair with a fresh key and compare it with the same pair unkeyed: 3 rounds alternating, each run a third of --duration, medians compared (plaintext_goodput_gbps, keyed_ratio, rounds)")
 	f.StringVar(&o.SealMode, "seal-mode", "", "with --keys: gcm (default: encryption and integrity) or gmac (integrity only)")
 	f.BoolVar(&o.Raw, "raw", true, "on a real-time run, measure raw UDP (two plain sockets, MTU-sized datagrams: before and after the pair) and TCP on the same loopback and report the pair's ratios")
 	f.DurationVar(&o.RawFor, "raw-for", 0, "how long each raw baseline runs (default: --duration, at most 1s; the MTU flood half of it before the pair, half after)")

@@ -20,7 +20,7 @@ func newBridgeCmd(e *env) *cobra.Command {
 	var o bridged.Options
 	var keyLog, cpus string
 	cmd := &cobra.Command{
-		Use:   "bridge --role host|gpu --pair N (--listen UDPADDR --peer UDPADDR | --ether IFACE:MAC [--ether-driver afpacket|afxdp]) --pcie nettlp:LOCAL:REMOTE[:DMAREMOTE]|emu-gpu|memory",
+		Use:   "bridge --role host|gpu [--pair N] (--listen UDPADDR --peer UDPADDR | --ether IFACE:MAC [--ether-driver afpacket|afxdp]) --pcie nettlp:LOCAL:REMOTE[:DMAREMOTE]|emu-gpu|memory",
 		Short: "Run one dxpu bridge (host or GPU side of a pair) over UDP, with a NetTLP or emulated PCIe side",
 		Long: `bridge runs one side of a host-GPU pair: the dxpu bridge state machine
 (reliable delivery, credits, tags, ordering) exchanging frames with its peer

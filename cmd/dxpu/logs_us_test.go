@@ -98,7 +98,7 @@ func TestLogsWriteUs(t *testing.T) {
 			{[]string{"chaos", "--duration", "5us"}, "--duration 5us: want at least 5s"},
 			{[]string{"manager", "--degraded-after", "-5us"}, "--degraded-after -5us: want a positive duration"},
 			{[]string{"manager", "--unreachable-after", "-5us"}, "--unreachable-after -5us: want a positive duration"},
-			{[]string{"pcap", "capture", "--interface", "lo", "--out", pcap, "--duration", "-5us"}, "--duration -5us, --snaplen"},
+			{[]string{"pcap", "capture", "--interface", "lo", "--out", pcap, "--duration", "-5us"}, "capture: --duration -5us: want 0"},
 		} {
 			_, _, err := runDxpu(t, "", c.args...)
 			if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "µ") {

@@ -75,8 +75,8 @@ func TestExitStatus(t *testing.T) {
 		{[]string{"pcap", "capture", "--out", "x.pcap"}, "", 2, "", "dxpu: capture: --interface and --out are required"},
 		{[]string{"replay", "--pcap", "x"}, "", 2, "", "dxpu: replay: --pcap and --table are required"},
 		{[]string{"bench", "switch", "--repeat", "0"}, "", 2, "", "--repeat 0: must be positive"},
-		{[]string{"demo", "--link-gbps", "0"}, "", 2, "", "dxpu: --link-gbps must be positive, got 0"},
-		{[]string{"demo", "--gbit", "0"}, "", 2, "", "--link-gbps must be positive"}, // the old spelling still works
+		{[]string{"demo", "--link-gbps", "0"}, "", 2, "", "dxpu: --link-gbps 0: want a number of Gbit/s above 0, at most 10000"},
+		{[]string{"demo", "--gbit", "0"}, "", 2, "", "--link-gbps 0: want a number of Gbit/s above 0"}, // the old spelling still works
 		{[]string{"ctl", "frobnicate"}, "", 2, "", `unknown command "frobnicate" for "dxpu ctl"; want one of alloc, box`},
 		{append(ctl, "gpu", "--state", "bogus"), "", 2, "", `dxpu: bad_request (HTTP 400): parameter state "bogus": want free, used or unhealthy`},
 		{append(ctl, "free", "a-nosuch"), "", 1, "", "dxpu: free a-nosuch: not_found (HTTP 404)"},
@@ -90,7 +90,7 @@ func TestExitStatus(t *testing.T) {
 		{[]string{"model", "--trace", "x.json", "--target", "200%"}, "", 2, "", "--target 200%: want a percentage above 0 and at most 100"},
 		{[]string{"model", "--trace", "x.json", "--rtt", "5us", "--added-rtt", "6us"}, "", 2, "", "not both"},
 		{[]string{"model", "--trace", "x.json", "--rtt", "5"}, "", 2, "", "missing unit"},
-		{[]string{"model", "--trace", "x.json", "--link-gbps", "-1"}, "", 2, "", "--link-gbps -1: must not be negative"},
+		{[]string{"model", "--trace", "x.json", "--link-gbps", "-1"}, "", 2, "", "--link-gbps -1: want a number of Gbit/s from 0 (no limit) up to 10000"},
 		{[]string{"bench", "link", "--write-size", "-5"}, "", 2, "", `invalid argument "-5" for "--write-size" flag: want a byte count like 64M, 4096 or 0x1000`},
 		{[]string{"bench", "link", "--write-size", "6"}, "", 2, "", "--write-size 6: want a multiple of 4"},
 		{[]string{"bench", "link", "--outstanding", "0"}, "", 2, "", "--outstanding 0: want 1..768 reads"},
@@ -103,7 +103,7 @@ func TestExitStatus(t *testing.T) {
 		{[]string{"bench", "scale", "--loopback", "--mtu", "10", "--json"}, "", 2, "", "--mtu 10: bridge: bad config: MTU: 10 cannot carry one"},
 		{[]string{"bench", "e2e", "--loopback", "--copies", "0", "--json"}, "", 2, "", "--copies 0: must be positive"},
 		{[]string{"bench", "e2e", "--loopback", "--spin", "-1ms"}, "", 2, "", "--spin -1ms: must not be negative"},
-		{[]string{"bench", "fabric", "--link-gbps", "0"}, "", 2, "", "--link-gbps must be from 0.001 up to 10000 Gbit/s, got 0"},
+		{[]string{"bench", "fabric", "--link-gbps", "0"}, "", 2, "", "--link-gbps 0: want a number of Gbit/s from 0.001 up to 10000"},
 		{[]string{"bench", "manager", "--gpus", "100"}, "", 2, "", "--gpus 100: want a multiple of 8"},
 		{[]string{"bench", "manager", "--store", "redis"}, "", 2, "", `--store "redis": want bbolt, etcd or memory`},
 		{[]string{"bench", "scale", "--loopback", "--pairs", "0"}, "", 2, "", `--pairs "0": want positive integers`},

@@ -110,7 +110,8 @@ opened.`,
 	f.StringVar(&fl.Store, "store", "dxpu-manager.db", "bbolt file holding the pool (ignored with --etcd)")
 	f.StringVar(&fl.Etcd, "etcd", "", "comma-separated etcd v3 endpoints; enables leader election")
 	f.StringVar(&fl.EtcdPrefix, "etcd-prefix", "/dxpu/", "key prefix in etcd")
-	f.IntVar(&fl.LeaseTTL, "lease-ttl", 3, "leader lease in seconds (etcd): how long a dead leader is waited for")
+	fl.LeaseTTL = 3
+	f.Var(leaseTTL{&fl.LeaseTTL}, "lease-ttl", "leader lease (etcd), in whole seconds: how long a dead leader is waited for")
 	f.StringVar(&fl.Listen, "listen", "127.0.0.1:7700", "HTTP listen address")
 	f.StringVar(&fl.Advertise, "advertise", "", "URL other managers and clients should use for this one (default http://<listen>)")
 	f.StringVar(&fl.TokenFile, "token-file", "", "file holding the bearer token for mutating calls")

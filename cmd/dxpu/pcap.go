@@ -260,7 +260,7 @@ when the capture ends (an error leaves it as it was).`,
 	f.StringVar(&o.BPF, "bpf", "", "classic BPF program in the decimal form 'tcpdump -ddd EXPR' prints, instead of the dxpu filter")
 	f.IntVar(&o.Count, "count", 0, "stop after this many frames (0: no limit)")
 	f.DurationVar(&o.Duration, "duration", 0, "stop after this long (0: until Ctrl-C)")
-	f.IntVar(&o.Snaplen, "snaplen", 0, "keep this many bytes of each frame (0: 65535)")
+	bytesVar(f, &o.Snaplen, "snaplen", 0, "keep this many bytes of each frame, up to 256K (0: 65535)")
 	f.BoolVar(&o.PcapNG, "pcapng", false, "write pcapng instead of pcap")
 	return cmd
 }

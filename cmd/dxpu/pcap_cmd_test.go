@@ -158,3 +158,23 @@ func TestPcapGenerateBounded(t *testing.T) {
 		t.Errorf("an interrupted generate wrote %s (%v)", out, err)
 	}
 }
+
+// TestPcapCaptureFlags: capture's --snaplen counts bytes as every byte
+// flag does (64K), and a bad value is one line naming that flag alone
+// (it took a bare integer, and named all three flags for one bad count).
+func TestPcapCaptureFlags(t *testing.T) {
+	t.Parallel()
+	out := filepath.Join(t.TempDir(), "c.pcap")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--snaplen", "64K", "--count", "-1"}, "dxpu: capture: --count -1: want 0 (no limit) or more"},
+		{[]string{"--snaplen", "512K"}, "dxpu: capture: --snaplen 524288: want 0 (65535) up to 262144"},
+		{[]string{"--duration", "-1s"}, "dxpu: capture: --duration -1s: want 0 (until Ctrl-C) or more"},
+	} {
+		args := append([]string{"pcap", "capture", "--interface", "lo", "--out", out}, tc.args...)
+		code, stdout, stderr := runPcap(t.Context(), args...)
+		usageLine(t, args, code, stdout, stderr, tc.want)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"runtime/debug"
 	"time"
 
@@ -47,6 +48,11 @@ func OpenBolt(path string, timeout time.Duration) (_ *Bolt, err error) {
 		return nil, fmt.Errorf("%w: %s is held by another process, most likely another manager (waited %s); stop it or give this one another --store", ErrLocked, path, sim.FormatDuration(timeout))
 	}
 	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) && pe.Path == path {
+			// The system's error names the file already.
+			return nil, fmt.Errorf("store: %w", err)
+		}
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
 	if err := db.Update(func(tx *bolt.Tx) error {

@@ -85,6 +85,9 @@ func (s Setup) Apply(o *Options) error {
 		return usage(fmt.Errorf("--ether-driver %q: want afpacket or afxdp", s.EtherDriver))
 	}
 	if s.Ether == "" {
+		if s.Listen == "" || s.Peer == "" {
+			return usage(errors.New("--listen and --peer are required (UDP IP:PORT of this bridge and of its peer), or --ether IFACE:MAC"))
+		}
 		if o.Listen, err = netip.ParseAddrPort(s.Listen); err != nil {
 			return usage(fmt.Errorf("--listen %q: %w", s.Listen, err))
 		}

@@ -33,20 +33,21 @@ func TestSetupApply(t *testing.T) {
 		t.Fatalf("--ether with --ether-driver afxdp: %+v", o)
 	}
 	for want, bad := range map[string]func(*Setup){
-		"--role":             func(s *Setup) { s.Role = "middle" },
-		"--listen":           func(s *Setup) { s.Listen = "x" },
-		"--peer":             func(s *Setup) { s.Peer = "y" },
-		"--pcie":             func(s *Setup) { s.PCIe = "pci" },
-		"--gpu-model":        func(s *Setup) { s.GPUModel = "v100" },
-		"--seal-mode":        func(s *Setup) { s.SealMode = "none" },
-		"--mem-base":         func(s *Setup) { s.MemBase = "low" },
-		"--mem-size":         func(s *Setup) { s.MemSize = "lots" },
-		"exclude each":       func(s *Setup) { s.KeyFile = "/nonexistent" },
-		"--doorbell 0x11000": func(s *Setup) { s.Doorbell = "0x11000" }, // outside the memory
-		"--doorbell 0x2010":  func(s *Setup) { s.Doorbell = "0x2010" },  // not 64-byte aligned
-		"(--pcie memory)":    func(s *Setup) { s.PCIe = "emu-gpu"; s.Doorbell = "0x2000" },
-		"--ether-driver":     func(s *Setup) { s.EtherDriver = "dpdk" },
-		"needs --ether":      func(s *Setup) { s.EtherDriver = "afxdp" },
+		"--role":                           func(s *Setup) { s.Role = "middle" },
+		"--listen":                         func(s *Setup) { s.Listen = "x" },
+		"--peer":                           func(s *Setup) { s.Peer = "y" },
+		"--pcie":                           func(s *Setup) { s.PCIe = "pci" },
+		"--gpu-model":                      func(s *Setup) { s.GPUModel = "v100" },
+		"--seal-mode":                      func(s *Setup) { s.SealMode = "none" },
+		"--mem-base":                       func(s *Setup) { s.MemBase = "low" },
+		"--mem-size":                       func(s *Setup) { s.MemSize = "lots" },
+		"exclude each":                     func(s *Setup) { s.KeyFile = "/nonexistent" },
+		"--doorbell 0x11000":               func(s *Setup) { s.Doorbell = "0x11000" }, // outside the memory
+		"--doorbell 0x2010":                func(s *Setup) { s.Doorbell = "0x2010" },  // not 64-byte aligned
+		"(--pcie memory)":                  func(s *Setup) { s.PCIe = "emu-gpu"; s.Doorbell = "0x2000" },
+		"--ether-driver":                   func(s *Setup) { s.EtherDriver = "dpdk" },
+		"needs --ether":                    func(s *Setup) { s.EtherDriver = "afxdp" },
+		"--listen and --peer are required": func(s *Setup) { s.Listen, s.Peer = "", "" },
 	} {
 		s := good
 		bad(&s)

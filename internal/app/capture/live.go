@@ -38,6 +38,9 @@ type LiveOptions struct {
 // pollEvery bounds how long a blocked read waits before looking at ctx.
 const pollEvery = 100 * time.Millisecond
 
+// maxSnaplen is the longest record Live keeps (pcap's usual limit).
+const maxSnaplen = 262144
+
 // Live captures frames on an interface (AF_PACKET: Linux, root or
 // CAP_NET_RAW) into o.Out until ctx ends, o.Count frames or o.Duration;
 // the frames the kernel queued before the end are written too, and the
@@ -51,8 +54,13 @@ func Live(ctx context.Context, o LiveOptions, stdout io.Writer) error {
 	if o.Interface == "" || o.Out == "" {
 		return apperr.Usage(errors.New("capture: --interface and --out are required"))
 	}
-	if o.Count < 0 || o.Duration < 0 || o.Snaplen < 0 || o.Snaplen > 262144 {
-		return apperr.Usage(units.Errorf("capture: --count %d, --duration %v, --snaplen %d: want counts and durations >= 0, snap length <= 262144", o.Count, o.Duration, o.Snaplen))
+	switch {
+	case o.Count < 0:
+		return apperr.Usage(units.Errorf("capture: --count %d: want 0 (no limit) or more", o.Count))
+	case o.Duration < 0:
+		return apperr.Usage(units.Errorf("capture: --duration %v: want 0 (until Ctrl-C) or more", o.Duration))
+	case o.Snaplen < 0 || o.Snaplen > maxSnaplen:
+		return apperr.Usage(units.Errorf("capture: --snaplen %d: want 0 (65535) up to %d", o.Snaplen, maxSnaplen))
 	}
 	if o.All && o.BPF != "" {
 		return apperr.Usage(errors.New("capture: --all and --bpf exclude each other"))
@@ -143,7 +151,7 @@ func Live(ctx context.Context, o LiveOptions, stdout io.Writer) error {
 // frame comes behind a virtio_net_hdr: super-frames are written as the
 // datagrams they leave as, and checksums left to the NIC are filled in.
 func readLive(ctx context.Context, fd int, w *pcapio.Writer, count int, deadline time.Time, loopback, vnet bool, snap int, undescribed *int) (int, error) {
-	buf := make([]byte, 262144)
+	buf := make([]byte, maxSnaplen)
 	oob := make([]byte, 256)
 	frame := make([]byte, 0, len(buf)+4)
 	scratch := make([]byte, 0, len(buf))

@@ -13,6 +13,7 @@ import (
 	"github.com/dxpu/dxpu/internal/app/apperr"
 	"github.com/dxpu/dxpu/internal/app/progress"
 	"github.com/dxpu/dxpu/internal/app/units"
+	"github.com/dxpu/dxpu/model"
 )
 
 // Options are `dxpu demo`'s: the run's Config (Log and Progress are set
@@ -29,7 +30,7 @@ type Options struct {
 // apperr.ErrFailed.
 func Present(ctx context.Context, o Options, stdout, stderr io.Writer) error {
 	if o.BytesPerSec <= 0 {
-		return apperr.Usage(fmt.Errorf("--link-gbps must be positive, got %v", o.BytesPerSec*8/1e9))
+		return apperr.Usage(fmt.Errorf("--link-gbps %v: want a number of Gbit/s above 0, at most %d", o.BytesPerSec*8/1e9, model.MaxLinkGbps))
 	}
 	if o.RTT < 0 {
 		return apperr.Usage(units.Errorf("--rtt must not be negative, got %v", o.RTT))

@@ -88,7 +88,7 @@ func WriteReport(o ReportOptions, out io.Writer) error {
 		// trip of hours is no fabric, though virtual time would run it.
 		return apperr.Usage(fmt.Errorf("--rtt %s: want at most %s", units.Duration(fl.RTT), units.Duration(model.MaxRTT)))
 	case !(fl.Gbit >= MinLinkGbps) || fl.Gbit > model.MaxLinkGbps: // !(>=): NaN too
-		return apperr.Usage(fmt.Errorf("--link-gbps must be from %g up to %d Gbit/s, got %g", MinLinkGbps, model.MaxLinkGbps, fl.Gbit))
+		return apperr.Usage(fmt.Errorf("--link-gbps %g: want a number of Gbit/s from %g up to %d", fl.Gbit, MinLinkGbps, model.MaxLinkGbps))
 	case fl.Tags < 1 || fl.Tags > model.MaxTags: // the model's bound, as `dxpu model --tags`
 		return apperr.Usage(fmt.Errorf("--tags %d: want 1..%d", fl.Tags, model.MaxTags))
 	case fl.MRRS < 128 || fl.MRRS > 4096 || fl.MRRS&(fl.MRRS-1) != 0:

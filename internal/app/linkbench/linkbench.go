@@ -91,7 +91,7 @@ func (o *Options) defaults() {
 		o.MaxPayload = MaxPayload
 	}
 	if o.MTU == 0 {
-		o.MTU = 9000
+		o.MTU = DefaultMTU
 	}
 	if o.Window == 0 {
 		o.Window = 1024
@@ -377,6 +377,9 @@ func checkPairConfig(o Options, keyed bool) error {
 }
 
 // Run performs one measurement.
+// DefaultMTU is the pair's MTU when Options.MTU is 0: a jumbo frame.
+const DefaultMTU = 9000
+
 func Run(ctx context.Context, o Options) (Result, error) {
 	o.defaults()
 	if err := o.checkSizes(); err != nil {

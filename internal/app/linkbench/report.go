@@ -1,6 +1,7 @@
 package linkbench
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/json"
@@ -33,6 +34,7 @@ type Report struct {
 	// SpinUs is --spin: how long each runner polled its socket after its
 	// last frames before sleeping (0: at once).
 	SpinUs          float64 `json:"spin_us"`
+	MTUBytes        int     `json:"mtu_bytes"` // the pair's frames, from the dxpu header on
 	Baseline        *Result `json:"baseline,omitempty"`
 	BaselineGoodput float64 `json:"baseline_goodput_gbps,omitempty"`
 	GoodputRatio    float64 `json:"goodput_ratio,omitempty"`
@@ -187,7 +189,7 @@ func WriteReport(ctx context.Context, ro ReportOptions, w io.Writer) error {
 		}
 		return Run(ctx, o)
 	}
-	out := Report{Faults: Faults(o.Faults), Virtual: fl.Virtual, SpinUs: float64(fl.Spin) / 1e3}
+	out := Report{Faults: Faults(o.Faults), Virtual: fl.Virtual, SpinUs: float64(fl.Spin) / 1e3, MTUBytes: cmp.Or(o.MTU, DefaultMTU)}
 	if err := rawBefore(ctx, fl, o, &out); err != nil {
 		return apperr.Usage(err)
 	}
@@ -484,7 +486,7 @@ const MaxDelay = time.Second
 func checkRanges(fl *ReportOptions) error {
 	switch {
 	case !(fl.LinkGbps >= 0 && fl.LinkGbps <= 10000): // NaN fails too
-		return fmt.Errorf("--link-gbps %g: want 0 (no limit) up to 10000", fl.LinkGbps)
+		return fmt.Errorf("--link-gbps %g: want a number of Gbit/s from 0 (no limit) up to 10000", fl.LinkGbps)
 	case fl.LinkGbps > 0 && fl.BW != "":
 		return errors.New("--link-gbps and --bw (deprecated) exclude each other")
 	case fl.Delay < 0 || fl.Delay > MaxDelay:

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/dxpu/dxpu/internal/app/apperr"
 )
@@ -28,5 +29,23 @@ func TestAddressFlagsAskForAnAddress(t *testing.T) {
 		if !errors.Is(err, apperr.ErrUsage) || !strings.HasPrefix(err.Error(), want) || strings.Contains(err.Error(), "byte count") {
 			t.Errorf("%s zz: %v; want a usage error starting %q", name, err, want)
 		}
+	}
+}
+
+// TestFailedReadPrintsNoResult (new user's trial): a read that fails
+// prints nothing on stdout, where it printed "read 0 of 4 bytes" and a
+// dump before the error; the error says how many bytes came.
+func TestFailedReadPrintsNoResult(t *testing.T) {
+	t.Parallel()
+	var out strings.Builder
+	// Nothing serves NetTLP on 127.0.3.98: the read is refused or times out.
+	o := ReadOptions{ClientOptions: ClientOptions{Remote: "127.0.3.98", Local: "127.0.0.1", Requester: "00:00.0", Addr: "0x1000",
+		Timeout: 200 * time.Millisecond, Stdout: &out}, Size: 4}
+	err := Read(o)
+	if err == nil || errors.Is(err, apperr.ErrUsage) || !strings.Contains(err.Error(), "read at 0x1000: 0 of 4 bytes came") {
+		t.Fatalf("read from nothing: %v; want a failure saying 0 of 4 bytes came", err)
+	}
+	if out.Len() != 0 {
+		t.Errorf("a failed read printed %q on stdout", out.String())
 	}
 }

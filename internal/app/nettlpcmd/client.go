@@ -67,8 +67,9 @@ func (o ClientOptions) dial() (*nettlp.Client, uint64, error) {
 	return c, addr, nil
 }
 
-// Read DMA-reads from the target and hex-dumps what came back, even when
-// the read failed part way.
+// Read DMA-reads from the target and hex-dumps what came back. A read
+// that failed, even part way, prints nothing on stdout: its error says how
+// many bytes came before it.
 func Read(o ReadOptions) error {
 	c, addr, err := o.dial()
 	if err != nil {
@@ -85,9 +86,12 @@ func Read(o ReadOptions) error {
 	} else {
 		n, err = c.Read(addr, buf)
 	}
+	if err != nil {
+		return apperr.Failed(fmt.Errorf("read at %#x: %d of %d bytes came: %w", addr, n, o.Size, err))
+	}
 	fmt.Fprintf(o.Stdout, "read %d of %d bytes at %#x\n", n, o.Size, addr)
 	fmt.Fprint(o.Stdout, hex.Dump(buf[:n]))
-	return apperr.Failed(err)
+	return nil
 }
 
 // Write DMA-writes to the target (posted: nothing comes back).

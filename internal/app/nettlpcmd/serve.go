@@ -92,7 +92,9 @@ func Serve(ctx context.Context, o ServeOptions) error {
 	o.Log.Info("nettlp target serving",
 		"addr", addr, "ports", fmt.Sprintf("%#x-%#x", nettlp.Port(0), nettlp.Port(uint16(tr.Tags()-1))),
 		"memory", fmt.Sprintf("[%#x, %#x)", base, base+size), "mps", o.MPS, "rcb", o.RCB,
-		"completer", completer, "rcvbuf", tr.RecvBuffer(0), "allow", allowString(allow))
+		"completer", completer,
+		// The kernel doubles what it is asked for (socket(7)), so both.
+		"rcvbuf_bytes", rcvbuf, "kernel_rcvbuf_bytes", tr.RecvBuffer(0), "allow", allowString(allow))
 	if o.Ready != nil {
 		o.Ready()
 	}

@@ -36,12 +36,8 @@ func fabricOf(f *Options) (model.Fabric, error) {
 		link = "--link-gbps"
 	}
 	switch g := f.LinkGbps; {
-	case math.IsNaN(g) || math.IsInf(g, 0):
+	case math.IsNaN(g) || math.IsInf(g, 0) || g < 0 || g > model.MaxLinkGbps:
 		return fab, usage("%s %g: want a number of Gbit/s from 0 (no limit) up to %d", link, g, model.MaxLinkGbps)
-	case g < 0:
-		return fab, usage("%s %g: must not be negative (Gbit/s; 0: no limit)", link, g)
-	case g > model.MaxLinkGbps:
-		return fab, usage("%s %g: want at most %d Gbit/s", link, g, model.MaxLinkGbps)
 	}
 	bw := f.LinkGbps * 1e9 / 8
 	if f.TagsSet && (f.Tags < 1 || f.Tags > model.MaxTags) {

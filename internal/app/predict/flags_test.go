@@ -117,8 +117,8 @@ func TestFlagValues(t *testing.T) {
 	}{
 		"NaN":         {func(o *Options) { o.LinkGbps = math.NaN() }, "--link-gbps NaN: want a number of Gbit/s"},
 		"+Inf --gbit": {func(o *Options) { o.LinkGbps, o.LinkFlag = math.Inf(1), "--gbit" }, "--gbit +Inf: want a number of Gbit/s"},
-		"negative":    {func(o *Options) { o.LinkGbps = -1 }, "--link-gbps -1: must not be negative"},
-		"huge --bw":   {func(o *Options) { o.LinkGbps, o.LinkFlag = 1e6, "--bw" }, "--bw 1e+06: want at most 10000 Gbit/s"},
+		"negative":    {func(o *Options) { o.LinkGbps = -1 }, "--link-gbps -1: want a number of Gbit/s from 0 (no limit) up to 10000"},
+		"huge --bw":   {func(o *Options) { o.LinkGbps, o.LinkFlag = 1e6, "--bw" }, "--bw 1e+06: want a number of Gbit/s from 0 (no limit) up to 10000"},
 		"--rtt 1000h": {func(o *Options) { o.NetworkRTT, o.NetworkRTTSet = 1000*time.Hour, true }, "--rtt 1000h0m0s: want at most 1s"},
 		"--rtt -5us":  {func(o *Options) { o.NetworkRTT, o.NetworkRTTSet = -5*time.Microsecond, true }, "--rtt -5us: must not be negative"},
 		"--added-rtt": {func(o *Options) { o.AddedRTT = 1500 * time.Millisecond }, "--added-rtt 1.5s: want at most 1s"},
