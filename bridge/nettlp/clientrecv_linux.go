@@ -3,9 +3,10 @@ package nettlp
 import (
 	"net"
 	"syscall"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/dxpu/dxpu/bridge/mmsg"
 )
 
 // clientBatch is how many datagrams one recvmmsg of a Client takes: half
@@ -24,15 +25,15 @@ type clientRecv struct {
 	bufs       [][]byte // clientBatch buffers of MaxDatagram, made on first use
 	hdrs       [clientBatch]unix.Mmsghdr
 	iovs       [clientBatch]unix.Iovec
-	have, next int   // datagrams the last call took, the next to hand out
-	errno      error // the last call's error
-	fn         func(fd uintptr) bool
-	calls      int // recvmmsg calls that took datagrams (tests)
+	recv1      mmsg.Call // recvmmsg without waiting; RawConn.Read waits
+	have, next int       // datagrams the last call took, the next to hand out
+	calls      int       // recvmmsg calls that took datagrams (tests)
 }
 
 func (r *clientRecv) init(c *net.UDPConn) {
 	r.rc, _ = c.SyscallConn() // nil: recv falls back to Read
-	r.fn = r.call
+	r.recv1.Init(unix.SYS_RECVMMSG, &r.hdrs[0], unix.MSG_DONTWAIT)
+	r.recv1.N = clientBatch
 }
 
 // pending reports whether a datagram taken earlier waits.
@@ -58,34 +59,18 @@ func (r *clientRecv) recv(c *net.UDPConn, one []byte) ([]byte, error) {
 			}
 		}
 		r.have, r.next = 0, 0
-		if err := r.rc.Read(r.fn); err != nil {
-			return nil, err
+		for r.have == 0 { // a call that took nothing takes again
+			if err := r.rc.Read(r.recv1.Fn); err != nil {
+				return nil, err
+			}
+			if r.recv1.Err != nil {
+				return nil, r.recv1.Err
+			}
+			r.have = r.recv1.Done
 		}
-		if r.errno != nil {
-			return nil, r.errno
-		}
+		r.calls++
 	}
 	d := r.bufs[r.next][:r.hdrs[r.next].Len]
 	r.next++
 	return d, nil
-}
-
-// call is one recvmmsg without waiting; false (nothing queued) has
-// RawConn.Read wait until the socket is readable or the deadline passes.
-func (r *clientRecv) call(fd uintptr) bool {
-	for {
-		n, _, e := unix.Syscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&r.hdrs[0])), clientBatch, unix.MSG_DONTWAIT, 0, 0)
-		switch e {
-		case 0:
-			r.have, r.errno = int(n), nil
-			r.calls++
-		case unix.EINTR:
-			continue
-		case unix.EAGAIN:
-			return false
-		default:
-			r.have, r.errno = 0, e
-		}
-		return true
-	}
 }

@@ -39,7 +39,9 @@ func TestFailedReadPrintsNoResult(t *testing.T) {
 	t.Parallel()
 	var out strings.Builder
 	// Nothing serves NetTLP on 127.0.3.98: the read is refused or times out.
-	o := ReadOptions{ClientOptions: ClientOptions{Remote: "127.0.3.98", Local: "127.0.0.1", Requester: "00:00.0", Addr: "0x1000",
+	// From an address of its own: a tag port on 127.0.0.1 may be bound by
+	// a test of another package running beside it.
+	o := ReadOptions{ClientOptions: ClientOptions{Remote: "127.0.3.98", Local: "127.0.3.97", Requester: "00:00.0", Addr: "0x1000",
 		Timeout: 200 * time.Millisecond, Stdout: &out}, Size: 4}
 	err := Read(o)
 	if err == nil || errors.Is(err, apperr.ErrUsage) || !strings.Contains(err.Error(), "read at 0x1000: 0 of 4 bytes came") {
