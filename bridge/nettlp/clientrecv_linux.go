@@ -2,6 +2,7 @@ package nettlp
 
 import (
 	"net"
+	"os"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -64,7 +65,8 @@ func (r *clientRecv) recv(c *net.UDPConn, one []byte) ([]byte, error) {
 				return nil, err
 			}
 			if r.recv1.Err != nil {
-				return nil, r.recv1.Err
+				// As c.Read words it: "read udp A->B: connection refused".
+				return nil, &net.OpError{Op: "read", Net: "udp", Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: os.NewSyscallError("recvmmsg", r.recv1.Err)}
 			}
 			r.have = r.recv1.Done
 		}

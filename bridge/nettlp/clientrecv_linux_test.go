@@ -2,8 +2,11 @@ package nettlp
 
 import (
 	"bytes"
+	"errors"
 	"net"
 	"net/netip"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -66,5 +69,30 @@ func TestClientTakesCompletionsInBatches(t *testing.T) {
 	}
 	if c.rx.calls != 3 {
 		t.Errorf("20 queued completions took %d recvmmsg calls, want 3 (%d each)", c.rx.calls, clientBatch)
+	}
+}
+
+// A receive error other than a timeout reads as net's own would, naming
+// the socket's two ends ("read udp A->B: ... connection refused"), and
+// still matches the errno: a read from an address nothing listens on gets
+// the kernel's port-unreachable back as ECONNREFUSED. The batched receive
+// once returned the bare errno ("connection refused").
+func TestClientReceiveErrorNamesTheSocket(t *testing.T) {
+	// Addresses of its own: a tag port on 127.0.0.1 may be held by a test
+	// of another package running beside it.
+	local, remote := netip.MustParseAddr("127.0.3.99"), netip.MustParseAddr("127.0.3.98")
+	c, err := Dial(local, remote, 9, tlp.NewID(0, 0, 0))
+	if err != nil {
+		t.Skipf("no tag port 9 on 127.0.3.99: %v", err)
+	}
+	defer c.Close()
+	c.Timeout = 5 * time.Second
+	_, err = c.Read(0x1000, make([]byte, 4))
+	if !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Fatalf("read from a closed port: %v, want ECONNREFUSED", err)
+	}
+	want := "read udp 127.0.3.99:" // then the port, "->127.0.3.98:" and the port
+	if !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "->127.0.3.98:") {
+		t.Fatalf("error %q does not name the socket (want %q...->127.0.3.98:...)", err, want)
 	}
 }
