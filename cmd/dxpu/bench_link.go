@@ -44,10 +44,15 @@ more bytes (pair_over_udp_same_frames). --raw=false skips them.
 frames before it sleeps, as 'dxpu bridge --spin' does: a busy pair then
 takes its frames without waiting for a wake-up (spin_us in the result).
 
+--shared-socket runs each bridge over a data-plane socket shared by pairs
+(frames told apart by the pair ID in the dxpu header), as 'dxpu bridge
+agent' runs every pair it holds, instead of a socket of its own.
+
   dxpu bench link --loss 0.01 --delay 5us --json
   dxpu bench link --virtual --loss 0.01 --delay 5us --link-gbps 100 --duration 2ms
   dxpu bench link --mix write=0.5,read=0.5 --read-size 4096 --duration 5s
-  dxpu bench link --spin 100us --json`,
+  dxpu bench link --spin 100us --json
+  dxpu bench link --shared-socket --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if _, err := oneLinkRate(cmd.Flags()); err != nil {
@@ -100,6 +105,7 @@ takes its frames without waiting for a wake-up (spin_us in the result).
 	f.BoolVar(&o.Raw, "raw", true, "on a real-time run, measure raw UDP (two plain sockets, MTU-sized datagrams: before and after the pair) and TCP on the same loopback and report the pair's ratios")
 	f.DurationVar(&o.RawFor, "raw-for", 0, "how long each raw baseline runs (default: --duration, at most 1s; the MTU flood half of it before the pair, half after)")
 	f.DurationVar(&o.Spin, "spin", 0, "how long each bridge's runner polls its socket after its last frames before sleeping (as dxpu bridge --spin; 0: sleep at once)")
+	f.BoolVar(&o.SharedSocket, "shared-socket", false, "run each bridge over a data-plane socket shared by pairs, told apart by pair ID, as dxpu bridge agent does (shared_socket in the result)")
 	f.BoolVar(&o.Virtual, "virtual", false, "run in virtual time on the simulator over in-memory links (deterministic; --duration is virtual, keep it to milliseconds)")
 	f.DurationVar(&o.Interval, "interval", 50*time.Nanosecond, "with --virtual: one TLP issued every interval (open loop)")
 	return cmd

@@ -14,6 +14,7 @@ import (
 
 	"github.com/dxpu/dxpu/bridge"
 	"github.com/dxpu/dxpu/bridge/driver"
+	"github.com/dxpu/dxpu/bridge/udp"
 	"github.com/dxpu/dxpu/fabric/manager"
 	"github.com/dxpu/dxpu/fabric/secretfile"
 	"github.com/dxpu/dxpu/internal/app/bridged"
@@ -41,7 +42,7 @@ type Agent struct {
 	o    Options
 	log  *slog.Logger
 	late *bridged.LateLog // the pairs' late timers: a stalled host stalls them all
-	mux  *Mux
+	mux  *udp.Mux
 	host hostSide // host role
 	rep  *reporter
 	cred atomic.Pointer[string]
@@ -114,7 +115,7 @@ func Start(ctx context.Context, o Options) (*Agent, error) {
 	if a.rep, err = newReporter(o, a.credential, o.Log); err != nil {
 		return nil, err
 	}
-	mux, err := ListenMux(o.Listen)
+	mux, err := udp.ListenMux(o.Listen)
 	if err != nil {
 		return nil, err
 	}

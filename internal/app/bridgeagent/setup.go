@@ -12,6 +12,7 @@ import (
 	"syscall"
 
 	"github.com/dxpu/dxpu/bridge"
+	"github.com/dxpu/dxpu/bridge/udp"
 	"github.com/dxpu/dxpu/fabric/manager"
 	"github.com/dxpu/dxpu/fabric/pool"
 	"github.com/dxpu/dxpu/internal/app/apperr"
@@ -96,7 +97,7 @@ func (s Setup) Apply(o *Options) error {
 		return usage(err)
 	}
 	z := bridged.Sizes{MTU: o.MTU, MaxPayload: o.MaxPayload, MPS: o.MPS, MPSGiven: s.MPSGiven,
-		MTULimit: maxFrame, MTUWhy: "the data plane's receive buffers",
+		MTULimit: udp.MuxMaxFrame, MTUWhy: "the data plane's receive buffers",
 		Memory: o.Role == bridge.RoleGPU && o.PCIe == PCIeMemory, Side: fmt.Sprintf("%q", o.PCIe)}
 	if o.Role == bridge.RoleHost {
 		z.Side = "--role host"

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/dxpu/dxpu/bridge"
+	"github.com/dxpu/dxpu/bridge/udp"
 	"github.com/dxpu/dxpu/emu/gpu"
 	"github.com/dxpu/dxpu/fabric/ctlclient"
 	"github.com/dxpu/dxpu/fabric/manager"
@@ -420,7 +421,7 @@ func TestVMHostWithoutQEMU(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	listen := netip.MustParseAddrPort("127.0.0.1:0")
-	probe, err := bridgeagent.ListenMux(listen)
+	probe, err := udp.ListenMux(listen)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -431,7 +432,7 @@ func TestVMHostWithoutQEMU(t *testing.T) {
 	if !errors.Is(err, vm.ErrQEMUMissing) || !strings.Contains(err.Error(), "host guest") {
 		t.Fatalf("Start with a missing QEMU: %v", err)
 	}
-	again, err := bridgeagent.ListenMux(listen)
+	again, err := udp.ListenMux(listen)
 	if err != nil {
 		t.Fatalf("the data plane %v stayed bound after the failed start: %v", listen, err)
 	}

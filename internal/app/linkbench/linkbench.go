@@ -12,7 +12,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
@@ -24,7 +23,6 @@ import (
 	"github.com/dxpu/dxpu/bridge/driver"
 	"github.com/dxpu/dxpu/bridge/memlink"
 	"github.com/dxpu/dxpu/bridge/seal"
-	"github.com/dxpu/dxpu/bridge/udp"
 	"github.com/dxpu/dxpu/internal/app/rawgoodput"
 	"github.com/dxpu/dxpu/tlp"
 )
@@ -59,6 +57,10 @@ type Options struct {
 	// SealMode (seal.ModeGCM by default).
 	Key      []byte
 	SealMode seal.Mode
+	// SharedSocket runs each bridge over an agent's data-plane socket
+	// (udp.Mux: one socket for all pairs, frames told apart by pair ID),
+	// as `dxpu bridge agent` does, instead of a socket of its own.
+	SharedSocket bool
 }
 
 // MaxPayload is the bridges' MPS in a run, and MinWriteBytes the
@@ -385,18 +387,11 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	if err := o.checkSizes(); err != nil {
 		return Result{}, err
 	}
-	lo := netip.MustParseAddr("127.0.0.1")
-	hc, err := udp.Listen(netip.AddrPortFrom(lo, 0), netip.AddrPort{})
+	hc, gc, closeLink, err := listenPair(ctx, o.SharedSocket)
 	if err != nil {
 		return Result{}, err
 	}
-	gc, err := udp.Listen(netip.AddrPortFrom(lo, 0), netip.AddrPort{})
-	if err != nil {
-		hc.Close()
-		return Result{}, err
-	}
-	hc.SetPeer(gc.LocalAddr())
-	gc.SetPeer(hc.LocalAddr())
+	defer closeLink()
 	var ht, gt driver.Transport = hc, gc
 	var hf, gf *driver.Faulty
 	if o.Faults != (memlink.Faults{}) {

@@ -33,7 +33,10 @@ type Report struct {
 	Virtual bool   `json:"virtual"`
 	// SpinUs is --spin: how long each runner polled its socket after its
 	// last frames before sleeping (0: at once).
-	SpinUs          float64 `json:"spin_us"`
+	SpinUs float64 `json:"spin_us"`
+	// SharedSocket is --shared-socket: each bridge ran over a data-plane
+	// socket shared by pairs (udp.Mux), as `dxpu bridge agent` runs them.
+	SharedSocket    bool    `json:"shared_socket"`
 	MTUBytes        int     `json:"mtu_bytes"` // the pair's frames, from the dxpu header on
 	Baseline        *Result `json:"baseline,omitempty"`
 	BaselineGoodput float64 `json:"baseline_goodput_gbps,omitempty"`
@@ -108,6 +111,7 @@ type ReportOptions struct {
 	Virtual                     bool          // virtual time on the simulator
 	Interval                    time.Duration // with Virtual: one TLP every interval
 	Spin                        time.Duration // real time: the runners poll this long after their last frames
+	SharedSocket                bool          // real time: each side's bridge on an agent's shared data-plane socket (udp.Mux)
 	// Raw measures the raw UDP and TCP baselines after a real-time run
 	// (for RawFor: the duration up to 1 s when zero).
 	Raw      bool
@@ -148,6 +152,8 @@ func WriteReport(ctx context.Context, ro ReportOptions, w io.Writer) error {
 		Window:      fl.Window,
 		Seed:        fl.Seed,
 		Spin:        fl.Spin,
+
+		SharedSocket: fl.SharedSocket,
 	}
 	if err := parseMix(fl.Mix, &o); err != nil {
 		return apperr.Usage(err)
@@ -189,7 +195,7 @@ func WriteReport(ctx context.Context, ro ReportOptions, w io.Writer) error {
 		}
 		return Run(ctx, o)
 	}
-	out := Report{Faults: Faults(o.Faults), Virtual: fl.Virtual, SpinUs: float64(fl.Spin) / 1e3, MTUBytes: cmp.Or(o.MTU, DefaultMTU)}
+	out := Report{Faults: Faults(o.Faults), Virtual: fl.Virtual, SpinUs: float64(fl.Spin) / 1e3, SharedSocket: fl.SharedSocket, MTUBytes: cmp.Or(o.MTU, DefaultMTU)}
 	if err := rawBefore(ctx, fl, o, &out); err != nil {
 		return apperr.Usage(err)
 	}
@@ -392,6 +398,9 @@ func writeOut(w io.Writer, fl *ReportOptions, o Options, out Report) error {
 		if p := out.Plaintext; p != nil {
 			fmt.Fprintf(w, "plaintext (the same runs unkeyed, alternating, median of %d): goodput %.3f Gbit/s; keyed (%s) below: %.2fx of it\n", out.Rounds, p.GoodputGbps, out.SealMode, out.KeyedRatio)
 		}
+		if out.SharedSocket {
+			fmt.Fprintln(w, "each bridge on a data-plane socket shared by pairs, as dxpu bridge agent runs them (--shared-socket)")
+		}
 		if o.Spin > 0 {
 			fmt.Fprintf(w, "runners poll their sockets %s after their last frames before sleeping (--spin)\n", units.Duration(o.Spin))
 		}
@@ -513,6 +522,8 @@ func checkRanges(fl *ReportOptions) error {
 		return units.Errorf("--spin %v: want 0 up to %v", fl.Spin, driver.MaxSpin)
 	case fl.Virtual && fl.Spin != 0:
 		return errors.New("--spin polls real sockets: not with --virtual")
+	case fl.Virtual && fl.SharedSocket:
+		return errors.New("--shared-socket is a real socket: not with --virtual")
 	case fl.Virtual && fl.Interval <= 0:
 		return units.Errorf("--interval %v: must be positive", fl.Interval)
 	}

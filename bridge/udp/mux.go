@@ -1,4 +1,4 @@
-package bridgeagent
+package udp
 
 import (
 	"context"
@@ -12,17 +12,17 @@ import (
 	"github.com/dxpu/dxpu/tlp/encap"
 )
 
-// One UDP socket carries every pair of an agent: the manager registers one
+// Mux: one UDP socket carries every pair of an agent (dxpu bridge agent): the manager registers one
 // bridge endpoint (IP, UDP port) per box or host, and the switch sends
 // every pair of that bridge to it. Frames are told apart by the pair ID in
 // the dxpu header (bytes 2..4).
 
-// Mux frame buffers: a frame longer than maxFrame (a jumbo MTU's payload)
+// Mux frame buffers: a frame longer than MuxMaxFrame (a jumbo MTU's payload)
 // is cut, and the bridge drops it as malformed.
 const (
-	maxFrame   = 9216
-	muxBuffers = 1024 // shared by all pairs: about 9 MiB
-	pairQueue  = 256  // frames a pair may hold unread before the next is dropped
+	MuxMaxFrame = 9216
+	muxBuffers  = 1024 // shared by all pairs: about 9 MiB
+	pairQueue   = 256  // frames a pair may hold unread before the next is dropped
 )
 
 // ErrPairOpen is returned by Mux.Open for a pair that has a connection.
@@ -33,7 +33,7 @@ type Mux struct {
 	c     *net.UDPConn
 	free  chan []byte
 	mu    sync.RWMutex
-	pairs map[uint32]*pairConn
+	pairs map[uint32]*MuxConn
 	// Unknown counts frames for pairs with no connection; Malformed
 	// frames too short or of another version to carry a pair ID;
 	// Overflow frames dropped because their pair's queue was full.
@@ -44,14 +44,14 @@ type Mux struct {
 func ListenMux(local netip.AddrPort) (*Mux, error) {
 	c, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(local))
 	if err != nil {
-		return nil, fmt.Errorf("data plane: listen %v: %w", local, err)
+		return nil, fmt.Errorf("udp: mux: listen %v: %w", local, err)
 	}
 	_ = c.SetReadBuffer(8 << 20)
 	_ = c.SetWriteBuffer(8 << 20)
-	m := &Mux{c: c, free: make(chan []byte, muxBuffers), pairs: map[uint32]*pairConn{}}
-	slab := make([]byte, muxBuffers*maxFrame)
+	m := &Mux{c: c, free: make(chan []byte, muxBuffers), pairs: map[uint32]*MuxConn{}}
+	slab := make([]byte, muxBuffers*MuxMaxFrame)
 	for i := range muxBuffers {
-		m.free <- slab[i*maxFrame : (i+1)*maxFrame : (i+1)*maxFrame]
+		m.free <- slab[i*MuxMaxFrame : (i+1)*MuxMaxFrame : (i+1)*MuxMaxFrame]
 	}
 	return m, nil
 }
@@ -65,13 +65,13 @@ func (m *Mux) Close() error { return m.c.Close() }
 // Open returns the transport of one pair: frames it sends go to peer,
 // frames carrying its pair ID come out of Recv. Close it to give the pair
 // ID back.
-func (m *Mux) Open(pair uint32, peer netip.AddrPort) (*pairConn, error) {
+func (m *Mux) Open(pair uint32, peer netip.AddrPort) (*MuxConn, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if _, ok := m.pairs[pair]; ok {
-		return nil, fmt.Errorf("data plane: pair %d: %w", pair, ErrPairOpen)
+		return nil, fmt.Errorf("udp: mux: pair %d: %w", pair, ErrPairOpen)
 	}
-	pc := &pairConn{m: m, id: pair, peer: peer, rx: make(chan []byte, pairQueue), done: make(chan struct{})}
+	pc := &MuxConn{m: m, id: pair, peer: peer, rx: make(chan []byte, pairQueue), done: make(chan struct{})}
 	m.pairs[pair] = pc
 	return pc, nil
 }
@@ -94,7 +94,7 @@ func (m *Mux) Run(ctx context.Context) error {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			return fmt.Errorf("data plane: receive: %w", err)
+			return fmt.Errorf("udp: mux: receive: %w", err)
 		}
 		m.dispatch(buf[:n])
 	}
@@ -127,8 +127,8 @@ func (m *Mux) dispatch(frame []byte) {
 	}
 }
 
-// pairConn is one pair's driver.Transport over the shared socket.
-type pairConn struct {
+// MuxConn is one pair's driver.Transport over the shared socket.
+type MuxConn struct {
 	m     *Mux
 	id    uint32
 	peer  netip.AddrPort
@@ -138,13 +138,13 @@ type pairConn struct {
 }
 
 // Send transmits one frame to the pair's peer (the switch).
-func (p *pairConn) Send(frame []byte) error {
+func (p *MuxConn) Send(frame []byte) error {
 	_, err := p.m.c.WriteToUDPAddrPort(frame, p.peer)
 	return err
 }
 
 // Recv returns the next frame of this pair.
-func (p *pairConn) Recv(buf []byte) (int, error) {
+func (p *MuxConn) Recv(buf []byte) (int, error) {
 	select {
 	case f := <-p.rx:
 		n := copy(buf, f)
@@ -157,7 +157,7 @@ func (p *pairConn) Recv(buf []byte) (int, error) {
 
 // Close unregisters the pair (the socket stays open for the others) and
 // recycles what it had queued.
-func (p *pairConn) Close() error {
+func (p *MuxConn) Close() error {
 	p.close.Do(func() {
 		p.m.mu.Lock()
 		if p.m.pairs[p.id] == p {

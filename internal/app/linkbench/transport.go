@@ -1,0 +1,63 @@
+package linkbench
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+	"sync"
+
+	"github.com/dxpu/dxpu/bridge/driver"
+	"github.com/dxpu/dxpu/bridge/udp"
+)
+
+// listenPair opens the host and GPU sides' transports on 127.0.0.1, each
+// addressed to the other: a UDP socket each, or (shared) a pair on each
+// side's udp.Mux, the data-plane socket of `dxpu bridge agent`. The
+// runners close the transports; closeLink closes what is left (the
+// muxes) once they have.
+func listenPair(ctx context.Context, shared bool) (host, gpu driver.Transport, closeLink func(), err error) {
+	lo := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), 0)
+	if !shared {
+		hc, err := udp.Listen(lo, netip.AddrPort{})
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		gc, err := udp.Listen(lo, netip.AddrPort{})
+		if err != nil {
+			hc.Close()
+			return nil, nil, nil, err
+		}
+		hc.SetPeer(gc.LocalAddr())
+		gc.SetPeer(hc.LocalAddr())
+		return hc, gc, func() {}, nil
+	}
+	hm, err := udp.ListenMux(lo)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	gm, err := udp.ListenMux(lo)
+	if err != nil {
+		hm.Close()
+		return nil, nil, nil, err
+	}
+	// The pair ID the bridges put in their frames (bridge.Config's, 0
+	// here) is what each mux hands its pair.
+	const pair = 0
+	hc, err := hm.Open(pair, gm.LocalAddr())
+	if err == nil {
+		gc, err2 := gm.Open(pair, hm.LocalAddr())
+		if err2 == nil {
+			rctx, cancel := context.WithCancel(ctx)
+			var wg sync.WaitGroup
+			for _, m := range []*udp.Mux{hm, gm} {
+				wg.Add(1)
+				go func() { defer wg.Done(); _ = m.Run(rctx) }()
+			}
+			return hc, gc, func() { cancel(); hm.Close(); gm.Close(); wg.Wait() }, nil
+		}
+		err = err2
+	}
+	hm.Close()
+	gm.Close()
+	return nil, nil, nil, errors.Join(errors.New("linkbench: shared sockets"), err)
+}
