@@ -345,7 +345,7 @@ func (s *sysConn) receivedSegments(c *Conn, call *mmsg.Call, bufs [][]byte, size
 	}
 	got := 0
 	for i := 0; i < call.Done; i++ {
-		if !s.fromPeer(&s.rxName[i]) {
+		if !c.anySource && !s.fromPeer(&s.rxName[i]) {
 			c.Foreign.Add(1)
 			continue
 		}

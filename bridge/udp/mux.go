@@ -12,13 +12,19 @@ import (
 	"github.com/dxpu/dxpu/tlp/encap"
 )
 
-// Mux: one UDP socket carries every pair of an agent (dxpu bridge agent): the manager registers one
-// bridge endpoint (IP, UDP port) per box or host, and the switch sends
-// every pair of that bridge to it. Frames are told apart by the pair ID in
-// the dxpu header (bytes 2..4).
+// Mux: one UDP socket carries every pair of an agent (dxpu bridge agent):
+// the manager registers one bridge endpoint (IP, UDP port) per box or
+// host, and the switch sends every pair of that bridge to it. Frames are
+// told apart by the pair ID in the dxpu header (bytes 2..4).
+//
+// The socket is read in batches (recvmmsg, up to MaxBatch datagrams a
+// call) by Run's goroutine, which queues each frame on its pair; a pair's
+// runner takes its queue in batches too (MuxConn is a driver.Poller), and
+// sends in batches (sendmmsg, with UDP segmentation where the kernel
+// offers it), as a bridge on a socket of its own does.
 
-// Mux frame buffers: a frame longer than MuxMaxFrame (a jumbo MTU's payload)
-// is cut, and the bridge drops it as malformed.
+// Mux frame buffers: a frame longer than MuxMaxFrame (a jumbo MTU's
+// payload) is cut, and the bridge drops it as malformed.
 const (
 	MuxMaxFrame = 9216
 	muxBuffers  = 1024 // shared by all pairs: about 9 MiB
@@ -30,7 +36,7 @@ var ErrPairOpen = errors.New("pair already has a connection")
 
 // Mux is a UDP socket shared by the bridges of many pairs.
 type Mux struct {
-	c     *net.UDPConn
+	conn  *Conn // receives from every source; each MuxConn sends on its socket
 	free  chan []byte
 	mu    sync.RWMutex
 	pairs map[uint32]*MuxConn
@@ -38,17 +44,18 @@ type Mux struct {
 	// frames too short or of another version to carry a pair ID;
 	// Overflow frames dropped because their pair's queue was full.
 	Unknown, Malformed, Overflow atomic.Uint64
+	// recvCalls counts the receive calls that took datagrams (tests).
+	recvCalls atomic.Uint64
 }
 
 // ListenMux binds the socket that every pair's frames arrive on.
 func ListenMux(local netip.AddrPort) (*Mux, error) {
-	c, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(local))
+	c, err := Listen(local, netip.AddrPort{})
 	if err != nil {
-		return nil, fmt.Errorf("udp: mux: listen %v: %w", local, err)
+		return nil, fmt.Errorf("udp: mux: %w", err)
 	}
-	_ = c.SetReadBuffer(8 << 20)
-	_ = c.SetWriteBuffer(8 << 20)
-	m := &Mux{c: c, free: make(chan []byte, muxBuffers), pairs: map[uint32]*MuxConn{}}
+	c.anySource = true
+	m := &Mux{conn: c, free: make(chan []byte, muxBuffers), pairs: map[uint32]*MuxConn{}}
 	slab := make([]byte, muxBuffers*MuxMaxFrame)
 	for i := range muxBuffers {
 		m.free <- slab[i*MuxMaxFrame : (i+1)*MuxMaxFrame : (i+1)*MuxMaxFrame]
@@ -57,102 +64,251 @@ func ListenMux(local netip.AddrPort) (*Mux, error) {
 }
 
 // LocalAddr is the bound address.
-func (m *Mux) LocalAddr() netip.AddrPort { return m.c.LocalAddr().(*net.UDPAddr).AddrPort() }
+func (m *Mux) LocalAddr() netip.AddrPort { return m.conn.LocalAddr() }
 
 // Close closes the socket; Run returns.
-func (m *Mux) Close() error { return m.c.Close() }
+func (m *Mux) Close() error { return m.conn.Close() }
 
 // Open returns the transport of one pair: frames it sends go to peer,
-// frames carrying its pair ID come out of Recv. Close it to give the pair
-// ID back.
+// frames carrying its pair ID come out of its receive calls. Close it to
+// give the pair ID back.
 func (m *Mux) Open(pair uint32, peer netip.AddrPort) (*MuxConn, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if _, ok := m.pairs[pair]; ok {
 		return nil, fmt.Errorf("udp: mux: pair %d: %w", pair, ErrPairOpen)
 	}
-	pc := &MuxConn{m: m, id: pair, peer: peer, rx: make(chan []byte, pairQueue), done: make(chan struct{})}
+	pc := &MuxConn{m: m, id: pair, peer: peer, notify: make(chan struct{}, 1), done: make(chan struct{})}
+	pc.tx.c, pc.tx.peer = m.conn.c, peer
+	if err := pc.tx.sys.init(m.conn.c); err != nil {
+		return nil, fmt.Errorf("udp: mux: pair %d: %w", pair, err)
+	}
+	pc.tx.SetPeer(peer)
 	m.pairs[pair] = pc
 	return pc, nil
 }
 
-// Run reads datagrams and hands each to its pair until the socket is
-// closed or ctx ends.
+// Run reads datagrams, a batch per system call, and queues each on its
+// pair until the socket is closed or ctx ends.
 func (m *Mux) Run(ctx context.Context) error {
-	stop := context.AfterFunc(ctx, func() { m.c.Close() })
+	stop := context.AfterFunc(ctx, func() { m.conn.Close() })
 	defer stop()
-	for {
-		var buf []byte
-		select {
-		case buf = <-m.free:
-		case <-ctx.Done():
-			return ctx.Err()
+	bufs := make([][]byte, 0, MaxBatch)
+	sizes := make([]int, MaxBatch)
+	defer func() {
+		for _, b := range bufs {
+			m.free <- b
 		}
-		n, _, err := m.c.ReadFromUDPAddrPort(buf)
+	}()
+	for {
+		// Buffers for the next call: one at least (waiting for it while
+		// every buffer is queued on a pair), then as many as are free.
+		if len(bufs) == 0 {
+			select {
+			case b := <-m.free:
+				bufs = append(bufs, b)
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+	fill:
+		for len(bufs) < MaxBatch {
+			select {
+			case b := <-m.free:
+				bufs = append(bufs, b)
+			default:
+				break fill
+			}
+		}
+		n, err := m.conn.RecvBatch(bufs, sizes)
 		if err != nil {
-			m.free <- buf
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			return fmt.Errorf("udp: mux: receive: %w", err)
+			return fmt.Errorf("udp: mux: %w", err)
 		}
-		m.dispatch(buf[:n])
+		m.recvCalls.Add(1)
+		m.dispatch(bufs[:n], sizes[:n])
+		// The buffers the call did not fill wait for the next one.
+		k := copy(bufs, bufs[n:])
+		clear(bufs[k:])
+		bufs = bufs[:k]
 	}
 }
 
-// dispatch queues one frame on its pair, or recycles it.
-func (m *Mux) dispatch(frame []byte) {
-	if len(frame) < encap.HeaderLen || encap.Header(frame).Version() != encap.Version {
-		m.Malformed.Add(1)
-		m.free <- frame[:cap(frame)]
-		return
-	}
-	id := encap.Header(frame).PairID()
+// dispatch queues each frame (bufs[i][:sizes[i]]) on its pair, or
+// recycles it, and wakes each pair that got frames once.
+func (m *Mux) dispatch(bufs [][]byte, sizes []int) {
 	// The read lock is held through the hand-over: Close unregisters
 	// under the write lock before it drains, so no frame is queued on a
 	// closed pair and lost with its buffer.
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	pc := m.pairs[id]
-	if pc == nil {
-		m.Unknown.Add(1)
-		m.free <- frame[:cap(frame)]
-		return
+	var last *MuxConn // frames of one pair come in runs: wake it once per run
+	for i, b := range bufs {
+		frame := b[:sizes[i]]
+		if len(frame) < encap.HeaderLen || encap.Header(frame).Version() != encap.Version {
+			m.Malformed.Add(1)
+			m.free <- b
+			continue
+		}
+		pc := m.pairs[encap.Header(frame).PairID()]
+		if pc == nil {
+			m.Unknown.Add(1)
+			m.free <- b
+			continue
+		}
+		if !pc.queue(frame) {
+			m.Overflow.Add(1)
+			m.free <- b
+			continue
+		}
+		if last != nil && last != pc {
+			last.wake()
+		}
+		last = pc
 	}
-	select {
-	case pc.rx <- frame:
-	default:
-		m.Overflow.Add(1)
-		m.free <- frame[:cap(frame)]
+	if last != nil {
+		last.wake()
 	}
 }
 
-// MuxConn is one pair's driver.Transport over the shared socket.
+// MuxConn is one pair's transport over the shared socket: a
+// driver.Transport, BatchSender, BatchReceiver and Poller.
 type MuxConn struct {
-	m     *Mux
-	id    uint32
-	peer  netip.AddrPort
-	rx    chan []byte
-	done  chan struct{}
-	close sync.Once
+	m    *Mux
+	id   uint32
+	peer netip.AddrPort
+	tx   Conn // sends to peer on the mux's socket (never closed by the pair)
+
+	mu     sync.Mutex // the queue
+	q      [pairQueue][]byte
+	head   int
+	n      int
+	notify chan struct{} // a frame was queued (capacity 1)
+	done   chan struct{}
+	close  sync.Once
+
+	rxMu sync.Mutex // one receiver at a time; take's scratch
+	took [MaxBatch][]byte
+}
+
+// queue appends a frame; false when the queue is full. Called by the
+// mux under its read lock.
+func (p *MuxConn) queue(frame []byte) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.n == pairQueue {
+		return false
+	}
+	p.q[(p.head+p.n)%pairQueue] = frame
+	p.n++
+	return true
+}
+
+func (p *MuxConn) wake() {
+	select {
+	case p.notify <- struct{}{}:
+	default:
+	}
 }
 
 // Send transmits one frame to the pair's peer (the switch).
 func (p *MuxConn) Send(frame []byte) error {
-	_, err := p.m.c.WriteToUDPAddrPort(frame, p.peer)
-	return err
+	if err := p.tx.Send(frame); err != nil {
+		return fmt.Errorf("udp: mux: pair %d: send: %w", p.id, err)
+	}
+	return nil
+}
+
+// SendBatch transmits frames to the pair's peer in order, a batch per
+// system call, and returns how many went out.
+func (p *MuxConn) SendBatch(frames [][]byte) (int, error) { return p.tx.SendBatch(frames) }
+
+// take moves up to len(bufs) queued frames into bufs (lengths in sizes)
+// and recycles their buffers; it returns how many it took, and
+// net.ErrClosed once the pair is closed. Called with rxMu held.
+func (p *MuxConn) take(bufs [][]byte, sizes []int) (int, error) {
+	select {
+	case <-p.done:
+		return 0, fmt.Errorf("udp: mux: pair %d: %w", p.id, net.ErrClosed)
+	default:
+	}
+	bufs = bufs[:min(len(bufs), len(p.took))]
+	p.mu.Lock()
+	k := min(p.n, len(bufs))
+	for i := range k {
+		j := (p.head + i) % pairQueue
+		p.took[i], p.q[j] = p.q[j], nil
+	}
+	p.head, p.n = (p.head+k)%pairQueue, p.n-k
+	p.mu.Unlock()
+	// Copied outside the queue's lock: the mux goes on queueing.
+	for i, f := range p.took[:k] {
+		sizes[i] = copy(bufs[i], f)
+		p.m.free <- f[:cap(f)]
+		p.took[i] = nil
+	}
+	return k, nil
+}
+
+// TryRecvBatch takes the frames already queued, up to len(bufs), and
+// returns 0 at once when there are none or another goroutine is
+// receiving.
+func (p *MuxConn) TryRecvBatch(bufs [][]byte, sizes []int) (int, error) {
+	if len(sizes) < len(bufs) {
+		return 0, fmt.Errorf("udp: mux: receive: %d sizes for %d buffers", len(sizes), len(bufs))
+	}
+	if !p.rxMu.TryLock() {
+		return 0, nil
+	}
+	defer p.rxMu.Unlock()
+	return p.take(bufs, sizes)
+}
+
+// WaitReadable blocks until a frame is queued or the pair is closed; it
+// takes nothing. Call it from one goroutine at a time.
+func (p *MuxConn) WaitReadable() error {
+	for {
+		p.mu.Lock()
+		n := p.n
+		p.mu.Unlock()
+		if n > 0 {
+			return nil
+		}
+		select {
+		case <-p.notify:
+		case <-p.done:
+			return fmt.Errorf("udp: mux: pair %d: %w", p.id, net.ErrClosed)
+		}
+	}
+}
+
+// RecvBatch blocks until a frame is queued, then takes the queued ones,
+// up to len(bufs).
+func (p *MuxConn) RecvBatch(bufs [][]byte, sizes []int) (int, error) {
+	if len(sizes) < len(bufs) || len(bufs) == 0 {
+		return 0, fmt.Errorf("udp: mux: receive: %d sizes for %d buffers", len(sizes), len(bufs))
+	}
+	p.rxMu.Lock()
+	defer p.rxMu.Unlock()
+	for {
+		if k, err := p.take(bufs, sizes); k > 0 || err != nil {
+			return k, err
+		}
+		if err := p.WaitReadable(); err != nil {
+			return 0, err
+		}
+	}
 }
 
 // Recv returns the next frame of this pair.
 func (p *MuxConn) Recv(buf []byte) (int, error) {
-	select {
-	case f := <-p.rx:
-		n := copy(buf, f)
-		p.m.free <- f[:cap(f)]
-		return n, nil
-	case <-p.done:
-		return 0, net.ErrClosed
+	bufs, sizes := [1][]byte{buf}, [1]int{}
+	if _, err := p.RecvBatch(bufs[:], sizes[:]); err != nil {
+		return 0, err
 	}
+	return sizes[0], nil
 }
 
 // Close unregisters the pair (the socket stays open for the others) and
@@ -165,13 +321,13 @@ func (p *MuxConn) Close() error {
 		}
 		p.m.mu.Unlock()
 		close(p.done)
-		for {
-			select {
-			case f := <-p.rx:
-				p.m.free <- f[:cap(f)]
-			default:
-				return
-			}
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		for ; p.n > 0; p.n-- {
+			f := p.q[p.head]
+			p.q[p.head] = nil
+			p.head = (p.head + 1) % pairQueue
+			p.m.free <- f[:cap(f)]
 		}
 	})
 	return nil

@@ -46,6 +46,10 @@ type Conn struct {
 	// goroutine counts while a metrics scrape reads.
 	Foreign atomic.Uint64
 
+	// anySource: a Mux's socket, which takes frames from every source
+	// (each pair's bridge checks its own).
+	anySource bool
+
 	txMu sync.Mutex
 	rxMu sync.Mutex
 	sys  sysConn // platform batch state (mmsghdr arrays on Linux)
@@ -163,6 +167,9 @@ func (c *Conn) RecvBatch(bufs [][]byte, sizes []int) (int, error) {
 func (c *Conn) ForeignDropped() uint64 { return c.Foreign.Load() }
 
 func (c *Conn) fromPeer(from netip.AddrPort) bool {
+	if c.anySource {
+		return true
+	}
 	return from.Addr().Unmap() == c.peer.Addr().Unmap() && from.Port() == c.peer.Port()
 }
 

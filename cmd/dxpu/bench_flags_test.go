@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 )
@@ -196,4 +197,31 @@ func TestBenchSwitchFlags(t *testing.T) {
 	checkUsageError(t, []string{"bench", "switch", "--no-xdp", "--repeat", "0"}, "--repeat 0: must be positive")
 	checkUsageError(t, []string{"bench", "switch", "--no-xdp", "--rounds", "0"}, "--rounds 0: must be positive")
 	checkUsageError(t, []string{"bench", "switch", "--no-xdp", "--rounds", "-3"}, "--rounds -3: must be positive")
+}
+
+// TestBenchLinkSharedSocket: --shared-socket runs the pair as an agent
+// runs its pairs, each bridge on a data-plane socket shared by pairs: the
+// run keeps every invariant, says so in the result (shared_socket) and
+// moves data; with --virtual it is refused, naming the flag.
+func TestBenchLinkSharedSocket(t *testing.T) {
+	t.Parallel()
+	out, errOut, err := runDxpu(t, "", "bench", "link", "--shared-socket", "--duration", "200ms", "--raw=false", "--json")
+	if err != nil {
+		t.Fatalf("bench link --shared-socket: %v\n%s%s", err, out, errOut)
+	}
+	var r struct {
+		SharedSocket bool    `json:"shared_socket"`
+		Goodput      float64 `json:"goodput_gbps"`
+		Delivered    int     `json:"delivered"`
+		Lost         int     `json:"lost"`
+		Completed    int     `json:"reads_completed"`
+		Unanswered   int     `json:"unanswered"`
+	}
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatalf("%v:\n%s", err, out)
+	}
+	if !r.SharedSocket || r.Goodput <= 0 || r.Delivered == 0 || r.Completed == 0 || r.Lost != 0 || r.Unanswered != 0 {
+		t.Fatalf("bench link --shared-socket: %+v", r)
+	}
+	checkUsageError(t, []string{"bench", "link", "--virtual", "--shared-socket"}, "--shared-socket is a real socket: not with --virtual")
 }

@@ -90,7 +90,7 @@ pair's bridge saw them); at most 64 connections, 8 per client address,
 closed after 30s idle.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := numberFlags(cmd, []string{"keepalive", "dead-after", "mtu", "max-payload", "mps", "memory-mb"}, "completion-timeout"); err != nil {
+			if err := numberFlags(cmd, []string{"keepalive", "dead-after", "mtu", "max-payload", "mps", "memory-mb"}, "completion-timeout", "spin"); err != nil {
 				return exitCodeError{2, err}
 			}
 			if err := timerOrder(cmd); err != nil {
@@ -139,6 +139,7 @@ closed after 30s idle.`,
 	f.DurationVar(&o.Keepalive, "keepalive", bridgeagent.DefaultKeepalive, "longest silence of a pair's bridge while up (above 0, below --dead-after)")
 	f.DurationVar(&o.DeadAfter, "dead-after", bridgeagent.DefaultDeadAfter, "silence after which a pair's link is down (above --keepalive)")
 	f.DurationVar(&o.CompletionTimeout, "completion-timeout", 0, "a forwarded request unanswered this long gets a CA completion (0, the default: twice --dead-after, both roles: an outage the link hides stays hidden from the requests outstanding across it)")
+	f.DurationVar(&o.Spin, "spin", 0, "each pair's bridge polls the data-plane socket's queue this long after its last frames before sleeping, up to 1s (0: sleep at once): a busy pair then takes its frames without a wake-up, at the cost of a core polling per busy pair")
 	bytesVar(f, &o.MTU, "mtu", 1472, "largest frame of every pair from the dxpu header on, in bytes (at most 9216, and the path's MTU less IP and UDP headers)")
 	bytesVar(f, &o.MaxPayload, "max-payload", 512, "largest TLP payload of every pair in bytes (4..4096; the same at both ends)")
 	bytesVar(f, &o.MPS, "mps", 256, "--pcie memory: Max Payload Size, largest completion payload in bytes (128..4096, at most --max-payload; less while a pair's host end takes less)")

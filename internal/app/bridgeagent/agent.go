@@ -158,7 +158,7 @@ func Start(ctx context.Context, o Options) (*Agent, error) {
 	if o.Role == bridge.RoleGPU && o.Manager == "" {
 		a.log.Warn("no --manager: pair link state is not reported (an allocation whose host side falls silent never shows degraded)")
 	}
-	a.log.Info("bridge agent running", "role", o.Role, "data_plane", mux.LocalAddr(), "switch", o.Switch)
+	a.log.Info("bridge agent running", "role", o.Role, "data_plane", mux.LocalAddr(), "switch", o.Switch, "spin", o.Spin)
 	return a, nil
 }
 
@@ -294,6 +294,7 @@ func (a *Agent) ProgramPair(ctx context.Context, p manager.Pair) error {
 	pr.metrics = a.pairCollector(p.ID, pr.runner)
 	pr.runner.OnEvent = func(e bridge.Event) { a.onEvent(pr, e) }
 	pr.runner.OnLate = a.late.For("pair", p.ID)
+	pr.runner.Spin = a.o.Spin
 	var side func(context.Context) error
 	if a.o.Role == bridge.RoleGPU {
 		if side, err = a.device(pr); err != nil {

@@ -8,12 +8,14 @@ import (
 	"time"
 
 	"github.com/dxpu/dxpu/bridge"
+	"github.com/dxpu/dxpu/bridge/driver"
 	"github.com/dxpu/dxpu/bridge/seal"
 	"github.com/dxpu/dxpu/emu/gpu"
 	"github.com/dxpu/dxpu/fabric/pool"
 	"github.com/dxpu/dxpu/internal/app/apperr"
 	"github.com/dxpu/dxpu/internal/app/bridged"
 	"github.com/dxpu/dxpu/internal/app/httpguard"
+	"github.com/dxpu/dxpu/internal/app/units"
 	"github.com/dxpu/dxpu/internal/app/vm"
 )
 
@@ -79,6 +81,11 @@ type Options struct {
 	// (default 256; it follows a peer that takes less).
 	MTU, MaxPayload, MPS int
 
+	// Spin: each pair's runner polls the data-plane socket's queue this
+	// long after its last frames before it sleeps (driver.Runner.Spin;
+	// `--spin`, 0: at once), as `dxpu bridge --spin` does.
+	Spin time.Duration
+
 	// Manager is the manager's URL, for the pairs' link-down and link-up
 	// reports (both roles; report.go); ManagerCAFile the CA that signs it
 	// when https ("": system roots).
@@ -143,6 +150,9 @@ func (o *Options) fill() error {
 	if err := (bridged.Timers{Keepalive: o.Keepalive, DeadAfter: o.DeadAfter, CompletionTimeout: o.CompletionTimeout,
 		DefaultKeepalive: DefaultKeepalive, DefaultDeadAfter: DefaultDeadAfter}).Check(); err != nil {
 		return apperr.Usage(err)
+	}
+	if o.Spin < 0 || o.Spin > driver.MaxSpin {
+		return apperr.Usage(units.Errorf("--spin %v: want 0 up to %v", o.Spin, driver.MaxSpin))
 	}
 	if o.Keepalive == 0 {
 		o.Keepalive = DefaultKeepalive

@@ -16,19 +16,21 @@ import (
 // where the driver spends its time.
 func BenchmarkLoopback(b *testing.B) {
 	for _, c := range []struct {
-		name string
-		f    memlink.Faults
-		spin time.Duration
+		name   string
+		f      memlink.Faults
+		spin   time.Duration
+		shared bool
 	}{
-		{"lossless", memlink.Faults{}, 0},
-		{"lossless-spin50us", memlink.Faults{}, 50 * time.Microsecond},
-		{"loss1pct", memlink.Faults{Loss: 0.01, Delay: 5 * time.Microsecond}, 0},
+		{"lossless", memlink.Faults{}, 0, false},
+		{"lossless-spin50us", memlink.Faults{}, 50 * time.Microsecond, false},
+		{"lossless-shared-socket", memlink.Faults{}, 0, true},
+		{"loss1pct", memlink.Faults{Loss: 0.01, Delay: 5 * time.Microsecond}, 0, false},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()
 			var gbps, p50 float64
 			for b.Loop() {
-				r, err := Run(context.Background(), Options{Faults: c.f, Duration: 500 * time.Millisecond, Spin: c.spin})
+				r, err := Run(context.Background(), Options{Faults: c.f, Duration: 500 * time.Millisecond, Spin: c.spin, SharedSocket: c.shared})
 				if err != nil {
 					b.Fatal(err)
 				}
