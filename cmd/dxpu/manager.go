@@ -39,10 +39,10 @@ With --tls-cert and --tls-key the API is served over HTTPS, as it should be
 wherever the token crosses a network; the key file (as --etcd-key) is held
 to the token files' rules. SIGHUP re-reads --tls-cert/--tls-key and
 --etcd-cert/--etcd-key (after a rotation: ACME, cert-manager) and the CA
-files --agent-ca-file and --etcd-ca-file (after a CA rotation; not
---etcd-ca-file while --etcd names several IP addresses: name them by DNS
-name): new connections get the new certificate and verify against the
-new CAs, those open keep theirs. A file that does not load (missing, not
+files --agent-ca-file and --etcd-ca-file (after a CA rotation): new
+connections get the new certificate and verify against the new CAs, each
+etcd connection for the name or IP address of the endpoint it dials;
+those open keep theirs. A file that does not load (missing, not
 PEM, a key not the certificate's, or refused as above) is logged in one
 line and the previous one stays in use; a success logs the new
 certificate's subject, serial and expiry, or the CA file's number of

@@ -12,7 +12,6 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
-	"time"
 )
 
 // maxCAFile bounds a CA bundle: the system's whole bundle is under 1 MiB.
@@ -21,8 +20,8 @@ const maxCAFile = 16 << 20
 // CAPool is the CA certificates of a PEM file (--agent-ca-file,
 // --etcd-ca-file, --manager-ca-file) that Reload reads again while TLS
 // runs, so that an operator rotating a CA needs no restart. New
-// handshakes verify against the pool loaded last (Transport,
-// VerifyConnection); connections already open keep theirs. A CA file is
+// handshakes verify against the pool loaded last (Transport, or Pool
+// called at each handshake); connections already open keep theirs. A CA file is
 // public: it is not held to Open's owner and mode checks, but it must be
 // a regular file (a FIFO would hang the reload).
 type CAPool struct {
@@ -139,41 +138,6 @@ func (p *CAPool) Pool() *x509.CertPool { return p.cur.Load().pool }
 
 // Len is the number of certificates the file held at the last load.
 func (p *CAPool) Len() int { return p.cur.Load().n }
-
-// VerifyConnection returns a tls.Config.VerifyConnection for a client
-// config that sets InsecureSkipVerify, for a client that takes one config
-// for all its connections (etcd's): it verifies the server as crypto/tls
-// does with RootCAs set to the pool loaded last: the first certificate
-// for server authentication, now, through the others as intermediates up
-// to a CA of the pool, for the name the client dialled. That name is the
-// SNI the client sent (cs.ServerName); a client dialling an IP address
-// sends none, so ipHost must be the one IP address the client dials ("":
-// it dials none, and a handshake without SNI is refused, as crypto/tls
-// refuses a config without ServerName). A client that dials several IP
-// addresses cannot say which one a handshake is for: give it Pool as
-// RootCAs instead.
-func (p *CAPool) VerifyConnection(ipHost string) func(tls.ConnectionState) error {
-	return func(cs tls.ConnectionState) error {
-		name := cs.ServerName
-		if name == "" {
-			name = ipHost
-		}
-		if name == "" {
-			return fmt.Errorf("%s %s: no server name to verify the server's certificate for", p.flag, p.file)
-		}
-		if len(cs.PeerCertificates) == 0 {
-			return errors.New("tls: server sent no certificate")
-		}
-		opts := x509.VerifyOptions{Roots: p.Pool(), CurrentTime: time.Now(), DNSName: name, Intermediates: x509.NewCertPool()}
-		for _, c := range cs.PeerCertificates[1:] {
-			opts.Intermediates.AddCert(c)
-		}
-		if _, err := cs.PeerCertificates[0].Verify(opts); err != nil {
-			return &tls.CertificateVerificationError{UnverifiedCertificates: cs.PeerCertificates, Err: err}
-		}
-		return nil
-	}
-}
 
 // Transport returns an http.RoundTripper for a client whose servers p's
 // CAs sign: each request goes through a clone of base (not used

@@ -172,82 +172,6 @@ func TestCAPoolReloadAndLog(t *testing.T) {
 	}
 }
 
-// verifyingClient is the config a client sharing one config between
-// endpoints uses: VerifyConnection, not crypto/tls, checks the server.
-func verifyingClient(p *CAPool, serverName, ipHost string) *tls.Config {
-	return &tls.Config{ServerName: serverName, InsecureSkipVerify: true, VerifyConnection: p.VerifyConnection(ipHost)}
-}
-
-// TestCAPoolVerifyConnection: VerifyConnection checks the chain against
-// the pool loaded last and the name as crypto/tls does: a server that
-// CA B signs for 127.0.0.1 and right.example is refused while only A is
-// trusted, then accepted for those names (SNI, or the IP address without
-// one), and still refused for a name its certificate does not hold
-// (wrong.example, 127.0.0.2), or with no name at all. A connection
-// opened before a reload keeps going.
-func TestCAPoolVerifyConnection(t *testing.T) {
-	t.Parallel()
-	a, b, server := twoCAs(t)
-	srv := tlsServer(t, server)
-	addr := srv.Listener.Addr().String()
-	file := filepath.Join(t.TempDir(), "ca.pem")
-	write(t, file, string(a.PEM()), 0o644)
-	p, err := LoadCAPool("--etcd-ca-file", file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dial := func(serverName, ipHost string) (*tls.Conn, error) {
-		return tls.DialWithDialer(&net.Dialer{Timeout: 10 * time.Second}, "tcp", addr, verifyingClient(p, serverName, ipHost))
-	}
-	var uae x509.UnknownAuthorityError
-	if _, err := dial("right.example", ""); !errors.As(err, &uae) {
-		t.Fatalf("handshake with a server B signs, trusting A: %v, want x509.UnknownAuthorityError", err)
-	}
-	write(t, file, string(b.PEM()), 0o644)
-	if _, err := p.Reload(); err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range [][2]string{{"right.example", ""}, {"right.example", "127.0.0.2"}, {"127.0.0.1", "127.0.0.1"}} {
-		conn, err := dial(c[0], c[1])
-		if err != nil {
-			t.Errorf("ServerName %q, ipHost %q: %v, want the server accepted", c[0], c[1], err)
-			continue
-		}
-		conn.Close()
-	}
-	var he x509.HostnameError
-	for _, c := range [][2]string{{"wrong.example", ""}, {"wrong.example", "127.0.0.1"}, {"127.0.0.1", "127.0.0.2"}, {"127.0.0.2", "127.0.0.2"}} {
-		if _, err := dial(c[0], c[1]); !errors.As(err, &he) {
-			t.Errorf("ServerName %q, ipHost %q: %v, want x509.HostnameError", c[0], c[1], err)
-		}
-	}
-	if _, err := dial("127.0.0.1", ""); err == nil || !strings.Contains(err.Error(), "--etcd-ca-file "+file+": no server name") {
-		t.Errorf("no SNI, no ipHost: %v, want a refusal for want of a name", err)
-	}
-
-	// Open before the reload back to A: it keeps going.
-	conn, err := dial("right.example", "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	write(t, file, string(a.PEM()), 0o644)
-	if _, err := p.Reload(); err != nil {
-		t.Fatal(err)
-	}
-	conn.SetDeadline(time.Now().Add(10 * time.Second))
-	if _, err := io.WriteString(conn, "GET / HTTP/1.1\r\nHost: right.example\r\n\r\n"); err != nil {
-		t.Fatal(err)
-	}
-	line := make([]byte, 12)
-	if _, err := io.ReadFull(conn, line); err != nil || string(line) != "HTTP/1.1 200" {
-		t.Errorf("the connection opened before the reload: %q, %v; want HTTP/1.1 200", line, err)
-	}
-	if _, err := dial("right.example", ""); !errors.As(err, &uae) {
-		t.Errorf("a new handshake after the reload back to A: %v, want x509.UnknownAuthorityError", err)
-	}
-}
-
 // TestCAPoolTransportChecksName: the Transport's requests are verified by
 // crypto/tls against the pool: a server certificate for another name is
 // refused.
@@ -314,7 +238,7 @@ func TestCAPoolReloadWhileVerifying(t *testing.T) {
 		}
 	}()
 	for range 20 {
-		conn, err := tls.Dial("tcp", srv.Listener.Addr().String(), verifyingClient(p, "right.example", ""))
+		conn, err := tls.Dial("tcp", srv.Listener.Addr().String(), &tls.Config{ServerName: "right.example", RootCAs: p.Pool()})
 		if err != nil {
 			t.Errorf("handshake during reloads: %v", err)
 		} else {

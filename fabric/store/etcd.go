@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"strings"
 	"sync"
@@ -10,6 +11,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
+	"google.golang.org/grpc"
 )
 
 // EtcdConfig configures an etcd-backed store.
@@ -23,6 +25,11 @@ type EtcdConfig struct {
 	// TLS, if set, is used for https:// endpoints (client certificates
 	// included).
 	TLS *tls.Config
+	// RootCAs, if set, is called at each new connection for the CAs that
+	// sign etcd's certificates (TLS's RootCAs are then not used): a CA
+	// file re-read later is trusted by the connections made after it,
+	// each checked for the host of the endpoint it dials.
+	RootCAs func() *x509.CertPool
 }
 
 // Etcd is a Store in etcd v3 with leader election.
@@ -58,12 +65,22 @@ func OpenEtcd(cfg EtcdConfig) (*Etcd, error) {
 	if cfg.LeaseTTL <= 0 {
 		cfg.LeaseTTL = 3
 	}
-	cli, err := clientv3.New(clientv3.Config{
+	ccfg := clientv3.Config{
 		Endpoints:   cfg.Endpoints,
 		DialTimeout: cfg.DialTimeout,
 		TLS:         cfg.TLS,
 		Logger:      quietZap(),
-	})
+	}
+	if cfg.RootCAs != nil {
+		base := cfg.TLS
+		if base == nil {
+			base = defaultClientTLS()
+		}
+		ccfg.TLS = base
+		// Applied after the client's own credentials, so these win.
+		ccfg.DialOptions = append(ccfg.DialOptions, grpc.WithTransportCredentials(&rootsCreds{base: base, roots: cfg.RootCAs}))
+	}
+	cli, err := clientv3.New(ccfg)
 	if err != nil {
 		return nil, fmt.Errorf("store: etcd %v: %w", cfg.Endpoints, err)
 	}

@@ -139,7 +139,8 @@ func Serve(tb testing.TB, p Pair) string {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{c}})
+	// h2 as etcd's gRPC server offers it: gRPC clients require it.
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{c}, NextProtos: []string{"h2", "http/1.1"}})
 	if err != nil {
 		tb.Fatal(err)
 	}

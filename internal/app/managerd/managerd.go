@@ -3,13 +3,13 @@ package managerd
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
 	"net"
 	"os"
-	"slices"
 	"strings"
 	"time"
 
@@ -149,22 +149,19 @@ func Run(ctx context.Context, o Options) error {
 	var err error
 	if o.Etcd != "" {
 		endpoints := strings.Split(o.Etcd, ",")
-		et, terr := etcdTLS(endpoints, o.EtcdCAFile, o.EtcdCert, o.EtcdKey)
+		et, terr := etcdTLS(o.EtcdCAFile, o.EtcdCert, o.EtcdKey)
 		if terr != nil {
 			return apperr.Usage(terr)
 		}
 		if et.pair != nil {
 			pairs = append(pairs, et.pair)
 		}
-		switch {
-		case et.cas != nil && et.static:
-			n := notReread("--etcd-ca-file " + o.EtcdCAFile + " is read once: --etcd names several IP addresses, and a handshake cannot tell which one it is for; name them by DNS name to rotate the CA without a restart")
-			o.Log.Warn(string(n))
-			cas = append(cas, n)
-		case et.cas != nil:
+		var roots func() *x509.CertPool
+		if et.cas != nil {
 			cas = append(cas, et.cas)
+			roots = et.cas.Pool
 		}
-		st, err = store.OpenEtcd(store.EtcdConfig{Endpoints: endpoints, Prefix: o.EtcdPrefix, LeaseTTL: o.LeaseTTL, TLS: et.tls})
+		st, err = store.OpenEtcd(store.EtcdConfig{Endpoints: endpoints, Prefix: o.EtcdPrefix, LeaseTTL: o.LeaseTTL, TLS: et.tls, RootCAs: roots})
 	} else {
 		st, err = store.OpenBolt(o.Store, 5*time.Second)
 	}
@@ -239,18 +236,14 @@ type etcdClient struct {
 	tls  *tls.Config
 	pair *secretfile.KeyPair // --etcd-cert, --etcd-key (nil: none)
 	cas  *secretfile.CAPool  // --etcd-ca-file (nil: the system's roots)
-	// static: cas is the config's RootCAs, read once (see etcdTLS).
-	static bool
 }
 
 // etcdTLS builds the TLS configuration for etcd's endpoints from the
-// flags: new connections take the client pair read last and verify the
-// server against the CAs read last. The etcd client takes one config for
-// every endpoint, so the pool is checked in VerifyConnection, for the
-// name the handshake is for: its SNI, or without one (an IP address) the
-// one IP address among the endpoints. With several, the handshake cannot
-// say which: the CAs are then the config's RootCAs, read once.
-func etcdTLS(endpoints []string, caFile, certFile, keyFile string) (etcdClient, error) {
+// flags: new connections take the client pair read last, and (through
+// store.EtcdConfig.RootCAs, given cas.Pool) verify the server against the
+// CAs read last, each for the host of the endpoint it dials, IP address
+// or DNS name.
+func etcdTLS(caFile, certFile, keyFile string) (etcdClient, error) {
 	if caFile == "" && certFile == "" && keyFile == "" {
 		return etcdClient{}, nil
 	}
@@ -259,20 +252,6 @@ func etcdTLS(endpoints []string, caFile, certFile, keyFile string) (etcdClient, 
 		var err error
 		if e.cas, err = secretfile.LoadCAPool("--etcd-ca-file", caFile); err != nil {
 			return etcdClient{}, err
-		}
-		ips := endpointIPs(endpoints)
-		switch len(ips) {
-		case 0, 1:
-			ip := ""
-			if len(ips) == 1 {
-				ip = ips[0]
-			}
-			// Checked in VerifyConnection, as crypto/tls would (chain
-			// and name), against the CAs read last.
-			e.tls.InsecureSkipVerify = true
-			e.tls.VerifyConnection = e.cas.VerifyConnection(ip)
-		default:
-			e.tls.RootCAs, e.static = e.cas.Pool(), true
 		}
 	}
 	if (certFile == "") != (keyFile == "") {
@@ -288,39 +267,9 @@ func etcdTLS(endpoints []string, caFile, certFile, keyFile string) (etcdClient, 
 	return e, nil
 }
 
-// endpointIPs are the distinct IP addresses that endpoints (etcd's
-// "https://10.0.0.1:2379", "10.0.0.1:2379", "[::1]:2379") name as hosts.
-func endpointIPs(endpoints []string) []string {
-	var ips []string
-	for _, ep := range endpoints {
-		host := strings.TrimSpace(ep)
-		if _, rest, ok := strings.Cut(host, "://"); ok {
-			host = rest
-		}
-		host, _, _ = strings.Cut(host, "/")
-		if h, _, err := net.SplitHostPort(host); err == nil {
-			host = h
-		}
-		host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
-		if ip := net.ParseIP(host); ip != nil && !slices.Contains(ips, ip.String()) {
-			ips = append(ips, ip.String())
-		}
-	}
-	return ips
-}
-
 // reloader is a file SIGHUP re-reads: a key pair or a CA pool.
 type reloader interface {
 	ReloadAndLog(log *slog.Logger, why string) error
-}
-
-// notReread is a CA file SIGHUP cannot re-read, and why: each SIGHUP says
-// so.
-type notReread string
-
-func (n notReread) ReloadAndLog(log *slog.Logger, why string) error {
-	log.Warn(why + ": " + string(n))
-	return nil
 }
 
 // reloadOnHUP re-reads every pair, then the other files (the CA files), on

@@ -344,7 +344,7 @@ func TestEtcdClientCertReloads(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	cert, key, _ := selfSignedSerial(t, dir, 1)
-	et, err := etcdTLS(nil, "", cert, key)
+	et, err := etcdTLS("", cert, key)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,7 +5,6 @@ import (
 	"crypto/x509"
 	"net"
 	"net/http"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -29,12 +28,13 @@ func selfSignedSerial(t *testing.T, dir string, serial int64) (certFile, keyFile
 }
 
 // TestEtcdTLSFromFlags: a client certificate alone (no CA) is used, and
-// one half of it alone is refused; a CA alone is checked through the
-// reloadable pool, unless the endpoints name several IP addresses.
+// one half of it alone is refused; a CA alone is a reloadable pool,
+// handed to the store for each new connection (the config's RootCAs stay
+// unset).
 func TestEtcdTLSFromFlags(t *testing.T) {
 	t.Parallel()
 	cert, key, _ := selfSigned(t, t.TempDir())
-	et, err := etcdTLS(nil, "", cert, key)
+	et, err := etcdTLS("", cert, key)
 	tc := et.tls
 	if err != nil || tc == nil || et.pair == nil || tc.GetClientCertificate == nil || tc.RootCAs != nil || tc.InsecureSkipVerify || et.cas != nil {
 		t.Fatalf("etcdTLS(\"\", cert, key) = %+v, %v; want a client certificate and the system CAs", et, err)
@@ -46,26 +46,13 @@ func TestEtcdTLSFromFlags(t *testing.T) {
 		t.Fatalf("MinVersion %x, want TLS 1.2 at least", tc.MinVersion)
 	}
 	for _, c := range [][2]string{{cert, ""}, {"", key}} {
-		if et, err := etcdTLS(nil, "", c[0], c[1]); err == nil || !strings.Contains(err.Error(), "go together") {
+		if et, err := etcdTLS("", c[0], c[1]); err == nil || !strings.Contains(err.Error(), "go together") {
 			t.Errorf("etcdTLS(\"\", %q, %q) = %+v, %v; want the refusal", c[0], c[1], et, err)
 		}
 	}
-	et, err = etcdTLS([]string{"https://127.0.0.1:2379", "https://etcd.example:2379"}, cert, "", "")
-	if tc := et.tls; err != nil || tc == nil || et.cas == nil || et.static || tc.VerifyConnection == nil || !tc.InsecureSkipVerify || tc.GetClientCertificate != nil || et.pair != nil {
-		t.Fatalf("etcdTLS(one IP, ca, \"\", \"\") = %+v, %v; want the CA alone, checked in VerifyConnection", et, err)
-	}
-	et, err = etcdTLS([]string{"https://10.0.0.1:2379", "10.0.0.2:2379"}, cert, "", "")
-	if tc := et.tls; err != nil || tc == nil || !et.static || tc.RootCAs == nil || tc.InsecureSkipVerify || tc.VerifyConnection != nil {
-		t.Fatalf("etcdTLS(two IPs, ca, \"\", \"\") = %+v, %v; want the CA as RootCAs, read once", et, err)
-	}
-}
-
-// TestEndpointIPs: the IP addresses among etcd's endpoints, each once.
-func TestEndpointIPs(t *testing.T) {
-	t.Parallel()
-	got := endpointIPs([]string{"https://10.0.0.1:2379", "10.0.0.1:2379", "http://[::1]:2379", "etcd.example:2379", "https://10.0.0.2", "unix:///run/etcd.sock"})
-	if want := []string{"10.0.0.1", "::1", "10.0.0.2"}; !slices.Equal(got, want) {
-		t.Errorf("endpointIPs = %q, want %q", got, want)
+	et, err = etcdTLS(cert, "", "")
+	if tc := et.tls; err != nil || tc == nil || et.cas == nil || et.cas.Len() != 1 || tc.RootCAs != nil || tc.InsecureSkipVerify || tc.GetClientCertificate != nil || et.pair != nil {
+		t.Fatalf("etcdTLS(ca, \"\", \"\") = %+v, %v; want the CA alone, as a pool", et, err)
 	}
 }
 
