@@ -78,8 +78,8 @@ func (m *Mux) Open(pair uint32, peer netip.AddrPort) (*MuxConn, error) {
 	if _, ok := m.pairs[pair]; ok {
 		return nil, fmt.Errorf("udp: mux: pair %d: %w", pair, ErrPairOpen)
 	}
-	pc := &MuxConn{m: m, id: pair, peer: peer, notify: make(chan struct{}, 1), done: make(chan struct{})}
-	pc.tx.c, pc.tx.peer = m.conn.c, peer
+	pc := &MuxConn{m: m, id: pair, notify: make(chan struct{}, 1), done: make(chan struct{})}
+	pc.tx.c = m.conn.c
 	if err := pc.tx.sys.init(m.conn.c); err != nil {
 		return nil, fmt.Errorf("udp: mux: pair %d: %w", pair, err)
 	}
@@ -176,10 +176,9 @@ func (m *Mux) dispatch(bufs [][]byte, sizes []int) {
 // MuxConn is one pair's transport over the shared socket: a
 // driver.Transport, BatchSender, BatchReceiver and Poller.
 type MuxConn struct {
-	m    *Mux
-	id   uint32
-	peer netip.AddrPort
-	tx   Conn // sends to peer on the mux's socket (never closed by the pair)
+	m  *Mux
+	id uint32
+	tx Conn // sends to peer on the mux's socket (never closed by the pair)
 
 	mu     sync.Mutex // the queue
 	q      [pairQueue][]byte

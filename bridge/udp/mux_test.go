@@ -25,6 +25,17 @@ func frameFor(m *Mux, id uint32, v uint8) []byte {
 	return f
 }
 
+// loopbackMux is a mux on 127.0.0.1, closed when tb ends.
+func loopbackMux(tb testing.TB) *Mux {
+	tb.Helper()
+	m, err := ListenMux(netip.MustParseAddrPort("127.0.0.1:0"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { m.Close() })
+	return m
+}
+
 // dispatchOne hands the mux one frame, as Run does a batch.
 func (m *Mux) dispatchOne(f []byte) { m.dispatch([][]byte{f[:cap(f)]}, []int{len(f)}) }
 
@@ -33,11 +44,7 @@ func (m *Mux) dispatchOne(f []byte) { m.dispatch([][]byte{f[:cap(f)]}, []int{len
 // buffers come back; a closed pair's queued frames are recycled.
 func TestMuxDemultiplexes(t *testing.T) {
 	t.Parallel()
-	m, err := ListenMux(netip.MustParseAddrPort("127.0.0.1:0"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
+	m := loopbackMux(t)
 	a, _ := m.Open(5, m.LocalAddr())
 	b, _ := m.Open(1<<24-1, m.LocalAddr())
 	if _, err := m.Open(5, m.LocalAddr()); err == nil {
@@ -74,11 +81,7 @@ func TestMuxDemultiplexes(t *testing.T) {
 
 // BenchmarkMuxFrame is the per-frame path: demultiplex, queue, Recv.
 func BenchmarkMuxFrame(b *testing.B) {
-	m, err := ListenMux(netip.MustParseAddrPort("127.0.0.1:0"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer m.Close()
+	m := loopbackMux(b)
 	pc, _ := m.Open(7, m.LocalAddr())
 	buf := make([]byte, MuxMaxFrame)
 	b.ReportAllocs()
@@ -110,11 +113,7 @@ func muxFrame(id uint32, seq byte) []byte {
 // receive calls (one datagram per read took 40), and each pair's 20 come
 // out of one TryRecvBatch, in the order sent.
 func TestMuxTakesBursts(t *testing.T) {
-	m, err := ListenMux(netip.MustParseAddrPort("127.0.0.1:0"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
+	m := loopbackMux(t)
 	a, _ := m.Open(1, m.LocalAddr())
 	b, _ := m.Open(2, m.LocalAddr())
 	src, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(m.LocalAddr()))
@@ -167,11 +166,7 @@ func TestMuxTakesBursts(t *testing.T) {
 // pair's, and with an error once closed; a closed pair's receive calls
 // fail instead of waiting.
 func TestMuxConnWaitReadable(t *testing.T) {
-	m, err := ListenMux(netip.MustParseAddrPort("127.0.0.1:0"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
+	m := loopbackMux(t)
 	a, _ := m.Open(1, m.LocalAddr())
 	m.Open(2, m.LocalAddr())
 	woke := make(chan error, 1)
@@ -203,11 +198,7 @@ func TestMuxConnWaitReadable(t *testing.T) {
 // A pair's batch goes out on the shared socket to its peer, every frame
 // whole and in order, and what the peer answers comes back to the pair.
 func TestMuxConnSendBatch(t *testing.T) {
-	m, err := ListenMux(netip.MustParseAddrPort("127.0.0.1:0"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
+	m := loopbackMux(t)
 	peer, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.MustParseAddrPort("127.0.0.1:0")))
 	if err != nil {
 		t.Fatal(err)

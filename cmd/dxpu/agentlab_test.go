@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -110,4 +111,16 @@ func (l *agentLab) hostCall(t *testing.T, method, path, body string, v any) int 
 		t.Fatalf("%s %s: HTTP %d: %v", method, path, resp.StatusCode, err)
 	}
 	return resp.StatusCode
+}
+
+// copyCheck writes data at offset of pair's GPU through the host agent's
+// copy check and returns the HTTP status and the bytes read back.
+func (l *agentLab) copyCheck(t *testing.T, pair uint32, offset int, data []byte) (int, []byte) {
+	t.Helper()
+	var back struct {
+		Data []byte `json:"data"`
+	}
+	body := fmt.Sprintf(`{"offset":%d,"data":%q}`, offset, base64.StdEncoding.EncodeToString(data))
+	code := l.hostCall(t, http.MethodPost, fmt.Sprintf("/agent/v1/pairs/%d/copy-check", pair), body, &back)
+	return code, back.Data
 }

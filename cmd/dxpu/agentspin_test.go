@@ -2,9 +2,7 @@ package main
 
 import (
 	"bytes"
-	"encoding/base64"
 	"errors"
-	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -50,12 +48,8 @@ func TestBridgeAgentSpin(t *testing.T) {
 	for i := range data {
 		data[i] = byte(i*7 + 3)
 	}
-	var back struct {
-		Data []byte `json:"data"`
-	}
-	body := fmt.Sprintf(`{"offset":8192,"data":%q}`, base64.StdEncoding.EncodeToString(data))
-	if code := l.hostCall(t, http.MethodPost, fmt.Sprintf("/agent/v1/pairs/%d/copy-check", a.GPUs[0].Pair), body, &back); code != http.StatusOK || !bytes.Equal(back.Data, data) {
-		t.Fatalf("copy check of 64 KiB with both agents spinning: HTTP %d, %d bytes back, equal %v", code, len(back.Data), bytes.Equal(back.Data, data))
+	if code, back := l.copyCheck(t, a.GPUs[0].Pair, 8192, data); code != http.StatusOK || !bytes.Equal(back, data) {
+		t.Fatalf("copy check of 64 KiB with both agents spinning: HTTP %d, %d bytes back, equal %v", code, len(back), bytes.Equal(back, data))
 	}
 
 	cred := filepath.Join(t.TempDir(), "cred")

@@ -2,7 +2,7 @@ package linkbench
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"net/netip"
 	"sync"
 
@@ -44,20 +44,20 @@ func listenPair(ctx context.Context, shared bool) (host, gpu driver.Transport, c
 	// here) is what each mux hands its pair.
 	const pair = 0
 	hc, err := hm.Open(pair, gm.LocalAddr())
+	var gc *udp.MuxConn
 	if err == nil {
-		gc, err2 := gm.Open(pair, hm.LocalAddr())
-		if err2 == nil {
-			rctx, cancel := context.WithCancel(ctx)
-			var wg sync.WaitGroup
-			for _, m := range []*udp.Mux{hm, gm} {
-				wg.Add(1)
-				go func() { defer wg.Done(); _ = m.Run(rctx) }()
-			}
-			return hc, gc, func() { cancel(); hm.Close(); gm.Close(); wg.Wait() }, nil
-		}
-		err = err2
+		gc, err = gm.Open(pair, hm.LocalAddr())
 	}
-	hm.Close()
-	gm.Close()
-	return nil, nil, nil, errors.Join(errors.New("linkbench: shared sockets"), err)
+	if err != nil {
+		hm.Close()
+		gm.Close()
+		return nil, nil, nil, fmt.Errorf("linkbench: shared sockets: %w", err)
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	for _, m := range []*udp.Mux{hm, gm} {
+		wg.Add(1)
+		go func() { defer wg.Done(); _ = m.Run(rctx) }()
+	}
+	return hc, gc, func() { cancel(); hm.Close(); gm.Close(); wg.Wait() }, nil
 }

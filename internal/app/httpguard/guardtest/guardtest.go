@@ -80,12 +80,8 @@ func WaitClosed(c net.Conn, within time.Duration) error {
 func closedBy(cs []net.Conn) int {
 	n := 0
 	for _, c := range cs {
-		c.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
-		if _, err := c.Read(make([]byte, 1)); err != nil {
-			var ne net.Error
-			if !errors.As(err, &ne) || !ne.Timeout() {
-				n++
-			}
+		if WaitClosed(c, 20*time.Millisecond) == nil {
+			n++
 		}
 		c.SetReadDeadline(time.Time{})
 	}
