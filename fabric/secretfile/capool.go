@@ -91,7 +91,7 @@ func (p *CAPool) Reload() (int, error) {
 		n++
 	}
 	if n == 0 {
-		return 0, fmt.Errorf("%s %s: holds no PEM certificate", p.flag, p.file)
+		return 0, fmt.Errorf("%s %s: holds no PEM certificate", p.flag, ShowPath(p.file))
 	}
 	p.cur.Store(&caSet{pool: pool, n: n})
 	return n, nil
@@ -111,10 +111,10 @@ func readCAFile(flag, path string) ([]byte, error) {
 		if errors.As(err, &pe) {
 			err = pe.Err // the path is said once, after the flag
 		}
-		return nil, fmt.Errorf("%s %s: %w", flag, path, err)
+		return nil, fmt.Errorf("%s %s: %w", flag, ShowPath(path), err)
 	}
 	if len(b) > maxCAFile {
-		return nil, fmt.Errorf("%s %s: larger than %d bytes; it should hold PEM CA certificates", flag, path, maxCAFile)
+		return nil, fmt.Errorf("%s %s: larger than %d bytes; it should hold PEM CA certificates", flag, ShowPath(path), maxCAFile)
 	}
 	return b, nil
 }

@@ -45,7 +45,7 @@ func (k *KeyPair) Reload() (*x509.Certificate, error) {
 	}
 	if c.Leaf == nil { // X509KeyPair parses it unless GODEBUG says not to
 		if c.Leaf, err = x509.ParseCertificate(c.Certificate[0]); err != nil {
-			return nil, fmt.Errorf("%s %s: %w", k.certFlag, k.certFile, err)
+			return nil, fmt.Errorf("%s %s: %w", k.certFlag, ShowPath(k.certFile), err)
 		}
 	}
 	k.cur.Store(&c)

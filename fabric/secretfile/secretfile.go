@@ -73,9 +73,9 @@ type Error struct {
 
 func (e *Error) Error() string {
 	if e.Flag == "" {
-		return e.Path + ": " + e.What
+		return ShowPath(e.Path) + ": " + e.What
 	}
-	return e.Flag + " " + e.Path + ": " + e.What
+	return e.Flag + " " + ShowPath(e.Path) + ": " + e.What
 }
 
 func (e *Error) Unwrap() error { return e.Err }

@@ -30,7 +30,7 @@ func LoadKeyFileFor(flag, path string) ([]byte, error) {
 	}
 	defer f.Close()
 	bad := func(format string, args ...any) error {
-		return keyError{fmt.Errorf("%s %s"+format, append([]any{flag, path}, args...)...)}
+		return keyError{fmt.Errorf("%s %s"+format, append([]any{flag, secretfile.ShowPath(path)}, args...)...)}
 	}
 	b, err := io.ReadAll(io.LimitReader(f, 256))
 	if err != nil {
