@@ -17,10 +17,13 @@ import (
 // host, and the switch sends every pair of that bridge to it. Frames are
 // told apart by the pair ID in the dxpu header (bytes 2..4).
 //
-// The socket is read in batches (recvmmsg, up to MaxBatch datagrams a
-// call) by Run's goroutine, which queues each frame on its pair; a pair's
-// runner takes its queue in batches too (MuxConn is a driver.Poller), and
-// sends in batches (sendmmsg, with UDP segmentation where the kernel
+// On Linux the kernel steers each pair's frames to a socket of the pair's
+// own (mux_steer.go), which its runner reads as a bridge reads a socket
+// of its own. Otherwise (and for what no pair's socket takes) the socket
+// is read in batches (recvmmsg, up to MaxBatch datagrams a call) by Run's
+// goroutine, which queues each frame on its pair; a pair's runner takes
+// its queue in batches too (MuxConn is a driver.Poller). Either way a
+// pair sends in batches (sendmmsg, with UDP segmentation where the kernel
 // offers it), as a bridge on a socket of its own does.
 
 // Mux frame buffers: a frame longer than MuxMaxFrame (a jumbo MTU's
@@ -36,7 +39,8 @@ var ErrPairOpen = errors.New("pair already has a connection")
 
 // Mux is a UDP socket shared by the bridges of many pairs.
 type Mux struct {
-	conn  *Conn // receives from every source; each MuxConn sends on its socket
+	conn  *Conn     // receives from every source; each queued MuxConn sends on its socket
+	steer *steering // nil: every pair through the queues (mux_steer.go)
 	free  chan []byte
 	mu    sync.RWMutex
 	pairs map[uint32]*MuxConn
@@ -46,16 +50,25 @@ type Mux struct {
 	Unknown, Malformed, Overflow atomic.Uint64
 	// recvCalls counts the receive calls that took datagrams (tests).
 	recvCalls atomic.Uint64
+
+	closeOnce sync.Once // a Close in progress makes the others wait for it
+	closeErr  error
 }
 
 // ListenMux binds the socket that every pair's frames arrive on.
-func ListenMux(local netip.AddrPort) (*Mux, error) {
-	c, err := Listen(local, netip.AddrPort{})
+// Where the kernel takes it (Linux), each pair then gets a socket of its
+// own that the kernel steers its frames to (mux_steer.go).
+func ListenMux(local netip.AddrPort) (*Mux, error) { return listenMux(local, true) }
+
+// listenMux is ListenMux, with steering or without (every pair through
+// the mux's queues).
+func listenMux(local netip.AddrPort, steer bool) (*Mux, error) {
+	c, st, err := listenMuxSocket(local, steer)
 	if err != nil {
 		return nil, fmt.Errorf("udp: mux: %w", err)
 	}
 	c.anySource = true
-	m := &Mux{conn: c, free: make(chan []byte, muxBuffers), pairs: map[uint32]*MuxConn{}}
+	m := &Mux{conn: c, steer: st, free: make(chan []byte, muxBuffers), pairs: map[uint32]*MuxConn{}}
 	slab := make([]byte, muxBuffers*MuxMaxFrame)
 	for i := range muxBuffers {
 		m.free <- slab[i*MuxMaxFrame : (i+1)*MuxMaxFrame : (i+1)*MuxMaxFrame]
@@ -66,8 +79,35 @@ func ListenMux(local netip.AddrPort) (*Mux, error) {
 // LocalAddr is the bound address.
 func (m *Mux) LocalAddr() netip.AddrPort { return m.conn.LocalAddr() }
 
-// Close closes the socket; Run returns.
-func (m *Mux) Close() error { return m.conn.Close() }
+// Steered reports whether the kernel steers each pair's frames to a
+// socket of its own.
+func (m *Mux) Steered() bool { return m.steer != nil }
+
+// SteeredPairs is how many open pairs the kernel steers to a socket of
+// their own (the others go through the mux's queues).
+func (m *Mux) SteeredPairs() int {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	n := 0
+	for _, pc := range m.pairs {
+		if pc.sock != nil {
+			n++
+		}
+	}
+	return n
+}
+
+// Close closes the sockets, the pairs' too; Run returns. A Close while
+// another is in progress waits for it and returns its error.
+func (m *Mux) Close() error {
+	m.closeOnce.Do(func() {
+		if m.steer != nil {
+			m.steer.close()
+		}
+		m.closeErr = m.conn.Close()
+	})
+	return m.closeErr
+}
 
 // Open returns the transport of one pair: frames it sends go to peer,
 // frames carrying its pair ID come out of its receive calls. Close it to
@@ -79,11 +119,20 @@ func (m *Mux) Open(pair uint32, peer netip.AddrPort) (*MuxConn, error) {
 		return nil, fmt.Errorf("udp: mux: pair %d: %w", pair, ErrPairOpen)
 	}
 	pc := &MuxConn{m: m, id: pair, notify: make(chan struct{}, 1), done: make(chan struct{})}
-	pc.tx.c = m.conn.c
-	if err := pc.tx.sys.init(m.conn.c); err != nil {
-		return nil, fmt.Errorf("udp: mux: pair %d: %w", pair, err)
+	if m.steer != nil {
+		// A pair the kernel cannot steer (past maxSteered, or its socket
+		// refused) goes through the queues.
+		if c, err := m.steer.open(pair, peer); err == nil {
+			pc.sock, pc.tx = c, c
+		}
 	}
-	pc.tx.SetPeer(peer)
+	if pc.tx == nil {
+		pc.tx = &Conn{c: m.conn.c, peer: peer}
+		if err := pc.tx.sys.init(m.conn.c); err != nil {
+			return nil, fmt.Errorf("udp: mux: pair %d: %w", pair, err)
+		}
+		pc.tx.SetPeer(peer)
+	}
 	m.pairs[pair] = pc
 	return pc, nil
 }
@@ -91,8 +140,14 @@ func (m *Mux) Open(pair uint32, peer netip.AddrPort) (*MuxConn, error) {
 // Run reads datagrams, a batch per system call, and queues each on its
 // pair until the socket is closed or ctx ends.
 func (m *Mux) Run(ctx context.Context) error {
-	stop := context.AfterFunc(ctx, func() { m.conn.Close() })
-	defer stop()
+	// On ctx's end the sockets close, the pairs' too, before Run returns:
+	// the port is free again for an agent restarted on it.
+	stop := context.AfterFunc(ctx, func() { m.Close() })
+	defer func() {
+		if !stop() {
+			m.Close() // waits for the AfterFunc's Close
+		}
+	}()
 	bufs := make([][]byte, 0, MaxBatch)
 	sizes := make([]int, MaxBatch)
 	defer func() {
@@ -153,7 +208,7 @@ func (m *Mux) dispatch(bufs [][]byte, sizes []int) {
 			continue
 		}
 		pc := m.pairs[encap.Header(frame).PairID()]
-		if pc == nil {
+		if pc == nil || pc.sock != nil { // a steered pair's come to its socket
 			m.Unknown.Add(1)
 			m.free <- b
 			continue
@@ -178,7 +233,14 @@ func (m *Mux) dispatch(bufs [][]byte, sizes []int) {
 type MuxConn struct {
 	m  *Mux
 	id uint32
-	tx Conn // sends to peer on the mux's socket (never closed by the pair)
+	tx *Conn // sends to peer: on sock, or on the mux's socket (never closed by the pair)
+	// sock, when the kernel steers the pair's frames: its own socket in
+	// the mux's group, which it receives on instead of its queue. life
+	// orders Close after the receive calls in progress (read-locked), so
+	// that the socket is free for the next pair once Close returns.
+	sock   *Conn
+	life   sync.RWMutex
+	closed atomic.Bool
 
 	mu     sync.Mutex // the queue
 	q      [pairQueue][]byte
@@ -258,6 +320,14 @@ func (p *MuxConn) TryRecvBatch(bufs [][]byte, sizes []int) (int, error) {
 	if len(sizes) < len(bufs) {
 		return 0, fmt.Errorf("udp: mux: receive: %d sizes for %d buffers", len(sizes), len(bufs))
 	}
+	if p.sock != nil {
+		p.life.RLock()
+		defer p.life.RUnlock()
+		if p.closed.Load() {
+			return 0, p.errClosed()
+		}
+		return p.sock.steeredTry(bufs, sizes)
+	}
 	if !p.rxMu.TryLock() {
 		return 0, nil
 	}
@@ -265,9 +335,23 @@ func (p *MuxConn) TryRecvBatch(bufs [][]byte, sizes []int) (int, error) {
 	return p.take(bufs, sizes)
 }
 
+func (p *MuxConn) errClosed() error { return fmt.Errorf("udp: mux: pair %d: %w", p.id, net.ErrClosed) }
+
 // WaitReadable blocks until a frame is queued or the pair is closed; it
 // takes nothing. Call it from one goroutine at a time.
 func (p *MuxConn) WaitReadable() error {
+	if p.sock != nil {
+		p.life.RLock()
+		defer p.life.RUnlock()
+		if p.closed.Load() {
+			return p.errClosed()
+		}
+		err := p.sock.steeredWait()
+		if p.closed.Load() {
+			return p.errClosed() // Close ended the wait
+		}
+		return err
+	}
 	for {
 		p.mu.Lock()
 		n := p.n
@@ -288,6 +372,16 @@ func (p *MuxConn) WaitReadable() error {
 func (p *MuxConn) RecvBatch(bufs [][]byte, sizes []int) (int, error) {
 	if len(sizes) < len(bufs) || len(bufs) == 0 {
 		return 0, fmt.Errorf("udp: mux: receive: %d sizes for %d buffers", len(sizes), len(bufs))
+	}
+	if p.sock != nil {
+		for {
+			if k, err := p.TryRecvBatch(bufs, sizes); k > 0 || err != nil {
+				return k, err
+			}
+			if err := p.WaitReadable(); err != nil {
+				return 0, err
+			}
+		}
 	}
 	p.rxMu.Lock()
 	defer p.rxMu.Unlock()
@@ -314,11 +408,22 @@ func (p *MuxConn) Recv(buf []byte) (int, error) {
 // recycles what it had queued.
 func (p *MuxConn) Close() error {
 	p.close.Do(func() {
+		if p.sock != nil {
+			// End a wait in progress, then wait for the receive calls
+			// to return before the socket goes to the next pair.
+			p.closed.Store(true)
+			p.sock.unblock()
+			p.life.Lock()
+			defer p.life.Unlock()
+		}
 		p.m.mu.Lock()
 		if p.m.pairs[p.id] == p {
 			delete(p.m.pairs, p.id)
 		}
 		p.m.mu.Unlock()
+		if p.sock != nil {
+			p.m.steer.release(p.id)
+		}
 		close(p.done)
 		p.mu.Lock()
 		defer p.mu.Unlock()

@@ -25,10 +25,11 @@ func frameFor(m *Mux, id uint32, v uint8) []byte {
 	return f
 }
 
-// loopbackMux is a mux on 127.0.0.1, closed when tb ends.
+// loopbackMux is a mux on 127.0.0.1 without steering (every pair through
+// the queues), closed when tb ends.
 func loopbackMux(tb testing.TB) *Mux {
 	tb.Helper()
-	m, err := ListenMux(netip.MustParseAddrPort("127.0.0.1:0"))
+	m, err := listenMux(netip.MustParseAddrPort("127.0.0.1:0"), false)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -38,6 +39,9 @@ func loopbackMux(tb testing.TB) *Mux {
 
 // dispatchOne hands the mux one frame, as Run does a batch.
 func (m *Mux) dispatchOne(f []byte) { m.dispatch([][]byte{f[:cap(f)]}, []int{len(f)}) }
+
+// The tests of this file run the mux without steering: every pair
+// through its queue (the path of a kernel without it, and of non-Linux).
 
 // TestMuxDemultiplexes: frames reach the pair their header names; frames
 // of unknown pairs, of another version or too short are counted and their

@@ -61,6 +61,11 @@ func Listen(local, peer netip.AddrPort) (*Conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("udp: listen %v: %w", local, err)
 	}
+	return newConn(c, local, peer)
+}
+
+// newConn makes a Conn of a bound socket (closed on an error).
+func newConn(c *net.UDPConn, local, peer netip.AddrPort) (*Conn, error) {
 	_ = c.SetReadBuffer(8 << 20)
 	_ = c.SetWriteBuffer(8 << 20)
 	conn := &Conn{c: c}

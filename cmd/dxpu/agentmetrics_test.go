@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"net/http"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -108,6 +109,12 @@ func TestBridgeAgentMetrics(t *testing.T) {
 			if _, ok := ag.m[series(name, ag.role)]; !ok {
 				t.Errorf("%s agent's /metrics lacks %s", ag.role, series(name, ag.role))
 			}
+		}
+		// On Linux the kernel steers the pair's frames to a socket of
+		// its own; the copy check above crossed it (frames of a steered
+		// pair reaching the shared socket are dropped as unknown).
+		if v := ag.m[fmt.Sprintf(`dxpu_agent_pairs_steered{role="%s"}`, ag.role)]; runtime.GOOS == "linux" && v != 1 {
+			t.Errorf("%s agent: dxpu_agent_pairs_steered %v, want 1", ag.role, v)
 		}
 		if v, ok := ag.m[fmt.Sprintf(`dxpu_agent_dropped_unknown_pair_total{role="%s"}`, ag.role)]; !ok {
 			t.Errorf("%s agent's /metrics lacks dxpu_agent_dropped_unknown_pair_total (%v)", ag.role, v)

@@ -158,7 +158,7 @@ func Start(ctx context.Context, o Options) (*Agent, error) {
 	if o.Role == bridge.RoleGPU && o.Manager == "" {
 		a.log.Warn("no --manager: pair link state is not reported (an allocation whose host side falls silent never shows degraded)")
 	}
-	a.log.Info("bridge agent running", "role", o.Role, "data_plane", mux.LocalAddr(), "switch", o.Switch, "spin", o.Spin)
+	a.log.Info("bridge agent running", "role", o.Role, "data_plane", mux.LocalAddr(), "pairs_steered", mux.Steered(), "switch", o.Switch, "spin", o.Spin)
 	return a, nil
 }
 

@@ -119,6 +119,7 @@
 //
 //	dxpu_agent_pairs                        pairs programmed (a bridge each)
 //	dxpu_agent_pairs_up                     of those, pairs whose link is up
+//	dxpu_agent_pairs_steered                of those, pairs the kernel steers to a socket of their own
 //	dxpu_agent_dropped_unknown_pair_total   frames for a pair not programmed here
 //	dxpu_agent_dropped_malformed_total      frames too short or of another version for a pair ID
 //	dxpu_agent_dropped_overflow_total       frames dropped because their pair's queue was full

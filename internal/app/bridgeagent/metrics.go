@@ -21,7 +21,7 @@ import (
 // nothing): the pairs, and so the series, come and go.
 type metricsCollector struct {
 	a                                *Agent
-	pairs, pairsUp                   *prometheus.Desc
+	pairs, pairsUp, pairsSteered     *prometheus.Desc
 	droppedUnknown, droppedMalformed *prometheus.Desc
 	droppedOverflow                  *prometheus.Desc
 }
@@ -41,6 +41,7 @@ func (a *Agent) collector() *metricsCollector {
 	return &metricsCollector{a: a,
 		pairs:            desc("dxpu_agent_pairs", "Pairs programmed on this agent, a bridge each."),
 		pairsUp:          desc("dxpu_agent_pairs_up", "Pairs programmed on this agent whose link is up."),
+		pairsSteered:     desc("dxpu_agent_pairs_steered", "Pairs programmed on this agent whose frames the kernel steers to a socket of their own."),
 		droppedUnknown:   desc("dxpu_agent_dropped_unknown_pair_total", "Frames on the data-plane socket for a pair not programmed here."),
 		droppedMalformed: desc("dxpu_agent_dropped_malformed_total", "Frames on the data-plane socket too short or of another version to carry a pair ID."),
 		droppedOverflow:  desc("dxpu_agent_dropped_overflow_total", "Frames on the data-plane socket dropped because their pair's queue was full."),
@@ -68,6 +69,7 @@ func (c *metricsCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.pairs, prometheus.GaugeValue, float64(len(prs)))
 	ch <- prometheus.MustNewConstMetric(c.pairsUp, prometheus.GaugeValue, float64(up))
 	m := c.a.mux
+	ch <- prometheus.MustNewConstMetric(c.pairsSteered, prometheus.GaugeValue, float64(m.SteeredPairs()))
 	ch <- prometheus.MustNewConstMetric(c.droppedUnknown, prometheus.CounterValue, float64(m.Unknown.Load()))
 	ch <- prometheus.MustNewConstMetric(c.droppedMalformed, prometheus.CounterValue, float64(m.Malformed.Load()))
 	ch <- prometheus.MustNewConstMetric(c.droppedOverflow, prometheus.CounterValue, float64(m.Overflow.Load()))
