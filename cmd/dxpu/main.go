@@ -18,7 +18,7 @@ func main() {
 }
 
 // run runs the command line of e and returns the process's exit status,
-// after printing the error, if any, on e's stderr.
+// after printing the error, if any, on e's stderr in one line (oneLine).
 func run(ctx context.Context, e *env) int {
 	err := executeRoot(ctx, newRootCmd(e), e.args)
 	if err == nil {
@@ -27,10 +27,10 @@ func run(ctx context.Context, e *env) int {
 	var ec exitCodeError
 	if errors.As(err, &ec) {
 		if ec.err != nil {
-			fmt.Fprintln(e.stderr, "dxpu:", ec.err)
+			fmt.Fprintln(e.stderr, "dxpu:", oneLine(ec.err.Error()))
 		}
 		return ec.code
 	}
-	fmt.Fprintln(e.stderr, "dxpu:", err)
+	fmt.Fprintln(e.stderr, "dxpu:", oneLine(err.Error()))
 	return 2
 }
