@@ -36,10 +36,13 @@ address (the manager's, once it showed the credential, exempt), times
 out idle ones after 60s and a request whose body does not follow its
 headers within 5s: bind --agent-listen to the management network.
 The manager's allocation saga then creates a bridge
-per pair: all pairs share one UDP socket on --listen (the ip:udp_port
+per pair: all pairs share one UDP port, --listen (the ip:udp_port
 registered as the bridge endpoint), told apart by the pair ID in each
 frame; frames go to --switch (the UDP switch) or, without it, to the far
-end's registered ip:udp_port.
+end's registered ip:udp_port. On Linux each pair has a socket of its own
+on that port, which the kernel steers the pair's frames to (SO_REUSEPORT
+and a classic BPF program: no privilege); a second agent on the port
+is refused, as a plain socket's bind refuses it.
 
   --role gpu  an emulated GPU per pair (--pcie emu-gpu, the pair's model)
               or a memory device (--pcie memory); --box FILE (the box JSON
@@ -85,7 +88,7 @@ holds no manager token or agent credential, but opens the frames it covers.
 off): every pair's bridge counters as 'dxpu bridge --metrics' serves them
 (dxpu_bridge_*, labelled pair and role), from the pair's programming to its
 removal, and the agent's own (dxpu_agent_pairs, dxpu_agent_pairs_up,
-dxpu_agent_dropped_*_total: frames the shared socket dropped before any
+dxpu_agent_pairs_steered, dxpu_agent_dropped_*_total: frames the shared socket dropped before any
 pair's bridge saw them); at most 64 connections, 8 per client address,
 closed after 30s idle.`,
 		Args: cobra.NoArgs,

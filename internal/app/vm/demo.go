@@ -76,7 +76,11 @@ type DemoResult struct {
 	Path   string       `json:"path"`
 	Switch *SwitchFlows `json:"switch,omitempty"`
 	Loss   float64      `json:"loss,omitempty"`
-	Error  string       `json:"error,omitempty"`
+	// LinkDowns counts the pair's link going down during the run (the
+	// host side surprise-removed the GPU each time; writes in flight are
+	// lost then, and a failure after one says so).
+	LinkDowns uint64 `json:"link_downs"`
+	Error     string `json:"error,omitempty"`
 }
 
 // Demo boots a guest that borrows one emulated H100 over a bridge pair on
@@ -91,7 +95,14 @@ func Demo(ctx context.Context, o DemoOptions) (DemoResult, error) {
 	if o.PowerOffWait == 0 {
 		o.PowerOffWait = 30 * time.Second
 	}
+	var remote *RemoteGPU
 	fail := func(err error) (DemoResult, error) {
+		if remote != nil {
+			res.LinkDowns = remote.LinkDowns()
+			if res.LinkDowns > 0 {
+				err = fmt.Errorf("%w; the pair's link went down %d time(s) during the run, and the host side surprise-removed the GPU: what was in flight then was lost", err, res.LinkDowns)
+			}
+		}
 		res.Error = err.Error()
 		return res, err
 	}
@@ -119,7 +130,7 @@ func Demo(ctx context.Context, o DemoOptions) (DemoResult, error) {
 	}
 	defer emu.Stop()
 	ecfg := emu.Config()
-	remote := &RemoteGPU{Transport: ht, Bridge: DefaultBridge(pair), Device: ecfg.ID, BAR0: ecfg.BAR0,
+	remote = &RemoteGPU{Transport: ht, Bridge: DefaultBridge(pair), Device: ecfg.ID, BAR0: ecfg.BAR0,
 		BAR0Size: ecfg.GPU.Model.BAR0Size, Log: o.VM.Log}
 	o.VM.GPUs = []GPU{remote}
 	o.VM.GuestArgs = []string{"--bytes", strconv.FormatUint(o.Bytes, 10)}
@@ -162,6 +173,7 @@ func Demo(ctx context.Context, o DemoOptions) (DemoResult, error) {
 	if !res.H2DOK {
 		return fail(fmt.Errorf("vm: the GPU's memory holds CRC-32C %s, the guest sent %s", res.VRAMCRC32C, res.SrcCRC32C))
 	}
+	res.LinkDowns = remote.LinkDowns()
 	return res, nil
 }
 

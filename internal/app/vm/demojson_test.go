@@ -26,7 +26,7 @@ func TestDemoJSONKeysCarryUnits(t *testing.T) {
 		t.Fatalf("no switch object in %s", b)
 	}
 	unitless := map[string]bool{"pci": true, "gpu": true, "config_diff": true, "src_crc32c": true, "vram_crc32c": true,
-		"accel": true, "machine": true, "path": true, "switch": true, "loss": true, "error": true}
+		"accel": true, "machine": true, "path": true, "switch": true, "loss": true, "error": true, "link_downs": true}
 	unit := regexp.MustCompile(`_(ns|us|ms|s|pct|gbps|bytes)$|_ok$|_frames$`)
 	for _, keys := range []map[string]any{m, sw} {
 		for k := range keys {

@@ -18,6 +18,9 @@ func (r DemoResult) WriteText(w io.Writer) error {
 	if r.Loss > 0 {
 		path += fmt.Sprintf(", %.3g of the frames lost each way", r.Loss)
 	}
+	if r.LinkDowns > 0 {
+		path += fmt.Sprintf(", the link down %d time(s) during the run", r.LinkDowns)
+	}
 	fmt.Fprintf(w, "vm demo: %s guest under %s, one emulated GPU over %s\n\n", r.Machine, r.Accel, path)
 	return r.writeText(w, true)
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/dxpu/dxpu/bridge"
@@ -51,7 +52,15 @@ type RemoteGPU struct {
 	mu     sync.Mutex
 	port   *vmm.Port
 	server *qemuproxy.Server
+	// linkDowns counts the pair's link going down while Serve ran.
+	linkDowns atomic.Uint64
 }
+
+// LinkDowns is how many times the pair's link went down while Serve ran:
+// each time the guest's accesses in flight were answered with all ones
+// and the device's writes in flight were lost, as a surprise removal
+// loses them.
+func (g *RemoteGPU) LinkDowns() uint64 { return g.linkDowns.Load() }
 
 // DefaultBridge is the host-side bridge configuration a RemoteGPU uses
 // when given none: a link declared dead only after a second of silence
@@ -133,6 +142,9 @@ func (g *RemoteGPU) Serve(ctx context.Context, conn *qemuproxy.Conn) error {
 	r.OnEvent = func(e bridge.Event) {
 		serverEvent(e)
 		log.Info("vm: bridge event", "pair", cfg.PairID, "event", e)
+		if e.Kind == bridge.EventLinkDown {
+			g.linkDowns.Add(1)
+		}
 		if e.Kind == bridge.EventLinkUp {
 			select {
 			case up <- struct{}{}:
