@@ -11,6 +11,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+
+	"github.com/dxpu/dxpu/fabric/oneline"
 )
 
 func main() {
@@ -18,7 +20,7 @@ func main() {
 }
 
 // run runs the command line of e and returns the process's exit status,
-// after printing the error, if any, on e's stderr in one line (oneLine).
+// after printing the error, if any, on e's stderr in one line (oneline.Escape).
 func run(ctx context.Context, e *env) int {
 	err := executeRoot(ctx, newRootCmd(e), e.args)
 	if err == nil {
@@ -27,10 +29,10 @@ func run(ctx context.Context, e *env) int {
 	var ec exitCodeError
 	if errors.As(err, &ec) {
 		if ec.err != nil {
-			fmt.Fprintln(e.stderr, "dxpu:", oneLine(ec.err.Error()))
+			fmt.Fprintln(e.stderr, "dxpu:", oneline.Escape(ec.err.Error()))
 		}
 		return ec.code
 	}
-	fmt.Fprintln(e.stderr, "dxpu:", oneLine(err.Error()))
+	fmt.Fprintln(e.stderr, "dxpu:", oneline.Escape(err.Error()))
 	return 2
 }

@@ -2,7 +2,9 @@
 // manager, an agent or a proxy sent, an ID or a path a request named) to
 // one bounded line of an error message. The manager's API, its agent
 // client and the ctl client share it, so that what one side bounds the
-// other does not have to guess at.
+// other does not have to guess at. Escape and Name keep the user's own
+// input whole instead, written so that it stays on one line: dxpu's final
+// error line, and the file names of refusals (secretfile).
 package oneline
 
 import (

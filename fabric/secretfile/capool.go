@@ -12,6 +12,8 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+
+	"github.com/dxpu/dxpu/fabric/oneline"
 )
 
 // maxCAFile bounds a CA bundle: the system's whole bundle is under 1 MiB.
@@ -91,7 +93,7 @@ func (p *CAPool) Reload() (int, error) {
 		n++
 	}
 	if n == 0 {
-		return 0, fmt.Errorf("%s %s: holds no PEM certificate", p.flag, ShowPath(p.file))
+		return 0, fmt.Errorf("%s %s: holds no PEM certificate", p.flag, oneline.Name(p.file))
 	}
 	p.cur.Store(&caSet{pool: pool, n: n})
 	return n, nil
@@ -111,10 +113,10 @@ func readCAFile(flag, path string) ([]byte, error) {
 		if errors.As(err, &pe) {
 			err = pe.Err // the path is said once, after the flag
 		}
-		return nil, fmt.Errorf("%s %s: %w", flag, ShowPath(path), err)
+		return nil, fmt.Errorf("%s %s: %w", flag, oneline.Name(path), err)
 	}
 	if len(b) > maxCAFile {
-		return nil, fmt.Errorf("%s %s: larger than %d bytes; it should hold PEM CA certificates", flag, ShowPath(path), maxCAFile)
+		return nil, fmt.Errorf("%s %s: larger than %d bytes; it should hold PEM CA certificates", flag, oneline.Name(path), maxCAFile)
 	}
 	return b, nil
 }

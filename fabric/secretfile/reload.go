@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/dxpu/dxpu/fabric/oneline"
 )
 
 // KeyPair is a certificate and its key, read by LoadX509KeyPair, that
@@ -45,7 +47,7 @@ func (k *KeyPair) Reload() (*x509.Certificate, error) {
 	}
 	if c.Leaf == nil { // X509KeyPair parses it unless GODEBUG says not to
 		if c.Leaf, err = x509.ParseCertificate(c.Certificate[0]); err != nil {
-			return nil, fmt.Errorf("%s %s: %w", k.certFlag, ShowPath(k.certFile), err)
+			return nil, fmt.Errorf("%s %s: %w", k.certFlag, oneline.Name(k.certFile), err)
 		}
 	}
 	k.cur.Store(&c)

@@ -52,6 +52,8 @@ import (
 	"os"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/dxpu/dxpu/fabric/oneline"
 )
 
 // The reasons a file is refused; every *Error wraps one of them or the
@@ -73,9 +75,9 @@ type Error struct {
 
 func (e *Error) Error() string {
 	if e.Flag == "" {
-		return ShowPath(e.Path) + ": " + e.What
+		return oneline.Name(e.Path) + ": " + e.What
 	}
-	return e.Flag + " " + ShowPath(e.Path) + ": " + e.What
+	return e.Flag + " " + oneline.Name(e.Path) + ": " + e.What
 }
 
 func (e *Error) Unwrap() error { return e.Err }

@@ -7,6 +7,8 @@ import (
 	"io"
 	"io/fs"
 	"os"
+
+	"github.com/dxpu/dxpu/fabric/oneline"
 )
 
 // maxKeyFile bounds the private key file LoadX509KeyPair reads: a PEM
@@ -31,11 +33,11 @@ func LoadX509KeyPair(certFlag, certFile, keyFlag, keyFile string) (tls.Certifica
 		if errors.As(err, &pe) {
 			err = pe.Err // the path is said once, after the flag
 		}
-		return tls.Certificate{}, fmt.Errorf("%s %s: %w", certFlag, ShowPath(certFile), err)
+		return tls.Certificate{}, fmt.Errorf("%s %s: %w", certFlag, oneline.Name(certFile), err)
 	}
 	cert, err := tls.X509KeyPair(certPEM, keyPEM)
 	if err != nil {
-		return tls.Certificate{}, fmt.Errorf("%s %s, %s %s: %w", certFlag, ShowPath(certFile), keyFlag, ShowPath(keyFile), err)
+		return tls.Certificate{}, fmt.Errorf("%s %s, %s %s: %w", certFlag, oneline.Name(certFile), keyFlag, oneline.Name(keyFile), err)
 	}
 	return cert, nil
 }
@@ -55,7 +57,7 @@ func readKeyFile(flag, path string, max int) ([]byte, error) {
 	}
 	if len(b) > max {
 		clear(b)
-		return nil, fmt.Errorf("%s %s: larger than %d bytes; it should hold one PEM private key", flag, ShowPath(path), max)
+		return nil, fmt.Errorf("%s %s: larger than %d bytes; it should hold one PEM private key", flag, oneline.Name(path), max)
 	}
 	return b, nil
 }

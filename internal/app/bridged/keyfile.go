@@ -8,6 +8,7 @@ import (
 	"io"
 
 	"github.com/dxpu/dxpu/bridge/seal"
+	"github.com/dxpu/dxpu/fabric/oneline"
 	"github.com/dxpu/dxpu/fabric/secretfile"
 )
 
@@ -30,7 +31,7 @@ func LoadKeyFileFor(flag, path string) ([]byte, error) {
 	}
 	defer f.Close()
 	bad := func(format string, args ...any) error {
-		return keyError{fmt.Errorf("%s %s"+format, append([]any{flag, secretfile.ShowPath(path)}, args...)...)}
+		return keyError{fmt.Errorf("%s %s"+format, append([]any{flag, oneline.Name(path)}, args...)...)}
 	}
 	b, err := io.ReadAll(io.LimitReader(f, 256))
 	if err != nil {

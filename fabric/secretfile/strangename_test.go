@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/dxpu/dxpu/fabric/oneline"
 )
 
 // TestRefusalOfAStrangeNameIsOneLine: a file name may hold a newline or
@@ -18,7 +20,7 @@ func TestRefusalOfAStrangeNameIsOneLine(t *testing.T) {
 			t.Fatalf("%q opened", path)
 		}
 		msg := err.Error()
-		if strings.ContainsAny(msg, "\r\n\x1b") || !strings.Contains(msg, ShowPath(path)) || !strings.HasPrefix(msg, "--key-file \"") {
+		if strings.ContainsAny(msg, "\r\n\x1b") || !strings.Contains(msg, oneline.Name(path)) || !strings.HasPrefix(msg, "--key-file \"") {
 			t.Errorf("refusal of %q: %q", path, msg)
 		}
 	}
@@ -30,7 +32,7 @@ func TestRefusalOfAStrangeNameIsOneLine(t *testing.T) {
 	if _, err := Open("--key-file", plain); err == nil || !strings.HasPrefix(err.Error(), "--key-file "+plain+": ") {
 		t.Errorf("refusal of %s: %v", plain, err)
 	}
-	if ShowPath("") != `""` {
-		t.Errorf("empty path shown as %q", ShowPath(""))
+	if oneline.Name("") != `""` {
+		t.Errorf("empty path shown as %q", oneline.Name(""))
 	}
 }
