@@ -335,6 +335,10 @@ func (p *MuxConn) TryRecvBatch(bufs [][]byte, sizes []int) (int, error) {
 	return p.take(bufs, sizes)
 }
 
+// Steered reports whether the kernel steers the pair's frames to a socket
+// of its own (else they come through the mux's queues).
+func (p *MuxConn) Steered() bool { return p.sock != nil }
+
 func (p *MuxConn) errClosed() error { return fmt.Errorf("udp: mux: pair %d: %w", p.id, net.ErrClosed) }
 
 // WaitReadable blocks until a frame is queued or the pair is closed; it

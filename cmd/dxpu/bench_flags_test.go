@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -201,8 +202,10 @@ func TestBenchSwitchFlags(t *testing.T) {
 
 // TestBenchLinkSharedSocket: --shared-socket runs the pair as an agent
 // runs its pairs, each bridge on a data-plane socket shared by pairs: the
-// run keeps every invariant, says so in the result (shared_socket) and
-// moves data; with --virtual it is refused, naming the flag.
+// run keeps every invariant, says so in the result (shared_socket, and on
+// Linux pair_steered: the kernel steered the pair to a socket of its own)
+// and moves data; with --virtual, or an --mtu the agent refuses, it is
+// refused, naming the flag.
 func TestBenchLinkSharedSocket(t *testing.T) {
 	t.Parallel()
 	out, errOut, err := runDxpu(t, "", "bench", "link", "--shared-socket", "--duration", "200ms", "--raw=false", "--json")
@@ -211,6 +214,7 @@ func TestBenchLinkSharedSocket(t *testing.T) {
 	}
 	var r struct {
 		SharedSocket bool    `json:"shared_socket"`
+		Steered      bool    `json:"pair_steered"`
 		Goodput      float64 `json:"goodput_gbps"`
 		Delivered    int     `json:"delivered"`
 		Lost         int     `json:"lost"`
@@ -220,8 +224,10 @@ func TestBenchLinkSharedSocket(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &r); err != nil {
 		t.Fatalf("%v:\n%s", err, out)
 	}
-	if !r.SharedSocket || r.Goodput <= 0 || r.Delivered == 0 || r.Completed == 0 || r.Lost != 0 || r.Unanswered != 0 {
+	if !r.SharedSocket || r.Goodput <= 0 || r.Delivered == 0 || r.Completed == 0 || r.Lost != 0 || r.Unanswered != 0 ||
+		runtime.GOOS == "linux" && !r.Steered {
 		t.Fatalf("bench link --shared-socket: %+v", r)
 	}
 	checkUsageError(t, []string{"bench", "link", "--virtual", "--shared-socket"}, "--shared-socket is a real socket: not with --virtual")
+	checkUsageError(t, []string{"bench", "link", "--shared-socket", "--mtu", "9217"}, "--mtu 9217: with --shared-socket want at most 9216")
 }

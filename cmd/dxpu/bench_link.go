@@ -44,9 +44,11 @@ more bytes (pair_over_udp_same_frames). --raw=false skips them.
 frames before it sleeps, as 'dxpu bridge --spin' does: a busy pair then
 takes its frames without waiting for a wake-up (spin_us in the result).
 
---shared-socket runs each bridge over a data-plane socket shared by pairs
+--shared-socket runs each bridge over a data-plane port shared by pairs
 (frames told apart by the pair ID in the dxpu header), as 'dxpu bridge
-agent' runs every pair it holds, instead of a socket of its own.
+agent' runs every pair it holds: on Linux the kernel steers the pair's
+frames to a socket of its own on that port (pair_steered in the result),
+elsewhere they pass through the port's queues; --mtu at most 9216 then.
 
   dxpu bench link --loss 0.01 --delay 5us --json
   dxpu bench link --virtual --loss 0.01 --delay 5us --link-gbps 100 --duration 2ms
@@ -105,7 +107,7 @@ agent' runs every pair it holds, instead of a socket of its own.
 	f.BoolVar(&o.Raw, "raw", true, "on a real-time run, measure raw UDP (two plain sockets, MTU-sized datagrams: before and after the pair) and TCP on the same loopback and report the pair's ratios")
 	f.DurationVar(&o.RawFor, "raw-for", 0, "how long each raw baseline runs (default: --duration, at most 1s; the MTU flood half of it before the pair, half after)")
 	f.DurationVar(&o.Spin, "spin", 0, "how long each bridge's runner polls its socket after its last frames before sleeping (as dxpu bridge --spin; 0: sleep at once)")
-	f.BoolVar(&o.SharedSocket, "shared-socket", false, "run each bridge over a data-plane socket shared by pairs, told apart by pair ID, as dxpu bridge agent does (shared_socket in the result)")
+	f.BoolVar(&o.SharedSocket, "shared-socket", false, "run each bridge over a data-plane port shared by pairs, told apart by pair ID, as dxpu bridge agent does (shared_socket and pair_steered in the result)")
 	f.BoolVar(&o.Virtual, "virtual", false, "run in virtual time on the simulator over in-memory links (deterministic; --duration is virtual, keep it to milliseconds)")
 	f.DurationVar(&o.Interval, "interval", 50*time.Nanosecond, "with --virtual: one TLP issued every interval (open loop)")
 	return cmd

@@ -57,9 +57,10 @@ type Options struct {
 	// SealMode (seal.ModeGCM by default).
 	Key      []byte
 	SealMode seal.Mode
-	// SharedSocket runs each bridge over an agent's data-plane socket
-	// (udp.Mux: one socket for all pairs, frames told apart by pair ID),
-	// as `dxpu bridge agent` does, instead of a socket of its own.
+	// SharedSocket runs each bridge over an agent's data-plane port
+	// (udp.Mux: one port for all pairs, frames told apart by pair ID,
+	// each pair on a socket the kernel steers its frames to where it
+	// can), as `dxpu bridge agent` does, instead of a socket of its own.
 	SharedSocket bool
 }
 
@@ -132,6 +133,10 @@ func percentiles(d []time.Duration) Percentiles {
 // (arrived more than once), Misordered (arrived after a later one),
 // Unanswered (non-posted requests left without a final completion).
 type Result struct {
+	// PairSteered: with SharedSocket, the kernel steered the pair's frames
+	// to a socket of its own on each side's shared port (udp.Mux), as the
+	// agent's are on Linux; false, through the muxes' queues.
+	PairSteered bool    `json:"pair_steered"`
 	Seconds     float64 `json:"duration_s"`
 	GoodputGbps float64 `json:"goodput_gbps"`
 	// CPUSeconds is the process's CPU time (user and system: both
@@ -387,7 +392,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	if err := o.checkSizes(); err != nil {
 		return Result{}, err
 	}
-	hc, gc, closeLink, err := listenPair(ctx, o.SharedSocket)
+	hc, gc, closeLink, steered, err := listenPair(ctx, o.SharedSocket)
 	if err != nil {
 		return Result{}, err
 	}
@@ -488,6 +493,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	res := Result{
+		PairSteered:         steered,
 		Seconds:             elapsed.Seconds(),
 		GoodputGbps:         float64(st.bytesDone+st.gpu.bytes) * 8 / elapsed.Seconds() / 1e9,
 		CPUSeconds:          cpu.Seconds(),

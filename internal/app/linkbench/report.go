@@ -399,7 +399,11 @@ func writeOut(w io.Writer, fl *ReportOptions, o Options, out Report) error {
 			fmt.Fprintf(w, "plaintext (the same runs unkeyed, alternating, median of %d): goodput %.3f Gbit/s; keyed (%s) below: %.2fx of it\n", out.Rounds, p.GoodputGbps, out.SealMode, out.KeyedRatio)
 		}
 		if out.SharedSocket {
-			fmt.Fprintln(w, "each bridge on a data-plane socket shared by pairs, as dxpu bridge agent runs them (--shared-socket)")
+			how := "each pair's frames through the mux's queues"
+			if out.PairSteered {
+				how = "the kernel steering the pair's frames to a socket of its own on the port"
+			}
+			fmt.Fprintf(w, "each bridge on a data-plane port shared by pairs, as dxpu bridge agent runs them (--shared-socket): %s\n", how)
 		}
 		if o.Spin > 0 {
 			fmt.Fprintf(w, "runners poll their sockets %s after their last frames before sleeping (--spin)\n", units.Duration(o.Spin))
@@ -524,6 +528,8 @@ func checkRanges(fl *ReportOptions) error {
 		return errors.New("--spin polls real sockets: not with --virtual")
 	case fl.Virtual && fl.SharedSocket:
 		return errors.New("--shared-socket is a real socket: not with --virtual")
+	case fl.SharedSocket && fl.MTU > udp.MuxMaxFrame:
+		return fmt.Errorf("--mtu %d: with --shared-socket want at most %d (the data plane's receive buffers, as dxpu bridge agent)", fl.MTU, udp.MuxMaxFrame)
 	case fl.Virtual && fl.Interval <= 0:
 		return units.Errorf("--interval %v: must be positive", fl.Interval)
 	}

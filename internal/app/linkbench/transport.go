@@ -12,33 +12,34 @@ import (
 
 // listenPair opens the host and GPU sides' transports on 127.0.0.1, each
 // addressed to the other: a UDP socket each, or (shared) a pair on each
-// side's udp.Mux, the data-plane socket of `dxpu bridge agent`. The
+// side's udp.Mux, the data-plane port of `dxpu bridge agent` (steered
+// reports whether both muxes steer the pair to a socket of its own). The
 // runners close the transports; closeLink closes what is left (the
 // muxes) once they have.
-func listenPair(ctx context.Context, shared bool) (host, gpu driver.Transport, closeLink func(), err error) {
+func listenPair(ctx context.Context, shared bool) (host, gpu driver.Transport, closeLink func(), steered bool, err error) {
 	lo := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), 0)
 	if !shared {
 		hc, err := udp.Listen(lo, netip.AddrPort{})
 		if err != nil {
-			return nil, nil, nil, err
+			return nil, nil, nil, false, err
 		}
 		gc, err := udp.Listen(lo, netip.AddrPort{})
 		if err != nil {
 			hc.Close()
-			return nil, nil, nil, err
+			return nil, nil, nil, false, err
 		}
 		hc.SetPeer(gc.LocalAddr())
 		gc.SetPeer(hc.LocalAddr())
-		return hc, gc, func() {}, nil
+		return hc, gc, func() {}, false, nil
 	}
 	hm, err := udp.ListenMux(lo)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, false, err
 	}
 	gm, err := udp.ListenMux(lo)
 	if err != nil {
 		hm.Close()
-		return nil, nil, nil, err
+		return nil, nil, nil, false, err
 	}
 	// The pair ID the bridges put in their frames (bridge.Config's, 0
 	// here) is what each mux hands its pair.
@@ -51,7 +52,7 @@ func listenPair(ctx context.Context, shared bool) (host, gpu driver.Transport, c
 	if err != nil {
 		hm.Close()
 		gm.Close()
-		return nil, nil, nil, fmt.Errorf("linkbench: shared sockets: %w", err)
+		return nil, nil, nil, false, fmt.Errorf("linkbench: shared sockets: %w", err)
 	}
 	rctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -59,5 +60,6 @@ func listenPair(ctx context.Context, shared bool) (host, gpu driver.Transport, c
 		wg.Add(1)
 		go func() { defer wg.Done(); _ = m.Run(rctx) }()
 	}
-	return hc, gc, func() { cancel(); hm.Close(); gm.Close(); wg.Wait() }, nil
+	steered = hc.Steered() && gc.Steered()
+	return hc, gc, func() { cancel(); hm.Close(); gm.Close(); wg.Wait() }, steered, nil
 }
