@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/signal"
 	"reflect"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/dxpu/dxpu/fabric/manager"
 	"github.com/dxpu/dxpu/fabric/pool"
 	"github.com/dxpu/dxpu/internal/app/ctl"
 )
@@ -50,6 +52,9 @@ reached.`,
 				return exitCodeError{2, err}
 			}
 			o.Token, o.Stdin, o.Stdout = e.getenv("DXPU_TOKEN"), cmd.InOrStdin(), cmd.OutOrStdout()
+			if err := manager.CheckToken(o.Token); err != nil {
+				return exitCodeError{2, fmt.Errorf("$DXPU_TOKEN: %w", err)}
+			}
 			return exitFor(f(cmd.Context(), o, cmd, args), 2)
 		}
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
@@ -51,6 +52,9 @@ Exit status: 0 after SIGINT/SIGTERM, 2 on bad flags or setup errors.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.Token = e.getenv("DXPU_TOKEN")
+			if err := manager.CheckToken(o.Token); err != nil {
+				return exitCodeError{2, fmt.Errorf("$DXPU_TOKEN: %w", err)}
+			}
 			if tokenFile != "" {
 				tok, err := manager.LoadTokenFileFor("--token-file", tokenFile)
 				if err != nil {

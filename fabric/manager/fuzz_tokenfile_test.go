@@ -38,5 +38,10 @@ func FuzzLoadTokenFile(f *testing.F) {
 		if i := strings.IndexFunc(tok, unicode.IsSpace); i >= 0 {
 			t.Fatalf("token %q accepted as one word, with white space %q at %d", tok, tok[i:i+1], i)
 		}
+		for i := 0; i < len(tok); i++ {
+			if tok[i] < '!' || tok[i] > '~' {
+				t.Fatalf("token %q accepted with byte %#02x at %d, which no HTTP header carries", tok, tok[i], i)
+			}
+		}
 	})
 }

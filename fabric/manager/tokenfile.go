@@ -10,6 +10,7 @@ import (
 	"strings"
 	"unicode"
 
+	"github.com/dxpu/dxpu/fabric/oneline"
 	"github.com/dxpu/dxpu/fabric/secretfile"
 )
 
@@ -51,19 +52,37 @@ func LoadTokenFileFor(flag, path string) (string, error) {
 	b := make([]byte, 4096)
 	n, err := io.ReadFull(f, b)
 	if err != nil && err != io.EOF && err != io.ErrUnexpectedEOF { // EOF: shorter than b, as a token is
-		return "", fmt.Errorf("%s %s: %w", flag, path, err)
+		return "", fmt.Errorf("%s %s: %w", flag, oneline.Name(path), err)
 	}
 	if n == len(b) {
-		return "", fmt.Errorf("%s %s is larger than %d bytes; it should hold one token", flag, path, len(b)-1)
+		return "", fmt.Errorf("%s %s is larger than %d bytes; it should hold one token", flag, oneline.Name(path), len(b)-1)
 	}
 	tok := strings.TrimSpace(string(b[:n]))
 	if tok == "" {
-		return "", fmt.Errorf("%s %s is empty: expected one token, a word such as the 64 hex digits dxpu writes", flag, path)
+		return "", fmt.Errorf("%s %s is empty: expected one token, a word such as the 64 hex digits dxpu writes", flag, oneline.Name(path))
 	}
 	if strings.IndexFunc(tok, unicode.IsSpace) >= 0 { // what TrimSpace drops, \f and \v too
-		return "", fmt.Errorf("%s %s: the token must be one word", flag, path)
+		return "", fmt.Errorf("%s %s: the token must be one word", flag, oneline.Name(path))
+	}
+	if err := CheckToken(tok); err != nil {
+		return "", fmt.Errorf("%s %s: %w", flag, oneline.Name(path), err)
 	}
 	return tok, nil
+}
+
+// ErrTokenChars: a token holds a byte an HTTP Authorization header cannot
+// carry, so no client could ever send it.
+var ErrTokenChars = errors.New("a token is printable ASCII")
+
+// CheckToken refuses a token (from a file, or $DXPU_TOKEN) holding a byte
+// other than printable ASCII, naming the first one and where it is.
+func CheckToken(tok string) error {
+	for i := 0; i < len(tok); i++ {
+		if c := tok[i]; c <= ' ' || c > '~' {
+			return fmt.Errorf("byte %#02x at offset %d: %w (it goes in an HTTP Authorization header)", c, i, ErrTokenChars)
+		}
+	}
+	return nil
 }
 
 // modeError is secretfile's refusal of the mode, also ErrTokenFileMode.

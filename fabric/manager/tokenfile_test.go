@@ -79,12 +79,19 @@ func TestLoadTokenFileRefusesOpenModes(t *testing.T) {
 func TestLoadTokenFileRefusesBadContent(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	for name, body := range map[string]string{"empty": " \n", "two words": "a b\n", "huge": strings.Repeat("x", 5000)} {
+	for name, body := range map[string]string{"empty": " \n", "two words": "a b\n", "huge": strings.Repeat("x", 5000),
+		"escape": "\x1b[2Jtoken\r\n", "not ascii": "caf\xc3\xa9\n", "nul": "a\x00b"} {
 		path := filepath.Join(dir, strings.ReplaceAll(name, " ", "_"))
 		os.WriteFile(path, []byte(body), 0o600)
 		if _, err := manager.LoadTokenFile(path); err == nil || !strings.Contains(err.Error(), path) {
 			t.Errorf("%s: %v, want an error naming %s", name, err, path)
 		}
+	}
+	// A token no HTTP header can carry is refused, naming its first bad byte.
+	path := filepath.Join(dir, "escaped")
+	os.WriteFile(path, []byte("ab\x1bcd\n"), 0o600)
+	if _, err := manager.LoadTokenFile(path); !errors.Is(err, manager.ErrTokenChars) || !strings.Contains(err.Error(), "byte 0x1b at offset 2") {
+		t.Errorf("a token holding an escape: %v", err)
 	}
 	// A file of no bytes at all is "empty" too, not a bare "EOF".
 	for _, body := range []string{"", " \n"} {
