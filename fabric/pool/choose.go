@@ -244,7 +244,7 @@ func spreadPlan(near []candidate, count int) []*candidate {
 func (r Request) describe() string {
 	s := ""
 	if r.Model != "" {
-		s += " of model " + r.Model
+		s += fmt.Sprintf(" of model %q", r.Model)
 	}
 	if r.MinMemoryMiB > 0 {
 		s += fmt.Sprintf(" with at least %d MiB", r.MinMemoryMiB)

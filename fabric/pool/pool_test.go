@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -419,10 +420,14 @@ func TestValidation(t *testing.T) {
 	if _, err := p.AddHost(Host{}); !errors.Is(err, ErrInvalid) || !contains(err.Error(), "missing required fields id, bridge.switch_port, bridge.mac, ports") {
 		t.Errorf("AddHost({}) = %v", err)
 	}
-	for _, r := range []Request{{Count: 1}, {Host: "h"}, {Host: "h", Count: 1, SameBox: true, Spread: true}} {
-		if err := r.Validate(); !errors.Is(err, ErrInvalid) {
+	for _, r := range []Request{{Count: 1}, {Host: "h"}, {Host: "h", Count: 1, SameBox: true, Spread: true},
+		{Host: "h", Count: 1, Model: "H100\r"}, {Host: "h", Count: 1, Model: "H\x1b[2J100"}, {Host: "h", Count: 1, Model: "H\xff"}} {
+		if err := r.Validate(); !errors.Is(err, ErrInvalid) || strings.ContainsAny(err.Error(), "\r\n\x1b") {
 			t.Errorf("%+v: %v", r, err)
 		}
+	}
+	if err := (Request{Host: "h", Count: 1, Model: "H100 SXM5 80GB"}).Validate(); err != nil {
+		t.Errorf("a model name with spaces: %v", err)
 	}
 }
 

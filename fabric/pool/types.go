@@ -7,6 +7,8 @@ import (
 	"net/netip"
 	"strconv"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/dxpu/dxpu/sim"
 )
@@ -153,6 +155,14 @@ func (r Request) Validate() error {
 	}
 	if len(r.RequestID) > 128 {
 		return invalidf("request_id is longer than 128 bytes")
+	}
+	if len(r.Model) > 128 {
+		return invalidf("model %.16q... is longer than 128 bytes", r.Model)
+	}
+	for i, c := range r.Model {
+		if !unicode.IsPrint(c) || c == utf8.RuneError {
+			return invalidf("model %q: character %q at offset %d does not print; no GPU model holds one", r.Model, c, i)
+		}
 	}
 	return nil
 }
