@@ -21,13 +21,19 @@ func Info(paths []string, udpPort uint16, asJSON bool, stdout, stderr io.Writer)
 	bad := 0
 	errs := &errLines{w: stderr}
 	defer errs.close("frames that did not parse")
-	for _, path := range paths {
+	// Every capture is read before anything is printed: a capture that
+	// cannot be read fails the command with no report on stdout.
+	tallies := make([]map[string]int, len(paths))
+	for i, path := range paths {
 		s, err := Tally(path, &encap.Config{UDPPort: udpPort}, errs)
 		if err != nil {
 			return failedIfLinkType(err)
 		}
 		bad += s["bad"]
-		if err := writeInfo(stdout, path, s, asJSON, len(paths) == 1); err != nil {
+		tallies[i] = s
+	}
+	for i, path := range paths {
+		if err := writeInfo(stdout, path, tallies[i], asJSON, len(paths) == 1); err != nil {
 			return err
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
+	"github.com/dxpu/dxpu/fabric/oneline"
 	"io"
 	"slices"
 	"strings"
@@ -55,7 +56,7 @@ func writeInfo(w io.Writer, path string, s map[string]int, asJSON, only bool) er
 		}
 		return enc.Encode(in)
 	}
-	fmt.Fprintf(w, "%s\n", path)
+	fmt.Fprintf(w, "%s\n", oneline.Name(path)) // a name with a line break or an escape, quoted
 	fmt.Fprintf(w, "  %-16s %d (%d VLAN-tagged, %d sealed, %d did not parse)\n", "frames", in.Frames, in.VLANTaggedFrames, in.SealedFrames, in.BadFrames)
 	fmt.Fprintf(w, "  %-16s %s\n", "encapsulations", counts(in.FramesByEncap, 0))
 	fmt.Fprintf(w, "  %-16s %s\n", "messages", counts(in.MessagesByType, 0))
