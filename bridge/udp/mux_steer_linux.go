@@ -71,11 +71,11 @@ func listenMuxSocket(local netip.AddrPort, steer bool) (*Conn, *steering, error)
 			return c, &steering{local: c.LocalAddr(), main: c, place: map[uint32]uint32{}}, nil
 		}
 		if errors.Is(err, syscall.EADDRINUSE) {
-			return nil, nil, err
+			return nil, nil, listenError(local, err)
 		}
 		// A kernel without SO_REUSEPORT or its programs: a plain socket.
 	}
-	c, err := Listen(local, netip.AddrPort{})
+	c, err := listenPlain(local, netip.AddrPort{})
 	return c, nil, err
 }
 

@@ -12,7 +12,7 @@ import (
 type steering struct{}
 
 func listenMuxSocket(local netip.AddrPort, _ bool) (*Conn, *steering, error) {
-	c, err := Listen(local, netip.AddrPort{})
+	c, err := listenPlain(local, netip.AddrPort{})
 	return c, nil, err
 }
 

@@ -57,11 +57,31 @@ type Conn struct {
 
 // Listen binds local (port 0 picks one) and sends to peer.
 func Listen(local, peer netip.AddrPort) (*Conn, error) {
+	c, err := listenPlain(local, peer)
+	if err != nil {
+		return nil, fmt.Errorf("udp: %w", err)
+	}
+	return c, nil
+}
+
+// listenPlain is Listen without the package's prefix on its error.
+func listenPlain(local, peer netip.AddrPort) (*Conn, error) {
 	c, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(local))
 	if err != nil {
-		return nil, fmt.Errorf("udp: listen %v: %w", local, err)
+		return nil, listenError(local, err)
 	}
 	return newConn(c, local, peer)
+}
+
+// listenError names the address as given (net's error names it again,
+// and a wildcard [::] as 0.0.0.0), then why: "listen [::]:8855: bind:
+// address already in use". errors.Is still finds the errno.
+func listenError(local netip.AddrPort, err error) error {
+	var op *net.OpError
+	if errors.As(err, &op) && op.Err != nil {
+		err = op.Err
+	}
+	return fmt.Errorf("listen %v: %w", local, err)
 }
 
 // newConn makes a Conn of a bound socket (closed on an error).
