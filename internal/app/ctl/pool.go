@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"time"
 
 	"github.com/dxpu/dxpu/fabric/ctlclient"
+	"github.com/dxpu/dxpu/fabric/oneline"
 	"github.com/dxpu/dxpu/fabric/pool"
 	"github.com/dxpu/dxpu/fabric/secretfile"
 	"github.com/dxpu/dxpu/internal/app/apperr"
@@ -35,10 +37,15 @@ func AddBox(ctx context.Context, o Options, path string) error {
 	if err != nil {
 		return err
 	}
+	co, err := createCredential(o.CredentialOut)
+	if err != nil {
+		return err
+	}
+	defer co.abandon()
 	return call(ctx, o, func(ctx context.Context, c *ctlclient.Client) (pool.Box, error) {
 		out, cred, err := c.RegisterBoxAgent(ctx, b)
 		if err == nil {
-			err = writeCredential(o.CredentialOut, cred)
+			err = co.write(cred)
 		}
 		return out, err
 	}, func(w io.Writer, b pool.Box) { boxTable(w, []pool.Box{b}) })
@@ -63,34 +70,73 @@ func AddHost(ctx context.Context, o Options, path string) error {
 	if err != nil {
 		return err
 	}
+	co, err := createCredential(o.CredentialOut)
+	if err != nil {
+		return err
+	}
+	defer co.abandon()
 	return call(ctx, o, func(ctx context.Context, c *ctlclient.Client) (pool.Host, error) {
 		out, cred, err := c.RegisterHostAgent(ctx, h)
 		if err == nil {
-			err = writeCredential(o.CredentialOut, cred)
+			err = co.write(cred)
 		}
 		return out, err
 	}, func(w io.Writer, h pool.Host) { hostTable(w, []pool.Host{h}) })
 }
 
-// writeCredential keeps the agent credential the manager issued in the new
-// file path (mode 0600); without a path it is dropped: the manager hands
-// the same one again on re-registration.
-func writeCredential(path, cred string) error {
+// credentialOut is --agent-credential-out: the new file (mode 0600) that
+// gets the agent credential the manager issues. It is created before the
+// manager is asked, so that a path that cannot be written fails the
+// command before anything is registered; without a path the credential is
+// dropped (the manager hands the same one again on re-registration).
+type credentialOut struct {
+	f    *os.File // nil: no --agent-credential-out
+	path string
+	done bool
+}
+
+func createCredential(path string) (*credentialOut, error) {
 	if path == "" {
+		return &credentialOut{}, nil
+	}
+	f, err := secretfile.Create("--agent-credential-out", path) // O_EXCL: never through a link
+	if err != nil {
+		return nil, apperr.Usage(err)
+	}
+	return &credentialOut{f: f, path: path}, nil
+}
+
+// write keeps cred in the file and closes it.
+func (c *credentialOut) write(cred string) error {
+	if c.f == nil {
 		return nil
 	}
 	if cred == "" {
 		return apperr.Failed(errors.New("--agent-credential-out: the manager issued no credential (no agent_url in the registration)"))
 	}
-	f, err := secretfile.Create("--agent-credential-out", path) // O_EXCL: never through a link
+	_, err := fmt.Fprintln(c.f, cred)
+	if cerr := c.f.Close(); err == nil {
+		err = cerr
+	}
 	if err != nil {
-		return apperr.Usage(err)
+		return apperr.Usage(fmt.Errorf("--agent-credential-out %s: %w", oneline.Name(c.path), err))
 	}
-	if _, err := fmt.Fprintln(f, cred); err != nil {
-		f.Close()
-		return apperr.Usage(fmt.Errorf("--agent-credential-out: %w", err))
+	c.done = true
+	return nil
+}
+
+// abandon removes the file created for a credential that was never
+// written (the manager refused, or was not reached), if it is still the
+// file created.
+func (c *credentialOut) abandon() {
+	if c.f == nil || c.done {
+		return
 	}
-	return f.Close()
+	st, err := c.f.Stat()
+	c.f.Close()
+	if now, lerr := os.Lstat(c.path); err == nil && lerr == nil && os.SameFile(st, now) {
+		os.Remove(c.path)
+	}
 }
 
 // RemoveHost removes a host that holds no GPUs.

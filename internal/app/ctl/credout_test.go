@@ -1,0 +1,63 @@
+package ctl
+
+import (
+	"context"
+	"errors"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/dxpu/dxpu/fabric/manager"
+	"github.com/dxpu/dxpu/internal/app/apperr"
+)
+
+// TestCredentialOutBeforeRegistration: an --agent-credential-out that
+// cannot be created fails `ctl box add` before the manager is asked (the
+// box was registered and its credential lost); a registration the manager
+// refuses leaves no empty credential file behind; one it takes gets its
+// credential written.
+func TestCredentialOutBeforeRegistration(t *testing.T) {
+	t.Parallel()
+	m, err := manager.New(manager.Config{Token: "tok"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	srv := httptest.NewServer(m.Handler())
+	defer srv.Close()
+	dir := t.TempDir()
+	tokFile := filepath.Join(dir, "token")
+	os.WriteFile(tokFile, []byte("tok\n"), 0o600)
+	box := strings.Replace(BoxExample, `"udp_port": 8855}`, `"udp_port": 8855}, "agent_url": "https://10.77.0.20:7701"`, 1)
+	boxFile := filepath.Join(dir, "box.json")
+	os.WriteFile(boxFile, []byte(box), 0o600)
+	o := Options{Manager: srv.URL, TokenFile: tokFile}
+
+	o.CredentialOut = filepath.Join(dir, "nodir", "box1.cred")
+	if _, err := do(t, o, func(ctx context.Context, o Options) error { return AddBox(ctx, o, boxFile) }); !errors.Is(err, apperr.ErrUsage) || !strings.Contains(err.Error(), "nodir") {
+		t.Fatalf("an --agent-credential-out in a missing directory: %v, want a usage error naming it", err)
+	}
+	if boxes, err := do(t, o, func(ctx context.Context, o Options) error { return Box(ctx, o, "") }); err != nil || strings.Contains(boxes, "box1") {
+		t.Fatalf("the box was registered although its credential could not be kept (%v):\n%s", err, boxes)
+	}
+
+	bad := filepath.Join(dir, "bad.json")
+	os.WriteFile(bad, []byte(strings.Replace(box, `"id": "box1"`, `"id": "box/1"`, 1)), 0o600)
+	o.CredentialOut = filepath.Join(dir, "refused.cred")
+	if _, err := do(t, o, func(ctx context.Context, o Options) error { return AddBox(ctx, o, bad) }); err == nil {
+		t.Fatal("a box id with '/' registered")
+	}
+	if _, err := os.Lstat(o.CredentialOut); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("after a refused registration %s is left (%v)", o.CredentialOut, err)
+	}
+
+	o.CredentialOut = filepath.Join(dir, "box1.cred")
+	if _, err := do(t, o, func(ctx context.Context, o Options) error { return AddBox(ctx, o, boxFile) }); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(o.CredentialOut); err != nil || len(strings.TrimSpace(string(b))) < 32 {
+		t.Fatalf("credential file: %q, %v", b, err)
+	}
+}
