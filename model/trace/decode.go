@@ -17,6 +17,12 @@ import (
 // DecodeFile reads a trace file, plain JSON or gzip, and names the workload
 // after the file.
 func DecodeFile(path string) (*Workload, error) {
+	// A directory, a FIFO or a device is refused by name before it is
+	// opened: a read would fail in the middle of the decoder, or an open
+	// of a FIFO block.
+	if st, err := os.Stat(path); err == nil && !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s: %w", path, ErrNotAFile)
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err

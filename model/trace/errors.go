@@ -29,6 +29,10 @@ func (e *SyntaxError) Unwrap() error { return e.Err }
 // traceEvents array (or an empty top-level array).
 var ErrNoEvents = errors.New("trace: no traceEvents in input")
 
+// ErrNotAFile: the path names a directory, a FIFO or a device, not a
+// trace file.
+var ErrNotAFile = errors.New("not a regular file: a trace is a file (PyTorch profiler JSON, gzip, or an nsys SQLite export)")
+
 // ErrNotTrace is returned when the top-level value is neither an object nor
 // an array, so the input cannot be a Chrome trace.
 var ErrNotTrace = errors.New("trace: input is not a Chrome trace (want a JSON object or array)")
