@@ -17,10 +17,10 @@ import (
 // DecodeFile reads a trace file, plain JSON or gzip, and names the workload
 // after the file.
 func DecodeFile(path string) (*Workload, error) {
-	// A directory, a FIFO or a device is refused by name before it is
-	// opened: a read would fail in the middle of the decoder, or an open
-	// of a FIFO block.
-	if st, err := os.Stat(path); err == nil && !st.Mode().IsRegular() {
+	// A directory is refused by name, not by a read failing in the middle
+	// of the decoder. A pipe is read as a stream (model --trace <(zcat
+	// t.json.gz)).
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
 		return nil, fmt.Errorf("%s: %w", path, ErrNotAFile)
 	}
 	f, err := os.Open(path)

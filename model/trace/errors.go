@@ -29,9 +29,8 @@ func (e *SyntaxError) Unwrap() error { return e.Err }
 // traceEvents array (or an empty top-level array).
 var ErrNoEvents = errors.New("trace: no traceEvents in input")
 
-// ErrNotAFile: the path names a directory, a FIFO or a device, not a
-// trace file.
-var ErrNotAFile = errors.New("not a regular file: a trace is a file (PyTorch profiler JSON, gzip, or an nsys SQLite export)")
+// ErrNotAFile: the path names a directory, not a trace file.
+var ErrNotAFile = errors.New("a directory: a trace is a file (PyTorch profiler JSON, gzip, or an nsys SQLite export)")
 
 // ErrNotTrace is returned when the top-level value is neither an object nor
 // an array, so the input cannot be a Chrome trace.
