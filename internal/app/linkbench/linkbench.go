@@ -191,7 +191,11 @@ type Result struct {
 	RTOs         uint64         `json:"rtos"`
 	Host         BridgeCounters `json:"host_counters"`
 	GPU          BridgeCounters `json:"gpu_counters"`
-	Link         [2]LinkStats   `json:"link_stats"`
+	// Link is what the injected faults did to each direction (host to
+	// GPU, GPU to host): the in-memory link's in virtual time, the fault
+	// layer's in real time. A lossless real-time run has no fault layer
+	// and no link_stats: the frames went straight to the sockets.
+	Link *[2]LinkStats `json:"link_stats,omitempty"`
 	// Events lists link events (up, down with reason, losses) of both sides.
 	Events []string `json:"events,omitempty"`
 }
@@ -539,7 +543,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	res.CompletionTimeoutMs = float64(o.completionTimeout()) / 1e6
 	res.MaxStallMs = float64(stalls.max.Load()) / 1e6
 	if hf != nil {
-		res.Link = [2]LinkStats{LinkStats(hf.Stats()), LinkStats(gf.Stats())}
+		res.Link = &[2]LinkStats{LinkStats(hf.Stats()), LinkStats(gf.Stats())}
 	}
 	return res, nil
 }

@@ -33,6 +33,11 @@ func TestLoopbackInvariants(t *testing.T) {
 		if r.WriteLatency.Count < r.Delivered || r.ReadLatency.Count != r.Completed || r.WriteLatency.P50 <= 0 || r.ReadLatency.P50 <= 0 {
 			t.Fatalf("latencies: writes %+v of %d delivered, reads %+v of %d completed", r.WriteLatency, r.Delivered, r.ReadLatency, r.Completed)
 		}
+		// link_stats is the fault layer's count, only where there is one
+		// (a lossless run reported all zeros, as if nothing was sent).
+		if f == (memlink.Faults{}) != (r.Link == nil) || r.Link != nil && (r.Link[0].Sent == 0 || r.Link[1].Sent == 0) {
+			t.Fatalf("faults %+v: link_stats %+v", f, r.Link)
+		}
 	}
 }
 

@@ -425,8 +425,12 @@ func writeOut(w io.Writer, fl *ReportOptions, o Options, out Report) error {
 			}
 			fmt.Fprintf(w, "reads in flight: up to %d of --outstanding %d (%s)\n", r.MaxReadsInFlight, o.Outstanding, tags)
 		}
-		fmt.Fprintf(w, "retransmits %d, RTOs %d (an RTO probes the peer first and resends only what its answer shows missing), frames lost on the link %d\n",
-			r.Retransmits, r.RTOs, r.Link[0].Lost+r.Link[1].Lost)
+		lostOnLink := "" // no fault layer: nothing lost on the way
+		if r.Link != nil {
+			lostOnLink = fmt.Sprintf(", frames lost on the link %d", r.Link[0].Lost+r.Link[1].Lost)
+		}
+		fmt.Fprintf(w, "retransmits %d, RTOs %d (an RTO probes the peer first and resends only what its answer shows missing)%s\n",
+			r.Retransmits, r.RTOs, lostOnLink)
 		fmt.Fprintf(w, "delivered %d lost %d (reported %d, link downs %d) duplicated %d misordered %d unanswered %d (reads %d ok, %d failed)\n",
 			r.Delivered, r.Lost, r.ReportedLost, r.LinkDowns, r.Duplicated, r.Misordered, r.Unanswered, r.Completed, r.Failed)
 		if why := whyReadsFailed(&r, out.Virtual); why != "" {

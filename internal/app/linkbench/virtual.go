@@ -61,7 +61,7 @@ func RunVirtual(o Options, interval time.Duration) (Result, error) {
 		ReadLatency:  percentiles(h.ReadLatency),
 		Host:         BridgeCounters(r.Pair.Host.Bridge.Counters()),
 		GPU:          BridgeCounters(r.Pair.GPU.Bridge.Counters()),
-		Link:         [2]LinkStats{LinkStats(r.Pair.H2G.Stats), LinkStats(r.Pair.G2H.Stats)},
+		Link:         &[2]LinkStats{LinkStats(r.Pair.H2G.Stats), LinkStats(r.Pair.G2H.Stats)},
 	}
 	res.Lost = res.WritesSent - res.Delivered
 	res.ReportedLost = len(h.LostReported)
