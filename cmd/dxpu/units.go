@@ -49,6 +49,8 @@ const unitsHelp = `One name and one unit for each quantity, in every command:
   --mtu N             the largest dxpu frame from the dxpu header on, in bytes
                       (1472 under a 1500-byte Ethernet MTU over UDP). bridge,
                       bridge agent, conform, bench link, bench scale, bench e2e.
+                      At most 65507 over UDP; 9216 on a port shared by pairs
+                      (bridge agent, bench link --shared-socket).
   --ether-mtu N       the largest Ethernet payload of a frame, after the
                       Ethernet header and any VLAN tag, in bytes (1500): the
                       frames pcap generate and pcap convert --pack write,
