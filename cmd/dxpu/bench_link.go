@@ -44,6 +44,17 @@ more bytes (pair_over_udp_same_frames). --raw=false skips them.
 frames before it sleeps, as 'dxpu bridge --spin' does: a busy pair then
 takes its frames without waiting for a wake-up (spin_us in the result).
 
+Less obvious keys of --json: max_reads_in_flight (the most reads the
+requester had out at once) and max_wire_tag (the largest tag the GPU side
+saw: 256 or more means 10-bit tags); completion_timeout_ms, reads_timed_out
+and late_completions (reads the host side gave up on, and completions that
+came after); max_stall_ms (the longest this process went unscheduled: a
+loaded machine); completions_deferred (completions the GPU side's bridge
+took a turn later, its queue full); udp_drift_ratio (the two UDP floods'
+larger goodput over the smaller: far above 1, the run is not to be
+compared); link_stats (what the injected faults did to each direction,
+only with faults).
+
 --shared-socket runs each bridge over a data-plane port shared by pairs
 (frames told apart by the pair ID in the dxpu header), as 'dxpu bridge
 agent' runs every pair it holds: on Linux the kernel steers the pair's
