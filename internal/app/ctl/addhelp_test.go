@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -76,19 +75,8 @@ func getPath(doc map[string]any, path string) any {
 // gpus[].allocation, which the manager refuses).
 func TestAddHelpFieldsAccepted(t *testing.T) {
 	t.Parallel()
-	m, err := manager.New(manager.Config{Token: "tok", AllowInsecureAgents: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
-	srv := httptest.NewServer(m.Handler())
-	defer srv.Close()
-	dir := t.TempDir()
-	tokFile := filepath.Join(dir, "token")
-	if err := os.WriteFile(tokFile, []byte("tok\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	o := Options{Manager: srv.URL, TokenFile: tokFile, JSON: true}
+	o, dir := testManager(t, manager.Config{AllowInsecureAgents: true})
+	o.JSON = true
 	// A value for each field a file may set, and for each the manager sets.
 	samples := map[string]any{
 		"bridge.switch_port": "eth9", "bridge.ip": "10.77.0.90", "bridge.udp_port": 8855,

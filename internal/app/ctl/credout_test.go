@@ -3,7 +3,6 @@ package ctl
 import (
 	"context"
 	"errors"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -20,20 +19,10 @@ import (
 // credential written.
 func TestCredentialOutBeforeRegistration(t *testing.T) {
 	t.Parallel()
-	m, err := manager.New(manager.Config{Token: "tok"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
-	srv := httptest.NewServer(m.Handler())
-	defer srv.Close()
-	dir := t.TempDir()
-	tokFile := filepath.Join(dir, "token")
-	os.WriteFile(tokFile, []byte("tok\n"), 0o600)
+	o, dir := testManager(t, manager.Config{})
 	box := strings.Replace(BoxExample, `"udp_port": 8855}`, `"udp_port": 8855}, "agent_url": "https://10.77.0.20:7701"`, 1)
 	boxFile := filepath.Join(dir, "box.json")
 	os.WriteFile(boxFile, []byte(box), 0o600)
-	o := Options{Manager: srv.URL, TokenFile: tokFile}
 
 	o.CredentialOut = filepath.Join(dir, "nodir", "box1.cred")
 	if _, err := do(t, o, func(ctx context.Context, o Options) error { return AddBox(ctx, o, boxFile) }); !errors.Is(err, apperr.ErrUsage) || !strings.Contains(err.Error(), "nodir") {

@@ -2,7 +2,6 @@ package ctl
 
 import (
 	"context"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,17 +15,9 @@ import (
 // the singular (they printed "1 GPUs" and "1 pairs ... have").
 func TestCountsInEnglish(t *testing.T) {
 	t.Parallel()
-	m, err := manager.New(manager.Config{Token: "tok"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
-	srv := httptest.NewServer(m.Handler())
-	defer srv.Close()
-	dir := t.TempDir()
-	tokFile, boxFile, hostFile := filepath.Join(dir, "token"), filepath.Join(dir, "box.json"), filepath.Join(dir, "host.json")
+	o, dir := testManager(t, manager.Config{})
+	boxFile, hostFile := filepath.Join(dir, "box.json"), filepath.Join(dir, "host.json")
 	for f, data := range map[string]string{
-		tokFile: "tok\n",
 		boxFile: `{"id":"box0","bridge":{"switch_port":"b0","mac":"02:00:00:00:01:00"},
 		  "gpus":[{"id":"g0","model":"H100"},{"id":"g1","model":"H100"},{"id":"g2","model":"A100"}]}`,
 		hostFile: `{"id":"h1","bridge":{"switch_port":"h1","mac":"02:00:00:00:02:01"},"ports":32}`,
@@ -35,7 +26,6 @@ func TestCountsInEnglish(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	o := Options{Manager: srv.URL, TokenFile: tokFile}
 	for _, f := range []func(context.Context, Options) error{
 		func(ctx context.Context, o Options) error { return AddBox(ctx, o, boxFile) },
 		func(ctx context.Context, o Options) error { return AddHost(ctx, o, hostFile) },
@@ -68,6 +58,7 @@ func TestCountsInEnglish(t *testing.T) {
 	} {
 		out := outs[0]
 		if step.f != nil {
+			var err error
 			if out, err = do(t, o, step.f); err != nil {
 				t.Fatal(err)
 			}
