@@ -18,9 +18,8 @@ import (
 // steering holds a mux's SO_REUSEPORT group (see mux_steer.go).
 type steering struct {
 	mu    sync.Mutex
-	local netip.AddrPort // the group's address
-	main  *Conn          // place 0: the mux's socket
-	socks []*Conn        // place i+1: a pair's socket, held or idle
+	main  *Conn   // place 0: the mux's socket, bound to the group's address
+	socks []*Conn // place i+1: a pair's socket, held or idle
 	place map[uint32]uint32
 	idle  []uint32 // places of sockets no pair holds
 }
@@ -68,7 +67,7 @@ func listenMuxSocket(local netip.AddrPort, steer bool) (*Conn, *steering, error)
 			if err != nil {
 				return nil, nil, err
 			}
-			return c, &steering{local: c.LocalAddr(), main: c, place: map[uint32]uint32{}}, nil
+			return c, &steering{main: c, place: map[uint32]uint32{}}, nil
 		}
 		if errors.Is(err, syscall.EADDRINUSE) {
 			return nil, nil, listenError(local, err)
@@ -122,11 +121,12 @@ func (st *steering) open(pair uint32, peer netip.AddrPort) (*Conn, error) {
 		c = st.socks[at-1]
 		c.reuse()
 	} else {
-		uc, err := listenReusePort(st.local, false)
+		local := st.main.LocalAddr()
+		uc, err := listenReusePort(local, false)
 		if err != nil {
 			return nil, fmt.Errorf("udp: mux: pair %d: %w", pair, err)
 		}
-		if c, err = newConn(uc, st.local, netip.AddrPort{}); err != nil {
+		if c, err = newConn(uc, local, netip.AddrPort{}); err != nil {
 			return nil, fmt.Errorf("udp: mux: pair %d: %w", pair, err)
 		}
 		st.socks = append(st.socks, c)
