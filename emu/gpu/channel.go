@@ -82,7 +82,7 @@ func (ch *channel) newSegment() *segment {
 }
 
 func (ch *channel) doorbell(put uint32) {
-	if ch.entries == 0 {
+	if ch.entries == 0 || ch.entries > MaxGPEntries {
 		ch.errors++
 		return
 	}

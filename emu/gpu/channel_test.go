@@ -281,3 +281,30 @@ func TestFetchAbortStopsChannel(t *testing.T) {
 		t.Errorf("after a doorbell the stopped channel sent %d TLPs, idle %v", len(u.tlps)-sent, g.Idle())
 	}
 }
+
+// TestOversizedRingRefused: a doorbell on a ring larger than MaxGPEntries
+// fetches nothing and counts an error (the fuzzer's doorbell on a
+// 808-million-entry ring made the GPU read 46 MB of ring for one write;
+// 0xffffffff entries would have asked for a 64 GiB buffer). The largest
+// ring is still served.
+func TestOversizedRingRefused(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		entries uint32
+		reads   bool
+	}{{MaxGPEntries + 1, false}, {0xffffffff, false}, {MaxGPEntries, true}} {
+		s := sim.New(1)
+		g := New(s, Config{})
+		u := &upstream{s: s}
+		g.Attach(u)
+		g.Cfg.Set16(pcie.CfgCommand, pcie.CmdMemory|pcie.CmdBusMaster)
+		g.writeReg(ChannelReg(0, ChGPBaseLo), 0x1000)
+		g.writeReg(ChannelReg(0, ChGPEntries), tc.entries)
+		g.writeReg(ChannelReg(0, ChGPPut), tc.entries-1)
+		pcie.RunUntil(s, time.Millisecond)
+		errs := g.readReg(ChannelReg(0, ChErrors))
+		if got := g.Stats.ReadRequests > 0; got != tc.reads || (errs != 0) == tc.reads {
+			t.Errorf("%d entries: %d read requests, %d channel errors; want reads %v", tc.entries, g.Stats.ReadRequests, errs, tc.reads)
+		}
+	}
+}

@@ -10,10 +10,14 @@ const (
 	ChannelBase   = 0x800000
 	ChannelStride = 0x40
 	MaxChannels   = 512
+	// MaxGPEntries bounds a GPFIFO ring: a doorbell on a larger ring is
+	// refused (counted in ChErrors), so a register write cannot make the
+	// GPU fetch gigabytes of ring for one doorbell.
+	MaxGPEntries = 1 << 16
 
 	ChGPBaseLo  = 0x00 // GPFIFO ring address in host memory, low 32 bits
 	ChGPBaseHi  = 0x04 // high 32 bits
-	ChGPEntries = 0x08 // ring size in entries
+	ChGPEntries = 0x08 // ring size in entries, 1 to MaxGPEntries
 	ChGPGet     = 0x0c // read-only: entries fetched
 	ChGPPut     = 0x10 // doorbell: the host writes its put index here
 	ChErrors    = 0x14 // read-only: pushbuffer decode errors and failed DMA reads of copies on this channel

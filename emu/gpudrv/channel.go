@@ -109,7 +109,7 @@ type Channel struct {
 // semaphore in host memory and programs the channel's registers.
 func OpenChannel(h Host, bar0 uint64, ch int, cfg ChannelConfig) (*Channel, error) {
 	cfg.defaults()
-	if ch < 0 || ch >= gpu.MaxChannels || cfg.Entries < 2 || cfg.Entries > 1<<16 || cfg.PushbufferBytes < 4096 {
+	if ch < 0 || ch >= gpu.MaxChannels || cfg.Entries < 2 || cfg.Entries > gpu.MaxGPEntries || cfg.PushbufferBytes < 4096 {
 		return nil, fmt.Errorf("%w: channel %d, %d entries, %d-byte pushbuffer", ErrConfig, ch, cfg.Entries, cfg.PushbufferBytes)
 	}
 	c := &Channel{h: h, bar0: bar0, ch: ch, entries: uint32(cfg.Entries), pbBytes: cfg.PushbufferBytes, flags: gpu.SemHost | cfg.SemFlags}
