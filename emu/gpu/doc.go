@@ -29,7 +29,7 @@
 //	0x000400  SCRATCH      read/write (MMIO latency probes)
 //	0x800000 + ch*0x40     channel ch (0..511):
 //	  +0x00 GP_BASE_LO, +0x04 GP_BASE_HI  GPFIFO ring address
-//	  +0x08 GP_ENTRIES                     ring size in entries
+//	  +0x08 GP_ENTRIES                     ring size in entries (1 to 65536; a doorbell on a larger ring is refused)
 //	  +0x0c GP_GET                         read-only: entries fetched
 //	  +0x10 GP_PUT                         doorbell: the host's put index
 //	  +0x14 ERRORS                         read-only: fetch and decode errors
