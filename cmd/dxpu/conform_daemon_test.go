@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/hex"
 	"fmt"
 	"os"
@@ -87,17 +86,7 @@ func TestConformDaemon(t *testing.T) {
 			if daemonKeys == nil {
 				daemonKeys = []string{"--insecure-no-keys"}
 			}
-			ctx, cancel := context.WithCancel(t.Context())
-			defer cancel()
 			var daemonLog syncbuf.Buffer // the daemons' stderr: their late timers
-			start := func(args ...string) {
-				cmd := exec.CommandContext(ctx, bin, args...)
-				cmd.Stderr = &daemonLog
-				if err := cmd.Start(); err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-			}
 			fabric := []string{"--listen", ip(1) + ":8855", "--peer", ip(2) + ":8855"}
 			kitPeer := []string{"--peer", "udp:" + ip(1) + ":8855", "--local", ip(2) + ":8855"}
 			if c.ether {
@@ -108,20 +97,48 @@ func TestConformDaemon(t *testing.T) {
 				kitPeer = []string{"--peer", "eth:" + vethKit + ":" + iutMAC}
 			}
 			addr := "0x2000000000"
-			if c.role == "gpu" {
-				start(append(append([]string{"bridge", "--role", "gpu", "--pcie", "memory"}, fabric...), daemonKeys...)...)
-			} else {
+			if c.role == "host" {
 				addr = "0"
-				start("nettlp", "serve", "--addr", ip(4), "--mem-size", "1M")
-				start(append(append([]string{"bridge", "--role", "host", "--pcie", "nettlp:" + ip(3) + ":" + ip(5) + ":" + ip(4)}, fabric...), daemonKeys...)...)
 			}
+			// startDaemons starts the implementation under test; stop
+			// kills it and waits until it is gone.
+			startDaemons := func() (stop func()) {
+				var cmds []*exec.Cmd
+				start := func(args ...string) {
+					cmd := exec.Command(bin, args...)
+					cmd.Stderr = &daemonLog
+					if err := cmd.Start(); err != nil {
+						t.Fatal(err)
+					}
+					t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+					cmds = append(cmds, cmd)
+				}
+				if c.role == "gpu" {
+					start(append(append([]string{"bridge", "--role", "gpu", "--pcie", "memory"}, fabric...), daemonKeys...)...)
+				} else {
+					start("nettlp", "serve", "--addr", ip(4), "--mem-size", "1M")
+					start(append(append([]string{"bridge", "--role", "host", "--pcie", "nettlp:" + ip(3) + ":" + ip(5) + ":" + ip(4)}, fabric...), daemonKeys...)...)
+				}
+				return func() {
+					for _, cmd := range cmds {
+						_ = cmd.Process.Kill()
+						_ = cmd.Wait()
+					}
+				}
+			}
+			ctx := t.Context()
+			stop := startDaemons()
 			args := append(append([]string{"conform", "--role", c.role, "--addr", addr}, kitPeer...), daemonTimers(c.role)...)
 			args = append(args, c.keyed...)
 			// A run that failed only rules bounding how soon the daemon
 			// answers, while the daemon logged its own timer late (a
 			// loaded machine did not run it: 250-700 ms seen), judged the
-			// machine: the kit runs again against the same daemons, twice
-			// at most. Without the daemon's word it fails at once.
+			// machine: the kit runs again, twice at most, against daemons
+			// started afresh. (Against the same daemons, a RESET for the
+			// last run's session, sent once the daemon found that kit
+			// gone, reached the next kit, which failed CTL-4: a session
+			// none of its own.) Without the daemon's word it fails at
+			// once.
 			var out string
 			for try := 1; ; try++ {
 				var stdout, stderr strings.Builder
@@ -132,6 +149,8 @@ func TestConformDaemon(t *testing.T) {
 				out = stdout.String()
 				if late := daemonLog.String()[logFrom:]; err != nil && try < 3 && daemonStarved(out, late) {
 					t.Logf("run %d: the daemon was not running:\n%s\n%s", try, strings.Join(starved.FindAllString(out, -1), "\n"), late)
+					stop()
+					stop = startDaemons()
 					continue
 				}
 				if err != nil {
