@@ -231,3 +231,18 @@ func TestBenchLinkSharedSocket(t *testing.T) {
 	checkUsageError(t, []string{"bench", "link", "--virtual", "--shared-socket"}, "--shared-socket is a real socket: not with --virtual")
 	checkUsageError(t, []string{"bench", "link", "--shared-socket", "--mtu", "9217"}, "--mtu 9217: with --shared-socket want at most 9216")
 }
+
+// TestBenchLinkPairNeverUp: with every frame lost the pair never comes
+// up: bench link ends with one line naming it and the faults, and prints
+// no result. (It hung: the runners were waited for before they were
+// cancelled.)
+func TestBenchLinkPairNeverUp(t *testing.T) {
+	t.Parallel()
+	out, _, err := runDxpu(t, "", "bench", "link", "--loss", "1", "--duration", "200ms", "--raw=false", "--json")
+	if err == nil || out != "" {
+		t.Fatalf("bench link --loss 1: err %v, stdout %q", err, out)
+	}
+	if want := "did not come up within 3 s: the faults injected"; !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "\n") {
+		t.Fatalf("error %q, want one line with %q", err, want)
+	}
+}

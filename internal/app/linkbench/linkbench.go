@@ -463,7 +463,9 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		wg.Add(1)
 		go func() { defer wg.Done(); _ = r.Run(rctx) }()
 	}
-	defer wg.Wait()
+	// Cancel, then wait: on an early return (a pair that never came up)
+	// the runners would otherwise run on, and the wait never end.
+	defer func() { cancel(); wg.Wait() }()
 	wg.Add(1)
 	go func() { defer wg.Done(); st.gpu.cpl.run(rctx) }()
 	var stalls stallWatch
@@ -473,6 +475,9 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	// Link up.
 	for host.State() != bridge.StateUp || gpu.State() != bridge.StateUp {
 		if time.Since(t0) > 3*time.Second {
+			if o.Faults != (memlink.Faults{}) {
+				return Result{}, errors.New("linkbench: the bridges did not come up within 3 s: the faults injected (--loss, --corrupt, ...) let no handshake through")
+			}
 			return Result{}, errors.New("linkbench: the bridges did not come up within 3 s")
 		}
 		time.Sleep(time.Millisecond)
