@@ -5,10 +5,12 @@ import (
 	"compress/gzip"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -281,4 +283,68 @@ func ngBlock(t *testing.T, b []byte, typ uint32) int {
 	}
 	t.Fatalf("no block of type %d", typ)
 	return 0
+}
+
+// TestEveryCut reads every prefix of a capture of two records, plain and
+// gzipped: a prefix that ends where the file header or a record ends
+// reads as that many records and a clean end; any other fails (io.
+// ErrUnexpectedEOF, or at open within the file header). pcapgo took a
+// record header followed by nothing as a clean end, so a capture cut
+// there read as a shorter one.
+func TestEveryCut(t *testing.T) {
+	t.Parallel()
+	for _, ng := range []bool{false, true} {
+		var b bytes.Buffer
+		w, _ := pcapio.NewWriter(&b, pcapio.WriterOptions{PcapNG: ng})
+		w.Flush()
+		ends := []int{b.Len()} // where 0, 1 and 2 records end
+		for i := 0; i < 2; i++ {
+			w.WritePacket(gopacket.CaptureInfo{CaptureLength: 60, Length: 60}, make([]byte, 60))
+			w.Flush()
+			ends = append(ends, b.Len())
+		}
+		w.Close()
+		full := b.Bytes()
+		for cut := 0; cut <= len(full); cut++ {
+			for _, gz := range []bool{false, true} {
+				in := full[:cut]
+				if gz {
+					in = gzipOf(in)
+				}
+				name := fmt.Sprintf("pcapng %v, gzip %v, %d of %d bytes", ng, gz, cut, len(full))
+				whole := slices.Index(ends, cut) // records a clean end holds; -1 none
+				r, err := pcapio.NewReader(bytes.NewReader(in))
+				if err != nil {
+					if whole >= 0 || cut > ends[0] {
+						t.Errorf("%s: open: %v", name, err)
+					}
+					continue
+				}
+				n := 0
+				for {
+					if _, _, err = r.Next(); err != nil {
+						break
+					}
+					n++
+				}
+				switch {
+				case whole >= 0 && (err != io.EOF || n != whole):
+					t.Errorf("%s: %d records, then %v; want %d and a clean end", name, n, err, whole)
+				case whole < 0 && !errors.Is(err, io.ErrUnexpectedEOF):
+					t.Errorf("%s: %d records, then %v; want io.ErrUnexpectedEOF", name, n, err)
+				}
+			}
+		}
+	}
+}
+
+// TestOpenDirectory: a directory is refused by name, not read as an
+// empty file.
+func TestOpenDirectory(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	_, err := pcapio.Open(dir)
+	if !errors.Is(err, pcapio.ErrNotAFile) || !strings.HasPrefix(err.Error(), dir+": a directory") {
+		t.Fatalf("Open(dir): %v", err)
+	}
 }

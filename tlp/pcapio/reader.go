@@ -48,6 +48,8 @@ var (
 	// ErrLinkType: the capture holds frames of another link layer than
 	// OpenEthernet wants.
 	ErrLinkType = errors.New("unsupported link type")
+	// ErrNotAFile: the path names a directory.
+	ErrNotAFile = errors.New("a directory: a capture is a file (pcap or pcapng, gzip allowed)")
 )
 
 // Magic numbers as read little-endian from the first four bytes.
@@ -61,7 +63,13 @@ const (
 
 // Reader reads frames from a pcap or pcapng capture.
 type Reader struct {
-	pcap    *pcapgo.Reader
+	pcap *pcapgo.Reader
+	// pcapIn counts what pcap read from the capture (pcapgo reads
+	// ahead), and pcapEnd is where the last whole record ended: pcapgo
+	// reports a record whose header is there and its data not at all as
+	// a clean end (io.EOF), and at the end pcapIn has read everything.
+	pcapIn  *countingReader
+	pcapEnd int64
 	ng      *pcapgo.NgReader
 	ngSan   *ngSanitizer
 	closer  io.Closer
@@ -74,6 +82,11 @@ type Reader struct {
 
 // Open opens a capture file; the format is detected from its contents.
 func Open(path string) (*Reader, error) {
+	// A directory is refused by name, not as a file of 0 bytes. A pipe
+	// is read as a stream.
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		return nil, fmt.Errorf("%s: %w", path, ErrNotAFile)
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -128,10 +141,12 @@ func NewReader(r io.Reader) (rd *Reader, err error) {
 	case magicMicros, magicMicrosBE, magicNanos, magicNanosBE:
 		rd.format = FormatPcap
 		rd.nanos = magic == magicNanos || magic == magicNanosBE
-		p, err := pcapgo.NewReader(src)
+		rd.pcapIn = &countingReader{r: src}
+		p, err := pcapgo.NewReader(rd.pcapIn)
 		if err != nil {
 			return nil, fmt.Errorf("pcapio: pcap file header: %w: %v", ErrCorrupt, err)
 		}
+		rd.pcapEnd = pcapFileHeaderLen
 		rd.snaplen = p.Snaplen()
 		// pcapgo allocates up to the snap length per record before reading
 		// it; cap that, and accept records longer than a too-small declared
@@ -199,6 +214,12 @@ func (r *Reader) ZeroCopyReadPacketData() (data []byte, ci gopacket.CaptureInfo,
 	switch {
 	case r.pcap != nil:
 		data, ci, err = r.pcap.ZeroCopyReadPacketData()
+		if err == io.EOF && r.pcapIn.n > r.pcapEnd {
+			err = fmt.Errorf("%w: %d bytes after the last whole record: a record cut before its data", io.ErrUnexpectedEOF, r.pcapIn.n-r.pcapEnd)
+		}
+		if err == nil {
+			r.pcapEnd += pcapRecordHeaderLen + int64(ci.CaptureLength)
+		}
 	case r.ng != nil:
 		data, ci, err = r.ng.ZeroCopyReadPacketData()
 		if err != nil {
@@ -277,4 +298,22 @@ func recoverRecord(err *error, n int) {
 	if p := recover(); p != nil {
 		*err = fmt.Errorf("pcapio: record %d: %w: decoder panic: %v", n, ErrCorrupt, p)
 	}
+}
+
+// Sizes of a classic pcap file's header and of a record's header.
+const (
+	pcapFileHeaderLen   = 24
+	pcapRecordHeaderLen = 16
+)
+
+// countingReader counts the bytes read through it.
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
 }
