@@ -90,7 +90,7 @@ func TestLogsWriteUs(t *testing.T) {
 			{[]string{"bench", "link", "--virtual", "--interval", "-3us"}, "--interval -3us: must be positive"},
 			{[]string{"bench", "link", "--raw-for", "-3us"}, "--raw-for -3us: must not be negative"},
 			{[]string{"bench", "link", "--virtual", "--duration", "3s", "--interval", "1us"}, "3s / 1us = 3000000 TLPs"},
-			{[]string{"demo", "--rtt", "-5us"}, "--rtt must not be negative, got -5us"},
+			{[]string{"demo", "--rtt", "-5us"}, "--rtt -5us: must not be negative"},
 			{[]string{"bench", "e2e", "--loopback", "--spin", "-5us"}, "--spin -5us: must not be negative"},
 			{[]string{"bench", "scale", "--loopback", "--duration", "-5us"}, "--duration -5us: must be positive"},
 			{[]string{"bridge", "--role", "gpu", "--pair", "1", "--listen", "127.0.0.1:0", "--peer", "127.0.0.1:9", "--pcie", "memory",

@@ -96,6 +96,23 @@ func TestDemoJSONLines(t *testing.T) {
 	}
 }
 
+// TestDemoLongRTT: demo takes every --rtt up to its limit of 1s. From
+// about 30 ms on it failed ("hot-add ... configured 0 devices"): the
+// emulated host gave a config read across the fabric 50 ms.
+func TestDemoLongRTT(t *testing.T) {
+	t.Parallel()
+	out, _, err := runDxpu(t, "", "demo", "--json", "--quiet", "--traces", t.TempDir(), "--rtt", "1s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var row struct {
+		AddedRTTus float64 `json:"added_rtt_us"`
+	}
+	if err := json.Unmarshal([]byte(strings.SplitN(out, "\n", 2)[0]), &row); err != nil || row.AddedRTTus < 1e6 {
+		t.Fatalf("first row %+v (%v):\n%s", row, err, out)
+	}
+}
+
 // TestJSONResultIndented: every command that prints one result object
 // with --json prints it indented by two spaces, as bench link, conform
 // and ctl do (bench e2e, bench fabric, bench scale, pcap info, vm demo and

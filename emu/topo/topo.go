@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/dxpu/dxpu/bridge"
 	"github.com/dxpu/dxpu/emu/gpu"
 	"github.com/dxpu/dxpu/emu/host"
 	"github.com/dxpu/dxpu/emu/pcie"
@@ -102,6 +103,16 @@ func Build(o Options) (*World, error) {
 	s := o.Sim
 	if s == nil {
 		s = sim.New(o.Seed)
+	}
+	if o.Fabric != nil && o.Host.CompletionTimeout == 0 {
+		// A CPU request across a slow fabric may rightly wait longer than
+		// the host's default: twice the bridges' timeout, whose CA ends a
+		// request that is truly lost. (With the host's 50 ms, a config
+		// read over a 30 ms round trip timed out, and hot-add found no
+		// device.) Fabrics the defaults suffice for keep them.
+		if c := o.Fabric.CompletionTimeout(); c > (bridge.Config{}).Defaults().CompletionTimeout {
+			o.Host.CompletionTimeout = 2 * c
+		}
 	}
 	w := &World{S: s, Host: host.New(s, o.Host), Opts: o}
 	if o.Driver != nil {

@@ -33,7 +33,7 @@ func Present(ctx context.Context, o Options, stdout, stderr io.Writer) error {
 		return apperr.Usage(fmt.Errorf("--link-gbps %v: want a number of Gbit/s above 0, at most %d", o.BytesPerSec*8/1e9, model.MaxLinkGbps))
 	}
 	if o.RTT < 0 {
-		return apperr.Usage(units.Errorf("--rtt must not be negative, got %v", o.RTT))
+		return apperr.Usage(units.Errorf("--rtt %v: must not be negative", o.RTT))
 	}
 	if o.TracesDir == "" {
 		var err error
