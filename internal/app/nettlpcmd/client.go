@@ -12,6 +12,7 @@ import (
 	"github.com/dxpu/dxpu/bridge/nettlp"
 	"github.com/dxpu/dxpu/internal/app/apperr"
 	"github.com/dxpu/dxpu/internal/app/bytesize"
+	"github.com/dxpu/dxpu/internal/app/units"
 	"github.com/dxpu/dxpu/tlp"
 )
 
@@ -59,6 +60,9 @@ func (o ClientOptions) dial() (*nettlp.Client, uint64, error) {
 	if err != nil {
 		return nil, 0, apperr.Usage(err)
 	}
+	if o.Timeout <= 0 {
+		return nil, 0, apperr.Usage(units.Errorf("--timeout %v: must be positive", o.Timeout))
+	}
 	c, err := nettlp.Dial(local, remote, uint8(o.Tag), req)
 	if err != nil {
 		return nil, 0, apperr.Usage(err)
@@ -71,14 +75,20 @@ func (o ClientOptions) dial() (*nettlp.Client, uint64, error) {
 // that failed, even part way, prints nothing on stdout: its error says how
 // many bytes came before it.
 func Read(o ReadOptions) error {
+	if o.Size < 1 || o.Size > 1<<20 {
+		return apperr.Usage(fmt.Errorf("--size %d: want 1..1048576", o.Size))
+	}
+	if err := checkSplit("mrrs", o.MRRS); err != nil {
+		return err
+	}
+	if o.MRRS == 0 && o.Size > maxRequestBytes {
+		return apperr.Usage(fmt.Errorf("--size %d in one dma_read: at most %d (use --mrrs)", o.Size, maxRequestBytes))
+	}
 	c, addr, err := o.dial()
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	if o.Size < 1 || o.Size > 1<<20 {
-		return apperr.Usage(fmt.Errorf("--size %d: want 1..1048576", o.Size))
-	}
 	buf := make([]byte, o.Size)
 	var n int
 	if o.MRRS > 0 {
@@ -88,6 +98,9 @@ func Read(o ReadOptions) error {
 	}
 	if err != nil {
 		return apperr.Failed(fmt.Errorf("read at %#x: %d of %d bytes came: %w", addr, n, o.Size, err))
+	}
+	if n < o.Size {
+		return apperr.Failed(fmt.Errorf("read at %#x: %d of %d bytes came, and the target's last completion said no more would", addr, n, o.Size))
 	}
 	fmt.Fprintf(o.Stdout, "read %d of %d bytes at %#x\n", n, o.Size, addr)
 	fmt.Fprint(o.Stdout, hex.Dump(buf[:n]))
@@ -109,6 +122,9 @@ func Write(o WriteOptions) error {
 	if len(data) == 0 || len(data) > 1<<20 {
 		return apperr.Usage(fmt.Errorf("%d bytes to write: want 1..1048576 (--hex or --string)", len(data)))
 	}
+	if err := checkSplit("mps", o.MPS); err != nil {
+		return err
+	}
 	c, addr, err := o.dial()
 	if err != nil {
 		return err
@@ -117,8 +133,8 @@ func Write(o WriteOptions) error {
 	var n int
 	if o.MPS > 0 {
 		n, err = c.WriteAligned(addr, data, o.MPS)
-	} else if len(data) > 4096 {
-		return apperr.Usage(fmt.Errorf("%d bytes in one dma_write: at most 4096 (use --mps)", len(data)))
+	} else if len(data) > maxRequestBytes {
+		return apperr.Usage(fmt.Errorf("%d bytes in one dma_write: at most %d (use --mps)", len(data), maxRequestBytes))
 	} else {
 		n, err = c.Write(addr, data)
 	}
@@ -126,6 +142,19 @@ func Write(o WriteOptions) error {
 		return apperr.Failed(err)
 	}
 	fmt.Fprintf(o.Stdout, "wrote %d bytes at %#x\n", n, addr)
+	return nil
+}
+
+// maxRequestBytes is the most one memory request TLP moves (a Length
+// field of 1024 dwords).
+const maxRequestBytes = 4096
+
+// checkSplit checks --mrrs or --mps: 0 (one request), or a power of two
+// in 128..4096, as PCIe sizes them and every other command takes them.
+func checkSplit(flag string, n int) error {
+	if n != 0 && (n < 128 || n > maxRequestBytes || n&(n-1) != 0) {
+		return apperr.Usage(fmt.Errorf("--%s %d: want 0 (one request) or a power of two in 128..4096", flag, n))
+	}
 	return nil
 }
 

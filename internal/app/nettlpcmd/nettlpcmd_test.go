@@ -90,6 +90,15 @@ func TestServe(t *testing.T) {
 	if want := fmt.Sprintf("%02x c0 ff ee %02x", Pattern(0x30000), Pattern(0x30004)); !strings.Contains(out.String(), want) {
 		t.Fatalf("read printed %q, want %q in it", out.String(), want)
 	}
+	// More than one request moves is refused without --mrrs (it came
+	// back as 4096 of 8192 bytes and exit 0), and read whole with it.
+	out.Reset()
+	if err := Read(ReadOptions{ClientOptions: r, Size: 8192}); !errors.Is(err, apperr.ErrUsage) || !strings.Contains(err.Error(), "use --mrrs") || out.Len() != 0 {
+		t.Fatalf("read of 8 KiB in one request: %v, printed %q", err, out.String())
+	}
+	if err := Read(ReadOptions{ClientOptions: r, Size: 8192, MRRS: 4096}); err != nil || !strings.HasPrefix(out.String(), "read 8192 of 8192 bytes") {
+		t.Fatalf("read of 8 KiB with --mrrs 4096: %v, printed %.40q", err, out.String())
+	}
 
 	cancel()
 	if err := <-done; err != nil {
@@ -110,12 +119,33 @@ func TestServeBadOptions(t *testing.T) {
 		"mem-size lots": func(o *ServeOptions) { o.MemSize = "lots" }, "fill random": func(o *ServeOptions) { o.Fill = "random" },
 		"completer zz": func(o *ServeOptions) { o.Completer = "zz" }, "tags 17": func(o *ServeOptions) { o.Tags = 17 },
 		"tags 0": func(o *ServeOptions) { o.Tags = 0 }, "mem-size 0": func(o *ServeOptions) { o.MemSize = "0" },
+		"stats-every -1s": func(o *ServeOptions) { o.StatsEvery = -time.Second }, "rcvbuf -1": func(o *ServeOptions) { o.RcvBuf = "-1" },
 	} {
 		o := ServeOptions{Addr: "127.0.3.2", Tags: 16, MemSize: "1M", Base: "0", MPS: 256, RCB: 64, Fill: "zero",
 			Completer: "00:00.0", RcvBuf: "1M", Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 		bad(&o)
 		if err := Serve(ctx, o); !errors.Is(err, apperr.ErrUsage) {
 			t.Errorf("%s: %v, want a usage error", name, err)
+		}
+	}
+}
+
+// TestClientBadOptions: --mrrs and --mps are 0 or a power of two in
+// 128..4096, as everywhere else, and --timeout is positive; each is a
+// usage error naming the flag before anything is sent.
+func TestClientBadOptions(t *testing.T) {
+	t.Parallel()
+	common := ClientOptions{Remote: "127.0.3.3", Local: "127.0.0.1", Requester: "00:00.0", Addr: "0", Timeout: time.Second, Stdout: io.Discard}
+	noTimeout := common
+	noTimeout.Timeout = 0
+	for name, err := range map[string]error{
+		"--mrrs 3":    Read(ReadOptions{ClientOptions: common, Size: 64, MRRS: 3}),
+		"--mrrs 8192": Read(ReadOptions{ClientOptions: common, Size: 64, MRRS: 8192}),
+		"--mps 100":   Write(WriteOptions{ClientOptions: common, String: "x", MPS: 100}),
+		"--timeout 0": Read(ReadOptions{ClientOptions: noTimeout, Size: 4}),
+	} {
+		if !errors.Is(err, apperr.ErrUsage) || !strings.HasPrefix(err.Error(), name) {
+			t.Errorf("%s: %v, want a usage error naming it", name, err)
 		}
 	}
 }

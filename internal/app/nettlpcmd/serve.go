@@ -10,6 +10,7 @@ import (
 	"github.com/dxpu/dxpu/bridge/nettlp"
 	"github.com/dxpu/dxpu/internal/app/apperr"
 	"github.com/dxpu/dxpu/internal/app/bytesize"
+	"github.com/dxpu/dxpu/internal/app/units"
 	"github.com/dxpu/dxpu/tlp"
 )
 
@@ -58,8 +59,14 @@ func Serve(ctx context.Context, o ServeOptions) error {
 		return usage(err)
 	}
 	rcvbuf, err := bytesize.Parse("rcvbuf", o.RcvBuf)
-	if err != nil || rcvbuf > 1<<30 {
+	if err != nil {
+		return usage(err)
+	}
+	if rcvbuf > 1<<30 {
 		return usage(fmt.Errorf("--rcvbuf %q: want up to 1G", o.RcvBuf))
+	}
+	if o.StatsEvery < 0 {
+		return usage(units.Errorf("--stats-every %v: must not be negative", o.StatsEvery))
 	}
 	completer, err := tlp.ParseID(o.Completer)
 	if err != nil {
