@@ -11,7 +11,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/dxpu/dxpu/internal/app/capture"
-	"github.com/dxpu/dxpu/tlp/encap"
 )
 
 //go:generate go run . pcap testdata --dir ../../testdata/pcap
@@ -137,7 +136,7 @@ not be --in.`,
 	f.StringVar(&o.To, "to", "", "nettlp, dxpu-eth or dxpu-udp")
 	f.IntVar(&o.VLAN, "vlan", -1, "-1 keep the input's tag, 0 untagged, 1..4094 tag with this VLAN")
 	f.Uint32Var(&o.Pair, "pair", 1, "dxpu pair ID for TLPs that come from NetTLP frames")
-	f.Uint16Var(&o.UDPPort, "udp-port", encap.DefaultUDPPort, "dxpu UDP port (reading and writing)")
+	udpPortVar(f, &o.UDPPort, "dxpu UDP port (reading and writing)")
 	f.StringVar(&o.SrcIP, "src-ip", "10.0.0.1", "IPv4 source where the input has no IPv4")
 	f.StringVar(&o.DstIP, "dst-ip", "10.0.0.2", "IPv4 destination where the input has no IPv4")
 	f.BoolVar(&o.Pack, "pack", false, "pack consecutive NetTLP TLPs between the same ends into dxpu frames")
@@ -167,7 +166,7 @@ capture and line (JSON lines).`,
 			return exitFor(capture.Info(args, udpPort, asJSON, cmd.OutOrStdout(), cmd.ErrOrStderr()), 2)
 		},
 	}
-	cmd.Flags().Uint16Var(&udpPort, "udp-port", encap.DefaultUDPPort, "dxpu UDP port (datagrams to or from it)")
+	udpPortVar(cmd.Flags(), &udpPort, "dxpu UDP port (datagrams to or from it)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object (indented), or for several captures one per line")
 	return cmd
 }
@@ -208,7 +207,7 @@ written mode 0600 (a new file, whatever the mode of the one it replaces).`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.KeyLog, "key-log", "", "the bridges' key log (--key-log of dxpu bridge or bridge agent); must be 0600, owned by you")
-	f.Uint16Var(&o.UDPPort, "udp-port", encap.DefaultUDPPort, "dxpu UDP port (datagrams to or from it)")
+	udpPortVar(f, &o.UDPPort, "dxpu UDP port (datagrams to or from it)")
 	f.Uint16Var(&o.OutUDPPort, "out-udp-port", 0, "write this port in place of --udp-port (0: keep)")
 	addPcapOutFlags(cmd, &o.PcapNG, &nanos, keepsResolution)
 	return cmd
@@ -255,7 +254,7 @@ when the capture ends (an error leaves it as it was).`,
 	f := cmd.Flags()
 	f.StringVar(&o.Interface, "interface", "", "network interface to capture on")
 	f.StringVar(&o.Out, "out", "", "output capture")
-	f.Uint16Var(&o.UDPPort, "udp-port", encap.DefaultUDPPort, "dxpu UDP port the default filter keeps (either direction)")
+	udpPortVar(f, &o.UDPPort, "dxpu UDP port the default filter keeps (either direction)")
 	f.BoolVar(&o.All, "all", false, "keep every frame (no filter)")
 	f.StringVar(&o.BPF, "bpf", "", "classic BPF program in the decimal form 'tcpdump -ddd EXPR' prints, instead of the dxpu filter")
 	f.IntVar(&o.Count, "count", 0, "stop after this many frames (0: no limit)")

@@ -3,7 +3,6 @@ package main
 import (
 	"github.com/spf13/cobra"
 
-	switching "github.com/dxpu/dxpu/fabric/switching"
 	"github.com/dxpu/dxpu/internal/app/switchreplay"
 )
 
@@ -46,6 +45,6 @@ type than Ethernet is refused (exit status 1).`,
 	f.StringVar(&o.Expect, "expect", "", "compare forwarded frames with this capture")
 	f.StringVar(&o.Port, "port", "", "ingress port of frames from unknown MACs (default: first port)")
 	f.StringArrayVar(&o.PortAddrs, "port-addr", nil, "switch port addresses, NAME=MAC[/IPv4] (repeatable)")
-	f.Uint16Var(&o.UDPPort, "udp-port", switching.DefaultUDPPort, "UDP port of dxpu frames")
+	udpPortVar(f, &o.UDPPort, "UDP port of dxpu frames")
 	return cmd
 }

@@ -9,7 +9,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/dxpu/dxpu/fabric/manager"
-	switching "github.com/dxpu/dxpu/fabric/switching"
 	"github.com/dxpu/dxpu/internal/app/switchd"
 	"github.com/dxpu/dxpu/xdp"
 )
@@ -75,7 +74,7 @@ Exit status: 0 after SIGINT/SIGTERM, 2 on bad flags or setup errors.`,
 	f.StringVar(&tokenFile, "token-file", "", "file holding a token for the manager (read-only is enough; mode 0600)")
 	f.StringVar(&o.Metrics, "metrics", "127.0.0.1:9855", "address for /metrics (empty: none)")
 	f.StringVar(&o.UDPListen, "udp-listen", "0.0.0.0:8855", "--mode udp: address to listen on")
-	f.Uint16Var(&o.UDPPort, "udp-port", switching.DefaultUDPPort, "UDP port of dxpu frames")
+	udpPortVar(f, &o.UDPPort, "UDP port of dxpu frames")
 	f.Uint32Var(&o.MaxPairs, "max-pairs", xdp.DefaultMaxPairs, "--mode xdp: pair table size")
 	f.StringVar(&o.SlowPath, "slow-path", "packet", "--mode xdp: how slow-path frames reach Go: packet (XDP_PASS to an AF_PACKET listener) or xsk (AF_XDP sockets via the XSKMAP)")
 	return cmd

@@ -6,7 +6,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/dxpu/dxpu/internal/app/tlpcodec"
-	"github.com/dxpu/dxpu/tlp/encap"
 )
 
 // newTLPCmd builds `dxpu tlp decode|encode` (package internal/app/tlpcodec
@@ -65,7 +64,7 @@ the capture is not of Ethernet frames), 2 for usage or I/O errors.`,
 		},
 	}
 	decode.Flags().StringVar(&o.Pcap, "pcap", "", "read TLPs from this pcap/pcapng capture instead of hex")
-	decode.Flags().Uint16Var(&o.UDPPort, "udp-port", encap.DefaultUDPPort, "dxpu UDP port of the --pcap capture (datagrams to or from it)")
+	udpPortVar(decode.Flags(), &o.UDPPort, "dxpu UDP port of the --pcap capture (datagrams to or from it)")
 	encode := &cobra.Command{
 		Use:   "encode",
 		Short: "Encode TLPs from JSON lines (the decode format) to hex lines",

@@ -97,6 +97,27 @@ func bytesVar[T ~int | ~uint32 | ~uint64](f *pflag.FlagSet, p *T, name string, d
 	f.Var(bytesize.NewValue(p, def), name, usage)
 }
 
+// udpPortVar defines --udp-port, the dxpu UDP port a command reads or
+// writes: 1..65535. (0 read as the default, 8855, in some commands and
+// was refused in others.)
+func udpPortVar(f *pflag.FlagSet, p *uint16, usage string) {
+	*p = encap.DefaultUDPPort
+	f.Var((*udpPortValue)(p), "udp-port", usage)
+}
+
+type udpPortValue uint16
+
+func (v *udpPortValue) String() string { return strconv.Itoa(int(*v)) }
+func (v *udpPortValue) Type() string   { return "port" }
+func (v *udpPortValue) Set(s string) error {
+	n, err := strconv.ParseUint(s, 0, 16)
+	if err != nil || n == 0 {
+		return errors.New("want the dxpu UDP port, 1..65535")
+	}
+	*v = udpPortValue(n)
+	return nil
+}
+
 // etherMTUVar defines pcap generate's and convert's --ether-mtu, the
 // largest Ethernet payload of a frame they write (1500 by default), and
 // its old spelling --mtu: everywhere else --mtu is the dxpu frame from

@@ -158,9 +158,27 @@ func TestTLPDecodeUDPPortNeedsPcap(t *testing.T) {
 	args := []string{"tlp", "decode", "--udp-port", "7001", "00000001 0100050f fedc0010"}
 	code, stdout, stderr := runPcap(t.Context(), args...)
 	usageLine(t, args, code, stdout, stderr, "dxpu: tlp decode: --udp-port reads a capture's dxpu frames: give it with --pcap")
-	args = []string{"tlp", "decode", "--pcap", filepath.Join(repoRoot, "testdata", "pcap", "mix.pcap"), "--udp-port", "0"}
-	code, stdout, stderr = runPcap(t.Context(), args...)
-	usageLine(t, args, code, stdout, stderr, "dxpu: tlp decode: --udp-port 0: want the dxpu UDP port")
+}
+
+// TestUDPPortZeroRefused: every command with --udp-port refuses 0 in the
+// same words (pcap info and pcap convert read it as 8855, tlp decode
+// refused it).
+func TestUDPPortZeroRefused(t *testing.T) {
+	t.Parallel()
+	mix := filepath.Join(repoRoot, "testdata", "pcap", "mix.pcap")
+	out := filepath.Join(t.TempDir(), "out.pcap")
+	for _, args := range [][]string{
+		{"tlp", "decode", "--pcap", mix, "--udp-port", "0"},
+		{"pcap", "info", "--udp-port", "0", mix},
+		{"pcap", "convert", "--in", mix, "--out", out, "--to", "dxpu-udp", "--udp-port", "0"},
+		{"pcap", "unseal", "--key-log", out, mix, out, "--udp-port", "0"},
+		{"pcap", "capture", "--interface", "lo", "--out", out, "--udp-port", "0"},
+		{"replay", "--pcap", mix, "--table", out, "--udp-port", "0"},
+		{"switch", "--mode", "udp", "--udp-port", "0"},
+	} {
+		code, stdout, stderr := runPcap(t.Context(), args...)
+		usageLine(t, args, code, stdout, stderr, `dxpu: invalid argument "0" for "--udp-port" flag: want the dxpu UDP port, 1..65535`)
+	}
 }
 
 // A capture still sealed is not a capture of broken frames: `tlp decode
