@@ -141,6 +141,11 @@ func TestPcapGenerateBounded(t *testing.T) {
 		{[]string{"--count", "2000000", "--ether-mtu", "9000"},
 			"dxpu: generate: --count 2000000: frames of up to 9018 bytes (--ether-mtu 9000) could make 16.9 GiB: want at most 16 GiB (lower --count, or cut frames with --snaplen)"},
 		{[]string{"--snaplen", "4294967297"}, "dxpu: generate: --snaplen 4294967297: want at most 262144 (0: whole frames)"},
+		// Its own words for --vlan and --snaplen (new-user trial: -2 and 0
+		// were taken, and --snaplen 5 wrote frames nothing could read).
+		{[]string{"--vlan", "-2"}, "dxpu: generate: --vlan -2: want 1..4094 (or -1 for none)"},
+		{[]string{"--vlan", "0", "--encap", "dxpu-eth"}, "dxpu: generate: --vlan 0: want 1..4094 (or -1 for none)"},
+		{[]string{"--snaplen", "5"}, "dxpu: generate: --snaplen 5: want 0 (whole frames) or at least 86 (the headers of a tagged dxpu-udp frame)"},
 	} {
 		args := append([]string{"pcap", "generate", "--out", out}, tc.args...)
 		code, stdout, stderr := runPcap(ctx, args...)

@@ -65,7 +65,7 @@ func Generate(ctx context.Context, o GenerateOptions, stdout io.Writer) error {
 func Encaps(name string, vlan int) ([]FrameEncap, error) {
 	if name == "mix" {
 		v := vlan
-		if v < 0 {
+		if v == -1 {
 			v = 100
 		}
 		return []FrameEncap{{encap.EncapDxpuEth, -1}, {encap.EncapDxpuEth, v}, {encap.EncapDxpuUDP, -1}, {encap.EncapNetTLP, -1}}, nil
@@ -103,6 +103,10 @@ func (o *Traffic) Check() error {
 		return fmt.Errorf("--control %d: want a percentage", o.Control)
 	case o.Snaplen < 0:
 		return fmt.Errorf("--snaplen %d is negative", o.Snaplen)
+	case o.Snaplen > 0 && o.Snaplen < minSnaplen:
+		// Shorter keeps no dxpu header of some frames: a capture of
+		// frames nothing can read.
+		return fmt.Errorf("--snaplen %d: want 0 (whole frames) or at least %d (the headers of a tagged dxpu-udp frame)", o.Snaplen, minSnaplen)
 	case o.Snaplen > pcapio.MaxSnaplen:
 		return fmt.Errorf("--snaplen %d: want at most %d (0: whole frames)", o.Snaplen, pcapio.MaxSnaplen)
 	case o.MTU > 65535:
@@ -113,7 +117,7 @@ func (o *Traffic) Check() error {
 		return fmt.Errorf("--ether-mtu %d cannot carry a TLP of %d DWs: need at least %d", o.MTU, o.MaxDW, need)
 	}
 	for _, e := range o.Encaps {
-		if e.VLAN > 4094 {
+		if e.VLAN < -1 || e.VLAN == 0 || e.VLAN > 4094 {
 			return fmt.Errorf("--vlan %d: want 1..4094 (or -1 for none)", e.VLAN)
 		}
 	}
@@ -127,6 +131,10 @@ func (o *Traffic) Check() error {
 	}
 	return nil
 }
+
+// minSnaplen is the shortest --snaplen: Ethernet, VLAN tag, IPv4, UDP
+// and dxpu headers.
+const minSnaplen = encap.EthHeaderLen + 4 + encap.IPv4HeaderLen + encap.UDPHeaderLen + encap.HeaderLen
 
 // pcapngRecordLen is the most a capture adds to each frame (a pcapng
 // enhanced packet block's header, trailer and padding; pcap adds 16).
