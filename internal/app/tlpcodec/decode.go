@@ -210,16 +210,28 @@ func DecodeWith(o Options, stdin io.Reader, stdout, stderr io.Writer) error {
 }
 
 func (d *decoder) decodeLines(r io.Reader) error {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	lr := newLineReader(r, maxDecodeLine)
 	var prefix []byte
-	for line := 1; sc.Scan(); line++ {
-		b, ok, err := parseHexLine(sc.Text())
+	for {
+		text, tooLong, err := lr.next()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("reading stdin: %w", err)
+		}
+		var b []byte
+		ok := true
+		if tooLong {
+			err = fmt.Errorf("longer than %d bytes: skipped", maxDecodeLine)
+		} else {
+			b, ok, err = parseHexLine(string(text))
+		}
 		if !ok {
 			continue
 		}
 		prefix = append(prefix[:0], `"line":`...)
-		prefix = strconv.AppendInt(prefix, int64(line), 10)
+		prefix = strconv.AppendInt(prefix, int64(lr.line), 10)
 		if err != nil {
 			d.total++
 			d.failures++
@@ -228,18 +240,18 @@ func (d *decoder) decodeLines(r io.Reader) error {
 			}
 			o := append([]byte{'{'}, prefix...)
 			o = append(o, `,"error":`...)
-			o = strconv.AppendQuote(o, fmt.Sprintf("line %d: %v", line, err))
+			o = strconv.AppendQuote(o, err.Error())
 			o = append(o, `,"rule":"hex"}`+"\n"...)
 			d.w.Write(o)
 			continue
 		}
 		d.emit(prefix, b, false, true)
 	}
-	if err := sc.Err(); err != nil {
-		return fmt.Errorf("reading stdin: %w", err)
-	}
-	return nil
 }
+
+// maxDecodeLine bounds a hex line: 1 MiB holds the largest TLP many
+// times over.
+const maxDecodeLine = 1 << 20
 
 // progressEvery is how many frames a step of the progress counter is:
 // the bar takes a lock per step, the loop allocates nothing per frame.

@@ -13,20 +13,38 @@ import (
 	"github.com/dxpu/dxpu/tlp"
 )
 
+// maxEncodeLine bounds a JSON line: 4 MiB holds the largest TLP many
+// times over.
+const maxEncodeLine = 4 << 20
+
 // Encode reads JSON objects in Decode's format, one per line, from stdin
 // and prints each TLP as a hex line to stdout. Lines that do not encode are
 // reported on stderr with their number and make the error
 // apperr.ErrFailed; I/O errors are plain.
 func Encode(stdin io.Reader, stdout, stderr io.Writer) error {
 	w := bufio.NewWriterSize(stdout, 64<<10)
-	sc := bufio.NewScanner(stdin)
-	sc.Buffer(make([]byte, 64<<10), 4<<20)
+	lr := newLineReader(stdin, maxEncodeLine)
 	var (
 		buf, hx         []byte
 		total, failures int
+		err             error
 	)
-	for line := 1; sc.Scan(); line++ {
-		s := strings.TrimSpace(sc.Text())
+	for {
+		text, tooLong, rerr := lr.next()
+		if rerr != nil {
+			if rerr != io.EOF {
+				err = rerr
+			}
+			break
+		}
+		line := lr.line
+		if tooLong {
+			total++
+			failures++
+			fmt.Fprintf(stderr, "dxpu tlp encode: line %d: longer than %d bytes: skipped\n", line, maxEncodeLine)
+			continue
+		}
+		s := strings.TrimSpace(string(text))
 		if s == "" || strings.HasPrefix(s, "#") {
 			continue
 		}
@@ -60,7 +78,6 @@ func Encode(stdin io.Reader, stdout, stderr io.Writer) error {
 		hx = append(hx, '\n')
 		w.Write(hx)
 	}
-	err := sc.Err()
 	if ferr := w.Flush(); err == nil {
 		err = ferr
 	}

@@ -253,3 +253,24 @@ func TestDecodeRefusesOtherLinkTypes(t *testing.T) {
 		t.Fatalf("printed %q", out.String())
 	}
 }
+
+// TestOverlongLinesSkipped: a line over the bound is reported by number
+// and skipped, and the lines after it are still read, as the help says
+// ("bufio.Scanner: token too long" ended both commands there).
+func TestOverlongLinesSkipped(t *testing.T) {
+	t.Parallel()
+	mrd := "00000001 0100050f fedc0010"
+	in := strings.Join([]string{mrd, strings.Repeat("0", maxDecodeLine+1), mrd}, "\n")
+	out, _, code := runTLPCmd(t, in, "tlp", "decode")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if code != 1 || len(lines) != 3 || !strings.HasPrefix(lines[2], `{"kind":"MRd"`) ||
+		lines[1] != `{"line":2,"error":"longer than 1048576 bytes: skipped","rule":"hex"}` {
+		t.Fatalf("decode: exit %d, output:\n%.300s", code, out)
+	}
+	js := `{"kind":"MRd","length":1,"requester_id":"01:00.0","tag":5,"first_be":15,"address":"0xfedc0010"}`
+	in = strings.Join([]string{js, `{"kind":"` + strings.Repeat("M", maxEncodeLine) + `"}`, js}, "\n")
+	out, errOut, code := runTLPCmd(t, in, "tlp", "encode")
+	if code != 1 || strings.Count(out, "\n") != 2 || !strings.Contains(errOut, "line 2: longer than 4194304 bytes: skipped") {
+		t.Fatalf("encode: exit %d, stdout %q, stderr %.300q", code, out, errOut)
+	}
+}
