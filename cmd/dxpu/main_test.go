@@ -70,6 +70,14 @@ func TestExitStatus(t *testing.T) {
 		{[]string{"pcap", "info", "/nonexistent.pcap"}, "", 2, "", "dxpu: "},
 		{[]string{"pcap", "generate", "--out", "x", "--kind", "Foo"}, "", 2, "", "dxpu: generate: --kind: unknown TLP kind"},
 		{[]string{"model"}, "", 2, "", "dxpu: model: give at least one --trace FILE"},
+		// Flags given wrong are usage errors, exit 2 (new-user trial: these
+		// exited 1, or --sweep= was ignored).
+		{[]string{"model", "--profile", ".", "../../testdata/traces/alexnet-forward-a100.json.gz"}, "", 2, "", "dxpu: --profile .: a directory: a fabric profile is a file"},
+		{[]string{"model", "--sweep=", "../../testdata/traces/alexnet-forward-a100.json.gz"}, "", 2, "", "dxpu: model: --sweep= names no RTT"},
+		{[]string{"bridge", "--role", "gpu", "--pcie", "memory", "--insecure-no-keys", "--listen", "127.0.0.1:0", "--peer", "127.0.0.1:9", "--metrics", "bogus"},
+			"", 2, "", `dxpu: --metrics "bogus": want HOST:PORT (address bogus: missing port in address)`},
+		// Refused before the relay starts and logs that it did.
+		{[]string{"switch", "--mode", "udp", "--udp-listen", "127.0.0.1:0", "--table", "../../README.md"}, "", 2, "", "dxpu: ../../README.md: line 1 col 1: invalid character '#'"},
 		{[]string{"pcap", "unseal", "a.pcap", "b.pcap"}, "", 2, "", "dxpu: unseal: --key-log, IN and OUT are required"},
 		{[]string{"pcap", "unseal", "--key-log", "/nonexistent.log", "a.pcap", "b.pcap"}, "", 2, "", "dxpu: unseal: --key-log /nonexistent.log: no such file or directory"},
 		{[]string{"pcap", "capture", "--out", "x.pcap"}, "", 2, "", "dxpu: capture: --interface and --out are required"},

@@ -50,6 +50,9 @@ Trace files may also be given as arguments.`,
 				return exitCodeError{2, fmt.Errorf("model: %w", err)}
 			}
 			o.LinkFlag = link
+			if fl.Changed("sweep") && o.Sweep == "" {
+				return exitCodeError{2, errors.New("model: --sweep= names no RTT: give --sweep=2us,5us, or --sweep alone for the default range")}
+			}
 			o.NetworkRTTSet = fl.Changed("rtt")
 			o.RTTSet = fl.Changed("added-rtt")
 			o.BWSet = fl.Changed("link-gbps") || fl.Changed("gbit") || fl.Changed("bw")

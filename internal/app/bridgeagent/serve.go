@@ -58,15 +58,15 @@ func Run(ctx context.Context, o Options, ready func(a *Agent, api net.Addr)) err
 	if _, err := newReporter(o, nil, o.Log); err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", o.AgentListen)
+	ln, err := httpguard.Listen("agent-listen", o.AgentListen)
 	if err != nil {
-		return fmt.Errorf("--agent-listen %q: %w", o.AgentListen, err)
+		return err
 	}
 	var mln net.Listener
 	if o.Metrics != "" {
-		if mln, err = net.Listen("tcp", o.Metrics); err != nil {
+		if mln, err = httpguard.Listen("metrics", o.Metrics); err != nil {
 			ln.Close()
-			return fmt.Errorf("--metrics %q: %w", o.Metrics, err)
+			return err
 		}
 	}
 	ctx, cancel := context.WithCancel(ctx)

@@ -143,6 +143,11 @@ func Run(ctx context.Context, o Options) error {
 	if o.Spin < 0 || o.Spin > driver.MaxSpin {
 		return apperr.Usage(units.Errorf("--spin %v: want 0 up to %v", o.Spin, driver.MaxSpin))
 	}
+	if o.Metrics != "" {
+		if err := httpguard.CheckListenAddr("metrics", o.Metrics); err != nil {
+			return err
+		}
+	}
 	def := bridge.Config{}.Defaults()
 	if err := (Timers{Keepalive: o.Keepalive, DeadAfter: o.DeadAfter, CompletionTimeout: o.CompletionTimeout,
 		DefaultKeepalive: def.Keepalive, DefaultDeadAfter: def.DeadAfter}).Check(); err != nil {
@@ -202,10 +207,10 @@ func Run(ctx context.Context, o Options) error {
 	defer cancel()
 	var srv *httpguard.Server
 	if o.Metrics != "" {
-		ln, err := net.Listen("tcp", o.Metrics)
+		ln, err := httpguard.Listen("metrics", o.Metrics)
 		if err != nil {
 			conn.Close()
-			return fmt.Errorf("--metrics %q: %w", o.Metrics, err)
+			return err
 		}
 		d.metricsAddr = ln.Addr()
 		srv = httpguard.ServeMetrics("bridge metrics", ln, d.registry(&o), o.MetricsServer, o.Log)

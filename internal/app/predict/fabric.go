@@ -48,6 +48,9 @@ func fabricOf(f *Options) (model.Fabric, error) {
 	}
 	fab.RTT, fab.Bandwidth, fab.Tags, fab.MRRS = rtt, bw, f.Tags, f.MRRS
 	if f.Profile != "" {
+		if st, err := os.Stat(f.Profile); err == nil && st.IsDir() {
+			return fab, usage("--profile %s: a directory: a fabric profile is a file (the JSON object of 'dxpu bench fabric --json')", f.Profile)
+		}
 		pf, err := os.Open(f.Profile)
 		if err != nil {
 			return fab, apperr.Usage(err)

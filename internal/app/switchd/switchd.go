@@ -47,7 +47,26 @@ type Options struct {
 // apperr.ErrUsage; an error of the data path while running is plain.
 func Run(ctx context.Context, o Options) error {
 	o.Log = orDiscard(o.Log)
-	dp, err := newDataPath(&o)
+	ports, err := checkOptions(&o)
+	if err != nil {
+		return err
+	}
+	// The table file and the metrics address are read before the data
+	// path starts (and logs that it did): a bad one is one line, alone.
+	var first *table.Table
+	if o.TableFile != "" {
+		t, err := switching.LoadTable(o.TableFile)
+		if err != nil {
+			return apperr.Usage(jsonfile.ExplainFile(err, o.TableFile, switching.TableFileForm))
+		}
+		first = t
+	}
+	if o.Metrics != "" {
+		if err := httpguard.CheckListenAddr("metrics", o.Metrics); err != nil {
+			return err
+		}
+	}
+	dp, err := newDataPath(&o, ports)
 	if err != nil {
 		return err
 	}
@@ -81,12 +100,8 @@ func Run(ctx context.Context, o Options) error {
 		o.Log.Info("switch: metrics", "url", "http://"+metricsAddr.String()+"/metrics")
 	}
 
-	if o.TableFile != "" {
-		t, err := switching.LoadTable(o.TableFile)
-		if err != nil {
-			return apperr.Usage(jsonfile.ExplainFile(err, o.TableFile, switching.TableFileForm))
-		}
-		apply(t)
+	if first != nil {
+		apply(first)
 		go WatchTableFile(ctx, o.TableFile, time.Second, apply, o.Log)
 	} else {
 		// A token refused at the first answer ends the switch (exit 2).
@@ -113,8 +128,8 @@ func Run(ctx context.Context, o Options) error {
 	return nil
 }
 
-// newDataPath checks the options and builds the mode's data path.
-func newDataPath(o *Options) (dataPath, error) {
+// checkOptions checks the options and returns the ports they name.
+func checkOptions(o *Options) (map[string]switching.Port, error) {
 	if (o.TableFile == "") == (o.Manager == "") {
 		return nil, apperr.Usage(errors.New("switch: give exactly one of --table and --manager"))
 	}
@@ -126,6 +141,9 @@ func newDataPath(o *Options) (dataPath, error) {
 	if o.Mode != "udp" && len(o.Ports) == 0 {
 		return nil, apperr.Usage(fmt.Errorf("switch: --mode %s needs at least one --port", o.Mode))
 	}
+	if o.Mode == "xdp" && o.SlowPath != "packet" && o.SlowPath != "xsk" {
+		return nil, apperr.Usage(fmt.Errorf("switch: --slow-path %q: want packet or xsk", o.SlowPath))
+	}
 	var ports map[string]switching.Port
 	if o.Mode != "udp" {
 		var err error
@@ -133,13 +151,16 @@ func newDataPath(o *Options) (dataPath, error) {
 			return nil, apperr.Usage(fmt.Errorf("switch: %w", err))
 		}
 	}
+	return ports, nil
+}
+
+// newDataPath builds the mode's data path on the ports checkOptions
+// returned.
+func newDataPath(o *Options, ports map[string]switching.Port) (dataPath, error) {
 	var dp dataPath
 	var err error
 	switch o.Mode {
 	case "xdp":
-		if o.SlowPath != "packet" && o.SlowPath != "xsk" {
-			return nil, apperr.Usage(fmt.Errorf("switch: --slow-path %q: want packet or xsk", o.SlowPath))
-		}
 		dp, err = newXDPDataPath(ports, xdp.Options{MaxPairs: o.MaxPairs, UDPPort: o.UDPPort}, o.SlowPath == "xsk", o.Log)
 	case "packet":
 		dp, err = newPacketDataPath(ports, o.UDPPort, o.Log)
