@@ -24,15 +24,22 @@ func (u *upstream) SendTLP(v tlp.View) {
 
 func (u *upstream) Backlog() time.Duration { return 0 }
 
-// vramChannel is a GPU whose channel 0 has its ring at VRAM offset 0x1000
-// (8 entries) and the bus master bit set, so releases reach up.
-func vramChannel(t *testing.T) (*sim.Sim, *GPU, *upstream) {
-	t.Helper()
+// busMasterGPU is a GPU with memory decoding and the bus master bit set,
+// sending up to the returned recorder.
+func busMasterGPU() (*sim.Sim, *GPU, *upstream) {
 	s := sim.New(1)
 	g := New(s, Config{})
 	u := &upstream{s: s}
 	g.Attach(u)
 	g.Cfg.Set16(pcie.CfgCommand, pcie.CmdMemory|pcie.CmdBusMaster)
+	return s, g, u
+}
+
+// vramChannel is a GPU whose channel 0 has its ring at VRAM offset 0x1000
+// (8 entries) and the bus master bit set, so releases reach up.
+func vramChannel(t *testing.T) (*sim.Sim, *GPU, *upstream) {
+	t.Helper()
+	s, g, u := busMasterGPU()
 	g.writeReg(ChannelReg(0, ChGPBaseLo), 0x1000)
 	g.writeReg(ChannelReg(0, ChGPBaseHi), 0)
 	g.writeReg(ChannelReg(0, ChGPEntries), 8)
@@ -293,11 +300,7 @@ func TestOversizedRingRefused(t *testing.T) {
 		entries uint32
 		reads   bool
 	}{{MaxGPEntries + 1, false}, {0xffffffff, false}, {MaxGPEntries, true}} {
-		s := sim.New(1)
-		g := New(s, Config{})
-		u := &upstream{s: s}
-		g.Attach(u)
-		g.Cfg.Set16(pcie.CfgCommand, pcie.CmdMemory|pcie.CmdBusMaster)
+		s, g, _ := busMasterGPU()
 		g.writeReg(ChannelReg(0, ChGPBaseLo), 0x1000)
 		g.writeReg(ChannelReg(0, ChGPEntries), tc.entries)
 		g.writeReg(ChannelReg(0, ChGPPut), tc.entries-1)
