@@ -193,3 +193,29 @@ func sameFile(cmd, outName, out, inName, in string) error {
 	}
 	return nil
 }
+
+// Output is a capture written for a path as the pcap commands write
+// theirs, for other commands that write captures (replay --out): beside
+// the path, put in place whole by Commit, dropped by Abort, so a failed
+// run leaves the path as it was.
+type Output struct{ *output }
+
+// CreateOutput starts writing a capture for path; defer Abort (a no-op
+// after Commit).
+func CreateOutput(path string, wo pcapio.WriterOptions) (*Output, error) {
+	o, err := createOutput(path, wo)
+	if err != nil {
+		return nil, err
+	}
+	return &Output{o}, nil
+}
+
+// Commit finishes the capture and puts it in place.
+func (o *Output) Commit() error { return o.commit() }
+
+// Abort drops the capture: the path keeps what it had.
+func (o *Output) Abort() { o.abort() }
+
+// SameFile refuses an output path that names an input, the same file by
+// any name; cmd, outName and inName name them in the error.
+func SameFile(cmd, outName, out, inName, in string) error { return sameFile(cmd, outName, out, inName, in) }

@@ -7,12 +7,12 @@ import (
 	"io"
 	"net"
 	"net/netip"
-	"os"
 	"sort"
 	"strings"
 
 	"github.com/dxpu/dxpu/fabric/switching"
 	"github.com/dxpu/dxpu/internal/app/apperr"
+	"github.com/dxpu/dxpu/internal/app/capture"
 	"github.com/dxpu/dxpu/internal/app/jsonfile"
 	"github.com/dxpu/dxpu/tlp/pcapio"
 	"github.com/dxpu/dxpu/xdp"
@@ -89,6 +89,17 @@ func Run(o Options, stdout io.Writer) error {
 		}
 		def = fl.Port
 	}
+	if fl.Out != "" {
+		// Writing --out must not destroy what the replay reads.
+		for _, in := range []struct{ name, path string }{{"--pcap", fl.Pcap}, {"--table", fl.Table}, {"--expect", fl.Expect}} {
+			if in.path == "" {
+				continue
+			}
+			if err := capture.SameFile("replay", "--out", fl.Out, in.name, in.path); err != nil {
+				return err
+			}
+		}
+	}
 	in, err := pcapio.OpenEthernet(fl.Pcap)
 	if errors.Is(err, pcapio.ErrLinkType) {
 		return apperr.Failed(err) // bad input: no TLP frames to switch
@@ -107,9 +118,11 @@ func Run(o Options, stdout io.Writer) error {
 		rp.expPath = fl.Expect
 	}
 	if fl.Out != "" {
-		if rp.out, err = pcapio.Create(fl.Out, pcapio.WriterOptions{Nanos: true}); err != nil {
+		if rp.outFile, err = capture.CreateOutput(fl.Out, pcapio.WriterOptions{Nanos: true}); err != nil {
 			return apperr.Usage(err)
 		}
+		defer rp.outFile.Abort() // a no-op once committed
+		rp.out = rp.outFile.Writer
 	}
 
 	// The capture is read, switched, written and compared record by record:
@@ -122,7 +135,7 @@ func Run(o Options, stdout io.Writer) error {
 			cerr = skipped[0]
 		}
 		if cerr != nil {
-			rp.abort(fl.Out)
+			rp.abort()
 			return apperr.Usage(cerr)
 		}
 		fwd.SetPorts(ports)
@@ -148,14 +161,14 @@ func Run(o Options, stdout io.Writer) error {
 		}
 	}
 	if err == nil && rp.out != nil {
-		err = rp.out.Close()
+		err = rp.outFile.Commit()
 		rp.out = nil
 	}
 	if err == nil {
 		err = rp.finishExpect()
 	}
 	if err != nil {
-		rp.abort(fl.Out)
+		rp.abort()
 		return apperr.Usage(err)
 	}
 
@@ -196,6 +209,7 @@ type replayer struct {
 	actions map[outcomeKey]int // named once at the end: no string per frame
 
 	out       *pcapio.Writer
+	outFile   *capture.Output // out's file, put in place at the end
 	exp       *pcapio.Reader
 	expPath   string
 	expDone   bool  // exp has no more frames
@@ -306,11 +320,11 @@ func (rp *replayer) finishExpect() error {
 	return nil
 }
 
-// abort removes a half-written --out: a failed replay leaves no output.
-func (rp *replayer) abort(out string) {
-	if rp.out != nil {
-		rp.out.Close()
-		os.Remove(out)
+// abort drops a half-written --out: a failed replay leaves the path as
+// it was.
+func (rp *replayer) abort() {
+	if rp.outFile != nil {
+		rp.outFile.Abort()
 		rp.out = nil
 	}
 }

@@ -148,3 +148,47 @@ func TestReplayRefusesOtherLinkTypes(t *testing.T) {
 		t.Errorf("wrote %s: %v", o.Out, err)
 	}
 }
+
+// TestOutKeepsWhatItReads: --out that is an input (--pcap, --table,
+// --expect) is refused and the input left whole; a replay that fails
+// leaves an existing --out as it was. (A failed replay deleted its --out,
+// the input capture too when they were one file.)
+func TestOutKeepsWhatItReads(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	mix, err := os.ReadFile(filepath.Join(testdata, "pcap", "mix.pcap"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := filepath.Join(dir, "in.pcap")
+	if err := os.WriteFile(in, mix, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	o := corpusOptions(in, in, "")
+	if _, err := run(o); !errors.Is(err, apperr.ErrUsage) || !strings.Contains(err.Error(), "--out "+in+" is the same file as --pcap") {
+		t.Fatalf("--out = --pcap: %v", err)
+	}
+	o = corpusOptions(in, o.Table, "")
+	if _, err := run(o); !errors.Is(err, apperr.ErrUsage) || !strings.Contains(err.Error(), "same file as --table") {
+		t.Fatalf("--out = --table: %v", err)
+	}
+	if b, _ := os.ReadFile(in); !bytes.Equal(b, mix) {
+		t.Fatal("the input capture changed")
+	}
+	cut, keep := filepath.Join(dir, "cut.pcap"), filepath.Join(dir, "keep.pcap")
+	if err := os.WriteFile(cut, mix[:8000], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keep, []byte("precious"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := run(corpusOptions(cut, keep, "")); err == nil {
+		t.Fatal("a cut capture replayed")
+	}
+	if b, err := os.ReadFile(keep); err != nil || string(b) != "precious" {
+		t.Fatalf("--out after a failed replay: %q, %v", b, err)
+	}
+	if left, _ := filepath.Glob(keep + ".tmp-*"); len(left) != 0 {
+		t.Fatalf("temporary files left: %v", left)
+	}
+}
