@@ -218,4 +218,6 @@ func (o *Output) Abort() { o.abort() }
 
 // SameFile refuses an output path that names an input, the same file by
 // any name; cmd, outName and inName name them in the error.
-func SameFile(cmd, outName, out, inName, in string) error { return sameFile(cmd, outName, out, inName, in) }
+func SameFile(cmd, outName, out, inName, in string) error {
+	return sameFile(cmd, outName, out, inName, in)
+}
