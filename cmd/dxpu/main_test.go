@@ -76,6 +76,10 @@ func TestExitStatus(t *testing.T) {
 		{[]string{"model", "--sweep=", "../../testdata/traces/alexnet-forward-a100.json.gz"}, "", 2, "", "dxpu: model: --sweep= names no RTT"},
 		{[]string{"bridge", "--role", "gpu", "--pcie", "memory", "--insecure-no-keys", "--listen", "127.0.0.1:0", "--peer", "127.0.0.1:9", "--metrics", "bogus"},
 			"", 2, "", `dxpu: --metrics "bogus": want HOST:PORT (address bogus: missing port in address)`},
+		// An empty address is refused, not every address on a random port
+		// (second new-user trial).
+		{[]string{"manager", "--listen=", "--no-auth"}, "", 2, "", `dxpu: --listen "": want HOST:PORT (missing port in address)`},
+		{[]string{"switch", "--mode", "udp", "--udp-listen=", "--table", "../../testdata/switch/corpus-table.json"}, "", 2, "", `dxpu: --udp-listen "": want HOST:PORT`},
 		// Refused before the relay starts and logs that it did.
 		{[]string{"switch", "--mode", "udp", "--udp-listen", "127.0.0.1:0", "--table", "../../README.md"}, "", 2, "", "dxpu: ../../README.md: line 1 col 1: invalid character '#'"},
 		{[]string{"pcap", "unseal", "a.pcap", "b.pcap"}, "", 2, "", "dxpu: unseal: --key-log, IN and OUT are required"},

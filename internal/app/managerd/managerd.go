@@ -18,6 +18,7 @@ import (
 	"github.com/dxpu/dxpu/fabric/secretfile"
 	"github.com/dxpu/dxpu/fabric/store"
 	"github.com/dxpu/dxpu/internal/app/apperr"
+	"github.com/dxpu/dxpu/internal/app/httpguard"
 	"github.com/dxpu/dxpu/internal/app/units"
 )
 
@@ -78,6 +79,9 @@ func Run(ctx context.Context, o Options) error {
 	}
 	if o.DegradedAfter < 0 {
 		return apperr.Usage(units.Errorf("--degraded-after %v: want a positive duration such as 10s", o.DegradedAfter))
+	}
+	if err := httpguard.CheckListenAddr("listen", o.Listen); err != nil {
+		return err // --listen= bound every address on a random port
 	}
 	switch {
 	case o.TokenFile != "" && o.NoAuth:

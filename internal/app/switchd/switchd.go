@@ -141,6 +141,11 @@ func checkOptions(o *Options) (map[string]switching.Port, error) {
 	if o.Mode != "udp" && len(o.Ports) == 0 {
 		return nil, apperr.Usage(fmt.Errorf("switch: --mode %s needs at least one --port", o.Mode))
 	}
+	if o.Mode == "udp" {
+		if err := httpguard.CheckListenAddr("udp-listen", o.UDPListen); err != nil {
+			return nil, err // --udp-listen= bound every address on a random port
+		}
+	}
 	if o.Mode == "xdp" && o.SlowPath != "packet" && o.SlowPath != "xsk" {
 		return nil, apperr.Usage(fmt.Errorf("switch: --slow-path %q: want packet or xsk", o.SlowPath))
 	}
