@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -69,6 +70,9 @@ reached.`,
 
 	boxCmd := &cobra.Command{Use: "box [ID]", Short: "List boxes, or show one with its GPUs", Args: cobra.MaximumNArgs(1),
 		RunE: run(func(ctx context.Context, o ctl.Options, _ *cobra.Command, args []string) error {
+			if len(args) == 1 && args[0] == "" {
+				return exitCodeError{2, errors.New(`ctl box "": want a box ID, or none to list every box`)}
+			}
 			return ctl.Box(ctx, o, append(args, "")[0])
 		})}
 	boxAdd := &cobra.Command{Use: "add FILE", Short: "Register or replace a box from JSON (- for stdin)", Args: cobra.ExactArgs(1),

@@ -89,6 +89,7 @@ func TestExitStatus(t *testing.T) {
 		{[]string{"bench", "switch", "--repeat", "0"}, "", 2, "", "--repeat 0: must be positive"},
 		{[]string{"demo", "--link-gbps", "0"}, "", 2, "", "dxpu: --link-gbps 0: want a number of Gbit/s above 0, at most 10000"},
 		{[]string{"demo", "--gbit", "0"}, "", 2, "", "--link-gbps 0: want a number of Gbit/s above 0"}, // the old spelling still works
+		{[]string{"ctl", "box", ""}, "", 2, "", `dxpu: ctl box "": want a box ID, or none to list every box`},
 		{[]string{"ctl", "frobnicate"}, "", 2, "", `unknown command "frobnicate" for "dxpu ctl"; want one of alloc, box`},
 		{append(ctl, "gpu", "--state", "bogus"), "", 2, "", `dxpu: bad_request (HTTP 400): parameter state "bogus": want free, used or unhealthy`},
 		{append(ctl, "free", "a-nosuch"), "", 1, "", "dxpu: free a-nosuch: not_found (HTTP 404)"},

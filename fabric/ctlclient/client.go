@@ -196,7 +196,11 @@ func (c *Client) Boxes(ctx context.Context) ([]pool.Box, error) {
 // Box returns one box.
 func (c *Client) Box(ctx context.Context, id string) (pool.Box, error) {
 	var b pool.Box
-	err := c.do(ctx, http.MethodGet, "/v1/boxes/"+url.PathEscape(id), nil, &b)
+	seg, err := idSegment("box", id)
+	if err != nil {
+		return b, err
+	}
+	err = c.do(ctx, http.MethodGet, "/v1/boxes/"+seg, nil, &b)
 	return b, err
 }
 
@@ -222,7 +226,11 @@ func (c *Client) RegisterBoxAgent(ctx context.Context, b pool.Box) (pool.Box, st
 // RemoveBox removes a box with no GPU lent.
 func (c *Client) RemoveBox(ctx context.Context, id string) (pool.Box, error) {
 	var out pool.Box
-	err := c.do(ctx, http.MethodDelete, "/v1/boxes/"+url.PathEscape(id), nil, &out)
+	seg, err := idSegment("box", id)
+	if err != nil {
+		return out, err
+	}
+	err = c.do(ctx, http.MethodDelete, "/v1/boxes/"+seg, nil, &out)
 	return out, err
 }
 
@@ -239,7 +247,11 @@ func (c *Client) Drain(ctx context.Context, box string, on bool) (DrainResult, e
 		verb = "undrain"
 	}
 	var out DrainResult
-	err := c.do(ctx, http.MethodPost, "/v1/boxes/"+url.PathEscape(box)+"/"+verb, nil, &out)
+	seg, err := idSegment("box", box)
+	if err != nil {
+		return out, err
+	}
+	err = c.do(ctx, http.MethodPost, "/v1/boxes/"+seg+"/"+verb, nil, &out)
 	return out, err
 }
 
@@ -272,7 +284,11 @@ func (c *Client) RegisterHostAgent(ctx context.Context, h pool.Host) (pool.Host,
 // RemoveHost removes a host holding no GPUs.
 func (c *Client) RemoveHost(ctx context.Context, id string) (pool.Host, error) {
 	var out pool.Host
-	err := c.do(ctx, http.MethodDelete, "/v1/hosts/"+url.PathEscape(id), nil, &out)
+	seg, err := idSegment("host", id)
+	if err != nil {
+		return out, err
+	}
+	err = c.do(ctx, http.MethodDelete, "/v1/hosts/"+seg, nil, &out)
 	return out, err
 }
 
@@ -298,7 +314,11 @@ func (c *Client) GPUs(ctx context.Context, box, state string) ([]pool.GPU, error
 // SetGPUHealth marks a GPU healthy or unhealthy.
 func (c *Client) SetGPUHealth(ctx context.Context, gpu string, h pool.Health) (pool.HealthChange, error) {
 	var out pool.HealthChange
-	err := c.do(ctx, http.MethodPost, "/v1/gpus/"+url.PathEscape(gpu)+"/health", map[string]pool.Health{"health": h}, &out)
+	seg, err := idSegment("GPU", gpu)
+	if err != nil {
+		return out, err
+	}
+	err = c.do(ctx, http.MethodPost, "/v1/gpus/"+seg+"/health", map[string]pool.Health{"health": h}, &out)
 	return out, err
 }
 
@@ -317,14 +337,22 @@ func (c *Client) Allocate(ctx context.Context, req pool.Request) (pool.Allocatio
 // Free releases an allocation.
 func (c *Client) Free(ctx context.Context, id string) (pool.Allocation, error) {
 	var out pool.Allocation
-	err := c.do(ctx, http.MethodDelete, "/v1/allocations/"+url.PathEscape(id), nil, &out)
+	seg, err := idSegment("allocation", id)
+	if err != nil {
+		return out, err
+	}
+	err = c.do(ctx, http.MethodDelete, "/v1/allocations/"+seg, nil, &out)
 	return out, err
 }
 
 // Rekey has the manager give every pair of an allocation a fresh key.
 func (c *Client) Rekey(ctx context.Context, id string) (pool.Allocation, error) {
 	var out pool.Allocation
-	err := c.do(ctx, http.MethodPost, "/v1/allocations/"+url.PathEscape(id)+"/rekey", nil, &out)
+	seg, err := idSegment("allocation", id)
+	if err != nil {
+		return out, err
+	}
+	err = c.do(ctx, http.MethodPost, "/v1/allocations/"+seg+"/rekey", nil, &out)
 	return out, err
 }
 
@@ -342,7 +370,11 @@ func (c *Client) Allocations(ctx context.Context, host string) ([]pool.Allocatio
 // Allocation returns one allocation.
 func (c *Client) Allocation(ctx context.Context, id string) (pool.Allocation, error) {
 	var out pool.Allocation
-	err := c.do(ctx, http.MethodGet, "/v1/allocations/"+url.PathEscape(id), nil, &out)
+	seg, err := idSegment("allocation", id)
+	if err != nil {
+		return out, err
+	}
+	err = c.do(ctx, http.MethodGet, "/v1/allocations/"+seg, nil, &out)
 	return out, err
 }
 
@@ -398,4 +430,18 @@ func (c *Client) Events(ctx context.Context, since uint64, host string, wait tim
 	}
 	err := c.do(ctx, http.MethodGet, "/v1/events?"+q.Encode(), nil, &out)
 	return out.Events, out.Next, err
+}
+
+// ErrBadID: an ID that names no one object, empty or a dot segment:
+// in the URL path it would reach another route of the API (an empty
+// allocation ID was DELETE /v1/allocations/, an empty box ID listed every
+// box).
+var ErrBadID = errors.New(`want a non-empty ID, not "." or ".."`)
+
+// idSegment is id escaped as one segment of a URL path, or ErrBadID.
+func idSegment(kind, id string) (string, error) {
+	if id == "" || id == "." || id == ".." {
+		return "", fmt.Errorf("%s ID %q: %w", kind, id, ErrBadID)
+	}
+	return url.PathEscape(id), nil
 }

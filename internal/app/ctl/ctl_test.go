@@ -98,8 +98,23 @@ func TestCtl(t *testing.T) {
 	if !errors.Is(err, apperr.ErrFailed) || !strings.Contains(err.Error(), "insufficient_gpus") {
 		t.Fatalf("alloc on a drained pool: %v", err)
 	}
-	if _, err := do(t, o, func(ctx context.Context, o Options) error { return Free(ctx, o, []string{a.ID}) }); err != nil {
-		t.Fatal(err)
+	// An empty ID is refused before it becomes another route of the API
+	// (DELETE /v1/allocations/).
+	for _, f := range []func(context.Context, Options) error{
+		func(ctx context.Context, o Options) error { return Free(ctx, o, []string{""}) },
+		func(ctx context.Context, o Options) error { return Rekey(ctx, o, []string{".."}) },
+		func(ctx context.Context, o Options) error { return Drain(ctx, o, "", true) },
+		func(ctx context.Context, o Options) error { return SetHealth(ctx, o, ".", pool.Unhealthy) },
+	} {
+		if _, err := do(t, o, f); !errors.Is(err, apperr.ErrUsage) || !errors.Is(err, ctlclient.ErrBadID) {
+			t.Errorf("an empty or dot ID: %v, want a usage error", err)
+		}
+	}
+	// Several IDs, one refused: the error names the ones done before it
+	// (a failed command prints no result; they were freed unseen).
+	_, err = do(t, o, func(ctx context.Context, o Options) error { return Free(ctx, o, []string{a.ID, "nosuch"}) })
+	if !errors.Is(err, apperr.ErrFailed) || !strings.Contains(err.Error(), "free nosuch: ") || !strings.HasSuffix(err.Error(), "(done before it: free "+a.ID+")") {
+		t.Fatalf("free of a freed-then-unknown list: %v", err)
 	}
 	out, _ = do(t, js, Stats)
 	var s pool.Stats
