@@ -94,6 +94,11 @@ KEY-2, saying so, instead of waiting for a frame that opens.`,
 			if err := numberFlags(cmd, given(cmd, "keepalive", "dead-after", "completion-timeout", "max-rto", "slack", "rekey-grace-time", "mtu", "size")); err != nil {
 				return exitCodeError{2, err}
 			}
+			// One header-only TLP with ECRC at the least; a UDP datagram's
+			// payload at the most, as 'dxpu bridge --mtu'.
+			if minMTU := encap.HeaderLen + 2 + 16 + 4; o.MTU < minMTU || o.MTU > 65507 {
+				return exitCodeError{2, fmt.Errorf("--mtu %d: want %d (one header-only TLP) up to 65507 (a UDP datagram's payload)", o.MTU, minMTU)}
+			}
 			if o.Size < 64 || o.Addr%4 != 0 {
 				return exitCodeError{2, fmt.Errorf("--addr %#x --size %d: want a DW-aligned address and at least 64 bytes", o.Addr, o.Size)}
 			}

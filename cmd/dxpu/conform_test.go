@@ -22,6 +22,11 @@ func TestConformFlags(t *testing.T) {
 			t.Errorf("%v: %v, want a usage error", args, err)
 		}
 	}
+	// --mtu within what a bridge takes (it ran the scenarios with 100000;
+	// second new-user trial).
+	for _, mtu := range []string{"10", "100000"} {
+		checkUsageError(t, []string{"conform", "--peer", "udp:127.0.0.1:1", "--role", "gpu", "--mtu", mtu}, "--mtu "+mtu+": want 62 (one header-only TLP) up to 65507")
+	}
 }
 
 // TestRulesFailed: the kit's exit line counts in English ("1 rules
