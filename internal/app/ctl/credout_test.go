@@ -32,6 +32,21 @@ func TestCredentialOutBeforeRegistration(t *testing.T) {
 		t.Fatalf("the box was registered although its credential could not be kept (%v):\n%s", err, boxes)
 	}
 
+	// No agent_url: no credential will come, so the box is not
+	// registered (it was, and the command then failed).
+	plain := filepath.Join(dir, "plain.json")
+	os.WriteFile(plain, []byte(BoxExample), 0o600)
+	o.CredentialOut = filepath.Join(dir, "plain.cred")
+	if _, err := do(t, o, func(ctx context.Context, o Options) error { return AddBox(ctx, o, plain) }); !errors.Is(err, apperr.ErrUsage) || !strings.Contains(err.Error(), "no agent_url") {
+		t.Fatalf("--agent-credential-out for a box without agent_url: %v, want a usage error", err)
+	}
+	if boxes, _ := do(t, o, func(ctx context.Context, o Options) error { return Box(ctx, o, "") }); strings.Contains(boxes, "box1") {
+		t.Fatalf("the box without agent_url was registered:\n%s", boxes)
+	}
+	if _, err := os.Lstat(o.CredentialOut); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("%s left behind (%v)", o.CredentialOut, err)
+	}
+
 	bad := filepath.Join(dir, "bad.json")
 	os.WriteFile(bad, []byte(strings.Replace(box, `"id": "box1"`, `"id": "box/1"`, 1)), 0o600)
 	o.CredentialOut = filepath.Join(dir, "refused.cred")

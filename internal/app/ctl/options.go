@@ -79,6 +79,9 @@ func classify(err error) error {
 	if err == nil {
 		return nil
 	}
+	if errors.Is(err, apperr.ErrFailed) || errors.Is(err, apperr.ErrUsage) {
+		return err // classified where it arose
+	}
 	var ae *ctlclient.APIError
 	if errors.As(err, &ae) && ae.Status != http.StatusBadRequest {
 		return apperr.Failed(err)

@@ -37,6 +37,9 @@ func AddBox(ctx context.Context, o Options, path string) error {
 	if err != nil {
 		return err
 	}
+	if err := credentialNeedsAgent(o.CredentialOut, b.AgentURL, "box"); err != nil {
+		return err
+	}
 	co, err := createCredential(o.CredentialOut)
 	if err != nil {
 		return err
@@ -70,6 +73,9 @@ func AddHost(ctx context.Context, o Options, path string) error {
 	if err != nil {
 		return err
 	}
+	if err := credentialNeedsAgent(o.CredentialOut, h.AgentURL, "host"); err != nil {
+		return err
+	}
 	co, err := createCredential(o.CredentialOut)
 	if err != nil {
 		return err
@@ -93,6 +99,17 @@ type credentialOut struct {
 	f    *os.File // nil: no --agent-credential-out
 	path string
 	done bool
+}
+
+// credentialNeedsAgent refuses --agent-credential-out for a registration
+// without an agent_url before it is sent: the manager issues a credential
+// only to an agent it reaches, and the registration would be made with
+// the command failing after it.
+func credentialNeedsAgent(path, agentURL, kind string) error {
+	if path != "" && agentURL == "" {
+		return apperr.Usage(fmt.Errorf("--agent-credential-out: the %s has no agent_url: the manager issues a credential only to an agent it reaches", kind))
+	}
+	return nil
 }
 
 func createCredential(path string) (*credentialOut, error) {
