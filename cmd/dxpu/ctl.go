@@ -134,7 +134,7 @@ reached.`,
 	af.BoolVar(&req.SameBox, "same-box", false, "all GPUs from one box (peer-to-peer)")
 	af.BoolVar(&req.Spread, "spread", false, "spread GPUs over boxes")
 	af.DurationVar(&maxRTT, "max-rtt", 0, "maximum RTT between the host and a GPU's box, e.g. 20us")
-	af.StringVar(&req.RequestID, "request-id", "", "idempotency key: retrying with it returns the same allocation")
+	af.StringVar(&req.RequestID, "request-id", "", "idempotency key: retrying with it returns the same allocation (with other parameters: 409 conflict)")
 	allocList := &cobra.Command{Use: "list", Short: "List allocations (--host to filter)", Args: cobra.NoArgs,
 		RunE: run(func(ctx context.Context, o ctl.Options, cmd *cobra.Command, _ []string) error {
 			host, _ := cmd.Flags().GetString("host")

@@ -769,9 +769,12 @@ func TestRequestIDMakesAllocateIdempotent(t *testing.T) {
 	if s, _ := e.c.Stats(e.ctx); s.Used != 3 {
 		t.Fatalf("retry lent more GPUs: %+v", s)
 	}
-	// The same request_id from another host is a conflict.
-	if _, err := e.c.Allocate(e.ctx, pool.Request{Host: "host1", Count: 1, RequestID: "job-17/attempt"}); !ctlclient.IsCode(err, manager.CodeBusy) {
-		t.Fatalf("%v", err)
+	// The same request_id with other parameters (another host, another
+	// count) is a conflict, not the old allocation.
+	for _, other := range []pool.Request{{Host: "host1", Count: 1, RequestID: req.RequestID}, {Host: "host0", Count: 2, RequestID: req.RequestID}} {
+		if _, err := e.c.Allocate(e.ctx, other); !ctlclient.IsCode(err, manager.CodeConflict) || !strings.Contains(err.Error(), "made with other parameters") {
+			t.Fatalf("%+v: %v", other, err)
+		}
 	}
 	// Once freed, the request_id may be used again.
 	e.c.Free(e.ctx, a.ID)

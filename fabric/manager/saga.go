@@ -157,7 +157,8 @@ func (m *Manager) unclaim(id string) {
 //
 // With req.RequestID set, a retry of a request already served returns the
 // existing allocation together with an error wrapping pool.ErrDuplicate
-// (the API answers 200 with it instead of 201).
+// (the API answers 200 with it instead of 201); the same RequestID with
+// other parameters is pool.ErrConflict.
 func (m *Manager) Allocate(ctx context.Context, req pool.Request) (pool.Allocation, error) {
 	start := time.Now()
 	a, err := m.allocate(ctx, req)
@@ -175,7 +176,13 @@ func (m *Manager) allocate(ctx context.Context, req pool.Request) (pool.Allocati
 	defer m.unclaim(id)
 	a, err := p.Reserve(id, req)
 	if errors.Is(err, pool.ErrDuplicate) {
-		if a.State == pool.StateActive && a.Host == req.Host {
+		if a.Request != req {
+			// A retry repeats its request; another request under the same
+			// key is the client's mistake, not this allocation (a retry
+			// with another count was answered with the old allocation).
+			return pool.Allocation{}, fmt.Errorf("%w: request_id %q is allocation %s, made with other parameters (host %s, count %d)", pool.ErrConflict, req.RequestID, a.ID, a.Request.Host, a.Request.Count)
+		}
+		if a.State == pool.StateActive {
 			return a, err // the caller answers with the existing allocation
 		}
 		return pool.Allocation{}, fmt.Errorf("%w: request_id %q is allocation %s, %s for host %s", ErrBusy, req.RequestID, a.ID, a.State, a.Host)
