@@ -196,11 +196,7 @@ func (c *Client) Boxes(ctx context.Context) ([]pool.Box, error) {
 // Box returns one box.
 func (c *Client) Box(ctx context.Context, id string) (pool.Box, error) {
 	var b pool.Box
-	seg, err := idSegment("box", id)
-	if err != nil {
-		return b, err
-	}
-	err = c.do(ctx, http.MethodGet, "/v1/boxes/"+seg, nil, &b)
+	err := c.doID(ctx, http.MethodGet, "boxes", "box", id, "", nil, &b)
 	return b, err
 }
 
@@ -226,11 +222,7 @@ func (c *Client) RegisterBoxAgent(ctx context.Context, b pool.Box) (pool.Box, st
 // RemoveBox removes a box with no GPU lent.
 func (c *Client) RemoveBox(ctx context.Context, id string) (pool.Box, error) {
 	var out pool.Box
-	seg, err := idSegment("box", id)
-	if err != nil {
-		return out, err
-	}
-	err = c.do(ctx, http.MethodDelete, "/v1/boxes/"+seg, nil, &out)
+	err := c.doID(ctx, http.MethodDelete, "boxes", "box", id, "", nil, &out)
 	return out, err
 }
 
@@ -247,11 +239,7 @@ func (c *Client) Drain(ctx context.Context, box string, on bool) (DrainResult, e
 		verb = "undrain"
 	}
 	var out DrainResult
-	seg, err := idSegment("box", box)
-	if err != nil {
-		return out, err
-	}
-	err = c.do(ctx, http.MethodPost, "/v1/boxes/"+seg+"/"+verb, nil, &out)
+	err := c.doID(ctx, http.MethodPost, "boxes", "box", box, "/"+verb, nil, &out)
 	return out, err
 }
 
@@ -284,11 +272,7 @@ func (c *Client) RegisterHostAgent(ctx context.Context, h pool.Host) (pool.Host,
 // RemoveHost removes a host holding no GPUs.
 func (c *Client) RemoveHost(ctx context.Context, id string) (pool.Host, error) {
 	var out pool.Host
-	seg, err := idSegment("host", id)
-	if err != nil {
-		return out, err
-	}
-	err = c.do(ctx, http.MethodDelete, "/v1/hosts/"+seg, nil, &out)
+	err := c.doID(ctx, http.MethodDelete, "hosts", "host", id, "", nil, &out)
 	return out, err
 }
 
@@ -314,11 +298,7 @@ func (c *Client) GPUs(ctx context.Context, box, state string) ([]pool.GPU, error
 // SetGPUHealth marks a GPU healthy or unhealthy.
 func (c *Client) SetGPUHealth(ctx context.Context, gpu string, h pool.Health) (pool.HealthChange, error) {
 	var out pool.HealthChange
-	seg, err := idSegment("GPU", gpu)
-	if err != nil {
-		return out, err
-	}
-	err = c.do(ctx, http.MethodPost, "/v1/gpus/"+seg+"/health", map[string]pool.Health{"health": h}, &out)
+	err := c.doID(ctx, http.MethodPost, "gpus", "GPU", gpu, "/health", map[string]pool.Health{"health": h}, &out)
 	return out, err
 }
 
@@ -337,22 +317,14 @@ func (c *Client) Allocate(ctx context.Context, req pool.Request) (pool.Allocatio
 // Free releases an allocation.
 func (c *Client) Free(ctx context.Context, id string) (pool.Allocation, error) {
 	var out pool.Allocation
-	seg, err := idSegment("allocation", id)
-	if err != nil {
-		return out, err
-	}
-	err = c.do(ctx, http.MethodDelete, "/v1/allocations/"+seg, nil, &out)
+	err := c.doID(ctx, http.MethodDelete, "allocations", "allocation", id, "", nil, &out)
 	return out, err
 }
 
 // Rekey has the manager give every pair of an allocation a fresh key.
 func (c *Client) Rekey(ctx context.Context, id string) (pool.Allocation, error) {
 	var out pool.Allocation
-	seg, err := idSegment("allocation", id)
-	if err != nil {
-		return out, err
-	}
-	err = c.do(ctx, http.MethodPost, "/v1/allocations/"+seg+"/rekey", nil, &out)
+	err := c.doID(ctx, http.MethodPost, "allocations", "allocation", id, "/rekey", nil, &out)
 	return out, err
 }
 
@@ -370,11 +342,7 @@ func (c *Client) Allocations(ctx context.Context, host string) ([]pool.Allocatio
 // Allocation returns one allocation.
 func (c *Client) Allocation(ctx context.Context, id string) (pool.Allocation, error) {
 	var out pool.Allocation
-	seg, err := idSegment("allocation", id)
-	if err != nil {
-		return out, err
-	}
-	err = c.do(ctx, http.MethodGet, "/v1/allocations/"+seg, nil, &out)
+	err := c.doID(ctx, http.MethodGet, "allocations", "allocation", id, "", nil, &out)
 	return out, err
 }
 
@@ -438,10 +406,11 @@ func (c *Client) Events(ctx context.Context, since uint64, host string, wait tim
 // box).
 var ErrBadID = errors.New(`want a non-empty ID, not "." or ".."`)
 
-// idSegment is id escaped as one segment of a URL path, or ErrBadID.
-func idSegment(kind, id string) (string, error) {
+// doID is do on /v1/coll/ID followed by suffix, with the ID of a kind
+// of object escaped as one segment of the path, or ErrBadID.
+func (c *Client) doID(ctx context.Context, method, coll, kind, id, suffix string, body, out any) error {
 	if id == "" || id == "." || id == ".." {
-		return "", fmt.Errorf("%s ID %q: %w", kind, id, ErrBadID)
+		return fmt.Errorf("%s ID %q: %w", kind, id, ErrBadID)
 	}
-	return url.PathEscape(id), nil
+	return c.do(ctx, method, "/v1/"+coll+"/"+url.PathEscape(id)+suffix, body, out)
 }

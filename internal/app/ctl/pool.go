@@ -214,21 +214,21 @@ func eachAllocation(ctx context.Context, o Options, ids []string, verb string, o
 		var out []pool.Allocation
 		for _, id := range ids {
 			a, err := op(c, ctx, id)
-			if errors.Is(err, ctlclient.ErrBadID) {
-				err = fmt.Errorf("%s: %w", verb, err)
-			} else if err != nil {
-				err = fmt.Errorf("%s %s: %w", verb, id, err)
-			}
-			if err != nil && len(out) > 0 {
-				// A failed command prints no result, so the error says
-				// what was done before it.
-				done := make([]string, len(out))
-				for i, a := range out {
-					done[i] = a.ID
-				}
-				err = fmt.Errorf("%w (done before it: %s %s)", err, verb, strings.Join(done, " "))
-			}
 			if err != nil {
+				if !errors.Is(err, ctlclient.ErrBadID) { // which names the ID itself
+					err = fmt.Errorf("%s %s: %w", verb, id, err)
+				} else {
+					err = fmt.Errorf("%s: %w", verb, err)
+				}
+				if len(out) > 0 {
+					// A failed command prints no result, so the error
+					// says what was done before it.
+					done := make([]string, len(out))
+					for i, a := range out {
+						done[i] = a.ID
+					}
+					err = fmt.Errorf("%w (done before it: %s %s)", err, verb, strings.Join(done, " "))
+				}
 				return out, err
 			}
 			out = append(out, a)

@@ -135,7 +135,6 @@ func Run(o Options, stdout io.Writer) error {
 			cerr = skipped[0]
 		}
 		if cerr != nil {
-			rp.abort()
 			return apperr.Usage(cerr)
 		}
 		fwd.SetPorts(ports)
@@ -168,7 +167,6 @@ func Run(o Options, stdout io.Writer) error {
 		err = rp.finishExpect()
 	}
 	if err != nil {
-		rp.abort()
 		return apperr.Usage(err)
 	}
 
@@ -318,13 +316,4 @@ func (rp *replayer) finishExpect() error {
 		rp.diff = fmt.Errorf("%d frames forwarded, %d expected", rp.forwarded, rp.expected)
 	}
 	return nil
-}
-
-// abort drops a half-written --out: a failed replay leaves the path as
-// it was.
-func (rp *replayer) abort() {
-	if rp.outFile != nil {
-		rp.outFile.Abort()
-		rp.out = nil
-	}
 }
