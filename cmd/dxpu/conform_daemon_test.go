@@ -12,6 +12,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 
+	"github.com/dxpu/dxpu/internal/app/childproc"
 	"github.com/dxpu/dxpu/internal/privtest"
 	"github.com/dxpu/dxpu/internal/syncbuf"
 )
@@ -107,7 +108,7 @@ func TestConformDaemon(t *testing.T) {
 				start := func(args ...string) {
 					cmd := exec.Command(bin, args...)
 					cmd.Stderr = &daemonLog
-					if err := cmd.Start(); err != nil {
+					if err := childproc.Start(cmd, nil); err != nil {
 						t.Fatal(err)
 					}
 					t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dxpu/dxpu/internal/app/childproc"
 	"github.com/dxpu/dxpu/internal/privtest"
 	"github.com/dxpu/dxpu/internal/waitfor"
 )
@@ -28,7 +29,7 @@ func TestConformTimerMismatch(t *testing.T) {
 	bin := filepath.Join(dir, "dxpu")
 	daemon := exec.Command(bin, "bridge", "--role", "gpu", "--listen", "127.0.0.26:8855", "--peer", "127.0.0.27:8855",
 		"--pcie", "memory", "--insecure-no-keys")
-	if err := daemon.Start(); err != nil {
+	if err := childproc.Start(daemon, nil); err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = daemon.Process.Kill(); _ = daemon.Wait() }()

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/dxpu/dxpu/fabric/pool"
+	"github.com/dxpu/dxpu/internal/app/childproc"
 	"github.com/dxpu/dxpu/internal/syncbuf"
 	"github.com/dxpu/dxpu/internal/waitfor"
 )
@@ -25,7 +26,7 @@ func daemon(t *testing.T, args ...string) (*exec.Cmd, *syncbuf.Buffer) {
 	cmd.Env = append(os.Environ(), "DXPU_TEST_AS_DXPU=1", "DXPU_TEST_HWM="+filepath.Join(t.TempDir(), "hwm"))
 	var errb syncbuf.Buffer
 	cmd.Stderr = &errb
-	if err := cmd.Start(); err != nil {
+	if err := childproc.Start(cmd, nil); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dxpu/dxpu/internal/app/childproc"
 	"github.com/dxpu/dxpu/internal/privtest"
 	"github.com/dxpu/dxpu/internal/syncbuf"
 	"github.com/dxpu/dxpu/internal/testcert"
@@ -36,7 +37,7 @@ func builtRun(t *testing.T, stop string, args ...string) (int, string, string) {
 	var out bytes.Buffer
 	var errb syncbuf.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Start(); err != nil {
+	if err := childproc.Start(cmd, nil); err != nil {
 		t.Fatal(err)
 	}
 	exited := make(chan struct{})

@@ -21,6 +21,7 @@ import (
 	"github.com/dxpu/dxpu/fabric/ctlclient"
 	"github.com/dxpu/dxpu/fabric/manager"
 	"github.com/dxpu/dxpu/fabric/store"
+	"github.com/dxpu/dxpu/internal/app/childproc"
 	"github.com/dxpu/dxpu/internal/fakeagent"
 	"github.com/dxpu/dxpu/internal/waitfor"
 )
@@ -119,7 +120,7 @@ func startDaemon(t *testing.T, env ...string) *daemon {
 		t.Fatal(err)
 	}
 	cmd.Stderr = logf
-	if err := cmd.Start(); err != nil {
+	if err := childproc.Start(cmd, nil); err != nil {
 		t.Fatal(err)
 	}
 	d := &daemon{cmd: cmd}

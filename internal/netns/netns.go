@@ -134,13 +134,32 @@ func (ns *NS) Do(fn func() error) error {
 	errc := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread() // never unlocked: the thread exits with the goroutine
-		if err := vnetns.Set(ns.Handle); err != nil {
-			errc <- fmt.Errorf("netns: entering %s: %w", ns.Name, err)
+		if err := ns.Enter(); err != nil {
+			errc <- err
 			return
 		}
 		errc <- fn()
 	}()
 	return <-errc
+}
+
+// Enter moves the calling thread into the namespace. The caller has
+// locked its goroutine to the thread (runtime.LockOSThread) and must
+// never unlock it: the thread then ends with the goroutine instead of
+// running other goroutines in the namespace. For work that must outlive
+// Do's call on the same thread, such as a child whose parent-death signal
+// follows the thread that forked it (childproc.Start).
+func (ns *NS) Enter() error {
+	ns.mu.Lock()
+	closed := ns.closed
+	ns.mu.Unlock()
+	if closed {
+		return fmt.Errorf("%w: %s", ErrClosed, ns.Name)
+	}
+	if err := vnetns.Set(ns.Handle); err != nil {
+		return fmt.Errorf("netns: entering %s: %w", ns.Name, err)
+	}
+	return nil
 }
 
 // Netlink returns a netlink handle that works inside the namespace, for

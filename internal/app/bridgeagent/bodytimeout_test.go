@@ -38,7 +38,7 @@ func TestAgentBodyTimeout(t *testing.T) {
 		"--agent-listen", fmt.Sprintf("127.0.0.1:%d", freePort(t, "tcp")), "--agent-credential-file", credFile,
 		"--listen", fmt.Sprintf("127.0.0.1:%d", freePort(t, "udp")), "--metrics", fmt.Sprintf("127.0.0.1:%d", freePort(t, "tcp")))
 	cmd.Dir = dir
-	p := runProc(t, "host agent", cmd, cmd.Start)
+	p := runProc(t, "host agent", cmd, nil)
 	metrics := strings.TrimPrefix(strings.TrimSuffix(field(t, p.waitLines(t, 1, `msg="agent metrics serving"`)[0], "url"), "/metrics"), "http://")
 	api := strings.TrimPrefix(field(t, p.waitLines(t, 1, `msg="agent API serving"`)[0], "url"), "http://")
 	auth := "Authorization: Bearer " + cred

@@ -105,7 +105,7 @@ func TestAgentReloadsManagerCAOnHUP(t *testing.T) {
 		"--agent-listen", fmt.Sprintf("127.0.0.1:%d", freePort(t, "tcp")), "--agent-credential-file", cred,
 		"--listen", fmt.Sprintf("127.0.0.1:%d", gpuPort), "--manager", mgr.srv.URL, "--manager-ca-file", caFile)
 	cmd.Dir = dir
-	p := runProc(t, "gpu agent", cmd, cmd.Start)
+	p := runProc(t, "gpu agent", cmd, nil)
 	api := field(t, p.waitLines(t, 1, `msg="agent API serving"`)[0], "url")
 
 	// The host's end in this process: the link comes up, then goes down

@@ -19,6 +19,7 @@ import (
 
 	"github.com/dxpu/dxpu/fabric/manager"
 	"github.com/dxpu/dxpu/fabric/pool"
+	"github.com/dxpu/dxpu/internal/app/childproc"
 	"github.com/dxpu/dxpu/internal/privtest"
 	"github.com/dxpu/dxpu/internal/waitfor"
 	"github.com/dxpu/dxpu/internal/xdptest"
@@ -78,12 +79,14 @@ func (d *deployment) start(ns, name string, args ...string) *proc {
 	cmd := exec.Command(d.bin, args...)
 	cmd.Dir = d.dir
 	// The child inherits the namespace of the thread that forks it.
-	return runProc(d.t, name, cmd, func() error { return d.ns[ns].Do(cmd.Start) })
+	return runProc(d.t, name, cmd, d.ns[ns].Enter)
 }
 
-// runProc starts cmd through start, its output kept as a proc's lines; it
-// is killed at the end of the test, its output logged if the test failed.
-func runProc(t *testing.T, name string, cmd *exec.Cmd, start func() error) *proc {
+// runProc starts cmd (childproc.Start: it dies with the test binary,
+// enter run on the forking thread first), its output kept as a proc's
+// lines; it is killed at the end of the test, its output logged if the
+// test failed.
+func runProc(t *testing.T, name string, cmd *exec.Cmd, enter func() error) *proc {
 	t.Helper()
 	p := &proc{name: name, cmd: cmd, more: make(chan struct{}, 1), done: make(chan struct{})}
 	r, w, err := os.Pipe()
@@ -91,7 +94,7 @@ func runProc(t *testing.T, name string, cmd *exec.Cmd, start func() error) *proc
 		t.Fatal(err)
 	}
 	cmd.Stdout, cmd.Stderr = w, w
-	if err := start(); err != nil {
+	if err := childproc.Start(cmd, enter); err != nil {
 		t.Fatalf("starting %s: %v", name, err)
 	}
 	w.Close()

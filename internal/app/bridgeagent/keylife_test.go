@@ -76,7 +76,7 @@ func (l *loLab) run(name string, args ...string) *proc {
 	l.t.Helper()
 	cmd := exec.Command(l.bin, args...)
 	cmd.Dir = l.dir
-	return runProc(l.t, name, cmd, cmd.Start)
+	return runProc(l.t, name, cmd, nil)
 }
 
 // ctl runs `dxpu ctl` and returns its stdout, or its error with stderr.

@@ -42,7 +42,7 @@ func TestAgentReloadsTLSOnHUP(t *testing.T) {
 		"--agent-cert", cert, "--agent-key", key, "--agent-credential-file", cred,
 		"--listen", fmt.Sprintf("127.0.0.1:%d", freePort(t, "udp")))
 	cmd.Dir = dir
-	p := runProc(t, "host agent", cmd, cmd.Start)
+	p := runProc(t, "host agent", cmd, nil)
 	addr := strings.TrimPrefix(field(t, p.waitLines(t, 1, `msg="agent API serving"`)[0], "url"), "https://")
 	if s, err := testcert.ServedSerial(addr); err != nil || s != 1 {
 		t.Fatalf("first handshake: serial %d, %v; want 1", s, err)

@@ -41,7 +41,7 @@ func startProc(t *testing.T, name, bin, dir string, args ...string) *proc {
 	t.Helper()
 	cmd := exec.Command(bin, args...)
 	cmd.Dir = dir
-	return runProc(t, name, cmd, cmd.Start)
+	return runProc(t, name, cmd, nil)
 }
 
 // field returns the value of key=VALUE in a slog text line.

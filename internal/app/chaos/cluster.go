@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/dxpu/dxpu/internal/app/childproc"
 	"github.com/dxpu/dxpu/internal/netns"
 )
 
@@ -40,12 +41,12 @@ func (p *proc) start() error {
 	cmd := exec.Command(p.bin, p.args...)
 	cmd.Stdout, cmd.Stderr = f, f
 	// Started from a thread inside its namespace, the child is born there
-	// (and the PID signalled is dxpu's own).
-	start := cmd.Start
+	// (and the PID signalled is dxpu's own); it dies with the campaign.
+	var enter func() error
 	if p.ns != nil {
-		start = func() error { return p.ns.Do(cmd.Start) }
+		enter = p.ns.Enter
 	}
-	if err := start(); err != nil {
+	if err := childproc.Start(cmd, enter); err != nil {
 		f.Close()
 		return fmt.Errorf("start %s: %w", p.name, err)
 	}

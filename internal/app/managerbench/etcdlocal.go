@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/dxpu/dxpu/fabric/store"
+	"github.com/dxpu/dxpu/internal/app/childproc"
 )
 
 // ErrNoEtcd is returned when a local cluster is asked for and no etcd
@@ -68,7 +69,7 @@ func startLocalEtcd(ctx context.Context, n int) (*localEtcd, error) {
 			"--initial-cluster", strings.Join(initial, ","), "--initial-cluster-state", "new",
 			"--initial-cluster-token", "dxpu-bench", "--logger", "zap", "--log-outputs", "stderr", "--log-level", "warn")
 		cmd.Stdout, cmd.Stderr = logf, logf
-		err = cmd.Start()
+		err = childproc.Start(cmd, nil)
 		logf.Close()
 		if err != nil {
 			l.stop()

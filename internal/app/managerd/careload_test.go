@@ -20,6 +20,7 @@ import (
 	"github.com/dxpu/dxpu/fabric/ctlclient"
 	"github.com/dxpu/dxpu/fabric/manager/agentapi"
 	"github.com/dxpu/dxpu/fabric/pool"
+	"github.com/dxpu/dxpu/internal/app/childproc"
 	"github.com/dxpu/dxpu/internal/fakeagent"
 	"github.com/dxpu/dxpu/internal/privtest"
 	"github.com/dxpu/dxpu/internal/testcert"
@@ -158,7 +159,7 @@ func (e *tlsEtcd) start(t *testing.T, pair testcert.Pair) {
 		"--cert-file", pair.CertFile, "--key-file", pair.KeyFile,
 		"--logger", "zap", "--log-outputs", "stderr", "--log-level", "warn")
 	e.cmd.Stdout, e.cmd.Stderr = logf, logf
-	if err := e.cmd.Start(); err != nil {
+	if err := childproc.Start(e.cmd, nil); err != nil {
 		t.Fatal(err)
 	}
 	cmd := e.cmd

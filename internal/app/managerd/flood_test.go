@@ -25,6 +25,7 @@ import (
 	"github.com/dxpu/dxpu/fabric/ctlclient"
 	"github.com/dxpu/dxpu/fabric/manager"
 	"github.com/dxpu/dxpu/fabric/pool"
+	"github.com/dxpu/dxpu/internal/app/childproc"
 	"github.com/dxpu/dxpu/internal/privtest"
 	"github.com/dxpu/dxpu/internal/testbin"
 	"github.com/dxpu/dxpu/internal/waitfor"
@@ -92,7 +93,7 @@ func startManager(t *testing.T, env ...string) (url, admin, read string) {
 	}
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
+	if err := childproc.Start(cmd, nil); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {

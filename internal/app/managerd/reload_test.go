@@ -20,6 +20,7 @@ import (
 
 	"github.com/dxpu/dxpu/fabric/manager"
 	"github.com/dxpu/dxpu/fabric/secretfile"
+	"github.com/dxpu/dxpu/internal/app/childproc"
 	"github.com/dxpu/dxpu/internal/syncbuf"
 	"github.com/dxpu/dxpu/internal/testbin"
 	"github.com/dxpu/dxpu/internal/testcert"
@@ -56,7 +57,7 @@ func startManagerBinary(t *testing.T, args ...string) (*mgrProc, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := p.cmd.Start(); err != nil {
+	if err := childproc.Start(p.cmd, nil); err != nil {
 		t.Fatal(err)
 	}
 	addrs := make(chan string, 1)

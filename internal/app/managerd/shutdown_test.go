@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/dxpu/dxpu/fabric/manager"
+	"github.com/dxpu/dxpu/internal/app/childproc"
 	"github.com/dxpu/dxpu/internal/waitfor"
 )
 
@@ -72,7 +73,7 @@ func TestShutdownFinishesRequestInProgress(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cmd.Start(); err != nil {
+	if err := childproc.Start(cmd, nil); err != nil {
 		t.Fatal(err)
 	}
 	exited := make(chan struct{})

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/dxpu/dxpu/bridge/udp"
+	"github.com/dxpu/dxpu/internal/app/childproc"
 	"github.com/dxpu/dxpu/internal/app/labnet"
 	"github.com/dxpu/dxpu/tlp/encap"
 )
@@ -113,7 +114,7 @@ func scrape(ctx context.Context, dial func(ctx context.Context, network, addr st
 	return labnet.ParseSamples(resp.Body)
 }
 
-func (*loopback) start(c *exec.Cmd, _ bool) error { return c.Start() }
+func (*loopback) start(c *exec.Cmd, _ bool) error { return childproc.Start(c, nil) }
 func (*loopback) inHost(fn func() error) error    { return fn() }
 
 func (*loopback) drops(context.Context) (uint64, bool, error) { return 0, false, nil }
@@ -201,9 +202,9 @@ func (n *namespaces) metrics(ctx context.Context, gpu bool, addr netip.AddrPort)
 // inherits it.
 func (n *namespaces) start(c *exec.Cmd, gpu bool) error {
 	if gpu {
-		return n.GPU.Do(c.Start)
+		return childproc.Start(c, n.GPU.Enter)
 	}
-	return n.Host.Do(c.Start)
+	return childproc.Start(c, n.Host.Enter)
 }
 
 func (n *namespaces) inHost(fn func() error) error { return n.Host.Do(fn) }

@@ -21,9 +21,9 @@
 // once with the switch dropping 1% of the pair's frames (drop_ppm), and a
 // hot-added GPU whose pair leaves the switch's table mid-copy.
 //
-// QEMU is forked from a thread kept for it (startPinned): its
-// parent-death signal follows the forking thread, and namespace work ends
-// the threads it locks.
+// QEMU dies with dxpu: it is started by childproc.Start, from a thread
+// kept for it, since its parent-death signal follows the forking thread
+// and namespace work ends the threads it locks.
 //
 // # The guest
 //

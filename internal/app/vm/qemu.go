@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/dxpu/dxpu/internal/app/childproc"
 )
 
 // Errors callers match.
@@ -84,11 +86,9 @@ var kvmProbe = struct {
 func kvmBoots(ctx context.Context, qemu, kernel string) bool {
 	cmd := exec.Command(qemu, "-nodefaults", "-no-user-config", "-display", "none", "-no-reboot", "-serial", "stdio",
 		"-accel", "kvm", "-cpu", "max", "-m", "128M", "-kernel", kernel, "-append", "console=ttyS0 earlyprintk=ttyS0 panic=-1")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	out, err := cmd.StdoutPipe()
-	exited := make(chan struct{})
-	defer close(exited)
-	if err != nil || startPinned(cmd, exited) != nil {
+	if err != nil || childproc.Start(cmd, nil) != nil {
 		return false
 	}
 	seen := make(chan bool, 1)

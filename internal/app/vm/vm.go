@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/dxpu/dxpu/bridge/vmm/qemuproxy"
+	"github.com/dxpu/dxpu/internal/app/childproc"
 	"github.com/dxpu/dxpu/internal/app/units"
 	"github.com/dxpu/dxpu/internal/guest"
 )
@@ -215,7 +216,7 @@ func Start(ctx context.Context, o Options) (_ *VM, err error) {
 
 	v.cmd = exec.Command(o.QEMU, args...)
 	v.cmd.ExtraFiles = theirs
-	v.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	v.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // and Pdeathsig: childproc.Start
 	out, err := v.cmd.StdoutPipe()
 	if err != nil {
 		return nil, fmt.Errorf("vm: %w", err)
@@ -227,7 +228,7 @@ func Start(ctx context.Context, o Options) (_ *VM, err error) {
 	o.Log.Info("vm: starting QEMU", "accel", o.Accel, "machine", o.Machine, "gpus", len(o.GPUs), "cmd", strings.Join(v.cmd.Args, " "))
 	v.start = time.Now()
 	v.con = newConsole(v.start)
-	if err := startPinned(v.cmd, v.exited); err != nil {
+	if err := childproc.Start(v.cmd, nil); err != nil {
 		return nil, fmt.Errorf("vm: starting %s: %w", o.QEMU, err)
 	}
 	go func() {
