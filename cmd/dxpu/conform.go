@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -13,7 +14,6 @@ import (
 
 	"github.com/dxpu/dxpu/bridge/seal"
 	"github.com/dxpu/dxpu/internal/app/bridged"
-	"github.com/dxpu/dxpu/internal/app/bytesize"
 	"github.com/dxpu/dxpu/internal/app/conform"
 	"github.com/dxpu/dxpu/tlp/encap"
 )
@@ -99,9 +99,6 @@ KEY-2, saying so, instead of waiting for a frame that opens.`,
 			if minMTU := encap.HeaderLen + 2 + 16 + 4; o.MTU < minMTU || o.MTU > 65507 {
 				return exitCodeError{2, fmt.Errorf("--mtu %d: want %d (one header-only TLP) up to 65507 (a UDP datagram's payload)", o.MTU, minMTU)}
 			}
-			if o.Size < 64 || o.Addr%4 != 0 {
-				return exitCodeError{2, fmt.Errorf("--addr %#x --size %d: want a DW-aligned address and at least 64 bytes", o.Addr, o.Size)}
-			}
 			if o.Role, ok = encap.ParseRole(role); !ok {
 				return exitCodeError{2, fmt.Errorf("--role %q: want host or gpu (the implementation under test's role)", role)}
 			}
@@ -110,11 +107,14 @@ KEY-2, saying so, instead of waiting for a frame that opens.`,
 			}
 			o.PairID = pair
 			if doorbell != "" {
-				db, err := bytesize.Parse("doorbell", doorbell)
+				db, err := strconv.ParseUint(doorbell, 0, 64)
 				if err != nil {
-					return exitCodeError{2, err}
+					return exitCodeError{2, fmt.Errorf("--doorbell %q: want an address, like 0x2000100000", doorbell)}
 				}
 				o.Doorbell = &db
+			}
+			if err := conform.CheckMemory(o.Addr, o.Size, o.Doorbell); err != nil {
+				return exitCodeError{2, err}
 			}
 			if o.Keys, err = keys.load(cmd.Flags()); err != nil {
 				return exitCodeError{2, err}
@@ -145,7 +145,7 @@ KEY-2, saying so, instead of waiting for a frame that opens.`,
 	f.StringVar(&role, "role", "", "role of the implementation under test: host or gpu")
 	f.StringVar(&o.Local, "local", "0.0.0.0:8855", "the kit's UDP address, where the implementation sends")
 	f.Uint32Var(&pair, "pair", 1, "pair ID (24 bits)")
-	f.Uint64Var(&o.Addr, "addr", 0, "start of memory at the implementation's PCIe side the kit may write and read")
+	f.Uint64Var(&o.Addr, "addr", 0, "start of memory at the implementation's PCIe side the kit may write and read (DW-aligned, and at least 544 bytes, or --size, before the end of its 4 KiB page: no request may cross one)")
 	bytesVar(f, &o.Size, "size", 4096, "bytes of that memory")
 	f.StringVar(&doorbell, "doorbell", "", "address of the implementation's test target (docs/protocol.md 12.1): through it the kit judges tags, ordering, completion timeout and link-down of requests the implementation issues")
 	bytesVar(f, &o.MTU, "mtu", 1472, "the implementation's largest frame from the dxpu header on (FRM-3)")

@@ -128,7 +128,8 @@ func TestBridgeAgentFlags(t *testing.T) {
 // TestConformKitFlags: the kit's flags are checked up front, one line
 // each, exit 2: a negative or zero timer, and a key flag without
 // --key-file, were taken and the kit waited 10 s to say that nothing
-// answered.
+// answered; a window or test target no PCIe request could address
+// made the kit panic.
 func TestConformKitFlags(t *testing.T) {
 	t.Parallel()
 	base := []string{"conform", "--role", "gpu", "--peer", "udp:127.0.0.1:9", "--local", "127.0.0.1:0"}
@@ -143,6 +144,11 @@ func TestConformKitFlags(t *testing.T) {
 		{[]string{"--completion-timeout", "-1ms"}, "--completion-timeout -1ms: must not be negative"},
 		{[]string{"--mtu", "0"}, "--mtu 0: must be positive"},
 		{[]string{"--size", "8"}, "--size 8: want a DW-aligned address and at least 64 bytes"},
+		// These three panicked on the TLP the kit could not build, or
+		// blamed the implementation for the wrong address.
+		{[]string{"--addr", "0xffc", "--size", "64"}, "--addr 0xffc --size 64: the kit's requests reach 64 bytes into the window, which would cross a 4 KiB boundary"},
+		{[]string{"--doorbell", "0x2000100005"}, "--doorbell 0x2000100005: want the test target's 64-byte aligned address"},
+		{[]string{"--doorbell", "zz"}, `--doorbell "zz": want an address, like 0x2000100000`},
 		{[]string{"--seal-mode", "foo"}, `--seal-mode "foo": want gcm or gmac`},
 		{[]string{"--seal-mode", "gmac"}, "--seal-mode gmac without --key-file: the pair is unkeyed"},
 		{[]string{"--rekey-after", "64"}, "--rekey-after 64 without --key-file"},

@@ -25,6 +25,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"net"
 	"net/netip"
@@ -165,8 +166,8 @@ func Run(ctx context.Context, o Options) (Report, error) {
 	if o.MTU < 0 {
 		return rep, fmt.Errorf("%w: MTU %d is negative", ErrOptions, o.MTU)
 	}
-	if o.Size < 64 || o.Addr%4 != 0 {
-		return rep, fmt.Errorf("%w: memory window %#x+%d: want a DW-aligned address and at least 64 bytes", ErrOptions, o.Addr, o.Size)
+	if err := CheckMemory(o.Addr, o.Size, o.Doorbell); err != nil {
+		return rep, err
 	}
 	o.Keys = o.Keys.withDefaults()
 	if err := o.Keys.check(); err != nil {
@@ -497,3 +498,30 @@ func (k *kit) sendTLPs(tlps ...[]byte) (uint32, error) {
 
 // reply is how long the kit waits for something the IUT must do soon.
 func (k *kit) reply() time.Duration { return 2*k.timers.MaxRTO + 4*k.timers.Slack }
+
+// kitSpan is how far into the memory window the kit's reads and writes
+// of more than one DW reach (ORD-5's 512-byte read at offset 32 the
+// farthest); single-DW accesses anywhere in it never cross a page.
+const kitSpan = 32 + 512
+
+// CheckMemory checks the memory window (addr, size) and the test target's
+// address (doorbell, nil without one) as the kit uses them: the window
+// DW-aligned, of 64 bytes at least, and no request the kit makes in it
+// across a 4 KiB boundary, which no PCIe read or write may cross; the
+// test target's command block 64-byte aligned and its status block in
+// one page (docs/protocol.md 12.1). It wraps ErrOptions.
+func CheckMemory(addr uint64, size int, doorbell *uint64) error {
+	if size < 64 || addr%4 != 0 {
+		return fmt.Errorf("%w: --addr %#x --size %d: want a DW-aligned address and at least 64 bytes", ErrOptions, addr, size)
+	}
+	if span := uint64(min(size, kitSpan)); addr%4096+span > 4096 || addr+span < addr {
+		return fmt.Errorf("%w: --addr %#x --size %d: the kit's requests reach %d bytes into the window, which would cross a 4 KiB boundary (no PCIe request may): start the window at least %d bytes before a page's end", ErrOptions, addr, size, span, span)
+	}
+	if doorbell != nil {
+		d := *doorbell
+		if d%64 != 0 || d > math.MaxUint64-4096 {
+			return fmt.Errorf("%w: --doorbell %#x: want the test target's 64-byte aligned address (docs/protocol.md 12.1)", ErrOptions, d)
+		}
+	}
+	return nil
+}

@@ -1,6 +1,8 @@
 package conform
 
 import (
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -130,4 +132,18 @@ func TestBrokenBridgesFailThroughTestTarget(t *testing.T) {
 		}}
 	}}, "handshake", "test-target")
 	expectFail(t, rep, "TAG-1")
+}
+
+// TestWrongDoorbellIsTheKitsSetting: a --doorbell where the implementation
+// has plain memory, no test target, takes no command. That is the kit's
+// setting, an error (exit 2), not TAG-5 failed by the implementation.
+func TestWrongDoorbellIsTheKitsSetting(t *testing.T) {
+	t.Parallel()
+	_, err := runKit(t, setup{doorbell: true, opts: func(o *Options) {
+		db := uint64(0x40) // memory, 64-byte aligned, not the target
+		o.Doorbell = &db
+	}}, "handshake", "test-target")
+	if !errors.Is(err, ErrMismatch) || !strings.Contains(err.Error(), "no test target took command 1 at --doorbell 0x40") {
+		t.Fatalf("kit: %v; want ErrMismatch naming the command no test target took", err)
+	}
 }

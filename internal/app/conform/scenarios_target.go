@@ -113,6 +113,17 @@ func (k *kit) targetTags() error {
 	if err != nil {
 		return err
 	}
+	if !ok && len(answered) == 0 {
+		// Nothing at all: a test target that never took the command is
+		// the kit's setting (--doorbell), not a rule broken.
+		st, stOK, err := k.targetStatus()
+		if err != nil {
+			return err
+		}
+		if !stOK || st.Number != cmd.Number {
+			return mismatch("no test target took command %d at --doorbell %#x (its status block names command %d): is that the implementation's test target?", cmd.Number, *k.opt.Doorbell, st.Number)
+		}
+	}
 	if !ok {
 		k.led.fail("TAG-5", "%d of the %d reads of test-target command %d arrived within %v", len(answered), n, cmd.Number, k.reply())
 		return nil
