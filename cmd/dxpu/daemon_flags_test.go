@@ -114,6 +114,31 @@ func TestBridgeAgentFlags(t *testing.T) {
 		daemonUsageLine(t, c.want, agent("127.0.0.1:0", c.args...)...)
 	}
 
+	// A flag of the other role, or of a --pcie or --vm not given, was
+	// taken and did nothing (third new-user trial: --role gpu --host-id
+	// h1 --ports 64 ran). Refused, naming the flag, its value and what
+	// it is for.
+	gpu := func(args ...string) []string {
+		return append([]string{"bridge", "agent", "--role", "gpu", "--agent-listen", "127.0.0.1:0", "--insecure",
+			"--agent-credential-file", cred, "--listen", "127.0.0.1:0"}, args...)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{gpu("--host-id", "h1"), "--host-id h1 is for --role host, not --role gpu"},
+		{gpu("--ports", "64"), "--ports 64 is for --role host, not --role gpu"},
+		{gpu("--vm"), "--vm is for --role host, not --role gpu"},
+		{gpu("--kernel", "/boot/vmlinuz"), "--kernel /boot/vmlinuz is for --role host, not --role gpu"},
+		{gpu("--mem-size", "1M"), "--mem-size 1M is for --pcie memory, not --pcie emu-gpu"},
+		{agent("127.0.0.1:0", "--pcie", "memory"), "--pcie memory is for --role gpu, not --role host"},
+		{agent("127.0.0.1:0", "--box", "box.json"), "--box box.json is for --role gpu, not --role host"},
+		{agent("127.0.0.1:0", "--mem-base", "0x1000"), "--mem-base 0x1000 is for --role gpu, not --role host"},
+		{agent("127.0.0.1:0", "--accel", "tcg"), "--accel tcg is for --vm (the guest), not a host without --vm"},
+	} {
+		daemonUsageLine(t, c.want, c.args...)
+	}
+
 	busy, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
