@@ -149,7 +149,7 @@ closed after 30s idle.`,
 	f.StringVar(&o.PCIe, "pcie", bridgeagent.PCIeEmuGPU, "--role gpu: emu-gpu or memory")
 	f.StringVar(&fl.BoxFile, "box", "", "--role gpu: the box JSON (as given to ctl box add); pairs for other boxes or GPUs are refused")
 	f.StringVar(&fl.MemBase, "mem-base", "0x2000000000", "--pcie memory: base address")
-	f.StringVar(&fl.MemSize, "mem-size", "64M", "--pcie memory: size (suffixes K, M, G)")
+	f.StringVar(&fl.MemSize, "mem-size", "64M", "--pcie memory: size in bytes, above 0 (suffixes K, M, G; base plus size within 64 bits)")
 	f.DurationVar(&o.Keepalive, "keepalive", bridgeagent.DefaultKeepalive, "longest silence of a pair's bridge while up (above 0, below --dead-after)")
 	f.DurationVar(&o.DeadAfter, "dead-after", bridgeagent.DefaultDeadAfter, "silence after which a pair's link is down (above --keepalive)")
 	f.DurationVar(&o.CompletionTimeout, "completion-timeout", 0, "a forwarded request unanswered this long gets a CA completion (0, the default: twice --dead-after, both roles: an outage the link hides stays hidden from the requests outstanding across it)")
