@@ -148,6 +148,9 @@ func TestExitStatus(t *testing.T) {
 		{[]string{"demo", "--bridg"}, "", 2, "", "did you mean --bridge?"},
 		{[]string{"tlp", "decode", "--verbos"}, "", 2, "", "did you mean --verbose?"}, // inherited from the root
 		{[]string{"model", "--zzzzzz"}, "", 2, "", `dxpu: unknown flag --zzzzzz for "dxpu model" (see 'dxpu model --help')`},
+		// The root's help said man writes "into DIR", a DIR its usage line
+		// had not named (third new-user trial).
+		{[]string{"help"}, "", 0, "man         Write a man page (section 1) for every command into the directory of --dir\n", ""},
 	} {
 		var out, errb strings.Builder
 		code := run(context.Background(), newEnv(strings.NewReader(tc.stdin), &out, &errb, tc.args, noEnv))
