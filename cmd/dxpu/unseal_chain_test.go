@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/netip"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -193,5 +194,64 @@ func TestDecodeSealedCaptureSaysUnseal(t *testing.T) {
 		!strings.Contains(stderr, "2 of 2 frames are sealed") || !strings.Contains(stderr, "dxpu pcap unseal --key-log FILE --udp-port 7001") {
 		t.Errorf("tlp decode --pcap sealed.pcap --udp-port 7001: exit %d, stdout %q, stderr %q; want 1, nothing, one line saying the frames are sealed and how to unseal them",
 			code, stdout, stderr)
+	}
+}
+
+// TestUnsealSummary: third new-user trial. pcap unseal's summary counts
+// in words that agree with the number ("1 secret", "1 sealed frame", not
+// "1 secrets").
+func TestUnsealSummary(t *testing.T) {
+	t.Parallel()
+	sealedPcap, keys := writeKeyedCapture(t)
+	dir := t.TempDir()
+	plain := filepath.Join(dir, "plain.pcap")
+
+	// The second frame with its last byte (the tag's) altered does not
+	// open; one secret (the log's session secret) opens the first.
+	log, err := os.ReadFile(keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var first string
+	for _, l := range strings.Split(string(log), "\n") {
+		if strings.HasPrefix(l, seal.KeyLogSession+" ") {
+			first = l
+			break
+		}
+	}
+	one := filepath.Join(dir, "one.log")
+	if err := os.WriteFile(one, []byte(first+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r, err := pcapio.OpenEthernet(sealedPcap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged := filepath.Join(dir, "forged.pcap")
+	w, err := pcapio.Create(forged, pcapio.WriterOptions{Nanos: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; ; i++ {
+		data, ci, err := r.Next()
+		if err != nil {
+			break
+		}
+		if i == 1 {
+			data[len(data)-1] ^= 1
+		}
+		if err := w.WritePacket(ci, data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r.Close()
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := runPcap(t.Context(), "pcap", "unseal", "--key-log", one, "--udp-port", "7001", forged, plain)
+	want := plain + ": 2 frames read, 1 unsealed (0 handshake), 0 copied as they were, 1 sealed frame not opened; 1 secret in " + one + "\n"
+	if code != 1 || stdout != want || !strings.Contains(stderr, ": 1 frame not opened (first: frame 2)") ||
+		!strings.HasSuffix(stderr, "dxpu: 1 sealed frame of "+forged+" did not open\n") {
+		t.Errorf("pcap unseal with one secret and a forged frame: exit %d, stdout %q, stderr %q; want 1, %q, and the counts in the singular", code, stdout, stderr, want)
 	}
 }

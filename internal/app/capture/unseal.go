@@ -90,13 +90,21 @@ func UnsealContext(ctx context.Context, o UnsealOptions, stdout, stderr io.Write
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "%s: %d frames read, %d unsealed (%d handshake), %d copied as they were, %d sealed frames not opened; %d secrets in %s\n",
-		o.Out, u.read, u.opened, u.handshake, u.copied, u.failed, len(secrets), o.KeyLog)
+	fmt.Fprintf(stdout, "%s: %s read, %d unsealed (%d handshake), %d copied as they were, %s not opened; %s in %s\n",
+		o.Out, count(u.read, "frame"), u.opened, u.handshake, u.copied, count(u.failed, "sealed frame"), count(len(secrets), "secret"), o.KeyLog)
 	u.report(stderr)
 	if u.failed > 0 {
-		return apperr.Failed(fmt.Errorf("%d sealed frames of %s did not open", u.failed, o.In))
+		return apperr.Failed(fmt.Errorf("%s of %s did not open", count(u.failed, "sealed frame"), o.In))
 	}
 	return nil
+}
+
+// count is n and noun, plural unless n is 1: 1 secret, 2 secrets, 0 frames.
+func count(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 type reasonCount struct {
@@ -275,7 +283,7 @@ func reasonOf(err error, payload []byte) string {
 // maxReasons.
 func (u *unsealer) report(stderr io.Writer) {
 	if u.unparsed > 0 {
-		fmt.Fprintf(stderr, "%s: %d frames did not parse (copied as they were; 'dxpu pcap info' names them)\n", u.o.In, u.unparsed)
+		fmt.Fprintf(stderr, "%s: %s did not parse (copied as they were; 'dxpu pcap info' names them)\n", u.o.In, count(u.unparsed, "frame"))
 	}
 	keys := make([]string, 0, len(u.reasons))
 	for k := range u.reasons {
@@ -293,6 +301,6 @@ func (u *unsealer) report(stderr io.Writer) {
 			break
 		}
 		rc := u.reasons[k]
-		fmt.Fprintf(stderr, "%s: %d frames not opened (first: frame %d): %s\n", u.o.In, rc.n, rc.first, k)
+		fmt.Fprintf(stderr, "%s: %s not opened (first: frame %d): %s\n", u.o.In, count(rc.n, "frame"), rc.first, k)
 	}
 }
