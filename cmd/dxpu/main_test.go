@@ -151,6 +151,11 @@ func TestExitStatus(t *testing.T) {
 		// The root's help said man writes "into DIR", a DIR its usage line
 		// had not named (third new-user trial).
 		{[]string{"help"}, "", 0, "man         Write a man page (section 1) for every command into the directory of --dir\n", ""},
+		// --out-udp-port 70000 got strconv's words, not the port's range
+		// as --udp-port says it (third new-user trial).
+		{[]string{"pcap", "unseal", "--key-log", "k.log", "--out-udp-port", "70000", "a.pcap", "b.pcap"}, "", 2, "",
+			`dxpu: invalid argument "70000" for "--out-udp-port" flag: want a UDP port, 1..65535, or 0 to keep --udp-port`},
+		{[]string{"pcap", "unseal", "--key-log", "k.log", "--out-udp-port", "-1", "a.pcap", "b.pcap"}, "", 2, "", "1..65535, or 0 to keep --udp-port"},
 	} {
 		var out, errb strings.Builder
 		code := run(context.Background(), newEnv(strings.NewReader(tc.stdin), &out, &errb, tc.args, noEnv))

@@ -208,7 +208,7 @@ written mode 0600 (a new file, whatever the mode of the one it replaces).`,
 	f := cmd.Flags()
 	f.StringVar(&o.KeyLog, "key-log", "", "the bridges' key log (--key-log of dxpu bridge or bridge agent); must be 0600, owned by you")
 	udpPortVar(f, &o.UDPPort, "dxpu UDP port (datagrams to or from it)")
-	f.Uint16Var(&o.OutUDPPort, "out-udp-port", 0, "write this port in place of --udp-port (0: keep)")
+	outUDPPortVar(f, &o.OutUDPPort, "write this port in place of --udp-port, 1..65535 (0: keep)")
 	addPcapOutFlags(cmd, &o.PcapNG, &nanos, keepsResolution)
 	return cmd
 }
