@@ -192,8 +192,15 @@ open (no secret of their pair and generation, none that authenticates them,
 cut by the snap length, malformed) are left out of OUT and counted: one
 stderr line per reason with the first frame's number. Exit status 1 if any,
 2 for usage or I/O errors. OUT is replaced only once it is whole, and may
-be neither IN nor the key log; it holds the frames in clear, so it is
-written mode 0600 (a new file, whatever the mode of the one it replaces).`,
+be neither IN nor the key log, nor "-" (a capture is written to a file); it
+holds the frames in clear, so it is written mode 0600 (a new file, whatever
+the mode of the one it replaces).
+
+The summary says how many frames were read, unsealed (handshake ones
+among them), copied as they were and not opened, and how many secrets the
+key log holds; --json prints it as one object, indented: in, out, key_log,
+frames, unsealed_frames, handshake_frames, copied_frames, unopened_frames,
+secrets.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.In, o.Out = args[0], args[1]
@@ -210,6 +217,7 @@ written mode 0600 (a new file, whatever the mode of the one it replaces).`,
 	udpPortVar(f, &o.UDPPort, "dxpu UDP port (datagrams to or from it)")
 	outUDPPortVar(f, &o.OutUDPPort, "write this port in place of --udp-port, 1..65535 (0: keep)")
 	addPcapOutFlags(cmd, &o.PcapNG, &nanos, keepsResolution)
+	f.BoolVar(&o.JSON, "json", false, "print the summary as one JSON object (indented)")
 	return cmd
 }
 

@@ -199,7 +199,9 @@ func TestDecodeSealedCaptureSaysUnseal(t *testing.T) {
 
 // TestUnsealSummary: third new-user trial. pcap unseal's summary counts
 // in words that agree with the number ("1 secret", "1 sealed frame", not
-// "1 secrets").
+// "1 secrets"); --json prints it as one indented object, keys as pcap
+// info's; OUT "-" is refused in one line (it wrote a file named "-": no
+// pcap command writes a capture to standard output).
 func TestUnsealSummary(t *testing.T) {
 	t.Parallel()
 	sealedPcap, keys := writeKeyedCapture(t)
@@ -254,4 +256,25 @@ func TestUnsealSummary(t *testing.T) {
 		!strings.HasSuffix(stderr, "dxpu: 1 sealed frame of "+forged+" did not open\n") {
 		t.Errorf("pcap unseal with one secret and a forged frame: exit %d, stdout %q, stderr %q; want 1, %q, and the counts in the singular", code, stdout, stderr, want)
 	}
+
+	code, stdout, stderr = runPcap(t.Context(), "pcap", "unseal", "--json", "--key-log", keys, "--udp-port", "7001", sealedPcap, plain)
+	var got map[string]any
+	if err := json.Unmarshal([]byte(stdout), &got); code != 0 || err != nil || stderr != "" || !strings.HasPrefix(stdout, "{\n  \"") {
+		t.Fatalf("pcap unseal --json: exit %d, %v, stdout %q, stderr %q; want 0 and one indented object", code, err, stdout, stderr)
+	}
+	lines := float64(strings.Count(string(log), "\n"))
+	for k, v := range map[string]any{"in": sealedPcap, "out": plain, "key_log": keys, "frames": 2.0, "unsealed_frames": 2.0,
+		"handshake_frames": 0.0, "copied_frames": 0.0, "unopened_frames": 0.0, "secrets": lines} {
+		if got[k] != v {
+			t.Errorf("pcap unseal --json: %q is %v, want %v (%s)", k, got[k], v, stdout)
+		}
+	}
+	if len(got) != 9 {
+		t.Errorf("pcap unseal --json: %d keys, want 9: %s", len(got), stdout)
+	}
+
+	args := []string{"pcap", "unseal", "--key-log", keys, "--udp-port", "7001", sealedPcap, "-"}
+	code, stdout, stderr = runPcap(t.Context(), args...)
+	_ = os.Remove("-") // what the bug wrote
+	usageLine(t, args, code, stdout, stderr, `dxpu: unseal: OUT "-": want a file: pcap commands write captures to files, not standard output`)
 }
