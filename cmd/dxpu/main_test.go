@@ -156,6 +156,10 @@ func TestExitStatus(t *testing.T) {
 		{[]string{"pcap", "unseal", "--key-log", "k.log", "--out-udp-port", "70000", "a.pcap", "b.pcap"}, "", 2, "",
 			`dxpu: invalid argument "70000" for "--out-udp-port" flag: want a UDP port, 1..65535, or 0 to keep --udp-port`},
 		{[]string{"pcap", "unseal", "--key-log", "k.log", "--out-udp-port", "-1", "a.pcap", "b.pcap"}, "", 2, "", "1..65535, or 0 to keep --udp-port"},
+		// help's completion left out the help topics: `help u` completed
+		// nothing (third new-user trial).
+		{[]string{"__complete", "help", "u"}, "", 0, "units\tNames and units of flags and JSON keys", ""},
+		{[]string{"__complete", "help", "pcap", "u"}, "", 0, "unseal\t", ""},
 	} {
 		var out, errb strings.Builder
 		code := run(context.Background(), newEnv(strings.NewReader(tc.stdin), &out, &errb, tc.args, noEnv))
