@@ -154,11 +154,13 @@ func newPcapInfoCmd() *cobra.Command {
 		Long: `Info prints, for each capture, the number of frames per encapsulation,
 VLAN-tagged frames, dxpu messages without TLPs, TLPs per kind (from their
 Fmt and Type only: 'dxpu tlp decode --pcap' validates them), TLPs cut by the
-snap length, and frames that do not parse, each reported on stderr with its
-number (the first 1000, then a count of the rest). Sealed frames (keyed
-pairs) count as "sealed", by encapsulation and message type; 'dxpu pcap
-unseal' opens their TLPs. Exit status 1 if any frame did not parse or a
-capture is not of Ethernet frames, 2 for I/O errors.
+snap length, frames the snap length cut within their headers (before the
+TLPs: snaplen_cut_frames, not a fault of the frame), and frames that do not
+parse, each reported on stderr with its number (the first 1000, then a
+count of the rest). Sealed frames (keyed pairs) count as "sealed", by
+encapsulation and message type; 'dxpu pcap unseal' opens their TLPs. Exit
+status 1 if any frame did not parse or a capture is not of Ethernet frames,
+2 for I/O errors.
 --json prints one object, indented; for several captures one object per
 capture and line (JSON lines).`,
 		Args: cobra.MinimumNArgs(1),
