@@ -85,9 +85,11 @@ Simply type dxpu help [path to command] for full details.`,
 			if err != nil || len(rest) > 0 {
 				return nil, cobra.ShellCompDirectiveNoFileComp
 			}
+			// Help topics (units) too: they are what help is for, and
+			// `help u` completed nothing.
 			var out []cobra.Completion
 			for _, sub := range cmd.Commands() {
-				if sub.IsAvailableCommand() && strings.HasPrefix(sub.Name(), toComplete) {
+				if (sub.IsAvailableCommand() || sub.IsAdditionalHelpTopicCommand()) && strings.HasPrefix(sub.Name(), toComplete) {
 					out = append(out, cobra.CompletionWithDesc(sub.Name(), sub.Short))
 				}
 			}

@@ -137,7 +137,7 @@ Example, a NetTLP host (libtlp on 127.0.0.1) and an emulated GPU:
 	bytesVar(f, &o.MaxPayload, "max-payload", 512, "largest TLP payload in bytes (4..4096; both sides the same)")
 	bytesVar(f, &o.MPS, "mps", 256, "memory device's Max Payload Size: largest completion payload in bytes (128..4096, at most --max-payload)")
 	f.StringVar(&fl.MemBase, "mem-base", "0x2000000000", "memory device base address")
-	f.StringVar(&fl.MemSize, "mem-size", "64M", "memory device size (suffixes K, M, G)")
+	f.StringVar(&fl.MemSize, "mem-size", "64M", "memory device size in bytes, above 0 (suffixes K, M, G; base plus size within 64 bits)")
 	f.StringVar(&fl.Doorbell, "doorbell", "", "test target of docs/protocol.md 12.1 at this address of the memory device (for dxpu conform --doorbell)")
 	cmd.AddCommand(newBridgeAgentCmd(e))
 	return cmd

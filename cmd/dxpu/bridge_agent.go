@@ -5,9 +5,12 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"strconv"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/dxpu/dxpu/internal/app/bridgeagent"
 )
@@ -68,6 +71,11 @@ is refused, as a plain socket's bind refuses it.
               agent: exit 1 with a line saying why, for its supervisor
               to start it again.
 
+A flag that the role does not read is refused, naming it: --host-id,
+--ports, --vm and the guest flags (those of 'dxpu vm run', with --vm only)
+are the host's; --pcie, --box, --mem-base and --mem-size (--pcie memory
+only) the GPU box's.
+
 Example (a lab over http; see 'go doc ./internal/app/bridgeagent'):
   dxpu ctl box add box7.json --agent-credential-out box7.cred
   dxpu bridge agent --role gpu --box box7.json --agent-listen 10.1.0.7:7701 --insecure \
@@ -97,6 +105,9 @@ closed after 30s idle.`,
 				return exitCodeError{2, err}
 			}
 			if err := timerOrder(cmd); err != nil {
+				return exitCodeError{2, err}
+			}
+			if err := agentRoleFlags(cmd, fl.Role, o.PCIe, fl.VM); err != nil {
 				return exitCodeError{2, err}
 			}
 			if err := bridgeagent.CheckPorts(o.Ports); err != nil {
@@ -138,7 +149,7 @@ closed after 30s idle.`,
 	f.StringVar(&o.PCIe, "pcie", bridgeagent.PCIeEmuGPU, "--role gpu: emu-gpu or memory")
 	f.StringVar(&fl.BoxFile, "box", "", "--role gpu: the box JSON (as given to ctl box add); pairs for other boxes or GPUs are refused")
 	f.StringVar(&fl.MemBase, "mem-base", "0x2000000000", "--pcie memory: base address")
-	f.StringVar(&fl.MemSize, "mem-size", "64M", "--pcie memory: size (suffixes K, M, G)")
+	f.StringVar(&fl.MemSize, "mem-size", "64M", "--pcie memory: size in bytes, above 0 (suffixes K, M, G; base plus size within 64 bits)")
 	f.DurationVar(&o.Keepalive, "keepalive", bridgeagent.DefaultKeepalive, "longest silence of a pair's bridge while up (above 0, below --dead-after)")
 	f.DurationVar(&o.DeadAfter, "dead-after", bridgeagent.DefaultDeadAfter, "silence after which a pair's link is down (above --keepalive)")
 	f.DurationVar(&o.CompletionTimeout, "completion-timeout", 0, "a forwarded request unanswered this long gets a CA completion (0, the default: twice --dead-after, both roles: an outage the link hides stays hidden from the requests outstanding across it)")
@@ -151,4 +162,60 @@ closed after 30s idle.`,
 	f.StringVar(&o.ManagerCAFile, "manager-ca-file", "", "CA (PEM) of an https --manager (default: the system's roots)")
 	f.StringVar(&o.Metrics, "metrics", "", "serve Prometheus metrics on this TCP address (empty: off): every pair's bridge counters and the agent's")
 	return cmd
+}
+
+// Flags of `dxpu bridge agent` that only one role, PCIe side or a --vm
+// guest reads: the others took them and did nothing.
+var (
+	agentHostFlags   = []string{"host-id", "ports", "vm"}
+	agentGPUFlags    = []string{"pcie", "box", "mem-base", "mem-size"}
+	agentMemoryFlags = []string{"mem-base", "mem-size"}
+	agentGuestFlags  = []string{"qemu", "kernel", "busybox", "guest-tool", "machine", "memory-mb", "accel", "dir", "serial-log"}
+)
+
+// agentRoleFlags refuses a flag given on the command line that the role
+// (and, for --role gpu, --pcie; for --role host, --vm) does not read,
+// naming the flag, its value and what it is for. A --role that is neither
+// host nor gpu is left to Setup.Apply to refuse.
+func agentRoleFlags(cmd *cobra.Command, role, pcie string, vm bool) error {
+	f := cmd.Flags()
+	given := func(names []string) *pflag.Flag {
+		for _, name := range names {
+			if fl := f.Lookup(name); fl != nil && fl.Changed {
+				return fl
+			}
+		}
+		return nil
+	}
+	var fl *pflag.Flag
+	var isFor, not string
+	switch role {
+	case "gpu":
+		fl, isFor, not = given(append(append([]string(nil), agentHostFlags...), agentGuestFlags...)), "--role host", "--role gpu"
+		if fl == nil && pcie != bridgeagent.PCIeMemory {
+			fl, isFor, not = given(agentMemoryFlags), "--pcie "+bridgeagent.PCIeMemory, "--pcie "+pcie
+		}
+	case "host":
+		fl, isFor, not = given(agentGPUFlags), "--role gpu", "--role host"
+		if fl == nil && !vm {
+			fl, isFor, not = given(agentGuestFlags), "--vm (the guest)", "a host without --vm"
+		}
+	}
+	if fl == nil {
+		return nil
+	}
+	return fmt.Errorf("%s is for %s, not %s", givenFlag(fl), isFor, not)
+}
+
+// givenFlag is a flag as the command line gave it: --name VALUE (a value
+// that is empty or holds a space quoted), or --name alone for a boolean.
+func givenFlag(fl *pflag.Flag) string {
+	if fl.Value.Type() == "bool" && fl.Value.String() == "true" {
+		return "--" + fl.Name
+	}
+	v := flagText(fl)
+	if v == "" || strings.ContainsAny(v, " \t\n\"") {
+		v = strconv.Quote(v)
+	}
+	return "--" + fl.Name + " " + v
 }

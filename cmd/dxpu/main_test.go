@@ -148,6 +148,18 @@ func TestExitStatus(t *testing.T) {
 		{[]string{"demo", "--bridg"}, "", 2, "", "did you mean --bridge?"},
 		{[]string{"tlp", "decode", "--verbos"}, "", 2, "", "did you mean --verbose?"}, // inherited from the root
 		{[]string{"model", "--zzzzzz"}, "", 2, "", `dxpu: unknown flag --zzzzzz for "dxpu model" (see 'dxpu model --help')`},
+		// The root's help said man writes "into DIR", a DIR its usage line
+		// had not named (third new-user trial).
+		{[]string{"help"}, "", 0, "man         Write a man page (section 1) for every command into the directory of --dir\n", ""},
+		// --out-udp-port 70000 got strconv's words, not the port's range
+		// as --udp-port says it (third new-user trial).
+		{[]string{"pcap", "unseal", "--key-log", "k.log", "--out-udp-port", "70000", "a.pcap", "b.pcap"}, "", 2, "",
+			`dxpu: invalid argument "70000" for "--out-udp-port" flag: want a UDP port, 1..65535, or 0 to keep --udp-port`},
+		{[]string{"pcap", "unseal", "--key-log", "k.log", "--out-udp-port", "-1", "a.pcap", "b.pcap"}, "", 2, "", "1..65535, or 0 to keep --udp-port"},
+		// help's completion left out the help topics: `help u` completed
+		// nothing (third new-user trial).
+		{[]string{"__complete", "help", "u"}, "", 0, "units\tNames and units of flags and JSON keys", ""},
+		{[]string{"__complete", "help", "pcap", "u"}, "", 0, "unseal\t", ""},
 	} {
 		var out, errb strings.Builder
 		code := run(context.Background(), newEnv(strings.NewReader(tc.stdin), &out, &errb, tc.args, noEnv))

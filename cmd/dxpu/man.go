@@ -17,7 +17,7 @@ func newManCmd() *cobra.Command {
 	var dir string
 	cmd := &cobra.Command{
 		Use:   "man --dir DIR",
-		Short: "Write a man page (section 1) for every command into DIR",
+		Short: "Write a man page (section 1) for every command into the directory of --dir",
 		Long: `man writes dxpu.1, dxpu-bridge.1, dxpu-ctl-box-add.1, ... into --dir, from
 the same text as --help, and dxpu-units.1 from 'dxpu help units'. Install
 them with, for example:

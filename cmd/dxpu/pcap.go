@@ -154,11 +154,13 @@ func newPcapInfoCmd() *cobra.Command {
 		Long: `Info prints, for each capture, the number of frames per encapsulation,
 VLAN-tagged frames, dxpu messages without TLPs, TLPs per kind (from their
 Fmt and Type only: 'dxpu tlp decode --pcap' validates them), TLPs cut by the
-snap length, and frames that do not parse, each reported on stderr with its
-number (the first 1000, then a count of the rest). Sealed frames (keyed
-pairs) count as "sealed", by encapsulation and message type; 'dxpu pcap
-unseal' opens their TLPs. Exit status 1 if any frame did not parse or a
-capture is not of Ethernet frames, 2 for I/O errors.
+snap length, frames the snap length cut within their headers (before the
+TLPs: snaplen_cut_frames, not a fault of the frame), and frames that do not
+parse, each reported on stderr with its number (the first 1000, then a
+count of the rest). Sealed frames (keyed pairs) count as "sealed", by
+encapsulation and message type; 'dxpu pcap unseal' opens their TLPs. Exit
+status 1 if any frame did not parse or a capture is not of Ethernet frames,
+2 for I/O errors.
 --json prints one object, indented; for several captures one object per
 capture and line (JSON lines).`,
 		Args: cobra.MinimumNArgs(1),
@@ -192,8 +194,15 @@ open (no secret of their pair and generation, none that authenticates them,
 cut by the snap length, malformed) are left out of OUT and counted: one
 stderr line per reason with the first frame's number. Exit status 1 if any,
 2 for usage or I/O errors. OUT is replaced only once it is whole, and may
-be neither IN nor the key log; it holds the frames in clear, so it is
-written mode 0600 (a new file, whatever the mode of the one it replaces).`,
+be neither IN nor the key log, nor "-" (a capture is written to a file); it
+holds the frames in clear, so it is written mode 0600 (a new file, whatever
+the mode of the one it replaces).
+
+The summary says how many frames were read, unsealed (handshake ones
+among them), copied as they were and not opened, and how many secrets the
+key log holds; --json prints it as one object, indented: in, out, key_log,
+frames, unsealed_frames, handshake_frames, copied_frames, unopened_frames,
+secrets.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.In, o.Out = args[0], args[1]
@@ -208,8 +217,9 @@ written mode 0600 (a new file, whatever the mode of the one it replaces).`,
 	f := cmd.Flags()
 	f.StringVar(&o.KeyLog, "key-log", "", "the bridges' key log (--key-log of dxpu bridge or bridge agent); must be 0600, owned by you")
 	udpPortVar(f, &o.UDPPort, "dxpu UDP port (datagrams to or from it)")
-	f.Uint16Var(&o.OutUDPPort, "out-udp-port", 0, "write this port in place of --udp-port (0: keep)")
+	outUDPPortVar(f, &o.OutUDPPort, "write this port in place of --udp-port, 1..65535 (0: keep)")
 	addPcapOutFlags(cmd, &o.PcapNG, &nanos, keepsResolution)
+	f.BoolVar(&o.JSON, "json", false, "print the summary as one JSON object (indented)")
 	return cmd
 }
 

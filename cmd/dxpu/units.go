@@ -118,6 +118,26 @@ func (v *udpPortValue) Set(s string) error {
 	return nil
 }
 
+// outUDPPortVar defines pcap unseal's --out-udp-port: a UDP port written
+// in place of --udp-port, 1..65535, or 0 (the default) to keep it. As a
+// plain uint16 flag it answered 70000 in strconv's words.
+func outUDPPortVar(f *pflag.FlagSet, p *uint16, usage string) {
+	f.Var((*outUDPPortValue)(p), "out-udp-port", usage)
+}
+
+type outUDPPortValue uint16
+
+func (v *outUDPPortValue) String() string { return strconv.Itoa(int(*v)) }
+func (v *outUDPPortValue) Type() string   { return "port" }
+func (v *outUDPPortValue) Set(s string) error {
+	n, err := strconv.ParseUint(s, 0, 16)
+	if err != nil {
+		return errors.New("want a UDP port, 1..65535, or 0 to keep --udp-port")
+	}
+	*v = outUDPPortValue(n)
+	return nil
+}
+
 // etherMTUVar defines pcap generate's and convert's --ether-mtu, the
 // largest Ethernet payload of a frame they write (1500 by default), and
 // its old spelling --mtu: everywhere else --mtu is the dxpu frame from

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/netip"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -194,4 +195,86 @@ func TestDecodeSealedCaptureSaysUnseal(t *testing.T) {
 		t.Errorf("tlp decode --pcap sealed.pcap --udp-port 7001: exit %d, stdout %q, stderr %q; want 1, nothing, one line saying the frames are sealed and how to unseal them",
 			code, stdout, stderr)
 	}
+}
+
+// TestUnsealSummary: third new-user trial. pcap unseal's summary counts
+// in words that agree with the number ("1 secret", "1 sealed frame", not
+// "1 secrets"); --json prints it as one indented object, keys as pcap
+// info's; OUT "-" is refused in one line (it wrote a file named "-": no
+// pcap command writes a capture to standard output).
+func TestUnsealSummary(t *testing.T) {
+	t.Parallel()
+	sealedPcap, keys := writeKeyedCapture(t)
+	dir := t.TempDir()
+	plain := filepath.Join(dir, "plain.pcap")
+
+	// The second frame with its last byte (the tag's) altered does not
+	// open; one secret (the log's session secret) opens the first.
+	log, err := os.ReadFile(keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var first string
+	for _, l := range strings.Split(string(log), "\n") {
+		if strings.HasPrefix(l, seal.KeyLogSession+" ") {
+			first = l
+			break
+		}
+	}
+	one := filepath.Join(dir, "one.log")
+	if err := os.WriteFile(one, []byte(first+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r, err := pcapio.OpenEthernet(sealedPcap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged := filepath.Join(dir, "forged.pcap")
+	w, err := pcapio.Create(forged, pcapio.WriterOptions{Nanos: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; ; i++ {
+		data, ci, err := r.Next()
+		if err != nil {
+			break
+		}
+		if i == 1 {
+			data[len(data)-1] ^= 1
+		}
+		if err := w.WritePacket(ci, data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r.Close()
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := runPcap(t.Context(), "pcap", "unseal", "--key-log", one, "--udp-port", "7001", forged, plain)
+	want := plain + ": 2 frames read, 1 unsealed (0 handshake), 0 copied as they were, 1 sealed frame not opened; 1 secret in " + one + "\n"
+	if code != 1 || stdout != want || !strings.Contains(stderr, ": 1 frame not opened (first: frame 2)") ||
+		!strings.HasSuffix(stderr, "dxpu: 1 sealed frame of "+forged+" did not open\n") {
+		t.Errorf("pcap unseal with one secret and a forged frame: exit %d, stdout %q, stderr %q; want 1, %q, and the counts in the singular", code, stdout, stderr, want)
+	}
+
+	code, stdout, stderr = runPcap(t.Context(), "pcap", "unseal", "--json", "--key-log", keys, "--udp-port", "7001", sealedPcap, plain)
+	var got map[string]any
+	if err := json.Unmarshal([]byte(stdout), &got); code != 0 || err != nil || stderr != "" || !strings.HasPrefix(stdout, "{\n  \"") {
+		t.Fatalf("pcap unseal --json: exit %d, %v, stdout %q, stderr %q; want 0 and one indented object", code, err, stdout, stderr)
+	}
+	lines := float64(strings.Count(string(log), "\n"))
+	for k, v := range map[string]any{"in": sealedPcap, "out": plain, "key_log": keys, "frames": 2.0, "unsealed_frames": 2.0,
+		"handshake_frames": 0.0, "copied_frames": 0.0, "unopened_frames": 0.0, "secrets": lines} {
+		if got[k] != v {
+			t.Errorf("pcap unseal --json: %q is %v, want %v (%s)", k, got[k], v, stdout)
+		}
+	}
+	if len(got) != 9 {
+		t.Errorf("pcap unseal --json: %d keys, want 9: %s", len(got), stdout)
+	}
+
+	args := []string{"pcap", "unseal", "--key-log", keys, "--udp-port", "7001", sealedPcap, "-"}
+	code, stdout, stderr = runPcap(t.Context(), args...)
+	_ = os.Remove("-") // what the bug wrote
+	usageLine(t, args, code, stdout, stderr, `dxpu: unseal: OUT "-": want a file: pcap commands write captures to files, not standard output`)
 }

@@ -96,6 +96,9 @@ func (s Setup) Apply(o *Options) error {
 	if o.MemSize, err = bytesize.Parse("mem-size", s.MemSize); err != nil {
 		return usage(err)
 	}
+	if err := bridged.CheckMemory(o.MemBase, o.MemSize, s.MemBase, s.MemSize); err != nil {
+		return usage(err)
+	}
 	z := bridged.Sizes{MTU: o.MTU, MaxPayload: o.MaxPayload, MPS: o.MPS, MPSGiven: s.MPSGiven,
 		MTULimit: udp.MuxMaxFrame, MTUWhy: "the data plane's receive buffers",
 		Memory: o.Role == bridge.RoleGPU && o.PCIe == PCIeMemory, Side: fmt.Sprintf("%q", o.PCIe)}

@@ -112,6 +112,9 @@ func (s Setup) Apply(o *Options) error {
 	if o.MemSize, err = bytesize.Parse("mem-size", s.MemSize); err != nil {
 		return usage(err)
 	}
+	if err := CheckMemory(o.MemBase, o.MemSize, s.MemBase, s.MemSize); err != nil {
+		return usage(err)
+	}
 	if s.Doorbell != "" {
 		if o.PCIe.Kind != KindMemory {
 			return usage(fmt.Errorf("--doorbell %s: the test target lives in a memory device (--pcie memory), not %q", s.Doorbell, o.PCIe.Kind))
@@ -125,6 +128,20 @@ func (s Setup) Apply(o *Options) error {
 				db, nettlpside.DoorbellStatusOff+nettlpside.DoorbellStatusLen, o.MemBase, o.MemSize))
 		}
 		o.Doorbell = &db
+	}
+	return nil
+}
+
+// CheckMemory refuses a memory device (--pcie memory) of 0 bytes, which
+// nettlp.NewSparseMemory refuses when the device starts, naming no flag,
+// and one whose window [base, base+size) wraps the 64-bit address space;
+// baseText and sizeText are --mem-base and --mem-size as given.
+func CheckMemory(base, size uint64, baseText, sizeText string) error {
+	switch {
+	case size == 0:
+		return fmt.Errorf("--mem-size %s: want above 0 bytes", sizeText)
+	case base+size < base:
+		return fmt.Errorf("--mem-base %s and --mem-size %s: the memory wraps the 64-bit address space", baseText, sizeText)
 	}
 	return nil
 }

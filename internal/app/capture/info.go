@@ -16,7 +16,9 @@ import (
 // a JSON object: indented for one capture, as every command's one result
 // object, and one a line (JSON lines) for several. Frames that do not
 // parse are reported on stderr. Any such frame makes the error
-// apperr.ErrFailed; unreadable captures are plain errors.
+// apperr.ErrFailed; unreadable captures are plain errors. Frames the
+// snap length cut before the end of their headers are counted apart
+// (snaplen_cut_frames), neither reported nor failing.
 func Info(paths []string, udpPort uint16, asJSON bool, stdout, stderr io.Writer) error {
 	bad := 0
 	errs := &errLines{w: stderr}
@@ -62,7 +64,7 @@ func Tally(path string, cfg *encap.Config, errs io.Writer) (map[string]int, erro
 	defer r.Close()
 	s := map[string]int{}
 	for {
-		data, _, err := r.ZeroCopyReadPacketData()
+		data, ci, err := r.ZeroCopyReadPacketData()
 		if errors.Is(err, io.EOF) {
 			return s, nil
 		}
@@ -75,6 +77,10 @@ func Tally(path string, cfg *encap.Config, errs io.Writer) (map[string]int, erro
 			continue
 		}
 		f, err := encap.ParseFrame(data, fcfg)
+		if err != nil && cutBySnaplen(err, ci.CaptureLength, ci.Length) {
+			s["snaplen-cut"]++
+			continue
+		}
 		if err != nil {
 			s["bad"]++
 			if errs != nil {
@@ -99,6 +105,15 @@ func Tally(path string, cfg *encap.Config, errs io.Writer) (map[string]int, erro
 			}
 		}
 	}
+}
+
+// cutBySnaplen says that a frame did not parse because the capture's
+// snap length cut it (its record keeps fewer bytes than the frame had)
+// before the end of the headers the parser needed: it was cut, not
+// wrong. A frame cut short whose bytes before the cut are wrong is bad
+// as any other.
+func cutBySnaplen(err error, kept, length int) bool {
+	return kept < length && (errors.Is(err, encap.ErrShort) || errors.Is(err, encap.ErrTruncated))
 }
 
 // sealedFrame counts a sealed dxpu frame (flag SEALED: its body is the

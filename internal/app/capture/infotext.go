@@ -17,6 +17,7 @@ type InfoJSON struct {
 	File             string         `json:"file"`
 	Frames           int            `json:"frames"`
 	BadFrames        int            `json:"bad_frames"`
+	SnaplenCutFrames int            `json:"snaplen_cut_frames"` // cut by the snap length before the end of their headers
 	VLANTaggedFrames int            `json:"vlan_tagged_frames"`
 	SealedFrames     int            `json:"sealed_frames"`
 	FramesByEncap    map[string]int `json:"frames_by_encap"`
@@ -28,7 +29,7 @@ type InfoJSON struct {
 
 // infoOf sorts Tally's counts into their groups.
 func infoOf(path string, s map[string]int) InfoJSON {
-	in := InfoJSON{File: path, Frames: s["frames"], BadFrames: s["bad"], VLANTaggedFrames: s["vlan-tagged"], SealedFrames: s["sealed"],
+	in := InfoJSON{File: path, Frames: s["frames"], BadFrames: s["bad"], SnaplenCutFrames: s["snaplen-cut"], VLANTaggedFrames: s["vlan-tagged"], SealedFrames: s["sealed"],
 		TruncatedTLPs: s["truncated"], FramesByEncap: map[string]int{}, MessagesByType: map[string]int{}, TLPsByKind: map[string]int{}}
 	for k, n := range s {
 		switch {
@@ -57,7 +58,11 @@ func writeInfo(w io.Writer, path string, s map[string]int, asJSON, only bool) er
 		return enc.Encode(in)
 	}
 	fmt.Fprintf(w, "%s\n", oneline.Name(path)) // a name with a line break or an escape, quoted
-	fmt.Fprintf(w, "  %-16s %d (%d VLAN-tagged, %d sealed, %d did not parse)\n", "frames", in.Frames, in.VLANTaggedFrames, in.SealedFrames, in.BadFrames)
+	cut := ""
+	if in.SnaplenCutFrames > 0 {
+		cut = fmt.Sprintf(", %d cut by the snap length within their headers", in.SnaplenCutFrames)
+	}
+	fmt.Fprintf(w, "  %-16s %d (%d VLAN-tagged, %d sealed%s, %d did not parse)\n", "frames", in.Frames, in.VLANTaggedFrames, in.SealedFrames, cut, in.BadFrames)
 	fmt.Fprintf(w, "  %-16s %s\n", "encapsulations", counts(in.FramesByEncap, 0))
 	fmt.Fprintf(w, "  %-16s %s\n", "messages", counts(in.MessagesByType, 0))
 	fmt.Fprintf(w, "  %-16s %d (%d cut by the snap length)\n", "TLPs", in.TLPs, in.TruncatedTLPs)

@@ -3,6 +3,7 @@ package capture
 import (
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -27,6 +28,21 @@ type UnsealOptions struct {
 	OutUDPPort uint16
 	PcapNG     bool
 	Nanos      *bool // the output's timestamp resolution; nil keeps the input's
+	JSON       bool  // the summary as one indented UnsealJSON object
+}
+
+// UnsealJSON is what `dxpu pcap unseal --json` prints: the counts of its
+// text summary, keyed as pcap info's (frames, or frames of a kind).
+type UnsealJSON struct {
+	In              string `json:"in"`
+	Out             string `json:"out"`
+	KeyLog          string `json:"key_log"`
+	Frames          int    `json:"frames"`           // read from In
+	UnsealedFrames  int    `json:"unsealed_frames"`  // sealed frames opened
+	HandshakeFrames int    `json:"handshake_frames"` // of those, handshake ones
+	CopiedFrames    int    `json:"copied_frames"`    // not sealed: copied as they were
+	UnopenedFrames  int    `json:"unopened_frames"`  // sealed frames left out of Out
+	Secrets         int    `json:"secrets"`          // lines of the key log
 }
 
 // maxReasons bounds the summary lines of frames not opened.
@@ -54,6 +70,11 @@ func Unseal(o UnsealOptions, stdout, stderr io.Writer) error {
 func UnsealContext(ctx context.Context, o UnsealOptions, stdout, stderr io.Writer) error {
 	if o.In == "" || o.Out == "" || o.KeyLog == "" {
 		return apperr.Usage(errors.New("unseal: --key-log, IN and OUT are required"))
+	}
+	// No pcap command writes a capture to standard output: "-" was a
+	// file of that name.
+	if o.Out == "-" {
+		return apperr.Usage(errors.New(`unseal: OUT "-": want a file: pcap commands write captures to files, not standard output`))
 	}
 	if o.UDPPort == 0 {
 		return apperr.Usage(errors.New("unseal: --udp-port 0: want the dxpu UDP port"))
@@ -90,13 +111,30 @@ func UnsealContext(ctx context.Context, o UnsealOptions, stdout, stderr io.Write
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "%s: %d frames read, %d unsealed (%d handshake), %d copied as they were, %d sealed frames not opened; %d secrets in %s\n",
-		o.Out, u.read, u.opened, u.handshake, u.copied, u.failed, len(secrets), o.KeyLog)
+	if o.JSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(UnsealJSON{In: o.In, Out: o.Out, KeyLog: o.KeyLog, Frames: u.read, UnsealedFrames: u.opened,
+			HandshakeFrames: u.handshake, CopiedFrames: u.copied, UnopenedFrames: u.failed, Secrets: len(secrets)}); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprintf(stdout, "%s: %s read, %d unsealed (%d handshake), %d copied as they were, %s not opened; %s in %s\n",
+			o.Out, count(u.read, "frame"), u.opened, u.handshake, u.copied, count(u.failed, "sealed frame"), count(len(secrets), "secret"), o.KeyLog)
+	}
 	u.report(stderr)
 	if u.failed > 0 {
-		return apperr.Failed(fmt.Errorf("%d sealed frames of %s did not open", u.failed, o.In))
+		return apperr.Failed(fmt.Errorf("%s of %s did not open", count(u.failed, "sealed frame"), o.In))
 	}
 	return nil
+}
+
+// count is n and noun, plural unless n is 1: 1 secret, 2 secrets, 0 frames.
+func count(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 type reasonCount struct {
@@ -275,7 +313,7 @@ func reasonOf(err error, payload []byte) string {
 // maxReasons.
 func (u *unsealer) report(stderr io.Writer) {
 	if u.unparsed > 0 {
-		fmt.Fprintf(stderr, "%s: %d frames did not parse (copied as they were; 'dxpu pcap info' names them)\n", u.o.In, u.unparsed)
+		fmt.Fprintf(stderr, "%s: %s did not parse (copied as they were; 'dxpu pcap info' names them)\n", u.o.In, count(u.unparsed, "frame"))
 	}
 	keys := make([]string, 0, len(u.reasons))
 	for k := range u.reasons {
@@ -293,6 +331,6 @@ func (u *unsealer) report(stderr io.Writer) {
 			break
 		}
 		rc := u.reasons[k]
-		fmt.Fprintf(stderr, "%s: %d frames not opened (first: frame %d): %s\n", u.o.In, rc.n, rc.first, k)
+		fmt.Fprintf(stderr, "%s: %s not opened (first: frame %d): %s\n", u.o.In, count(rc.n, "frame"), rc.first, k)
 	}
 }

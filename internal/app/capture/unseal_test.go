@@ -199,7 +199,7 @@ func TestUnseal(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(stderr.String()), "\n")
 	want := []string{
 		"2 frames not opened (first: frame 5): pair 6 generation 1 (low byte) session frames: no key log secret for the pair and generation",
-		"1 frames not opened (first: frame 7): cut by the capture's snap length (a sealed frame opens only whole)",
+		"1 frame not opened (first: frame 7): cut by the capture's snap length (a sealed frame opens only whole)",
 	}
 	if len(lines) != len(want) {
 		t.Fatalf("stderr:\n%s", stderr.Bytes())
