@@ -151,3 +151,36 @@ func TestConformKitFlags(t *testing.T) {
 		daemonUsageLine(t, c.want, append(base, c.args...)...)
 	}
 }
+
+// TestAddressInUseExitsOne: an address in use is the environment's
+// failure, exit 1 in every daemon, as `dxpu bridge agent` had it
+// (TestBridgeAgentFlags); `dxpu manager` and `dxpu switch` exited 2, as
+// for a bad flag. One line on stderr naming the address, no result.
+func TestAddressInUseExitsOne(t *testing.T) {
+	t.Parallel()
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	busyUDP, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busyUDP.Close()
+	tcp, udp := busy.Addr().String(), busyUDP.LocalAddr().String()
+	table := "../../testdata/switch/corpus-table.json"
+	for _, args := range [][]string{
+		{"manager", "--no-auth", "--store", filepath.Join(t.TempDir(), "m.db"), "--listen", tcp},
+		{"switch", "--mode", "udp", "--table", table, "--metrics", "", "--udp-listen", udp},
+		{"switch", "--mode", "udp", "--table", table, "--udp-listen", "127.0.0.1:0", "--metrics", tcp},
+	} {
+		code, out, errs := daemonRunCode(t, args...)
+		addr := args[len(args)-1]
+		last := strings.TrimSpace(errs)
+		last = last[strings.LastIndex(last, "\n")+1:]
+		if code != 1 || out != "" || !strings.HasPrefix(last, "dxpu: ") || !strings.Contains(last, addr) || !strings.Contains(last, "address already in use") {
+			t.Errorf("dxpu %s: exit %d, stdout %q, stderr %q; want exit 1 and a last line naming %s in use", strings.Join(args, " "), code, out, errs, addr)
+		}
+	}
+}

@@ -90,7 +90,8 @@ The pairs reported down are kept in the store: a restarted manager or a
 new leader still knows them.
 Exit status: 0 on SIGINT/SIGTERM, 1 when the --store file is damaged (cut
 short, overwritten, not a bbolt file: restore it or move it aside; an empty
-file becomes a new store), 2 for usage errors or when the store cannot be
+file becomes a new store) or --listen cannot be bound (the address in use,
+as for every daemon), 2 for usage errors or when the store cannot be
 opened.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

@@ -47,7 +47,9 @@ manager refuses at its first answer ends the switch (exit 2); refused
 later (rotated in the manager), it is logged and retried, the table in
 force kept. Counters are served on --metrics (/metrics, Prometheus; at most 64
 connections, 8 per client address, closed after 30s idle).
-Exit status: 0 after SIGINT/SIGTERM, 2 on bad flags or setup errors.`,
+Exit status: 0 after SIGINT/SIGTERM, 1 when --udp-listen or --metrics
+cannot be bound (the address in use, as for every daemon), 2 on bad flags
+or setup errors.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.Token = e.getenv("DXPU_TOKEN")

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
-	"net"
 	"os"
 	"strings"
 	"time"
@@ -177,9 +176,11 @@ func Run(ctx context.Context, o Options) error {
 	}
 	defer st.Close()
 
-	ln, err := net.Listen("tcp", o.Listen)
+	// An address in use is the environment's failure, exit 1, as in
+	// every daemon (httpguard.ListenError).
+	ln, err := httpguard.Listen("listen", o.Listen)
 	if err != nil {
-		return apperr.Usage(err)
+		return err
 	}
 	ln = manager.LimitListenerWith(ln, manager.ConnLimits{MaxConns: o.MaxConns, MaxAnonConnsPerClient: o.MaxAnonConnsPerClient,
 		MaxConnsPerCredential: o.MaxConnsPerCredential})
