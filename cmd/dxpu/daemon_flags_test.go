@@ -184,3 +184,37 @@ func TestAddressInUseExitsOne(t *testing.T) {
 		}
 	}
 }
+
+// TestSwitchModeFlags: a flag given on the command line that the mode
+// does not use is refused (exit 2, one line naming it and the mode); the
+// switch ran without it (new-user trial). A default is not a flag given.
+func TestSwitchModeFlags(t *testing.T) {
+	t.Parallel()
+	table := "../../testdata/switch/corpus-table.json"
+	udp := []string{"switch", "--mode", "udp", "--table", table, "--udp-listen", "127.0.0.1:0", "--metrics", ""}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{append(udp, "--port", "eth0"), "dxpu: switch: --port does not apply to --mode udp (only to --mode xdp, afxdp, packet)"},
+		{append(udp, "--max-pairs", "5"), "dxpu: switch: --max-pairs does not apply to --mode udp (only to --mode xdp)"},
+		{append(udp, "--slow-path", "packet"), "dxpu: switch: --slow-path does not apply to --mode udp (only to --mode xdp)"},
+		{[]string{"switch", "--mode", "packet", "--port", "lo", "--table", table, "--metrics", "", "--udp-listen", "127.0.0.1:0"},
+			"dxpu: switch: --udp-listen does not apply to --mode packet (only to --mode udp)"},
+		{[]string{"switch", "--mode", "afxdp", "--port", "lo", "--table", table, "--metrics", "", "--slow-path", "xsk"},
+			"dxpu: switch: --slow-path does not apply to --mode afxdp (only to --mode xdp)"},
+	} {
+		daemonUsageLine(t, c.want, c.args...)
+	}
+}
+
+// TestSwitchManagerURL: a --manager that is no http(s) URL is refused at
+// start (exit 2, one line); the switch retried it for ever, logging
+// "unsupported protocol scheme" (new-user trial). Under daemonRunCode's
+// deadline, so that a regression fails instead of hanging.
+func TestSwitchManagerURL(t *testing.T) {
+	t.Parallel()
+	for _, m := range []string{"notaurl", "127.0.0.1:7700", "ftp://m:7700", "http://127.0.0.1:7700,notaurl"} {
+		daemonUsageLine(t, "switch: --manager ", "switch", "--mode", "udp", "--udp-listen", "127.0.0.1:0", "--metrics", "", "--manager", m)
+	}
+}

@@ -140,6 +140,10 @@ func TestExitStatus(t *testing.T) {
 		{[]string{"bench", "fabric", "--sizes", "3"}, "", 2, "", "dxpu: --sizes: copy size 3: want a multiple of 4 in 4..4GiB"},
 		{[]string{"pcap", "generate", "--out", "x", "--count", "0"}, "", 2, "", "--count 0: want at least 1 frame"},
 		{[]string{"switch", "--mode", "udp"}, "", 2, "", "exactly one of --table and --manager"},
+		// Not a URL, or contradictory, was taken (new-user trial; the
+		// switch's flags: TestSwitchModeFlags).
+		{[]string{"manager", "--no-auth", "--listen", "127.0.0.1:0", "--store", "/nonexistent/m.db", "--advertise", "notaurl"}, "", 2, "", `dxpu: --advertise "notaurl": want an http(s) URL`},
+		{[]string{"manager", "--no-auth", "--listen", "127.0.0.1:0", "--store", "/nonexistent/m.db", "--read-token-file", "/nonexistent/tok"}, "", 2, "", "dxpu: --read-token-file and --no-auth exclude each other"},
 		{[]string{"no-such-command"}, "", 2, "", "dxpu: unknown command"},
 		// Unknown flags get the closest flags of their command, as unknown
 		// commands get the closest commands.

@@ -33,7 +33,8 @@ from --token-file for everything, or the read-only token of
 --read-token-file for GETs. Token files must be regular files (a link
 to one is followed) owned by the manager's user, mode 0600 (or stricter);
 --init-token creates --token-file (0600) with a fresh random token if
-nothing is at the path. --no-auth turns authentication off (for a lab only). /healthz and
+nothing is at the path. --no-auth turns authentication off (for a lab only;
+it excludes both token files). /healthz and
 /metrics stay open.
 With --tls-cert and --tls-key the API is served over HTTPS, as it should be
 wherever the token crosses a network; the key file (as --etcd-key) is held
@@ -114,11 +115,11 @@ opened.`,
 	fl.LeaseTTL = 3
 	f.Var(leaseTTL{&fl.LeaseTTL}, "lease-ttl", "leader lease (etcd), in whole seconds: how long a dead leader is waited for")
 	f.StringVar(&fl.Listen, "listen", "127.0.0.1:7700", "HTTP listen address")
-	f.StringVar(&fl.Advertise, "advertise", "", "URL other managers and clients should use for this one (default http://<listen>)")
+	f.StringVar(&fl.Advertise, "advertise", "", "http(s) URL other managers and clients should use for this one (default http://<listen>)")
 	f.StringVar(&fl.TokenFile, "token-file", "", "file holding the bearer token for mutating calls")
 	f.BoolVar(&fl.InitToken, "init-token", false, "create --token-file (mode 0600, a fresh 256-bit token) if it does not exist")
 	f.StringVar(&fl.ReadTokenFile, "read-token-file", "", "file holding a read-only token (GETs only; mode 0600)")
-	f.BoolVar(&fl.NoAuth, "no-auth", false, "accept every call without a token (lab only)")
+	f.BoolVar(&fl.NoAuth, "no-auth", false, "accept every call without a token (lab only; excludes --token-file and --read-token-file)")
 	f.StringVar(&fl.AgentCAFile, "agent-ca-file", "", "CA bundle (PEM) that signs the bridges' agent certificates (default: the system's roots)")
 	f.BoolVar(&fl.AllowInsecureAgents, "allow-insecure-agents", false, "allow http:// agent URLs (lab only: credentials cross the network in clear)")
 	f.IntVar(&fl.MaxConns, "max-conns", manager.DefaultMaxConns, "most concurrent API connections; a quarter is kept for clients with a token or credential; more are answered 503")

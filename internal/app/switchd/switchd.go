@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/url"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -138,6 +140,19 @@ func checkOptions(o *Options) (map[string]switching.Port, error) {
 	case "xdp", "afxdp", "packet", "udp":
 	default:
 		return nil, apperr.Usage(fmt.Errorf("switch: --mode %q: want xdp, afxdp, packet or udp", o.Mode))
+	}
+	// A manager URL that is not one was retried for ever, as an
+	// unreachable manager is.
+	if o.Manager != "" {
+		for _, m := range strings.Split(o.Manager, ",") {
+			u, err := url.Parse(strings.TrimSpace(m))
+			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				return nil, apperr.Usage(fmt.Errorf("switch: --manager %q: want an http(s) URL such as http://127.0.0.1:7700, or several separated by commas", m))
+			}
+		}
+	}
+	if o.Mode == "udp" && len(o.Ports) > 0 {
+		return nil, apperr.Usage(fmt.Errorf("switch: --port %s: --mode udp relays over its --udp-listen socket and takes no ports", o.Ports[0]))
 	}
 	if o.Mode != "udp" && len(o.Ports) == 0 {
 		return nil, apperr.Usage(fmt.Errorf("switch: --mode %s needs at least one --port", o.Mode))
