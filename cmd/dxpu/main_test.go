@@ -142,6 +142,11 @@ func TestExitStatus(t *testing.T) {
 		{[]string{"switch", "--mode", "udp"}, "", 2, "", "exactly one of --table and --manager"},
 		// Not a URL, or contradictory, was taken (new-user trial; the
 		// switch's flags: TestSwitchModeFlags).
+		// 0 meant the default, although the messages say positive.
+		{[]string{"manager", "--no-auth", "--listen", "127.0.0.1:0", "--store", "/nonexistent/m.db", "--degraded-after", "0"}, "", 2, "", "dxpu: --degraded-after 0s: must be positive"},
+		{[]string{"manager", "--no-auth", "--listen", "127.0.0.1:0", "--store", "/nonexistent/m.db", "--unreachable-after", "0"}, "", 2, "", "dxpu: --unreachable-after 0s: must be positive"},
+		{[]string{"manager", "--no-auth", "--listen", "127.0.0.1:0", "--store", "/nonexistent/m.db", "--max-anon-conns-per-client", "0"}, "", 2, "", "dxpu: --max-anon-conns-per-client 0: must be positive"},
+		{[]string{"manager", "--no-auth", "--listen", "127.0.0.1:0", "--store", "/nonexistent/m.db", "--reconcile-interval", "0"}, "", 2, "", "dxpu: --reconcile-interval 0s: want a positive interval, or a negative one"},
 		{[]string{"manager", "--no-auth", "--listen", "127.0.0.1:0", "--store", "/nonexistent/m.db", "--advertise", "notaurl"}, "", 2, "", `dxpu: --advertise "notaurl": want an http(s) URL`},
 		{[]string{"manager", "--no-auth", "--listen", "127.0.0.1:0", "--store", "/nonexistent/m.db", "--read-token-file", "/nonexistent/tok"}, "", 2, "", "dxpu: --read-token-file and --no-auth exclude each other"},
 		{[]string{"no-such-command"}, "", 2, "", "dxpu: unknown command"},

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"os"
 	"os/signal"
 	"syscall"
@@ -96,6 +97,13 @@ as for every daemon), 2 for usage errors or when the store cannot be
 opened.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			// 0 meant the default in silence; the messages said positive.
+			if err := flagsPositive(cmd, "max-conns", "max-anon-conns-per-client", "degraded-after", "unreachable-after"); err != nil {
+				return exitCodeError{2, err}
+			}
+			if fl.ReconcileInterval == 0 {
+				return exitCodeError{2, errors.New("--reconcile-interval 0s: want a positive interval, or a negative one for start-up only")}
+			}
 			fl.Log = e.log
 			// Caught from here on: SIGHUP's default action ends the process.
 			hup := make(chan os.Signal, 1)
@@ -123,15 +131,15 @@ opened.`,
 	f.StringVar(&fl.AgentCAFile, "agent-ca-file", "", "CA bundle (PEM) that signs the bridges' agent certificates (default: the system's roots)")
 	f.BoolVar(&fl.AllowInsecureAgents, "allow-insecure-agents", false, "allow http:// agent URLs (lab only: credentials cross the network in clear)")
 	f.IntVar(&fl.MaxConns, "max-conns", manager.DefaultMaxConns, "most concurrent API connections; a quarter is kept for clients with a token or credential; more are answered 503")
-	f.IntVar(&fl.MaxAnonConnsPerClient, "max-anon-conns-per-client", manager.DefaultMaxAnonConnsPerClient, "most connections one address holds without a token or credential")
+	f.IntVar(&fl.MaxAnonConnsPerClient, "max-anon-conns-per-client", manager.DefaultMaxAnonConnsPerClient, "most connections one address holds without a token or credential (positive)")
 	f.IntVar(&fl.MaxConnsPerCredential, "max-conns-per-credential", 0, "most connections the read-only token, or one agent's credential, holds (0: --max-conns/8)")
-	f.DurationVar(&fl.DegradedAfter, "degraded-after", manager.DefaultDegradedAfter, "how long a pair's link may stay down before its allocation is degraded")
-	f.DurationVar(&fl.UnreachableAfter, "unreachable-after", manager.DefaultUnreachableAfter, "how long a box's agent may fail to answer the reconciler before the box is reported unreachable (its GPUs stay lent)")
+	f.DurationVar(&fl.DegradedAfter, "degraded-after", manager.DefaultDegradedAfter, "how long a pair's link may stay down before its allocation is degraded (positive)")
+	f.DurationVar(&fl.UnreachableAfter, "unreachable-after", manager.DefaultUnreachableAfter, "how long a box's agent may fail to answer the reconciler before the box is reported unreachable (positive; its GPUs stay lent)")
 	f.StringVar(&fl.EtcdCAFile, "etcd-ca-file", "", "CA (PEM) of an etcd served over https")
 	f.StringVar(&fl.EtcdCert, "etcd-cert", "", "client certificate (PEM) for etcd")
 	f.StringVar(&fl.EtcdKey, "etcd-key", "", "client key (PEM) for etcd; must be 0600, owned by you")
 	f.StringVar(&fl.TLSCert, "tls-cert", "", "serve HTTPS with this certificate (PEM); needs --tls-key")
 	f.StringVar(&fl.TLSKey, "tls-key", "", "private key (PEM) of --tls-cert; must be 0600, owned by you")
-	f.DurationVar(&fl.ReconcileInterval, "reconcile-interval", 30*time.Second, "how often to reconcile agents with the journal (negative: only at start-up)")
+	f.DurationVar(&fl.ReconcileInterval, "reconcile-interval", 30*time.Second, "how often to reconcile agents with the journal (negative: only at start-up; 0 is refused)")
 	return cmd
 }
