@@ -186,3 +186,70 @@ func TestConformKitFlags(t *testing.T) {
 		daemonUsageLine(t, c.want, append(base, c.args...)...)
 	}
 }
+
+// TestAddressInUseExitsOne: an address in use is the environment's
+// failure, exit 1 in every daemon, as `dxpu bridge agent` had it
+// (TestBridgeAgentFlags); `dxpu manager` and `dxpu switch` exited 2, as
+// for a bad flag. One line on stderr naming the address, no result.
+func TestAddressInUseExitsOne(t *testing.T) {
+	t.Parallel()
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	busyUDP, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busyUDP.Close()
+	tcp, udp := busy.Addr().String(), busyUDP.LocalAddr().String()
+	table := "../../testdata/switch/corpus-table.json"
+	for _, args := range [][]string{
+		{"manager", "--no-auth", "--store", filepath.Join(t.TempDir(), "m.db"), "--listen", tcp},
+		{"switch", "--mode", "udp", "--table", table, "--metrics", "", "--udp-listen", udp},
+		{"switch", "--mode", "udp", "--table", table, "--udp-listen", "127.0.0.1:0", "--metrics", tcp},
+	} {
+		code, out, errs := daemonRunCode(t, args...)
+		addr := args[len(args)-1]
+		last := strings.TrimSpace(errs)
+		last = last[strings.LastIndex(last, "\n")+1:]
+		if code != 1 || out != "" || !strings.HasPrefix(last, "dxpu: ") || !strings.Contains(last, addr) || !strings.Contains(last, "address already in use") {
+			t.Errorf("dxpu %s: exit %d, stdout %q, stderr %q; want exit 1 and a last line naming %s in use", strings.Join(args, " "), code, out, errs, addr)
+		}
+	}
+}
+
+// TestSwitchModeFlags: a flag given on the command line that the mode
+// does not use is refused (exit 2, one line naming it and the mode); the
+// switch ran without it (new-user trial). A default is not a flag given.
+func TestSwitchModeFlags(t *testing.T) {
+	t.Parallel()
+	table := "../../testdata/switch/corpus-table.json"
+	udp := []string{"switch", "--mode", "udp", "--table", table, "--udp-listen", "127.0.0.1:0", "--metrics", ""}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{append(udp, "--port", "eth0"), "dxpu: switch: --port does not apply to --mode udp (only to --mode xdp, afxdp, packet)"},
+		{append(udp, "--max-pairs", "5"), "dxpu: switch: --max-pairs does not apply to --mode udp (only to --mode xdp)"},
+		{append(udp, "--slow-path", "packet"), "dxpu: switch: --slow-path does not apply to --mode udp (only to --mode xdp)"},
+		{[]string{"switch", "--mode", "packet", "--port", "lo", "--table", table, "--metrics", "", "--udp-listen", "127.0.0.1:0"},
+			"dxpu: switch: --udp-listen does not apply to --mode packet (only to --mode udp)"},
+		{[]string{"switch", "--mode", "afxdp", "--port", "lo", "--table", table, "--metrics", "", "--slow-path", "xsk"},
+			"dxpu: switch: --slow-path does not apply to --mode afxdp (only to --mode xdp)"},
+	} {
+		daemonUsageLine(t, c.want, c.args...)
+	}
+}
+
+// TestSwitchManagerURL: a --manager that is no http(s) URL is refused at
+// start (exit 2, one line); the switch retried it for ever, logging
+// "unsupported protocol scheme" (new-user trial). Under daemonRunCode's
+// deadline, so that a regression fails instead of hanging.
+func TestSwitchManagerURL(t *testing.T) {
+	t.Parallel()
+	for _, m := range []string{"notaurl", "127.0.0.1:7700", "ftp://m:7700", "http://127.0.0.1:7700,notaurl"} {
+		daemonUsageLine(t, "switch: --manager ", "switch", "--mode", "udp", "--udp-listen", "127.0.0.1:0", "--metrics", "", "--manager", m)
+	}
+}

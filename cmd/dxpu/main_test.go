@@ -94,6 +94,14 @@ func TestExitStatus(t *testing.T) {
 		{append(ctl, "gpu", "--state", "bogus"), "", 2, "", `dxpu: bad_request (HTTP 400): parameter state "bogus": want free, used or unhealthy`},
 		{append(ctl, "free", "a-nosuch"), "", 1, "", "dxpu: free a-nosuch: not_found (HTTP 404)"},
 		{append(ctl, "gpu", "--state", "free"), "", 0, "GPU", ""},
+		// ctl sends the registration as written, so the API's strict
+		// decoding judges it: a re-encoding took a key twice, or in
+		// another case (new-user trial).
+		{append(ctl, "box", "add", "-"), `{"id":"b4","id":"b5","bridge":{"switch_port":"p4","mac":"02:00:00:00:01:04"}}`, 2, "", `dxpu: bad_request (HTTP 400): duplicate field "id"`},
+		{append(ctl, "box", "add", "-"), `{"ID":"b6","bridge":{"switch_port":"p6","mac":"02:00:00:00:01:06"}}`, 2, "", `dxpu: bad_request (HTTP 400): field "ID": field names are case-sensitive; want "id"`},
+		{append(ctl, "host", "add", "-"), `{"id":"h7","ports":32,"bridge":{"switch_port":"p7","MAC":"02:00:00:00:01:07"}}`, 2, "", `dxpu: bad_request (HTTP 400): field "bridge.MAC": field names are case-sensitive; want "bridge.mac"`},
+		{append(ctl, "host", "add", "-"), `{"id":"h8","ports":32,"ports":64,"bridge":{"switch_port":"p8","mac":"02:00:00:00:01:08"}}`, 2, "", `dxpu: bad_request (HTTP 400): duplicate field "ports"`},
+		{append(ctl, "box", "add", "-"), `{"id":"b9","bridge":{"switch_port":"p9","mac":"02:00:00:00:01:09"}}`, 0, "b9", ""},
 		// Cobra's completion alone printed its help and exited 0.
 		{[]string{"completion"}, "", 2, "", "dxpu: completion: name a shell: bash, fish, powershell or zsh; usage: dxpu completion SHELL"},
 		{[]string{"pcap", "conver", "--in", "x"}, "", 2, "", "did you mean convert?"},
@@ -140,6 +148,15 @@ func TestExitStatus(t *testing.T) {
 		{[]string{"bench", "fabric", "--sizes", "3"}, "", 2, "", "dxpu: --sizes: copy size 3: want a multiple of 4 in 4..4GiB"},
 		{[]string{"pcap", "generate", "--out", "x", "--count", "0"}, "", 2, "", "--count 0: want at least 1 frame"},
 		{[]string{"switch", "--mode", "udp"}, "", 2, "", "exactly one of --table and --manager"},
+		// Not a URL, or contradictory, was taken (new-user trial; the
+		// switch's flags: TestSwitchModeFlags).
+		// 0 meant the default, although the messages say positive.
+		{[]string{"manager", "--no-auth", "--listen", "127.0.0.1:0", "--store", "/nonexistent/m.db", "--degraded-after", "0"}, "", 2, "", "dxpu: --degraded-after 0s: must be positive"},
+		{[]string{"manager", "--no-auth", "--listen", "127.0.0.1:0", "--store", "/nonexistent/m.db", "--unreachable-after", "0"}, "", 2, "", "dxpu: --unreachable-after 0s: must be positive"},
+		{[]string{"manager", "--no-auth", "--listen", "127.0.0.1:0", "--store", "/nonexistent/m.db", "--max-anon-conns-per-client", "0"}, "", 2, "", "dxpu: --max-anon-conns-per-client 0: must be positive"},
+		{[]string{"manager", "--no-auth", "--listen", "127.0.0.1:0", "--store", "/nonexistent/m.db", "--reconcile-interval", "0"}, "", 2, "", "dxpu: --reconcile-interval 0s: want a positive interval, or a negative one"},
+		{[]string{"manager", "--no-auth", "--listen", "127.0.0.1:0", "--store", "/nonexistent/m.db", "--advertise", "notaurl"}, "", 2, "", `dxpu: --advertise "notaurl": want an http(s) URL`},
+		{[]string{"manager", "--no-auth", "--listen", "127.0.0.1:0", "--store", "/nonexistent/m.db", "--read-token-file", "/nonexistent/tok"}, "", 2, "", "dxpu: --read-token-file and --no-auth exclude each other"},
 		{[]string{"no-such-command"}, "", 2, "", "dxpu: unknown command"},
 		// Unknown flags get the closest flags of their command, as unknown
 		// commands get the closest commands.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"os"
 	"os/signal"
 	"syscall"
@@ -33,7 +34,8 @@ from --token-file for everything, or the read-only token of
 --read-token-file for GETs. Token files must be regular files (a link
 to one is followed) owned by the manager's user, mode 0600 (or stricter);
 --init-token creates --token-file (0600) with a fresh random token if
-nothing is at the path. --no-auth turns authentication off (for a lab only). /healthz and
+nothing is at the path. --no-auth turns authentication off (for a lab only;
+it excludes both token files). /healthz and
 /metrics stay open.
 With --tls-cert and --tls-key the API is served over HTTPS, as it should be
 wherever the token crosses a network; the key file (as --etcd-key) is held
@@ -90,10 +92,18 @@ The pairs reported down are kept in the store: a restarted manager or a
 new leader still knows them.
 Exit status: 0 on SIGINT/SIGTERM, 1 when the --store file is damaged (cut
 short, overwritten, not a bbolt file: restore it or move it aside; an empty
-file becomes a new store), 2 for usage errors or when the store cannot be
+file becomes a new store) or --listen cannot be bound (the address in use,
+as for every daemon), 2 for usage errors or when the store cannot be
 opened.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			// 0 meant the default in silence; the messages said positive.
+			if err := flagsPositive(cmd, "max-conns", "max-anon-conns-per-client", "degraded-after", "unreachable-after"); err != nil {
+				return exitCodeError{2, err}
+			}
+			if fl.ReconcileInterval == 0 {
+				return exitCodeError{2, errors.New("--reconcile-interval 0s: want a positive interval, or a negative one for start-up only")}
+			}
 			fl.Log = e.log
 			// Caught from here on: SIGHUP's default action ends the process.
 			hup := make(chan os.Signal, 1)
@@ -113,23 +123,23 @@ opened.`,
 	fl.LeaseTTL = 3
 	f.Var(leaseTTL{&fl.LeaseTTL}, "lease-ttl", "leader lease (etcd), in whole seconds: how long a dead leader is waited for")
 	f.StringVar(&fl.Listen, "listen", "127.0.0.1:7700", "HTTP listen address")
-	f.StringVar(&fl.Advertise, "advertise", "", "URL other managers and clients should use for this one (default http://<listen>)")
+	f.StringVar(&fl.Advertise, "advertise", "", "http(s) URL other managers and clients should use for this one (default http://<listen>)")
 	f.StringVar(&fl.TokenFile, "token-file", "", "file holding the bearer token for mutating calls")
 	f.BoolVar(&fl.InitToken, "init-token", false, "create --token-file (mode 0600, a fresh 256-bit token) if it does not exist")
 	f.StringVar(&fl.ReadTokenFile, "read-token-file", "", "file holding a read-only token (GETs only; mode 0600)")
-	f.BoolVar(&fl.NoAuth, "no-auth", false, "accept every call without a token (lab only)")
+	f.BoolVar(&fl.NoAuth, "no-auth", false, "accept every call without a token (lab only; excludes --token-file and --read-token-file)")
 	f.StringVar(&fl.AgentCAFile, "agent-ca-file", "", "CA bundle (PEM) that signs the bridges' agent certificates (default: the system's roots)")
 	f.BoolVar(&fl.AllowInsecureAgents, "allow-insecure-agents", false, "allow http:// agent URLs (lab only: credentials cross the network in clear)")
 	f.IntVar(&fl.MaxConns, "max-conns", manager.DefaultMaxConns, "most concurrent API connections; a quarter is kept for clients with a token or credential; more are answered 503")
-	f.IntVar(&fl.MaxAnonConnsPerClient, "max-anon-conns-per-client", manager.DefaultMaxAnonConnsPerClient, "most connections one address holds without a token or credential")
+	f.IntVar(&fl.MaxAnonConnsPerClient, "max-anon-conns-per-client", manager.DefaultMaxAnonConnsPerClient, "most connections one address holds without a token or credential (positive)")
 	f.IntVar(&fl.MaxConnsPerCredential, "max-conns-per-credential", 0, "most connections the read-only token, or one agent's credential, holds (0: --max-conns/8)")
-	f.DurationVar(&fl.DegradedAfter, "degraded-after", manager.DefaultDegradedAfter, "how long a pair's link may stay down before its allocation is degraded")
-	f.DurationVar(&fl.UnreachableAfter, "unreachable-after", manager.DefaultUnreachableAfter, "how long a box's agent may fail to answer the reconciler before the box is reported unreachable (its GPUs stay lent)")
+	f.DurationVar(&fl.DegradedAfter, "degraded-after", manager.DefaultDegradedAfter, "how long a pair's link may stay down before its allocation is degraded (positive)")
+	f.DurationVar(&fl.UnreachableAfter, "unreachable-after", manager.DefaultUnreachableAfter, "how long a box's agent may fail to answer the reconciler before the box is reported unreachable (positive; its GPUs stay lent)")
 	f.StringVar(&fl.EtcdCAFile, "etcd-ca-file", "", "CA (PEM) of an etcd served over https")
 	f.StringVar(&fl.EtcdCert, "etcd-cert", "", "client certificate (PEM) for etcd")
 	f.StringVar(&fl.EtcdKey, "etcd-key", "", "client key (PEM) for etcd; must be 0600, owned by you")
 	f.StringVar(&fl.TLSCert, "tls-cert", "", "serve HTTPS with this certificate (PEM); needs --tls-key")
 	f.StringVar(&fl.TLSKey, "tls-key", "", "private key (PEM) of --tls-cert; must be 0600, owned by you")
-	f.DurationVar(&fl.ReconcileInterval, "reconcile-interval", 30*time.Second, "how often to reconcile agents with the journal (negative: only at start-up)")
+	f.DurationVar(&fl.ReconcileInterval, "reconcile-interval", 30*time.Second, "how often to reconcile agents with the journal (negative: only at start-up; 0 is refused)")
 	return cmd
 }

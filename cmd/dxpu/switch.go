@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"slices"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -37,6 +39,8 @@ Modes:
   packet  the userspace path over AF_PACKET sockets
   udp     a UDP socket on --udp-listen relaying dxpu datagrams between the
           endpoints' IP:port (no root needed; the demo's switch)
+A flag marked with a mode below (--port, --max-pairs, --slow-path,
+--udp-listen) given with another --mode is refused (exit 2).
 
 The table comes from --table FILE (re-read when its time or size changes,
 every second: write a new file and rename it over the old one, so that a
@@ -47,9 +51,14 @@ manager refuses at its first answer ends the switch (exit 2); refused
 later (rotated in the manager), it is logged and retried, the table in
 force kept. Counters are served on --metrics (/metrics, Prometheus; at most 64
 connections, 8 per client address, closed after 30s idle).
-Exit status: 0 after SIGINT/SIGTERM, 2 on bad flags or setup errors.`,
+Exit status: 0 after SIGINT/SIGTERM, 1 when --udp-listen or --metrics
+cannot be bound (the address in use, as for every daemon), 2 on bad flags
+or setup errors.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := switchModeFlags(cmd, o.Mode); err != nil {
+				return exitCodeError{2, err}
+			}
 			o.Token = e.getenv("DXPU_TOKEN")
 			if err := manager.CheckToken(o.Token); err != nil {
 				return exitCodeError{2, fmt.Errorf("$DXPU_TOKEN: %w", err)}
@@ -67,10 +76,10 @@ Exit status: 0 after SIGINT/SIGTERM, 2 on bad flags or setup errors.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringArrayVar(&o.Ports, "port", nil, "interface to switch between (repeatable; not for --mode udp)")
+	f.StringArrayVar(&o.Ports, "port", nil, "--mode xdp, afxdp or packet: interface to switch between (repeatable)")
 	f.StringVar(&o.Mode, "mode", "xdp", "data path: xdp, afxdp, packet or udp")
 	f.StringVar(&o.TableFile, "table", "", "forwarding table file (JSON)")
-	f.StringVar(&o.Manager, "manager", "", "manager URL to watch the table from, e.g. http://127.0.0.1:7700")
+	f.StringVar(&o.Manager, "manager", "", "manager URL (http or https) to watch the table from, e.g. http://127.0.0.1:7700; several separated by commas")
 	f.StringVar(&tokenFile, "token-file", "", "file holding a token for the manager (read-only is enough; mode 0600)")
 	f.StringVar(&o.Metrics, "metrics", "127.0.0.1:9855", "address for /metrics (empty: none)")
 	f.StringVar(&o.UDPListen, "udp-listen", "0.0.0.0:8855", "--mode udp: address to listen on")
@@ -78,4 +87,31 @@ Exit status: 0 after SIGINT/SIGTERM, 2 on bad flags or setup errors.`,
 	f.Uint32Var(&o.MaxPairs, "max-pairs", xdp.DefaultMaxPairs, "--mode xdp: pair table size")
 	f.StringVar(&o.SlowPath, "slow-path", "packet", "--mode xdp: how slow-path frames reach Go: packet (XDP_PASS to an AF_PACKET listener) or xsk (AF_XDP sockets via the XSKMAP)")
 	return cmd
+}
+
+// switchFlagModes names the flags that mean something to some modes only,
+// and those modes.
+var switchFlagModes = []struct {
+	flag  string
+	modes []string
+}{
+	{"port", []string{"xdp", "afxdp", "packet"}},
+	{"max-pairs", []string{"xdp"}},
+	{"slow-path", []string{"xdp"}},
+	{"udp-listen", []string{"udp"}},
+}
+
+// switchModeFlags refuses a flag given on the command line that --mode
+// does not use (--mode udp --max-pairs was taken and ignored); defaults
+// are not given. An unknown mode is switchd's to refuse.
+func switchModeFlags(cmd *cobra.Command, mode string) error {
+	if !slices.Contains([]string{"xdp", "afxdp", "packet", "udp"}, mode) {
+		return nil
+	}
+	for _, fm := range switchFlagModes {
+		if cmd.Flags().Changed(fm.flag) && !slices.Contains(fm.modes, mode) {
+			return fmt.Errorf("switch: --%s does not apply to --mode %s (only to --mode %s)", fm.flag, mode, strings.Join(fm.modes, ", "))
+		}
+	}
+	return nil
 }

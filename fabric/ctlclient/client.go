@@ -219,6 +219,18 @@ func (c *Client) RegisterBoxAgent(ctx context.Context, b pool.Box) (pool.Box, st
 	return out.Box, out.AgentCredential, err
 }
 
+// RegisterBoxJSON is RegisterBoxAgent for a box given as JSON, sent as
+// it is: the manager's strict decoding (duplicate keys, keys in another
+// case) judges what the user wrote, not a re-encoding of it.
+func (c *Client) RegisterBoxJSON(ctx context.Context, box []byte) (pool.Box, string, error) {
+	var out struct {
+		pool.Box
+		AgentCredential string `json:"agent_credential"`
+	}
+	err := c.do(ctx, http.MethodPost, "/v1/boxes", json.RawMessage(box), &out)
+	return out.Box, out.AgentCredential, err
+}
+
 // RemoveBox removes a box with no GPU lent.
 func (c *Client) RemoveBox(ctx context.Context, id string) (pool.Box, error) {
 	var out pool.Box
@@ -266,6 +278,17 @@ func (c *Client) RegisterHostAgent(ctx context.Context, h pool.Host) (pool.Host,
 		AgentCredential string `json:"agent_credential"`
 	}
 	err := c.do(ctx, http.MethodPost, "/v1/hosts", h, &out)
+	return out.Host, out.AgentCredential, err
+}
+
+// RegisterHostJSON is RegisterHostAgent for a host given as JSON, sent
+// as it is (RegisterBoxJSON).
+func (c *Client) RegisterHostJSON(ctx context.Context, host []byte) (pool.Host, string, error) {
+	var out struct {
+		pool.Host
+		AgentCredential string `json:"agent_credential"`
+	}
+	err := c.do(ctx, http.MethodPost, "/v1/hosts", json.RawMessage(host), &out)
 	return out.Host, out.AgentCredential, err
 }
 

@@ -176,6 +176,8 @@
 //	GET    /v1/events?since=S&host=H&watch=1&timeout=30s
 //	                                    {"events":[Event...],"next":S'}: allocated,
 //	                                    released, gpu_failed (pair, host_port),
+//	                                    gpu_health (box, gpus, healthy: true or
+//	                                    false, the health it changed to),
 //	                                    allocation_degraded and _recovered (pair,
 //	                                    reason), box_unreachable and _reachable
 //	                                    (reason), drains, registrations; long-polls

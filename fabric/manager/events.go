@@ -21,7 +21,7 @@ const (
 	EventAllocated      = "allocated"
 	EventReleased       = "released"
 	EventGPUFailed      = "gpu_failed" // a lent GPU failed: surprise removal on its host
-	EventGPUHealth      = "gpu_health" // a GPU's health changed otherwise
+	EventGPUHealth      = "gpu_health" // a GPU's health changed otherwise: Healthy says to which
 	EventBoxDrained     = "box_drained"
 	EventBoxUndrained   = "box_undrained"
 	EventBoxRegistered  = "box_registered"

@@ -299,7 +299,8 @@ func (m *Manager) SetGPUHealth(ctx context.Context, gpu string, h pool.Health) (
 		}
 	}
 	if ch.Alloc == nil && before.Health != h {
-		m.events.add(Event{Type: EventGPUHealth, Box: ch.Box.ID, GPUs: []string{gpu}})
+		healthy := h == pool.Healthy
+		m.events.add(Event{Type: EventGPUHealth, Box: ch.Box.ID, GPUs: []string{gpu}, Healthy: &healthy})
 	}
 	// Agents are slow; other inventory changes need not wait for them.
 	m.inv.Unlock()

@@ -17,4 +17,7 @@ type Event struct {
 	Pair       uint32    `json:"pair,omitempty"`
 	HostPort   *int      `json:"host_port,omitempty"`
 	Reason     string    `json:"reason,omitempty"`
+	// Healthy says, in a gpu_health event, whether the GPU became healthy
+	// (true) or unhealthy (false); absent from the other types.
+	Healthy *bool `json:"healthy,omitempty"`
 }

@@ -58,7 +58,9 @@ unhealthy; draining takes a new box out of allocation ('ctl drain' changes
 a known box's).`
 	}
 	return fmt.Sprintf(`Register a %[1]s, or replace the %[1]s with the same id, from a JSON file (- for
-stdin). Unknown fields are refused. The fields:
+stdin). Unknown fields are refused; the file is sent as written, so the
+manager refuses a key given twice or in another case (HTTP 400, exit 2)
+as it would a direct POST. The fields:
 
   %[2]s
 

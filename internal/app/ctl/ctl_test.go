@@ -199,3 +199,46 @@ func TestCtlShowsDegraded(t *testing.T) {
 		t.Fatalf("ctl alloc list: %q %v, want the allocation degraded with its reason", out, err)
 	}
 }
+
+// TestEventsSayHealth: a gpu_health event says which way the GPU's
+// health went, "healthy": false then true in the API's JSON and
+// healthy=false, healthy=true in ctl events' text (it said only that the
+// health changed: new-user trial).
+func TestEventsSayHealth(t *testing.T) {
+	t.Parallel()
+	m, err := manager.New(manager.Config{Token: "tok", ReconcileInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	srv := httptest.NewServer(m.Handler())
+	defer srv.Close()
+	c := ctlclient.New(srv.URL, "tok")
+	ctx := context.Background()
+	if _, err := c.RegisterBox(ctx, pool.Box{ID: "box0", Bridge: pool.Endpoint{SwitchPort: "veth-b0", MAC: "02:00:00:00:01:00"},
+		GPUs: []pool.GPU{{ID: "g0", Model: "H100", MemoryMiB: 81920}}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range []pool.Health{pool.Unhealthy, pool.Healthy} {
+		if _, err := c.SetGPUHealth(ctx, "g0", h); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tokFile := filepath.Join(t.TempDir(), "token")
+	os.WriteFile(tokFile, []byte("tok\n"), 0o600)
+	events := func(ctx context.Context, o Options) error { return Events(ctx, o, "", false) }
+	out, err := do(t, Options{Manager: srv.URL, TokenFile: tokFile}, events)
+	var lines []string
+	for _, l := range strings.Split(out, "\n") {
+		if strings.Contains(l, "gpu_health") {
+			lines = append(lines, l)
+		}
+	}
+	if err != nil || len(lines) != 2 || !strings.Contains(lines[0], "gpus=g0 healthy=false") || !strings.Contains(lines[1], "gpus=g0 healthy=true") {
+		t.Fatalf("ctl events: %q %v, want two gpu_health lines, healthy=false then healthy=true", out, err)
+	}
+	out, err = do(t, Options{Manager: srv.URL, TokenFile: tokFile, JSON: true}, events)
+	if err != nil || !strings.Contains(out, `"gpus":["g0"],"healthy":false`) || !strings.Contains(out, `"gpus":["g0"],"healthy":true`) {
+		t.Fatalf("ctl events --json: %q %v, want healthy false then true", out, err)
+	}
+}

@@ -102,6 +102,9 @@ func printEvent(w io.Writer, e ctlclient.Event) {
 	if e.HostPort != nil {
 		parts = append(parts, fmt.Sprintf("host_port=%d", *e.HostPort))
 	}
+	if e.Healthy != nil {
+		parts = append(parts, fmt.Sprintf("healthy=%t", *e.Healthy))
+	}
 	if e.Reason != "" {
 		parts = append(parts, fmt.Sprintf("reason=%q", e.Reason))
 	}

@@ -332,24 +332,33 @@ func skipSpace(data []byte, off int64) int64 {
 // Read decodes a T from the file path ("-": stdin) as Decode does; its
 // errors are apperr.ErrUsage.
 func Read[T any](stdin io.Reader, path string) (T, error) {
+	v, _, err := ReadData[T](stdin, path)
+	return v, err
+}
+
+// ReadData is Read that also returns the bytes read, for a command that
+// sends the file as the user wrote it (so that a strict API judges it,
+// not a re-encoding of v).
+func ReadData[T any](stdin io.Reader, path string) (T, []byte, error) {
 	var v T
 	r, name := stdin, "stdin"
 	if path != "-" {
 		f, err := os.Open(path)
 		if err != nil {
-			return v, apperr.Usage(err)
+			return v, nil, apperr.Usage(err)
 		}
 		defer f.Close()
 		r, name = f, path
 	}
 	data, err := io.ReadAll(io.LimitReader(r, MaxSize+1))
 	if err != nil {
-		return v, apperr.Usage(fmt.Errorf("%s: %w", name, err))
+		return v, nil, apperr.Usage(fmt.Errorf("%s: %w", name, err))
 	}
 	if len(data) > MaxSize {
-		return v, apperr.Usage(fmt.Errorf("%s is larger than %d MiB; expected %s", name, MaxSize>>20, Expect(reflect.TypeFor[T]())))
+		return v, nil, apperr.Usage(fmt.Errorf("%s is larger than %d MiB; expected %s", name, MaxSize>>20, Expect(reflect.TypeFor[T]())))
 	}
-	return Decode[T](name, data)
+	v, err = Decode[T](name, data)
+	return v, data, err
 }
 
 // ExplainFile rewrites err, an error of a lower package's decoding of the

@@ -8,7 +8,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
-	"net"
+	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -83,9 +83,20 @@ func Run(ctx context.Context, o Options) error {
 	if err := httpguard.CheckListenAddr("listen", o.Listen); err != nil {
 		return err // --listen= bound every address on a random port
 	}
+	// Advertised to other managers and clients as the leader's URL: one
+	// that is not a URL was taken and handed out.
+	if o.Advertise != "" {
+		u, err := url.Parse(o.Advertise)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return apperr.Usage(fmt.Errorf("--advertise %q: want an http(s) URL such as http://10.0.0.2:7700", o.Advertise))
+		}
+	}
 	switch {
 	case o.TokenFile != "" && o.NoAuth:
 		return apperr.Usage(errors.New("--token-file and --no-auth exclude each other"))
+	case o.ReadTokenFile != "" && o.NoAuth:
+		// The read-only token limited nothing: every call was accepted.
+		return apperr.Usage(errors.New("--read-token-file and --no-auth exclude each other"))
 	case o.InitToken && o.TokenFile == "":
 		return apperr.Usage(errors.New("--init-token needs --token-file"))
 	case o.TokenFile != "":
@@ -177,9 +188,11 @@ func Run(ctx context.Context, o Options) error {
 	}
 	defer st.Close()
 
-	ln, err := net.Listen("tcp", o.Listen)
+	// An address in use is the environment's failure, exit 1, as in
+	// every daemon (httpguard.ListenError).
+	ln, err := httpguard.Listen("listen", o.Listen)
 	if err != nil {
-		return apperr.Usage(err)
+		return err
 	}
 	ln = manager.LimitListenerWith(ln, manager.ConnLimits{MaxConns: o.MaxConns, MaxAnonConnsPerClient: o.MaxAnonConnsPerClient,
 		MaxConnsPerCredential: o.MaxConnsPerCredential})

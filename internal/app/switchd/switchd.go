@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/url"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -44,7 +46,8 @@ type Options struct {
 
 // Run runs the switch until ctx ends, then returns nil. Bad options and
 // set-up failures (no such port, no privilege, an unusable table file) are
-// apperr.ErrUsage; an error of the data path while running is plain.
+// apperr.ErrUsage; an address in use (--udp-listen, --metrics) is
+// apperr.ErrFailed; an error of the data path while running is plain.
 func Run(ctx context.Context, o Options) error {
 	o.Log = orDiscard(o.Log)
 	ports, err := checkOptions(&o)
@@ -90,9 +93,9 @@ func Run(ctx context.Context, o Options) error {
 	if o.Metrics != "" {
 		reg := prometheus.NewRegistry()
 		reg.MustRegister(switching.NewCollector(dp, version.Load))
-		ln, err := net.Listen("tcp", o.Metrics)
+		ln, err := httpguard.Listen("metrics", o.Metrics)
 		if err != nil {
-			return apperr.Usage(fmt.Errorf("switch: --metrics: %w", err))
+			return fmt.Errorf("switch: %w", err) // in use: exit 1
 		}
 		srv := httpguard.ServeMetrics("switch metrics", ln, reg, o.MetricsServer, o.Log)
 		defer srv.Close()
@@ -138,6 +141,19 @@ func checkOptions(o *Options) (map[string]switching.Port, error) {
 	default:
 		return nil, apperr.Usage(fmt.Errorf("switch: --mode %q: want xdp, afxdp, packet or udp", o.Mode))
 	}
+	// A manager URL that is not one was retried for ever, as an
+	// unreachable manager is.
+	if o.Manager != "" {
+		for _, m := range strings.Split(o.Manager, ",") {
+			u, err := url.Parse(strings.TrimSpace(m))
+			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				return nil, apperr.Usage(fmt.Errorf("switch: --manager %q: want an http(s) URL such as http://127.0.0.1:7700, or several separated by commas", m))
+			}
+		}
+	}
+	if o.Mode == "udp" && len(o.Ports) > 0 {
+		return nil, apperr.Usage(fmt.Errorf("switch: --port %s: --mode udp relays over its --udp-listen socket and takes no ports", o.Ports[0]))
+	}
 	if o.Mode != "udp" && len(o.Ports) == 0 {
 		return nil, apperr.Usage(fmt.Errorf("switch: --mode %s needs at least one --port", o.Mode))
 	}
@@ -172,7 +188,11 @@ func newDataPath(o *Options, ports map[string]switching.Port) (dataPath, error) 
 	case "afxdp":
 		dp, err = newAFXDPDataPath(ports, o.UDPPort, o.Log)
 	default: // udp
-		dp, err = newUDPDataPath(o.UDPListen, o.UDPPort, o.Log)
+		// --udp-listen in use is the environment's failure (exit 1), as
+		// an address in use is in every daemon.
+		if dp, err = newUDPDataPath(o.UDPListen, o.UDPPort, o.Log); err != nil {
+			return nil, httpguard.ListenError(err)
+		}
 	}
 	if err != nil {
 		return nil, apperr.Usage(err)
