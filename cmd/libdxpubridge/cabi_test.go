@@ -22,7 +22,9 @@ import (
 	"github.com/dxpu/dxpu/bridge/nettlpside"
 	"github.com/dxpu/dxpu/bridge/seal"
 	"github.com/dxpu/dxpu/bridge/udp"
+	"github.com/dxpu/dxpu/internal/app/childproc"
 	"github.com/dxpu/dxpu/internal/privtest"
+	"github.com/dxpu/dxpu/internal/testbin"
 	"github.com/dxpu/dxpu/tlp"
 )
 
@@ -135,6 +137,59 @@ func TestCABI(t *testing.T) {
 		t.Logf("C host side keyed: %d MiB written in %.3f s (%.2f Gbit/s), read in %.3f s (%.2f Gbit/s); %d frames sealed, %d opened, epoch %d",
 			k.Bytes>>20, k.WriteS, k.WriteGbps, k.ReadS, k.ReadGbps, k.FramesSealed, k.FramesOpened, k.TxEpoch)
 	})
+	// As the README pairs them: the example at its defaults against
+	// `dxpu bridge` at its own. The example took the library's 10 ms
+	// dead-after while the daemon keeps alive every 50 ms, and its link
+	// went down mid-transfer.
+	t.Run("pair against dxpu bridge", func(t *testing.T) {
+		runCPairAgainstDaemon(t, filepath.Join(dir, "pair"), testbin.Dxpu(t))
+	})
+}
+
+// runCPairAgainstDaemon runs pair.c with no flags but the addresses and a
+// 4 MiB region against `dxpu bridge --pcie memory` as README shows it.
+func runCPairAgainstDaemon(t *testing.T, pairBin, dxpu string) {
+	ln, err := udp.Listen(netip.MustParseAddrPort("127.0.0.1:0"), netip.AddrPort{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	daemonAddr := ln.LocalAddr()
+	ln.Close()
+	cmd := exec.Command(pairBin, "--peer", daemonAddr.String(), "--local", "127.0.0.1:0", "--bytes", strconv.Itoa(4<<20))
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := childproc.Start(cmd, nil); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill() }()
+	lines := bufio.NewScanner(stdout)
+	var hello struct{ Listening string }
+	if !lines.Scan() || json.Unmarshal(lines.Bytes(), &hello) != nil || hello.Listening == "" {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		t.Fatalf("pair did not say where it listens: %q, stderr %s", lines.Text(), stderr.String())
+	}
+	d := exec.Command(dxpu, "bridge", "--role", "gpu", "--listen", daemonAddr.String(), "--peer", hello.Listening,
+		"--pcie", "memory", "--mem-base", "0x100000000", "--insecure-no-keys")
+	var dlog bytes.Buffer
+	d.Stderr = &dlog
+	if err := childproc.Start(d, nil); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = d.Process.Kill(); _ = d.Wait() }()
+	var last []byte
+	for lines.Scan() {
+		last = append(last[:0], lines.Bytes()...)
+	}
+	werr := cmd.Wait()
+	var f figures
+	if err := json.Unmarshal(last, &f); err != nil || werr != nil || !f.OK || f.Mismatches != 0 || f.Bytes != 4<<20 {
+		t.Fatalf("pair: exit %v, last line %s (%v)\npair's stderr:\n%s\ndxpu bridge's:\n%s", werr, last, err, stderr.String(), dlog.String())
+	}
 }
 
 // gpuSide is the Go GPU side: a bridge runner over UDP with memory behind.
@@ -497,4 +552,10 @@ func (h *goHost) read(ctx context.Context, tag uint16, off, n uint64, flush bool
 		return err
 	}
 	return driver.SendWait(ctx, h.r, b)
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	testbin.Remove()
+	os.Exit(code)
 }

@@ -76,6 +76,12 @@ func keysConfig(cfg *bridge.Config, key []byte, gen, mode uint32, rekeyAfter uin
 	if gen == 0 {
 		return fmt.Errorf("%w: key generation 0: generations start at 1", bridge.ErrConfig)
 	}
+	if cfg.Seed != 0 {
+		// A seed makes the nonces, ISNs and boot ID a sequence anyone
+		// can replay: the protocol wants them from a cryptographic
+		// random source (KEY-4, KEY-5).
+		return fmt.Errorf("%w: seed %d in a keyed bridge: its nonces, sequence numbers and boot ID must come from a cryptographic random source (docs/protocol.md KEY-4); seed is for unkeyed simulations and tests, leave it 0", bridge.ErrConfig, cfg.Seed)
+	}
 	switch mode {
 	case 0:
 		mode = uint32(seal.ModeGCM)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,7 +16,7 @@ func abiKey(b byte) []byte { return bytes.Repeat([]byte{b}, seal.KeyLen) }
 // newKeyedOp builds a keyed bridge through the ABI's Go side.
 func newKeyedOp(t testing.TB, role bridge.Role, key []byte, gen uint32, mode seal.Mode) int64 {
 	t.Helper()
-	cfg := bridge.Config{Role: role, PairID: 9, Seed: uint64(role), AutoRelease: true}
+	cfg := bridge.Config{Role: role, PairID: 9, AutoRelease: true}
 	if err := keysConfig(&cfg, key, gen, uint32(mode), 0); err != nil {
 		t.Fatal(err)
 	}
@@ -152,6 +153,10 @@ func TestKeyRefusals(t *testing.T) {
 	}
 	if err := keysConfig(&cfg, abiKey(1), 1, 3, 0); err == nil {
 		t.Error("seal mode 3 accepted")
+	}
+	seeded := bridge.Config{Role: bridge.RoleGPU, PairID: 9, Seed: 7}
+	if err := keysConfig(&seeded, abiKey(1), 1, 0, 0); err == nil || !strings.Contains(err.Error(), "seed 7 in a keyed bridge") {
+		t.Errorf("a keyed bridge with seed 7 (predictable nonces): %v, want refused", err)
 	}
 	other := newKeyedOp(t, bridge.RoleGPU, abiKey(2), 5, seal.ModeGCM)
 	buf := make([]byte, 1472)

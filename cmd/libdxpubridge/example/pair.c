@@ -6,7 +6,7 @@
  *
  *   pair --peer 127.0.0.1:PORT [--local 127.0.0.1:0] [--bytes 67108864]
  *        [--base 0x100000000] [--pair 1] [--stall-ms 10000]
- *        [--completion-timeout-ms 1000] [--dead-after-ms 0 (the default, 10)]
+ *        [--completion-timeout-ms 1000] [--dead-after-ms 1000]
  *        [--key-hex 64HEX [--key-generation 1] [--seal-mode gcm|gmac]]
  *
  * With --key-hex the pair is keyed (ABI version 2): every frame is sealed
@@ -59,7 +59,9 @@ static int link_up;
 static int64_t last_rx_ns;
 static int64_t stall_ns = 10LL * 1000000000;
 static int64_t cpl_timeout_ns = 1000LL * 1000000;
-static int64_t dead_after_ns;
+/* dxpu bridge's --dead-after: the daemon, keeping alive every 50 ms,
+ * would seem dead to the library's default of 10 ms. */
+static int64_t dead_after_ns = 1000LL * 1000000;
 
 /* Outstanding reads by tag. */
 struct read {
@@ -439,8 +441,8 @@ int main(int argc, char **argv)
 	cfg.pair_id = (uint32_t)pair_id;
 	cfg.auto_release = 1;
 	cfg.completion_timeout_ns = cpl_timeout_ns;
+	cfg.keepalive_ns = 50LL * 1000000; /* dxpu bridge's --keepalive */
 	cfg.dead_after_ns = dead_after_ns;
-	cfg.seed = (uint64_t)mono_ns();
 	char err[256];
 	br = key_hex ? dxpu_bridge_new_keyed(&cfg, &keys, err, sizeof err) : dxpu_bridge_new(&cfg, err, sizeof err);
 	if (br < 0) {

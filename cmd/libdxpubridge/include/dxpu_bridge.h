@@ -212,7 +212,12 @@ struct dxpu_bridge_config {
 	uint16_t peer_id;         /* completer ID of synthesized completions */
 	uint8_t auto_release;     /* release credits when next_tlp returns */
 	uint8_t reserved[7];      /* zero */
-	uint64_t seed;            /* session nonces and initial sequence numbers */
+	uint64_t seed;            /* 0: session nonces, initial sequence numbers
+	                             and boot ID from a cryptographic random
+	                             source, as the protocol requires; other
+	                             values make them a reproducible sequence,
+	                             for unkeyed simulations and tests only (a
+	                             keyed bridge refuses one: DXPU_E_CONFIG) */
 };
 
 /* An event. reason is NUL-terminated, cut to fit; addrs holds the first
