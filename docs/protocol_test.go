@@ -2,6 +2,7 @@ package docs
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/hex"
 	"flag"
 	"fmt"
@@ -97,7 +98,7 @@ func examples() (map[string][]byte, error) {
 		Window: 256, MaxTLP: 4116, ISN: 0x11223344, Infinite: 1<<encap.CreditCplH | 1<<encap.CreditCplD}
 	hello.Credits[encap.CreditPH], hello.Credits[encap.CreditNPH] = 64, 32
 	hello.Credits[encap.CreditPD], hello.Credits[encap.CreditNPD] = 1024, 64
-	if err := payload("hello", &encap.Fields{Type: encap.MsgControl, PairID: 42}, hello.AppendTo(nil)); err != nil {
+	if err := payload("hello", &encap.Fields{Type: encap.MsgControl, PairID: 42, Seq: hello.ISN}, hello.AppendTo(nil)); err != nil {
 		return nil, err
 	}
 	// The same HELLO on a keyed pair (key nonce 40 41 ... 4f after it),
@@ -107,7 +108,7 @@ func examples() (map[string][]byte, error) {
 	for i := range 16 {
 		keyedHello = append(keyedHello, 0x40+byte(i))
 	}
-	if err := payload("keyed-hello", &encap.Fields{Type: encap.MsgControl, PairID: 42}, keyedHello); err != nil {
+	if err := payload("keyed-hello", &encap.Fields{Type: encap.MsgControl, PairID: 42, Seq: hello.ISN}, keyedHello); err != nil {
 		return nil, err
 	}
 	pairKey := make([]byte, seal.KeyLen)
@@ -310,6 +311,21 @@ func TestKitListsEveryRule(t *testing.T) {
 	for id := range definedRules(t) {
 		if !listed[id] && !pending[id] {
 			t.Errorf("%s defines %s, the kit's report does not list it", specFile, id)
+		}
+	}
+}
+
+// TestHelloExamplesFollowFRM11: the worked HELLOs carry their ISN in Seq
+// (header bytes 8..11), as FRM-11 requires and the kit checks; both had
+// Seq 0, which a second implementation written from the examples copied.
+func TestHelloExamplesFollowFRM11(t *testing.T) {
+	ex, err := examples()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"hello", "sealed-hello"} {
+		if b := ex[name]; len(b) < 12 || binary.BigEndian.Uint32(b[8:12]) != 0x11223344 {
+			t.Errorf("example %q: Seq %x, want its ISN 11223344 (FRM-11)", name, b[8:min(12, len(b))])
 		}
 	}
 }
