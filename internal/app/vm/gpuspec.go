@@ -32,12 +32,17 @@ type GPUSpec struct {
 func ParseGPUSpec(s string, insecure bool) (GPUSpec, error) {
 	var pair, gen uint64
 	var sp GPUSpec
+	seen := map[string]bool{}
 	for _, kv := range strings.Split(s, ",") {
 		k, v, ok := strings.Cut(kv, "=")
 		var err error
 		switch {
 		case !ok:
 			return sp, fmt.Errorf("--gpu %q: %q is not key=value", s, kv)
+		case seen[k]:
+			// The last one would win, silently: pair=1,...,pair=2 booted
+			// a guest that waited for a pair nobody ran.
+			return sp, fmt.Errorf("--gpu %q: %s= given twice", s, k)
 		case k == "pair":
 			pair, err = strconv.ParseUint(v, 0, 32)
 			if err == nil && (pair == 0 || pair >= 1<<24) {
@@ -60,6 +65,7 @@ func ParseGPUSpec(s string, insecure bool) (GPUSpec, error) {
 		if err != nil {
 			return sp, fmt.Errorf("--gpu %q: %s=%q: %v", s, k, v, err)
 		}
+		seen[k] = true
 	}
 	if pair == 0 || !sp.Listen.IsValid() || !sp.Peer.IsValid() {
 		return sp, fmt.Errorf("--gpu %q: pair, listen and peer are all needed", s)

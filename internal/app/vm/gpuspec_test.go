@@ -27,6 +27,7 @@ func TestParseGPU(t *testing.T) {
 		"pair=1,listen=127.0.0.1:1,peer=127.0.0.1:2,key=/nonexistent": "pair key file",
 		"pair=1,listen=127.0.0.1:1,peer=127.0.0.1:2,gen=0,key=k":      `gen="0": want 1..`,
 		"pair=1,listen=127.0.0.1:1,peer=127.0.0.1:2,gen=-1,key=k":     `gen="-1"`,
+		"pair=1,listen=127.0.0.1:1,peer=127.0.0.1:2,pair=2":           "pair= given twice",
 	} {
 		if _, err := ParseGPU(spec, false); err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "--gpu") {
 			t.Errorf("%s: %v, want an error naming --gpu and %q", spec, err, want)
