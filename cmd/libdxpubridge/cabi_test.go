@@ -156,24 +156,9 @@ func runCPairAgainstDaemon(t *testing.T, pairBin, dxpu string) {
 	daemonAddr := ln.LocalAddr()
 	ln.Close()
 	cmd := exec.Command(pairBin, "--peer", daemonAddr.String(), "--local", "127.0.0.1:0", "--bytes", strconv.Itoa(4<<20))
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := childproc.Start(cmd, nil); err != nil {
-		t.Fatal(err)
-	}
+	lines, listening, stderr := startPair(t, cmd)
 	defer func() { _ = cmd.Process.Kill() }()
-	lines := bufio.NewScanner(stdout)
-	var hello struct{ Listening string }
-	if !lines.Scan() || json.Unmarshal(lines.Bytes(), &hello) != nil || hello.Listening == "" {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		t.Fatalf("pair did not say where it listens: %q, stderr %s", lines.Text(), stderr.String())
-	}
-	d := exec.Command(dxpu, "bridge", "--role", "gpu", "--listen", daemonAddr.String(), "--peer", hello.Listening,
+	d := exec.Command(dxpu, "bridge", "--role", "gpu", "--listen", daemonAddr.String(), "--peer", listening.String(),
 		"--pcie", "memory", "--mem-base", "0x100000000", "--insecure-no-keys")
 	var dlog bytes.Buffer
 	d.Stderr = &dlog
@@ -297,27 +282,8 @@ func runCPair(t *testing.T, bin string, region uint64, keyed bool) figures {
 	if keyed {
 		cmd.Args = append(cmd.Args, "--key-hex", hex.EncodeToString(pairKey), "--key-generation", "3", "--seal-mode", "gcm")
 	}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	lines, peer, stderr := startPair(t, cmd)
 	defer func() { _ = cmd.Process.Kill() }()
-	lines := bufio.NewScanner(stdout)
-	var hello struct{ Listening string }
-	if !lines.Scan() || json.Unmarshal(lines.Bytes(), &hello) != nil || hello.Listening == "" {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		t.Fatalf("pair did not say where it listens: %q, stderr %s", lines.Text(), stderr.String())
-	}
-	peer, err := netip.ParseAddrPort(hello.Listening)
-	if err != nil {
-		t.Fatal(err)
-	}
 	wait := g.start(t, ctx, peer)
 	var last []byte
 	done := make(chan struct{})
@@ -552,6 +518,34 @@ func (h *goHost) read(ctx context.Context, tag uint16, off, n uint64, flush bool
 		return err
 	}
 	return driver.SendWait(ctx, h.r, b)
+}
+
+// startPair starts pair.c's program cmd and reads the address it says it
+// bound; the rest of its stdout is left in lines.
+func startPair(t *testing.T, cmd *exec.Cmd) (lines *bufio.Scanner, listening netip.AddrPort, stderr *bytes.Buffer) {
+	t.Helper()
+	stderr = new(bytes.Buffer)
+	cmd.Stderr = stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := childproc.Start(cmd, nil); err != nil {
+		t.Fatal(err)
+	}
+	lines = bufio.NewScanner(stdout)
+	var hello struct{ Listening string }
+	if !lines.Scan() || json.Unmarshal(lines.Bytes(), &hello) != nil {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		t.Fatalf("pair did not say where it listens: %q, stderr %s", lines.Text(), stderr.String())
+	}
+	if listening, err = netip.ParseAddrPort(hello.Listening); err != nil {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		t.Fatalf("pair listens at %q: %v", hello.Listening, err)
+	}
+	return lines, listening, stderr
 }
 
 func TestMain(m *testing.M) {
