@@ -1,12 +1,18 @@
 package model
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
 	"math"
 	"time"
+
+	"github.com/dxpu/dxpu/internal/strictjson"
 )
+
+// MaxProfileBytes bounds a fabric profile (one is a few KiB).
+const MaxProfileBytes = 4 << 20
 
 // FabricFromProfile reads the fabric from the JSON of `dxpu bench fabric
 // --json`, starting from base for anything the profile does not say.
@@ -20,10 +26,22 @@ import (
 // "tags" and "mrrs_bytes" (or "mrrs") are the read-request limits. These keys are
 // read at the top level or inside an object named "fabric" or "config".
 func FabricFromProfile(r io.Reader, base Fabric) (Fabric, error) {
+	data, err := io.ReadAll(io.LimitReader(r, MaxProfileBytes+1))
+	if err != nil {
+		return base, fmt.Errorf("model: fabric profile: %w", err)
+	}
+	if len(data) > MaxProfileBytes {
+		return base, fmt.Errorf("model: fabric profile: over %d bytes: not the JSON of 'dxpu bench fabric --json'", MaxProfileBytes)
+	}
 	var doc map[string]any
-	dec := json.NewDecoder(r)
+	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
 	if err := dec.Decode(&doc); err != nil {
+		return base, fmt.Errorf("model: fabric profile: %w", err)
+	}
+	// A key given twice (encoding/json keeps the last) or a second
+	// object after the first would be read without a word.
+	if err := strictjson.Check(data, nil, false); err != nil {
 		return base, fmt.Errorf("model: fabric profile: %w", err)
 	}
 	f := base

@@ -5,9 +5,15 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"strconv"
 	"strings"
+
+	"github.com/dxpu/dxpu/internal/strictjson"
 )
+
+// jsonPacketType is what strictjson checks a JSON TLP's keys against.
+var jsonPacketType = reflect.TypeFor[jsonPacket]()
 
 // The JSON form of a TLP (what `dxpu tlp decode` prints and `dxpu tlp
 // encode` reads) has these fields, in this order, present by kind:
@@ -261,11 +267,18 @@ func parseJSONID(s *string, field string) (ID, error) {
 // also selects the 4-DW header of a memory request below 4 GiB). Length
 // defaults to the data's length for TLPs with data and to 1 for IO and
 // config requests. The "ecrc" field is kept in p.ECRC; EncodeJSON checks it.
+// Keys are given once each and spelled as documented, and nothing follows
+// the object (strictjson).
 func (p *Packet) UnmarshalJSON(data []byte) error {
 	var j jsonPacket
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&j); err != nil {
+		return fmt.Errorf("tlp: json: %w", err)
+	}
+	// encoding/json keeps the last of a key given twice, matches keys
+	// regardless of case and stops at the object's end.
+	if err := strictjson.Check(data, jsonPacketType, false); err != nil {
 		return fmt.Errorf("tlp: json: %w", err)
 	}
 	if j.Error != nil {

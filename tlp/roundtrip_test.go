@@ -237,6 +237,11 @@ func TestUnmarshalJSONRejects(t *testing.T) {
 		`{"line":3,"error":"tlp: ...","rule":"hex"}`,
 		`{"kind":"MWr","truncated":true,"data":"00","first_be":15}`,
 		`{"kind":"MRd","length":1,"td":true,"ecrc":"0x1"}`,
+		// encoding/json's leniencies: the last of two, any case, the
+		// first of two objects.
+		`{"kind":"MWr","kind":"MRd","length":1,"first_be":15,"address":"0x1000"}`,
+		`{"KIND":"MRd","length":1,"first_be":15,"address":"0x1000"}`,
+		`{"kind":"MRd","length":1,"first_be":15,"address":"0x1000"}{"kind":"MWr"}`,
 	} {
 		if b, err := EncodeJSON(nil, []byte(js)); err == nil {
 			t.Errorf("%s encoded to %x", js, b)

@@ -145,7 +145,7 @@ KEY-2, saying so, instead of waiting for a frame that opens.`,
 	f.StringVar(&role, "role", "", "role of the implementation under test: host or gpu")
 	f.StringVar(&o.Local, "local", "0.0.0.0:8855", "the kit's UDP address, where the implementation sends")
 	f.Uint32Var(&pair, "pair", 1, "pair ID (24 bits)")
-	f.Uint64Var(&o.Addr, "addr", 0, "start of memory at the implementation's PCIe side the kit may write and read (DW-aligned, and at least 544 bytes, or --size, before the end of its 4 KiB page: no request may cross one)")
+	f.Uint64Var(&o.Addr, "addr", 0, "start of memory at the implementation's PCIe side the kit may write and read (DW-aligned, and early enough in its 4 KiB page that the kit's requests, which reach 544 into the window or --size if less, cross no page boundary)")
 	bytesVar(f, &o.Size, "size", 4096, "bytes of that memory")
 	f.StringVar(&doorbell, "doorbell", "", "address of the implementation's test target (docs/protocol.md 12.1): through it the kit judges tags, ordering, completion timeout and link-down of requests the implementation issues")
 	bytesVar(f, &o.MTU, "mtu", 1472, "the implementation's largest frame from the dxpu header on (FRM-3)")

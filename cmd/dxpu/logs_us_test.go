@@ -96,8 +96,8 @@ func TestLogsWriteUs(t *testing.T) {
 			{[]string{"bridge", "--role", "gpu", "--pair", "1", "--listen", "127.0.0.1:0", "--peer", "127.0.0.1:9", "--pcie", "memory",
 				"--insecure-no-keys", "--dead-after", "4us", "--keepalive", "5us"}, "--dead-after 4us must exceed --keepalive 5us"},
 			{[]string{"chaos", "--duration", "5us"}, "--duration 5us: want at least 5s"},
-			{[]string{"manager", "--degraded-after", "-5us"}, "--degraded-after -5us: want a positive duration"},
-			{[]string{"manager", "--unreachable-after", "-5us"}, "--unreachable-after -5us: want a positive duration"},
+			{[]string{"manager", "--degraded-after", "-5us"}, "--degraded-after -5us: must be positive"},
+			{[]string{"manager", "--unreachable-after", "-5us"}, "--unreachable-after -5us: must be positive"},
 			{[]string{"pcap", "capture", "--interface", "lo", "--out", pcap, "--duration", "-5us"}, "capture: --duration -5us: want 0"},
 		} {
 			_, _, err := runDxpu(t, "", c.args...)

@@ -3,7 +3,6 @@ package manager
 import (
 	"bytes"
 	"context"
-	"encoding"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,13 +11,13 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/dxpu/dxpu/fabric/oneline"
 	"github.com/dxpu/dxpu/fabric/pool"
+	"github.com/dxpu/dxpu/internal/strictjson"
 )
 
 // maxBody bounds a request body.
@@ -323,157 +322,27 @@ func decode(r *http.Request, v any) error {
 	return answerOnly(v)
 }
 
-// maxJSONDepth bounds the nesting of a request body (the API's objects
-// nest a few levels).
-const maxJSONDepth = 32
-
-// checkKeys walks the JSON value in body (valid, one value) against type
-// t: within every object each key appears once, and within an object
-// decoded into a struct each key is exactly the JSON name of one of its
-// fields. encoding/json would take the last of duplicate keys and match
-// names regardless of case.
+// checkKeys checks the JSON value in body against type t
+// (strictjson.Check: keys given once, spelled as their fields, none
+// unknown), in the API's words.
 func checkKeys(body []byte, t reflect.Type) error {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.UseNumber()
-	return walkJSON(dec, t, "", 0)
-}
-
-// walkJSON reads one value from dec; t is the Go type it decodes into (nil:
-// any, where only duplicate keys are checked); path names it for errors.
-func walkJSON(dec *json.Decoder, t reflect.Type, path string, depth int) error {
-	if depth > maxJSONDepth {
-		return badRequest(fmt.Sprintf("field %s: JSON nested deeper than %d levels", oneline.Cut(path, maxEcho), maxJSONDepth))
+	err := strictjson.Check(body, t, true)
+	var ke *strictjson.KeyError
+	if !errors.As(err, &ke) {
+		return err
 	}
-	tok, err := dec.Token()
-	if err != nil {
-		return badRequest("malformed JSON: " + err.Error())
+	at := oneline.Cut(ke.Path, maxEcho)
+	switch ke.Err {
+	case strictjson.ErrDuplicate:
+		return badRequest(fmt.Sprintf("duplicate field %q", at))
+	case strictjson.ErrCase:
+		return badRequest(fmt.Sprintf("field %q: field names are case-sensitive; want %q", at, oneline.Cut(ke.Want, maxEcho)))
+	case strictjson.ErrUnknown:
+		return badRequest(fmt.Sprintf("unknown field %q", at))
+	case strictjson.ErrDepth:
+		return badRequest(fmt.Sprintf("field %s: JSON nested deeper than %d levels", at, strictjson.MaxDepth))
 	}
-	t = plainType(t)
-	switch tok {
-	case json.Delim('{'):
-		var fields map[string]reflect.Type
-		var elem reflect.Type
-		if t != nil {
-			switch t.Kind() {
-			case reflect.Struct:
-				fields = jsonFields(t)
-			case reflect.Map:
-				elem = t.Elem()
-			}
-		}
-		seen := map[string]bool{}
-		for dec.More() {
-			kt, err := dec.Token()
-			if err != nil {
-				return badRequest("malformed JSON: " + err.Error())
-			}
-			key, _ := kt.(string)
-			at := key
-			if path != "" {
-				at = path + "." + key
-			}
-			if seen[key] {
-				return badRequest(fmt.Sprintf("duplicate field %q", oneline.Cut(at, maxEcho)))
-			}
-			seen[key] = true
-			ft := elem
-			if fields != nil {
-				var ok bool
-				if ft, ok = fields[key]; !ok {
-					for name := range fields {
-						if strings.EqualFold(name, key) {
-							return badRequest(fmt.Sprintf("field %q: field names are case-sensitive; want %q", oneline.Cut(at, maxEcho), strings.TrimSuffix(at, key)+name))
-						}
-					}
-					return badRequest(fmt.Sprintf("unknown field %q", oneline.Cut(at, maxEcho)))
-				}
-			}
-			if err := walkJSON(dec, ft, at, depth+1); err != nil {
-				return err
-			}
-		}
-		if _, err := dec.Token(); err != nil { // '}'
-			return badRequest("malformed JSON: " + err.Error())
-		}
-		return nil
-	case json.Delim('['):
-		var elem reflect.Type
-		if t != nil && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) {
-			elem = t.Elem()
-		}
-		for i := 0; dec.More(); i++ {
-			if err := walkJSON(dec, elem, fmt.Sprintf("%s[%d]", path, i), depth+1); err != nil {
-				return err
-			}
-		}
-		if _, err := dec.Token(); err != nil { // ']'
-			return badRequest("malformed JSON: " + err.Error())
-		}
-		return nil
-	}
-	return nil
-}
-
-var (
-	jsonUnmarshaler = reflect.TypeFor[json.Unmarshaler]()
-	textUnmarshaler = reflect.TypeFor[encoding.TextUnmarshaler]()
-)
-
-// plainType is t without pointers, or nil where its keys cannot be checked
-// (any, or a type that decodes itself).
-func plainType(t reflect.Type) reflect.Type {
-	for t != nil && t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	if t == nil || t.Kind() == reflect.Interface {
-		return nil
-	}
-	if p := reflect.PointerTo(t); p.Implements(jsonUnmarshaler) || p.Implements(textUnmarshaler) {
-		return nil
-	}
-	return t
-}
-
-var jsonFieldCache sync.Map // reflect.Type -> map[string]reflect.Type
-
-// jsonFields maps the JSON names of struct type t's fields (embedded
-// structs' promoted) to their types, as encoding/json names them.
-func jsonFields(t reflect.Type) map[string]reflect.Type {
-	if f, ok := jsonFieldCache.Load(t); ok {
-		return f.(map[string]reflect.Type)
-	}
-	out := map[string]reflect.Type{}
-	var add func(t reflect.Type, depth int)
-	add = func(t reflect.Type, depth int) {
-		for i := range t.NumField() {
-			f := t.Field(i)
-			tag := f.Tag.Get("json")
-			if tag == "-" {
-				continue
-			}
-			name, _, _ := strings.Cut(tag, ",")
-			ft := f.Type
-			for ft.Kind() == reflect.Pointer {
-				ft = ft.Elem()
-			}
-			if f.Anonymous && name == "" && ft.Kind() == reflect.Struct && depth < maxJSONDepth {
-				add(ft, depth+1)
-				continue
-			}
-			if !f.IsExported() {
-				continue
-			}
-			if name == "" {
-				name = f.Name
-			}
-			if _, dup := out[name]; !dup {
-				out[name] = f.Type
-			}
-		}
-	}
-	add(t, 0)
-	jsonFieldCache.Store(t, out)
-	return out
+	return badRequest(oneline.Cut(ke.Error(), maxEcho))
 }
 
 // answerOnly refuses, in a box or host to register, the fields the

@@ -10,7 +10,8 @@
 //	   │
 //	tlp/...                        the language: TLPs, frames, captures
 //
-// sim (the virtual clock) may be used by every layer. Rigs under internal/
+// sim (the virtual clock) and internal/strictjson (JSON's duplicate and
+// miscased keys) may be used by every layer. Rigs under internal/
 // (pairsim, switchtest, fakeagent, etcdtest, xdptest, privtest) serve tests;
 // nothing shipped in the binary imports testing, httptest or a test-only rig.
 package layering

@@ -58,9 +58,9 @@ unhealthy; draining takes a new box out of allocation ('ctl drain' changes
 a known box's).`
 	}
 	return fmt.Sprintf(`Register a %[1]s, or replace the %[1]s with the same id, from a JSON file (- for
-stdin). Unknown fields are refused; the file is sent as written, so the
-manager refuses a key given twice or in another case (HTTP 400, exit 2)
-as it would a direct POST. The fields:
+stdin). Unknown fields, a key given twice and a key in another case are
+refused, with their line and column (exit 2), as the manager refuses them
+in a direct POST; the file is sent as written. The fields:
 
   %[2]s
 

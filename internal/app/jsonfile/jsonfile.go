@@ -18,6 +18,7 @@ import (
 	"strings"
 
 	"github.com/dxpu/dxpu/internal/app/apperr"
+	"github.com/dxpu/dxpu/internal/strictjson"
 )
 
 // MaxSize bounds a file Read accepts: a box or host is a few KiB.
@@ -306,6 +307,15 @@ func Decode[T any](name string, data []byte) (T, error) {
 		if _, terr := dec.Token(); terr != io.EOF {
 			line, col := position(data, skipSpace(data, end))
 			err = &Error{line, col, "unexpected data after the JSON value (the file holds one value)", nil}
+		}
+	}
+	if err == nil {
+		// What encoding/json lets pass: a key given twice (the last
+		// wins) or spelled in another case than its field.
+		var ke *strictjson.KeyError
+		if errors.As(strictjson.Check(data, t, false), &ke) {
+			line, col := position(data, ke.Offset)
+			err = &Error{line, col, ke.Error(), ke}
 		}
 	}
 	if err != nil {

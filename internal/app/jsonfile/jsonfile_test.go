@@ -59,6 +59,8 @@ func TestReadExplains(t *testing.T) {
 		"cut":       {"{\"id\": \"b\",\n  \"gpus\": [", "cut.json: line 2 col 12: the JSON ends before its value is complete"},
 		"unknown":   {"{\"id\": \"b\",\n  \"gpu\": []}", `unknown.json: line 2 col 3: unknown field "gpu"; valid fields: id, bridge.switch_port`},
 		"trailing":  {`{"id":"b"} {"id":"c"}`, "trailing.json: line 1 col 12: unexpected data after the JSON value"},
+		"twice":     {"{\"id\": \"b\",\n \"id\": \"c\"}", `twice.json: line 2 col 2: duplicate field "id"`},
+		"case":      {`{"ID": "b"}`, `case.json: line 1 col 2: field "ID": field names are case-sensitive; want "id"`},
 		"{}":        {"{}", "{}.json: invalid argument: missing required fields id, bridge.switch_port, bridge.mac"},
 	} {
 		f := filepath.Join(dir, name+".json")

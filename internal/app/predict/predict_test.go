@@ -238,6 +238,11 @@ func TestProfileErrors(t *testing.T) {
 		"":                  " is empty: expected the JSON object of 'dxpu bench fabric --json'",
 		"[1]":               ": line 1 col 1: expected an object, found an array",
 		"{\"rtt_us\": 5,\n": ": line 1 col 14: the JSON ends before its value is complete",
+		// encoding/json kept the last of a key given twice and read the
+		// first of two objects (third new-user trial).
+		`{"rtt_us":5,"rtt_us":6}`:         `: model: fabric profile: duplicate field "rtt_us"`,
+		`{"rtt_us":5}{"rtt_us":6}`:        ": model: fabric profile: data after the JSON value",
+		`{"fabric":{"tags":8,"tags":16}}`: `: model: fabric profile: duplicate field "fabric.tags"`,
 	} {
 		o := opts(p)
 		o.Profile = writeTrace(t, body)

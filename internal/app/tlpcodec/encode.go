@@ -10,6 +10,7 @@ import (
 
 	"github.com/dxpu/dxpu/internal/app/apperr"
 	"github.com/dxpu/dxpu/internal/app/jsonfile"
+	"github.com/dxpu/dxpu/internal/strictjson"
 	"github.com/dxpu/dxpu/tlp"
 )
 
@@ -63,6 +64,11 @@ func Encode(stdin io.Reader, stdout, stderr io.Writer) error {
 			var ce *colError
 			if errors.As(err, &ce) {
 				fmt.Fprintf(stderr, "dxpu tlp encode: line %d col %d: %v\n", line, ce.col, ce.err)
+				continue
+			}
+			var ke *strictjson.KeyError
+			if errors.As(err, &ke) {
+				fmt.Fprintf(stderr, "dxpu tlp encode: line %d col %d: %v\n", line, ke.Offset+1, ke)
 				continue
 			}
 			// encoding/json's own errors name Go types (tlp.jsonPacket,
