@@ -243,6 +243,19 @@ func TestSwitchModeFlags(t *testing.T) {
 	}
 }
 
+// TestSwitchMaxPairs: --mode xdp --max-pairs 0 ran on the default
+// table size, and one above xdp.MaxMaxPairs was refused only once the
+// ports were set up: both are refused at start (exit 2, one line naming
+// the flag and the range). The port does not exist, so no XDP program
+// is attached if the check regresses.
+func TestSwitchMaxPairs(t *testing.T) {
+	t.Parallel()
+	xdpArgs := []string{"switch", "--mode", "xdp", "--port", "dxpu-no-such-if", "--table", "../../testdata/switch/corpus-table.json", "--metrics", ""}
+	for _, n := range []string{"0", "32768"} {
+		daemonUsageLine(t, "dxpu: switch: --max-pairs "+n+": want 1..32767 pairs", append(xdpArgs, "--max-pairs", n)...)
+	}
+}
+
 // TestSwitchManagerURL: a --manager that is no http(s) URL is refused at
 // start (exit 2, one line); the switch retried it for ever, logging
 // "unsupported protocol scheme" (new-user trial). Under daemonRunCode's

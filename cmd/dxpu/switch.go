@@ -59,6 +59,10 @@ or setup errors.`,
 			if err := switchModeFlags(cmd, o.Mode); err != nil {
 				return exitCodeError{2, err}
 			}
+			// 0 ran on the default size: a table of no pairs is no size.
+			if o.Mode == "xdp" && (o.MaxPairs == 0 || o.MaxPairs > xdp.MaxMaxPairs) {
+				return exitCodeError{2, fmt.Errorf("switch: --max-pairs %d: want 1..%d pairs", o.MaxPairs, xdp.MaxMaxPairs)}
+			}
 			o.Token = e.getenv("DXPU_TOKEN")
 			if err := manager.CheckToken(o.Token); err != nil {
 				return exitCodeError{2, fmt.Errorf("$DXPU_TOKEN: %w", err)}
@@ -84,7 +88,7 @@ or setup errors.`,
 	f.StringVar(&o.Metrics, "metrics", "127.0.0.1:9855", "address for /metrics (empty: none)")
 	f.StringVar(&o.UDPListen, "udp-listen", "0.0.0.0:8855", "--mode udp: address to listen on")
 	udpPortVar(f, &o.UDPPort, "UDP port of dxpu frames")
-	f.Uint32Var(&o.MaxPairs, "max-pairs", xdp.DefaultMaxPairs, "--mode xdp: pair table size")
+	f.Uint32Var(&o.MaxPairs, "max-pairs", xdp.DefaultMaxPairs, fmt.Sprintf("--mode xdp: pair table size, 1..%d pairs", xdp.MaxMaxPairs))
 	f.StringVar(&o.SlowPath, "slow-path", "packet", "--mode xdp: how slow-path frames reach Go: packet (XDP_PASS to an AF_PACKET listener) or xsk (AF_XDP sockets via the XSKMAP)")
 	return cmd
 }
