@@ -38,7 +38,8 @@ Modes:
   afxdp   the userspace path over AF_XDP sockets (copy mode)
   packet  the userspace path over AF_PACKET sockets
   udp     a UDP socket on --udp-listen relaying dxpu datagrams between the
-          endpoints' IP:port (no root needed; the demo's switch)
+          endpoints' IP:port (no root needed; the demo's switch); a pair
+          with an endpoint without an IP is left out, with a warning
 A flag marked with a mode below (--port, --max-pairs, --slow-path,
 --udp-listen) given with another --mode is refused (exit 2).
 
