@@ -41,6 +41,10 @@ over UDP (--listen, --peer), and a PCIe side:
       commands written there make the device issue reads and writes
       toward the host (dxpu conform --doorbell judges them).
 
+--gpu-model is read by --pcie emu-gpu only, --mem-base, --mem-size,
+--doorbell and --mps by --pcie memory only: given to another side (--role
+host, or the other --pcie), they are refused (exit 2).
+
 Every frame of the pair is sealed (AES-256-GCM, or --seal-mode gmac for
 integrity only) with the pair key of --key-file, the same on both sides
 (32 random bytes or 64 hex digits; a regular file of this user's, mode
@@ -88,6 +92,9 @@ Example, a NetTLP host (libtlp on 127.0.0.1) and an emulated GPU:
 			if err := daemonKeyFlags(cmd, o.Insecure, o.KeyGeneration); err != nil {
 				return exitCodeError{2, err}
 			}
+			if err := bridgeRoleFlags(cmd, fl.Role, fl.PCIe); err != nil {
+				return exitCodeError{2, err}
+			}
 			o.Log = e.log
 			fl.MPSGiven = cmd.Flags().Changed("mps")
 			if err := fl.Apply(&o); err != nil {
@@ -126,7 +133,7 @@ Example, a NetTLP host (libtlp on 127.0.0.1) and an emulated GPU:
 	f.DurationVar(&o.DeadAfter, "dead-after", time.Second, "silence after which the link is down (above --keepalive)")
 	f.DurationVar(&o.Spin, "spin", 0, "poll the socket (UDP, --ether, AF_XDP) this long after the last frames before sleeping, up to 1s (0: sleep at once): a busy pair then takes its frames without a wake-up, at the cost of a core polling; for a bridge with a core of its own (two bridges sharing one lose by it)")
 	f.DurationVar(&o.CompletionTimeout, "completion-timeout", 0, "a forwarded request unanswered this long gets a CA completion (0, the default: 250ms on the host side, below libtlp's 500 ms; twice --dead-after on the GPU side, so that an outage the link hides stays hidden from the GPU's DMA reads)")
-	f.StringVar(&fl.GPUModel, "gpu-model", "h100", "emulated GPU model (h100, a100)")
+	f.StringVar(&fl.GPUModel, "gpu-model", "h100", "--pcie emu-gpu: emulated GPU model (h100, a100)")
 	f.StringVar(&fl.KeyFile, "key-file", "", "the pair key, the same on both sides: 32 raw bytes or 64 hex digits, mode 0600")
 	f.Uint32Var(&o.KeyGeneration, "key-generation", 1, "generation number of --key-file's key, from 1 (both sides the same)")
 	f.StringVar(&fl.SealMode, "seal-mode", "gcm", "gcm (encryption and integrity) or gmac (integrity only); both sides the same")
@@ -135,12 +142,40 @@ Example, a NetTLP host (libtlp on 127.0.0.1) and an emulated GPU:
 	f.BoolVar(&o.Insecure, "insecure-no-keys", false, "run the pair unkeyed (lab only: anyone on the fabric can inject TLPs)")
 	bytesVar(f, &o.MTU, "mtu", 1472, "largest frame from the dxpu header on, in bytes (at most the path's MTU less IP and UDP headers)")
 	bytesVar(f, &o.MaxPayload, "max-payload", 512, "largest TLP payload in bytes (4..4096; both sides the same)")
-	bytesVar(f, &o.MPS, "mps", 256, "memory device's Max Payload Size: largest completion payload in bytes (128..4096, at most --max-payload)")
-	f.StringVar(&fl.MemBase, "mem-base", "0x2000000000", "memory device base address")
-	f.StringVar(&fl.MemSize, "mem-size", "64M", "memory device size in bytes, above 0 (suffixes K, M, G; base plus size within 64 bits)")
-	f.StringVar(&fl.Doorbell, "doorbell", "", "test target of docs/protocol.md 12.1 at this address of the memory device (for dxpu conform --doorbell)")
+	bytesVar(f, &o.MPS, "mps", 256, "--pcie memory: Max Payload Size, largest completion payload in bytes (128..4096, at most --max-payload)")
+	f.StringVar(&fl.MemBase, "mem-base", "0x2000000000", "--pcie memory: base address")
+	f.StringVar(&fl.MemSize, "mem-size", "64M", "--pcie memory: size in bytes, above 0 (suffixes K, M, G; base plus size within 64 bits)")
+	f.StringVar(&fl.Doorbell, "doorbell", "", "--pcie memory: test target of docs/protocol.md 12.1 at this address of the memory (for dxpu conform --doorbell)")
 	cmd.AddCommand(newBridgeAgentCmd(e))
 	return cmd
+}
+
+// Flags of `dxpu bridge` that only the GPU side, or one of its PCIe
+// sides, reads: --role host took them and did nothing (--mps, which
+// only a memory device reads, is Sizes.Check's to refuse).
+var (
+	bridgeEmuGPUFlags = []string{"gpu-model"}
+	bridgeMemoryFlags = []string{"mem-base", "mem-size", "doorbell"}
+)
+
+// bridgeRoleFlags refuses a flag given on the command line that the role
+// (and, for --role gpu, --pcie) does not read, naming the flag, its value
+// and what it is for, as agentRoleFlags does for 'bridge agent'. A --role
+// or --pcie that is none of the known ones is left to Setup.Apply and
+// Run to refuse.
+func bridgeRoleFlags(cmd *cobra.Command, role, pcie string) error {
+	switch role {
+	case "host":
+		return unreadFlags(cmd, flagGroup{append(append([]string(nil), bridgeEmuGPUFlags...), bridgeMemoryFlags...), false, "--role gpu", "--role host"})
+	case "gpu":
+		if pcie != bridged.KindEmuGPU && pcie != bridged.KindMemory {
+			return nil
+		}
+		return unreadFlags(cmd,
+			flagGroup{bridgeEmuGPUFlags, pcie == bridged.KindEmuGPU, "--pcie " + bridged.KindEmuGPU, "--pcie " + pcie},
+			flagGroup{bridgeMemoryFlags, pcie == bridged.KindMemory, "--pcie " + bridged.KindMemory, "--pcie " + pcie})
+	}
+	return nil
 }
 
 // openKeyLog opens --key-log (nothing when path is empty) and returns the

@@ -178,33 +178,43 @@ var (
 // naming the flag, its value and what it is for. A --role that is neither
 // host nor gpu is left to Setup.Apply to refuse.
 func agentRoleFlags(cmd *cobra.Command, role, pcie string, vm bool) error {
-	f := cmd.Flags()
-	given := func(names []string) *pflag.Flag {
-		for _, name := range names {
-			if fl := f.Lookup(name); fl != nil && fl.Changed {
-				return fl
-			}
-		}
-		return nil
-	}
-	var fl *pflag.Flag
-	var isFor, not string
 	switch role {
 	case "gpu":
-		fl, isFor, not = given(append(append([]string(nil), agentHostFlags...), agentGuestFlags...)), "--role host", "--role gpu"
-		if fl == nil && pcie != bridgeagent.PCIeMemory {
-			fl, isFor, not = given(agentMemoryFlags), "--pcie "+bridgeagent.PCIeMemory, "--pcie "+pcie
-		}
+		return unreadFlags(cmd,
+			flagGroup{append(append([]string(nil), agentHostFlags...), agentGuestFlags...), false, "--role host", "--role gpu"},
+			flagGroup{agentMemoryFlags, pcie == bridgeagent.PCIeMemory, "--pcie " + bridgeagent.PCIeMemory, "--pcie " + pcie})
 	case "host":
-		fl, isFor, not = given(agentGPUFlags), "--role gpu", "--role host"
-		if fl == nil && !vm {
-			fl, isFor, not = given(agentGuestFlags), "--vm (the guest)", "a host without --vm"
+		return unreadFlags(cmd,
+			flagGroup{agentGPUFlags, false, "--role gpu", "--role host"},
+			flagGroup{agentGuestFlags, vm, "--vm (the guest)", "a host without --vm"})
+	}
+	return nil
+}
+
+// flagGroup is a group of flags that only one setting reads: read says
+// whether it is in force, isFor names it and not the setting in force
+// instead.
+type flagGroup struct {
+	names      []string
+	read       bool
+	isFor, not string
+}
+
+// unreadFlags refuses the first flag given on the command line of the
+// first group not read ("--mem-size 1M is for --pcie memory, not --pcie
+// emu-gpu"): the daemon took it and did nothing. Defaults are not given.
+func unreadFlags(cmd *cobra.Command, groups ...flagGroup) error {
+	for _, g := range groups {
+		if g.read {
+			continue
+		}
+		for _, name := range g.names {
+			if fl := cmd.Flags().Lookup(name); fl != nil && fl.Changed {
+				return fmt.Errorf("%s is for %s, not %s", givenFlag(fl), g.isFor, g.not)
+			}
 		}
 	}
-	if fl == nil {
-		return nil
-	}
-	return fmt.Errorf("%s is for %s, not %s", givenFlag(fl), isFor, not)
+	return nil
 }
 
 // givenFlag is a flag as the command line gave it: --name VALUE (a value

@@ -243,6 +243,57 @@ func TestSwitchModeFlags(t *testing.T) {
 	}
 }
 
+// TestBridgeRoleFlags: a flag of `dxpu bridge` that the role (or, for
+// --role gpu, the --pcie side) does not read is refused at start, exit 2,
+// one line naming the flag, its value and what it is for, as bridge agent
+// refuses them (agentRoleFlags): --role host --gpu-model a100 --mem-size
+// 1G ran a host bridge that took them and did nothing. Defaults are not
+// given; flags both roles read stay accepted.
+func TestBridgeRoleFlags(t *testing.T) {
+	t.Parallel()
+	base := []string{"bridge", "--listen", "127.0.77.10:0", "--peer", "127.0.77.11:9", "--insecure-no-keys"}
+	host := func(args ...string) []string {
+		return append(append(append([]string(nil), base...), "--role", "host", "--pcie", "nettlp:127.0.77.2:127.0.77.1"), args...)
+	}
+	gpu := func(pcie string, args ...string) []string {
+		return append(append(append([]string(nil), base...), "--role", "gpu", "--pcie", pcie), args...)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{host("--gpu-model", "a100"), "dxpu: --gpu-model a100 is for --role gpu, not --role host"},
+		{host("--mem-size", "1G"), "dxpu: --mem-size 1G is for --role gpu, not --role host"},
+		{host("--mem-base", "0x1000"), "dxpu: --mem-base 0x1000 is for --role gpu, not --role host"},
+		{host("--doorbell", "0x2000100000"), "dxpu: --doorbell 0x2000100000 is for --role gpu, not --role host"},
+		{gpu("emu-gpu", "--mem-size", "1M"), "dxpu: --mem-size 1M is for --pcie memory, not --pcie emu-gpu"},
+		{gpu("emu-gpu", "--doorbell", "0x2000100000"), "dxpu: --doorbell 0x2000100000 is for --pcie memory, not --pcie emu-gpu"},
+		{gpu("memory", "--gpu-model", "a100"), "dxpu: --gpu-model a100 is for --pcie emu-gpu, not --pcie memory"},
+		// Read by both roles, or checked elsewhere: still the same errors.
+		{host("--mps", "512"), `dxpu: --mps shapes a memory device's completions (--pcie memory), not "nettlp"`},
+		{host("--completion-timeout", "-1s"), "dxpu: --completion-timeout -1s: must not be negative"},
+		{gpu("memory", "--mem-size", "0"), "dxpu: --mem-size 0: want above 0 bytes"},
+	} {
+		t.Run(strings.Join(c.args[len(base):], " "), func(t *testing.T) {
+			t.Parallel()
+			daemonUsageLine(t, c.want, c.args...)
+		})
+	}
+}
+
+// TestSwitchMaxPairs: --mode xdp --max-pairs 0 ran on the default
+// table size, and one above xdp.MaxMaxPairs was refused only once the
+// ports were set up: both are refused at start (exit 2, one line naming
+// the flag and the range). The port does not exist, so no XDP program
+// is attached if the check regresses.
+func TestSwitchMaxPairs(t *testing.T) {
+	t.Parallel()
+	xdpArgs := []string{"switch", "--mode", "xdp", "--port", "dxpu-no-such-if", "--table", "../../testdata/switch/corpus-table.json", "--metrics", ""}
+	for _, n := range []string{"0", "32768"} {
+		daemonUsageLine(t, "dxpu: switch: --max-pairs "+n+": want 1..32767 pairs", append(xdpArgs, "--max-pairs", n)...)
+	}
+}
+
 // TestSwitchManagerURL: a --manager that is no http(s) URL is refused at
 // start (exit 2, one line); the switch retried it for ever, logging
 // "unsupported protocol scheme" (new-user trial). Under daemonRunCode's

@@ -101,6 +101,13 @@ func TestExitStatus(t *testing.T) {
 		{append(ctl, "box", "add", "-"), `{"ID":"b6","bridge":{"switch_port":"p6","mac":"02:00:00:00:01:06"}}`, 2, "", `dxpu: stdin: line 1 col 2: field "ID": field names are case-sensitive; want "id"`},
 		{append(ctl, "host", "add", "-"), `{"id":"h7","ports":32,"bridge":{"switch_port":"p7","MAC":"02:00:00:00:01:07"}}`, 2, "", `dxpu: stdin: line 1 col 52: field "bridge.MAC": field names are case-sensitive; want "bridge.mac"`},
 		{append(ctl, "host", "add", "-"), `{"id":"h8","ports":32,"ports":64,"bridge":{"switch_port":"p8","mac":"02:00:00:00:01:08"}}`, 2, "", `dxpu: stdin: line 1 col 23: duplicate field "ports"`},
+		// A bridge driven by dxpu bridge agent speaks UDP: without
+		// bridge.ip its pairs' table entries had no IP, and a UDP switch
+		// dropped their traffic.
+		{append(ctl, "box", "add", "-"), `{"id":"b9","agent_url":"https://10.1.0.9:7701","bridge":{"switch_port":"p9","mac":"02:00:00:00:01:09"}}`, 2, "",
+			"dxpu: invalid_argument (HTTP 400): invalid argument: bridge.ip is required with agent_url: dxpu bridge agent speaks UDP, at bridge.ip:udp_port (udp_port 8855 when left out)"},
+		{append(ctl, "host", "add", "-"), `{"id":"h9","ports":32,"agent_url":"https://10.2.0.9:7701","bridge":{"switch_port":"p10","mac":"02:00:00:00:01:0a","udp_port":8855}}`, 2, "",
+			"dxpu: invalid_argument (HTTP 400): invalid argument: bridge.ip is required with agent_url"},
 		{append(ctl, "box", "add", "-"), `{"id":"b9","bridge":{"switch_port":"p9","mac":"02:00:00:00:01:09"}}`, 0, "b9", ""},
 		// Cobra's completion alone printed its help and exited 0.
 		{[]string{"completion"}, "", 2, "", "dxpu: completion: name a shell: bash, fish, powershell or zsh; usage: dxpu completion SHELL"},

@@ -55,7 +55,10 @@ API (package fabric/manager/agentapi: PUT/DELETE /agent/v1/pairs/{id},
 hot-add, hot-remove, surprise-remove) over https, each with its own
 credential, issued when it registered (the admin token never leaves the
 manager); --agent-ca-file names the CA of the agents' certificates, and
---allow-insecure-agents permits http agent URLs (lab only). The switch
+--allow-insecure-agents permits http agent URLs (lab only). Such a
+bridge's "bridge" must give its "ip" ('dxpu bridge agent' speaks UDP, at
+ip:udp_port, udp_port 8855 when left out): one without is refused (400).
+The switch
 follows GET /v1/table?watch=1&version=N. The server times out slow and
 idle clients (a request's body must follow its headers within 5s; one
 refused before its body is read is answered at once and its connection

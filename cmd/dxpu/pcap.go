@@ -50,7 +50,8 @@ dxpu-eth with --vlan, dxpu-udp and nettlp). --vlan N tags frames with VLAN N
 
 --count is at most 10000000, and the capture may grow to at most 16 GiB
 (reckoned with every frame as long as --ether-mtu allows, or --snaplen keeps).
---out is replaced only once the capture is whole.`,
+--out is replaced only once the capture is whole, and may not be "-" (a
+capture is written to a file).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := oneSpelling(cmd.Flags(), "ether-mtu", "mtu"); err != nil {
@@ -116,7 +117,7 @@ without TLPs are skipped. Frames that do not parse are reported on stderr
 with their number (the first 1000, then a count of the rest); exit status 1
 if any, or if --in is not a capture of Ethernet frames, 2 for usage or I/O
 errors. --out is replaced only once the whole output is written, and may
-not be --in.`,
+be neither --in nor "-" (a capture is written to a file).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := oneSpelling(cmd.Flags(), "ether-mtu", "mtu"); err != nil {
@@ -247,7 +248,8 @@ carries them: a UDP segmentation-offload send (the bridges batch that way),
 which a packet socket sees as one glued datagram, is written as the datagrams
 it leaves as, with the checksums the NIC fills in. Needs Linux and root (or
 CAP_NET_RAW). Sealed frames open with 'dxpu pcap unseal'. --out is written
-when the capture ends (an error leaves it as it was).`,
+when the capture ends (an error leaves it as it was); it may not be "-" (a
+capture is written to a file).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if cmd.Flags().Changed("bpf") && strings.TrimSpace(o.BPF) == "" {

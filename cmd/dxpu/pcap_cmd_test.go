@@ -53,6 +53,35 @@ func TestPcapOperands(t *testing.T) {
 	}
 }
 
+// TestPcapOutDash: convert, generate and capture refuse --out "-" in one
+// line, as unseal refuses OUT "-": no pcap command writes a capture to
+// standard output, and each wrote a file named "-".
+func TestPcapOutDash(t *testing.T) {
+	in, err := filepath.Abs(filepath.Join(repoRoot, "testdata", "pcap", "mix.pcap"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(t.TempDir()) // where a "-" the bug writes lands
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"pcap", "convert", "--in", in, "--out", "-", "--to", "dxpu-udp"},
+			`dxpu: convert: --out "-": want a file: pcap commands write captures to files, not standard output`},
+		{[]string{"pcap", "generate", "--out", "-", "--count", "2"},
+			`dxpu: generate: --out "-": want a file: pcap commands write captures to files, not standard output`},
+		{[]string{"pcap", "capture", "--interface", "lo", "--out", "-", "--count", "1", "--duration", "100ms"},
+			`dxpu: capture: --out "-": want a file: pcap commands write captures to files, not standard output`},
+	} {
+		code, stdout, stderr := runPcap(t.Context(), tc.args...)
+		usageLine(t, tc.args, code, stdout, stderr, tc.want)
+		if _, err := os.Stat("-"); err == nil {
+			t.Errorf("dxpu %q wrote a file named \"-\"", tc.args)
+			_ = os.Remove("-")
+		}
+	}
+}
+
 // TestPcapOutIsIn: convert and unseal refuse an output that is one of
 // their inputs, in one line, and leave it whole. `pcap convert --in
 // mix.pcap --out mix.pcap` once truncated mix.pcap and failed reading it.

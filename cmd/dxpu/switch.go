@@ -38,7 +38,8 @@ Modes:
   afxdp   the userspace path over AF_XDP sockets (copy mode)
   packet  the userspace path over AF_PACKET sockets
   udp     a UDP socket on --udp-listen relaying dxpu datagrams between the
-          endpoints' IP:port (no root needed; the demo's switch)
+          endpoints' IP:port (no root needed; the demo's switch); a pair
+          with an endpoint without an IP is left out, with a warning
 A flag marked with a mode below (--port, --max-pairs, --slow-path,
 --udp-listen) given with another --mode is refused (exit 2).
 
@@ -58,6 +59,10 @@ or setup errors.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := switchModeFlags(cmd, o.Mode); err != nil {
 				return exitCodeError{2, err}
+			}
+			// 0 ran on the default size: a table of no pairs is no size.
+			if o.Mode == "xdp" && (o.MaxPairs == 0 || o.MaxPairs > xdp.MaxMaxPairs) {
+				return exitCodeError{2, fmt.Errorf("switch: --max-pairs %d: want 1..%d pairs", o.MaxPairs, xdp.MaxMaxPairs)}
 			}
 			o.Token = e.getenv("DXPU_TOKEN")
 			if err := manager.CheckToken(o.Token); err != nil {
@@ -84,7 +89,7 @@ or setup errors.`,
 	f.StringVar(&o.Metrics, "metrics", "127.0.0.1:9855", "address for /metrics (empty: none)")
 	f.StringVar(&o.UDPListen, "udp-listen", "0.0.0.0:8855", "--mode udp: address to listen on")
 	udpPortVar(f, &o.UDPPort, "UDP port of dxpu frames")
-	f.Uint32Var(&o.MaxPairs, "max-pairs", xdp.DefaultMaxPairs, "--mode xdp: pair table size")
+	f.Uint32Var(&o.MaxPairs, "max-pairs", xdp.DefaultMaxPairs, fmt.Sprintf("--mode xdp: pair table size, 1..%d pairs", xdp.MaxMaxPairs))
 	f.StringVar(&o.SlowPath, "slow-path", "packet", "--mode xdp: how slow-path frames reach Go: packet (XDP_PASS to an AF_PACKET listener) or xsk (AF_XDP sockets via the XSKMAP)")
 	return cmd
 }

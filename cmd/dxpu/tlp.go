@@ -30,7 +30,9 @@ ports 0x3000-0x30ff, dxpu over Ethernet, or dxpu over UDP to or from
 all frames), "encap" and "truncated" (the capture's snap length cut the TLP:
 the header is decoded and the data present kept). Frames without TLPs are
 skipped; a capture with none gets one line on stderr saying so (exit
-status 0). --udp-port is what 'pcap capture' and 'pcap unseal' were given:
+status 0). Frames that the snap length cut within their headers are
+skipped and counted, in one line on stderr naming the first (as 'pcap
+info' counts snaplen_cut_frames): they are not frames that did not decode. --udp-port is what 'pcap capture' and 'pcap unseal' were given:
 a keyed pair's capture on port 7001, unsealed, decodes with
 'dxpu tlp decode --pcap plain.pcap --udp-port 7001'. Sealed frames (a keyed
 pair's, not unsealed) are skipped and end the command with one line saying

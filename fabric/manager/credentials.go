@@ -3,6 +3,7 @@ package manager
 import (
 	"encoding/json"
 	"fmt"
+	"net/netip"
 	"net/url"
 	"strings"
 	"sync"
@@ -98,6 +99,24 @@ func decodeCred(kv store.KV) (agentCred, error) {
 func (m *Manager) AgentCredential(kind, id string) (string, bool) {
 	ac, ok := m.creds.get(kind, id)
 	return ac.Credential, ok
+}
+
+// checkAgentBridge refuses a bridge with an agent_url but no bridge.ip
+// (or 0.0.0.0):
+// its agent (dxpu bridge agent) speaks UDP only, so the switch reaches
+// it at bridge.ip:udp_port (8855 when udp_port is left out), and a table
+// pair without the IP made a UDP switch drop the pair's traffic.
+func checkAgentBridge(agentURL string, e pool.Endpoint) error {
+	if agentURL == "" {
+		return nil
+	}
+	if e.IP == "" {
+		return fmt.Errorf("%w: bridge.ip is required with agent_url: dxpu bridge agent speaks UDP, at bridge.ip:udp_port (udp_port 8855 when left out)", pool.ErrInvalid)
+	}
+	if a, err := netip.ParseAddr(e.IP); err == nil && a.IsUnspecified() {
+		return fmt.Errorf("%w: bridge.ip %s: want the address dxpu bridge agent receives frames on (bridge.ip:udp_port)", pool.ErrInvalid, e.IP)
+	}
+	return nil
 }
 
 // checkAgentURL refuses an agent reached over plain http unless the lab

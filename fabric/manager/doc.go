@@ -59,8 +59,9 @@
 // In-process agents implement the programmer interfaces directly (the demo;
 // fakeagent for tests, which can fail any call and keep its state in a
 // file). `dxpu manager` uses agentapi: a bridge that registers with an
-// "agent_url" gets each step as an HTTP call; one without is expected to
-// follow the forwarding table.
+// "agent_url" gets each step as an HTTP call, and must give its bridge's
+// IP (its agent speaks UDP only: ErrInvalid naming bridge.ip otherwise);
+// one without is expected to follow the forwarding table.
 //
 // # Credentials
 //

@@ -31,6 +31,9 @@ func (m *Manager) enrolBox(ctx context.Context, b pool.Box) (pool.Box, string, e
 	if err := m.checkAgentURL(b.AgentURL); err != nil {
 		return pool.Box{}, "", err
 	}
+	if err := checkAgentBridge(b.AgentURL, b.Bridge); err != nil {
+		return pool.Box{}, "", err
+	}
 	var failed []string
 	b.GPUs = slices.Clone(b.GPUs)
 	for i, g := range b.GPUs {
@@ -129,6 +132,9 @@ func (m *Manager) enrolHost(ctx context.Context, h pool.Host) (pool.Host, string
 		return pool.Host{}, "", err
 	}
 	if err := m.checkAgentURL(h.AgentURL); err != nil {
+		return pool.Host{}, "", err
+	}
+	if err := checkAgentBridge(h.AgentURL, h.Bridge); err != nil {
 		return pool.Host{}, "", err
 	}
 	m.inv.Lock()

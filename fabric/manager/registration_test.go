@@ -114,3 +114,42 @@ func TestClashingEndpointsAreRefused(t *testing.T) {
 		t.Fatalf("clashing bridges were registered: %+v", s)
 	}
 }
+
+// TestAgentBridgeNeedsIP: a box or host registered with an agent_url is
+// driven by dxpu bridge agent, which speaks UDP only: without bridge.ip
+// it is 400 invalid_argument naming the field, and nothing is registered
+// (the table got a pair with no IP, whose traffic a UDP switch dropped).
+// So is bridge.ip 0.0.0.0. udp_port may be left out (8855); without an agent_url, bridge.ip stays
+// optional (a raw-Ethernet bridge behind an XDP switch has none).
+func TestAgentBridgeNeedsIP(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	box, host := testBox(0, 1), testHost(0)
+	box.AgentURL, host.AgentURL = "https://10.1.0.1:7701", "https://10.2.0.1:7701"
+	box.Bridge.IP, host.Bridge.IP = "", ""
+	for name, register := range map[string]func() error{
+		"box":  func() error { _, _, err := e.c.RegisterBoxAgent(e.ctx, box); return err },
+		"host": func() error { _, _, err := e.c.RegisterHostAgent(e.ctx, host); return err },
+	} {
+		err := register()
+		var ae *ctlclient.APIError
+		if !errors.As(err, &ae) || ae.Status != http.StatusBadRequest || ae.Code != manager.CodeInvalid || !strings.Contains(ae.Message, "bridge.ip is required with agent_url") {
+			t.Errorf("registering a %s with an agent_url and no bridge.ip: %v, want 400 invalid_argument naming bridge.ip", name, err)
+		}
+	}
+	if _, err := e.c.Box(e.ctx, box.ID); err == nil {
+		t.Error("the refused box is registered")
+	}
+	box.Bridge.IP = "0.0.0.0"
+	if _, _, err := e.c.RegisterBoxAgent(e.ctx, box); !ctlclient.IsCode(err, manager.CodeInvalid) || !strings.Contains(err.Error(), "bridge.ip 0.0.0.0") {
+		t.Errorf("registering a box with an agent_url and bridge.ip 0.0.0.0: %v, want 400 invalid_argument naming bridge.ip", err)
+	}
+	box.Bridge.IP, box.Bridge.UDPPort = "10.1.0.1", 0
+	if _, _, err := e.c.RegisterBoxAgent(e.ctx, box); err != nil {
+		t.Errorf("a box with an agent_url, bridge.ip and no udp_port: %v", err)
+	}
+	host.AgentURL = ""
+	if _, err := e.c.RegisterHost(e.ctx, host); err != nil {
+		t.Errorf("a host without agent_url or bridge.ip: %v", err)
+	}
+}

@@ -48,6 +48,43 @@ type Rule struct {
 // does not have.
 var ErrUnknownPort = errors.New("switch: unknown port")
 
+// ErrNoIP is the reason UDPReachable leaves out a pair: an endpoint
+// without an IPv4 address a UDP switch can send to.
+var ErrNoIP = errors.New("switch: no IPv4 address")
+
+// UDPReachable returns t without the pairs a UDP switch cannot relay (an
+// endpoint whose IP is missing or unspecified: the relay sends to, and
+// accepts from, IP:udp_port only, so the pair's traffic was dropped), and
+// one ErrNoIP error per pair left out, naming it and its side. A table
+// that does not validate is returned whole, for Compile to refuse.
+func UDPReachable(t *table.Table) (*table.Table, []error) {
+	if t.Validate() != nil {
+		return t, nil
+	}
+	var skipped []error
+	out := *t
+	out.Pairs = make([]table.Pair, 0, len(t.Pairs))
+	for i, p := range t.Pairs {
+		side, ip := "host", p.Host.IP
+		if ip.IsValid() && !ip.IsUnspecified() {
+			side, ip = "gpu", p.GPU.IP
+		}
+		if !ip.IsValid() || ip.IsUnspecified() {
+			what := "none"
+			if ip.IsValid() {
+				what = ip.String()
+			}
+			skipped = append(skipped, fmt.Errorf("%w: pairs[%d] (id %d) %s ip %s: a UDP switch relays to and from ip:udp_port; the pair is left out", ErrNoIP, i, p.ID, side, what))
+			continue
+		}
+		out.Pairs = append(out.Pairs, p)
+	}
+	if len(skipped) == 0 {
+		return t, nil
+	}
+	return &out, skipped
+}
+
 // Compile turns a table into rules for the given ports (by name). Pairs
 // with an endpoint behind a port that is not in ports are left out, each
 // with an error in skipped; an invalid table is an error.

@@ -24,6 +24,15 @@ var (
 	ErrTooLarge     = errors.New("frame contents exceed the format's limits") // builders: counts and lengths
 )
 
+// CutBySnaplen says that a frame did not parse (err from ParseFrame)
+// because a capture's snap length cut it: its record keeps fewer bytes
+// (kept) than the frame had (length), before the end of the headers the
+// parser needed. It was cut, not wrong; a frame cut short whose bytes
+// before the cut are wrong fails on those bytes, not on its length.
+func CutBySnaplen(err error, kept, length int) bool {
+	return kept < length && (errors.Is(err, ErrShort) || errors.Is(err, ErrTruncated))
+}
+
 // FrameError reports what is wrong with a frame and where.
 type FrameError struct {
 	Offset int    // byte offset of the field in the frame

@@ -37,13 +37,13 @@ func TestManagerDrivesRemoteAgents(t *testing.T) {
 	defer srv.Close()
 	c := ctlclient.New(srv.URL, "t")
 	ctx := context.Background()
-	_, gcred, err := c.RegisterBoxAgent(ctx, pool.Box{ID: "b", AgentURL: gsrv.URL, Bridge: pool.Endpoint{SwitchPort: "p1", MAC: "02:00:00:00:00:01"},
+	_, gcred, err := c.RegisterBoxAgent(ctx, pool.Box{ID: "b", AgentURL: gsrv.URL, Bridge: pool.Endpoint{SwitchPort: "p1", MAC: "02:00:00:00:00:01", IP: "10.0.0.1"},
 		GPUs: []pool.GPU{{ID: "b-0", Model: "H100"}, {ID: "b-1", Model: "H100"}, {ID: "b-2", Model: "H100"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	gagent.SetCredential(gcred)
-	_, hcred, err := c.RegisterHostAgent(ctx, pool.Host{ID: "h", AgentURL: hsrv.URL, Bridge: pool.Endpoint{SwitchPort: "p2", MAC: "02:00:00:00:00:02"}, Ports: 32})
+	_, hcred, err := c.RegisterHostAgent(ctx, pool.Host{ID: "h", AgentURL: hsrv.URL, Bridge: pool.Endpoint{SwitchPort: "p2", MAC: "02:00:00:00:00:02", IP: "10.0.0.2"}, Ports: 32})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -98,12 +98,12 @@ func TestManagerCallsEachAgentWithItsOwnCredential(t *testing.T) {
 	defer srv.Close()
 	c := ctlclient.New(srv.URL, adminToken)
 	ctx := context.Background()
-	_, gcred, err := c.RegisterBoxAgent(ctx, pool.Box{ID: "b", AgentURL: gpu.srv.URL, Bridge: pool.Endpoint{SwitchPort: "p1", MAC: "02:00:00:00:00:01"},
+	_, gcred, err := c.RegisterBoxAgent(ctx, pool.Box{ID: "b", AgentURL: gpu.srv.URL, Bridge: pool.Endpoint{SwitchPort: "p1", MAC: "02:00:00:00:00:01", IP: "10.0.0.1"},
 		GPUs: []pool.GPU{{ID: "b-0", Model: "H100"}, {ID: "b-1", Model: "H100"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, hcred, err := c.RegisterHostAgent(ctx, pool.Host{ID: "h", AgentURL: host.srv.URL, Bridge: pool.Endpoint{SwitchPort: "p2", MAC: "02:00:00:00:00:02"}, Ports: 32})
+	_, hcred, err := c.RegisterHostAgent(ctx, pool.Host{ID: "h", AgentURL: host.srv.URL, Bridge: pool.Endpoint{SwitchPort: "p2", MAC: "02:00:00:00:00:02", IP: "10.0.0.2"}, Ports: 32})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -319,7 +319,7 @@ func TestCredentialLifecycle(t *testing.T) {
 	}
 	m, c := start()
 	ctx := context.Background()
-	b := pool.Box{ID: "b", AgentURL: "https://10.0.0.7:7701", Bridge: pool.Endpoint{SwitchPort: "p1", MAC: "02:00:00:00:00:01"}}
+	b := pool.Box{ID: "b", AgentURL: "https://10.0.0.7:7701", Bridge: pool.Endpoint{SwitchPort: "p1", MAC: "02:00:00:00:00:01", IP: "10.0.0.7"}}
 	_, first, err := c.RegisterBoxAgent(ctx, b)
 	if err != nil || first == "" {
 		t.Fatalf("%q %v", first, err)

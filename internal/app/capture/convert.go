@@ -41,6 +41,9 @@ func Convert(ctx context.Context, o ConvertOptions, stdout, stderr io.Writer) er
 	if o.In == "" || o.Out == "" || o.To == "" {
 		return apperr.Usage(fmt.Errorf("convert: --in, --out and --to are required"))
 	}
+	if err := notStdout("convert", "--out", o.Out); err != nil {
+		return err
+	}
 	to, err := encap.ParseEncap(o.To)
 	if err != nil {
 		return apperr.Usage(fmt.Errorf("convert: --to: %w", err))

@@ -39,6 +39,9 @@ func Generate(ctx context.Context, o GenerateOptions, stdout io.Writer) error {
 	if o.Out == "" {
 		return apperr.Usage(fmt.Errorf("generate: --out is required"))
 	}
+	if err := notStdout("generate", "--out", o.Out); err != nil {
+		return err
+	}
 	kinds, err := ParseKinds(o.Kind)
 	if err != nil {
 		return apperr.Usage(fmt.Errorf("generate: --kind: %w", err))

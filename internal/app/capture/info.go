@@ -77,7 +77,7 @@ func Tally(path string, cfg *encap.Config, errs io.Writer) (map[string]int, erro
 			continue
 		}
 		f, err := encap.ParseFrame(data, fcfg)
-		if err != nil && cutBySnaplen(err, ci.CaptureLength, ci.Length) {
+		if err != nil && encap.CutBySnaplen(err, ci.CaptureLength, ci.Length) {
 			s["snaplen-cut"]++
 			continue
 		}
@@ -105,15 +105,6 @@ func Tally(path string, cfg *encap.Config, errs io.Writer) (map[string]int, erro
 			}
 		}
 	}
-}
-
-// cutBySnaplen says that a frame did not parse because the capture's
-// snap length cut it (its record keeps fewer bytes than the frame had)
-// before the end of the headers the parser needed: it was cut, not
-// wrong. A frame cut short whose bytes before the cut are wrong is bad
-// as any other.
-func cutBySnaplen(err error, kept, length int) bool {
-	return kept < length && (errors.Is(err, encap.ErrShort) || errors.Is(err, encap.ErrTruncated))
 }
 
 // sealedFrame counts a sealed dxpu frame (flag SEALED: its body is the

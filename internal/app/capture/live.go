@@ -54,6 +54,9 @@ func Live(ctx context.Context, o LiveOptions, stdout io.Writer) error {
 	if o.Interface == "" || o.Out == "" {
 		return apperr.Usage(errors.New("capture: --interface and --out are required"))
 	}
+	if err := notStdout("capture", "--out", o.Out); err != nil {
+		return err
+	}
 	switch {
 	case o.Count < 0:
 		return apperr.Usage(units.Errorf("capture: --count %d: want 0 (no limit) or more", o.Count))

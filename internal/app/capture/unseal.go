@@ -45,6 +45,15 @@ type UnsealJSON struct {
 	Secrets         int    `json:"secrets"`          // lines of the key log
 }
 
+// notStdout refuses out "-" (named name, of command cmd): no pcap command
+// writes a capture to standard output, and "-" was a file of that name.
+func notStdout(cmd, name, out string) error {
+	if out == "-" {
+		return apperr.Usage(fmt.Errorf(`%s: %s "-": want a file: pcap commands write captures to files, not standard output`, cmd, name))
+	}
+	return nil
+}
+
 // maxReasons bounds the summary lines of frames not opened.
 const maxReasons = 10
 
@@ -71,10 +80,8 @@ func UnsealContext(ctx context.Context, o UnsealOptions, stdout, stderr io.Write
 	if o.In == "" || o.Out == "" || o.KeyLog == "" {
 		return apperr.Usage(errors.New("unseal: --key-log, IN and OUT are required"))
 	}
-	// No pcap command writes a capture to standard output: "-" was a
-	// file of that name.
-	if o.Out == "-" {
-		return apperr.Usage(errors.New(`unseal: OUT "-": want a file: pcap commands write captures to files, not standard output`))
+	if err := notStdout("unseal", "OUT", o.Out); err != nil {
+		return err
 	}
 	if o.UDPPort == 0 {
 		return apperr.Usage(errors.New("unseal: --udp-port 0: want the dxpu UDP port"))

@@ -169,7 +169,7 @@ func TestCtlShowsDegraded(t *testing.T) {
 	c := ctlclient.New(srv.URL, "tok")
 	ctx := context.Background()
 	_, cred, err := c.RegisterBoxAgent(ctx, pool.Box{ID: "box0", AgentURL: "https://10.1.0.1:7701",
-		Bridge: pool.Endpoint{SwitchPort: "veth-b0", MAC: "02:00:00:00:01:00"}, GPUs: []pool.GPU{{ID: "g0", Model: "H100", MemoryMiB: 81920}}})
+		Bridge: pool.Endpoint{SwitchPort: "veth-b0", MAC: "02:00:00:00:01:00", IP: "10.1.0.1"}, GPUs: []pool.GPU{{ID: "g0", Model: "H100", MemoryMiB: 81920}}})
 	if err != nil {
 		t.Fatal(err)
 	}

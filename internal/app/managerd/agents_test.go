@@ -34,7 +34,7 @@ func TestUnreachableAfterFromOptions(t *testing.T) {
 	c := ctlclient.New(d.base, d.admin)
 	registered := time.Now()
 	if _, _, err := c.RegisterBoxAgent(t.Context(), pool.Box{ID: "box0", AgentURL: dead,
-		Bridge: pool.Endpoint{SwitchPort: "veth-b0", MAC: "02:00:00:00:01:00"}, GPUs: []pool.GPU{{ID: "g0", Model: "H100", MemoryMiB: 81920}}}); err != nil {
+		Bridge: pool.Endpoint{SwitchPort: "veth-b0", MAC: "02:00:00:00:01:00", IP: "10.1.0.1"}, GPUs: []pool.GPU{{ID: "g0", Model: "H100", MemoryMiB: 81920}}}); err != nil {
 		t.Fatal(err)
 	}
 	u := waitUnreachable(t, c, "box0")
@@ -95,7 +95,7 @@ func TestInsecureAgentNotCalledWithoutFlag(t *testing.T) {
 	d := startDaemon(t, Options{TokenFile: tok, Store: db, AllowInsecureAgents: true, ReconcileInterval: time.Hour})
 	c := ctlclient.New(d.base, d.admin)
 	if _, _, err := c.RegisterBoxAgent(t.Context(), pool.Box{ID: "box0", AgentURL: agent.URL,
-		Bridge: pool.Endpoint{SwitchPort: "veth-b0", MAC: "02:00:00:00:01:00"}, GPUs: []pool.GPU{{ID: "g0", Model: "H100", MemoryMiB: 81920}}}); err != nil {
+		Bridge: pool.Endpoint{SwitchPort: "veth-b0", MAC: "02:00:00:00:01:00", IP: "10.1.0.1"}, GPUs: []pool.GPU{{ID: "g0", Model: "H100", MemoryMiB: 81920}}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := d.stop(); err != nil {

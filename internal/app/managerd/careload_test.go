@@ -100,7 +100,7 @@ func TestManagerReloadsAgentCAOnHUP(t *testing.T) {
 	p, admin := startManagerBinary(t, "--agent-ca-file", caFile, "--reconcile-interval", "50ms")
 	c := ctlclient.New("http://"+p.addr, admin)
 	_, cred, err := c.RegisterBoxAgent(t.Context(), pool.Box{ID: "box0", AgentURL: agent.srv.URL,
-		Bridge: pool.Endpoint{SwitchPort: "veth-b0", MAC: "02:00:00:00:01:00"}, GPUs: []pool.GPU{{ID: "g0", Model: "H100", MemoryMiB: 81920}}})
+		Bridge: pool.Endpoint{SwitchPort: "veth-b0", MAC: "02:00:00:00:01:00", IP: "10.1.0.1"}, GPUs: []pool.GPU{{ID: "g0", Model: "H100", MemoryMiB: 81920}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -50,13 +50,13 @@ func (f *fakeAgents) lend(t *testing.T, c *ctlclient.Client) (pool.Allocation, s
 	t.Helper()
 	ctx := t.Context()
 	_, boxCred, err := c.RegisterBoxAgent(ctx, pool.Box{ID: "box0", AgentURL: f.gpuURL,
-		Bridge: pool.Endpoint{SwitchPort: "veth-b0", MAC: "02:00:00:00:01:00"}, GPUs: []pool.GPU{{ID: "g0", Model: "H100", MemoryMiB: 81920}}})
+		Bridge: pool.Endpoint{SwitchPort: "veth-b0", MAC: "02:00:00:00:01:00", IP: "10.1.0.1"}, GPUs: []pool.GPU{{ID: "g0", Model: "H100", MemoryMiB: 81920}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	f.gpuAPI.SetCredential(boxCred)
 	_, hostCred, err := c.RegisterHostAgent(ctx, pool.Host{ID: "h1", AgentURL: f.hostURL,
-		Bridge: pool.Endpoint{SwitchPort: "veth-h1", MAC: "02:00:00:00:02:01"}, Ports: pool.MinHostPorts})
+		Bridge: pool.Endpoint{SwitchPort: "veth-h1", MAC: "02:00:00:00:02:01", IP: "10.2.0.1"}, Ports: pool.MinHostPorts})
 	if err != nil {
 		t.Fatal(err)
 	}

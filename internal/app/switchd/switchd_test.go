@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -21,6 +22,7 @@ import (
 	"github.com/dxpu/dxpu/fabric/table"
 	"github.com/dxpu/dxpu/internal/app/apperr"
 	"github.com/dxpu/dxpu/internal/switchtest"
+	"github.com/dxpu/dxpu/internal/syncbuf"
 	"github.com/dxpu/dxpu/internal/waitfor"
 	"github.com/dxpu/dxpu/tlp/encap"
 )
@@ -210,4 +212,83 @@ func TestWatchManagerAppliesVersions(t *testing.T) {
 	t3.Pairs = t3.Pairs[:1]
 	m.set(t3)
 	wait(3)
+}
+
+// TestUDPLeavesOutPairsWithoutIP: a UDP switch relays to and from each
+// endpoint's ip:udp_port, so a pair with an endpoint without an IP (or
+// with 0.0.0.0) is left out, with one warning naming the pair and its
+// side; it was loaded and dropped the pair's traffic (a box registered
+// with an agent_url and no bridge.ip). The other pairs are in force.
+func TestUDPLeavesOutPairsWithoutIP(t *testing.T) {
+	t.Parallel()
+	mac := func(b byte) string { return net.HardwareAddr{2, 0, 0, 0, 0, b}.String() }
+	ep := func(b byte, ip string) map[string]any {
+		e := map[string]any{"port": "udp", "mac": mac(b)}
+		if ip != "" {
+			e["ip"] = ip
+		}
+		return e
+	}
+	tb := map[string]any{"version": 3, "pairs": []map[string]any{
+		{"id": 1, "host": ep(1, "127.0.0.1"), "gpu": ep(2, "127.0.0.2")},
+		{"id": 2, "host": ep(3, "127.0.0.3"), "gpu": ep(4, "")},
+		{"id": 3, "host": ep(5, "0.0.0.0"), "gpu": ep(6, "127.0.0.6")},
+	}}
+	b, err := json.Marshal(tb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "table.json")
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var logs syncbuf.Buffer
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	ready := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, Options{Mode: "udp", TableFile: path, UDPListen: "127.0.0.1:0", Log: slog.New(slog.NewTextHandler(&logs, nil)),
+			Ready: func(net.Addr) { close(ready) }})
+	}()
+	select {
+	case <-ready:
+	case err := <-done:
+		t.Fatalf("switch stopped before it was ready: %v", err)
+	case <-time.After(waitfor.Stall):
+		t.Fatalf("switch neither ready nor stopped within %v", waitfor.Stall)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("switch stopped with %v", err)
+	}
+	out := logs.String()
+	for _, want := range []string{"pairs[1] (id 2) gpu ip none", "pairs[2] (id 3) host ip 0.0.0.0"} {
+		if strings.Count(out, want) != 1 || !strings.Contains(out, "level=WARN msg=\"switch: pair not installed\"") {
+			t.Errorf("log: want one warning with %q:\n%s", want, out)
+		}
+	}
+	if !strings.Contains(out, "msg=\"switch: table in force\" version=3 pairs=1") {
+		t.Errorf("log: want table version 3 in force with 1 pair:\n%s", out)
+	}
+
+	// The data path itself: only pair 1 is installed.
+	dp, err := newUDPDataPath("127.0.0.1:0", 0, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dp.close()
+	var tt table.Table
+	if err := json.Unmarshal(b, &tt); err != nil {
+		t.Fatal(err)
+	}
+	skipped, err := dp.apply(&tt)
+	if err != nil || len(skipped) != 2 || !errors.Is(skipped[0], switching.ErrNoIP) || !errors.Is(skipped[1], switching.ErrNoIP) {
+		t.Fatalf("apply: skipped %v, err %v; want pairs 2 and 3 skipped for ErrNoIP", skipped, err)
+	}
+	var ids []uint32
+	dp.PairCounters(func(id uint32, _ switching.Counters) { ids = append(ids, id) })
+	if len(ids) != 1 || ids[0] != 1 {
+		t.Errorf("pairs installed: %v, want [1]", ids)
+	}
 }

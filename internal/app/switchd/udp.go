@@ -31,5 +31,13 @@ func (d *udpDataPath) apply(t *table.Table) ([]error, error) {
 		p.Index = switching.UDPIndex
 		ports[n] = p
 	}
-	return install(d.Forwarder, t, ports)
+	// A pair whose endpoint has no IP cannot be relayed: left out, with
+	// a warning naming it and its side (the manager refuses an agent's
+	// bridge without bridge.ip; a raw-Ethernet box has none).
+	t, noIP := switching.UDPReachable(t)
+	skipped, err := install(d.Forwarder, t, ports)
+	if err != nil {
+		return nil, err
+	}
+	return append(noIP, skipped...), nil
 }

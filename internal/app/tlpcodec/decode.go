@@ -63,6 +63,8 @@ type decoder struct {
 	ports    map[uint16]int // UDP datagrams per port, of a capture's frames without TLPs
 	udp      int            // those datagrams
 	sealed   int            // sealed dxpu frames of a capture (TLPs encrypted)
+	cut      int            // frames of a capture its snap length cut within their headers
+	firstCut int            // the first of them (1-based)
 }
 
 // quiet reports whether the failure just counted is past MaxErrorLines.
@@ -199,7 +201,12 @@ func DecodeWith(o Options, stdin io.Reader, stdout, stderr io.Writer) error {
 			"unseal the capture first (dxpu pcap unseal --key-log FILE --udp-port %d %s plain.pcap), then decode plain.pcap with the same --udp-port",
 			o.Pcap, d.sealed, d.frames, o.UDPPort, o.Pcap))
 	}
-	if o.Pcap != "" && d.total == 0 && stderr != nil {
+	if d.cut > 0 && stderr != nil {
+		d.bar.Finish()
+		fmt.Fprintf(stderr, "dxpu tlp decode: %s: %d of %d frames cut by the capture's snap length within their headers (the first: frame %d): skipped, their TLPs unknown\n",
+			o.Pcap, d.cut, d.frames, d.firstCut)
+	}
+	if o.Pcap != "" && d.total == 0 && d.cut == 0 && stderr != nil {
 		d.bar.Finish()
 		d.noteNoTLP(stderr, o.Pcap, o.UDPPort)
 	}
@@ -278,7 +285,7 @@ func (d *decoder) decodePcap(path string, port uint16) error {
 		if frame%progressEvery == 0 {
 			d.bar.Add(progressEvery)
 		}
-		data, _, err := r.Next()
+		data, ci, err := r.Next()
 		if errors.Is(err, io.EOF) {
 			return nil
 		}
@@ -301,6 +308,14 @@ func (d *decoder) decodePcap(path string, port uint16) error {
 			lay.Payload <= len(data) && seal.Sealed(data[lay.Payload:]) {
 			// Not a broken frame: its TLPs are encrypted (see Sealed).
 			d.sealed++
+			continue
+		}
+		if ferr != nil && encap.CutBySnaplen(ferr, ci.CaptureLength, ci.Length) {
+			// Cut, not wrong: counted and said once (as pcap info
+			// counts snaplen_cut_frames).
+			if d.cut++; d.cut == 1 {
+				d.firstCut = frame
+			}
 			continue
 		}
 		if ferr != nil {
