@@ -105,9 +105,9 @@ func TestExitStatus(t *testing.T) {
 		// bridge.ip its pairs' table entries had no IP, and a UDP switch
 		// dropped their traffic.
 		{append(ctl, "box", "add", "-"), `{"id":"b9","agent_url":"https://10.1.0.9:7701","bridge":{"switch_port":"p9","mac":"02:00:00:00:01:09"}}`, 2, "",
-			"dxpu: invalid_argument (HTTP 400): invalid argument: bridge.ip is required with agent_url: dxpu bridge agent speaks UDP, at bridge.ip:udp_port (udp_port 8855 when left out)"},
+			"dxpu: invalid_argument (HTTP 400): bridge.ip is required with agent_url: dxpu bridge agent speaks UDP, at bridge.ip:udp_port (udp_port 8855 when left out)"},
 		{append(ctl, "host", "add", "-"), `{"id":"h9","ports":32,"agent_url":"https://10.2.0.9:7701","bridge":{"switch_port":"p10","mac":"02:00:00:00:01:0a","udp_port":8855}}`, 2, "",
-			"dxpu: invalid_argument (HTTP 400): invalid argument: bridge.ip is required with agent_url"},
+			"dxpu: invalid_argument (HTTP 400): bridge.ip is required with agent_url"},
 		{append(ctl, "box", "add", "-"), `{"id":"b9","bridge":{"switch_port":"p9","mac":"02:00:00:00:01:09"}}`, 0, "b9", ""},
 		// Cobra's completion alone printed its help and exited 0.
 		{[]string{"completion"}, "", 2, "", "dxpu: completion: name a shell: bash, fish, powershell or zsh; usage: dxpu completion SHELL"},

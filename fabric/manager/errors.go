@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strings"
 
 	"github.com/dxpu/dxpu/fabric/pool"
 	"github.com/dxpu/dxpu/fabric/store"
@@ -77,7 +78,10 @@ func apiErrorOf(err error) *APIError {
 	}
 	for _, t := range table {
 		if errors.Is(err, t.target) {
-			return &APIError{Status: t.status, Code: t.code, Message: err.Error()}
+			// The code names the sentinel: "invalid_argument: invalid
+			// argument: ..." said it twice.
+			msg := strings.TrimPrefix(err.Error(), t.target.Error()+": ")
+			return &APIError{Status: t.status, Code: t.code, Message: msg}
 		}
 	}
 	return &APIError{Status: http.StatusInternalServerError, Code: CodeInternal, Message: err.Error()}
