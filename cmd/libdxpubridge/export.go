@@ -128,6 +128,10 @@ func configFrom(c *C.struct_dxpu_bridge_config) (bridge.Config, error) {
 			return bridge.Config{}, fmt.Errorf("%w: reserved[%d] is %d, want 0", bridge.ErrConfig, i, r)
 		}
 	}
+	if c.pair_id == 0 {
+		// As dxpu bridge, the manager and the kit: 0 is no pair.
+		return bridge.Config{}, fmt.Errorf("%w: PairID 0: want 1..16777215 (0 is no pair)", bridge.ErrConfig)
+	}
 	if c.n_id_map > 1<<16 || c.n_id_map > 0 && c.id_map == nil {
 		return bridge.Config{}, fmt.Errorf("%w: id_map: %d entries at %p", bridge.ErrConfig, c.n_id_map, c.id_map)
 	}

@@ -94,6 +94,9 @@ static void test_new(void)
 	CHECK(dxpu_bridge_new(NULL, err, sizeof err) == DXPU_E_INVAL && strstr(err, "NULL"), "NULL cfg: %s", err);
 	CHECK(dxpu_bridge_new(NULL, NULL, 0) == DXPU_E_INVAL, "NULL cfg, NULL err");
 
+	cfg.role = DXPU_ROLE_HOST; /* alone at fault: pair 0 */
+	CHECK(dxpu_bridge_new(&cfg, err, sizeof err) == DXPU_E_CONFIG && strstr(err, "PairID 0"), "pair 0: %s", err);
+	cfg.pair_id = 1;
 	uint32_t roles[] = {0, 3, 256 + DXPU_ROLE_HOST, 0xffffffffu};
 	for (size_t i = 0; i < sizeof roles / sizeof roles[0]; i++) {
 		cfg.role = roles[i];

@@ -187,7 +187,7 @@ struct dxpu_class_credits {
  */
 struct dxpu_bridge_config {
 	uint32_t role;            /* DXPU_ROLE_HOST or DXPU_ROLE_GPU */
-	uint32_t pair_id;         /* 24 bits */
+	uint32_t pair_id;         /* 1..16777215 (24 bits; 0 is no pair) */
 	uint32_t mtu;             /* frame bytes from the dxpu header on: 1472 */
 	uint32_t max_payload;     /* largest TLP payload (MPS): 512 */
 	uint32_t window;          /* TLPs in flight, power of two: 256 (<= 32768) */
