@@ -102,39 +102,37 @@ func bytesVar[T ~int | ~uint32 | ~uint64](f *pflag.FlagSet, p *T, name string, d
 // was refused in others.)
 func udpPortVar(f *pflag.FlagSet, p *uint16, usage string) {
 	*p = encap.DefaultUDPPort
-	f.Var((*udpPortValue)(p), "udp-port", usage)
-}
-
-type udpPortValue uint16
-
-func (v *udpPortValue) String() string { return strconv.Itoa(int(*v)) }
-func (v *udpPortValue) Type() string   { return "port" }
-func (v *udpPortValue) Set(s string) error {
-	n, err := strconv.ParseUint(s, 0, 16)
-	if err != nil || n == 0 {
-		return errors.New("want the dxpu UDP port, 1..65535")
-	}
-	*v = udpPortValue(n)
-	return nil
+	f.Var(&portValue{p: p, want: "want the dxpu UDP port, 1..65535"}, "udp-port", usage)
 }
 
 // outUDPPortVar defines pcap unseal's --out-udp-port: a UDP port written
 // in place of --udp-port, 1..65535, or 0 (the default) to keep it. As a
 // plain uint16 flag it answered 70000 in strconv's words.
 func outUDPPortVar(f *pflag.FlagSet, p *uint16, usage string) {
-	f.Var((*outUDPPortValue)(p), "out-udp-port", usage)
+	f.Var(&portValue{p: p, zero: true, want: "want a UDP port, 1..65535, or 0 to keep --udp-port"}, "out-udp-port", usage)
 }
 
-type outUDPPortValue uint16
+// portValue is a UDP port flag refused in the project's words (want),
+// not strconv's; 0 is taken only where it means something (zero).
+type portValue struct {
+	p    *uint16
+	zero bool
+	want string
+}
 
-func (v *outUDPPortValue) String() string { return strconv.Itoa(int(*v)) }
-func (v *outUDPPortValue) Type() string   { return "port" }
-func (v *outUDPPortValue) Set(s string) error {
-	n, err := strconv.ParseUint(s, 0, 16)
-	if err != nil {
-		return errors.New("want a UDP port, 1..65535, or 0 to keep --udp-port")
+func (v *portValue) String() string {
+	if v.p == nil { // pflag's zero value, for its default check
+		return "0"
 	}
-	*v = outUDPPortValue(n)
+	return strconv.Itoa(int(*v.p))
+}
+func (v *portValue) Type() string { return "port" }
+func (v *portValue) Set(s string) error {
+	n, err := strconv.ParseUint(s, 0, 16)
+	if err != nil || n == 0 && !v.zero {
+		return errors.New(v.want)
+	}
+	*v.p = uint16(n)
 	return nil
 }
 

@@ -206,14 +206,8 @@ func TestCtlShowsDegraded(t *testing.T) {
 // health changed: new-user trial).
 func TestEventsSayHealth(t *testing.T) {
 	t.Parallel()
-	m, err := manager.New(manager.Config{Token: "tok", ReconcileInterval: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
-	srv := httptest.NewServer(m.Handler())
-	defer srv.Close()
-	c := ctlclient.New(srv.URL, "tok")
+	o, _ := testManager(t, manager.Config{ReconcileInterval: -1})
+	c := ctlclient.New(o.Manager, "tok")
 	ctx := context.Background()
 	if _, err := c.RegisterBox(ctx, pool.Box{ID: "box0", Bridge: pool.Endpoint{SwitchPort: "veth-b0", MAC: "02:00:00:00:01:00"},
 		GPUs: []pool.GPU{{ID: "g0", Model: "H100", MemoryMiB: 81920}}}); err != nil {
@@ -224,10 +218,8 @@ func TestEventsSayHealth(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	tokFile := filepath.Join(t.TempDir(), "token")
-	os.WriteFile(tokFile, []byte("tok\n"), 0o600)
 	events := func(ctx context.Context, o Options) error { return Events(ctx, o, "", false) }
-	out, err := do(t, Options{Manager: srv.URL, TokenFile: tokFile}, events)
+	out, err := do(t, o, events)
 	var lines []string
 	for _, l := range strings.Split(out, "\n") {
 		if strings.Contains(l, "gpu_health") {
@@ -237,7 +229,8 @@ func TestEventsSayHealth(t *testing.T) {
 	if err != nil || len(lines) != 2 || !strings.Contains(lines[0], "gpus=g0 healthy=false") || !strings.Contains(lines[1], "gpus=g0 healthy=true") {
 		t.Fatalf("ctl events: %q %v, want two gpu_health lines, healthy=false then healthy=true", out, err)
 	}
-	out, err = do(t, Options{Manager: srv.URL, TokenFile: tokFile, JSON: true}, events)
+	o.JSON = true
+	out, err = do(t, o, events)
 	if err != nil || !strings.Contains(out, `"gpus":["g0"],"healthy":false`) || !strings.Contains(out, `"gpus":["g0"],"healthy":true`) {
 		t.Fatalf("ctl events --json: %q %v, want healthy false then true", out, err)
 	}
