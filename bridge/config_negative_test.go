@@ -41,7 +41,7 @@ func TestNegativeTimersRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c := b.Config(); c.Keepalive != time.Millisecond || c.Window != 256 {
+	if c := b.Config(); c.Keepalive != time.Millisecond || c.Window != DefaultWindow {
 		t.Errorf("defaults: Keepalive %v, Window %d", c.Keepalive, c.Window)
 	}
 }

@@ -185,8 +185,8 @@
 // 0x02):
 //
 //	17 03 12 34 56 00 00 00  11 3c 39 fc a0 7b d7 47
-//	00 00 00 01 00 43 00 40  00 40 00 00 00 00 08 03
-//	00 00 08 00 00 00 08 00
+//	00 00 00 01 04 03 04 00  04 00 00 00 00 00 80 03
+//	00 00 80 00 00 00 80 00
 //
 //	17           version 1, flags 0x7: ACK, CREDIT and SACK fields valid
 //	03           NAK
@@ -195,11 +195,11 @@
 //	11 3c 39 fc  Seq: the GPU side's next sequence number (no TLP here)
 //	a0 7b d7 47  Ack: every host TLP before 0xa07bd747 arrived (ISN + 3)
 //	00 00 00 01  SACK bit 0: TLP 0xa07bd748 (the fifth) is held
-//	00 43        PH limit 67: 64 posted headers + 3 released
-//	00 40 00 40  NPH, CplH limits 64
+//	04 03        PH limit 1027: 1024 posted headers (the default) + 3 released
+//	04 00 04 00  NPH, CplH limits 1024
 //	00 00        no infinite credits, reserved
-//	00 00 08 03  PD limit 2051: 2048 + three 16-byte writes released
-//	00 00 08 00  NPD limit 2048      00 00 08 00  CplD limit 2048
+//	00 00 80 03  PD limit 32771: 32768 + three 16-byte writes released
+//	00 00 80 00  NPD limit 32768     00 00 80 00  CplD limit 32768
 //
 // # Keys
 //
@@ -295,21 +295,23 @@
 //	00 00 00 00 00 00 00 00     packet number: the clock, 0 at now 0
 //	59 1f 55 6d c8 86 20 97     boot ID: random per start (from the Seed here)
 //	01 01 01 08 c2 34 b7 bc     HELLO, version 1, host, 8 tag bits; session 0xc234b7bc
-//	00 00 00 00 01 00 02 14     peer session unknown; window 256; max TLP 532
-//	a0 7b d7 44 00 40 00 40     ISN; PH 64, NPH 64
-//	00 40 00 00 00 00 08 00     CplH 64, none infinite; PD 2048
-//	00 00 08 00 00 00 08 00     NPD 2048, CplD 2048
+//	00 00 00 00 04 00 02 14     peer session unknown; window 1024; max TLP 532
+//	a0 7b d7 44 04 00 04 00     ISN; PH 1024, NPH 1024 (the defaults)
+//	04 00 00 00 00 00 80 00     CplH 1024, none infinite; PD 32768
+//	00 00 80 00 00 00 80 00     NPD 32768, CplD 32768
 //	4c 0f e5 94 a7 a6 0f 85     key nonce
 //	2a 06 c9 3b 4d ef a2 7b
-//	9e 6d f2 71 90 c2 b0 95     tag
-//	13 29 21 e4 40 26 fc 32
+//	b0 fe 91 ee 5e da 7f e5     tag
+//	03 4f f9 86 bf 6a 84 9f
 //
 // # Memory
 //
 // A bridge allocates at New: (3 TxQueue + Window) transmit slots and
 // (Window + the three receive queue depths) receive slots of 16 +
 // MaxPayload + 4 bytes each, two tag tables of 1024 entries, and rings.
-// With the defaults (Window 256, TxQueue 64, MaxPayload 512, 64 headers per
-// class) that is about 470 KiB. A keyed bridge adds an MTU-sized scratch
+// With the defaults (Window 1024, TxQueue 256, MaxPayload 512, 1024 headers
+// per class) that is about 3 MiB of address space, of which the pages a
+// busy pair cycles through are touched (free slots are reused last-freed
+// first). A keyed bridge adds an MTU-sized scratch
 // frame and the seal's keys and replay windows (about 3 KiB).
 package bridge

@@ -16,8 +16,8 @@ import (
 // as a NAK.
 const ackExample = `
 17 03 12 34 56 00 00 00  11 3c 39 fc a0 7b d7 47
-00 00 00 01 00 43 00 40  00 40 00 00 00 00 08 03
-00 00 08 00 00 00 08 00`
+00 00 00 01 04 03 04 00  04 00 00 00 00 00 80 03
+00 00 80 00 00 00 80 00`
 
 func TestDocACKExample(t *testing.T) {
 	p := newTestPair(t, Config{}, Config{})
@@ -56,11 +56,11 @@ const keyedHelloExample = `
 00 00 00 00 00 00 00 00  00 00 00 00 00 00 00 00
 00 00 00 00 00 00 00 00  00 82 00 00 00 00 00 00
 00 00 00 00 59 1f 55 6d  c8 86 20 97 01 01 01 08
-c2 34 b7 bc 00 00 00 00  01 00 02 14 a0 7b d7 44
-00 40 00 40 00 40 00 00  00 00 08 00 00 00 08 00
-00 00 08 00 4c 0f e5 94  a7 a6 0f 85 2a 06 c9 3b
-4d ef a2 7b 9e 6d f2 71  90 c2 b0 95 13 29 21 e4
-40 26 fc 32`
+c2 34 b7 bc 00 00 00 00  04 00 02 14 a0 7b d7 44
+04 00 04 00 04 00 00 00  00 00 80 00 00 00 80 00
+00 00 80 00 4c 0f e5 94  a7 a6 0f 85 2a 06 c9 3b
+4d ef a2 7b b0 fe 91 ee  5e da 7f e5 03 4f f9 86
+bf 6a 84 9f`
 
 // TestDocKeyedHello: the first HELLO of a keyed host side (pair key
 // pairKey(1): byte i is 1 xor 7i), byte for byte, and a GPU side holding

@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/dxpu/dxpu/bridge"
 	"github.com/dxpu/dxpu/internal/app/linkbench"
 )
 
@@ -109,7 +110,7 @@ elsewhere they pass through the port's queues; --mtu at most 9216 then.
 	f.DurationVar(&o.Duration, "duration", 2*time.Second, "how long to issue traffic (with --virtual: 2ms of virtual time unless given)")
 	f.IntVar(&o.Outstanding, "outstanding", linkbench.DefaultOutstanding, "reads in flight at most: up to 256 with 8-bit tags, up to 768 with 10-bit tags (the bridges then use them too)")
 	bytesVar(f, &o.MTU, "mtu", 9000, "frame size limit from the dxpu header on (1472 for a 1500-byte Ethernet MTU)")
-	f.IntVar(&o.Window, "window", 1024, "TLPs in flight per direction")
+	f.IntVar(&o.Window, "window", bridge.DefaultWindow, "TLPs in flight per direction")
 	f.Uint64Var(&o.Seed, "seed", 1, "seed of the traffic and fault draws")
 	f.BoolVar(&o.Baseline, "baseline", true, "with faults, first run a lossless baseline and report the goodput ratio")
 	f.BoolVar(&o.JSON, "json", false, "print one JSON object")

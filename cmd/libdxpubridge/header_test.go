@@ -102,3 +102,29 @@ func TestEveryExportHasAPrototype(t *testing.T) {
 		}
 	}
 }
+
+// TestHeaderNamesTheDefaults: the header's comments on the buffer sizes
+// say the defaults a zero field takes, as bridge.Config.Defaults sets them
+// (they said 256/64/64 for a release after the defaults grew).
+func TestHeaderNamesTheDefaults(t *testing.T) {
+	t.Parallel()
+	src, err := os.ReadFile("include/dxpu_bridge.h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := bridge.Config{}.Defaults()
+	for _, c := range []struct {
+		field string
+		want  int
+	}{{"window", d.Window}, {"tx_queue", d.TxQueue}, {"credits", d.Credits[tlp.Posted].Headers}} {
+		re := regexp.MustCompile(`(?m)^\s+[^;/]* ` + c.field + `(\[\d\])?;\s+/\*[^:]*: (\d+)`)
+		m := re.FindStringSubmatch(string(src))
+		if m == nil {
+			t.Errorf("%s: no 'name: default' comment in the header", c.field)
+			continue
+		}
+		if m[2] != strconv.Itoa(c.want) {
+			t.Errorf("%s: the header says %s, bridge.Config.Defaults %d", c.field, m[2], c.want)
+		}
+	}
+}

@@ -33,8 +33,10 @@ func keyedScenario(seed uint64) Scenario {
 		// Small enough to move epochs in every run, large enough that a
 		// side sending into a short flap (its window, probes and
 		// keepalives) does not reach the hard limit of 2 * RekeyAfter
-		// frames without the peer's echo.
-		c.RekeyAfter, c.RekeyGrace = 256, 16
+		// frames without the peer's echo: with the default credits a
+		// window of 256 is all in flight, and its retransmissions twice
+		// over passed 2 * 256.
+		c.RekeyAfter, c.RekeyGrace = uint64(max(256, 2*c.Window)), 16
 		c.MTU = max(c.MTU, keyedMTU)
 	}
 	sc.Faults.PassCorrupt = r.IntN(2) == 0

@@ -44,6 +44,7 @@ func dmaByte(i int) byte  { return byte(i*13+1) | 0x80 } // != fillByte(i) for s
 // 256-byte writes over the target range, 512-byte reads of it, and writes
 // beyond the end of guest RAM (refused).
 type storm struct {
+	gpu    *gpuStub
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	mu     sync.Mutex
@@ -53,7 +54,7 @@ type storm struct {
 func startStorm(t *testing.T, rg *rig) *storm {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	st := &storm{cancel: cancel}
+	st := &storm{gpu: rg.gpu, cancel: cancel}
 	st.wg.Add(2)
 	go func() { // the GPU's completions: drained, so that its runner never blocks
 		defer st.wg.Done()
@@ -124,6 +125,7 @@ func (st *storm) failed() error {
 
 // stop ends the storm and returns the first error it met.
 func (st *storm) stop() error {
+	st.gpu.ignoreCompletions() // its reads' last completions find no reader
 	st.cancel()
 	st.wg.Wait()
 	return st.failed()

@@ -77,20 +77,31 @@ type gpuStub struct {
 	q    *driver.TLPQueue
 	cpls chan []byte
 	c    *nettlp.Completer
+	// unread, once closed, makes the runner drop completions instead of
+	// waiting for a reader: it delivers under its lock, so a full cpls
+	// nobody reads would hold the lock, and every sender, for ever.
+	unread     chan struct{}
+	unreadOnce sync.Once
 }
+
+// ignoreCompletions: nobody reads cpls from now on.
+func (g *gpuStub) ignoreCompletions() { g.unreadOnce.Do(func() { close(g.unread) }) }
 
 func newGPUStub(t *testing.T, r *driver.Runner) *gpuStub {
 	mem, err := nettlp.NewSparseMemory(bar0Dev, 16<<20, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := &gpuStub{r: r, q: driver.NewTLPQueue(), cpls: make(chan []byte, 64)}
+	g := &gpuStub{r: r, q: driver.NewTLPQueue(), cpls: make(chan []byte, 64), unread: make(chan struct{})}
 	if g.c, err = nettlp.NewCompleter(nettlp.CompleterConfig{CompleterID: gpuID}, mem, 0, nil); err != nil {
 		t.Fatal(err)
 	}
 	r.OnTLP = func(v tlp.View) {
 		if k := v.Kind(); k == tlp.CplD || k == tlp.Cpl {
-			g.cpls <- append([]byte(nil), v...)
+			select {
+			case g.cpls <- append([]byte(nil), v...):
+			case <-g.unread:
+			}
 			return
 		}
 		g.q.Push(v)

@@ -190,10 +190,10 @@ struct dxpu_bridge_config {
 	uint32_t pair_id;         /* 1..16777215 (24 bits; 0 is no pair) */
 	uint32_t mtu;             /* frame bytes from the dxpu header on: 1472 */
 	uint32_t max_payload;     /* largest TLP payload (MPS): 512 */
-	uint32_t window;          /* TLPs in flight, power of two: 256 (<= 32768) */
-	uint32_t tx_queue;        /* per-class queue from the local side: 64 (<= 32768) */
-	struct dxpu_class_credits credits[3]; /* per class: 64 headers and
-	                             64*max_payload/16 data units */
+	uint32_t window;          /* TLPs in flight, power of two: 1024 (<= 32768) */
+	uint32_t tx_queue;        /* per-class queue from the local side: 256 (<= 32768) */
+	struct dxpu_class_credits credits[3]; /* per class: 1024 headers and
+	                             1024*max_payload/16 data units */
 	uint32_t infinite_queue;  /* queue depth of an infinite class: 64 (<= 32768) */
 	uint32_t tag_bits;        /* 8 or 10: 8 */
 	uint32_t max_outstanding; /* forwarded requests at once: peer's tags */

@@ -147,15 +147,11 @@ func (wd *world) onGPU(fn func()) {
 }
 
 // bridgeConfig is the configuration of both bridges of the measured path
-// and of the link-goodput pair: sized for throughput as `dxpu bench link`
-// sizes it (credits for 512 TLPs of each class, a 1024-frame window), with
-// timers that tolerate a loaded machine.
+// and of the link-goodput pair: window, queues and credits are the
+// library's defaults, as 'dxpu bridge' and 'dxpu bench link' run them,
+// with timers that tolerate a loaded machine.
 func bridgeConfig(mtu int) bridge.Config {
-	cfg := bridge.Config{MTU: mtu, MaxPayload: 512, Window: 1024, TxQueue: 256,
+	return bridge.Config{MTU: mtu, MaxPayload: 512,
 		MinRTO: 200 * time.Microsecond, InitialRTO: 2 * time.Millisecond, MaxRTO: time.Second,
 		Keepalive: 100 * time.Millisecond, DeadAfter: 5 * time.Second, CompletionTimeout: 5 * time.Second}
-	for i := range cfg.Credits {
-		cfg.Credits[i] = bridge.ClassCredits{Headers: 512, Data: 512 * cfg.MaxPayload / 16}
-	}
-	return cfg
 }

@@ -97,7 +97,7 @@ func (o *Options) defaults() {
 		o.MTU = DefaultMTU
 	}
 	if o.Window == 0 {
-		o.Window = 1024
+		o.Window = bridge.DefaultWindow
 	}
 	if o.Seed == 0 {
 		o.Seed = 1
@@ -348,13 +348,12 @@ func (o *Options) checkSizes() error {
 // realtimeConfig is the bridges' configuration of a real-time run (o
 // with defaults; Role and Seed unset).
 func realtimeConfig(o Options) bridge.Config {
-	cfg := bridge.Config{MTU: o.MTU, MaxPayload: o.MaxPayload, Window: o.Window, TxQueue: 256,
+	// Queues and credits are the library's defaults, as 'dxpu bridge'
+	// runs them: the pair measured is the pair that ships.
+	cfg := bridge.Config{MTU: o.MTU, MaxPayload: o.MaxPayload, Window: o.Window,
 		MinRTO: 200 * time.Microsecond, InitialRTO: 2 * time.Millisecond, AckDelay: 10 * time.Microsecond,
 		DeadAfter: 200 * time.Millisecond, Keepalive: 5 * time.Millisecond, Key: o.Key, SealMode: o.SealMode,
 		CompletionTimeout: o.completionTimeout()}
-	for i := range cfg.Credits {
-		cfg.Credits[i] = bridge.ClassCredits{Headers: 512, Data: 512 * o.MaxPayload / 16}
-	}
 	if base, _ := tagRange(o.Outstanding); base > 0 {
 		cfg.TagBits = 10
 	}

@@ -29,12 +29,9 @@ func RunVirtual(o Options, interval time.Duration) (Result, error) {
 	if count < 1 || count > 2_000_000 {
 		return Result{}, units.Errorf("linkbench: %v / %v = %d TLPs: want 1..2000000 (shorten --duration in virtual mode)", o.Duration, interval, count)
 	}
-	cfg := bridge.Config{MTU: o.MTU, MaxPayload: o.MaxPayload, Window: o.Window, TxQueue: 256,
+	cfg := bridge.Config{MTU: o.MTU, MaxPayload: o.MaxPayload, Window: o.Window,
 		MinRTO: 200 * time.Microsecond, InitialRTO: 2 * time.Millisecond, AckDelay: 10 * time.Microsecond, Key: o.Key, SealMode: o.SealMode,
 		CompletionTimeout: completionTimeout}
-	for i := range cfg.Credits {
-		cfg.Credits[i] = bridge.ClassCredits{Headers: 512, Data: 512 * o.MaxPayload / 16}
-	}
 	sc := pairsim.Scenario{
 		Seed: o.Seed, Faults: o.Faults, Host: cfg, GPU: cfg, OneWay: true,
 		Mix:   pairsim.Mix{Write: o.Write, Read: o.Read, Config: o.Config, WriteBytes: o.WriteBytes, ReadBytes: o.ReadBytes},
@@ -86,7 +83,7 @@ func RunVirtual(o Options, interval time.Duration) (Result, error) {
 // as soon as the pair is quiet, so a generous bound costs nothing on a
 // run that drains.
 func drainBound(o Options, cfg bridge.Config, count int) time.Duration {
-	perRound := min(o.Window, cfg.Credits[0].Headers)
+	perRound := min(o.Window, cfg.Defaults().Credits[0].Headers)
 	if perRound < 1 {
 		perRound = 1
 	}
