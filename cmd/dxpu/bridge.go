@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/dxpu/dxpu/bridge"
 	"github.com/dxpu/dxpu/bridge/seal"
 	"github.com/dxpu/dxpu/internal/app/bridged"
 	"github.com/dxpu/dxpu/internal/app/cpuset"
@@ -69,6 +70,19 @@ peer that takes less than --mps completes with the largest Max Payload
 Size the peer takes (as PCIe enumeration sets a device's MPS to what its
 path carries) and logs a warning saying so.
 
+Buffers: --window is the TLPs in flight per direction (the retransmit
+window, and the reorder window offered to the peer; rounded up to a power
+of two), --credits the header credits each flow-control class advertises
+to the peer (its receive buffer in TLPs, with N x --max-payload / 16 data
+credits); each 1..32768, 1024 by default. 1024 TLPs hold about 1024
+256-byte writes in flight (256 KiB), which covers a software bridge's
+round trip at 10 Gbit/s; a fabric whose bandwidth times round trip is
+larger needs more, on both sides (100 Gbit/s and a 100 us round trip hold
+1.25 MB, about 4900 such writes: --window 8192 --credits 8192). The
+memory a bridge allocates grows with them: (3 x 256 + --window) transmit
+slots and (--window + 3 x --credits) receive slots of 16 + --max-payload
++ 4 bytes each, about 3 MiB with the defaults and 21 MiB with 8192.
+
 --key-log FILE appends the pair's traffic secrets to FILE (created 0600;
 an existing FILE must be this user's own 0600 regular file, not a link),
 one line per secret as derived, so that 'dxpu pcap unseal --key-log FILE'
@@ -84,6 +98,9 @@ Example, a NetTLP host (libtlp on 127.0.0.1) and an emulated GPU:
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := numberFlags(cmd, []string{"keepalive", "dead-after", "mtu", "max-payload", "mps"}, "completion-timeout", "spin"); err != nil {
+				return exitCodeError{2, err}
+			}
+			if err := bufferFlags(cmd); err != nil {
 				return exitCodeError{2, err}
 			}
 			if err := timerOrder(cmd); err != nil {
@@ -143,6 +160,8 @@ Example, a NetTLP host (libtlp on 127.0.0.1) and an emulated GPU:
 	bytesVar(f, &o.MTU, "mtu", 1472, "largest frame from the dxpu header on, in bytes (at most the path's MTU less IP and UDP headers)")
 	bytesVar(f, &o.MaxPayload, "max-payload", 512, "largest TLP payload in bytes (4..4096; both sides the same)")
 	bytesVar(f, &o.MPS, "mps", 256, "--pcie memory: Max Payload Size, largest completion payload in bytes (128..4096, at most --max-payload)")
+	f.IntVar(&o.Window, "window", bridge.DefaultWindow, "TLPs in flight per direction: the retransmit window and the reorder window offered to the peer (1..32768, rounded up to a power of two)")
+	f.IntVar(&o.Credits, "credits", bridge.DefaultHeaderCredits, "header credits each flow-control class advertises to the peer: its receive buffer in TLPs (1..32768; data credits N x --max-payload / 16)")
 	f.StringVar(&fl.MemBase, "mem-base", "0x2000000000", "--pcie memory: base address")
 	f.StringVar(&fl.MemSize, "mem-size", "64M", "--pcie memory: size in bytes, above 0 (suffixes K, M, G; base plus size within 64 bits)")
 	f.StringVar(&fl.Doorbell, "doorbell", "", "--pcie memory: test target of docs/protocol.md 12.1 at this address of the memory (for dxpu conform --doorbell)")
@@ -203,6 +222,23 @@ func numberFlags(cmd *cobra.Command, positive []string, nonNegative ...string) e
 		return err
 	}
 	return flagsPositive(cmd, positive...)
+}
+
+// bufferFlags refuses, up front and in one line naming the flag and its
+// value, a --window or --credits outside 1..32768 TLPs (bridge.Config's
+// limits; 0, which the daemons' Options take as the default, is no
+// window or buffer as a flag), as bench link refuses its --window.
+func bufferFlags(cmd *cobra.Command) error {
+	for _, fl := range []struct{ name, per string }{{"window", ""}, {"credits", " per class"}} {
+		n, err := cmd.Flags().GetInt(fl.name)
+		if err != nil {
+			return err
+		}
+		if n < 1 || n > bridged.MaxTLPs {
+			return fmt.Errorf("--%s %d: want 1..%d TLPs%s", fl.name, n, bridged.MaxTLPs, fl.per)
+		}
+	}
+	return nil
 }
 
 // timerOrder refuses a --dead-after not above --keepalive, naming each

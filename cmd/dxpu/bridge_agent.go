@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/dxpu/dxpu/bridge"
 	"github.com/dxpu/dxpu/internal/app/bridgeagent"
 )
 
@@ -88,6 +89,16 @@ Sizes (as 'dxpu bridge'): --mtu, --max-payload and, for a memory device,
 logs a warning. Jumbo frames (--mtu 8972) with --max-payload 2048 and
 --mps 2048 at both ends carry a 4 KiB read in 2 completions, not 16.
 
+Buffers (as 'dxpu bridge'): --window, the TLPs in flight per direction of
+every pair, and --credits, the header credits each flow-control class of
+every pair advertises (data credits N x --max-payload / 16); each
+1..32768, 1024 by default: about 1024 256-byte writes in flight (256 KiB),
+a software bridge's round trip at 10 Gbit/s. A fabric whose bandwidth
+times round trip is larger needs more, at both ends. Each pair's bridge
+allocates (3 x 256 + --window) transmit slots and (--window + 3 x
+--credits) receive slots of 16 + --max-payload + 4 bytes each, about 3 MiB
+a pair with the defaults.
+
 --key-log FILE appends every pair's traffic secrets to FILE (created 0600),
 one line per secret, for 'dxpu pcap unseal' (see 'dxpu bridge --help'); it
 holds no manager token or agent credential, but opens the frames it covers.
@@ -102,6 +113,9 @@ closed after 30s idle.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := numberFlags(cmd, []string{"keepalive", "dead-after", "mtu", "max-payload", "mps", "memory-mb"}, "completion-timeout", "spin"); err != nil {
+				return exitCodeError{2, err}
+			}
+			if err := bufferFlags(cmd); err != nil {
 				return exitCodeError{2, err}
 			}
 			if err := timerOrder(cmd); err != nil {
@@ -157,6 +171,8 @@ closed after 30s idle.`,
 	bytesVar(f, &o.MTU, "mtu", 1472, "largest frame of every pair from the dxpu header on, in bytes (at most 9216, and the path's MTU less IP and UDP headers)")
 	bytesVar(f, &o.MaxPayload, "max-payload", 512, "largest TLP payload of every pair in bytes (4..4096; the same at both ends)")
 	bytesVar(f, &o.MPS, "mps", 256, "--pcie memory: Max Payload Size, largest completion payload in bytes (128..4096, at most --max-payload; less while a pair's host end takes less)")
+	f.IntVar(&o.Window, "window", bridge.DefaultWindow, "TLPs in flight per direction of every pair: the retransmit window and the reorder window offered to the far end (1..32768, rounded up to a power of two)")
+	f.IntVar(&o.Credits, "credits", bridge.DefaultHeaderCredits, "header credits each flow-control class of every pair advertises to the far end: its receive buffer in TLPs (1..32768; data credits N x --max-payload / 16)")
 	f.StringVar(&o.Manager, "manager", "", "manager URL for the pairs' link-down and link-up reports (host: the GPU failed; gpu: the allocation is degraded while the host side is silent)")
 	f.StringVar(&keyLog, "key-log", "", "append every pair's traffic secrets to this file (0600) for 'dxpu pcap unseal' (debugging: it opens the frames)")
 	f.StringVar(&o.ManagerCAFile, "manager-ca-file", "", "CA (PEM) of an https --manager (default: the system's roots)")

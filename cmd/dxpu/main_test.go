@@ -76,6 +76,14 @@ func TestExitStatus(t *testing.T) {
 		{[]string{"model", "--sweep=", "../../testdata/traces/alexnet-forward-a100.json.gz"}, "", 2, "", "dxpu: model: --sweep= names no RTT"},
 		{[]string{"bridge", "--role", "gpu", "--pcie", "memory", "--insecure-no-keys", "--listen", "127.0.0.1:0", "--peer", "127.0.0.1:9", "--metrics", "bogus"},
 			"", 2, "", `dxpu: --metrics "bogus": want HOST:PORT (address bogus: missing port in address)`},
+		// The buffers in TLPs, refused before anything starts (neither
+		// daemon had a flag for them).
+		{[]string{"bridge", "--window", "0"}, "", 2, "", "dxpu: --window 0: want 1..32768 TLPs"},
+		{[]string{"bridge", "--window", "40000"}, "", 2, "", "dxpu: --window 40000: want 1..32768 TLPs"},
+		{[]string{"bridge", "--credits", "-1"}, "", 2, "", "dxpu: --credits -1: want 1..32768 TLPs per class"},
+		{[]string{"bridge", "agent", "--window", "0"}, "", 2, "", "dxpu: --window 0: want 1..32768 TLPs"},
+		{[]string{"bridge", "agent", "--window", "40000"}, "", 2, "", "dxpu: --window 40000: want 1..32768 TLPs"},
+		{[]string{"bridge", "agent", "--credits", "-1"}, "", 2, "", "dxpu: --credits -1: want 1..32768 TLPs per class"},
 		// An empty address is refused, not every address on a random port
 		// (second new-user trial).
 		{[]string{"manager", "--listen=", "--no-auth"}, "", 2, "", `dxpu: --listen "": want HOST:PORT (missing port in address)`},

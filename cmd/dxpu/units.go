@@ -51,6 +51,14 @@ const unitsHelp = `One name and one unit for each quantity, in every command:
                       bridge agent, conform, bench link, bench scale, bench e2e.
                       At most 65507 over UDP; 9216 on a port shared by pairs
                       (bridge agent, bench link --shared-socket).
+  --window N          TLPs in flight per direction: a bridge's retransmit
+                      window and the reorder window it offers its peer,
+                      1..32768, rounded up to a power of two; 1024. bridge,
+                      bridge agent, bench link.
+  --credits N         header credits a bridge advertises per flow-control
+                      class, its receive buffer in TLPs, 1..32768; 1024,
+                      with N x --max-payload / 16 data credits. bridge,
+                      bridge agent.
   --ether-mtu N       the largest Ethernet payload of a frame, after the
                       Ethernet header and any VLAN tag, in bytes (1500): the
                       frames pcap generate and pcap convert --pack write,

@@ -6,10 +6,13 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/spf13/cobra"
+
+	"github.com/dxpu/dxpu/bridge"
 )
 
 // TestBenchLinkVirtualDefaults: --virtual runs with its own defaults
@@ -173,7 +176,7 @@ func TestJSONResultIndented(t *testing.T) {
 func TestHelpUnits(t *testing.T) {
 	t.Parallel()
 	out, _, err := runDxpu(t, "", "help", "units")
-	for _, want := range []string{"--rtt", "--added-rtt", "--link-gbps", "--tags", "_gbps Gbit/s", "JSON lines"} {
+	for _, want := range []string{"--rtt", "--added-rtt", "--link-gbps", "--tags", "--window", "--credits", "_gbps Gbit/s", "JSON lines"} {
 		if err != nil || !strings.Contains(out, want) {
 			t.Errorf("help units lacks %q (%v)", want, err)
 		}
@@ -201,6 +204,41 @@ func TestTagsDefaultEverywhere(t *testing.T) {
 	}
 	if seen < 2 {
 		t.Errorf("--tags on %d commands", seen)
+	}
+}
+
+// TestBufferFlagsEverywhere: --window is the TLPs in flight per direction
+// and --credits the header credits per class, in every command that has
+// them (bridge, bridge agent; bench link's --window): the same default as
+// the library's, help in the same words, and the same refusal of a value
+// outside 1..32768.
+func TestBufferFlagsEverywhere(t *testing.T) {
+	t.Parallel()
+	root := newRootCmd(newEnv(strings.NewReader(""), &strings.Builder{}, &strings.Builder{}, nil, noEnv))
+	seen := map[string]int{}
+	for _, c := range allCommands(root) {
+		for _, fl := range []struct {
+			name, def, help, want string
+		}{
+			{"window", strconv.Itoa(bridge.DefaultWindow), "TLPs in flight per direction", "want 1..32768 TLPs"},
+			{"credits", strconv.Itoa(bridge.DefaultHeaderCredits), "header credits each flow-control class", "want 1..32768 TLPs per class"},
+		} {
+			f := c.LocalFlags().Lookup(fl.name)
+			if f == nil {
+				continue
+			}
+			seen[fl.name]++
+			if f.DefValue != fl.def || !strings.HasPrefix(f.Usage, fl.help) || f.Value.Type() != "int" {
+				t.Errorf("%s --%s: %s flag, default %s, help %q; want an int, %s, %q...", c.CommandPath(), fl.name, f.Value.Type(), f.DefValue, f.Usage, fl.def, fl.help)
+			}
+			for _, v := range []string{"0", "32769"} {
+				args := append(strings.Fields(strings.TrimPrefix(c.CommandPath(), "dxpu")), "--"+fl.name, v)
+				checkUsageError(t, args, "dxpu: --"+fl.name+" "+v+": "+fl.want)
+			}
+		}
+	}
+	if seen["window"] < 3 || seen["credits"] < 2 {
+		t.Errorf("--window on %d commands, --credits on %d: want bridge, bridge agent (and bench link's --window)", seen["window"], seen["credits"])
 	}
 }
 

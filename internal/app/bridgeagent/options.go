@@ -80,6 +80,10 @@ type Options struct {
 	// defaults, 1472 and 512), MPS a memory device's Max Payload Size
 	// (default 256; it follows a peer that takes less).
 	MTU, MaxPayload, MPS int
+	// Window and Credits size every pair's bridge's buffers in TLPs: in
+	// flight per direction, and header credits per class (0: bridge's
+	// DefaultWindow and DefaultHeaderCredits; bridged.SetBuffers).
+	Window, Credits int
 
 	// Spin: each pair's runner polls the data-plane socket's queue this
 	// long after its last frames before it sleeps (driver.Runner.Spin;
@@ -194,7 +198,8 @@ func (o *Options) fill() error {
 	tmpl := o.bridgeConfig(1, make([]byte, seal.KeyLen), 1).Defaults()
 	if err := tmpl.Validate(); err != nil {
 		return apperr.Usage(bridged.NameFlag(err, map[string]string{"MTU": fmt.Sprintf("--mtu %d", o.MTU),
-			"MaxPayload": fmt.Sprintf("--max-payload %d", o.MaxPayload)}))
+			"MaxPayload": fmt.Sprintf("--max-payload %d", o.MaxPayload), "Window": fmt.Sprintf("--window %d", o.Window),
+			"Credits": fmt.Sprintf("--credits %d", o.Credits)}))
 	}
 	if o.Box != nil {
 		for _, g := range o.Box.GPUs {
@@ -210,9 +215,11 @@ func (o *Options) fill() error {
 
 // bridgeConfig is the configuration of a pair's bridge.
 func (o *Options) bridgeConfig(pair uint32, key []byte, gen uint32) bridge.Config {
-	return bridge.Config{Role: o.Role, PairID: pair, MTU: o.MTU, MaxPayload: o.MaxPayload, Keepalive: o.Keepalive, DeadAfter: o.DeadAfter,
+	c := bridge.Config{Role: o.Role, PairID: pair, MTU: o.MTU, MaxPayload: o.MaxPayload, Keepalive: o.Keepalive, DeadAfter: o.DeadAfter,
 		CompletionTimeout: o.CompletionTimeout, MaxRTO: max(o.DeadAfter/5, 20*time.Millisecond),
 		Key: key, KeyGeneration: gen, RequireKeys: true, KeyLog: o.KeyLog}
+	bridged.SetBuffers(&c, o.Window, o.Credits)
+	return c
 }
 
 // slots is the number of host ports that can hold a GPU: the first

@@ -66,7 +66,14 @@ type Options struct {
 	MTU, MaxPayload int
 	// MPS is a memory side's Max Payload Size, the most data one of its
 	// completions carries (0: 256); at most MaxPayload.
-	MPS               int
+	MPS int
+	// Window is the TLPs in flight per direction: the retransmit window
+	// and the reorder window offered to the peer, rounded up to a power
+	// of two (0: bridge.DefaultWindow). Credits is the header credits
+	// each flow-control class advertises to the peer, its receive buffer
+	// in TLPs, with Credits*MaxPayload/16 data units (0:
+	// bridge.DefaultHeaderCredits). Both at most MaxTLPs; see SetBuffers.
+	Window, Credits   int
 	Keepalive         time.Duration
 	DeadAfter         time.Duration
 	CompletionTimeout time.Duration
@@ -124,6 +131,17 @@ func DefaultCompletionTimeout(role bridge.Role, deadAfter time.Duration) time.Du
 	return 2 * deadAfter
 }
 
+// bridgeConfig is the configuration of the daemon's bridge (Run has
+// checked the options and set the completion timeout).
+func (o *Options) bridgeConfig() bridge.Config {
+	c := bridge.Config{Role: o.Role, PairID: o.Pair, MTU: o.MTU, MaxPayload: o.MaxPayload, Keepalive: o.Keepalive, DeadAfter: o.DeadAfter,
+		CompletionTimeout: o.CompletionTimeout, MaxRTO: max(20*time.Millisecond, o.DeadAfter/5),
+		Key: o.Key, KeyGeneration: o.KeyGeneration, SealMode: o.SealMode, RequireKeys: !o.Insecure,
+		KeyLog: o.KeyLog}
+	SetBuffers(&c, o.Window, o.Credits)
+	return c
+}
+
 // Run runs one bridge with its PCIe side until ctx ends; then it returns
 // nil, or the error that stopped the runner or the PCIe side. Options
 // that do not fit together are apperr.ErrUsage.
@@ -159,13 +177,11 @@ func Run(ctx context.Context, o Options) error {
 	if len(o.Key) == 0 && !o.Insecure {
 		return apperr.Usage(fmt.Errorf("a daemon seals its pair's frames: give the pair key (--key-file), or --insecure-no-keys for a lab"))
 	}
-	b, err := bridge.New(bridge.Config{Role: o.Role, PairID: o.Pair, MTU: o.MTU, MaxPayload: o.MaxPayload, Keepalive: o.Keepalive, DeadAfter: o.DeadAfter,
-		CompletionTimeout: o.CompletionTimeout, MaxRTO: max(20*time.Millisecond, o.DeadAfter/5),
-		Key: o.Key, KeyGeneration: o.KeyGeneration, SealMode: o.SealMode, RequireKeys: !o.Insecure,
-		KeyLog: o.KeyLog})
+	b, err := bridge.New(o.bridgeConfig())
 	if err != nil {
 		return apperr.Usage(NameFlag(err, map[string]string{"MTU": fmt.Sprintf("--mtu %d", o.MTU),
-			"MaxPayload": fmt.Sprintf("--max-payload %d", o.MaxPayload), "Key": "--key-file"}))
+			"MaxPayload": fmt.Sprintf("--max-payload %d", o.MaxPayload), "Key": "--key-file",
+			"Window": fmt.Sprintf("--window %d", o.Window), "Credits": fmt.Sprintf("--credits %d", o.Credits)}))
 	}
 	var conn driver.Transport
 	switch {

@@ -193,6 +193,29 @@ func (z Sizes) Check() error {
 	return nil
 }
 
+// MaxTLPs is the most TLPs --window and --credits take (bridge.Config's
+// limits): a HELLO announces the window, a power of two, and each class's
+// header credits in 16 bits.
+const MaxTLPs = 1 << 15
+
+// SetBuffers sets c's Window and Credits from a daemon's --window and
+// --credits (`dxpu bridge` and `dxpu bridge agent` alike), 0 keeping
+// bridge.Config's default for each: window TLPs in flight per direction
+// (New rounds it up to a power of two), and credits headers for each
+// class with credits*MaxPayload/16 data units, as the default's are
+// (MaxPayload as c has it, or its default). A value bridge.Config
+// refuses is its Validate's to name (field Window or Credits).
+func SetBuffers(c *bridge.Config, window, credits int) {
+	c.Window = window
+	if credits == 0 {
+		return
+	}
+	maxPayload := bridge.Config{MaxPayload: c.MaxPayload}.Defaults().MaxPayload
+	for i := range c.Credits {
+		c.Credits[i] = bridge.ClassCredits{Headers: credits, Data: credits * maxPayload / 16}
+	}
+}
+
 // Timers are a bridge daemon's timers as its flags give them (`dxpu
 // bridge` and `dxpu bridge agent` alike), with what 0 means for the two
 // that must be ordered.
