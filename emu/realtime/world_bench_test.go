@@ -195,7 +195,16 @@ func TestWorldAllocatesNothingPerRequest(t *testing.T) {
 		for range 100 {
 			op.run() // grow the free lists and queues
 		}
+		// A loaded machine can hold TLPs back and deliver hundreds at
+		// once, more than the warm-up ever had in flight: the emulator's
+		// free lists (pcie.Link's buffers, the simulator's events) grow
+		// once more, about 800 allocations, and the run after that
+		// allocates nothing again. What a request allocates shows in
+		// every run, so the least of three is judged.
 		a := testing.AllocsPerRun(200, op.run)
+		for try := 1; try < 3 && a != 0; try++ {
+			a = min(a, testing.AllocsPerRun(200, op.run))
+		}
 		if raceEnabled {
 			continue // the operations still ran; their count is the detector's
 		}
