@@ -105,6 +105,9 @@ type lab struct {
 	env    []string
 	logs   []string // every block's output file, daemons included
 	groups []int    // every block's process group, daemons included
+	// guard kills the groups if this test binary dies (a signal, its
+	// -timeout) before the namespaces' cleanup kills what runs in them.
+	guard *waitfor.GroupGuard
 }
 
 func (l *lab) ns(machine string) string { return l.prefix + machine }
@@ -178,7 +181,7 @@ func (l *lab) run(s step, attempt int) error {
 	}
 	cmd := exec.Command("ip", "netns", "exec", l.ns(s.machine), "sh", "-e", "-c", s.script)
 	cmd.Dir, cmd.Env, cmd.Stdout, cmd.Stderr = l.dir, l.env, f, f
-	err = waitfor.Command(cmd, waitfor.CommandStall)
+	err = waitfor.CommandGuarded(cmd, waitfor.CommandStall, l.guard)
 	if cmd.Process != nil {
 		l.groups = append(l.groups, cmd.Process.Pid)
 	}
@@ -226,10 +229,17 @@ func TestWalkthrough(t *testing.T) {
 		t.Fatal(err)
 	}
 	l.network()
+	if l.guard, err = waitfor.NewGroupGuard(); err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() {
 		if t.Failed() {
 			l.dump()
 		}
+		// Before the namespaces' cleanup, while their daemons still
+		// run: the guard lists only groups that held daemons when their
+		// block returned.
+		l.guard.Close()
 	})
 
 	for _, s := range steps {

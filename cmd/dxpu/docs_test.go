@@ -12,7 +12,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -445,6 +444,10 @@ type shellRig struct {
 	env    []string
 	groups []int // process groups still holding background daemons
 	logs   []string
+	// guard kills the groups if this test binary dies (a signal, its
+	// -timeout) before stopDaemons: their daemons would hold ports, a
+	// QEMU guest and addresses for the next run.
+	guard *waitfor.GroupGuard
 }
 
 func newShellRig(t *testing.T) *shellRig {
@@ -454,6 +457,9 @@ func newShellRig(t *testing.T) *shellRig {
 		t.Fatal(err)
 	}
 	r := &shellRig{t: t, dir: t.TempDir()}
+	if r.guard, err = waitfor.NewGroupGuard(); err != nil {
+		t.Fatal(err)
+	}
 	root, err := filepath.Abs(repoRoot)
 	if err != nil {
 		t.Fatal(err)
@@ -489,7 +495,10 @@ func newShellRig(t *testing.T) *shellRig {
 	for i, v := range strings.Fields(string(out)) {
 		r.env = append(r.env, []string{"GOPATH=", "GOMODCACHE=", "GOCACHE="}[i]+v)
 	}
-	t.Cleanup(r.stopDaemons)
+	t.Cleanup(func() {
+		r.stopDaemons()
+		r.guard.Close()
+	})
 	return r
 }
 
@@ -517,7 +526,7 @@ func (r *shellRig) run(name, script string) (string, error) {
 	cmd := exec.Command("bash", "-e", "-o", "pipefail", "-c", script)
 	// A file, not a pipe: background daemons would hold a pipe open.
 	cmd.Dir, cmd.Env, cmd.Stdout, cmd.Stderr = r.dir, r.env, f, f
-	err = waitfor.Command(cmd, scriptStall)
+	err = waitfor.CommandGuarded(cmd, scriptStall, r.guard)
 	if cmd.Process != nil {
 		r.groups = append(r.groups, cmd.Process.Pid)
 	}
@@ -531,7 +540,7 @@ func (r *shellRig) run(name, script string) (string, error) {
 func (r *shellRig) stopLast(t *testing.T) {
 	g := r.groups[len(r.groups)-1]
 	r.groups = r.groups[:len(r.groups)-1]
-	syscall.Kill(-g, syscall.SIGKILL)
+	r.guard.Kill(g)
 	waitfor.Until(t, "the failed block's daemons gone", func() bool { return !waitfor.GroupAlive(g) })
 }
 
@@ -556,7 +565,7 @@ func daemonNotRunning(out string) bool {
 // group).
 func (r *shellRig) stopDaemons() {
 	for _, g := range r.groups {
-		syscall.Kill(-g, syscall.SIGKILL)
+		r.guard.Kill(g)
 	}
 	r.groups = nil
 }

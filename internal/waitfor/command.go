@@ -3,6 +3,7 @@
 package waitfor
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -51,6 +52,15 @@ func (e *StallError) Unwrap() error { return e.Err }
 // other writer, by the bytes written. Processes the command leaves in
 // the background stay in its group (see GroupCPU) after it returns.
 func Command(cmd *exec.Cmd, stall time.Duration) error {
+	return CommandGuarded(cmd, stall, nil)
+}
+
+// CommandGuarded is Command with the command's process group added to g
+// (if not nil) as soon as it starts, so that it dies with this process
+// even while Command waits; once the command returns, a group with
+// nothing left running in it is forgotten, and one with daemons in the
+// background stays listed until the caller's g.Kill.
+func CommandGuarded(cmd *exec.Cmd, stall time.Duration, g *GroupGuard) (err error) {
 	var written atomic.Int64
 	var files []*os.File
 	wrap := func(w io.Writer) io.Writer {
@@ -78,6 +88,18 @@ func Command(cmd *exec.Cmd, stall time.Duration) error {
 		return err
 	}
 	pgid := cmd.Process.Pid
+	if g != nil {
+		if gerr := g.Add(pgid); gerr != nil {
+			syscall.Kill(-pgid, syscall.SIGKILL)
+			cmd.Wait()
+			return gerr
+		}
+		defer func() {
+			if !GroupAlive(pgid) {
+				err = errors.Join(err, g.Forget(pgid))
+			}
+		}()
+	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 

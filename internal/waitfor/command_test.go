@@ -52,6 +52,19 @@ func child(mode string) {
 		}
 	case "burnchild": // silent itself, its child burns
 		childCmd("burn").Run()
+	case "guarded": // a block leaving a daemon behind, its group guarded; then killed
+		g, err := NewGroupGuard()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		c := exec.Command("bash", "-c", "sleep 600 & echo $!")
+		c.Stdout = os.Stdout
+		if err := CommandGuarded(c, time.Minute, g); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		time.Sleep(time.Hour)
 	}
 }
 
