@@ -206,8 +206,10 @@ func (c Config) Defaults() Config {
 // a thousand 256-byte writes. They are what 'dxpu bridge', 'dxpu bridge
 // agent', the C library and the benchmarks run. Measured with 'dxpu bench
 // link' (2 cores, loopback): the earlier 256/64/64 stalled on credits at
-// 0.4-0.75x the goodput of these, and 512 header credits held 512-byte
-// writes at 0.8-0.9x of 1024 with jumbo frames.
+// about 0.35-0.75x the goodput of these, and 512 header credits held
+// 512-byte writes at 0.75-0.9x of 1024 with jumbo frames. Raise them
+// ('dxpu bridge --window --credits') where bandwidth times round trip is
+// larger.
 const (
 	DefaultWindow        = 1024
 	DefaultTxQueue       = 256
