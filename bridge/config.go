@@ -193,9 +193,9 @@ func (c Config) Defaults() Config {
 	}
 	// Round up a window Validate accepts only: a negative one stays for
 	// Validate to refuse rather than becoming a window of 1, and so does
-	// one above maxWindow (doubling up to one above 1<<62 overflowed to 0
+	// one above MaxWindow (doubling up to one above 1<<62 overflowed to 0
 	// and never ended).
-	if c.Window > 0 && c.Window <= maxWindow {
+	if c.Window > 0 && c.Window <= MaxWindow {
 		c.Window = 1 << bits.Len(uint(c.Window-1))
 	}
 	return c
@@ -225,10 +225,12 @@ const (
 // New allocates a buffer of maxTLP bytes for each (see poolSlots), so
 // these bound its memory: at most 8<<15 buffers, 1.08 GB at MaxPayload
 // 4096 (queues of 1<<16 took it to 1.9 GB).
+// MaxWindow and MaxHeaderCredits are exported for the flags that set
+// them (dxpu bridge, bridge agent, bench link).
 const (
-	maxWindow        = 1 << 15
+	MaxWindow        = 1 << 15
 	maxQueue         = 1 << 15
-	maxHeaderCredits = 1 << 15
+	MaxHeaderCredits = 1 << 15
 )
 
 // poolSlots is how many TLP buffers of maxTLP bytes New allocates: to
@@ -302,8 +304,8 @@ func (c *Config) Validate() error {
 	case c.MTU > 65535 || c.frameBudget() < encap.HeaderLen+2+c.maxTLP():
 		need := encap.HeaderLen + 2 + c.maxTLP() + (c.MTU - c.frameBudget())
 		return bad("MTU", "%d cannot carry one %d-byte TLP (need %d..65535)", c.MTU, c.maxTLP(), need)
-	case c.Window < 1 || c.Window > maxWindow:
-		return bad("Window", "%d: want 1..%d (the largest window a HELLO announces)", c.Window, maxWindow)
+	case c.Window < 1 || c.Window > MaxWindow:
+		return bad("Window", "%d: want 1..%d (the largest window a HELLO announces)", c.Window, MaxWindow)
 	case c.TxQueue < 1 || c.TxQueue > maxQueue:
 		return bad("TxQueue", "%d: want 1..%d (no more TLPs than the largest window)", c.TxQueue, maxQueue)
 	case c.InfiniteQueue < 1 || c.InfiniteQueue > maxQueue:
@@ -324,8 +326,8 @@ func (c *Config) Validate() error {
 		return bad("HelloInterval", "%v: want above 0", c.HelloInterval)
 	}
 	for i, cc := range c.Credits {
-		if cc.Headers < 0 || cc.Headers > maxHeaderCredits || cc.Data < 0 || cc.Data > 1<<30 {
-			return bad("Credits", "class %v: %+v out of range (headers 0..%d, data 0..2^30)", tlp.Class(i), cc, maxHeaderCredits)
+		if cc.Headers < 0 || cc.Headers > MaxHeaderCredits || cc.Data < 0 || cc.Data > 1<<30 {
+			return bad("Credits", "class %v: %+v out of range (headers 0..%d, data 0..2^30)", tlp.Class(i), cc, MaxHeaderCredits)
 		}
 		if cc.Data != 0 && cc.Data < (c.MaxPayload+15)/16 {
 			return bad("Credits", "class %v: %d data units cannot hold one %d-byte payload", tlp.Class(i), cc.Data, c.MaxPayload)

@@ -29,9 +29,9 @@ func defaultsWithin(t *testing.T, c Config) Config {
 // TLP size at their maximum, each class infinite (InfiniteQueue deep) or
 // offering every header credit.
 func largest(infinite bool) Config {
-	c := Config{Role: RoleHost, PairID: 1, MTU: 65535, MaxPayload: 4096, Window: maxWindow, TxQueue: maxQueue, InfiniteQueue: maxQueue}
+	c := Config{Role: RoleHost, PairID: 1, MTU: 65535, MaxPayload: 4096, Window: MaxWindow, TxQueue: maxQueue, InfiniteQueue: maxQueue}
 	for i := range c.Credits {
-		c.Credits[i] = ClassCredits{Headers: maxHeaderCredits, Data: 1 << 30}
+		c.Credits[i] = ClassCredits{Headers: MaxHeaderCredits, Data: 1 << 30}
 		if infinite {
 			c.Credits[i].Headers = 0
 		}
@@ -52,7 +52,7 @@ const protocolBytes = 8 << 15 * (16 + 4096 + 4)
 // returned. At most the largest, it rounds up as before.
 func TestWindowAboveLargestRefused(t *testing.T) {
 	t.Parallel()
-	for _, w := range []int{maxWindow + 1, 1 << 16, 1 << 40, 1<<62 + 1, math.MaxInt} {
+	for _, w := range []int{MaxWindow + 1, 1 << 16, 1 << 40, 1<<62 + 1, math.MaxInt} {
 		c := Config{Role: RoleHost, PairID: 1, Window: w}
 		if d := defaultsWithin(t, c); d.Window != w {
 			t.Errorf("Window %d: Defaults made it %d", w, d.Window)
@@ -63,7 +63,7 @@ func TestWindowAboveLargestRefused(t *testing.T) {
 			t.Errorf("Window %d: %v, want ErrConfig naming Window, the value and 32768", w, err)
 		}
 	}
-	for w, want := range map[int]int{1: 1, 3: 4, 200: 256, maxWindow - 1: maxWindow, maxWindow: maxWindow} {
+	for w, want := range map[int]int{1: 1, 3: 4, 200: 256, MaxWindow - 1: MaxWindow, MaxWindow: MaxWindow} {
 		if d := defaultsWithin(t, Config{Window: w}); d.Window != want {
 			t.Errorf("Window %d: rounded to %d, want %d", w, d.Window, want)
 		}
@@ -80,7 +80,7 @@ func TestTLPCountsBoundedByProtocol(t *testing.T) {
 	for field, set := range map[string]func(*Config){
 		"TxQueue":       func(c *Config) { c.TxQueue = maxQueue + 1 },
 		"InfiniteQueue": func(c *Config) { c.InfiniteQueue = maxQueue + 1 },
-		"Credits":       func(c *Config) { c.Credits[1].Headers = maxHeaderCredits + 1 },
+		"Credits":       func(c *Config) { c.Credits[1].Headers = MaxHeaderCredits + 1 },
 	} {
 		c := largest(false)
 		set(&c)
@@ -154,7 +154,7 @@ func TestNewAllocatesItsPools(t *testing.T) {
 func FuzzConfig(f *testing.F) {
 	f.Add(0, 0, 0, 0, 0, 0, 0, 0, int64(0))
 	f.Add(256, 64, 64, 1472, 512, 64, 2048, 8, int64(time.Millisecond))
-	f.Add(maxWindow, maxQueue, maxQueue, 65535, 4096, 0, 1<<30, 10, int64(time.Second))
+	f.Add(MaxWindow, maxQueue, maxQueue, 65535, 4096, 0, 1<<30, 10, int64(time.Second))
 	f.Add(1<<62+1, 1<<16, 1<<16, 1<<20, 1<<20, 1<<15+1, 1<<31, 9, int64(-1))
 	f.Add(math.MaxInt, math.MinInt, -1, -1, math.MaxInt, -1, -1, -1, int64(math.MinInt64))
 	f.Add(3, 1, 1, 100, 64, 1, 4, 10, int64(1))
@@ -171,7 +171,7 @@ func FuzzConfig(f *testing.F) {
 			}
 			return
 		}
-		if d.Window&(d.Window-1) != 0 || d.Window > maxWindow {
+		if d.Window&(d.Window-1) != 0 || d.Window > MaxWindow {
 			t.Fatalf("Window %d accepted as %d", window, d.Window)
 		}
 		tx, rx := d.poolSlots()

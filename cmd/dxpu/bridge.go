@@ -229,13 +229,16 @@ func numberFlags(cmd *cobra.Command, positive []string, nonNegative ...string) e
 // limits; 0, which the daemons' Options take as the default, is no
 // window or buffer as a flag), as bench link refuses its --window.
 func bufferFlags(cmd *cobra.Command) error {
-	for _, fl := range []struct{ name, per string }{{"window", ""}, {"credits", " per class"}} {
+	for _, fl := range []struct {
+		name, per string
+		most      int
+	}{{"window", "", bridge.MaxWindow}, {"credits", " per class", bridge.MaxHeaderCredits}} {
 		n, err := cmd.Flags().GetInt(fl.name)
 		if err != nil {
 			return err
 		}
-		if n < 1 || n > bridged.MaxTLPs {
-			return fmt.Errorf("--%s %d: want 1..%d TLPs%s", fl.name, n, bridged.MaxTLPs, fl.per)
+		if n < 1 || n > fl.most {
+			return fmt.Errorf("--%s %d: want 1..%d TLPs%s", fl.name, n, fl.most, fl.per)
 		}
 	}
 	return nil

@@ -268,3 +268,14 @@ func cmdline(pid string) string {
 	}
 	return s
 }
+
+// Exited reports whether the process pid running comm has ended: no such
+// process, a zombie, or its PID another command's now.
+func Exited(pid int, comm string) bool {
+	st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil || !strings.Contains(string(st), "("+comm+")") {
+		return true
+	}
+	f := strings.Fields(string(st[strings.LastIndexByte(string(st), ')')+1:]))
+	return len(f) > 0 && f[0] == "Z"
+}

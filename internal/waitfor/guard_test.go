@@ -4,7 +4,6 @@ package waitfor
 
 import (
 	"bufio"
-	"fmt"
 	"os"
 	"os/exec"
 	"strconv"
@@ -12,17 +11,6 @@ import (
 	"syscall"
 	"testing"
 )
-
-// gone reports whether process pid has ended: no such process, a zombie,
-// or its PID now another command's.
-func gone(pid int, comm string) bool {
-	st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil || !strings.Contains(string(st), "("+comm+")") {
-		return true
-	}
-	f := strings.Fields(string(st[strings.LastIndexByte(string(st), ')')+1:]))
-	return len(f) > 0 && f[0] == "Z"
-}
 
 // TestGroupGuardOutlivesItsHolder: a process that ran a block leaving a
 // daemon in the background (the docs tests' shells) is killed with
@@ -51,12 +39,12 @@ func TestGroupGuardOutlivesItsHolder(t *testing.T) {
 	}
 	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
 	// $! is the background subshell, sleep once it has exec'd.
-	Until(t, "the daemon to run", func() bool { return !gone(pid, "sleep") })
+	Until(t, "the daemon to run", func() bool { return !Exited(pid, "sleep") })
 	if err := p.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
 	p.Wait()
-	Until(t, "the daemon to die with its holder", func() bool { return gone(pid, "sleep") })
+	Until(t, "the daemon to die with its holder", func() bool { return Exited(pid, "sleep") })
 }
 
 // TestGroupGuardForgets: Close kills the groups still listed, not one

@@ -72,7 +72,8 @@ type Options struct {
 	// of two (0: bridge.DefaultWindow). Credits is the header credits
 	// each flow-control class advertises to the peer, its receive buffer
 	// in TLPs, with Credits*MaxPayload/16 data units (0:
-	// bridge.DefaultHeaderCredits). Both at most MaxTLPs; see SetBuffers.
+	// bridge.DefaultHeaderCredits). At most bridge.MaxWindow and
+	// bridge.MaxHeaderCredits; see SetBuffers.
 	Window, Credits   int
 	Keepalive         time.Duration
 	DeadAfter         time.Duration

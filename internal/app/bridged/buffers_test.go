@@ -48,7 +48,7 @@ func TestBuffersReachTheWire(t *testing.T) {
 		{0, 0, 0, bridge.DefaultWindow, bridge.DefaultHeaderCredits, bridge.DefaultHeaderCredits * 512 / 16},
 		{2048, 512, 0, 2048, 512, 512 * 512 / 16},
 		{3000, 100, 2048, 4096, 100, 100 * 2048 / 16},
-		{MaxTLPs, MaxTLPs, 4096, MaxTLPs, MaxTLPs, MaxTLPs * 4096 / 16},
+		{bridge.MaxWindow, bridge.MaxHeaderCredits, 4096, bridge.MaxWindow, bridge.MaxHeaderCredits, bridge.MaxHeaderCredits * 4096 / 16},
 		{1, 1, 0, 1, 1, 512 / 16},
 	} {
 		o := base

@@ -193,11 +193,6 @@ func (z Sizes) Check() error {
 	return nil
 }
 
-// MaxTLPs is the most TLPs --window and --credits take (bridge.Config's
-// limits): a HELLO announces the window, a power of two, and each class's
-// header credits in 16 bits.
-const MaxTLPs = 1 << 15
-
 // SetBuffers sets c's Window and Credits from a daemon's --window and
 // --credits (`dxpu bridge` and `dxpu bridge agent` alike), 0 keeping
 // bridge.Config's default for each: window TLPs in flight per direction

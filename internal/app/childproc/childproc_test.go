@@ -96,7 +96,7 @@ func TestDiesWithParent(t *testing.T) {
 					t.Errorf("the child's namespace is %q (%v), this test's %q: want a namespace of its own", its, err, mine)
 				}
 			}
-			if exited(pid) {
+			if waitfor.Exited(pid, "sleep") {
 				t.Fatal("the child died before its parent: its parent-death signal came with a thread's end")
 			}
 			if err := p.Process.Kill(); err != nil {
@@ -105,20 +105,9 @@ func TestDiesWithParent(t *testing.T) {
 			p.Wait()
 			// Orphaned, the child is reparented and reaped: it is gone
 			// once it took its signal.
-			waitfor.Until(t, "the child to die with its parent", func() bool { return exited(pid) })
+			waitfor.Until(t, "the child to die with its parent", func() bool { return waitfor.Exited(pid, "sleep") })
 		})
 	}
-}
-
-// exited reports whether the sleep with PID pid has ended: gone, a
-// zombie, or its PID another process's now.
-func exited(pid int) bool {
-	st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil || !strings.Contains(string(st), "(sleep)") {
-		return true
-	}
-	f := strings.Fields(string(st[strings.LastIndexByte(string(st), ')')+1:]))
-	return len(f) > 0 && f[0] == "Z"
 }
 
 // TestSurvivesThreadExit: a child started by Start from a goroutine that

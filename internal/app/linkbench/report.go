@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dxpu/dxpu/bridge"
 	"github.com/dxpu/dxpu/bridge/driver"
 	"github.com/dxpu/dxpu/bridge/memlink"
 	"github.com/dxpu/dxpu/bridge/seal"
@@ -491,7 +492,6 @@ func whyReadsFailed(r *Result, virtual bool) string {
 // Bounds of the flags checkRanges holds to.
 const (
 	maxUDPPayload = 65507 // an IPv4 UDP datagram's payload
-	maxWindow     = 1 << 15
 	maxMixWeight  = 1e6
 )
 
@@ -524,8 +524,8 @@ func checkRanges(fl *ReportOptions) error {
 		return fmt.Errorf("--mtu %d: want 128..65535 bytes", fl.MTU)
 	case !fl.Virtual && fl.MTU > maxUDPPayload:
 		return fmt.Errorf("--mtu %d: a real-time run sends its frames in UDP datagrams, at most %d bytes", fl.MTU, maxUDPPayload)
-	case fl.Window < 1 || fl.Window > maxWindow:
-		return fmt.Errorf("--window %d: want 1..%d TLPs", fl.Window, maxWindow)
+	case fl.Window < 1 || fl.Window > bridge.MaxWindow:
+		return fmt.Errorf("--window %d: want 1..%d TLPs", fl.Window, bridge.MaxWindow)
 	case fl.Spin < 0 || fl.Spin > driver.MaxSpin:
 		return units.Errorf("--spin %v: want 0 up to %v", fl.Spin, driver.MaxSpin)
 	case fl.Virtual && fl.Spin != 0:
